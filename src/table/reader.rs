@@ -1,0 +1,934 @@
+//! Reading a table from a byte slice holding the whole file (typically an mmap).
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Deref;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use super::block::{EntryCursor, Layout};
+use super::footer::{BlockHandle, Footer};
+use super::{Compression, BLOCK_TRAILER_LEN, FOOTER_LEN, MAX_BLOCK_LEN};
+use crate::coding::{crc32c, crc32c_extend, get_fixed32, unmask_crc, Cursor};
+use crate::error::{Error, Result};
+use crate::name::display;
+
+/// Options for [`Table::open`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TableReadOptions {
+    /// Verify each data block's CRC the first time it is loaded (default true). The index block
+    /// is always verified at open.
+    pub verify_checksums: bool,
+    /// Bytes of decompressed (Snappy) blocks kept in memory; 0 disables the cache. Uncompressed
+    /// blocks are read in place and never cached. Default 8 MiB.
+    pub cache_capacity: usize,
+}
+
+impl Default for TableReadOptions {
+    fn default() -> Self {
+        TableReadOptions {
+            verify_checksums: true,
+            cache_capacity: 8 << 20,
+        }
+    }
+}
+
+/// The contents of a data block: borrowed from the file when stored uncompressed, or a shared
+/// decompressed copy.
+#[derive(Debug, Clone)]
+pub enum BlockBytes<'a> {
+    /// Uncompressed block, read in place from the file.
+    Mapped(&'a [u8]),
+    /// Decompressed block (possibly shared with the block cache).
+    Cached(Arc<[u8]>),
+}
+
+impl Deref for BlockBytes<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            BlockBytes::Mapped(b) => b,
+            BlockBytes::Cached(b) => b,
+        }
+    }
+}
+
+/// One materialized index entry; the block number is its position in the index.
+#[derive(Debug, Clone, Copy)]
+struct IndexEntry {
+    /// Separator key range in `Table::keys`.
+    key_start: usize,
+    key_end: usize,
+    handle: BlockHandle,
+}
+
+/// A small LRU of decompressed blocks keyed by block number.
+#[derive(Debug, Default)]
+struct BlockCache {
+    capacity: usize,
+    used: usize,
+    tick: u64,
+    map: HashMap<usize, (Arc<[u8]>, u64)>,
+    lru: BTreeMap<u64, usize>,
+}
+
+impl BlockCache {
+    fn get(&mut self, block: usize) -> Option<Arc<[u8]>> {
+        let (bytes, t) = self.map.get_mut(&block)?;
+        self.lru.remove(t);
+        self.tick += 1;
+        *t = self.tick;
+        self.lru.insert(self.tick, block);
+        Some(bytes.clone())
+    }
+
+    fn insert(&mut self, block: usize, bytes: Arc<[u8]>) {
+        if bytes.len() > self.capacity || self.map.contains_key(&block) {
+            return;
+        }
+        while self.used + bytes.len() > self.capacity {
+            let Some((_, victim)) = self.lru.pop_first() else {
+                break;
+            };
+            if let Some((b, _)) = self.map.remove(&victim) {
+                self.used -= b.len();
+            }
+        }
+        self.tick += 1;
+        self.used += bytes.len();
+        self.lru.insert(self.tick, block);
+        self.map.insert(block, (bytes, self.tick));
+    }
+}
+
+/// The materialized index of a table: footer, separator keys and data block handles, all
+/// validated, plus the per-block "checksum verified" flags and the block cache.
+///
+/// It owns no file bytes, so it can live next to the mapping it was read from; combine the two
+/// with [`Table::new`]. `TableIndex` is `Send + Sync`.
+#[derive(Debug)]
+pub struct TableIndex {
+    footer: Footer,
+    opts: TableReadOptions,
+    /// Separator keys, concatenated.
+    keys: Vec<u8>,
+    entries: Vec<IndexEntry>,
+    /// Per data block: CRC already verified.
+    verified: Vec<AtomicBool>,
+    cache: Mutex<BlockCache>,
+}
+
+/// Extent of a block and its trailer (exclusive end), if it does not overflow.
+fn block_end(h: &BlockHandle) -> Option<u64> {
+    h.offset
+        .checked_add(h.size)?
+        .checked_add(BLOCK_TRAILER_LEN as u64)
+}
+
+/// Decompresses a Snappy block, refusing to allocate more than the format can encode.
+fn decompress(contents: &[u8], offset: u64) -> Result<Vec<u8>> {
+    let bad = |d: String| {
+        Error::corrupt(
+            "block",
+            offset,
+            format!("corrupted compressed block contents: {d}"),
+        )
+    };
+    if contents.is_empty() {
+        return Err(bad("empty".into()));
+    }
+    let n = snap::raw::decompress_len(contents).map_err(|e| bad(e.to_string()))?;
+    if n > MAX_BLOCK_LEN {
+        return Err(Error::limit(
+            "decompressed block length",
+            n as u64,
+            MAX_BLOCK_LEN as u64,
+            Some(offset),
+        ));
+    }
+    if !matches!(contents.len().checked_mul(32), Some(m) if n <= m) {
+        return Err(bad(format!(
+            "claims {n} bytes from {} compressed bytes",
+            contents.len()
+        )));
+    }
+    let mut out = vec![0u8; n];
+    let got = snap::raw::Decoder::new()
+        .decompress(contents, &mut out)
+        .map_err(|e| bad(e.to_string()))?;
+    if got != n {
+        return Err(bad(format!("decompressed to {got} bytes, header says {n}")));
+    }
+    Ok(out)
+}
+
+/// The block's stored bytes, type byte and stored (masked) CRC, bounds-checked against `file`.
+fn read_raw<'f>(file: &'f [u8], h: &BlockHandle) -> Result<(&'f [u8], u8, u32)> {
+    let out_of_file = || {
+        Error::corrupt(
+            "block",
+            h.offset,
+            format!(
+                "truncated block read: block of {} bytes (+{BLOCK_TRAILER_LEN}) runs past the end of the {}-byte file",
+                h.size,
+                file.len()
+            ),
+        )
+    };
+    let start = usize::try_from(h.offset).map_err(|_| out_of_file())?;
+    let size = usize::try_from(h.size).map_err(|_| out_of_file())?;
+    let end = start
+        .checked_add(size)
+        .and_then(|e| e.checked_add(BLOCK_TRAILER_LEN))
+        .ok_or_else(out_of_file)?;
+    let all = file.get(start..end).ok_or_else(out_of_file)?;
+    let (contents, trailer) = all.split_at(size);
+    let stored = get_fixed32(trailer, 1).ok_or_else(out_of_file)?;
+    Ok((contents, trailer[0], stored))
+}
+
+impl TableIndex {
+    /// Reads and validates the footer and index block of the table that ends `file` (the whole
+    /// file, e.g. an mmap).
+    ///
+    /// Checks: the file holds a footer; the magic number; the index block ends exactly where the
+    /// footer begins and the metaindex block ends at or before it; the index block's CRC (always,
+    /// whatever the options); its structure (strictly increasing separators); every data block
+    /// handle lies before the metaindex block, after the previous data block, and is at most
+    /// [`MAX_BLOCK_LEN`] long. Data blocks are not touched: the cost is O(size of the index
+    /// block). Every failure is [`Error::Corrupt`] (or [`Error::ChecksumMismatch`] /
+    /// [`Error::LimitExceeded`]) with the file offset.
+    pub fn open(file: &[u8], opts: &TableReadOptions) -> Result<TableIndex> {
+        let len = file.len();
+        if len < FOOTER_LEN {
+            return Err(Error::corrupt(
+                "table",
+                0,
+                format!("file is too short to be a table ({len} bytes, the footer alone is {FOOTER_LEN})"),
+            ));
+        }
+        let footer_start = len - FOOTER_LEN;
+        let fs = footer_start as u64;
+        let footer = Footer::decode(&file[footer_start..], fs)?;
+        let (meta, idx) = (footer.metaindex, footer.index);
+
+        if block_end(&idx) != Some(fs) {
+            return Err(Error::corrupt(
+                "footer",
+                fs,
+                format!(
+                    "index block handle (offset {}, size {}) does not end where the footer begins ({fs})",
+                    idx.offset, idx.size
+                ),
+            ));
+        }
+        if !matches!(block_end(&meta), Some(e) if e <= idx.offset) {
+            return Err(Error::corrupt(
+                "footer",
+                fs,
+                format!(
+                    "metaindex block handle (offset {}, size {}) overlaps the index block at {}",
+                    meta.offset, meta.size, idx.offset
+                ),
+            ));
+        }
+        for (what, h) in [
+            ("index block length", idx),
+            ("metaindex block length", meta),
+        ] {
+            if h.size > MAX_BLOCK_LEN as u64 {
+                return Err(Error::limit(
+                    what,
+                    h.size,
+                    MAX_BLOCK_LEN as u64,
+                    Some(h.offset),
+                ));
+            }
+        }
+
+        // The index block: always checksummed.
+        let (raw, ty, stored) = read_raw(file, &idx)?;
+        verify_crc(&idx, raw, ty, stored)?;
+        let contents: Cow<'_, [u8]> = match Compression::from_type_byte(ty) {
+            Some(Compression::None) => Cow::Borrowed(raw),
+            Some(Compression::Snappy) => Cow::Owned(decompress(raw, idx.offset)?),
+            None => return Err(bad_type(idx.offset, ty)),
+        };
+        let exact = matches!(contents, Cow::Borrowed(_));
+        let lay = Layout::parse(&contents, idx.offset, exact, "index block")?;
+        let mut cur = EntryCursor::new();
+        let mut keys = Vec::with_capacity(contents.len() / 2);
+        let mut entries: Vec<IndexEntry> = Vec::new();
+        let mut prev_end: Option<u64> = None;
+        while cur.next(&contents, &lay)? {
+            let n = entries.len();
+            let key = cur.key();
+            let value = cur.value(&contents);
+            let bad = |d: String| {
+                Error::corrupt(
+                    "index entry",
+                    idx.offset,
+                    format!("entry {n} (separator {}): {d}", display(key)),
+                )
+            };
+            let mut vc = Cursor::new(value, idx.offset);
+            let h = BlockHandle::decode(&mut vc)
+                .ok_or_else(|| bad("value is not a block handle".into()))?;
+            if vc.remaining() != 0 {
+                return Err(bad(format!(
+                    "{} bytes after the block handle",
+                    vc.remaining()
+                )));
+            }
+            if h.size > MAX_BLOCK_LEN as u64 {
+                return Err(Error::limit(
+                    "data block length",
+                    h.size,
+                    MAX_BLOCK_LEN as u64,
+                    Some(h.offset),
+                ));
+            }
+            if let Some(pe) = prev_end {
+                if h.offset < pe {
+                    return Err(bad(format!(
+                        "data block at {} overlaps or precedes the previous block (which ends at {pe})",
+                        h.offset
+                    )));
+                }
+            }
+            let end = block_end(&h).filter(|&e| e <= meta.offset).ok_or_else(|| {
+                bad(format!(
+                    "data block (offset {}, size {}) runs past the metaindex block at {}",
+                    h.offset, h.size, meta.offset
+                ))
+            })?;
+            prev_end = Some(end);
+            let key_start = keys.len();
+            keys.extend_from_slice(key);
+            entries.push(IndexEntry {
+                key_start,
+                key_end: keys.len(),
+                handle: h,
+            });
+        }
+        keys.shrink_to_fit();
+        entries.shrink_to_fit();
+        let verified = (0..entries.len()).map(|_| AtomicBool::new(false)).collect();
+        Ok(TableIndex {
+            footer,
+            opts: *opts,
+            keys,
+            entries,
+            verified,
+            cache: Mutex::new(BlockCache {
+                capacity: opts.cache_capacity,
+                ..BlockCache::default()
+            }),
+        })
+    }
+
+    /// Number of data blocks.
+    pub fn data_blocks(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Handle of data block `i`.
+    ///
+    /// # Panics
+    /// If `i >= self.data_blocks()`.
+    pub fn block_handle(&self, i: usize) -> BlockHandle {
+        self.entries[i].handle
+    }
+
+    /// Separator key of data block `i` from the index (>= every key of the block, < every key of
+    /// later blocks).
+    ///
+    /// # Panics
+    /// If `i >= self.data_blocks()`.
+    pub fn separator(&self, i: usize) -> &[u8] {
+        let e = &self.entries[i];
+        &self.keys[e.key_start..e.key_end]
+    }
+
+    /// File offset of the first data block, if there is one.
+    pub fn first_data_offset(&self) -> Option<u64> {
+        self.entries.first().map(|e| e.handle.offset)
+    }
+
+    /// The footer.
+    pub fn footer(&self) -> &Footer {
+        &self.footer
+    }
+
+    /// The options the index was opened with.
+    pub fn options(&self) -> &TableReadOptions {
+        &self.opts
+    }
+
+    /// Number of the data block that would hold `key`: the first whose separator is >= key.
+    fn find_block(&self, key: &[u8]) -> usize {
+        self.entries
+            .partition_point(|e| &self.keys[e.key_start..e.key_end] < key)
+    }
+
+    fn lock_cache(&self) -> std::sync::MutexGuard<'_, BlockCache> {
+        // A panic while holding the lock cannot leave the cache inconsistent in a way that
+        // matters (worst case a slightly wrong byte count), so recover from poisoning.
+        self.cache.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The index a [`Table`] uses: its own, or one owned elsewhere.
+#[derive(Debug)]
+enum IndexRef<'a> {
+    Owned(Box<TableIndex>),
+    Borrowed(&'a TableIndex),
+}
+
+impl Deref for IndexRef<'_> {
+    type Target = TableIndex;
+    fn deref(&self) -> &TableIndex {
+        match self {
+            IndexRef::Owned(b) => b,
+            IndexRef::Borrowed(r) => r,
+        }
+    }
+}
+
+/// An open table: the file bytes and their validated [`TableIndex`]; data blocks are read on
+/// demand.
+///
+/// `Table` is `Send + Sync`; lookups from several threads share the block cache.
+#[derive(Debug)]
+pub struct Table<'a> {
+    file: &'a [u8],
+    index: IndexRef<'a>,
+}
+
+impl<'a> Table<'a> {
+    /// Opens the table that ends `file` (the whole file, e.g. an mmap); see [`TableIndex::open`]
+    /// for what is checked. Costs O(size of the index block).
+    pub fn open(file: &'a [u8], opts: TableReadOptions) -> Result<Table<'a>> {
+        let index = TableIndex::open(file, &opts)?;
+        Ok(Table {
+            file,
+            index: IndexRef::Owned(Box::new(index)),
+        })
+    }
+
+    /// A table over `file` using an index already read from that same file (cheap). With an
+    /// index from another file, reads fail or return garbage but never panic.
+    pub fn new(file: &'a [u8], index: &'a TableIndex) -> Table<'a> {
+        Table {
+            file,
+            index: IndexRef::Borrowed(index),
+        }
+    }
+
+    /// A view of this table sharing its index.
+    fn view(&self) -> Table<'_> {
+        Table {
+            file: self.file,
+            index: IndexRef::Borrowed(&self.index),
+        }
+    }
+
+    /// The table's index.
+    pub fn index(&self) -> &TableIndex {
+        &self.index
+    }
+
+    /// Number of data blocks.
+    pub fn data_blocks(&self) -> usize {
+        self.index.data_blocks()
+    }
+
+    /// Handle of data block `i`.
+    ///
+    /// # Panics
+    /// If `i >= self.data_blocks()`.
+    pub fn block_handle(&self, i: usize) -> BlockHandle {
+        self.index.block_handle(i)
+    }
+
+    /// File offset of the first data block, if there is one.
+    pub fn first_data_offset(&self) -> Option<u64> {
+        self.index.first_data_offset()
+    }
+
+    /// The footer.
+    pub fn footer(&self) -> &Footer {
+        self.index.footer()
+    }
+
+    /// Loads data block `i`: in place if uncompressed, else decompressed (through the cache).
+    /// Its CRC is verified on first load when `verify_checksums` is set.
+    pub fn load_block(&self, i: usize) -> Result<BlockBytes<'a>> {
+        let ix = &*self.index;
+        let e = ix.entries.get(i).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "data block {i} does not exist (the table has {})",
+                ix.entries.len()
+            ))
+        })?;
+        let h = e.handle;
+        let (contents, ty, stored) = read_raw(self.file, &h)?;
+        let verify = ix.opts.verify_checksums && !ix.verified[i].load(Ordering::Acquire);
+        match Compression::from_type_byte(ty) {
+            Some(Compression::None) => {
+                if verify {
+                    verify_crc(&h, contents, ty, stored)?;
+                    ix.verified[i].store(true, Ordering::Release);
+                }
+                Ok(BlockBytes::Mapped(contents))
+            }
+            Some(Compression::Snappy) => {
+                let caching = ix.opts.cache_capacity > 0;
+                if caching {
+                    if let Some(b) = ix.lock_cache().get(i) {
+                        return Ok(BlockBytes::Cached(b));
+                    }
+                }
+                if verify {
+                    verify_crc(&h, contents, ty, stored)?;
+                    ix.verified[i].store(true, Ordering::Release);
+                }
+                let bytes: Arc<[u8]> = decompress(contents, h.offset)?.into();
+                if caching {
+                    ix.lock_cache().insert(i, bytes.clone());
+                }
+                Ok(BlockBytes::Cached(bytes))
+            }
+            None => {
+                if verify {
+                    verify_crc(&h, contents, ty, stored)?;
+                }
+                Err(bad_type(h.offset, ty))
+            }
+        }
+    }
+
+    /// Parses the layout of data block `i` held in `bytes`.
+    fn layout(&self, i: usize, bytes: &BlockBytes<'_>) -> Result<Layout> {
+        let exact = matches!(bytes, BlockBytes::Mapped(_));
+        Layout::parse(
+            bytes,
+            self.index.entries[i].handle.offset,
+            exact,
+            "data block",
+        )
+    }
+
+    /// Checks the CRC of every data block, the metaindex block and the index block, whatever
+    /// the options say, and remembers the data blocks as verified. Returns the number of blocks
+    /// checked (data blocks + 2).
+    pub fn verify_all_blocks(&self) -> Result<u64> {
+        let ix = &*self.index;
+        for (i, e) in ix.entries.iter().enumerate() {
+            let (contents, ty, stored) = read_raw(self.file, &e.handle)?;
+            verify_crc(&e.handle, contents, ty, stored)?;
+            ix.verified[i].store(true, Ordering::Release);
+        }
+        for h in [ix.footer.metaindex, ix.footer.index] {
+            let (contents, ty, stored) = read_raw(self.file, &h)?;
+            verify_crc(&h, contents, ty, stored)?;
+        }
+        Ok(ix.entries.len() as u64 + 2)
+    }
+
+    /// Looks `key` up; if present, calls `f` with its value and the absolute file offset of the
+    /// data block holding it (for error messages), and returns `Some` of `f`'s result. (If `f`
+    /// itself returns a `Result`, `Option::transpose` flattens the two.)
+    ///
+    /// Does not allocate for uncompressed blocks and keys up to 128 bytes.
+    pub fn get<R>(&self, key: &[u8], f: impl FnOnce(&[u8], u64) -> R) -> Result<Option<R>> {
+        let i = self.index.find_block(key);
+        if i >= self.index.entries.len() {
+            return Ok(None);
+        }
+        let bytes = self.load_block(i)?;
+        let lay = self.layout(i, &bytes)?;
+        let mut cur = EntryCursor::new();
+        if cur.seek(&bytes, &lay, key)? && cur.key() == key {
+            Ok(Some(f(
+                cur.value(&bytes),
+                self.index.entries[i].handle.offset,
+            )))
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// An unpositioned iterator over all entries.
+    pub fn iter(&self) -> TableIter<'_> {
+        self.view().into_iter_owned()
+    }
+
+    /// An unpositioned iterator over all entries that owns this table (view).
+    pub fn into_iter_owned(self) -> TableIter<'a> {
+        TableIter {
+            table: self,
+            state: IterState::Unpositioned,
+            block: None,
+            cur: EntryCursor::new(),
+        }
+    }
+}
+
+fn bad_type(offset: u64, ty: u8) -> Error {
+    Error::corrupt("block", offset, format!("bad block type {ty}"))
+}
+
+/// Checks a block's trailer CRC (over the stored bytes and the type byte).
+fn verify_crc(h: &BlockHandle, contents: &[u8], ty: u8, stored_masked: u32) -> Result<()> {
+    let computed = crc32c_extend(crc32c(contents), &[ty]);
+    let stored = unmask_crc(stored_masked);
+    if computed != stored {
+        return Err(Error::ChecksumMismatch {
+            what: "block",
+            name: None,
+            offset: h.offset,
+            len: h.size,
+            stored,
+            computed,
+        });
+    }
+    Ok(())
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum IterState {
+    Unpositioned,
+    Valid,
+    Done,
+    Failed,
+}
+
+/// A cursor over all entries of a [`Table`], moving across data blocks.
+///
+/// Same protocol as [`super::BlockIter`]: a new iterator is unpositioned and `next` moves it to
+/// the first entry, so `while it.next()? { .. }` visits every entry; after `seek*`,
+/// [`valid`](Self::valid) tells whether it is on an entry. Besides the in-block checks, it
+/// verifies that each key lies above the previous block's separator and at or below its own
+/// block's separator, hence that keys increase strictly across blocks. After an error it is
+/// invalid and `next` keeps failing until it is re-positioned.
+#[derive(Debug)]
+pub struct TableIter<'a> {
+    table: Table<'a>,
+    state: IterState,
+    /// Current block number, its bytes and layout.
+    block: Option<(usize, BlockBytes<'a>, Layout)>,
+    cur: EntryCursor,
+}
+
+impl TableIter<'_> {
+    /// Moves to the first entry.
+    pub fn seek_to_first(&mut self) -> Result<()> {
+        let r = self.settle(0, None);
+        self.guard(r).map(drop)
+    }
+
+    /// Moves to the first entry whose key is `>= target`.
+    pub fn seek(&mut self, target: &[u8]) -> Result<()> {
+        let i = self.table.index.find_block(target);
+        let r = self.settle(i, Some(target));
+        self.guard(r).map(drop)
+    }
+
+    /// Advances to the next entry (to the first one if unpositioned); returns whether the
+    /// iterator is on an entry.
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> Result<bool> {
+        match self.state {
+            IterState::Unpositioned => {
+                let r = self.settle(0, None);
+                self.guard(r)
+            }
+            IterState::Done => Ok(false),
+            IterState::Failed => Err(Error::corrupt(
+                "table",
+                self.block_offset(),
+                "iterator used after an error",
+            )),
+            IterState::Valid => {
+                let r = self.advance();
+                self.guard(r)
+            }
+        }
+    }
+
+    fn advance(&mut self) -> Result<bool> {
+        let Some((i, bytes, lay)) = &self.block else {
+            return Ok(false);
+        };
+        let i = *i;
+        if self.cur.next(bytes, lay)? {
+            self.check_key(i, false)?;
+            return Ok(true);
+        }
+        self.settle(i + 1, None)
+    }
+
+    fn guard(&mut self, r: Result<bool>) -> Result<bool> {
+        match r {
+            Ok(true) => self.state = IterState::Valid,
+            Ok(false) => self.state = IterState::Done,
+            Err(_) => self.state = IterState::Failed,
+        }
+        r
+    }
+
+    /// Positions on the first entry (>= target, in the first block tried) at or after block `i`.
+    fn settle(&mut self, mut i: usize, mut target: Option<&[u8]>) -> Result<bool> {
+        loop {
+            if i >= self.table.index.entries.len() {
+                self.block = None;
+                return Ok(false);
+            }
+            let bytes = self.table.load_block(i)?;
+            let lay = self.table.layout(i, &bytes)?;
+            let found = match target.take() {
+                Some(t) => self.cur.seek(&bytes, &lay, t)?,
+                None => self.cur.seek_to_first(&bytes, &lay)?,
+            };
+            self.block = Some((i, bytes, lay));
+            if found {
+                self.check_key(i, true)?;
+                return Ok(true);
+            }
+            i += 1;
+        }
+    }
+
+    /// Checks the current key against the separators around block `i`.
+    fn check_key(&self, i: usize, first: bool) -> Result<()> {
+        let key = self.cur.key();
+        let ix = &*self.table.index;
+        let h = ix.entries[i].handle;
+        let sep = ix.separator(i);
+        if key > sep {
+            return Err(Error::corrupt(
+                "data block",
+                h.offset,
+                format!(
+                    "key {} is above the block's index separator {}",
+                    display(key),
+                    display(sep)
+                ),
+            ));
+        }
+        if first && i > 0 {
+            let prev = ix.separator(i - 1);
+            if key <= prev {
+                return Err(Error::corrupt(
+                    "data block",
+                    h.offset,
+                    format!(
+                        "keys not strictly increasing across blocks: key {} is not above the previous block's separator {}",
+                        display(key),
+                        display(prev)
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the iterator is on an entry.
+    pub fn valid(&self) -> bool {
+        self.state == IterState::Valid
+    }
+
+    /// The current key (empty if not valid).
+    pub fn key(&self) -> &[u8] {
+        if self.valid() {
+            self.cur.key()
+        } else {
+            &[]
+        }
+    }
+
+    /// The current value (empty if not valid).
+    pub fn value(&self) -> &[u8] {
+        match (&self.block, self.valid()) {
+            (Some((_, bytes, _)), true) => self.cur.value(bytes),
+            _ => &[],
+        }
+    }
+
+    /// Absolute file offset of the data block the iterator is in (0 if none).
+    pub fn block_offset(&self) -> u64 {
+        self.block
+            .as_ref()
+            .map_or(0, |(i, _, _)| self.table.index.entries[*i].handle.offset)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{TableBuilder, TableOptions};
+    use super::*;
+
+    fn assert_send_sync<T: Send + Sync>() {}
+
+    #[test]
+    fn table_is_send_sync() {
+        assert_send_sync::<Table<'static>>();
+        assert_send_sync::<TableIndex>();
+        assert_send_sync::<TableIter<'static>>();
+        assert_send_sync::<BlockBytes<'static>>();
+    }
+
+    fn build(n: usize, opts: TableOptions) -> Vec<u8> {
+        let mut b = TableBuilder::new(Vec::new(), 0, opts).unwrap();
+        for i in 0..n {
+            let v = format!("value-{i}-").repeat(8);
+            b.add(format!("key{i:05}").as_bytes(), v.as_bytes())
+                .unwrap();
+        }
+        b.finish().unwrap().0
+    }
+
+    #[test]
+    fn cache_is_bounded_and_lru() {
+        let mut c = BlockCache {
+            capacity: 10,
+            ..BlockCache::default()
+        };
+        c.insert(1, Arc::from(&[0u8; 4][..]));
+        c.insert(2, Arc::from(&[0u8; 4][..]));
+        assert!(c.get(1).is_some()); // 1 is now most recent
+        c.insert(3, Arc::from(&[0u8; 4][..])); // evicts 2
+        assert!(c.get(2).is_none());
+        assert!(c.get(1).is_some() && c.get(3).is_some());
+        assert_eq!(c.used, 8);
+        c.insert(4, Arc::from(&[0u8; 11][..])); // larger than capacity: not cached
+        assert!(c.get(4).is_none());
+        assert_eq!(c.used, 8);
+    }
+
+    #[test]
+    fn snappy_blocks_are_cached_and_verified_once() {
+        let opts = TableOptions {
+            block_size: 512,
+            compression: Compression::Snappy,
+            ..TableOptions::default()
+        };
+        let file = build(200, opts);
+        let t = Table::open(&file, TableReadOptions::default()).unwrap();
+        assert!(t.data_blocks() > 3);
+        let b0 = t.load_block(0).unwrap();
+        assert!(matches!(b0, BlockBytes::Cached(_)));
+        assert!(t.index().verified[0].load(Ordering::Relaxed));
+        let b0b = t.load_block(0).unwrap();
+        match (&b0, &b0b) {
+            (BlockBytes::Cached(a), BlockBytes::Cached(b)) => assert!(Arc::ptr_eq(a, b)),
+            _ => unreachable!(),
+        }
+        // Capacity 0: no caching, still correct.
+        let t = Table::open(
+            &file,
+            TableReadOptions {
+                cache_capacity: 0,
+                ..TableReadOptions::default()
+            },
+        )
+        .unwrap();
+        for i in 0..200 {
+            let k = format!("key{i:05}");
+            let v = t.get(k.as_bytes(), |v, _| v.to_vec()).unwrap().unwrap();
+            assert_eq!(v, format!("value-{i}-").repeat(8).into_bytes());
+        }
+        assert_eq!(t.index().lock_cache().used, 0);
+    }
+
+    #[test]
+    fn checksum_checked_first_time_only_when_enabled() {
+        let opts = TableOptions {
+            block_size: 256,
+            ..TableOptions::default()
+        };
+        let mut file = build(50, opts);
+        let t = Table::open(&file, TableReadOptions::default()).unwrap();
+        let h = t.block_handle(1);
+        drop(t);
+        // Corrupt a value byte in block 1 (the last byte before the restart array is a value byte).
+        let pos = (h.offset + h.size) as usize - 20;
+        file[pos] ^= 0x01;
+        let t = Table::open(&file, TableReadOptions::default()).unwrap();
+        assert!(t.load_block(0).is_ok());
+        let e = t.load_block(1).unwrap_err();
+        match e {
+            Error::ChecksumMismatch {
+                what, offset, len, ..
+            } => {
+                assert_eq!(what, "block");
+                assert_eq!(offset, h.offset);
+                assert_eq!(len, h.size);
+            }
+            other => panic!("{other}"),
+        }
+        assert!(t.verify_all_blocks().is_err());
+        let t = Table::open(
+            &file,
+            TableReadOptions {
+                verify_checksums: false,
+                ..TableReadOptions::default()
+            },
+        )
+        .unwrap();
+        assert!(t.load_block(1).is_ok());
+        assert!(t.verify_all_blocks().is_err());
+    }
+
+    #[test]
+    fn open_rejects_bad_handles() {
+        let file = build(
+            30,
+            TableOptions {
+                block_size: 128,
+                ..TableOptions::default()
+            },
+        );
+        assert!(Table::open(&file[..47], TableReadOptions::default())
+            .unwrap_err()
+            .to_string()
+            .contains("too short"));
+        // Table preceded by other data is found at the end of the file.
+        let mut prefixed = vec![0xaau8; 100];
+        let mut b = TableBuilder::new(Vec::new(), 100, TableOptions::default()).unwrap();
+        b.add(b"a", b"1").unwrap();
+        prefixed.extend_from_slice(&b.finish().unwrap().0);
+        let t = Table::open(&prefixed, TableReadOptions::default()).unwrap();
+        assert_eq!(t.first_data_offset(), Some(100));
+        assert_eq!(
+            t.get(b"a", |v, at| {
+                assert_eq!(at, 100);
+                v.to_vec()
+            })
+            .unwrap(),
+            Some(b"1".to_vec())
+        );
+        t.verify_all_blocks().unwrap();
+        // The same table bytes without the prefix: handles now point past the index.
+        assert!(Table::open(&prefixed[100..], TableReadOptions::default()).is_err());
+    }
+
+    #[test]
+    fn bad_block_type_reported() {
+        let mut b = TableBuilder::new(Vec::new(), 0, TableOptions::default()).unwrap();
+        b.add(b"a", b"1").unwrap();
+        let mut file = b.finish().unwrap().0;
+        let t = Table::open(&file, TableReadOptions::default()).unwrap();
+        let h = t.block_handle(0);
+        drop(t);
+        // Set type 2 and fix the CRC so only the type is wrong.
+        let end = (h.offset + h.size) as usize;
+        file[end] = 2;
+        let crc = crc32c_extend(crc32c(&file[h.offset as usize..end]), &[2]);
+        file[end + 1..end + 5].copy_from_slice(&crate::coding::mask_crc(crc).to_le_bytes());
+        let t = Table::open(&file, TableReadOptions::default()).unwrap();
+        let e = t.get(b"a", |_, _| ()).unwrap_err().to_string();
+        assert!(e.contains("bad block type 2"), "{e}");
+    }
+}
