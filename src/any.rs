@@ -1,0 +1,226 @@
+//! One interface over every supported input: native paramdex files, TensorFlow checkpoints,
+//! Paddle models and tensor files. [`open_any`] detects the format by content.
+
+use std::borrow::Cow;
+use std::path::Path;
+
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::reader::Reader;
+
+/// The element type of a tensor from any format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// A fixed-width numeric type.
+    Numeric(DType),
+    /// Variable-length byte strings (TensorFlow `DT_STRING`).
+    String,
+}
+
+impl Kind {
+    /// The dtype name (`float32`, ..., `string`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Numeric(d) => d.name(),
+            Kind::String => "string",
+        }
+    }
+
+    /// The numeric dtype, if numeric.
+    pub fn numeric(self) -> Option<DType> {
+        match self {
+            Kind::Numeric(d) => Some(d),
+            Kind::String => None,
+        }
+    }
+}
+
+/// What a store knows about a tensor without reading its data.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TensorInfo {
+    /// The name (arbitrary bytes).
+    pub name: Vec<u8>,
+    /// Element type.
+    pub kind: Kind,
+    /// Full logical shape (partitioned TensorFlow variables: the whole tensor's shape).
+    pub shape: Vec<u64>,
+    /// Paddle LoD levels (empty elsewhere).
+    pub lod: Vec<Vec<u64>>,
+    /// Bytes of data as `load` returns them (strings: the sum of element lengths).
+    pub nbytes: u64,
+}
+
+/// A tensor's contents.
+#[derive(Clone, Debug)]
+pub enum TensorData<'a> {
+    /// Little-endian, row-major element bytes (borrowed where the format allows zero-copy).
+    Bytes(Cow<'a, [u8]>),
+    /// String elements in row-major order.
+    Strings(Vec<Vec<u8>>),
+}
+
+impl TensorData<'_> {
+    /// The bytes `get --format raw` writes: numeric data as is, strings concatenated.
+    pub fn raw_bytes(&self) -> Cow<'_, [u8]> {
+        match self {
+            TensorData::Bytes(b) => Cow::Borrowed(b),
+            TensorData::Strings(s) => Cow::Owned(s.concat()),
+        }
+    }
+}
+
+/// A tensor read from a store.
+#[derive(Clone, Debug)]
+pub struct LoadedTensor<'a> {
+    /// Its description.
+    pub info: TensorInfo,
+    /// Its contents, checked against the format's checksums where it has any.
+    pub data: TensorData<'a>,
+}
+
+/// Which format a store reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Format {
+    /// A native paramdex file.
+    Native,
+    /// A TensorFlow V2 checkpoint (index + data shards).
+    TensorFlow,
+    /// A Paddle model: program (`.pdmodel` or PIR `.json`) + combined `.pdiparams`.
+    PaddleModel,
+    /// One Paddle tensor file (`save_dense_tensor`, the `save` op).
+    PaddleTensor,
+    /// A directory of Paddle per-variable files (`save_vars` with `filename=None`).
+    PaddleDir,
+}
+
+impl Format {
+    /// A short human-readable name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Native => "paramdex",
+            Format::TensorFlow => "tensorflow checkpoint",
+            Format::PaddleModel => "paddle model",
+            Format::PaddleTensor => "paddle tensor file",
+            Format::PaddleDir => "paddle per-variable directory",
+        }
+    }
+}
+
+/// Summary of a [`TensorStore::verify`] run.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct VerifySummary {
+    /// Tensors checked.
+    pub tensors: u64,
+    /// Data bytes read.
+    pub data_bytes: u64,
+    /// Checksums compared (blocks and tensors); 0 for formats without checksums.
+    pub checksums: u64,
+}
+
+/// A readable collection of named tensors, whatever its format.
+pub trait TensorStore: Send + Sync {
+    /// The format.
+    fn format(&self) -> Format;
+    /// Every tensor, in bytewise name order, each logical tensor once.
+    fn list(&self) -> Result<Vec<TensorInfo>>;
+    /// One tensor by name; `Ok(None)` if absent. Checksums are checked where the format has them.
+    fn load(&self, name: &[u8]) -> Result<Option<LoadedTensor<'_>>>;
+    /// Reads and checks everything the format lets one check.
+    fn verify(&self, threads: usize) -> Result<VerifySummary>;
+    /// The native reader, when the store is a native file (zero-copy access, records).
+    fn as_native(&self) -> Option<&Reader> {
+        None
+    }
+}
+
+impl TensorStore for Reader {
+    fn format(&self) -> Format {
+        Format::Native
+    }
+
+    fn list(&self) -> Result<Vec<TensorInfo>> {
+        self.iter()
+            .map(|t| {
+                let t = t?;
+                Ok(TensorInfo {
+                    name: t.name().to_vec(),
+                    kind: Kind::Numeric(t.dtype()),
+                    shape: t.shape().to_vec(),
+                    lod: t.lod()?.to_vec(),
+                    nbytes: t.data().len() as u64,
+                })
+            })
+            .collect()
+    }
+
+    fn load(&self, name: &[u8]) -> Result<Option<LoadedTensor<'_>>> {
+        let Some(t) = self.get(name)? else {
+            return Ok(None);
+        };
+        t.verify_crc()?;
+        Ok(Some(LoadedTensor {
+            info: TensorInfo {
+                name: t.name().to_vec(),
+                kind: Kind::Numeric(t.dtype()),
+                shape: t.shape().to_vec(),
+                lod: t.lod()?.to_vec(),
+                nbytes: t.data().len() as u64,
+            },
+            data: TensorData::Bytes(Cow::Borrowed(t.data())),
+        }))
+    }
+
+    fn verify(&self, threads: usize) -> Result<VerifySummary> {
+        let r = self.verify_with_threads(threads)?;
+        Ok(VerifySummary {
+            tensors: r.tensors,
+            data_bytes: r.data_bytes,
+            checksums: r.blocks + r.tensors,
+        })
+    }
+
+    fn as_native(&self) -> Option<&Reader> {
+        Some(self)
+    }
+}
+
+/// A detector: returns `Ok(None)` when the input is not its format.
+type Opener = fn(&Path) -> Result<Option<Box<dyn TensorStore>>>;
+
+/// Format openers tried in order by [`open_any`]. Other formats register here.
+const OPENERS: &[Opener] = &[open_native];
+
+fn open_native(path: &Path) -> Result<Option<Box<dyn TensorStore>>> {
+    if !path.is_file() {
+        return Ok(None);
+    }
+    match Reader::open(path) {
+        Ok(r) => Ok(Some(Box::new(r))),
+        Err(Error::UnrecognizedFormat { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Opens any supported input, detecting its format by content (not by extension).
+pub fn open_any(path: impl AsRef<Path>) -> Result<Box<dyn TensorStore>> {
+    let path = path.as_ref();
+    for open in OPENERS {
+        if let Some(store) = open(path)? {
+            return Ok(store);
+        }
+    }
+    if !path.exists() {
+        return Err(Error::io(
+            format!("opening {}", path.display()),
+            std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "no such file, directory or checkpoint prefix",
+            ),
+        ));
+    }
+    Err(Error::UnrecognizedFormat {
+        path: path.display().to_string(),
+        detail: "not a paramdex file, TensorFlow checkpoint or Paddle model/tensor file".into(),
+    })
+}

@@ -1,0 +1,115 @@
+//! Rebuilding a complete file from the records of a torn one.
+//!
+//! Every record a paramdex writer produces names its tensor and carries the CRC32C of its data
+//! (SPEC.md, "Records"), so the records region can be re-read without the index. Recovery walks
+//! the records from offset 0 and keeps each one that decodes, is named, and whose data matches
+//! its checksum; it stops at the first record that does not (the torn tail, or the index table
+//! of a file that was in fact finished).
+
+use std::path::Path;
+
+use crate::coding::{crc32c, unmask_crc};
+use crate::error::Result;
+use crate::record;
+use crate::source::Source;
+use crate::writer::{Tensor, Writer, WriterOptions};
+
+/// What [`recover`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RecoverReport {
+    /// Complete records copied into the new file.
+    pub recovered: u64,
+    /// Bytes of the input that were read as complete records.
+    pub good_bytes: u64,
+    /// Bytes after the last complete record (torn tail, index, or garbage).
+    pub discarded_bytes: u64,
+    /// Why the scan stopped, when it stopped before the end of the input.
+    pub stopped_because: Option<String>,
+    /// Complete records skipped because their name had already been recovered.
+    pub duplicates_skipped: u64,
+}
+
+/// A complete record found by [`scan`].
+#[derive(Clone, Debug)]
+pub struct FoundRecord<'a> {
+    /// Absolute offset of the record.
+    pub offset: u64,
+    /// The record header.
+    pub header: record::RecordHeader<'a>,
+    /// The data bytes.
+    pub data: &'a [u8],
+}
+
+/// Walks `bytes` from offset 0 and returns every leading complete record, plus why it stopped
+/// (`None` if the input ended exactly after a record).
+pub fn scan(bytes: &[u8]) -> (Vec<FoundRecord<'_>>, Option<String>) {
+    let mut found = Vec::new();
+    let mut pos = 0usize;
+    while pos < bytes.len() {
+        let decoded = record::decode_record(&bytes[pos..], pos as u64);
+        let (header, data) = match decoded {
+            Ok(x) => x,
+            Err(e) => return (found, Some(format!("at offset {pos}: {e}"))),
+        };
+        if header.name.is_none() {
+            return (
+                found,
+                Some(format!(
+                    "at offset {pos}: record has no name (not written by paramdex)"
+                )),
+            );
+        }
+        match header.data_crc {
+            Some(stored) if unmask_crc(stored) == crc32c(data) => {}
+            Some(_) => {
+                return (
+                    found,
+                    Some(format!(
+                        "at offset {pos}: record data does not match its checksum (torn write)"
+                    )),
+                )
+            }
+            None => {
+                return (
+                    found,
+                    Some(format!("at offset {pos}: record has no checksum")),
+                )
+            }
+        }
+        let len = header.record_len() as usize; // within bytes: decode_record checked it
+        found.push(FoundRecord {
+            offset: pos as u64,
+            header,
+            data,
+        });
+        pos += len;
+    }
+    (found, None)
+}
+
+/// Reads the torn file `input` and writes every complete record into a new file at `output`.
+pub fn recover(input: &Path, output: &Path, opts: WriterOptions) -> Result<RecoverReport> {
+    let source = Source::map(input)?;
+    let (found, stopped) = scan(&source);
+    let mut w = Writer::create_with(output, opts)?;
+    let mut report = RecoverReport {
+        stopped_because: stopped,
+        ..Default::default()
+    };
+    let mut end = 0u64;
+    for r in &found {
+        end = r.offset + r.header.record_len();
+        let lod = r.header.lod.to_vec();
+        let name = r.header.name.expect("scan keeps only named records");
+        let t = Tensor::new(r.header.dtype, &r.header.dims, r.data).with_lod(&lod);
+        match w.add(name, t) {
+            Ok(()) => report.recovered += 1,
+            Err(crate::Error::DuplicateName { .. }) => report.duplicates_skipped += 1,
+            Err(e) => return Err(e),
+        }
+    }
+    report.good_bytes = end;
+    report.discarded_bytes = source.len() as u64 - end;
+    w.finish()?;
+    Ok(report)
+}

@@ -1,0 +1,634 @@
+//! Writing a native paramdex file.
+//!
+//! Records are appended to a temporary file in the destination directory as tensors arrive;
+//! [`Writer::finish`] appends the sorted index table and footer, syncs, and renames the file
+//! into place. Until then the final path is untouched, and dropping the writer removes the
+//! temporary file. A crash leaves the temporary file behind; `recover` rebuilds a complete
+//! file from its self-describing records (SPEC.md, "Durability").
+
+use std::fs::File;
+use std::hash::BuildHasher;
+use std::io::{BufWriter, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use crate::coding::{crc32c_extend, mask_crc};
+use crate::dtype::DType;
+use crate::entry::{Dims, FileHeader, IndexEntry, FORMAT_VERSION, TF_BUNDLE_VERSION};
+use crate::error::{Error, IoContext, Result};
+use crate::name::{self, MAX_NAME_LEN};
+use crate::record::{self, RecordSpec, MAX_ALIGNMENT};
+use crate::table::{Compression, TableBuilder, TableOptions};
+
+/// Default data alignment: a cache line, and enough for any SIMD load.
+pub const DEFAULT_ALIGNMENT: u64 = 64;
+
+/// Default index data block size (SPEC.md "Defaults" records the measurement behind it).
+pub const DEFAULT_BLOCK_SIZE: usize = 64 * 1024;
+
+/// Default restart interval of index data blocks (LevelDB's and TensorFlow's).
+pub const DEFAULT_RESTART_INTERVAL: usize = 16;
+
+/// How a [`Writer`] lays out its file.
+#[derive(Clone, Debug)]
+pub struct WriterOptions {
+    /// Every record's first data byte is a multiple of this (a power of two, 1..=4096; 1 = packed).
+    pub alignment: u64,
+    /// Target size of index data blocks in bytes.
+    pub block_size: usize,
+    /// Keys between restart points in index data blocks.
+    pub restart_interval: usize,
+    /// Compression of index blocks (never of tensor data).
+    pub compression: Compression,
+    /// Whether `finish` fsyncs the file before the rename and the directory after it.
+    pub sync: bool,
+}
+
+impl Default for WriterOptions {
+    fn default() -> Self {
+        WriterOptions {
+            alignment: DEFAULT_ALIGNMENT,
+            block_size: DEFAULT_BLOCK_SIZE,
+            restart_interval: DEFAULT_RESTART_INTERVAL,
+            compression: Compression::None,
+            sync: true,
+        }
+    }
+}
+
+/// A tensor held in memory, as handed to [`Writer::add`].
+#[derive(Clone, Copy, Debug)]
+pub struct Tensor<'a> {
+    /// Element type.
+    pub dtype: DType,
+    /// Dimensions, outermost first; empty for a scalar.
+    pub shape: &'a [u64],
+    /// Paddle LoD levels (offsets into the next level, the last into dimension 0); usually empty.
+    pub lod: &'a [Vec<u64>],
+    /// Raw little-endian, row-major element bytes.
+    pub data: &'a [u8],
+}
+
+impl<'a> Tensor<'a> {
+    /// A tensor without LoD.
+    pub fn new(dtype: DType, shape: &'a [u64], data: &'a [u8]) -> Self {
+        Tensor {
+            dtype,
+            shape,
+            lod: &[],
+            data,
+        }
+    }
+
+    /// The same tensor with LoD levels.
+    pub fn with_lod(self, lod: &'a [Vec<u64>]) -> Self {
+        Tensor { lod, ..self }
+    }
+}
+
+/// Figures about a finished file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FinishStats {
+    /// Tensors written.
+    pub tensors: u64,
+    /// Bytes of the records region.
+    pub records_len: u64,
+    /// Bytes of the index table, footer included.
+    pub index_len: u64,
+    /// Index data blocks.
+    pub data_blocks: u64,
+    /// Total file size.
+    pub file_len: u64,
+}
+
+/// Where one pending entry's name and value live in the writer's arenas.
+#[derive(Clone, Copy, Debug)]
+struct Pending {
+    name_start: usize,
+    name_len: usize,
+    value_start: usize,
+    value_len: usize,
+}
+
+/// Builds a native paramdex file. See the module documentation.
+pub struct Writer {
+    final_path: PathBuf,
+    out: BufWriter<File>,
+    /// Deletes the temporary file when dropped; taken by `finish`.
+    temp: Option<tempfile::TempPath>,
+    opts: WriterOptions,
+    /// End of the records written so far (= next record's offset).
+    pos: u64,
+    names: Vec<u8>,
+    values: Vec<u8>,
+    entries: Vec<Pending>,
+    /// Whether every name so far was greater than the one before (then no duplicate is possible
+    /// and `seen` is not needed).
+    sorted: bool,
+    /// Entry indices by name hash; built only once names arrive out of order.
+    seen: hashbrown::HashTable<usize>,
+    hasher: std::hash::RandomState,
+    /// Set when a write failed half-way or a streamed tensor was abandoned.
+    poisoned: Option<String>,
+    scratch: Vec<u8>,
+}
+
+impl std::fmt::Debug for Writer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writer")
+            .field("final_path", &self.final_path)
+            .field("tensors", &self.entries.len())
+            .field("pos", &self.pos)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Writer {
+    /// Starts a file that will appear at `path` when [`Writer::finish`] succeeds.
+    pub fn create(path: impl AsRef<Path>) -> Result<Writer> {
+        Self::create_with(path, WriterOptions::default())
+    }
+
+    /// Like [`Writer::create`] with explicit options.
+    pub fn create_with(path: impl AsRef<Path>, opts: WriterOptions) -> Result<Writer> {
+        let path = path.as_ref();
+        if !opts.alignment.is_power_of_two() || opts.alignment > MAX_ALIGNMENT {
+            return Err(Error::InvalidArgument(format!(
+                "alignment {} is not a power of two between 1 and {MAX_ALIGNMENT}",
+                opts.alignment
+            )));
+        }
+        // Validates block size and restart interval up front, not at finish.
+        TableOptions {
+            block_size: opts.block_size,
+            restart_interval: opts.restart_interval,
+            compression: opts.compression,
+        }
+        .validate()?;
+        let file_name = path.file_name().ok_or_else(|| {
+            Error::InvalidArgument(format!("{} does not name a file", path.display()))
+        })?;
+        let dir = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let mut prefix = std::ffi::OsString::from(".");
+        prefix.push(file_name);
+        prefix.push(".");
+        let temp = tempfile::Builder::new()
+            .prefix(&prefix)
+            .suffix(".pdx-tmp")
+            .tempfile_in(&dir)
+            .ctx("creating a temporary file in", &dir)?;
+        let (file, temp_path) = temp.into_parts();
+        Ok(Writer {
+            final_path: path.to_path_buf(),
+            out: BufWriter::with_capacity(1 << 20, file),
+            temp: Some(temp_path),
+            opts,
+            pos: 0,
+            names: Vec::new(),
+            values: Vec::new(),
+            entries: Vec::new(),
+            sorted: true,
+            seen: hashbrown::HashTable::new(),
+            hasher: std::hash::RandomState::new(),
+            poisoned: None,
+            scratch: Vec::with_capacity(256),
+        })
+    }
+
+    /// Path of the temporary file being written (what `recover` reads after a crash).
+    pub fn temp_path(&self) -> Option<&Path> {
+        self.temp.as_deref()
+    }
+
+    /// Tensors added so far.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether no tensor was added yet.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    fn check_usable(&self) -> Result<()> {
+        match &self.poisoned {
+            Some(why) => Err(Error::InvalidArgument(format!(
+                "writer for {} is unusable: {why}",
+                self.final_path.display()
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    fn entry_name(&self, i: usize) -> &[u8] {
+        let p = self.entries[i];
+        &self.names[p.name_start..p.name_start + p.name_len]
+    }
+
+    /// Checks a new name: non-empty, within the limit, not added before.
+    fn check_name(&mut self, name: &[u8]) -> Result<()> {
+        if name.is_empty() {
+            return Err(Error::EmptyName);
+        }
+        if name.len() > MAX_NAME_LEN {
+            return Err(Error::limit(
+                "tensor name length",
+                name.len() as u64,
+                MAX_NAME_LEN as u64,
+                None,
+            ));
+        }
+        let Some(last) = self.entries.len().checked_sub(1) else {
+            return Ok(());
+        };
+        if self.sorted {
+            if name > self.entry_name(last) {
+                return Ok(());
+            }
+            // First out-of-order name: from now on duplicates are found by hash.
+            self.sorted = false;
+            for i in 0..self.entries.len() {
+                let h = self.hasher.hash_one(self.entry_name(i));
+                let (names, entries) = (&self.names, &self.entries);
+                let hasher = &self.hasher;
+                self.seen.insert_unique(h, i, |&j| {
+                    let p = entries[j];
+                    hasher.hash_one(&names[p.name_start..p.name_start + p.name_len])
+                });
+            }
+        }
+        let h = self.hasher.hash_one(name);
+        if self.seen.find(h, |&j| self.entry_name(j) == name).is_some() {
+            return Err(Error::DuplicateName {
+                name: name::display(name),
+            });
+        }
+        Ok(())
+    }
+
+    /// Remembers a written tensor's name and index value.
+    fn push_entry(&mut self, name: &[u8], entry: &IndexEntry) {
+        let value_start = self.values.len();
+        entry.encode(&mut self.values);
+        let p = Pending {
+            name_start: self.names.len(),
+            name_len: name.len(),
+            value_start,
+            value_len: self.values.len() - value_start,
+        };
+        self.names.extend_from_slice(name);
+        let i = self.entries.len();
+        self.entries.push(p);
+        if !self.sorted {
+            let h = self.hasher.hash_one(name);
+            let (names, entries, hasher) = (&self.names, &self.entries, &self.hasher);
+            self.seen.insert_unique(h, i, |&j| {
+                let p = entries[j];
+                hasher.hash_one(&names[p.name_start..p.name_start + p.name_len])
+            });
+        }
+    }
+
+    fn validate(&self, name: &[u8], dtype: DType, shape: &[u64], lod: &[Vec<u64>]) -> Result<u64> {
+        let invalid = |detail: String| Error::InvalidTensor {
+            name: name::display(name),
+            detail,
+        };
+        if shape.len() > record::MAX_RANK {
+            return Err(invalid(format!(
+                "rank {} exceeds the limit of {}",
+                shape.len(),
+                record::MAX_RANK
+            )));
+        }
+        let len = record::data_len(dtype, shape).ok_or_else(|| {
+            invalid(format!(
+                "shape {shape:?} of {dtype} overflows 64 bits of bytes"
+            ))
+        })?;
+        if lod.len() as u64 > record::MAX_LOD_LEVELS {
+            return Err(invalid(format!(
+                "{} LoD levels exceed the limit of {}",
+                lod.len(),
+                record::MAX_LOD_LEVELS
+            )));
+        }
+        record::validate_lod(lod, shape)
+            .map_err(|why| invalid(format!("inconsistent LoD: {why}")))?;
+        Ok(len)
+    }
+
+    /// Writes `bytes` to the temporary file, poisoning the writer on failure.
+    fn write_raw(&mut self, bytes: &[u8]) -> Result<()> {
+        if let Err(e) = self.out.write_all(bytes) {
+            self.poisoned = Some(format!("a write failed: {e}"));
+            return Err(Error::io(
+                format!("writing {}", self.final_path.display()),
+                e,
+            ));
+        }
+        self.pos += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Adds a tensor held in memory.
+    ///
+    /// Errors (nothing is written): empty, over-long or duplicate name; `data.len()` not equal
+    /// to the byte count of `shape` and `dtype`; LoD inconsistent with the shape.
+    pub fn add(&mut self, name: impl AsRef<[u8]>, tensor: Tensor<'_>) -> Result<()> {
+        let name = name.as_ref();
+        self.check_usable()?;
+        let len = self.validate(name, tensor.dtype, tensor.shape, tensor.lod)?;
+        if len != tensor.data.len() as u64 {
+            return Err(Error::InvalidTensor {
+                name: name::display(name),
+                detail: format!(
+                    "shape {:?} of {} needs {len} bytes but {} were given",
+                    tensor.shape,
+                    tensor.dtype,
+                    tensor.data.len()
+                ),
+            });
+        }
+        self.check_name(name)?;
+        let crc = mask_crc(crc32c_extend(0, tensor.data));
+        let record_offset = self.pos;
+        let mut header = std::mem::take(&mut self.scratch);
+        header.clear();
+        let spec = RecordSpec {
+            dtype: tensor.dtype,
+            dims: tensor.shape,
+            lod: tensor.lod,
+            name: Some(name),
+            data_crc: Some(crc),
+        };
+        let layout = record::encode_header(&spec, record_offset, self.opts.alignment, &mut header);
+        let result = layout.and_then(|layout| {
+            self.write_raw(&header)?;
+            self.write_raw(tensor.data)?;
+            Ok(layout)
+        });
+        self.scratch = header;
+        let layout = result?;
+        let entry = self.index_entry(
+            tensor.dtype,
+            tensor.shape,
+            tensor.lod.len(),
+            record_offset,
+            layout.header_len,
+            len,
+            crc,
+        );
+        self.push_entry(name, &entry);
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn index_entry(
+        &self,
+        dtype: DType,
+        shape: &[u64],
+        lod_levels: usize,
+        record_offset: u64,
+        header_len: usize,
+        size: u64,
+        crc: u32,
+    ) -> IndexEntry {
+        IndexEntry {
+            tf_dtype: dtype.tf_code(),
+            shape: Dims::from_slice(shape),
+            shard_id: 0,
+            offset: record_offset + header_len as u64,
+            size,
+            crc32c: crc,
+            num_slices: 0,
+            // A header is at most a few MiB (MAX_DESC_LEN and LoD bounded by the caller's memory).
+            record_header_len: u32::try_from(header_len).unwrap_or(u32::MAX),
+            lod_levels: lod_levels as u32,
+        }
+    }
+
+    /// Starts a tensor whose data arrives in chunks (for tensors larger than memory).
+    /// Write exactly the byte count of `shape` and `dtype` into the returned [`TensorWriter`],
+    /// then call [`TensorWriter::finish`]. Dropping it unfinished makes this writer unusable.
+    pub fn begin(
+        &mut self,
+        name: impl AsRef<[u8]>,
+        dtype: DType,
+        shape: &[u64],
+        lod: &[Vec<u64>],
+    ) -> Result<TensorWriter<'_>> {
+        let name = name.as_ref();
+        self.check_usable()?;
+        let len = self.validate(name, dtype, shape, lod)?;
+        self.check_name(name)?;
+        let record_offset = self.pos;
+        let mut header = Vec::new();
+        let spec = RecordSpec {
+            dtype,
+            dims: shape,
+            lod,
+            name: Some(name),
+            data_crc: Some(0), // patched by TensorWriter::finish
+        };
+        let layout = record::encode_header(&spec, record_offset, self.opts.alignment, &mut header)?;
+        let crc_pos = layout
+            .crc_pos
+            .expect("encode_header reserves the crc field when data_crc is Some");
+        self.write_raw(&header)?;
+        Ok(TensorWriter {
+            name: name.to_vec(),
+            dtype,
+            shape: shape.to_vec(),
+            lod_levels: lod.len(),
+            record_offset,
+            header_len: layout.header_len,
+            crc_offset: record_offset + crc_pos as u64,
+            expected: len,
+            written: 0,
+            crc: 0,
+            finished: false,
+            writer: self,
+        })
+    }
+
+    /// Writes the index and footer, syncs, and atomically renames the file into place.
+    pub fn finish(mut self) -> Result<FinishStats> {
+        self.check_usable()?;
+        let records_len = self.pos;
+        let header = FileHeader {
+            num_shards: 1,
+            big_endian: false,
+            producer: TF_BUNDLE_VERSION,
+            min_consumer: 0,
+            format_version: FORMAT_VERSION,
+            alignment: self.opts.alignment as u32,
+            records_len,
+            tensor_count: self.entries.len() as u64,
+            records_sorted: self.sorted,
+        };
+        let mut order: Vec<usize> = (0..self.entries.len()).collect();
+        if !self.sorted {
+            order.sort_unstable_by(|&a, &b| self.entry_name(a).cmp(self.entry_name(b)));
+        }
+        let table_opts = TableOptions {
+            block_size: self.opts.block_size,
+            restart_interval: self.opts.restart_interval,
+            compression: self.opts.compression,
+        };
+        let path = self.final_path.clone();
+        let mut builder = TableBuilder::new(&mut self.out, records_len, table_opts)?;
+        builder.add(b"", &header.encode())?;
+        for &i in &order {
+            let p = self.entries[i];
+            builder.add(
+                &self.names[p.name_start..p.name_start + p.name_len],
+                &self.values[p.value_start..p.value_start + p.value_len],
+            )?;
+        }
+        let (_, stats) = builder.finish()?;
+        self.out.flush().ctx("writing", &path)?;
+        if self.opts.sync {
+            self.out.get_ref().sync_all().ctx("syncing", &path)?;
+        }
+        let temp = self
+            .temp
+            .take()
+            .expect("the temporary path is present until finish");
+        temp.persist(&path).map_err(|e| {
+            Error::io(
+                format!("renaming the temporary file to {}", path.display()),
+                e.error,
+            )
+        })?;
+        if self.opts.sync {
+            sync_parent_dir(&path)?;
+        }
+        Ok(FinishStats {
+            tensors: self.entries.len() as u64,
+            records_len,
+            index_len: stats.table_len,
+            data_blocks: stats.data_blocks,
+            file_len: records_len + stats.table_len,
+        })
+    }
+}
+
+/// Makes a rename durable by syncing the directory that holds `path` (no-op where directories
+/// cannot be opened, such as Windows).
+fn sync_parent_dir(path: &Path) -> Result<()> {
+    #[cfg(unix)]
+    {
+        let dir = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        File::open(dir)
+            .and_then(|d| d.sync_all())
+            .ctx("syncing directory", dir)?;
+    }
+    #[cfg(not(unix))]
+    let _ = path;
+    Ok(())
+}
+
+/// A tensor being streamed into a [`Writer`]; see [`Writer::begin`].
+pub struct TensorWriter<'w> {
+    writer: &'w mut Writer,
+    name: Vec<u8>,
+    dtype: DType,
+    shape: Vec<u64>,
+    lod_levels: usize,
+    record_offset: u64,
+    header_len: usize,
+    crc_offset: u64,
+    expected: u64,
+    written: u64,
+    crc: u32,
+    finished: bool,
+}
+
+impl TensorWriter<'_> {
+    /// Bytes still expected.
+    pub fn remaining(&self) -> u64 {
+        self.expected - self.written
+    }
+
+    /// Completes the tensor: checks the byte count and records its checksum and index entry.
+    pub fn finish(mut self) -> Result<()> {
+        if self.written != self.expected {
+            return Err(Error::InvalidTensor {
+                name: name::display(&self.name),
+                detail: format!(
+                    "expected {} data bytes, got {}",
+                    self.expected, self.written
+                ),
+            });
+        }
+        let masked = mask_crc(self.crc);
+        let w = &mut *self.writer;
+        let end = w.pos;
+        let patch = (|| -> std::io::Result<()> {
+            w.out.seek(SeekFrom::Start(self.crc_offset))?;
+            w.out.write_all(&masked.to_le_bytes())?;
+            w.out.seek(SeekFrom::Start(end))?;
+            Ok(())
+        })();
+        if let Err(e) = patch {
+            w.poisoned = Some(format!("patching a checksum failed: {e}"));
+            return Err(Error::io(format!("writing {}", w.final_path.display()), e));
+        }
+        let entry = w.index_entry(
+            self.dtype,
+            &self.shape,
+            self.lod_levels,
+            self.record_offset,
+            self.header_len,
+            self.expected,
+            masked,
+        );
+        let name = std::mem::take(&mut self.name);
+        w.push_entry(&name, &entry);
+        self.finished = true;
+        Ok(())
+    }
+}
+
+impl Write for TensorWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if buf.len() as u64 > self.remaining() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "tensor {}: {} more bytes than its shape holds",
+                    name::display(&self.name),
+                    buf.len() as u64 - self.remaining()
+                ),
+            ));
+        }
+        self.writer.write_raw(buf).map_err(|e| match e {
+            Error::Io { source, .. } => source,
+            other => std::io::Error::other(other.to_string()),
+        })?;
+        self.crc = crc32c_extend(self.crc, buf);
+        self.written += buf.len() as u64;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for TensorWriter<'_> {
+    fn drop(&mut self) {
+        if !self.finished && self.writer.poisoned.is_none() {
+            self.writer.poisoned = Some(format!(
+                "streamed tensor {} was dropped before finish()",
+                name::display(&self.name)
+            ));
+        }
+    }
+}

@@ -1,0 +1,661 @@
+//! End-to-end tests of the native format: golden bytes, round trips, properties, crash safety.
+
+use std::collections::BTreeMap;
+
+use paramdex::coding::{crc32c, mask_crc};
+use paramdex::{Compression, DType, Error, ReadOptions, Reader, Tensor, Writer, WriterOptions};
+use proptest::prelude::*;
+
+fn f32_bytes(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// A tiny file assembled by hand from SPEC.md, byte by byte: one float32 tensor "w" = [1, 2],
+/// alignment 64. Only the block CRCs are computed (by the crc32c crate).
+#[test]
+fn golden_file_matches_spec() {
+    let mut expected: Vec<u8> = Vec::new();
+    // Record (SPEC 3.1): outer version, lod_level 0, inner version, desc_size 44.
+    expected.extend_from_slice(&[0, 0, 0, 0]);
+    expected.extend_from_slice(&[0; 8]);
+    expected.extend_from_slice(&[0, 0, 0, 0]);
+    expected.extend_from_slice(&[0x2c, 0, 0, 0]);
+    // TensorDesc (SPEC 3.2): data_type 5, dims [2], pdx_name "w", pdx_data_crc32c, pdx_padding 27 zeros.
+    expected.extend_from_slice(&[0x08, 0x05, 0x10, 0x02]);
+    expected.extend_from_slice(&[0xc2, 0x3e, 0x01, b'w']);
+    expected.extend_from_slice(&[0xcd, 0x3e, 0x59, 0x3c, 0xe5, 0x35]);
+    expected.extend_from_slice(&[0xd2, 0x3e, 0x1b]);
+    expected.extend_from_slice(&[0; 27]);
+    assert_eq!(expected.len(), 64, "data starts at the alignment");
+    expected.extend_from_slice(&[0, 0, 0x80, 0x3f, 0, 0, 0, 0x40]);
+    let records_len = expected.len();
+    assert_eq!(records_len, 72);
+
+    // Data block (SPEC 4.1, 5.1, 5.2).
+    let mut block = vec![0x00, 0x00, 21];
+    block.extend_from_slice(&[0x08, 0x01, 0x1a, 0x02, 0x08, 0x01]); // num_shards 1, version{producer 1}
+    block.extend_from_slice(&[0x80, 0x01, 0x01]); // format_version 1
+    block.extend_from_slice(&[0x88, 0x01, 0x40]); // alignment 64
+    block.extend_from_slice(&[0x90, 0x01, 0x48]); // records_len 72
+    block.extend_from_slice(&[0x98, 0x01, 0x01]); // tensor_count 1
+    block.extend_from_slice(&[0xa0, 0x01, 0x01]); // records_sorted
+    block.extend_from_slice(&[0x00, 0x01, 20, b'w']);
+    block.extend_from_slice(&[0x08, 0x01, 0x12, 0x04, 0x12, 0x02, 0x08, 0x02]); // dtype, shape [2]
+    block.extend_from_slice(&[0x20, 0x40, 0x28, 0x08]); // offset 64, size 8
+    block.extend_from_slice(&[0x35, 0x59, 0x3c, 0xe5, 0x35]); // crc32c
+    block.extend_from_slice(&[0x80, 0x01, 0x40]); // record_header_len 64
+    block.extend_from_slice(&[0, 0, 0, 0, 1, 0, 0, 0]); // restarts [0], count 1
+    assert_eq!(block.len(), 56);
+    let trailer = |b: &[u8]| {
+        let mut t = vec![0u8];
+        let mut covered = b.to_vec();
+        covered.push(0);
+        t.extend_from_slice(&mask_crc(crc32c(&covered)).to_le_bytes());
+        t
+    };
+    expected.extend_from_slice(&block);
+    expected.extend_from_slice(&trailer(&block));
+    // Metaindex: the empty block, with TensorFlow's exact trailer.
+    assert_eq!(expected.len(), 133);
+    expected.extend_from_slice(&[0, 0, 0, 0, 1, 0, 0, 0, 0x00, 0xc0, 0xf2, 0xa1, 0xb0]);
+    // Index block: separator "x" (successor of "w") -> handle {72, 56}.
+    assert_eq!(expected.len(), 146);
+    let index = [0x00, 0x01, 0x02, b'x', 0x48, 0x38, 0, 0, 0, 0, 1, 0, 0, 0];
+    expected.extend_from_slice(&index);
+    expected.extend_from_slice(&trailer(&index));
+    // Footer: metaindex {133, 8}, index {146, 14}, zero padding to 40, magic.
+    let mut footer = vec![0x85, 0x01, 0x08, 0x92, 0x01, 0x0e];
+    footer.resize(40, 0);
+    footer.extend_from_slice(&[0x57, 0xfb, 0x80, 0x8b, 0x24, 0x75, 0x47, 0xdb]);
+    expected.extend_from_slice(&footer);
+    assert_eq!(expected.len(), 213);
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("golden.pdx");
+    let mut w = Writer::create(&path).unwrap();
+    w.add(
+        "w",
+        Tensor::new(DType::Float32, &[2], &f32_bytes(&[1.0, 2.0])),
+    )
+    .unwrap();
+    w.finish().unwrap();
+    let got = std::fs::read(&path).unwrap();
+    assert_eq!(got, expected, "file bytes differ from SPEC.md's layout");
+
+    let r = Reader::from_bytes(expected).unwrap();
+    assert_eq!(
+        r.tensor("w").unwrap().as_slice::<f32>().unwrap(),
+        &[1.0, 2.0]
+    );
+}
+
+/// Sample bytes for `n` elements of `dtype`.
+fn sample(dtype: DType, n: usize, seed: u8) -> Vec<u8> {
+    (0..n * dtype.size())
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+#[test]
+fn every_dtype_scalar_and_empty_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("all.pdx");
+    let mut w = Writer::create(&path).unwrap();
+    let mut expect = Vec::new();
+    for (i, d) in DType::ALL.iter().enumerate() {
+        for (suffix, shape) in [
+            ("mat", vec![3u64, 5]),
+            ("scalar", vec![]),
+            ("empty", vec![0, 7]),
+            ("cube", vec![2, 3, 4]),
+        ] {
+            let n: u64 = shape.iter().product();
+            let data = sample(*d, n as usize, i as u8);
+            let name = format!("{}.{suffix}", d.name());
+            w.add(&name, Tensor::new(*d, &shape, &data)).unwrap();
+            expect.push((name, *d, shape, data));
+        }
+    }
+    w.finish().unwrap();
+    let r = Reader::open(&path).unwrap();
+    assert_eq!(r.len() as usize, expect.len());
+    for (name, d, shape, data) in &expect {
+        let t = r.tensor(name).unwrap();
+        assert_eq!(t.dtype(), *d);
+        assert_eq!(t.shape(), shape.as_slice());
+        assert_eq!(t.data(), data.as_slice());
+        assert_eq!(t.data_offset() % 64, 0, "{name} is not aligned");
+        t.check_record().unwrap();
+    }
+    let names: Vec<Vec<u8>> = r.iter().map(|t| t.unwrap().name().to_vec()).collect();
+    let mut sorted: Vec<Vec<u8>> = expect.iter().map(|e| e.0.as_bytes().to_vec()).collect();
+    sorted.sort();
+    assert_eq!(names, sorted);
+    r.verify().unwrap();
+}
+
+#[test]
+fn typed_views() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("typed.pdx");
+    let mut w = Writer::create(&path).unwrap();
+    let h: Vec<u8> = [half::f16::from_f32(1.5), half::f16::from_f32(-2.0)]
+        .iter()
+        .flat_map(|x| x.to_le_bytes())
+        .collect();
+    w.add("h", Tensor::new(DType::Float16, &[2], &h)).unwrap();
+    w.add(
+        "i",
+        Tensor::new(
+            DType::Int64,
+            &[2],
+            &[7i64, -9]
+                .iter()
+                .flat_map(|x| x.to_le_bytes())
+                .collect::<Vec<u8>>(),
+        ),
+    )
+    .unwrap();
+    w.finish().unwrap();
+    let r = Reader::open(&path).unwrap();
+    assert_eq!(
+        r.tensor("h").unwrap().as_slice::<half::f16>().unwrap(),
+        &[half::f16::from_f32(1.5), half::f16::from_f32(-2.0)]
+    );
+    assert_eq!(r.tensor("i").unwrap().as_slice::<i64>().unwrap(), &[7, -9]);
+    assert!(
+        r.tensor("i").unwrap().as_slice::<f64>().is_err(),
+        "dtype mismatch must be refused"
+    );
+}
+
+#[test]
+fn lod_levels_one_to_three() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lod.pdx");
+    let mut w = Writer::create(&path).unwrap();
+    let cases: Vec<(&str, Vec<Vec<u64>>)> = vec![
+        ("l1", vec![vec![0, 2, 5]]),
+        ("l2", vec![vec![0, 1, 3], vec![0, 2, 4, 5]]),
+        ("l3", vec![vec![0, 2], vec![0, 1, 2], vec![0, 3, 5]]),
+    ];
+    for (name, lod) in &cases {
+        let rows = *lod.last().unwrap().last().unwrap();
+        let data = f32_bytes(&(0..rows * 2).map(|x| x as f32).collect::<Vec<_>>());
+        w.add(
+            name,
+            Tensor::new(DType::Float32, &[rows, 2], &data).with_lod(lod),
+        )
+        .unwrap();
+    }
+    // Inconsistent LoD: an error, nothing written.
+    let bad = vec![vec![0u64, 2, 9]];
+    let err = w
+        .add(
+            "bad",
+            Tensor::new(DType::Float32, &[5, 1], &[0; 20]).with_lod(&bad),
+        )
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidTensor { .. }), "{err}");
+    w.finish().unwrap();
+    let r = Reader::open(&path).unwrap();
+    for (name, lod) in &cases {
+        let t = r.tensor(name).unwrap();
+        assert_eq!(t.lod_levels() as usize, lod.len());
+        assert_eq!(&t.lod().unwrap().to_vec(), lod);
+    }
+    assert!(r.get("bad").unwrap().is_none());
+    r.verify().unwrap();
+}
+
+#[test]
+fn writer_rejects_bad_input_without_panicking() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.pdx");
+    let mut w = Writer::create(&path).unwrap();
+    assert!(matches!(
+        w.add("", Tensor::new(DType::Int8, &[1], &[0])),
+        Err(Error::EmptyName)
+    ));
+    assert!(matches!(
+        w.add("x", Tensor::new(DType::Int32, &[2], &[0; 7])),
+        Err(Error::InvalidTensor { .. })
+    ));
+    assert!(w
+        .add("x", Tensor::new(DType::Int8, &[u64::MAX, 2], &[]))
+        .is_err());
+    w.add("b", Tensor::new(DType::Int8, &[1], &[1])).unwrap();
+    w.add("a", Tensor::new(DType::Int8, &[1], &[2])).unwrap();
+    assert!(matches!(
+        w.add("b", Tensor::new(DType::Int8, &[1], &[3])),
+        Err(Error::DuplicateName { .. })
+    ));
+    assert!(matches!(
+        w.add("a", Tensor::new(DType::Int8, &[1], &[3])),
+        Err(Error::DuplicateName { .. })
+    ));
+    let long = vec![b'n'; paramdex::name::MAX_NAME_LEN + 1];
+    assert!(matches!(
+        w.add(&long, Tensor::new(DType::Int8, &[1], &[3])),
+        Err(Error::LimitExceeded { .. })
+    ));
+    assert!(Writer::create_with(
+        dir.path().join("x"),
+        WriterOptions {
+            alignment: 3,
+            ..Default::default()
+        }
+    )
+    .is_err());
+    assert!(Writer::create_with(
+        dir.path().join("x"),
+        WriterOptions {
+            alignment: 8192,
+            ..Default::default()
+        }
+    )
+    .is_err());
+    w.finish().unwrap();
+    let r = Reader::open(&path).unwrap();
+    assert_eq!(r.len(), 2);
+    assert!(!r.header().records_sorted);
+    assert_eq!(r.tensor("a").unwrap().data(), &[2]);
+}
+
+#[test]
+fn streaming_writes_check_the_byte_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("stream.pdx");
+    let mut w = Writer::create(&path).unwrap();
+    let data: Vec<u8> = (0..4 * 1000u32).map(|i| (i % 251) as u8).collect();
+    {
+        use std::io::Write;
+        let mut t = w.begin("big", DType::Float32, &[10, 100], &[]).unwrap();
+        for chunk in data.chunks(333) {
+            t.write_all(chunk).unwrap();
+        }
+        assert!(t.write_all(&[0]).is_err(), "one byte too many");
+        t.finish().unwrap();
+    }
+    w.add("small", Tensor::new(DType::Int8, &[1], &[5]))
+        .unwrap();
+    w.finish().unwrap();
+    let r = Reader::open(&path).unwrap();
+    assert_eq!(r.tensor("big").unwrap().data(), data.as_slice());
+    r.verify().unwrap();
+
+    // Too few bytes: an error, and the writer refuses to go on.
+    let path2 = dir.path().join("short.pdx");
+    let mut w = Writer::create(&path2).unwrap();
+    {
+        use std::io::Write;
+        let mut t = w.begin("t", DType::Int8, &[10], &[]).unwrap();
+        t.write_all(&[1, 2, 3]).unwrap();
+        assert!(t.finish().is_err());
+    }
+    assert!(w.add("u", Tensor::new(DType::Int8, &[1], &[5])).is_err());
+    assert!(w.finish().is_err());
+    assert!(!path2.exists());
+}
+
+#[test]
+fn names_shared_prefixes_unicode_and_binary() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("names.pdx");
+    let mut names: Vec<Vec<u8>> = Vec::new();
+    let long = "encoder.".repeat(200);
+    for i in 0..300 {
+        names.push(format!("{long}layer.{i:05}.weight").into_bytes());
+    }
+    names.push("模型.权重".as_bytes().to_vec());
+    names.push("größe/ß".as_bytes().to_vec());
+    names.push("emoji.🙂".as_bytes().to_vec());
+    names.push(vec![0x00]);
+    names.push(vec![0xff, 0xfe, 0x00, 0x01]);
+    names.push(vec![0xff; 40]);
+    names.push(b"a\\b".to_vec());
+    let mut w = Writer::create_with(
+        &path,
+        WriterOptions {
+            block_size: 512,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    for (i, n) in names.iter().enumerate() {
+        w.add(n, Tensor::new(DType::UInt8, &[1], &[i as u8]))
+            .unwrap();
+    }
+    w.finish().unwrap();
+    let r = Reader::open(&path).unwrap();
+    assert!(r.data_blocks() > 3);
+    for (i, n) in names.iter().enumerate() {
+        assert_eq!(
+            r.tensor(n).unwrap().data(),
+            &[i as u8],
+            "{}",
+            paramdex::name::display(n)
+        );
+    }
+    let mut sorted = names.clone();
+    sorted.sort();
+    let listed: Vec<Vec<u8>> = r.iter().map(|t| t.unwrap().name().to_vec()).collect();
+    assert_eq!(listed, sorted);
+    let with_prefix: Vec<Vec<u8>> = r
+        .prefix(&long)
+        .map(|t| t.unwrap().name().to_vec())
+        .collect();
+    assert_eq!(with_prefix.len(), 300);
+    let ff: Vec<Vec<u8>> = r
+        .prefix([0xff])
+        .map(|t| t.unwrap().name().to_vec())
+        .collect();
+    assert_eq!(ff, vec![vec![0xff, 0xfe, 0x00, 0x01], vec![0xff; 40]]);
+    assert!(r.get([0xff; 41]).unwrap().is_none());
+    assert!(r.get("").unwrap().is_none(), "the header is not a tensor");
+}
+
+#[test]
+fn every_alignment_is_honoured() {
+    let dir = tempfile::tempdir().unwrap();
+    for align in [1u64, 2, 8, 64, 256, 4096] {
+        let path = dir.path().join(format!("a{align}.pdx"));
+        let mut w = Writer::create_with(
+            &path,
+            WriterOptions {
+                alignment: align,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        for i in 0..40u64 {
+            let name = "n".repeat(i as usize % 140 + 1) + &i.to_string();
+            let data = sample(DType::Int8, i as usize * 7 % 33, i as u8);
+            w.add(&name, Tensor::new(DType::Int8, &[data.len() as u64], &data))
+                .unwrap();
+        }
+        w.finish().unwrap();
+        let r = Reader::open(&path).unwrap();
+        assert_eq!(u64::from(r.header().alignment), align);
+        for t in r.iter() {
+            let t = t.unwrap();
+            assert_eq!(t.data_offset() % align, 0, "alignment {align}");
+        }
+        r.verify().unwrap();
+        if align == 1 {
+            // Packed: the records region has no padding fields.
+            assert!(r
+                .iter()
+                .all(|t| !t.unwrap().record().windows(2).any(|w| w == [0xd2, 0x3e])));
+        }
+    }
+}
+
+#[test]
+fn dropped_writer_leaves_nothing_and_keeps_the_previous_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.pdx");
+    {
+        let mut w = Writer::create(&path).unwrap();
+        w.add("a", Tensor::new(DType::Int8, &[1], &[1])).unwrap();
+        // dropped without finish
+    }
+    assert!(!path.exists());
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "temporary file left behind"
+    );
+
+    let mut w = Writer::create(&path).unwrap();
+    w.add("a", Tensor::new(DType::Int8, &[1], &[1])).unwrap();
+    w.finish().unwrap();
+    let before = std::fs::read(&path).unwrap();
+    {
+        let mut w = Writer::create(&path).unwrap();
+        w.add("b", Tensor::new(DType::Int8, &[1], &[2])).unwrap();
+    }
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+}
+
+#[test]
+fn recover_restores_complete_records_of_a_torn_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("full.pdx");
+    let mut w = Writer::create(&path).unwrap();
+    let mut datas = Vec::new();
+    for i in 0..10u8 {
+        let data = sample(DType::Float32, 50 + i as usize, i);
+        w.add(
+            format!("t{i}"),
+            Tensor::new(DType::Float32, &[data.len() as u64 / 4], &data),
+        )
+        .unwrap();
+        datas.push(data);
+    }
+    w.finish().unwrap();
+    let full = std::fs::read(&path).unwrap();
+    let r = Reader::open(&path).unwrap();
+    let ends: Vec<u64> = (0..10)
+        .map(|i| {
+            let t = r.tensor(format!("t{i}")).unwrap();
+            t.data_offset() + t.data().len() as u64
+        })
+        .collect();
+    let records_len = r.header().records_len as usize;
+
+    // Every truncation inside the records region keeps exactly the complete records.
+    for cut in (0..records_len)
+        .step_by(37)
+        .chain([records_len, full.len()])
+    {
+        let torn = dir.path().join("torn");
+        std::fs::write(&torn, &full[..cut]).unwrap();
+        let out = dir.path().join("out.pdx");
+        let rep = paramdex::recover::recover(&torn, &out, WriterOptions::default()).unwrap();
+        let complete = ends.iter().filter(|&&e| e as usize <= cut).count();
+        assert_eq!(rep.recovered as usize, complete, "cut at {cut}");
+        let r2 = Reader::open(&out).unwrap();
+        assert_eq!(r2.len() as usize, complete);
+        for (i, data) in datas.iter().enumerate().take(complete) {
+            assert_eq!(r2.tensor(format!("t{i}")).unwrap().data(), data.as_slice());
+        }
+        r2.verify().unwrap();
+    }
+    // A torn last record whose bytes are present but wrong is not recovered.
+    let mut bad = full[..records_len].to_vec();
+    let last = ends[9] as usize - 1;
+    bad[last] ^= 0xff;
+    let torn = dir.path().join("torn2");
+    std::fs::write(&torn, &bad).unwrap();
+    let rep =
+        paramdex::recover::recover(&torn, &dir.path().join("o2.pdx"), WriterOptions::default())
+            .unwrap();
+    assert_eq!(rep.recovered, 9);
+}
+
+#[test]
+fn corrupt_data_is_caught_by_verify_and_checked_get() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.pdx");
+    let mut w = Writer::create(&path).unwrap();
+    w.add(
+        "x",
+        Tensor::new(DType::Float32, &[4], &f32_bytes(&[1.0, 2.0, 3.0, 4.0])),
+    )
+    .unwrap();
+    w.finish().unwrap();
+    let mut bytes = std::fs::read(&path).unwrap();
+    let off = Reader::open(&path)
+        .unwrap()
+        .tensor("x")
+        .unwrap()
+        .data_offset() as usize;
+    bytes[off + 5] ^= 1;
+    let r = Reader::from_bytes_with(
+        bytes.clone(),
+        ReadOptions {
+            verify_tensors: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let err = r.get("x").unwrap_err();
+    assert!(matches!(err, Error::ChecksumMismatch { .. }), "{err}");
+    assert!(
+        err.to_string().contains("x") && err.to_string().contains(&off.to_string()),
+        "{err}"
+    );
+    let r = Reader::from_bytes(bytes).unwrap();
+    assert!(r.verify().is_err());
+}
+
+#[test]
+fn snappy_index_blocks_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.pdx");
+    let opts = WriterOptions {
+        compression: Compression::Snappy,
+        block_size: 1024,
+        ..Default::default()
+    };
+    let mut w = Writer::create_with(&path, opts).unwrap();
+    for i in 0..2000 {
+        w.add(
+            format!("model.layers.{i}.self_attn.q_proj.weight"),
+            Tensor::new(DType::Int8, &[1], &[i as u8]),
+        )
+        .unwrap();
+    }
+    w.finish().unwrap();
+    let r = Reader::open(&path).unwrap();
+    for i in (0..2000).step_by(7) {
+        assert_eq!(
+            r.tensor(format!("model.layers.{i}.self_attn.q_proj.weight"))
+                .unwrap()
+                .data(),
+            &[i as u8]
+        );
+    }
+    assert_eq!(r.iter().count(), 2000);
+    r.verify().unwrap();
+}
+
+#[test]
+fn reader_is_send_sync_and_serves_many_threads() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Reader>();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mt.pdx");
+    let mut w = Writer::create_with(
+        &path,
+        WriterOptions {
+            block_size: 256,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    for i in 0..500u32 {
+        w.add(
+            format!("t{i:04}"),
+            Tensor::new(DType::UInt32, &[1], &i.to_le_bytes()),
+        )
+        .unwrap();
+    }
+    w.finish().unwrap();
+    let r = Reader::open(&path).unwrap();
+    std::thread::scope(|s| {
+        for k in 0..4u32 {
+            let r = &r;
+            s.spawn(move || {
+                for i in (k..500).step_by(3) {
+                    assert_eq!(
+                        r.tensor(format!("t{i:04}"))
+                            .unwrap()
+                            .as_slice::<u32>()
+                            .unwrap(),
+                        &[i]
+                    );
+                }
+            });
+        }
+    });
+}
+
+#[test]
+fn replaced_file_keeps_serving_old_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.pdx");
+    let mut w = Writer::create(&path).unwrap();
+    w.add("v", Tensor::new(DType::Int8, &[1], &[1])).unwrap();
+    w.finish().unwrap();
+    let old = Reader::open(&path).unwrap();
+    let mut w = Writer::create(&path).unwrap();
+    w.add("v", Tensor::new(DType::Int8, &[1], &[2])).unwrap();
+    w.finish().unwrap();
+    assert_eq!(old.tensor("v").unwrap().data(), &[1]);
+    assert_eq!(
+        Reader::open(&path).unwrap().tensor("v").unwrap().data(),
+        &[2]
+    );
+}
+
+#[test]
+fn not_a_paramdex_file_is_reported_as_such() {
+    for bytes in [vec![], vec![0u8; 10], vec![7u8; 100]] {
+        let err = Reader::from_bytes(bytes).unwrap_err();
+        assert!(matches!(err, Error::UnrecognizedFormat { .. }), "{err}");
+    }
+    let tf = std::fs::read("tests/data/tf/basic/tf2/ckpt-1.index").unwrap();
+    let err = Reader::from_bytes(tf).unwrap_err();
+    assert!(err.to_string().contains("TensorFlow"), "{err}");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// The reader agrees with a BTreeMap model for any set of names, tiny blocks and every
+    /// restart interval.
+    #[test]
+    fn reader_matches_a_btreemap_model(
+        entries in proptest::collection::btree_map(
+            proptest::collection::vec(prop_oneof![Just(b'a'), Just(b'b'), Just(0u8), Just(0xffu8), any::<u8>()], 1..24),
+            proptest::collection::vec(any::<u8>(), 0..40),
+            0..120),
+        block_size in prop_oneof![Just(1usize), Just(64), Just(300), Just(4096)],
+        restart_interval in prop_oneof![Just(1usize), Just(2), Just(16), Just(1024)],
+        snappy in any::<bool>(),
+        align in prop_oneof![Just(1u64), Just(64)],
+        probes in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..6), 0..20),
+    ) {
+        let model: BTreeMap<Vec<u8>, Vec<u8>> = entries;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.pdx");
+        let opts = WriterOptions {
+            block_size, restart_interval, alignment: align, sync: false,
+            compression: if snappy { Compression::Snappy } else { Compression::None },
+        };
+        let mut w = Writer::create_with(&path, opts).unwrap();
+        // Insert in reverse order so the writer has to sort.
+        for (k, v) in model.iter().rev() {
+            w.add(k, Tensor::new(DType::UInt8, &[v.len() as u64], v)).unwrap();
+        }
+        w.finish().unwrap();
+        let r = Reader::open(&path).unwrap();
+        prop_assert_eq!(r.len() as usize, model.len());
+        let listed: Vec<(Vec<u8>, Vec<u8>)> = r.iter().map(|t| { let t = t.unwrap(); (t.name().to_vec(), t.data().to_vec()) }).collect();
+        let expect: Vec<(Vec<u8>, Vec<u8>)> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        prop_assert_eq!(listed, expect);
+        for (k, v) in &model {
+            prop_assert_eq!(r.tensor(k).unwrap().data(), v.as_slice());
+        }
+        for p in &probes {
+            prop_assert_eq!(r.get(p).unwrap().map(|t| t.data().to_vec()), if p.is_empty() { None } else { model.get(p).cloned() });
+            let scanned: Vec<Vec<u8>> = r.prefix(p).map(|t| t.unwrap().name().to_vec()).collect();
+            let expected: Vec<Vec<u8>> = model.keys().filter(|k| k.starts_with(p)).cloned().collect();
+            prop_assert_eq!(scanned, expected);
+        }
+        r.verify().unwrap();
+    }
+}
