@@ -178,7 +178,7 @@ impl<T> IoContext<T> for io::Result<T> {
 }
 
 /// A path as shown in messages.
-pub(crate) fn path_str(p: &std::path::Path) -> String {
+pub fn path_str(p: &std::path::Path) -> String {
     p.display().to_string()
 }
 
