@@ -55,10 +55,10 @@ pub fn get_fixed64(src: &[u8], pos: usize) -> Option<u64> {
 /// Appends `v` as a varint (LEB128).
 pub fn put_varint64(dst: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
-        dst.push((v as u8) | 0x80);
+        dst.push(v.to_le_bytes()[0] | 0x80); // the low 7 bits, and "more follows"
         v >>= 7;
     }
-    dst.push(v as u8);
+    dst.push(v.to_le_bytes()[0]); // v < 0x80
 }
 
 /// Appends `v` as a varint (LEB128).

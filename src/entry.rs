@@ -65,7 +65,7 @@ fn put_shape(dst: &mut Vec<u8>, dims: &[u64]) {
             let mut v = Vec::with_capacity(11);
             v.push(0x08);
             put_varint64(&mut v, d);
-            body.push(v.len() as u8); // at most 11 bytes
+            body.push(u8::try_from(v.len()).expect("a Dim is at most 11 bytes"));
             body.extend_from_slice(&v);
         }
     }
@@ -128,8 +128,15 @@ impl IndexEntry {
                     let (v, n) = get_varint64(&buf[pos..]).ok_or_else(|| bad("bad varint"))?;
                     pos += n;
                     match field {
-                        1 => e.tf_dtype = v as i32,
-                        3 => e.shard_id = v as i32,
+                        // int32 fields: a negative value is a sign-extended 64-bit varint.
+                        1 => {
+                            e.tf_dtype =
+                                i32::try_from(v as i64).map_err(|_| bad("dtype is not an int32"))?
+                        }
+                        3 => {
+                            e.shard_id = i32::try_from(v as i64)
+                                .map_err(|_| bad("shard_id is not an int32"))?
+                        }
                         4 => {
                             e.offset =
                                 u64::try_from(v as i64).map_err(|_| bad("negative offset"))?
@@ -285,6 +292,8 @@ pub struct FileHeader {
     pub tensor_count: u64,
     /// Whether records were written in bytewise name order.
     pub records_sorted: bool,
+    /// Typed metadata (field 21; SPEC.md 5.3), empty when the file has none.
+    pub metadata: crate::meta::Metadata,
 }
 
 impl FileHeader {
@@ -304,14 +313,19 @@ impl FileHeader {
             records_len: self.records_len,
             tensor_count: self.tensor_count,
             records_sorted: self.records_sorted,
+            metadata: self.metadata.to_proto(),
         };
         msg.encode_to_vec()
     }
 
-    /// Decodes the header entry value found at file offset `at`.
+    /// Decodes the header entry value found at file offset `at`. The metadata (field 21) is
+    /// decoded by hand, within the limits of SPEC.md 8.1; the other fields by prost.
     pub fn decode(buf: &[u8], at: u64) -> Result<FileHeader> {
         use prost::Message;
-        let msg = proto::paramdex::PdxHeader::decode(buf)
+        let (rest, metas) = crate::meta::split_header(buf)
+            .ok_or_else(|| Error::corrupt("header entry", at, "not parseable: bad protobuf"))?;
+        let metadata = crate::meta::Metadata::decode_entries(metas, at)?;
+        let msg = proto::paramdex::PdxHeader::decode(&rest[..])
             .map_err(|e| Error::corrupt("header entry", at, format!("not parseable: {e}")))?;
         let version = msg.version.unwrap_or_default();
         Ok(FileHeader {
@@ -324,6 +338,7 @@ impl FileHeader {
             records_len: msg.records_len,
             tensor_count: msg.tensor_count,
             records_sorted: msg.records_sorted,
+            metadata,
         })
     }
 }
@@ -450,9 +465,21 @@ mod tests {
             records_len: 4096,
             tensor_count: 3,
             records_sorted: true,
+            metadata: crate::meta::Metadata::default(),
         };
         let b = h.encode();
         assert_eq!(FileHeader::decode(&b, 0).unwrap(), h);
+        // With metadata: field 21 follows field 20, and TensorFlow's parser still reads the
+        // header (it skips fields it does not know).
+        let mut with_meta = h.clone();
+        with_meta.metadata.insert("step", 5i64).unwrap();
+        with_meta.metadata.insert("name", "x").unwrap();
+        let m = with_meta.encode();
+        assert_eq!(&m[..b.len()], &b[..]);
+        assert_eq!(FileHeader::decode(&m, 0).unwrap(), with_meta);
+        let tf = proto::tensorflow::BundleHeaderProto::decode(&m[..]).unwrap();
+        assert_eq!(tf.num_shards, 1);
+        assert_eq!(tf.version.as_ref().unwrap().producer, 1);
         // TensorFlow's own view of it: fields 1-3 only, bytes 08 01 1a 02 08 01 first.
         assert_eq!(&b[..6], &[0x08, 0x01, 0x1a, 0x02, 0x08, 0x01]);
         let tf = proto::tensorflow::BundleHeaderProto::decode(&b[..]).unwrap();

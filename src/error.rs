@@ -165,6 +165,50 @@ impl Error {
     }
 }
 
+impl Error {
+    /// Says where a lower layer's error happened: prefixes `ctx` (a file, a tensor, an entry)
+    /// to the message. Structural errors keep their variant; a block checksum mismatch, whose
+    /// variant has no text to carry the context, becomes [`Error::Corrupt`] with the same
+    /// figures. Other errors (limits carry their own offset) pass through unchanged.
+    pub fn context(self, ctx: &str) -> Error {
+        match self {
+            Error::Corrupt {
+                what,
+                offset,
+                detail,
+            } => Error::Corrupt {
+                what,
+                offset,
+                detail: format!("{ctx}: {detail}"),
+            },
+            Error::UnknownDType { system, code, name } => Error::UnknownDType {
+                system,
+                code,
+                name: Some(match name {
+                    Some(n) => format!("{ctx} [{n}]"),
+                    None => ctx.to_string(),
+                }),
+            },
+            Error::ChecksumMismatch {
+                what,
+                name,
+                offset,
+                len,
+                stored,
+                computed,
+            } => Error::Corrupt {
+                what,
+                offset,
+                detail: format!(
+                    "{ctx}: checksum mismatch{} ({len} bytes): stored {stored:#010x}, computed {computed:#010x}",
+                    name.map(|n| format!(" of tensor {n}")).unwrap_or_default()
+                ),
+            },
+            other => other,
+        }
+    }
+}
+
 /// Extension for attaching a path to I/O results.
 pub(crate) trait IoContext<T> {
     /// Maps an I/O error into [`Error::Io`] with `what` and `path` as context.

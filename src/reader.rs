@@ -201,7 +201,9 @@ impl Reader {
     /// `header().records_sorted`).
     pub fn records(&self) -> &[u8] {
         // records_len <= first data block offset <= file length, checked at open.
-        &self.source[..self.header.records_len as usize]
+        let end = usize::try_from(self.header.records_len)
+            .expect("records_len is at most the file length, checked at open");
+        &self.source[..end]
     }
 
     /// Number of index data blocks.
@@ -237,6 +239,14 @@ impl Reader {
 
     /// Builds a view from an index value, checking it against the file.
     fn view<'r>(&'r self, key: &[u8], value: &[u8], at: u64) -> Result<TensorView<'r>> {
+        if key.len() > name::MAX_NAME_LEN {
+            return Err(Error::limit(
+                "tensor name length",
+                key.len() as u64,
+                name::MAX_NAME_LEN as u64,
+                Some(at),
+            ));
+        }
         let e = IndexEntry::decode(value, at, MAX_RANK)?;
         let shown = || name::display(key);
         let bad = |detail: String| {
@@ -276,7 +286,8 @@ impl Reader {
             return Err(bad("missing record header length".into()));
         }
         // Both bounds are within the records region, itself within the file.
-        let data = &self.source[e.offset as usize..end as usize];
+        let in_file = |v: u64| usize::try_from(v).expect("an offset inside the mapped file");
+        let data = &self.source[in_file(e.offset)..in_file(end)];
         let view = TensorView {
             name: Dims2::from_slice(key),
             dtype,
@@ -322,13 +333,46 @@ impl Reader {
     /// `threads` threads for the data checksums (0 = all cores).
     pub fn verify_with_threads(&self, threads: usize) -> Result<VerifyReport> {
         let blocks = self.table().verify_all_blocks()?;
-        let mut views = Vec::with_capacity(usize::try_from(self.len()).unwrap_or(0).min(1 << 24));
+        let threads = crate::parallel::resolve_threads(threads);
+        // Tensors are checked in batches of bounded size, so memory does not grow with the
+        // number of tensors; the first error in name order is reported, whatever its kind.
+        const BATCH_VIEWS: usize = 4096;
+        const BATCH_BYTES: u64 = 256 << 20;
+        let mut batch: Vec<TensorView<'_>> = Vec::with_capacity(BATCH_VIEWS);
+        let mut batch_bytes = 0u64;
         let mut count = 0u64;
-        for v in self.iter() {
-            let v = v?;
-            v.check_record()?;
-            views.push(v);
-            count += 1;
+        let mut data_bytes = 0u64;
+        let mut it = self.iter();
+        loop {
+            let mut full = false;
+            let mut failed = None;
+            for v in it.by_ref() {
+                match v.and_then(|v| v.check_record().map(|()| v)) {
+                    Ok(v) => {
+                        count += 1;
+                        batch_bytes += v.data.len() as u64;
+                        batch.push(v);
+                        if batch.len() >= BATCH_VIEWS || batch_bytes >= BATCH_BYTES {
+                            full = true;
+                            break;
+                        }
+                    }
+                    Err(e) => {
+                        failed = Some(e);
+                        break;
+                    }
+                }
+            }
+            // Tensors before a bad record come first in name order: check them first.
+            data_bytes += crate::parallel::check_crcs(&batch, threads)?;
+            batch.clear();
+            batch_bytes = 0;
+            if let Some(e) = failed {
+                return Err(e);
+            }
+            if !full {
+                break;
+            }
         }
         if count != self.header.tensor_count {
             return Err(Error::corrupt(
@@ -340,12 +384,57 @@ impl Reader {
                 ),
             ));
         }
-        let data_bytes = crate::parallel::check_crcs(&views, threads)?;
+        self.check_records_tile(count)?;
         Ok(VerifyReport {
             blocks,
             tensors: count,
             data_bytes,
         })
+    }
+
+    /// Walks the records region from offset 0, record by record (O(1) memory), and checks that
+    /// every record is the one the index entry of its name points at, and that there are as
+    /// many as index entries: the records then tile the region exactly, so no two tensors'
+    /// records overlap and no bytes hide between them (SPEC.md 2, 8.2).
+    fn check_records_tile(&self, entries: u64) -> Result<()> {
+        let mut walked = 0u64;
+        for r in record::walk(self.records(), 0) {
+            let (offset, h, _) = r?;
+            let bad = |detail: String| Error::corrupt("record", offset, detail);
+            let name = h
+                .name
+                .filter(|n| !n.is_empty())
+                .ok_or_else(|| bad("a record of a native file without a name".into()))?;
+            // The entry itself (not a view, which would checksum the data a second time).
+            let entry = self
+                .table()
+                .get(name, |value, at| IndexEntry::decode(value, at, MAX_RANK))?
+                .transpose()?
+                .ok_or_else(|| {
+                    bad(format!(
+                        "record of tensor {} has no index entry",
+                        name::display(name)
+                    ))
+                })?;
+            let points_at = entry.offset.checked_sub(u64::from(entry.record_header_len));
+            if points_at != Some(offset) {
+                return Err(bad(format!(
+                    "record of tensor {} is not the one its index entry points at (offset {} - {})",
+                    name::display(name),
+                    entry.offset,
+                    entry.record_header_len
+                )));
+            }
+            walked += 1;
+        }
+        if walked != entries {
+            return Err(Error::corrupt(
+                "record",
+                0,
+                format!("the records region holds {walked} records, the index {entries}"),
+            ));
+        }
+        Ok(())
     }
 
     /// [`Reader::verify_with_threads`] on all cores.
@@ -432,7 +521,8 @@ impl<'a> TensorView<'a> {
     /// The whole Paddle record (header and data): loadable by `paddle.base.core.load_dense_tensor`.
     pub fn record(&self) -> &'a [u8] {
         // record_offset <= data_offset and data end are within the file (checked in `view`).
-        &self.file[self.record_offset as usize..self.data_offset as usize + self.data.len()]
+        let in_file = |v: u64| usize::try_from(v).expect("an offset inside the mapped file");
+        &self.file[in_file(self.record_offset)..in_file(self.data_offset) + self.data.len()]
     }
 
     /// The record's LoD, read from the record header (zero-copy).
@@ -443,13 +533,43 @@ impl<'a> TensorView<'a> {
         Ok(self.record_header()?.lod)
     }
 
+    /// Decodes the record header; a native record must carry both of paramdex's checksums
+    /// (SPEC.md 3.2), so that no header byte is read unchecked, and end where the index says.
     fn record_header(&self) -> Result<record::RecordHeader<'a>> {
-        record::decode_header(self.record(), self.record_offset)
+        let h = record::decode_header(self.record(), self.record_offset)?;
+        if h.header_crc.is_none() || h.data_crc.is_none() {
+            return Err(Error::corrupt(
+                "record",
+                self.record_offset,
+                format!(
+                    "tensor {}: the record header lacks its checksum fields",
+                    self.display_name()
+                ),
+            ));
+        }
+        if h.header_len as u64 != self.data_offset - self.record_offset {
+            return Err(Error::corrupt(
+                "record",
+                self.record_offset,
+                format!(
+                    "tensor {}: record header of {} bytes, the index says {}",
+                    self.display_name(),
+                    h.header_len,
+                    self.data_offset - self.record_offset
+                ),
+            ));
+        }
+        Ok(h)
     }
 
     /// Checks the data against its stored CRC32C.
     pub fn verify_crc(&self) -> Result<()> {
-        let computed = crc32c(self.data);
+        self.check_computed_crc(crc32c(self.data))
+    }
+
+    /// Compares a CRC32C computed elsewhere (e.g. in pieces on several threads) with the
+    /// stored one.
+    pub(crate) fn check_computed_crc(&self, computed: u32) -> Result<()> {
         let stored = unmask_crc(self.crc32c);
         if computed != stored {
             return Err(Error::ChecksumMismatch {
@@ -488,7 +608,7 @@ impl<'a> TensorView<'a> {
         {
             return Err(bad("record layout disagrees with the index entry".into()));
         }
-        if h.lod.levels() as u32 != self.lod_levels {
+        if h.lod.levels() as u64 != u64::from(self.lod_levels) {
             return Err(bad(format!(
                 "record has {} LoD levels, index says {}",
                 h.lod.levels(),

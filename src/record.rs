@@ -14,6 +14,8 @@
 //!   field 1    data_type        varint   (always written, even 0 = BOOL)
 //!   field 2    dims             varint each, unpacked (packed accepted on read)
 //!   field 1000 pdx_name         bytes    (paramdex; only if the tensor has a name)
+//!   field 1003 pdx_header_crc32c fixed32 (paramdex; masked CRC32C of every record byte
+//!                                         before this field's tag; written with field 1001)
 //!   field 1001 pdx_data_crc32c  fixed32  (paramdex; masked CRC32C of the data)
 //!   field 1002 pdx_padding      bytes    (paramdex; zero bytes; always the last field)
 //! [numel * elem_size] raw row-major data
@@ -29,7 +31,10 @@
 
 use smallvec::SmallVec;
 
-use crate::coding::{put_fixed32, put_fixed64, put_varint32, put_varint64, varint_len, Cursor};
+use crate::coding::{
+    crc32c, mask_crc, put_fixed32, put_fixed64, put_varint32, put_varint64, unmask_crc, varint_len,
+    Cursor,
+};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::name::display;
@@ -49,6 +54,10 @@ pub const FIELD_NAME: u32 = 1000;
 pub const FIELD_DATA_CRC: u32 = 1001;
 /// TensorDesc field number of the alignment padding (bytes of zeros, always the last field).
 pub const FIELD_PADDING: u32 = 1002;
+/// TensorDesc field number of the record header's checksum (fixed32): the masked CRC32C of every
+/// record byte before this field's tag (versions, LoD, desc size, dtype, dims, name). Written
+/// before [`FIELD_DATA_CRC`], whenever a data CRC is written; checked by every decode.
+pub const FIELD_HEADER_CRC: u32 = 1003;
 
 /// TensorDesc field number of Paddle's `data_type`.
 const FIELD_DATA_TYPE: u32 = 1;
@@ -120,6 +129,9 @@ pub struct RecordHeader<'a> {
     pub name: Option<&'a [u8]>,
     /// The masked CRC32C of the data (field [`FIELD_DATA_CRC`]) as stored, if present.
     pub data_crc: Option<u32>,
+    /// The masked CRC32C of the header (field [`FIELD_HEADER_CRC`]) as stored, if present; the
+    /// decoder has checked it.
+    pub header_crc: Option<u32>,
     /// Bytes from the record start to the first data byte.
     pub header_len: usize,
     /// Data bytes: element count times element size.
@@ -308,6 +320,22 @@ pub fn decode_header<'a>(buf: &'a [u8], base: u64) -> Result<RecordHeader<'a>> {
     let header_len = c.position();
 
     let desc = parse_desc(desc, at(base, desc_pos))?;
+    if let Some((stored, tag_pos)) = desc.header_crc {
+        // Covers every record byte before the field's tag (within the desc, so within buf).
+        let covered = &buf[..desc_pos + tag_pos];
+        let computed = crc32c(covered);
+        let stored = unmask_crc(stored);
+        if computed != stored {
+            return Err(Error::ChecksumMismatch {
+                what: "record header",
+                name: desc.name.map(display),
+                offset: base,
+                len: covered.len() as u64,
+                stored,
+                computed,
+            });
+        }
+    }
     let data_len = data_len(desc.dtype, &desc.dims).ok_or_else(|| {
         Error::corrupt(
             "tensor desc",
@@ -339,6 +367,7 @@ pub fn decode_header<'a>(buf: &'a [u8], base: u64) -> Result<RecordHeader<'a>> {
         lod: Lod { levels },
         name: desc.name,
         data_crc: desc.data_crc,
+        header_crc: desc.header_crc.map(|(c, _)| c),
         header_len,
         data_len,
     })
@@ -419,6 +448,8 @@ struct Desc<'a> {
     dims: SmallVec<[u64; 6]>,
     name: Option<&'a [u8]>,
     data_crc: Option<u32>,
+    /// The stored header CRC and the position of its tag within the desc.
+    header_crc: Option<(u32, usize)>,
 }
 
 /// Parses a TensorDesc (`base` = absolute offset of its first byte).
@@ -429,6 +460,9 @@ fn parse_desc<'a>(desc: &'a [u8], base: u64) -> Result<Desc<'a>> {
     let mut dims: SmallVec<[u64; 6]> = SmallVec::new();
     let mut name = None;
     let mut data_crc = None;
+    let mut header_crc = None;
+    // After the header CRC: (data CRC seen, padding seen).
+    let mut after_crc = (false, false);
 
     let push_dim = |dims: &mut SmallVec<[u64; 6]>, v: u64, pos: usize| -> Result<()> {
         if (v as i64) < 0 {
@@ -454,6 +488,27 @@ fn parse_desc<'a>(desc: &'a [u8], base: u64) -> Result<Desc<'a>> {
         let (field, wire) = (tag >> 3, tag & 7);
         if field == 0 {
             return Err(bad(pos, "field number 0".into()));
+        }
+        // The header CRC covers the bytes before it; after it only the data CRC and the
+        // padding may follow, once each, so no byte of the header goes unchecked.
+        if header_crc.is_some() {
+            // The padding is last; the data CRC comes at most once.
+            let allowed = !after_crc.1
+                && match field {
+                    FIELD_DATA_CRC => !after_crc.0,
+                    FIELD_PADDING => true,
+                    _ => false,
+                };
+            if !allowed {
+                return Err(bad(
+                    pos,
+                    format!("field {field} after the header checksum (field {FIELD_HEADER_CRC})"),
+                ));
+            }
+            after_crc = (
+                after_crc.0 || field == FIELD_DATA_CRC,
+                after_crc.1 || field == FIELD_PADDING,
+            );
         }
         let varint = |c: &mut Cursor<'_>| {
             c.varint64()
@@ -501,10 +556,21 @@ fn parse_desc<'a>(desc: &'a [u8], base: u64) -> Result<Desc<'a>> {
                 let b = fixed(&mut c, 4)?;
                 data_crc = Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
             }
-            (FIELD_PADDING, WIRE_LEN) => {
-                bytes(&mut c)?;
+            (FIELD_HEADER_CRC, WIRE_FIXED32) => {
+                let b = fixed(&mut c, 4)?;
+                header_crc = Some((u32::from_le_bytes([b[0], b[1], b[2], b[3]]), pos));
             }
-            (FIELD_DATA_TYPE | FIELD_DIMS | FIELD_NAME | FIELD_DATA_CRC | FIELD_PADDING, _) => {
+            (FIELD_PADDING, WIRE_LEN) => {
+                // Zeros only: no byte of a paramdex header goes unchecked.
+                if let Some(i) = bytes(&mut c)?.iter().position(|&b| b != 0) {
+                    return Err(bad(pos, format!("padding byte {i} is not zero")));
+                }
+            }
+            (
+                FIELD_DATA_TYPE | FIELD_DIMS | FIELD_NAME | FIELD_DATA_CRC | FIELD_PADDING
+                | FIELD_HEADER_CRC,
+                _,
+            ) => {
                 return Err(bad(
                     pos,
                     format!("field {field} has wrong wire type {wire}"),
@@ -549,6 +615,7 @@ fn parse_desc<'a>(desc: &'a [u8], base: u64) -> Result<Desc<'a>> {
         dims,
         name,
         data_crc,
+        header_crc,
     })
 }
 
@@ -571,7 +638,8 @@ pub struct RecordSpec<'a> {
     pub lod: &'a [Vec<u64>],
     /// Name to store in field [`FIELD_NAME`]; `None` writes no name.
     pub name: Option<&'a [u8]>,
-    /// Masked CRC32C to store in field [`FIELD_DATA_CRC`]; `None` writes no CRC field.
+    /// Masked CRC32C to store in field [`FIELD_DATA_CRC`]; `None` writes no CRC field. When
+    /// given, the header's own CRC (field [`FIELD_HEADER_CRC`]) is written just before it.
     pub data_crc: Option<u32>,
 }
 
@@ -599,7 +667,7 @@ fn padding_field_len(end: u64, alignment: u64) -> usize {
     while t < 3 || t == 131 {
         t += alignment;
     }
-    t as usize
+    usize::try_from(t).expect("padding is below twice the alignment, at most 8192")
 }
 
 /// Appends the padding field whose total size is `t` (as computed by [`padding_field_len`]).
@@ -694,7 +762,10 @@ pub fn encode_header(
     let name_len = spec.name.map_or(0, |n| {
         tag_len(FIELD_NAME) + varint_len(n.len() as u64) + n.len()
     });
-    let crc_len = spec.data_crc.map_or(0, |_| tag_len(FIELD_DATA_CRC) + 4);
+    // The data CRC comes with the header CRC just before it.
+    let crc_len = spec.data_crc.map_or(0, |_| {
+        tag_len(FIELD_HEADER_CRC) + 4 + tag_len(FIELD_DATA_CRC) + 4
+    });
     desc_len = desc_len.saturating_add(name_len).saturating_add(crc_len);
     let unpadded = (PREFIX_LEN + MIDDLE_LEN)
         .saturating_add(lod_len)
@@ -730,7 +801,10 @@ pub fn encode_header(
         }
     }
     put_fixed32(out, 0); // inner version
-    put_fixed32(out, desc_len as u32); // desc_len <= MAX_DESC_LEN < i32::MAX
+    put_fixed32(
+        out,
+        u32::try_from(desc_len).expect("desc_len <= MAX_DESC_LEN was checked above"),
+    );
     put_varint32(out, (FIELD_DATA_TYPE << 3) | WIRE_VARINT);
     put_varint64(out, code);
     for &d in spec.dims {
@@ -744,6 +818,9 @@ pub fn encode_header(
     }
     let mut crc_pos = None;
     if let Some(crc) = spec.data_crc {
+        let header_crc = mask_crc(crc32c(&out[start..]));
+        put_varint32(out, (FIELD_HEADER_CRC << 3) | WIRE_FIXED32);
+        put_fixed32(out, header_crc);
         put_varint32(out, (FIELD_DATA_CRC << 3) | WIRE_FIXED32);
         crc_pos = Some(out.len() - start);
         put_fixed32(out, crc);
@@ -927,22 +1004,82 @@ mod tests {
         };
         let mut out = Vec::new();
         let layout = encode_header(&s, 0, 1, &mut out).unwrap();
-        let mut want = unhex("00000000 0000000000000000 00000000 0e000000 0805 1002 c23e0177 cd3e");
+        // desc: data_type, dims, name, header CRC (dd 3e), data CRC (cd 3e): 20 bytes.
+        let mut want = unhex("00000000 0000000000000000 00000000 14000000 0805 1002 c23e0177");
+        let header_crc = mask_crc(crc32c(&want));
+        want.extend_from_slice(&[0xdd, 0x3e]);
+        want.extend_from_slice(&header_crc.to_le_bytes());
+        want.extend_from_slice(&[0xcd, 0x3e]);
         want.extend_from_slice(&crc.to_le_bytes());
         assert_eq!(out, want);
         assert_eq!(layout.header_len, want.len());
         assert_eq!(layout.crc_pos, Some(want.len() - 4));
+        let mut rec = out.clone();
+        rec.extend_from_slice(&data);
+        assert_eq!(decode_header(&rec, 0).unwrap().header_crc, Some(header_crc));
 
-        // 32-byte alignment: the 34-byte unpadded header needs a 30-byte padding field.
+        // 32-byte alignment: the 40-byte unpadded header needs a 24-byte padding field; the
+        // header CRC covers the final desc size.
         let mut out = Vec::new();
         let layout = encode_header(&s, 0, 32, &mut out).unwrap();
         assert_eq!(layout.header_len, 64);
         let mut padded_want = want.clone();
         padded_want[16..20].copy_from_slice(&44u32.to_le_bytes());
-        assert_eq!(out[..34], padded_want[..]);
-        assert_eq!(&out[34..37], &[0xd2, 0x3e, 27]);
-        assert!(out[37..].iter().all(|&b| b == 0));
-        assert_eq!(layout.crc_pos, Some(30));
+        let header_crc = mask_crc(crc32c(&padded_want[..28]));
+        padded_want[30..34].copy_from_slice(&header_crc.to_le_bytes());
+        assert_eq!(out[..40], padded_want[..]);
+        assert_eq!(&out[40..43], &[0xd2, 0x3e, 21]);
+        assert!(out[43..].iter().all(|&b| b == 0));
+        assert_eq!(layout.crc_pos, Some(36));
+    }
+
+    #[test]
+    fn header_crc_covers_every_header_byte() {
+        let data = f32_bytes(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+        let lod = [vec![0u64, 1, 3]];
+        let s = RecordSpec {
+            name: Some(b"seq"),
+            data_crc: Some(mask_crc(crc32c(&data))),
+            lod: &lod,
+            ..spec(DType::Float32, &[3, 2], &[])
+        };
+        let mut rec = Vec::new();
+        let layout = encode_header(&s, 0, 64, &mut rec).unwrap();
+        rec.extend_from_slice(&data);
+        assert!(decode_header(&rec, 0).unwrap().header_crc.is_some());
+        // Every single-bit flip in the header (LoD, dims, name, CRCs, padding) is an error, or
+        // (a desc size or name length that now swallows the checksum fields, a checksum tag
+        // turned into another field number) decodes as a header that lacks one of the two
+        // checksums, which a reader of paramdex records refuses; a flip in the data checksum is
+        // caught against the data.
+        for i in 0..layout.header_len {
+            for bit in 0..8 {
+                let mut bad = rec.clone();
+                bad[i] ^= 1 << bit;
+                let decoded = decode_header(&bad, 0).map(|h| (h.header_crc, h.data_crc));
+                if let Ok((header_crc, data_crc)) = decoded {
+                    assert!(
+                        header_crc.is_none() || data_crc.is_none() || data_crc != s.data_crc,
+                        "byte {i} bit {bit}"
+                    );
+                }
+            }
+        }
+        // A flipped LoD offset is reported as a header checksum mismatch, with the tensor name.
+        let mut bad = rec.clone();
+        bad[28] ^= 1;
+        let err = decode_header(&bad, 0).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::ChecksumMismatch {
+                    what: "record header",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(err.to_string().contains("seq"), "{err}");
     }
 
     #[test]

@@ -1,10 +1,10 @@
 //! Rebuilding a complete file from the records of a torn one.
 //!
-//! Every record a paramdex writer produces names its tensor and carries the CRC32C of its data
-//! (SPEC.md, "Records"), so the records region can be re-read without the index. Recovery walks
-//! the records from offset 0 and keeps each one that decodes, is named, and whose data matches
-//! its checksum; it stops at the first record that does not (the torn tail, or the index table
-//! of a file that was in fact finished).
+//! Every record a paramdex writer produces names its tensor and carries the CRC32C of its header
+//! and of its data (SPEC.md, "Records"), so the records region can be re-read without the index.
+//! Recovery walks the records from offset 0 and keeps each one that decodes (its header checksum
+//! matching), is named, and whose data matches its checksum; it stops at the first record that
+//! does not (the torn tail, or the index table of a file that was in fact finished).
 
 use std::path::Path;
 
@@ -51,6 +51,14 @@ pub fn scan(bytes: &[u8]) -> (Vec<FoundRecord<'_>>, Option<String>) {
             Ok(x) => x,
             Err(e) => return (found, Some(format!("at offset {pos}: {e}"))),
         };
+        if header.header_crc.is_none() {
+            return (
+                found,
+                Some(format!(
+                    "at offset {pos}: record header has no checksum (not written by paramdex)"
+                )),
+            );
+        }
         if header.name.is_none() {
             return (
                 found,
@@ -76,7 +84,8 @@ pub fn scan(bytes: &[u8]) -> (Vec<FoundRecord<'_>>, Option<String>) {
                 )
             }
         }
-        let len = header.record_len() as usize; // within bytes: decode_record checked it
+        let len = usize::try_from(header.record_len())
+            .expect("decode_record checked that the record lies within the input");
         found.push(FoundRecord {
             offset: pos as u64,
             header,

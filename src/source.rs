@@ -27,14 +27,15 @@ impl Source {
         if len == 0 {
             return Ok(Source::Memory(Arc::from(Vec::new())));
         }
-        // SAFETY: memmap2 requires that the mapped file is not modified (in particular not
-        // truncated) while the map is alive, or reads may observe changing bytes or fault.
-        // paramdex never modifies a published file: writers build a temporary file and rename
-        // it over the final path, which leaves existing maps of the old inode intact. A file
-        // changed in place by another program is outside that contract; SPEC.md ("Readers")
-        // documents it, as every mmap-based reader must. The map is read-only, so safe code
-        // can never write through it, and it lives as long as every slice handed out
-        // (they borrow the Reader that owns this Arc).
+        // SAFETY: memmap2 requires that the mapped bytes are not modified (in particular not
+        // truncated away) while the map is alive, or reads may observe changing bytes or fault.
+        // paramdex never changes a byte of a published file: writers build a temporary file and
+        // rename it over the final path (existing maps keep the old inode), and `meta --set`
+        // only appends after the old end and then rewrites nothing but bytes past it, so the
+        // mapped range [0, len) stays identical. A file changed in place by another program is
+        // outside that contract; SPEC.md ("Memory mapping") documents it, as every mmap-based
+        // reader must. The map is read-only, so safe code can never write through it, and it
+        // lives as long as every slice handed out (they borrow the Reader that owns this Arc).
         let map = unsafe { memmap2::MmapOptions::new().map(&file) }.ctx("memory-mapping", path)?;
         Ok(Source::Mapped(Arc::new(map)))
     }

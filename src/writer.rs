@@ -8,7 +8,7 @@
 
 use std::fs::File;
 use std::hash::BuildHasher;
-use std::io::{BufWriter, Seek, SeekFrom, Write};
+use std::io::{self, BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use crate::coding::{crc32c_extend, mask_crc};
@@ -27,6 +27,31 @@ pub const DEFAULT_BLOCK_SIZE: usize = 64 * 1024;
 
 /// Default restart interval of index data blocks (LevelDB's and TensorFlow's).
 pub const DEFAULT_RESTART_INTERVAL: usize = 16;
+
+/// The storage a [`Writer`] appends its temporary file to.
+///
+/// [`File`] is the backend of [`Writer::create`]; [`Writer::create_with_backend`] wraps the
+/// temporary file in another one, which is how tests inject faults (failing or torn writes, a
+/// failing `fsync`) and observe what reached the file. The writer only appends, except for
+/// seeking back once per streamed tensor to patch its checksum field, and it calls
+/// [`WriteBackend::sync`] exactly once, in `finish`, before the rename (when
+/// [`WriterOptions::sync`] is on).
+pub trait WriteBackend: Write + Seek + Send {
+    /// Makes every byte written so far durable (for a [`File`], `fsync` via `sync_all`).
+    fn sync(&mut self) -> io::Result<()>;
+}
+
+impl WriteBackend for File {
+    fn sync(&mut self) -> io::Result<()> {
+        self.sync_all()
+    }
+}
+
+impl<B: WriteBackend + ?Sized> WriteBackend for Box<B> {
+    fn sync(&mut self) -> io::Result<()> {
+        (**self).sync()
+    }
+}
 
 /// How a [`Writer`] lays out its file.
 #[derive(Clone, Debug)]
@@ -112,7 +137,7 @@ struct Pending {
 /// Builds a native paramdex file. See the module documentation.
 pub struct Writer {
     final_path: PathBuf,
-    out: BufWriter<File>,
+    out: BufWriter<Box<dyn WriteBackend>>,
     /// Deletes the temporary file when dropped; taken by `finish`.
     temp: Option<tempfile::TempPath>,
     opts: WriterOptions,
@@ -130,6 +155,8 @@ pub struct Writer {
     /// Set when a write failed half-way or a streamed tensor was abandoned.
     poisoned: Option<String>,
     scratch: Vec<u8>,
+    /// Typed metadata for the header entry (see `set_metadata`, at the end of this file).
+    metadata: crate::meta::Metadata,
 }
 
 impl std::fmt::Debug for Writer {
@@ -150,6 +177,18 @@ impl Writer {
 
     /// Like [`Writer::create`] with explicit options.
     pub fn create_with(path: impl AsRef<Path>, opts: WriterOptions) -> Result<Writer> {
+        Self::create_with_backend(path, opts, |file| Box::new(file))
+    }
+
+    /// Like [`Writer::create_with`], with the temporary file wrapped by `wrap` before anything
+    /// is written to it: every byte of the file, and its `fsync`, go through the returned
+    /// [`WriteBackend`] (fault injection in tests, accounting). The temporary file is still
+    /// created, renamed and removed by the writer itself.
+    pub fn create_with_backend(
+        path: impl AsRef<Path>,
+        opts: WriterOptions,
+        wrap: impl FnOnce(File) -> Box<dyn WriteBackend>,
+    ) -> Result<Writer> {
         let path = path.as_ref();
         if !opts.alignment.is_power_of_two() || opts.alignment > MAX_ALIGNMENT {
             return Err(Error::InvalidArgument(format!(
@@ -182,7 +221,7 @@ impl Writer {
         let (file, temp_path) = temp.into_parts();
         Ok(Writer {
             final_path: path.to_path_buf(),
-            out: BufWriter::with_capacity(1 << 20, file),
+            out: BufWriter::with_capacity(1 << 20, wrap(file)),
             temp: Some(temp_path),
             opts,
             pos: 0,
@@ -194,6 +233,7 @@ impl Writer {
             hasher: std::hash::RandomState::new(),
             poisoned: None,
             scratch: Vec::with_capacity(256),
+            metadata: crate::meta::Metadata::new(),
         })
     }
 
@@ -353,7 +393,8 @@ impl Writer {
             });
         }
         self.check_name(name)?;
-        let crc = mask_crc(crc32c_extend(0, tensor.data));
+        // Large tensors are checksummed on every core (see parallel::crc32c).
+        let crc = mask_crc(crate::parallel::crc32c(tensor.data, 0));
         let record_offset = self.pos;
         let mut header = std::mem::take(&mut self.scratch);
         header.clear();
@@ -364,7 +405,8 @@ impl Writer {
             name: Some(name),
             data_crc: Some(crc),
         };
-        let layout = record::encode_header(&spec, record_offset, self.opts.alignment, &mut header);
+        let layout = record::encode_header(&spec, record_offset, self.opts.alignment, &mut header)
+            .and_then(|layout| header_fits(name, layout));
         let result = layout.and_then(|layout| {
             self.write_raw(&header)?;
             self.write_raw(tensor.data)?;
@@ -404,9 +446,9 @@ impl Writer {
             size,
             crc32c: crc,
             num_slices: 0,
-            // A header is at most a few MiB (MAX_DESC_LEN and LoD bounded by the caller's memory).
-            record_header_len: u32::try_from(header_len).unwrap_or(u32::MAX),
-            lod_levels: lod_levels as u32,
+            record_header_len: u32::try_from(header_len)
+                .expect("header lengths are checked by header_fits before the record is written"),
+            lod_levels: u32::try_from(lod_levels).expect("LoD levels are validated (at most 32)"),
         }
     }
 
@@ -433,7 +475,8 @@ impl Writer {
             name: Some(name),
             data_crc: Some(0), // patched by TensorWriter::finish
         };
-        let layout = record::encode_header(&spec, record_offset, self.opts.alignment, &mut header)?;
+        let layout = record::encode_header(&spec, record_offset, self.opts.alignment, &mut header)
+            .and_then(|layout| header_fits(name, layout))?;
         let crc_pos = layout
             .crc_pos
             .expect("encode_header reserves the crc field when data_crc is Some");
@@ -464,10 +507,12 @@ impl Writer {
             producer: TF_BUNDLE_VERSION,
             min_consumer: 0,
             format_version: FORMAT_VERSION,
-            alignment: self.opts.alignment as u32,
+            alignment: u32::try_from(self.opts.alignment)
+                .expect("the alignment is validated at create (at most 4096)"),
             records_len,
             tensor_count: self.entries.len() as u64,
             records_sorted: self.sorted,
+            metadata: std::mem::take(&mut self.metadata),
         };
         let mut order: Vec<usize> = (0..self.entries.len()).collect();
         if !self.sorted {
@@ -491,7 +536,7 @@ impl Writer {
         let (_, stats) = builder.finish()?;
         self.out.flush().ctx("writing", &path)?;
         if self.opts.sync {
-            self.out.get_ref().sync_all().ctx("syncing", &path)?;
+            self.out.get_mut().sync().ctx("syncing", &path)?;
         }
         let temp = self
             .temp
@@ -514,6 +559,21 @@ impl Writer {
             file_len: records_len + stats.table_len,
         })
     }
+}
+
+/// Checks that a record header's length fits the index entry's 32-bit `record_header_len` (only
+/// a LoD of hundreds of millions of offsets could exceed it).
+fn header_fits(name: &[u8], layout: record::HeaderLayout) -> Result<record::HeaderLayout> {
+    if u32::try_from(layout.header_len).is_err() {
+        return Err(Error::InvalidTensor {
+            name: name::display(name),
+            detail: format!(
+                "record header of {} bytes (its LoD) exceeds the 4 GiB an index entry can describe",
+                layout.header_len
+            ),
+        });
+    }
+    Ok(layout)
 }
 
 /// Makes a rename durable by syncing the directory that holds `path` (no-op where directories
@@ -630,5 +690,57 @@ impl Drop for TensorWriter<'_> {
                 name::display(&self.name)
             ));
         }
+    }
+}
+
+// Metadata and typed tensors (kept together at the end of the file).
+impl Writer {
+    /// Sets the typed metadata stored in the header entry at [`Writer::finish`] (SPEC.md 5.3),
+    /// replacing any set before. Errors if it breaks a limit of SPEC.md 8.1.
+    pub fn set_metadata(&mut self, metadata: crate::meta::Metadata) -> Result<()> {
+        metadata.validate()?;
+        self.metadata = metadata;
+        Ok(())
+    }
+
+    /// Sets one metadata entry (see [`Writer::set_metadata`]).
+    pub fn insert_metadata(
+        &mut self,
+        key: impl Into<String>,
+        value: impl Into<crate::meta::MetaValue>,
+    ) -> Result<()> {
+        let mut m = self.metadata.clone();
+        m.insert(key, value)?;
+        self.set_metadata(m)
+    }
+
+    /// The metadata set so far.
+    pub fn metadata(&self) -> &crate::meta::Metadata {
+        &self.metadata
+    }
+
+    /// Adds a tensor from a typed slice: the dtype is `T`'s (`f32` is float32, [`half::bf16`]
+    /// bfloat16, `[f32; 2]` complex64, `u8` uint8; see [`crate::Element`]), the data its
+    /// little-endian bytes. Errors as [`Writer::add`] does.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let path = dir.path().join("m.pdx");
+    /// let mut w = paramdex::Writer::create(&path)?;
+    /// w.add_slice("w", &[2, 2], &[1.0f32, 2.0, 3.0, 4.0])?;
+    /// w.add_slice("h", &[2], &[half::f16::ONE, half::f16::ZERO])?;
+    /// w.finish()?;
+    /// let r = paramdex::Reader::open(&path)?;
+    /// assert_eq!(r.tensor("w")?.as_slice::<f32>()?, &[1.0, 2.0, 3.0, 4.0]);
+    /// # Ok::<(), paramdex::Error>(())
+    /// ```
+    pub fn add_slice<T: crate::element::Element>(
+        &mut self,
+        name: impl AsRef<[u8]>,
+        shape: &[u64],
+        values: &[T],
+    ) -> Result<()> {
+        let data = crate::element::to_le_bytes(values);
+        self.add(name, Tensor::new(T::DTYPES[0], shape, &data))
     }
 }

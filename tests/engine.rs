@@ -20,12 +20,16 @@ fn golden_file_matches_spec() {
     expected.extend_from_slice(&[0; 8]);
     expected.extend_from_slice(&[0, 0, 0, 0]);
     expected.extend_from_slice(&[0x2c, 0, 0, 0]);
-    // TensorDesc (SPEC 3.2): data_type 5, dims [2], pdx_name "w", pdx_data_crc32c, pdx_padding 27 zeros.
+    // TensorDesc (SPEC 3.2): data_type 5, dims [2], pdx_name "w", pdx_header_crc32c (of the 28
+    // bytes before it), pdx_data_crc32c, pdx_padding 21 zeros.
     expected.extend_from_slice(&[0x08, 0x05, 0x10, 0x02]);
     expected.extend_from_slice(&[0xc2, 0x3e, 0x01, b'w']);
+    let header_crc = mask_crc(crc32c(&expected));
+    expected.extend_from_slice(&[0xdd, 0x3e]);
+    expected.extend_from_slice(&header_crc.to_le_bytes());
     expected.extend_from_slice(&[0xcd, 0x3e, 0x59, 0x3c, 0xe5, 0x35]);
-    expected.extend_from_slice(&[0xd2, 0x3e, 0x1b]);
-    expected.extend_from_slice(&[0; 27]);
+    expected.extend_from_slice(&[0xd2, 0x3e, 0x15]);
+    expected.extend_from_slice(&[0; 21]);
     assert_eq!(expected.len(), 64, "data starts at the alignment");
     expected.extend_from_slice(&[0, 0, 0x80, 0x3f, 0, 0, 0, 0x40]);
     let records_len = expected.len();

@@ -20,6 +20,37 @@ use smallvec::SmallVec;
 use crate::coding::{get_fixed32, get_varint32, put_fixed32, put_varint32};
 use crate::error::{Error, Result};
 
+/// Bytewise (memcmp) order of two keys, eight bytes at a time. Keys here are short and share
+/// long prefixes (`model.layers.`), where a call to the C library's `memcmp` costs more than
+/// the comparison; this inlines into the lookups.
+#[inline]
+pub(crate) fn compare_keys(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+    let n = a.len().min(b.len());
+    let (a, rest_a) = a.split_at(n);
+    let (b, rest_b) = b.split_at(n);
+    let mut ca = a.chunks_exact(8);
+    let mut cb = b.chunks_exact(8);
+    for (x, y) in ca.by_ref().zip(cb.by_ref()) {
+        let x = <[u8; 8]>::try_from(x).map_or(0, u64::from_be_bytes);
+        let y = <[u8; 8]>::try_from(y).map_or(0, u64::from_be_bytes);
+        if x != y {
+            return x.cmp(&y);
+        }
+    }
+    for (x, y) in ca.remainder().iter().zip(cb.remainder()) {
+        if x != y {
+            return x.cmp(y);
+        }
+    }
+    rest_a.len().cmp(&rest_b.len())
+}
+
+/// `a < b` in bytewise order.
+#[inline]
+pub(crate) fn key_lt(a: &[u8], b: &[u8]) -> bool {
+    compare_keys(a, b).is_lt()
+}
+
 /// Buffer holding the current key of an iterator; keys up to 128 bytes never allocate.
 pub(crate) type KeyBuf = SmallVec<[u8; 128]>;
 
@@ -228,6 +259,32 @@ impl Layout {
         Ok(lay)
     }
 
+    /// The geometry of a block whose restart array [`Layout::parse`] already accepted (the
+    /// caller remembers that per block): reads only the restart count, skipping the
+    /// O(restarts) validation. Falls back to the full check if the bytes do not fit.
+    pub(crate) fn trusted(data: &[u8], base: u64, exact: bool, what: &'static str) -> Result<Self> {
+        let len = data.len();
+        let num = len
+            .checked_sub(4)
+            .and_then(|p| get_fixed32(data, p))
+            .map(|n| n as usize);
+        let start = num.and_then(|n| {
+            n.checked_mul(4)?
+                .checked_add(4)
+                .and_then(|t| len.checked_sub(t))
+        });
+        match (num, start) {
+            (Some(num), Some(restarts_start)) if num > 0 && restarts_start > 0 => Ok(Layout {
+                restarts_start,
+                num_restarts: num,
+                base,
+                exact,
+                what,
+            }),
+            _ => Self::parse(data, base, exact, what),
+        }
+    }
+
     /// Restart offset number `i`.
     fn restart(&self, data: &[u8], i: usize) -> Result<usize> {
         get_fixed32(data, self.restarts_start + 4 * i)
@@ -268,6 +325,22 @@ fn decode_header(data: &[u8], lay: &Layout, p: usize) -> Result<EntryHeader> {
     let region = data
         .get(p..lay.restarts_start)
         .ok_or_else(|| lay.err(p, "entry offset outside the block"))?;
+    // Fast path: three one-byte varints (keys and values under 128 bytes: the common case).
+    if let [a, b, c, ..] = *region {
+        if (a | b | c) < 0x80 {
+            let key_start = p + 3;
+            let key_end = key_start + b as usize;
+            let end = key_end + c as usize;
+            if end <= lay.restarts_start {
+                return Ok(EntryHeader {
+                    shared: a as usize,
+                    key_start,
+                    key_end,
+                    end,
+                });
+            }
+        }
+    }
     let mut pos = 0;
     let mut next = || -> Option<usize> {
         let (v, n) = get_varint32(region.get(pos..)?)?;
@@ -300,6 +373,86 @@ fn decode_header(data: &[u8], lay: &Layout, p: usize) -> Result<EntryHeader> {
                 lay.restarts_start
             ),
         )),
+    }
+}
+
+/// Visits every entry of a block in order with its `shared` length, key suffix and value,
+/// checking the block's structure as [`EntryCursor`] does (restart points on entry
+/// boundaries, restart entries with `shared == 0`, lengths within the entries). Assembling the
+/// keys (and so checking `shared` against the previous key and the key order) is the
+/// caller's: this is the fast path for reading a whole block once, such as the index block
+/// at open. `f` also gets the entry's position in the block, for errors.
+pub(crate) fn scan_entries<'d>(
+    data: &'d [u8],
+    lay: &Layout,
+    mut f: impl FnMut(usize, &'d [u8], &'d [u8], usize) -> Result<()>,
+) -> Result<()> {
+    let mut p = 0;
+    let mut next_restart = 0;
+    let mut next_r = if lay.num_restarts > 0 {
+        lay.restart(data, 0)?
+    } else {
+        usize::MAX
+    };
+    while p < lay.restarts_start {
+        let mut at_restart = false;
+        if next_r < p {
+            return Err(lay.err(
+                next_r,
+                format!(
+                    "bad block contents: restart point {next_restart} at {next_r} is not at an entry boundary"
+                ),
+            ));
+        }
+        if next_r == p {
+            at_restart = true;
+            next_restart += 1;
+            next_r = if next_restart < lay.num_restarts {
+                lay.restart(data, next_restart)?
+            } else {
+                usize::MAX
+            };
+        }
+        let h = decode_header(data, lay, p)?;
+        if at_restart && h.shared != 0 {
+            return Err(lay.err(
+                p,
+                format!(
+                    "bad entry in block: restart entry shares {} bytes with the previous key",
+                    h.shared
+                ),
+            ));
+        }
+        f(
+            h.shared,
+            &data[h.key_start..h.key_end],
+            &data[h.key_end..h.end],
+            p,
+        )?;
+        p = h.end;
+    }
+    // (The canonical empty block has one restart point, at 0, and no entries.)
+    if lay.restarts_start > 0 && next_restart < lay.num_restarts {
+        return Err(lay.err(
+            next_r,
+            format!(
+                "bad block contents: restart point {next_restart} at {next_r} is not at an entry boundary"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+impl Layout {
+    /// A corruption error at position `pos` of the block contents (for callers of
+    /// [`scan_entries`]).
+    pub(crate) fn error(&self, pos: usize, detail: impl Into<String>) -> Error {
+        self.err(pos, detail)
+    }
+
+    /// Number of restart points.
+    pub(crate) fn restarts(&self) -> usize {
+        self.num_restarts
     }
 }
 
@@ -413,7 +566,7 @@ impl EntryCursor {
                 ));
             }
             let k = &data[h.key_start..h.key_end];
-            if k < target {
+            if key_lt(k, target) {
                 left = mid;
             } else {
                 right = mid - 1;
@@ -424,7 +577,7 @@ impl EntryCursor {
             if !self.step(data, lay)? {
                 return Ok(false);
             }
-            if self.key.as_slice() >= target {
+            if !key_lt(&self.key, target) {
                 return Ok(true);
             }
         }
@@ -484,7 +637,7 @@ impl EntryCursor {
             ));
         }
         let suffix = &data[h.key_start..h.key_end];
-        if self.have_prev && suffix <= &self.key[h.shared..] {
+        if self.have_prev && !key_lt(&self.key[h.shared..], suffix) {
             return Err(lay.err(p, "keys not strictly increasing"));
         }
         self.key.truncate(h.shared);

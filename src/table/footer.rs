@@ -1,7 +1,7 @@
 //! Block handles and the 48-byte table footer.
 
 use super::{FOOTER_LEN, TABLE_MAGIC};
-use crate::coding::{put_fixed32, put_varint64, Cursor};
+use crate::coding::{put_fixed64, put_varint64, Cursor};
 use crate::error::{Error, Result};
 
 /// Where a block lives: absolute file offset and stored length (excluding the 5-byte trailer).
@@ -52,8 +52,7 @@ impl Footer {
         self.metaindex.encode_to(&mut v);
         self.index.encode_to(&mut v);
         v.resize(MAGIC_POS, 0);
-        put_fixed32(&mut v, TABLE_MAGIC as u32);
-        put_fixed32(&mut v, (TABLE_MAGIC >> 32) as u32);
+        put_fixed64(&mut v, TABLE_MAGIC); // low word first, as LevelDB writes two fixed32
         let mut out = [0u8; FOOTER_LEN];
         out.copy_from_slice(&v);
         out

@@ -3,10 +3,10 @@
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Deref;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::block::{EntryCursor, Layout};
+use super::block::{key_lt, scan_entries, EntryCursor, Layout};
 use super::footer::{BlockHandle, Footer};
 use super::{Compression, BLOCK_TRAILER_LEN, FOOTER_LEN, MAX_BLOCK_LEN};
 use crate::coding::{crc32c, crc32c_extend, get_fixed32, unmask_crc, Cursor};
@@ -52,6 +52,18 @@ impl Deref for BlockBytes<'_> {
         }
     }
 }
+
+/// Most separator key bytes an index block may expand to (prefix compression lets a small
+/// block describe long keys; this bounds the memory a hostile one can make `open` allocate).
+const MAX_INDEX_KEY_BYTES: usize = 4 * MAX_BLOCK_LEN;
+
+/// Block state bit: the block's CRC matched.
+const VERIFIED: u8 = 1;
+/// Block state bit: the block's restart array was validated (it depends only on the block's
+/// bytes, which never change).
+const PARSED: u8 = 2;
+/// Block state bit: the block is stored uncompressed (its trailer's type byte is 0).
+const PLAIN: u8 = 4;
 
 /// One materialized index entry; the block number is its position in the index.
 #[derive(Debug, Clone, Copy)]
@@ -113,8 +125,9 @@ pub struct TableIndex {
     /// Separator keys, concatenated.
     keys: Vec<u8>,
     entries: Vec<IndexEntry>,
-    /// Per data block: CRC already verified.
-    verified: Vec<AtomicBool>,
+    /// Per data block: what is already known about it ([`VERIFIED`], [`PARSED`], [`PLAIN`]),
+    /// so that later loads skip the work.
+    state: Vec<AtomicU8>,
     cache: Mutex<BlockCache>,
 }
 
@@ -256,14 +269,38 @@ impl TableIndex {
         };
         let exact = matches!(contents, Cow::Borrowed(_));
         let lay = Layout::parse(&contents, idx.offset, exact, "index block")?;
-        let mut cur = EntryCursor::new();
-        let mut keys = Vec::with_capacity(contents.len() / 2);
-        let mut entries: Vec<IndexEntry> = Vec::new();
+        // One pass over the entries, straight into the materialized index (this is most of
+        // the cost of opening a file, so it avoids the general-purpose block cursor).
+        let mut keys: Vec<u8> = Vec::with_capacity(contents.len());
+        let mut entries: Vec<IndexEntry> = Vec::with_capacity(lay.restarts());
+        let mut prev_key = 0..0;
         let mut prev_end: Option<u64> = None;
-        while cur.next(&contents, &lay)? {
+        scan_entries(&contents, &lay, |shared, suffix, value, pos| {
             let n = entries.len();
-            let key = cur.key();
-            let value = cur.value(&contents);
+            if shared > prev_key.len() {
+                return Err(lay.error(
+                    pos,
+                    format!(
+                        "bad entry in block: shares {shared} bytes with a previous key of {} bytes",
+                        prev_key.len()
+                    ),
+                ));
+            }
+            let key_start = keys.len();
+            keys.extend_from_within(prev_key.start..prev_key.start + shared);
+            keys.extend_from_slice(suffix);
+            if keys.len() > MAX_INDEX_KEY_BYTES {
+                return Err(Error::limit(
+                    "index block key bytes",
+                    keys.len() as u64,
+                    MAX_INDEX_KEY_BYTES as u64,
+                    Some(idx.offset),
+                ));
+            }
+            let (before, key) = keys.split_at(key_start);
+            if n > 0 && !key_lt(&before[prev_key.clone()], key) {
+                return Err(lay.error(pos, "keys not strictly increasing"));
+            }
             let bad = |d: String| {
                 Error::corrupt(
                     "index entry",
@@ -303,23 +340,23 @@ impl TableIndex {
                 ))
             })?;
             prev_end = Some(end);
-            let key_start = keys.len();
-            keys.extend_from_slice(key);
+            prev_key = key_start..keys.len();
             entries.push(IndexEntry {
                 key_start,
                 key_end: keys.len(),
                 handle: h,
             });
-        }
+            Ok(())
+        })?;
         keys.shrink_to_fit();
         entries.shrink_to_fit();
-        let verified = (0..entries.len()).map(|_| AtomicBool::new(false)).collect();
+        let state = (0..entries.len()).map(|_| AtomicU8::new(0)).collect();
         Ok(TableIndex {
             footer,
             opts: *opts,
             keys,
             entries,
-            verified,
+            state,
             cache: Mutex::new(BlockCache {
                 capacity: opts.cache_capacity,
                 ..BlockCache::default()
@@ -368,7 +405,7 @@ impl TableIndex {
     /// Number of the data block that would hold `key`: the first whose separator is >= key.
     fn find_block(&self, key: &[u8]) -> usize {
         self.entries
-            .partition_point(|e| &self.keys[e.key_start..e.key_end] < key)
+            .partition_point(|e| key_lt(&self.keys[e.key_start..e.key_end], key))
     }
 
     fn lock_cache(&self) -> std::sync::MutexGuard<'_, BlockCache> {
@@ -472,13 +509,28 @@ impl<'a> Table<'a> {
             ))
         })?;
         let h = e.handle;
+        let state = &ix.state[i];
+        let known = state.load(Ordering::Acquire);
+        let verify = ix.opts.verify_checksums && known & VERIFIED == 0;
+        if known & PLAIN != 0 && !verify {
+            // Fast path: an uncompressed block seen before; the trailer need not be read again.
+            // (The handle was bounds-checked against the file when the block was first read.)
+            let contents = usize::try_from(h.offset)
+                .ok()
+                .zip(usize::try_from(h.size).ok())
+                .and_then(|(o, n)| self.file.get(o..o.checked_add(n)?));
+            if let Some(c) = contents {
+                return Ok(BlockBytes::Mapped(c));
+            }
+        }
         let (contents, ty, stored) = read_raw(self.file, &h)?;
-        let verify = ix.opts.verify_checksums && !ix.verified[i].load(Ordering::Acquire);
         match Compression::from_type_byte(ty) {
             Some(Compression::None) => {
                 if verify {
                     verify_crc(&h, contents, ty, stored)?;
-                    ix.verified[i].store(true, Ordering::Release);
+                    state.fetch_or(VERIFIED | PLAIN, Ordering::AcqRel);
+                } else {
+                    state.fetch_or(PLAIN, Ordering::AcqRel);
                 }
                 Ok(BlockBytes::Mapped(contents))
             }
@@ -491,7 +543,7 @@ impl<'a> Table<'a> {
                 }
                 if verify {
                     verify_crc(&h, contents, ty, stored)?;
-                    ix.verified[i].store(true, Ordering::Release);
+                    state.fetch_or(VERIFIED, Ordering::AcqRel);
                 }
                 let bytes: Arc<[u8]> = decompress(contents, h.offset)?.into();
                 if caching {
@@ -511,12 +563,14 @@ impl<'a> Table<'a> {
     /// Parses the layout of data block `i` held in `bytes`.
     fn layout(&self, i: usize, bytes: &BlockBytes<'_>) -> Result<Layout> {
         let exact = matches!(bytes, BlockBytes::Mapped(_));
-        Layout::parse(
-            bytes,
-            self.index.entries[i].handle.offset,
-            exact,
-            "data block",
-        )
+        let base = self.index.entries[i].handle.offset;
+        let state = &self.index.state[i];
+        if state.load(Ordering::Acquire) & PARSED != 0 {
+            return Layout::trusted(bytes, base, exact, "data block");
+        }
+        let lay = Layout::parse(bytes, base, exact, "data block")?;
+        state.fetch_or(PARSED, Ordering::AcqRel);
+        Ok(lay)
     }
 
     /// Checks the CRC of every data block, the metaindex block and the index block, whatever
@@ -527,7 +581,7 @@ impl<'a> Table<'a> {
         for (i, e) in ix.entries.iter().enumerate() {
             let (contents, ty, stored) = read_raw(self.file, &e.handle)?;
             verify_crc(&e.handle, contents, ty, stored)?;
-            ix.verified[i].store(true, Ordering::Release);
+            ix.state[i].fetch_or(VERIFIED, Ordering::AcqRel);
         }
         for h in [ix.footer.metaindex, ix.footer.index] {
             let (contents, ty, stored) = read_raw(self.file, &h)?;
@@ -819,7 +873,7 @@ mod tests {
         assert!(t.data_blocks() > 3);
         let b0 = t.load_block(0).unwrap();
         assert!(matches!(b0, BlockBytes::Cached(_)));
-        assert!(t.index().verified[0].load(Ordering::Relaxed));
+        assert!(t.index().state[0].load(Ordering::Relaxed) & VERIFIED != 0);
         let b0b = t.load_block(0).unwrap();
         match (&b0, &b0b) {
             (BlockBytes::Cached(a), BlockBytes::Cached(b)) => assert!(Arc::ptr_eq(a, b)),
