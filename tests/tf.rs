@@ -1,0 +1,1123 @@
+//! TensorFlow checkpoints, both ways, without Python: every fixture in tests/data/tf (written by
+//! real TensorFlow, see tests/interop/gen_tf_fixtures.py) read byte-identically; corruption,
+//! truncation and hostile index entries rejected with errors that say where; export-tf and
+//! `convert --to tf` produce what TensorFlow's format requires, byte for byte.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use paramdex::coding::{crc32c, mask_crc};
+use paramdex::proto::tensorflow::{
+    tensor_shape_proto::Dim, tensor_slice_proto::extent::HasLength, tensor_slice_proto::Extent,
+    BundleEntryProto, BundleHeaderProto, TensorShapeProto, TensorSliceProto, VersionDef,
+};
+use paramdex::table::{TableBuilder, TableOptions};
+use paramdex::tf::slice_key::{self, Extent as KeyExtent};
+use paramdex::tf::{self, TfCheckpoint};
+use paramdex::{
+    open_any, DType, Error, Format, Kind, Reader, Tensor, TensorData, TensorStore, Writer,
+};
+use prost::Message;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Vec<u8> {
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+fn sha(b: &[u8]) -> String {
+    hex(&Sha256::digest(b))
+}
+
+/// One expected tensor from a manifest.
+#[derive(Debug, Clone)]
+struct Want {
+    name: Vec<u8>,
+    dtype: String,
+    shape: Vec<u64>,
+    nbytes: u64,
+    sha256: String,
+    elements: Option<Vec<Vec<u8>>>,
+}
+
+/// Every (set dir, checkpoint prefix, expected tensors in name order) of every manifest.
+fn fixtures() -> Vec<(PathBuf, String, Vec<Want>)> {
+    let base = root().join("tests/data/tf");
+    let mut sets: Vec<PathBuf> = fs::read_dir(&base)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    sets.sort();
+    let mut out = Vec::new();
+    for set in sets {
+        let m: Value =
+            serde_json::from_slice(&fs::read(set.join("manifest.json")).unwrap()).unwrap();
+        for ck in m["checkpoints"].as_array().unwrap() {
+            let prefix = ck["prefix"].as_str().unwrap().to_string();
+            let mut wants: Vec<Want> = m["tensors"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|t| t["checkpoint"].as_str() == Some(&prefix))
+                .map(|t| Want {
+                    name: match t.get("name_hex") {
+                        Some(h) => unhex(h.as_str().unwrap()),
+                        None => t["name"].as_str().unwrap().as_bytes().to_vec(),
+                    },
+                    dtype: t["dtype"].as_str().unwrap().to_string(),
+                    shape: t["shape"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|d| d.as_u64().unwrap())
+                        .collect(),
+                    nbytes: t["nbytes"].as_u64().unwrap(),
+                    sha256: t["sha256"].as_str().unwrap().to_string(),
+                    elements: t.get("elements_hex").map(|e| {
+                        e.as_array()
+                            .unwrap()
+                            .iter()
+                            .map(|x| unhex(x.as_str().unwrap()))
+                            .collect()
+                    }),
+                })
+                .collect();
+            wants.sort_by(|a, b| a.name.cmp(&b.name));
+            assert!(
+                !wants.is_empty(),
+                "{} {prefix}: no tensors in the manifest",
+                set.display()
+            );
+            out.push((set.clone(), prefix, wants));
+        }
+    }
+    assert!(
+        out.len() >= 10,
+        "expected the basic, strings, dtypes, sharded and partitioned sets"
+    );
+    out
+}
+
+/// Checks that `store` holds exactly `wants`, byte for byte.
+fn check_store(store: &dyn TensorStore, wants: &[Want], what: &str) {
+    let list = store.list().unwrap_or_else(|e| panic!("{what}: list: {e}"));
+    let names: Vec<&[u8]> = list.iter().map(|t| &t.name[..]).collect();
+    let want_names: Vec<&[u8]> = wants.iter().map(|w| &w.name[..]).collect();
+    assert_eq!(names, want_names, "{what}: names");
+    for (info, w) in list.iter().zip(wants) {
+        let n = String::from_utf8_lossy(&w.name);
+        assert_eq!(info.kind.name(), w.dtype, "{what} {n}: dtype");
+        assert_eq!(info.shape, w.shape, "{what} {n}: shape");
+        assert_eq!(info.nbytes, w.nbytes, "{what} {n}: nbytes");
+        let t = store
+            .load(&w.name)
+            .unwrap()
+            .unwrap_or_else(|| panic!("{what} {n}: not found"));
+        assert_eq!(t.info.shape, w.shape, "{what} {n}: loaded shape");
+        let raw = t.data.raw_bytes();
+        assert_eq!(raw.len() as u64, w.nbytes, "{what} {n}: loaded bytes");
+        assert_eq!(sha(&raw), w.sha256, "{what} {n}: sha256");
+        match (&t.data, &w.elements) {
+            (TensorData::Strings(s), Some(e)) => assert_eq!(s, e, "{what} {n}: elements"),
+            (TensorData::Bytes(_), None) => {}
+            _ => panic!("{what} {n}: string/numeric mismatch"),
+        }
+    }
+}
+
+#[test]
+fn every_fixture_tensor_is_byte_identical() {
+    let mut tensors = 0;
+    for (set, prefix, wants) in fixtures() {
+        let p = set.join(&prefix);
+        let what = format!("{}", p.display());
+        let store = open_any(&p).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_eq!(store.format(), Format::TensorFlow);
+        check_store(store.as_ref(), &wants, &what);
+        let v = store
+            .verify(2)
+            .unwrap_or_else(|e| panic!("{what}: verify: {e}"));
+        assert_eq!(v.tensors, wants.len() as u64, "{what}: verified tensors");
+        // The same checkpoint named by its .index and by one of its data files.
+        let by_index = open_any(tf::index_path(&p)).unwrap();
+        assert_eq!(by_index.list().unwrap(), store.list().unwrap());
+        let by_data = open_any(tf::data_path(
+            &p,
+            0,
+            TfCheckpoint::open(&p).unwrap().num_shards(),
+        ))
+        .unwrap();
+        assert_eq!(by_data.list().unwrap(), store.list().unwrap());
+        tensors += wants.len();
+    }
+    assert!(tensors > 300, "only {tensors} fixture tensors");
+}
+
+#[test]
+fn slice_keys_never_show_up_and_are_not_loadable() {
+    let p = root().join("tests/data/tf/partitioned/v1/model.ckpt");
+    let ck = TfCheckpoint::open(&p).unwrap();
+    for t in ck.list().unwrap() {
+        assert_ne!(t.name.first(), Some(&0));
+    }
+    let key = slice_key::encode(
+        b"emb",
+        &[
+            KeyExtent {
+                start: 0,
+                length: 67,
+            },
+            KeyExtent {
+                start: 0,
+                length: 3,
+            },
+        ],
+    );
+    assert!(ck.load(&key).unwrap().is_none());
+    // ... but the slice entry is there: corrupting the full entry's neighbour shows it is used.
+    let t = ck.load(b"emb").unwrap().unwrap();
+    assert_eq!(t.info.shape, vec![200, 3]);
+}
+
+#[test]
+fn directories_and_checkpoint_state_files() {
+    let dir = root().join("tests/data/tf/partitioned/v1");
+    let a = open_any(&dir).unwrap();
+    assert_eq!(a.list().unwrap().len(), 6);
+    // A directory without a `checkpoint` file but one .index.
+    let tmp = tempfile::tempdir().unwrap();
+    for f in ["model.ckpt.index", "model.ckpt.data-00000-of-00001"] {
+        fs::copy(dir.join(f), tmp.path().join(f)).unwrap();
+    }
+    assert_eq!(
+        open_any(tmp.path()).unwrap().list().unwrap(),
+        a.list().unwrap()
+    );
+    // A file named `checkpoint` that is not TensorFlow's state file is ignored.
+    fs::write(tmp.path().join("checkpoint"), b"\x00\x01 not a state file").unwrap();
+    assert_eq!(
+        open_any(tmp.path()).unwrap().list().unwrap(),
+        a.list().unwrap()
+    );
+    // A `checkpoint` file with an absolute path from another machine: found by file name.
+    fs::write(
+        tmp.path().join("checkpoint"),
+        "model_checkpoint_path: \"/elsewhere/model.ckpt\"\n",
+    )
+    .unwrap();
+    assert_eq!(
+        open_any(tmp.path()).unwrap().list().unwrap(),
+        a.list().unwrap()
+    );
+    // A `checkpoint` file naming something missing says so.
+    fs::write(
+        tmp.path().join("checkpoint"),
+        "model_checkpoint_path: \"ckpt-9\"\n",
+    )
+    .unwrap();
+    let e = open_any(tmp.path()).err().unwrap().to_string();
+    assert!(e.contains("ckpt-9"), "{e}");
+    // Two checkpoints and no state file: ambiguous, said so.
+    fs::remove_file(tmp.path().join("checkpoint")).unwrap();
+    fs::copy(dir.join("model.ckpt.index"), tmp.path().join("other.index")).unwrap();
+    let e = open_any(tmp.path()).err().unwrap().to_string();
+    assert!(e.contains("several checkpoints"), "{e}");
+    // A missing prefix is "not found", not a format error.
+    let e = open_any(tmp.path().join("nope")).err().unwrap().to_string();
+    assert!(e.contains("no such file"), "{e}");
+}
+
+/// Copies a fixture checkpoint's files into a temporary directory; returns (dir, prefix).
+fn copy_fixture(rel_prefix: &str) -> (tempfile::TempDir, PathBuf) {
+    let src = root().join("tests/data/tf").join(rel_prefix);
+    let tmp = tempfile::tempdir().unwrap();
+    let base = src.file_name().unwrap().to_string_lossy().into_owned();
+    for e in fs::read_dir(src.parent().unwrap()).unwrap() {
+        let e = e.unwrap();
+        let n = e.file_name().to_string_lossy().into_owned();
+        if n.starts_with(&format!("{base}.")) {
+            let dst = tmp.path().join(&n);
+            fs::copy(e.path(), &dst).unwrap();
+            let mut perm = fs::metadata(&dst).unwrap().permissions();
+            #[allow(clippy::permissions_set_readonly_false)]
+            perm.set_readonly(false);
+            fs::set_permissions(&dst, perm).unwrap();
+        }
+    }
+    let prefix = tmp.path().join(base);
+    (tmp, prefix)
+}
+
+fn flip(path: &Path, at: usize) {
+    let mut b = fs::read(path).unwrap();
+    b[at] ^= 0x10;
+    fs::write(path, b).unwrap();
+}
+
+/// Loads every listed tensor; returns the errors.
+fn load_all(prefix: &Path) -> Result<Vec<Result<Vec<u8>, Error>>, Error> {
+    let ck = TfCheckpoint::open(prefix)?;
+    let list = ck.list()?;
+    Ok(list
+        .iter()
+        .map(|t| {
+            ck.load(&t.name)
+                .map(|x| x.unwrap().data.raw_bytes().into_owned())
+        })
+        .collect())
+}
+
+#[test]
+fn data_corruption_names_file_tensor_offset_and_both_checksums() {
+    let (_tmp, prefix) = copy_fixture("sharded/policy/ckpt");
+    let shard = tf::data_path(&prefix, 3, 6);
+    flip(&shard, 0);
+    let errors: Vec<Error> = load_all(&prefix)
+        .unwrap()
+        .into_iter()
+        .filter_map(|r| r.err())
+        .collect();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    match &errors[0] {
+        Error::ChecksumMismatch {
+            what,
+            name,
+            offset,
+            len,
+            stored,
+            computed,
+        } => {
+            assert_eq!(*what, "tensor data");
+            let n = name.as_deref().unwrap();
+            assert!(n.contains(&shard.display().to_string()), "{n}");
+            assert!(n.contains("m/"), "{n}");
+            assert_eq!(*offset, 0);
+            assert!(*len > 0);
+            assert_ne!(stored, computed);
+            let msg = errors[0].to_string();
+            assert!(
+                msg.contains(&format!("{stored:#010x}"))
+                    && msg.contains(&format!("{computed:#010x}")),
+                "{msg}"
+            );
+        }
+        e => panic!("unexpected {e}"),
+    }
+    let e = TfCheckpoint::open(&prefix).unwrap().verify(1).unwrap_err();
+    assert!(matches!(e, Error::ChecksumMismatch { .. }), "{e}");
+}
+
+#[test]
+fn data_corruption_anywhere_is_detected() {
+    for rel in [
+        "strings/tf2/ckpt-1",
+        "partitioned/raw/slices",
+        "sharded/merged/m",
+    ] {
+        let (_tmp, prefix) = copy_fixture(rel);
+        let shards = TfCheckpoint::open(&prefix).unwrap().num_shards();
+        for s in 0..shards {
+            let path = tf::data_path(&prefix, s, shards);
+            let orig = fs::read(&path).unwrap();
+            // Every byte of small files; a spread of about 400 bytes of larger ones.
+            let step = (orig.len() / 400).max(1);
+            for at in (0..orig.len()).step_by(step) {
+                let mut b = orig.clone();
+                b[at] ^= 0x01;
+                fs::write(&path, &b).unwrap();
+                // Detected by list (string lengths are checked there) or by load.
+                let detected =
+                    load_all(&prefix).map_or(true, |results| results.iter().any(|r| r.is_err()));
+                assert!(
+                    detected,
+                    "{rel} shard {s} byte {at}: corruption not detected"
+                );
+            }
+            fs::write(&path, &orig).unwrap();
+        }
+    }
+}
+
+#[test]
+fn index_corruption_and_truncation_never_panic_or_lie() {
+    for rel in [
+        "partitioned/v1/model.ckpt",
+        "strings/tf2/ckpt-1",
+        "sharded/policy/ckpt",
+    ] {
+        let (_tmp, prefix) = copy_fixture(rel);
+        let good: Vec<Vec<u8>> = load_all(&prefix)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.unwrap())
+            .collect();
+        let ipath = tf::index_path(&prefix);
+        let orig = fs::read(&ipath).unwrap();
+        for at in 0..orig.len() {
+            for bit in [0x01u8, 0x80] {
+                let mut b = orig.clone();
+                b[at] ^= bit;
+                fs::write(&ipath, &b).unwrap();
+                // Either an error, or (footer padding, which TensorFlow ignores too) the same data.
+                if let Ok(results) = load_all(&prefix) {
+                    if results.iter().all(|r| r.is_ok()) {
+                        let got: Vec<Vec<u8>> = results.into_iter().map(|r| r.unwrap()).collect();
+                        assert_eq!(
+                            got, good,
+                            "{rel}: index byte {at} flipped: different data accepted"
+                        );
+                    }
+                }
+            }
+        }
+        for len in 0..orig.len() {
+            fs::write(&ipath, &orig[..len]).unwrap();
+            assert!(
+                TfCheckpoint::open(&prefix).is_err(),
+                "{rel}: index truncated to {len} accepted"
+            );
+        }
+        fs::write(&ipath, &orig).unwrap();
+        // Truncated data shards: errors naming the file.
+        let shards = TfCheckpoint::open(&prefix).unwrap().num_shards();
+        for s in 0..shards {
+            let path = tf::data_path(&prefix, s, shards);
+            let d = fs::read(&path).unwrap();
+            fs::write(&path, &d[..d.len() / 2]).unwrap();
+            let e = match load_all(&prefix) {
+                Err(e) => e,
+                Ok(results) => results
+                    .into_iter()
+                    .find_map(|r| r.err())
+                    .expect("truncation detected"),
+            };
+            assert!(e.to_string().contains(&path.display().to_string()), "{e}");
+            fs::write(&path, &d).unwrap();
+        }
+    }
+}
+
+#[test]
+fn missing_shard_fails_only_its_tensors() {
+    let (_tmp, prefix) = copy_fixture("sharded/v1/model.ckpt");
+    let gone = tf::data_path(&prefix, 1, 3);
+    fs::remove_file(&gone).unwrap();
+    let ck = TfCheckpoint::open(&prefix).unwrap();
+    assert!(ck.load(b"dev0/var").unwrap().is_some());
+    let e = ck.load(b"dev1/var").unwrap_err().to_string();
+    assert!(e.contains(&gone.display().to_string()), "{e}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hand-made checkpoints: hostile entries, big-endian data.
+
+fn shape(dims: &[i64]) -> Option<TensorShapeProto> {
+    Some(TensorShapeProto {
+        dim: dims
+            .iter()
+            .map(|&d| Dim {
+                size: d,
+                name: String::new(),
+            })
+            .collect(),
+        unknown_rank: false,
+    })
+}
+
+fn slice(ext: &[(i64, i64)]) -> TensorSliceProto {
+    TensorSliceProto {
+        extent: ext
+            .iter()
+            .map(|&(s, l)| Extent {
+                start: s,
+                has_length: (l >= 0).then_some(HasLength::Length(l)),
+            })
+            .collect(),
+    }
+}
+
+fn entry(dtype: i32, dims: &[i64], shard: i32, offset: i64, data: &[u8]) -> BundleEntryProto {
+    BundleEntryProto {
+        dtype,
+        shape: shape(dims),
+        shard_id: shard,
+        offset,
+        size: data.len() as i64,
+        crc32c: mask_crc(crc32c(data)),
+        slices: vec![],
+    }
+}
+
+/// Index entries: (key, serialized BundleEntryProto).
+type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// Writes a checkpoint by hand: header + entries (sorted here) + one data file per shard.
+fn craft(dir: &Path, header: BundleHeaderProto, entries: Entries, shards: &[Vec<u8>]) -> PathBuf {
+    let prefix = dir.join("crafted");
+    let mut entries = entries;
+    entries.sort();
+    let mut b = TableBuilder::new(Vec::new(), 0, TableOptions::default()).unwrap();
+    b.add(b"", &header.encode_to_vec()).unwrap();
+    for (k, v) in &entries {
+        b.add(k, v).unwrap();
+    }
+    fs::write(tf::index_path(&prefix), b.finish().unwrap().0).unwrap();
+    for (i, d) in shards.iter().enumerate() {
+        fs::write(tf::data_path(&prefix, i as u32, shards.len() as u32), d).unwrap();
+    }
+    prefix
+}
+
+fn header(num_shards: i32) -> BundleHeaderProto {
+    BundleHeaderProto {
+        num_shards,
+        endianness: 0,
+        version: Some(VersionDef {
+            producer: 1,
+            min_consumer: 0,
+            bad_consumers: vec![],
+        }),
+    }
+}
+
+fn f32s(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+#[test]
+fn hostile_partitioned_entries_are_rejected() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rows = |a: f32| f32s(&[a, a + 1.0, a + 2.0, a + 3.0]);
+    let (r0, r1) = (rows(0.0), rows(4.0));
+    let mut data = r0.clone();
+    data.extend_from_slice(&r1);
+    let key = |s: i64, l: i64| {
+        slice_key::encode(
+            b"v",
+            &[
+                KeyExtent {
+                    start: s,
+                    length: l,
+                },
+                KeyExtent::FULL,
+            ],
+        )
+    };
+    let full = |dims: &[i64], sl: Vec<TensorSliceProto>| {
+        BundleEntryProto {
+            dtype: 1,
+            shape: shape(dims),
+            slices: sl,
+            ..Default::default()
+        }
+        .encode_to_vec()
+    };
+    let part = |s: i64, l: i64, off: i64, d: &[u8]| {
+        (key(s, l), entry(1, &[l, 2], 0, off, d).encode_to_vec())
+    };
+    // Well-formed: [4,2] from rows 0-2 and 2-4.
+    let ok = vec![
+        (
+            b"v".to_vec(),
+            full(
+                &[4, 2],
+                vec![slice(&[(0, 2), (0, -1)]), slice(&[(2, 2), (0, -1)])],
+            ),
+        ),
+        part(0, 2, 0, &r0),
+        part(2, 2, 16, &r1),
+    ];
+    let p = craft(tmp.path(), header(1), ok.clone(), &[data.clone()]);
+    let ck = TfCheckpoint::open(&p).unwrap();
+    let t = ck.load(b"v").unwrap().unwrap();
+    assert_eq!(t.data.raw_bytes().as_ref(), &data[..]);
+    ck.verify(1).unwrap();
+
+    let cases: Vec<(&str, Entries)> = vec![
+        (
+            "gap",
+            vec![
+                (
+                    b"v".to_vec(),
+                    full(
+                        &[4, 2],
+                        vec![slice(&[(0, 2), (0, -1)]), slice(&[(3, 1), (0, -1)])],
+                    ),
+                ),
+                part(0, 2, 0, &r0),
+                part(3, 1, 16, &r1[..8]),
+            ],
+        ),
+        ("missing slice entry", vec![ok[0].clone(), ok[1].clone()]),
+        (
+            "overlap",
+            vec![
+                (
+                    b"v".to_vec(),
+                    full(
+                        &[4, 2],
+                        vec![slice(&[(0, 2), (0, -1)]), slice(&[(1, 2), (0, -1)])],
+                    ),
+                ),
+                part(0, 2, 0, &r0),
+                part(1, 2, 16, &r1),
+            ],
+        ),
+        (
+            "out of bounds",
+            vec![
+                (
+                    b"v".to_vec(),
+                    full(
+                        &[4, 2],
+                        vec![slice(&[(0, 2), (0, -1)]), slice(&[(3, 2), (0, -1)])],
+                    ),
+                ),
+                part(0, 2, 0, &r0),
+                part(3, 2, 16, &r1),
+            ],
+        ),
+        (
+            "huge claimed shape",
+            vec![
+                (
+                    b"v".to_vec(),
+                    full(
+                        &[1 << 40, 2],
+                        vec![slice(&[(0, 2), (0, -1)]), slice(&[(2, 2), (0, -1)])],
+                    ),
+                ),
+                part(0, 2, 0, &r0),
+                part(2, 2, 16, &r1),
+            ],
+        ),
+        (
+            "slice dtype differs",
+            vec![
+                ok[0].clone(),
+                part(0, 2, 0, &r0),
+                (key(2, 2), entry(3, &[2, 2], 0, 16, &r1).encode_to_vec()),
+            ],
+        ),
+        (
+            "rank mismatch",
+            vec![
+                (
+                    b"v".to_vec(),
+                    full(&[4, 2], vec![slice(&[(0, 2)]), slice(&[(2, 2)])]),
+                ),
+                part(0, 2, 0, &r0),
+                part(2, 2, 16, &r1),
+            ],
+        ),
+    ];
+    for (what, entries) in cases {
+        let d = tempfile::tempdir().unwrap();
+        let p = craft(d.path(), header(1), entries, &[data.clone()]);
+        let ck = TfCheckpoint::open(&p).unwrap();
+        let e = ck
+            .load(b"v")
+            .err()
+            .unwrap_or_else(|| panic!("{what}: accepted"));
+        assert!(e.to_string().contains("tensor v"), "{what}: {e}");
+        assert!(ck.verify(1).is_err(), "{what}: verify passed");
+    }
+}
+
+#[test]
+fn hostile_entries_and_headers_are_rejected() {
+    let good = f32s(&[1.0, 2.0]);
+    let cases: Vec<(&str, BundleHeaderProto, BundleEntryProto, &str)> = vec![
+        (
+            "size past the file",
+            header(1),
+            entry(1, &[2], 0, 4, &good),
+            "run past the end",
+        ),
+        (
+            "size disagrees with shape",
+            header(1),
+            entry(1, &[3], 0, 0, &good),
+            "invalid size",
+        ),
+        (
+            "negative dim",
+            header(1),
+            entry(1, &[-2], 0, 0, &good),
+            "size -2",
+        ),
+        (
+            "shard out of range",
+            header(1),
+            entry(1, &[2], 1, 0, &good),
+            "shard_id 1",
+        ),
+        (
+            "huge element count",
+            header(1),
+            entry(1, &[1 << 40, 1 << 40], 0, 0, &good),
+            "too many elements",
+        ),
+        (
+            "variant dtype",
+            header(1),
+            entry(21, &[2], 0, 0, &good),
+            "DT_VARIANT",
+        ),
+        (
+            "too many strings",
+            header(1),
+            entry(7, &[1 << 30], 0, 0, &good),
+            "cannot fit",
+        ),
+        (
+            "bad crc",
+            header(1),
+            BundleEntryProto {
+                crc32c: 5,
+                ..entry(1, &[2], 0, 0, &good)
+            },
+            "checksum mismatch",
+        ),
+    ];
+    for (what, h, e, needle) in cases {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = craft(
+            tmp.path(),
+            h,
+            vec![(b"w".to_vec(), e.encode_to_vec())],
+            std::slice::from_ref(&good),
+        );
+        let ck = TfCheckpoint::open(&p).unwrap();
+        let err = ck
+            .load(b"w")
+            .err()
+            .unwrap_or_else(|| panic!("{what}: accepted"))
+            .to_string();
+        assert!(err.contains(needle), "{what}: {err}");
+        assert!(err.contains('w'), "{what}: {err}");
+        assert!(ck.verify(1).is_err(), "{what}: verify passed");
+    }
+    for (what, h) in [
+        ("zero shards", header(0)),
+        ("negative shards", header(-3)),
+        ("too many shards", header(1 << 30)),
+        (
+            "newer consumer",
+            BundleHeaderProto {
+                version: Some(VersionDef {
+                    producer: 1,
+                    min_consumer: 7,
+                    bad_consumers: vec![],
+                }),
+                ..header(1)
+            },
+        ),
+        (
+            "bad endianness",
+            BundleHeaderProto {
+                endianness: 9,
+                ..header(1)
+            },
+        ),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = craft(tmp.path(), h, vec![], &[]);
+        let e = TfCheckpoint::open(&p)
+            .err()
+            .unwrap_or_else(|| panic!("{what}: accepted"))
+            .to_string();
+        assert!(e.contains("crafted.index"), "{what}: {e}");
+    }
+}
+
+#[test]
+fn big_endian_checkpoints_are_swapped() {
+    let vals = [1.5f32, -2.0, 3.25];
+    let be: Vec<u8> = vals.iter().flat_map(|x| x.to_be_bytes()).collect();
+    let c64: Vec<u8> = [1.0f32, 2.0].iter().flat_map(|x| x.to_be_bytes()).collect();
+    // A big-endian string tensor: the length checksum covers the lengths as big-endian u32.
+    let lens_crc = crc32c(&2u32.to_be_bytes());
+    let mut s = vec![2u8];
+    s.extend_from_slice(&mask_crc(lens_crc).to_be_bytes());
+    s.extend_from_slice(b"hi");
+    let mut data = be.clone();
+    data.extend_from_slice(&c64);
+    data.extend_from_slice(&s);
+    let mut s_entry = entry(7, &[1], 0, 20, &s);
+    let mut crc_in = 2u32.to_be_bytes().to_vec();
+    crc_in.extend_from_slice(&s[1..]);
+    s_entry.crc32c = mask_crc(crc32c(&crc_in));
+    let tmp = tempfile::tempdir().unwrap();
+    let p = craft(
+        tmp.path(),
+        BundleHeaderProto {
+            endianness: 1,
+            ..header(1)
+        },
+        vec![
+            (b"f".to_vec(), entry(1, &[3], 0, 0, &be).encode_to_vec()),
+            (b"c".to_vec(), entry(8, &[1], 0, 12, &c64).encode_to_vec()),
+            (b"s".to_vec(), s_entry.encode_to_vec()),
+        ],
+        &[data],
+    );
+    let ck = TfCheckpoint::open(&p).unwrap();
+    assert!(ck.big_endian());
+    assert_eq!(
+        ck.load(b"f").unwrap().unwrap().data.raw_bytes().as_ref(),
+        &f32s(&vals)[..]
+    );
+    assert_eq!(
+        ck.load(b"c").unwrap().unwrap().data.raw_bytes().as_ref(),
+        &f32s(&[1.0, 2.0])[..]
+    );
+    match ck.load(b"s").unwrap().unwrap().data {
+        TensorData::Strings(v) => assert_eq!(v, vec![b"hi".to_vec()]),
+        other => panic!("{other:?}"),
+    }
+    ck.verify(1).unwrap();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Writing: convert --to tf and export-tf.
+
+/// The 121-byte index and 8-byte data file of TensorFlow 2.21 for {"w": [1.0, 2.0]}
+/// (reference section 7).
+#[test]
+fn write_bundle_is_byte_identical_to_tensorflow() {
+    let tmp = tempfile::tempdir().unwrap();
+    let native = tmp.path().join("w.pdx");
+    let mut w = Writer::create(&native).unwrap();
+    w.add("w", Tensor::new(DType::Float32, &[2], &f32s(&[1.0, 2.0])))
+        .unwrap();
+    w.finish().unwrap();
+    let prefix = tmp.path().join("model");
+    assert_eq!(
+        tf::write_bundle(&Reader::open(&native).unwrap(), &prefix).unwrap(),
+        1
+    );
+    assert_eq!(
+        fs::read(tf::data_path(&prefix, 0, 1)).unwrap(),
+        [0, 0, 0x80, 0x3f, 0, 0, 0, 0x40]
+    );
+    let mut want = vec![
+        0x00, 0x00, 0x06, 0x08, 0x01, 0x1a, 0x02, 0x08, 0x01, 0x00, 0x01, 0x0f, 0x77,
+    ];
+    want.extend_from_slice(&[
+        0x08, 0x01, 0x12, 0x04, 0x12, 0x02, 0x08, 0x02, 0x28, 0x08, 0x35, 0x59, 0x3c, 0xe5, 0x35,
+    ]);
+    want.extend_from_slice(&[0, 0, 0, 0, 1, 0, 0, 0, 0x00, 0x09, 0x21, 0xad, 0xc3]);
+    want.extend_from_slice(&[0, 0, 0, 0, 1, 0, 0, 0, 0x00, 0xc0, 0xf2, 0xa1, 0xb0]);
+    want.extend_from_slice(&[
+        0x00, 0x01, 0x02, 0x78, 0x00, 0x24, 0, 0, 0, 0, 1, 0, 0, 0, 0x00, 0xab, 0x30, 0x70, 0x7f,
+    ]);
+    want.extend_from_slice(&[0x29, 0x08, 0x36, 0x0e]);
+    want.resize(want.len() + 36, 0);
+    want.extend_from_slice(&[0x57, 0xfb, 0x80, 0x8b, 0x24, 0x75, 0x47, 0xdb]);
+    assert_eq!(want.len(), 121);
+    assert_eq!(fs::read(tf::index_path(&prefix)).unwrap(), want);
+}
+
+#[test]
+fn write_bundle_round_trips_every_fixture() {
+    for (set, prefix, wants) in fixtures() {
+        let src = open_any(set.join(&prefix)).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("out");
+        assert_eq!(
+            tf::write_bundle(src.as_ref(), &out).unwrap(),
+            wants.len() as u64
+        );
+        let back = TfCheckpoint::open(&out).unwrap();
+        assert_eq!(back.num_shards(), 1);
+        check_store(&back, &wants, &format!("{prefix} via write_bundle"));
+        back.verify(1).unwrap();
+    }
+}
+
+#[test]
+fn convert_to_native_assembles_and_refuses_strings() {
+    let src = open_any(root().join("tests/data/tf/partitioned/v1/model.ckpt")).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("p.pdx");
+    paramdex::convert::to_native(src.as_ref(), &out, Default::default(), &mut |_, _| {}).unwrap();
+    let r = Reader::open(&out).unwrap();
+    for t in src.list().unwrap() {
+        let a = src.load(&t.name).unwrap().unwrap();
+        let b = r.load(&t.name).unwrap().unwrap();
+        assert_eq!(a.data.raw_bytes(), b.data.raw_bytes());
+        assert_eq!(a.info.shape, b.info.shape);
+    }
+    let strings = open_any(root().join("tests/data/tf/strings/tf2/ckpt-1")).unwrap();
+    let e = paramdex::convert::to_native(
+        strings.as_ref(),
+        &tmp.path().join("s.pdx"),
+        Default::default(),
+        &mut |_, _| {},
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("_CHECKPOINTABLE_OBJECT_GRAPH") && e.contains("string"),
+        "{e}"
+    );
+}
+
+fn sample_native(path: &Path) -> BTreeMap<Vec<u8>, (DType, Vec<u64>, Vec<u8>)> {
+    let mut want = BTreeMap::new();
+    let mut w = Writer::create(path).unwrap();
+    for (i, d) in DType::ALL.iter().enumerate() {
+        let shape = vec![2u64, 3];
+        let data: Vec<u8> = (0..6 * d.size())
+            .map(|j| (i * 31 + j * 7) as u8 & if *d == DType::Bool { 1 } else { 0xff })
+            .collect();
+        let name = format!("layer{i}/{}", d.name()).into_bytes();
+        w.add(&name, Tensor::new(*d, &shape, &data)).unwrap();
+        want.insert(name, (*d, shape, data));
+    }
+    let lod = vec![vec![0u64, 1, 3]];
+    w.add(
+        "lod/seq",
+        Tensor::new(DType::Int64, &[3, 1], &[7u8; 24]).with_lod(&lod),
+    )
+    .unwrap();
+    want.insert(
+        b"lod/seq".to_vec(),
+        (DType::Int64, vec![3, 1], vec![7u8; 24]),
+    );
+    w.add("scalar", Tensor::new(DType::Float64, &[], &[1u8; 8]))
+        .unwrap();
+    want.insert(b"scalar".to_vec(), (DType::Float64, vec![], vec![1u8; 8]));
+    w.add("empty", Tensor::new(DType::Float32, &[0, 5], &[]))
+        .unwrap();
+    want.insert(b"empty".to_vec(), (DType::Float32, vec![0, 5], vec![]));
+    w.add("ünï\\\u{1F600}", Tensor::new(DType::UInt8, &[1], &[9]))
+        .unwrap();
+    want.insert(
+        "ünï\\\u{1F600}".as_bytes().to_vec(),
+        (DType::UInt8, vec![1], vec![9]),
+    );
+    w.finish().unwrap();
+    want
+}
+
+#[test]
+fn export_tf_hard_links_and_tensorflow_layout_reads_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    let native = tmp.path().join("model.pdx");
+    let want = sample_native(&native);
+    let prefix = tmp.path().join("export/ckpt-1");
+    fs::create_dir(tmp.path().join("export")).unwrap();
+    let rep = tf::export_tf(&native, &prefix).unwrap();
+    assert!(!rep.copied);
+    assert_eq!(rep.index_path, tf::index_path(&prefix));
+    assert_eq!(rep.data_path, tf::data_path(&prefix, 0, 1));
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let ino = |p: &Path| fs::metadata(p).unwrap().ino();
+        assert_eq!(ino(&native), ino(&rep.index_path));
+        assert_eq!(ino(&native), ino(&rep.data_path));
+    }
+    // Read as a TensorFlow checkpoint (through the prefix: the TensorFlow reader, not native).
+    let store = open_any(&prefix).unwrap();
+    assert_eq!(store.format(), Format::TensorFlow);
+    let list = store.list().unwrap();
+    assert_eq!(
+        list.iter().map(|t| t.name.clone()).collect::<Vec<_>>(),
+        want.keys().cloned().collect::<Vec<_>>()
+    );
+    for t in &list {
+        let (d, shape, data) = &want[&t.name];
+        assert_eq!(t.kind, Kind::Numeric(*d));
+        assert_eq!(&t.shape, shape);
+        assert!(t.lod.is_empty(), "TensorFlow does not see LoD");
+        assert_eq!(
+            store
+                .load(&t.name)
+                .unwrap()
+                .unwrap()
+                .data
+                .raw_bytes()
+                .as_ref(),
+            &data[..]
+        );
+    }
+    store.verify(0).unwrap();
+    // Idempotent, and replaces other files of those names.
+    tf::export_tf(&native, &prefix).unwrap();
+    fs::remove_file(&rep.data_path).unwrap();
+    fs::write(&rep.data_path, b"stale").unwrap();
+    tf::export_tf(&native, &prefix).unwrap();
+    assert_eq!(
+        fs::read(&rep.data_path).unwrap(),
+        fs::read(&native).unwrap()
+    );
+    // Only valid native files are exported.
+    let e = tf::export_tf(
+        &root().join("tests/data/tf/basic/v1/model.ckpt.index"),
+        &tmp.path().join("x"),
+    )
+    .unwrap_err();
+    assert!(matches!(e, Error::UnrecognizedFormat { .. }), "{e}");
+    assert!(!tf::index_path(&tmp.path().join("x")).exists());
+    // A missing directory is an error, not a panic.
+    assert!(tf::export_tf(&native, &tmp.path().join("no/such/dir/p")).is_err());
+}
+
+mod props {
+    use paramdex::tf::slice_key::{self, Extent};
+    use paramdex::tf::slices::{tile, Region};
+    use proptest::prelude::*;
+
+    /// A grid partition of `shape`: per axis, sorted cut points.
+    fn grid(shape: &[u64], cuts: &[Vec<u64>]) -> Vec<Region> {
+        let mut axes: Vec<Vec<(u64, u64)>> = Vec::new();
+        for (d, &n) in shape.iter().enumerate() {
+            let mut pts: Vec<u64> = cuts[d].iter().map(|c| c % (n + 1)).collect();
+            pts.push(0);
+            pts.push(n);
+            pts.sort_unstable();
+            pts.dedup();
+            axes.push(pts.windows(2).map(|w| (w[0], w[1] - w[0])).collect());
+        }
+        let mut out = vec![Region {
+            start: vec![],
+            len: vec![],
+        }];
+        for ax in axes {
+            out = out
+                .into_iter()
+                .flat_map(|r| {
+                    ax.iter().map(move |&(s, l)| {
+                        let mut r = r.clone();
+                        r.start.push(s);
+                        r.len.push(l);
+                        r
+                    })
+                })
+                .collect();
+        }
+        out
+    }
+
+    fn cut(shape: &[u64], full: &[u8], r: &Region) -> Vec<u8> {
+        let n: u64 = r.len.iter().product();
+        (0..n)
+            .map(|k| {
+                let (mut rem, mut flat, mut mul) = (k, 0u64, 1u64);
+                for d in (0..shape.len()).rev() {
+                    flat += (rem % r.len[d] + r.start[d]) * mul;
+                    rem /= r.len[d];
+                    mul *= shape[d];
+                }
+                full[flat as usize]
+            })
+            .collect()
+    }
+
+    proptest! {
+        #[test]
+        fn grids_tile_exactly(shape in prop::collection::vec(1u64..6, 1..4),
+                              cuts in prop::collection::vec(prop::collection::vec(0u64..7, 0..3), 3)) {
+            let numel: u64 = shape.iter().product();
+            let full: Vec<u8> = (0..numel).map(|i| (i * 7 + 3) as u8).collect();
+            let regions = grid(&shape, &cuts);
+            let datas: Vec<Vec<u8>> = regions.iter().map(|r| cut(&shape, &full, r)).collect();
+            let refs: Vec<&[u8]> = datas.iter().map(|d| &d[..]).collect();
+            let mut out = vec![0u8; numel as usize];
+            tile(&shape, 1, &regions, &refs, Some(&mut out)).unwrap();
+            prop_assert_eq!(&out, &full);
+            if regions.len() > 1 {
+                // A missing slice leaves a gap; a repeated one overlaps.
+                prop_assert!(tile(&shape, 1, &regions[1..], &refs[1..], None).is_err());
+                let mut dup = regions.clone();
+                dup.push(regions[0].clone());
+                let mut drefs = refs.clone();
+                drefs.push(refs[0]);
+                prop_assert!(tile(&shape, 1, &dup, &drefs, None).is_err());
+            }
+        }
+
+        #[test]
+        fn slice_keys_round_trip(name in prop::collection::vec(any::<u8>(), 0..20),
+                                 ext in prop::collection::vec((any::<i64>(), any::<i64>()), 0..5)) {
+            let ext: Vec<Extent> = ext.into_iter().map(|(s, l)| Extent { start: s, length: l }).collect();
+            let k = slice_key::encode(&name, &ext);
+            let d = slice_key::decode(&k).unwrap();
+            prop_assert_eq!(d.name, name);
+            prop_assert_eq!(d.extents, ext);
+        }
+
+        #[test]
+        fn slice_key_decode_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..40)) {
+            let _ = slice_key::decode(&bytes);
+        }
+    }
+}
+
+/// Across file systems a hard link is impossible: the file is copied once and the report says so.
+#[cfg(unix)]
+#[test]
+fn export_tf_copies_once_across_file_systems() {
+    use std::os::unix::fs::MetadataExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let Ok(other) = tempfile::tempdir_in("/dev/shm") else {
+        eprintln!("no /dev/shm: cross-device export not tested");
+        return;
+    };
+    if fs::metadata(other.path()).unwrap().dev() == fs::metadata(tmp.path()).unwrap().dev() {
+        eprintln!("/dev/shm is on the same device: cross-device export not tested");
+        return;
+    }
+    let native = other.path().join("m.pdx");
+    let want = sample_native(&native);
+    let prefix = tmp.path().join("ckpt");
+    let rep = tf::export_tf(&native, &prefix).unwrap();
+    assert!(rep.copied);
+    let ino = |p: &Path| fs::metadata(p).unwrap().ino();
+    assert_eq!(
+        ino(&rep.index_path),
+        ino(&rep.data_path),
+        "the data name shares the one copy"
+    );
+    assert_eq!(
+        fs::read(&rep.index_path).unwrap(),
+        fs::read(&native).unwrap()
+    );
+    let ck = TfCheckpoint::open(&prefix).unwrap();
+    assert_eq!(ck.list().unwrap().len(), want.len());
+    ck.verify(1).unwrap();
+}
+
+#[test]
+fn the_library_opens_any_name_of_a_checkpoint() {
+    let p = root().join("tests/data/tf/sharded/v1/model.ckpt");
+    let want = TfCheckpoint::open(&p).unwrap().list().unwrap();
+    for other in [
+        tf::index_path(&p),
+        tf::data_path(&p, 2, 3),
+        p.parent().unwrap().to_path_buf(),
+    ] {
+        let ck = TfCheckpoint::open(&other).unwrap();
+        assert_eq!(ck.prefix(), p.as_path(), "{}", other.display());
+        assert_eq!(ck.list().unwrap(), want);
+    }
+    let e = TfCheckpoint::open(root().join("tests/data/tf/nope"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("nope.index"), "{e}");
+}
