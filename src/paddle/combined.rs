@@ -1,0 +1,225 @@
+//! Strict reading of Paddle record streams: a combined `.pdiparams` against its program's names,
+//! and a file that must hold exactly one record.
+//!
+//! Paddle's `load_combine` reads one record per expected name and then requires EOF, but never
+//! checks that a record's data was fully read: a short last tensor loads as garbage. paramdex
+//! checks every record (via [`crate::record::decode_record`]) and that the file ends exactly
+//! after the last expected one, and says which tensor and offset went wrong.
+
+use std::path::Path;
+
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::name::display;
+use crate::record::{decode_record, walk};
+
+use super::program::Program;
+use super::store::describe;
+
+/// Smallest possible record: versions, lod_level, desc_size, a 2-byte desc, no data.
+pub(crate) const MIN_RECORD_LEN: u64 = 4 + 8 + 4 + 4 + 2;
+
+/// What a decoded record says, kept by the store.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct RecordInfo {
+    /// Absolute offset of the record in its file.
+    pub(crate) offset: u64,
+    pub(crate) header_len: usize,
+    pub(crate) data_len: u64,
+    pub(crate) dtype: DType,
+    pub(crate) dims: Vec<u64>,
+    pub(crate) lod: Vec<Vec<u64>>,
+}
+
+/// Adds the file and tensor to a record error, keeping its kind.
+pub(crate) fn in_file(e: Error, path: &Path, tensor: &[u8]) -> Error {
+    e.context(&format!("{}: tensor {}", path.display(), display(tensor)))
+}
+
+/// Decodes the records of a combined `.pdiparams` (`buf`, the whole file at `path`) against
+/// the program's parameters, one record per name in bytewise order, and requires the file to
+/// end exactly after the last one.
+///
+/// # Errors
+///
+/// [`Error::Corrupt`] naming the file, tensor, record index and offset for: a record that does
+/// not decode (including a truncated last tensor), fewer records than names, more records than
+/// names, trailing bytes that are not a record, and a record whose dtype or shape disagrees with
+/// the program.
+pub(crate) fn match_records(buf: &[u8], path: &Path, program: &Program) -> Result<Vec<RecordInfo>> {
+    let names = &program.params;
+    let n = names.len();
+    let file_len = buf.len() as u64;
+    let prog = program.path.display();
+    let max_records = file_len / MIN_RECORD_LEN;
+    if n as u64 > max_records {
+        return Err(Error::corrupt(
+            "parameter file",
+            0,
+            format!(
+                "{}: the program {prog} lists {n} parameters, but a file of {file_len} bytes \
+                 holds at most {max_records} records: names and records do not match",
+                path.display()
+            ),
+        ));
+    }
+    let mut out = Vec::with_capacity(n);
+    let mut pos = 0usize;
+    for (i, decl) in names.iter().enumerate() {
+        let name = display(&decl.name);
+        if pos == buf.len() {
+            return Err(Error::corrupt(
+                "parameter file",
+                file_len,
+                format!(
+                    "{}: fewer records than names: the file ends after {i} records, but the \
+                     program {prog} lists {n} parameters (first missing: {name})",
+                    path.display()
+                ),
+            ));
+        }
+        let last = if i + 1 == n { ", the last" } else { "" };
+        let ctx = format!(
+            "{}: tensor {name} (record {i} of {n}{last})",
+            path.display()
+        );
+        let (h, data) = decode_record(&buf[pos..], pos as u64).map_err(|e| {
+            let e = e.context(&ctx);
+            if i + 1 == n {
+                hint_truncated(e)
+            } else {
+                e
+            }
+        })?;
+        if !decl.accepts(h.dtype, &h.dims) {
+            let want_dtype = decl.dtype.map_or("?", DType::name);
+            return Err(Error::corrupt(
+                "record",
+                pos as u64,
+                format!(
+                    "{ctx}: the record is {} but the program {prog} declares {want_dtype} {:?}: \
+                     the program does not belong to this parameter file, or the records are \
+                     out of order",
+                    describe(h.dtype, &h.dims),
+                    decl.dims.as_deref().unwrap_or(&[])
+                ),
+            ));
+        }
+        out.push(RecordInfo {
+            offset: pos as u64,
+            header_len: h.header_len,
+            data_len: h.data_len,
+            dtype: h.dtype,
+            dims: h.dims.to_vec(),
+            lod: h.lod.to_vec(),
+        });
+        // decode_record checked header_len + data.len() <= remaining.
+        pos += h.header_len + data.len();
+    }
+    if pos < buf.len() {
+        let rest = &buf[pos..];
+        let extra = rest.len();
+        let (whole, clean) = count_records(rest, pos as u64);
+        let detail = if whole > 0 && clean {
+            format!(
+                "more records than names: the file holds {} records, but the program {prog} \
+                 lists {n} parameters (record {n} starts at offset {pos})",
+                n + whole
+            )
+        } else if whole > 0 {
+            format!(
+                "more records than names: the program {prog} lists {n} parameters, but {extra} \
+                 bytes follow the last of them: {whole} more whole records, then bytes that are \
+                 not a record"
+            )
+        } else {
+            let s = if extra == 1 { "" } else { "s" };
+            format!(
+                "{extra} trailing byte{s} after the last expected tensor ({}, which ends at \
+                 offset {pos}); Paddle's load_combine refuses them too",
+                names.last().map_or_else(String::new, |d| display(&d.name))
+            )
+        };
+        return Err(Error::corrupt(
+            "parameter file",
+            pos as u64,
+            format!("{}: {detail}", path.display()),
+        ));
+    }
+    Ok(out)
+}
+
+/// How many whole records `buf` starts with, and whether they fill it exactly.
+fn count_records(buf: &[u8], base: u64) -> (usize, bool) {
+    let mut n = 0;
+    for r in walk(buf, base) {
+        if r.is_err() {
+            return (n, false);
+        }
+        n += 1;
+    }
+    (n, true)
+}
+
+/// Adds a hint to a truncation error on the last tensor (the case Paddle itself misses).
+fn hint_truncated(e: Error) -> Error {
+    match e {
+        Error::Corrupt {
+            what,
+            offset,
+            detail,
+        } if detail.contains("truncated") => Error::Corrupt {
+            what,
+            offset,
+            detail: format!(
+                "{detail}; the file is cut short (Paddle would load the missing tail as garbage)"
+            ),
+        },
+        other => other,
+    }
+}
+
+/// Decodes a file that must hold exactly one record (a tensor file, a per-variable file).
+///
+/// # Errors
+///
+/// [`Error::Corrupt`] naming the file and tensor when the record does not decode, or when bytes
+/// follow it (saying whether they are further records, i.e. a combined stream).
+pub(crate) fn single_record(buf: &[u8], path: &Path, name: &[u8]) -> Result<RecordInfo> {
+    let (h, data) = decode_record(buf, 0).map_err(|e| in_file(e, path, name))?;
+    let end = h.header_len + data.len();
+    if end < buf.len() {
+        let rest = &buf[end..];
+        let (more, clean) = count_records(rest, end as u64);
+        let detail = if more > 0 && clean {
+            let stem = path.with_extension("");
+            format!(
+                "holds {} records, not one: this is a combined parameter stream (a .pdiparams), \
+                 and its names are in the model's program, which must be beside it as {}.json \
+                 or {}.pdmodel",
+                more + 1,
+                stem.display(),
+                stem.display()
+            )
+        } else {
+            let s = if rest.len() == 1 { "" } else { "s" };
+            format!(
+                "{} trailing byte{s} after the tensor (it ends at offset {end})",
+                rest.len()
+            )
+        };
+        return Err(Error::corrupt(
+            "tensor file",
+            end as u64,
+            format!("{}: {detail}", path.display()),
+        ));
+    }
+    Ok(RecordInfo {
+        offset: 0,
+        header_len: h.header_len,
+        data_len: h.data_len,
+        dtype: h.dtype,
+        dims: h.dims.to_vec(),
+        lod: h.lod.to_vec(),
+    })
+}

@@ -1,0 +1,400 @@
+//! A Paddle model's program: which variables are its parameters.
+//!
+//! - Legacy `.pdmodel` (a `ProgramDesc` protobuf): the variables of block 0 with
+//!   `persistable = true`, excluding `feed` (type 9), `fetch` (10) and RAW (17), as Paddle's C++
+//!   inference loader does (`paddle/fluid/inference/io.cc`).
+//! - PIR `.json` (the default since Paddle 3): the parameter ops (`"#":"p"`) of the program's
+//!   top-level blocks; the name is the fourth element of their `"A"` array.
+//!
+//! Either way the `.pdiparams` records follow the names in bytewise order (Paddle sorts them),
+//! so [`Program::params`] is sorted. The program's declared dtype and dims are kept, where it
+//! states them, to cross-check each record.
+
+use std::path::{Path, PathBuf};
+
+use prost::Message;
+use serde_json::Value;
+
+use crate::dtype::DType;
+use crate::error::{Error, IoContext, Result};
+use crate::name::{display, MAX_NAME_LEN};
+use crate::proto::paddle::ProgramDesc;
+
+/// Largest program file read (bytes). Programs hold no weights; this only bounds memory.
+pub const MAX_PROGRAM_LEN: u64 = 1 << 30;
+
+/// Paddle `VarType.Type` numbers of variables that are never parameters.
+const FEED_MINIBATCH: i32 = 9;
+const FETCH_LIST: i32 = 10;
+const RAW: i32 = 17;
+/// `VarType.Type` of a dense tensor (formerly LOD_TENSOR).
+const DENSE_TENSOR: i32 = 7;
+
+/// Which serialization a program uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProgramKind {
+    /// A legacy `ProgramDesc` protobuf (`.pdmodel`, `__model__`).
+    ProgramDesc,
+    /// A PIR program in JSON (`.json`).
+    PirJson,
+}
+
+/// One parameter as the program declares it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParamDecl {
+    /// The variable name (arbitrary bytes).
+    pub name: Vec<u8>,
+    /// The declared element type, when the program states one paramdex knows.
+    pub dtype: Option<DType>,
+    /// The declared dims (`-1` = unknown), when the program states them.
+    pub dims: Option<Vec<i64>>,
+}
+
+impl ParamDecl {
+    /// Whether a record's dtype and shape agree with this declaration (unknowns agree).
+    pub fn accepts(&self, dtype: DType, dims: &[u64]) -> bool {
+        let dtype_ok = match self.dtype {
+            Some(d) => d == dtype,
+            None => true,
+        };
+        let dims_ok = match &self.dims {
+            Some(want) => {
+                want.len() == dims.len()
+                    && want
+                        .iter()
+                        .zip(dims)
+                        .all(|(&w, &d)| w < 0 || u64::try_from(w) == Ok(d))
+            }
+            None => true,
+        };
+        dtype_ok && dims_ok
+    }
+}
+
+/// A parsed program: its file, kind and parameters in bytewise name order.
+#[derive(Clone, Debug)]
+pub struct Program {
+    /// The program file.
+    pub path: PathBuf,
+    /// Its serialization.
+    pub kind: ProgramKind,
+    /// The parameters, sorted bytewise by name, names unique.
+    pub params: Vec<ParamDecl>,
+}
+
+/// Reads and parses the program at `path`, detecting the serialization by content (a JSON
+/// object starts with `{`; anything else is parsed as a `ProgramDesc`).
+///
+/// # Errors
+///
+/// [`Error::Io`] if it cannot be read, [`Error::LimitExceeded`] above [`MAX_PROGRAM_LEN`],
+/// [`Error::Corrupt`] if it does not parse or breaks a rule (missing required field, duplicate
+/// or empty name), [`Error::Unsupported`] for a persistable variable that is not a dense tensor.
+pub fn load_program(path: &Path) -> Result<Program> {
+    let len = std::fs::metadata(path)
+        .ctx("reading metadata of", path)?
+        .len();
+    if len > MAX_PROGRAM_LEN {
+        return Err(Error::limit(
+            "program file size",
+            len,
+            MAX_PROGRAM_LEN,
+            None,
+        ));
+    }
+    let bytes = std::fs::read(path).ctx("reading", path)?;
+    let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
+    let (kind, params) = if first == Some(&b'{') {
+        (ProgramKind::PirJson, parse_pir_json(&bytes, path)?)
+    } else {
+        (ProgramKind::ProgramDesc, parse_program_desc(&bytes, path)?)
+    };
+    Ok(Program {
+        path: path.to_path_buf(),
+        kind,
+        params,
+    })
+}
+
+fn corrupt(path: &Path, detail: impl std::fmt::Display) -> Error {
+    Error::corrupt("program", 0, format!("{}: {detail}", path.display()))
+}
+
+/// Sorts the declarations bytewise and rejects empty, over-long and duplicate names.
+fn finish(mut params: Vec<ParamDecl>, path: &Path) -> Result<Vec<ParamDecl>> {
+    for p in &params {
+        if p.name.is_empty() {
+            return Err(corrupt(path, "a parameter has an empty name"));
+        }
+        if p.name.len() > MAX_NAME_LEN {
+            return Err(corrupt(
+                path,
+                format!(
+                    "parameter name of {} bytes is above the limit of {MAX_NAME_LEN}",
+                    p.name.len()
+                ),
+            ));
+        }
+    }
+    params.sort_by(|a, b| a.name.cmp(&b.name));
+    if let Some(w) = params.windows(2).find(|w| w[0].name == w[1].name) {
+        return Err(corrupt(
+            path,
+            format!("parameter {} is declared twice", display(&w[0].name)),
+        ));
+    }
+    Ok(params)
+}
+
+/// The parameters of a legacy `ProgramDesc` (`.pdmodel`), sorted bytewise.
+///
+/// # Errors
+///
+/// As [`load_program`].
+pub fn parse_program_desc(bytes: &[u8], path: &Path) -> Result<Vec<ParamDecl>> {
+    let prog = ProgramDesc::decode(bytes)
+        .map_err(|e| corrupt(path, format!("not a Paddle ProgramDesc protobuf: {e}")))?;
+    let block = prog
+        .blocks
+        .first()
+        .ok_or_else(|| corrupt(path, "the ProgramDesc has no blocks"))?;
+    if block.idx != 0 {
+        return Err(corrupt(
+            path,
+            format!("block 0 has idx {} (expected 0)", block.idx),
+        ));
+    }
+    let mut params = Vec::new();
+    for (i, v) in block.vars.iter().enumerate() {
+        let name = display(&v.name);
+        let ty = v.r#type.as_ref().ok_or_else(|| {
+            corrupt(
+                path,
+                format!("block 0 variable {i} ({name}) has no type (a required field)"),
+            )
+        })?;
+        if !v.persistable.unwrap_or(false) {
+            continue;
+        }
+        match ty.r#type {
+            FEED_MINIBATCH | FETCH_LIST | RAW => continue,
+            DENSE_TENSOR => {}
+            other => {
+                return Err(Error::Unsupported(format!(
+                    "{}: persistable variable {name} has Paddle type {other} ({}); paramdex \
+                     reads dense-tensor parameters only",
+                    path.display(),
+                    var_type_name(other)
+                )))
+            }
+        }
+        let tensor = ty.dense_tensor.as_ref().and_then(|d| d.tensor.as_ref());
+        params.push(ParamDecl {
+            name: v.name.clone(),
+            dtype: tensor.and_then(|t| DType::from_paddle(i64::from(t.data_type))),
+            dims: tensor.map(|t| t.dims.clone()),
+        });
+    }
+    finish(params, path)
+}
+
+/// Name of a non-element `VarType.Type`, for messages.
+fn var_type_name(t: i32) -> &'static str {
+    match t {
+        8 => "SELECTED_ROWS",
+        11 => "STEP_SCOPES",
+        12 => "LOD_RANK_TABLE",
+        13 => "DENSE_TENSOR_ARRAY",
+        14 => "PLACE_LIST",
+        15 => "READER",
+        18 => "TUPLE",
+        25 => "STRING",
+        26 => "STRINGS",
+        27 => "VOCAB",
+        28 => "FEED_LIST",
+        29 => "PSTRING",
+        30 => "SPARSE_COO",
+        31 => "SPARSE_CSR",
+        _ => "not a variable kind paramdex knows",
+    }
+}
+
+/// The PIR type names of element types (`pir/serialize_deserialize`), without the dialect prefix.
+fn pir_dtype(name: &str) -> Option<DType> {
+    Some(match name {
+        "t_bool" => DType::Bool,
+        "t_i8" => DType::Int8,
+        "t_ui8" => DType::UInt8,
+        "t_i16" => DType::Int16,
+        "t_i32" => DType::Int32,
+        "t_i64" => DType::Int64,
+        "t_f16" => DType::Float16,
+        "t_bf16" => DType::BFloat16,
+        "t_f32" => DType::Float32,
+        "t_f64" => DType::Float64,
+        "t_c64" => DType::Complex64,
+        "t_c128" => DType::Complex128,
+        "t_f8e4m3fn" => DType::Float8E4M3FN,
+        "t_f8e5m2" => DType::Float8E5M2,
+        _ => return None,
+    })
+}
+
+/// The declared dtype and dims of a parameter op's output (`"O":{"TT":{"#":"0.t_dtensor",
+/// "D":[{"#":"0.t_f32"}, dims, layout, lod, offset]}}`); `None` where not stated as expected.
+fn pir_output_type(op: &Value) -> (Option<DType>, Option<Vec<i64>>) {
+    let tt = op.get("O").and_then(|o| o.get("TT"));
+    let is_dense = tt
+        .and_then(|t| t.get("#"))
+        .and_then(Value::as_str)
+        .is_some_and(|s| s.rsplit('.').next() == Some("t_dtensor"));
+    if !is_dense {
+        return (None, None);
+    }
+    let d = tt.and_then(|t| t.get("D")).and_then(Value::as_array);
+    let dtype = d
+        .and_then(|d| d.first())
+        .and_then(|t| t.get("#"))
+        .and_then(Value::as_str)
+        .and_then(|s| s.rsplit('.').next())
+        .and_then(pir_dtype);
+    let dims = d
+        .and_then(|d| d.get(1))
+        .and_then(Value::as_array)
+        .and_then(|a| a.iter().map(Value::as_i64).collect::<Option<Vec<i64>>>());
+    (dtype, dims)
+}
+
+/// The parameters of a PIR program in JSON (`.json`), sorted bytewise.
+///
+/// # Errors
+///
+/// As [`load_program`].
+pub fn parse_pir_json(bytes: &[u8], path: &Path) -> Result<Vec<ParamDecl>> {
+    // serde_json bounds its recursion (128 levels), so hostile nesting cannot overflow the stack.
+    let v: Value =
+        serde_json::from_slice(bytes).map_err(|e| corrupt(path, format!("not valid JSON: {e}")))?;
+    let magic = v
+        .get("base_code")
+        .and_then(|b| b.get("magic"))
+        .and_then(Value::as_str);
+    if magic != Some("pir") {
+        return Err(corrupt(
+            path,
+            "not a PIR program (base_code.magic is not \"pir\")",
+        ));
+    }
+    let regions = v
+        .get("program")
+        .and_then(|p| p.get("regions"))
+        .and_then(Value::as_array)
+        .ok_or_else(|| corrupt(path, "no program.regions array"))?;
+    let mut params = Vec::new();
+    for (ri, region) in regions.iter().enumerate() {
+        let blocks = region
+            .get("blocks")
+            .and_then(Value::as_array)
+            .ok_or_else(|| corrupt(path, format!("region {ri} has no blocks array")))?;
+        for (bi, block) in blocks.iter().enumerate() {
+            let ops = block
+                .get("ops")
+                .and_then(Value::as_array)
+                .ok_or_else(|| corrupt(path, format!("region {ri} block {bi} has no ops array")))?;
+            for (oi, op) in ops.iter().enumerate() {
+                if op.get("#").and_then(Value::as_str) != Some("p") {
+                    continue;
+                }
+                let name = op
+                    .get("A")
+                    .and_then(Value::as_array)
+                    .and_then(|a| a.get(3))
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| {
+                        corrupt(
+                            path,
+                            format!(
+                                "region {ri} block {bi} op {oi} is a parameter op (\"#\":\"p\") \
+                                 without a name (its \"A\" array needs the name at index 3)"
+                            ),
+                        )
+                    })?;
+                let (dtype, dims) = pir_output_type(op);
+                params.push(ParamDecl {
+                    name: name.as_bytes().to_vec(),
+                    dtype,
+                    dims,
+                });
+            }
+        }
+    }
+    finish(params, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p() -> &'static Path {
+        Path::new("m.json")
+    }
+
+    #[test]
+    fn pir_json_params_sorted_and_typed() {
+        let j = br##"{"base_code":{"magic":"pir","version":4},"program":{"regions":[{"blocks":[{"ops":[
+            {"#":"p","A":[0,1,1,"b"],"O":{"%":1,"TT":{"#":"0.t_dtensor","D":[{"#":"0.t_bf16"},[2,-1],"NCHW",[],0]}}},
+            {"#":"1.data","A":[]},
+            {"#":"p","A":[0,1,1,"A"],"O":{"%":2,"TT":{"#":"0.t_vec","D":[]}}}
+        ]}]}]}}"##;
+        let ps = parse_pir_json(j, p()).unwrap();
+        assert_eq!(ps.len(), 2);
+        assert_eq!(ps[0].name, b"A");
+        assert_eq!(ps[0].dtype, None);
+        assert_eq!(ps[1].name, b"b");
+        assert_eq!(ps[1].dtype, Some(DType::BFloat16));
+        assert_eq!(ps[1].dims, Some(vec![2, -1]));
+        assert!(ps[1].accepts(DType::BFloat16, &[2, 7]));
+        assert!(!ps[1].accepts(DType::BFloat16, &[3, 7]));
+        assert!(!ps[1].accepts(DType::Float32, &[2, 7]));
+        assert!(!ps[1].accepts(DType::BFloat16, &[2]));
+    }
+
+    #[test]
+    fn pir_json_errors() {
+        let cases: [(&[u8], &str); 6] = [
+            (b"{", "not valid JSON"),
+            (br##"{"base_code":{"magic":"xyz"}}"##, "not a PIR program"),
+            (br##"{"base_code":{"magic":"pir"}}"##, "program.regions"),
+            (
+                br##"{"base_code":{"magic":"pir"},"program":{"regions":[{"blocks":[{"ops":[{"#":"p","A":[1]}]}]}]}}"##,
+                "without a name",
+            ),
+            (
+                br##"{"base_code":{"magic":"pir"},"program":{"regions":[{"blocks":[{"ops":[{"#":"p","A":[0,0,0,"x"]},{"#":"p","A":[0,0,0,"x"]}]}]}]}}"##,
+                "declared twice",
+            ),
+            (
+                br##"{"base_code":{"magic":"pir"},"program":{"regions":[{"blocks":[{"ops":[{"#":"p","A":[0,0,0,""]}]}]}]}}"##,
+                "empty name",
+            ),
+        ];
+        for (j, want) in cases {
+            let e = parse_pir_json(j, p()).unwrap_err().to_string();
+            assert!(e.contains(want), "{e} lacks {want}");
+        }
+        // Deep nesting is refused by serde_json's recursion limit, not by a stack overflow.
+        let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+        assert!(parse_pir_json(deep.as_bytes(), p()).is_err());
+    }
+
+    #[test]
+    fn program_desc_errors() {
+        assert!(parse_program_desc(b"\xff\xff", p())
+            .unwrap_err()
+            .to_string()
+            .contains("not a Paddle ProgramDesc"));
+        assert!(parse_program_desc(b"", p())
+            .unwrap_err()
+            .to_string()
+            .contains("no blocks"));
+    }
+}
