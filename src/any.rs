@@ -92,6 +92,8 @@ pub enum Format {
     PaddleTensor,
     /// A directory of Paddle per-variable files (`save_vars` with `filename=None`).
     PaddleDir,
+    /// A safetensors file (Hugging Face).
+    Safetensors,
 }
 
 impl Format {
@@ -103,6 +105,7 @@ impl Format {
             Format::PaddleModel => "paddle model",
             Format::PaddleTensor => "paddle tensor file",
             Format::PaddleDir => "paddle per-variable directory",
+            Format::Safetensors => "safetensors",
         }
     }
 }
@@ -189,7 +192,12 @@ impl TensorStore for Reader {
 type Opener = fn(&Path) -> Result<Option<Box<dyn TensorStore>>>;
 
 /// Format openers tried in order by [`open_any`]. Other formats register here.
-const OPENERS: &[Opener] = &[open_native];
+const OPENERS: &[Opener] = &[
+    open_native,
+    crate::safetensors::open_store,
+    crate::tf::open_store,
+    crate::paddle::open_store,
+];
 
 fn open_native(path: &Path) -> Result<Option<Box<dyn TensorStore>>> {
     if !path.is_file() {

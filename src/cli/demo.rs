@@ -8,6 +8,14 @@ use paramdex::{DType, Reader, Result, Tensor, Writer};
 
 use super::human_bytes;
 
+/// `println!` that reports a failed write (a closed pipe) as an error instead of panicking.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout(), $($arg)*).map_err(super::stdout_err)?
+    }};
+}
+
 /// A small deterministic generator (xorshift64*), so the demo needs no dependency and its
 /// output is the same on every run.
 struct Rng(u64);
@@ -137,7 +145,7 @@ pub fn run(dir: Option<PathBuf>, tensors: Option<u64>) -> Result<ExitCode> {
     };
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
 
-    println!(
+    out!(
         "writing {} ({} tensors + 1 LoD tensor)",
         path.display(),
         planned.len()
@@ -160,7 +168,7 @@ pub fn run(dir: Option<PathBuf>, tensors: Option<u64>) -> Result<ExitCode> {
     )?;
     let stats = w.finish()?;
     let write_time = t0.elapsed();
-    println!(
+    out!(
         "  wrote {} tensors, {} of data, {} file ({} index, {} index blocks) in {:.1?} ({}/s)",
         stats.tensors,
         human_bytes(data_bytes),
@@ -173,7 +181,7 @@ pub fn run(dir: Option<PathBuf>, tensors: Option<u64>) -> Result<ExitCode> {
 
     let t0 = Instant::now();
     let r = Reader::open(&path)?;
-    println!(
+    out!(
         "opened in {:.1?}: {} tensors, alignment {}",
         t0.elapsed(),
         r.len(),
@@ -202,7 +210,7 @@ pub fn run(dir: Option<PathBuf>, tensors: Option<u64>) -> Result<ExitCode> {
             Some(t) => {
                 let first = paramdex::values::to_json(t.dtype(), t.shape(), t.data(), 3).0;
                 let lod = t.lod()?;
-                println!(
+                out!(
                     "  get {name}: {} {:?}{} {} at offset {} (aligned: {}) in {:.1?}; first values {first}",
                     t.dtype(),
                     t.shape(),
@@ -213,13 +221,13 @@ pub fn run(dir: Option<PathBuf>, tensors: Option<u64>) -> Result<ExitCode> {
                     dt
                 );
             }
-            None => println!("  get {name}: not present ({dt:.1?})"),
+            None => out!("  get {name}: not present ({dt:.1?})"),
         }
     }
 
     let t0 = Instant::now();
     let rep = r.verify()?;
-    println!(
+    out!(
         "verified {} tensors and {} index blocks ({} checksummed) in {:.1?}: OK",
         rep.tensors,
         rep.blocks,
@@ -227,9 +235,9 @@ pub fn run(dir: Option<PathBuf>, tensors: Option<u64>) -> Result<ExitCode> {
         t0.elapsed()
     );
     if keep {
-        println!("try: paramdex ls {}", path.display());
+        out!("try: paramdex ls {}", path.display());
     } else {
-        println!("(the temporary directory is removed on exit; pass --dir DIR to keep demo.pdx)");
+        out!("(the temporary directory is removed on exit; pass --dir DIR to keep demo.pdx)");
     }
     Ok(ExitCode::SUCCESS)
 }
