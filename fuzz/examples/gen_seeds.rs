@@ -1,0 +1,228 @@
+//! Regenerates the checked-in seed corpora in `fuzz/seeds/<target>/` from the repository's
+//! fixtures (`tests/data/`) and from small files written by paramdex itself.
+//!
+//! Run from anywhere: `cargo run --manifest-path fuzz/Cargo.toml --example gen_seeds`.
+//! Every seed is small (a few KiB at most) so the corpora stay cheap to check in.
+
+use std::path::{Path, PathBuf};
+
+use paramdex::table::{Table, TableReadOptions};
+use paramdex::{Compression, DType, Reader, Tensor, Writer, WriterOptions};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf()
+}
+
+fn fixtures() -> PathBuf {
+    root().join("../tests/data")
+}
+
+fn save(target: &str, name: &str, bytes: &[u8]) {
+    let dir = root().join("seeds").join(target);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(name), bytes).unwrap();
+}
+
+fn framed(first: &[u8], rest: &[u8]) -> Vec<u8> {
+    let mut v = (first.len() as u32).to_le_bytes().to_vec();
+    v.extend_from_slice(first);
+    v.extend_from_slice(rest);
+    v
+}
+
+/// Small native files with different layouts.
+fn native_files() -> Vec<(String, Vec<u8>)> {
+    let dir = tempfile::tempdir().unwrap();
+    let mut out = Vec::new();
+    let variants: [(&str, u64, usize, usize, Compression, usize); 6] = [
+        ("one", 64, 1 << 16, 16, Compression::None, 1),
+        ("packed", 1, 1 << 16, 16, Compression::None, 5),
+        ("blocks", 8, 64, 2, Compression::None, 12),
+        ("restart1", 16, 128, 1, Compression::None, 8),
+        ("snappy", 4, 256, 4, Compression::Snappy, 20),
+        ("empty", 64, 1 << 16, 16, Compression::None, 0),
+    ];
+    for (tag, alignment, block_size, restart_interval, compression, n) in variants {
+        let path = dir.path().join(format!("{tag}.pdx"));
+        let opts = WriterOptions {
+            alignment,
+            block_size,
+            restart_interval,
+            compression,
+            sync: false,
+        };
+        let mut w = Writer::create_with(&path, opts).unwrap();
+        for i in 0..n {
+            let dtype = DType::ALL[i % DType::ALL.len()];
+            let shape: Vec<u64> = match i % 4 {
+                0 => vec![2],
+                1 => vec![],
+                2 => vec![0, 3],
+                _ => vec![2, 2],
+            };
+            let len = paramdex::record::data_len(dtype, &shape).unwrap() as usize;
+            let data: Vec<u8> = (0..len).map(|j| (i * 7 + j) as u8).collect();
+            let name = format!("model.layers.{i}.weight");
+            if i == 3 {
+                let lod = vec![vec![0u64, 1, 2]];
+                w.add(&name, Tensor::new(dtype, &shape, &data).with_lod(&lod))
+                    .unwrap();
+            } else {
+                w.add(&name, Tensor::new(dtype, &shape, &data)).unwrap();
+            }
+        }
+        if tag == "one" {
+            w.add(
+                "w",
+                Tensor::new(DType::Float32, &[2], &[0, 0, 0x80, 0x3f, 0, 0, 0, 0x40]),
+            )
+            .unwrap();
+        }
+        w.finish().unwrap();
+        out.push((tag.to_string(), std::fs::read(&path).unwrap()));
+    }
+    out
+}
+
+fn main() {
+    let seeds = root().join("seeds");
+    if seeds.exists() {
+        std::fs::remove_dir_all(&seeds).unwrap();
+    }
+    let natives = native_files();
+    let tf_indexes = [
+        "tf/basic/tf2/ckpt-1",
+        "tf/basic/v1/model.ckpt",
+        "tf/dtypes/raw/bundle",
+        "tf/strings/tf2/ckpt-1",
+        "tf/partitioned/raw/slices",
+        "tf/partitioned/v1/model.ckpt",
+        "tf/sharded/policy/ckpt",
+    ];
+
+    // table and reader: whole files.
+    for (tag, bytes) in &natives {
+        save("table", &format!("native-{tag}"), bytes);
+        save("reader", &format!("native-{tag}"), bytes);
+    }
+    for p in tf_indexes {
+        let index = std::fs::read(fixtures().join(format!("{p}.index"))).unwrap();
+        let tag = p.replace('/', "-");
+        save("table", &format!("tf-{tag}"), &index);
+        if p == "tf/basic/tf2/ckpt-1" {
+            save("reader", &format!("tf-{tag}"), &index);
+        }
+        let data_name = std::fs::read_dir(fixtures().join(Path::new(p).parent().unwrap()))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|f| f.to_string_lossy().contains(".data-00000-of-"))
+            .unwrap();
+        let data = std::fs::read(data_name).unwrap();
+        save("tf_bundle", &format!("tf-{tag}"), &framed(&index, &data));
+    }
+    // A native file seen as a TensorFlow bundle (index and data are the same file).
+    let (_, one) = &natives[0];
+    save("tf_bundle", "native-one", &framed(one, one));
+
+    // block: every data block and index block of a few files, without and with a seek target.
+    for (tag, bytes) in natives.iter().filter(|(t, _)| t != "snappy") {
+        let table = Table::open(bytes, TableReadOptions::default()).unwrap();
+        for i in 0..table.data_blocks().min(4) {
+            let h = table.block_handle(i);
+            let contents = &bytes[h.offset as usize..(h.offset + h.size) as usize];
+            let mut plain = vec![0u8];
+            plain.extend_from_slice(contents);
+            save("block", &format!("{tag}-data{i}"), &plain);
+            let mut targeted = vec![7u8];
+            targeted.extend_from_slice(b"model.l");
+            targeted.extend_from_slice(contents);
+            save("block", &format!("{tag}-data{i}-seek"), &targeted);
+        }
+        let h = table.footer().index;
+        let mut idx = vec![0u8];
+        idx.extend_from_slice(&bytes[h.offset as usize..(h.offset + h.size) as usize]);
+        save("block", &format!("{tag}-index"), &idx);
+    }
+
+    // record: Paddle fixtures, native records, combined streams.
+    for entry in std::fs::read_dir(fixtures().join("paddle/lod")).unwrap() {
+        let p = entry.unwrap().path();
+        if p.extension().is_some_and(|e| e == "lodtensor") {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            save(
+                "record",
+                &format!("paddle-{name}"),
+                &std::fs::read(&p).unwrap(),
+            );
+        }
+    }
+    save(
+        "record",
+        "paddle-combined",
+        &std::fs::read(fixtures().join("paddle/inference/legacy/model.pdiparams")).unwrap(),
+    );
+    for (tag, bytes) in &natives {
+        let r = Reader::from_bytes(bytes.clone()).unwrap();
+        save("record", &format!("native-{tag}-records"), r.records());
+        if let Some(t) = r.iter().next() {
+            save(
+                "record",
+                &format!("native-{tag}-first"),
+                t.unwrap().record(),
+            );
+        }
+    }
+    // A torn writer temporary file: records, then half a record.
+    let r = Reader::from_bytes(natives[1].1.clone()).unwrap();
+    let recs = r.records();
+    save("record", "torn", &recs[..recs.len() - 3]);
+
+    // paddle_program: programs alone and with their parameters.
+    for (tag, prog, params) in [
+        (
+            "legacy",
+            "paddle/inference/legacy/model.pdmodel",
+            "paddle/inference/legacy/model.pdiparams",
+        ),
+        (
+            "pir",
+            "paddle/inference/pir/model.json",
+            "paddle/inference/pir/model.pdiparams",
+        ),
+        (
+            "models-legacy",
+            "paddle/models/legacy/m.pdmodel",
+            "paddle/models/legacy/m.pdiparams",
+        ),
+        (
+            "models-pir",
+            "paddle/models/pir/m.json",
+            "paddle/models/pir/m.pdiparams",
+        ),
+    ] {
+        let prog = std::fs::read(fixtures().join(prog)).unwrap();
+        let params = std::fs::read(fixtures().join(params)).unwrap();
+        save(
+            "paddle_program",
+            &format!("{tag}-model"),
+            &framed(&prog, &params),
+        );
+        save("paddle_program", &format!("{tag}-program"), &prog);
+    }
+
+    // writer_ops: structured input; a few byte patterns to start from.
+    for (i, seed) in [
+        vec![0u8; 64],
+        (0..=255u8).collect::<Vec<u8>>(),
+        (0..200u32).map(|i| (i * 37 % 251) as u8).collect(),
+        vec![
+            1, 0, 16, 4, 0, 1, 1, 0, 5, 2, 1, 0, 3, 0, 2, 0, 1, 0, 1, 1, 2, 3, 4,
+        ],
+    ]
+    .iter()
+    .enumerate()
+    {
+        save("writer_ops", &format!("bytes-{i}"), seed);
+    }
+    println!("seeds written to {}", seeds.display());
+}
