@@ -23,30 +23,54 @@
 //! # Ok(()) }
 //! ```
 #![deny(missing_docs)]
+// On-disk integers have a fixed byte order (little-endian, SPEC.md 1): never the host's.
+#![deny(clippy::host_endian_bytes)]
+// Big-endian bytes appear only where a foreign format defines them (see `tf`).
+#![deny(clippy::big_endian_bytes)]
+// The modules that parse and write the native format may not narrow an integer with `as`
+// (a `u64` from the file to `usize`, a length to `u32`): they use checked conversions
+// (`try_from`), so a number from a file can never wrap silently. Unit tests are exempt.
 
 pub mod any;
+#[cfg_attr(not(test), deny(clippy::cast_possible_truncation))]
 pub mod coding;
 pub mod convert;
 pub mod dtype;
 pub mod element;
+#[cfg_attr(not(test), deny(clippy::cast_possible_truncation))]
 pub mod entry;
 pub mod error;
+pub mod meta;
 pub mod name;
+pub mod npy;
+pub mod paddle;
 mod parallel;
+pub mod prelude;
 pub mod proto;
+#[cfg_attr(not(test), deny(clippy::cast_possible_truncation))]
 pub mod reader;
+#[cfg_attr(not(test), deny(clippy::cast_possible_truncation))]
 pub mod record;
+#[cfg_attr(not(test), deny(clippy::cast_possible_truncation))]
 pub mod recover;
+pub mod safetensors;
+#[cfg_attr(not(test), deny(clippy::cast_possible_truncation))]
 pub mod source;
+#[cfg_attr(not(test), deny(clippy::cast_possible_truncation))]
 pub mod table;
+// TensorFlow's ordered-code slice keys and big-endian checkpoints are big-endian by definition.
+#[allow(clippy::big_endian_bytes)]
+pub mod tf;
 pub mod values;
+#[cfg_attr(not(test), deny(clippy::cast_possible_truncation))]
 pub mod writer;
 
 pub use any::{open_any, Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorStore};
 pub use dtype::DType;
 pub use element::Element;
 pub use error::{Error, Result};
+pub use meta::{MetaValue, Metadata};
 pub use reader::{ReadOptions, Reader, TensorView, VerifyReport};
 pub use record::Lod;
 pub use table::Compression;
-pub use writer::{FinishStats, Tensor, TensorWriter, Writer, WriterOptions};
+pub use writer::{FinishStats, Tensor, TensorWriter, WriteBackend, Writer, WriterOptions};

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Interop step: checks paramdex against the real TensorFlow and PaddlePaddle.
+# Creates (once) a virtualenv in ${PARAMDEX_CACHE:-~/.cache/paramdex}/venv with tensorflow-cpu,
+# paddlepaddle, numpy and safetensors from PyPI, builds the release binary, and runs every
+# tests/interop/check_*.py with PARAMDEX pointing at it. Any failure, including a failed install,
+# fails the step loudly.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+cache="${PARAMDEX_CACHE:-$HOME/.cache/paramdex}"
+venv="$cache/venv"
+mkdir -p "$cache"
+# Each library is imported in its own process: importing tensorflow and then paddle in one
+# process crashes (segfault) with the current wheels, which would look like a missing install.
+have_all() {
+  for mod in tensorflow paddle numpy safetensors; do
+    "$venv/bin/python" -c "import $mod" >/dev/null 2>&1 || return 1
+  done
+}
+if ! have_all; then
+  echo "interop: creating virtualenv $venv (tensorflow-cpu, paddlepaddle, numpy, safetensors)"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --upgrade pip
+  # The versions the interop checks were verified with.
+  "$venv/bin/pip" install --quiet "tensorflow-cpu==2.21.0" "paddlepaddle==3.3.1" "numpy==2.4.6" "safetensors==0.8.0"
+  have_all || { echo "interop: FAILED to install tensorflow-cpu/paddlepaddle/numpy/safetensors" >&2; exit 1; }
+fi
+(cd "$root" && cargo build --release --quiet)
+export PARAMDEX="$root/target/release/paramdex"
+export PARAMDEX_ROOT="$root"
+export TF_CPP_MIN_LOG_LEVEL=3 GLOG_minloglevel=3 GLOG_v=0
+status=0
+ran=0
+for script in "$here"/check_*.py; do
+  [ -e "$script" ] || continue
+  ran=$((ran + 1))
+  echo "interop: $(basename "$script")"
+  if ! "$venv/bin/python" "$script"; then
+    echo "interop: FAILED: $(basename "$script")" >&2
+    status=1
+  fi
+done
+if [ "$ran" -eq 0 ]; then
+  echo "interop: no check scripts found" >&2
+  exit 1
+fi
+exit $status
