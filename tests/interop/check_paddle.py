@@ -117,9 +117,18 @@ def worker(mode, jobs_path):
                             prog, feeds, fetches = static.load_inference_model(prefix, exe)
                         (y,) = exe.run(prog, feed={feeds[0]: x}, fetch_list=fetches)
                     outs.append(np.asarray(y, dtype=np.float32).tobytes())
-                if job.get("expect_y_sha256"):
-                    report(label, sha(outs[0]) == job["expect_y_sha256"],
-                           f"output sha256 {sha(outs[0])}, reference {job['expect_y_sha256']}")
+                if job.get("expect_y"):
+                    # The reference output was computed when the fixtures were generated, on
+                    # another machine: Paddle's kernels pick different SIMD paths per CPU, so
+                    # compare values with a tolerance here. The byte-exact check is the one
+                    # below, against Paddle's own files run on this machine.
+                    ref_y = np.array(job["expect_y"]["values"], dtype=np.float32)
+                    got_y = np.frombuffer(outs[0], dtype=np.float32)
+                    same_shape = got_y.shape == ref_y.shape
+                    close = same_shape and bool(np.allclose(got_y, ref_y, rtol=1e-3, atol=1e-4))
+                    worst = float(np.max(np.abs(got_y - ref_y))) if same_shape and got_y.size else 0.0
+                    report(label, close,
+                           f"output {got_y.tolist()} vs reference {ref_y.tolist()} (max |diff| {worst:g})")
                 if len(outs) == 2:
                     report(label + " (same output as Paddle's own files)", outs[0] == outs[1],
                            "outputs differ")
@@ -322,7 +331,7 @@ def drive(work, jobs):
             "prefix": os.path.join(DATA, "inference", m["params_file"][: -len(".pdiparams")]),
             "program": os.path.join(DATA, "inference", prog),
             "params": os.path.join(DATA, "inference", m["params_file"]),
-            "x": rng_x, "y_sha256": None,
+            "x": rng_x, "y": None,
             "tensors": [t for t in inf["tensors"] if t["file"] == m["params_file"]],
         })
     for m in gen["models"]:
@@ -333,7 +342,7 @@ def drive(work, jobs):
             "program": os.path.join(DATA, "models", m["program"]),
             "params": os.path.join(DATA, "models", m["params"]),
             "x": {"shape": ref["x"]["shape"], "values": ref["x"]["values"]},
-            "y_sha256": ref["y"]["sha256"], "tensors": m["tensors"],
+            "y": ref["y"], "tensors": m["tensors"],
         })
     for i, m in enumerate(models):
         d = os.path.join(work, f"model{i}")
@@ -351,7 +360,7 @@ def drive(work, jobs):
             shutil.copy(m["program"], out + ext)
             jobs[m["mode"]].append({
                 "kind": "infer", "label": f"{m['label']}: load_inference_model(--to paddle output) forward pass",
-                "prefix": out, "x": m["x"], "expect_y_sha256": m["y_sha256"],
+                "prefix": out, "x": m["x"], "expect_y": m["y"],
                 "compare_prefix": m["prefix"],
             })
             # 4. The records region of native files, aligned 64 and 4096.
@@ -368,7 +377,7 @@ def drive(work, jobs):
                 jobs[m["mode"]].append({
                     "kind": "infer",
                     "label": f"{m['label']}: load_inference_model(records region of native file, align {align}) forward pass",
-                    "prefix": region, "x": m["x"], "expect_y_sha256": m["y_sha256"],
+                    "prefix": region, "x": m["x"], "expect_y": m["y"],
                     "compare_prefix": m["prefix"],
                 })
                 by = {t["name"]: t for t in m["tensors"]}
@@ -406,7 +415,7 @@ def drive(work, jobs):
                     "kind": "infer", "label": f"models/{d['dir']}: load_inference_model(per-variable files) forward pass",
                     "prefix": out, "model_filename": os.path.basename(prog),
                     "x": {"shape": ref["x"]["shape"], "values": ref["x"]["values"]},
-                    "expect_y_sha256": ref["y"]["sha256"],
+                    "expect_y": ref["y"],
                 })
         except Exception as e:  # noqa: BLE001
             report(f"models/{d['dir']}: paramdex side", False, str(e))
