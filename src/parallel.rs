@@ -26,40 +26,6 @@ pub(crate) fn resolve_threads(threads: usize) -> usize {
     }
 }
 
-/// Below this many bytes, [`crc32c`] stays on the calling thread (a thread costs tens of
-/// microseconds; 8 MiB of CRC32C takes most of a millisecond).
-const PARALLEL_CRC_MIN: usize = 8 << 20;
-
-/// CRC32C of `data` on up to `threads` threads (0 = available parallelism); one thread for
-/// less than 8 MiB.
-pub(crate) fn crc32c(data: &[u8], threads: usize) -> u32 {
-    let threads = if data.len() < PARALLEL_CRC_MIN {
-        1
-    } else {
-        resolve_threads(threads).min(data.len() / PIECE).max(1)
-    };
-    if threads == 1 {
-        return crc32c::crc32c(data);
-    }
-    let chunk = data.len().div_ceil(threads);
-    let parts: Vec<u32> = std::thread::scope(|s| {
-        let handles: Vec<_> = data
-            .chunks(chunk)
-            .skip(1)
-            .map(|c| s.spawn(move || crc32c::crc32c(c)))
-            .collect();
-        let first = crc32c::crc32c(&data[..chunk]);
-        std::iter::once(first)
-            .chain(
-                handles
-                    .into_iter()
-                    .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))),
-            )
-            .collect()
-    });
-    combine(&parts, data.len(), chunk)
-}
-
 /// The CRC32C polynomial, bit-reflected.
 const POLY: u32 = 0x82f6_3b78;
 
@@ -110,18 +76,6 @@ fn shift_op(len: u64) -> u32 {
 /// microseconds per call and dominated a parallel verify).
 pub(crate) fn crc32c_combine(crc_a: u32, crc_b: u32, len_b: u64) -> u32 {
     multmodp(shift_op(len_b), crc_a) ^ crc_b
-}
-
-/// Joins the CRCs of consecutive pieces of `chunk` bytes (the last one shorter) of `total`.
-fn combine(parts: &[u32], total: usize, chunk: usize) -> u32 {
-    let mut crc = parts[0];
-    let mut left = total - chunk.min(total);
-    for &p in &parts[1..] {
-        let len = chunk.min(left);
-        crc = crc32c_combine(crc, p, len as u64);
-        left -= len;
-    }
-    crc
 }
 
 /// One piece: the tensor it belongs to and its byte range in that tensor's data.
@@ -233,18 +187,5 @@ mod tests {
                 crc32c::crc32c_combine(ca, cb, b.len())
             );
         }
-    }
-
-    #[test]
-    fn parallel_crc_matches_serial() {
-        let data: Vec<u8> = (0..(5 * PIECE + 12345))
-            .map(|i| (i * 31 % 251) as u8)
-            .collect();
-        let want = crc32c::crc32c(&data);
-        for threads in [1, 2, 3, 7] {
-            assert_eq!(crc32c(&data, threads), want, "{threads} threads");
-        }
-        assert_eq!(crc32c(&data[..10], 2), crc32c::crc32c(&data[..10]));
-        assert_eq!(crc32c(&[], 2), crc32c::crc32c(&[]));
     }
 }

@@ -28,6 +28,10 @@ pub const DEFAULT_BLOCK_SIZE: usize = 64 * 1024;
 /// Default restart interval of index data blocks (LevelDB's and TensorFlow's).
 pub const DEFAULT_RESTART_INTERVAL: usize = 16;
 
+/// Tensors of at least this many bytes are checksummed on a second thread while the calling
+/// thread writes them (a thread costs tens of microseconds; 8 MiB takes milliseconds to write).
+const OVERLAP_CRC_MIN: usize = 8 << 20;
+
 /// The storage a [`Writer`] appends its temporary file to.
 ///
 /// [`File`] is the backend of [`Writer::create`]; [`Writer::create_with_backend`] wraps the
@@ -149,9 +153,13 @@ pub struct Writer {
     /// Whether every name so far was greater than the one before (then no duplicate is possible
     /// and `seen` is not needed).
     sorted: bool,
-    /// Entry indices by name hash; built only once names arrive out of order.
-    seen: hashbrown::HashTable<usize>,
-    hasher: std::hash::RandomState,
+    /// (name hash, entry index) of every name; built only once names arrive out of order.
+    /// The hash is stored so that growing the table never hashes a name again.
+    seen: hashbrown::HashTable<(u64, usize)>,
+    /// Randomly seeded per process (foldhash), so hostile names cannot force collisions.
+    hasher: hashbrown::DefaultHashBuilder,
+    /// Hash of the name `check_name` accepted last, for `push_entry` (None while sorted).
+    pending_hash: Option<u64>,
     /// Set when a write failed half-way or a streamed tensor was abandoned.
     poisoned: Option<String>,
     scratch: Vec<u8>,
@@ -230,7 +238,8 @@ impl Writer {
             entries: Vec::new(),
             sorted: true,
             seen: hashbrown::HashTable::new(),
-            hasher: std::hash::RandomState::new(),
+            hasher: hashbrown::DefaultHashBuilder::default(),
+            pending_hash: None,
             poisoned: None,
             scratch: Vec::with_capacity(256),
             metadata: crate::meta::Metadata::new(),
@@ -280,6 +289,7 @@ impl Writer {
                 None,
             ));
         }
+        self.pending_hash = None;
         let Some(last) = self.entries.len().checked_sub(1) else {
             return Ok(());
         };
@@ -289,26 +299,29 @@ impl Writer {
             }
             // First out-of-order name: from now on duplicates are found by hash.
             self.sorted = false;
+            self.seen.reserve(self.entries.len() + 1, |&(h, _)| h);
             for i in 0..self.entries.len() {
                 let h = self.hasher.hash_one(self.entry_name(i));
-                let (names, entries) = (&self.names, &self.entries);
-                let hasher = &self.hasher;
-                self.seen.insert_unique(h, i, |&j| {
-                    let p = entries[j];
-                    hasher.hash_one(&names[p.name_start..p.name_start + p.name_len])
-                });
+                self.seen.insert_unique(h, (h, i), |&(h, _)| h);
             }
         }
         let h = self.hasher.hash_one(name);
-        if self.seen.find(h, |&j| self.entry_name(j) == name).is_some() {
+        let (names, entries) = (&self.names, &self.entries);
+        let duplicate = self.seen.find(h, |&(eh, j)| {
+            let p = entries[j];
+            eh == h && &names[p.name_start..p.name_start + p.name_len] == name
+        });
+        if duplicate.is_some() {
             return Err(Error::DuplicateName {
                 name: name::display(name),
             });
         }
+        self.pending_hash = Some(h);
         Ok(())
     }
 
-    /// Remembers a written tensor's name and index value.
+    /// Remembers a written tensor's name and index value. `name` is the one `check_name`
+    /// accepted last.
     fn push_entry(&mut self, name: &[u8], entry: &IndexEntry) {
         let value_start = self.values.len();
         entry.encode(&mut self.values);
@@ -322,12 +335,11 @@ impl Writer {
         let i = self.entries.len();
         self.entries.push(p);
         if !self.sorted {
-            let h = self.hasher.hash_one(name);
-            let (names, entries, hasher) = (&self.names, &self.entries, &self.hasher);
-            self.seen.insert_unique(h, i, |&j| {
-                let p = entries[j];
-                hasher.hash_one(&names[p.name_start..p.name_start + p.name_len])
-            });
+            let h = match self.pending_hash.take() {
+                Some(h) => h,
+                None => self.hasher.hash_one(name),
+            };
+            self.seen.insert_unique(h, (h, i), |&(h, _)| h);
         }
     }
 
@@ -373,6 +385,27 @@ impl Writer {
         Ok(())
     }
 
+    /// Overwrites the data CRC field of a record header already written (at file offset
+    /// `crc_offset`) and returns to the end of the records, poisoning the writer on failure.
+    fn patch_crc(&mut self, crc_offset: u64, masked: u32) -> Result<()> {
+        let end = self.pos;
+        let out = &mut self.out;
+        let patch = (|| -> std::io::Result<()> {
+            out.seek(SeekFrom::Start(crc_offset))?;
+            out.write_all(&masked.to_le_bytes())?;
+            out.seek(SeekFrom::Start(end))?;
+            Ok(())
+        })();
+        if let Err(e) = patch {
+            self.poisoned = Some(format!("patching a checksum failed: {e}"));
+            return Err(Error::io(
+                format!("writing {}", self.final_path.display()),
+                e,
+            ));
+        }
+        Ok(())
+    }
+
     /// Adds a tensor held in memory.
     ///
     /// Errors (nothing is written): empty, over-long or duplicate name; `data.len()` not equal
@@ -393,8 +426,11 @@ impl Writer {
             });
         }
         self.check_name(name)?;
-        // Large tensors are checksummed on every core (see parallel::crc32c).
-        let crc = mask_crc(crate::parallel::crc32c(tensor.data, 0));
+        // Small tensors are checksummed first, so the header goes out complete. Large ones are
+        // checksummed on a second thread while this one writes them, and the header's CRC
+        // field is patched afterwards: the CRC then costs no wall time next to the write.
+        let overlap = tensor.data.len() >= OVERLAP_CRC_MIN;
+        let upfront_crc = (!overlap).then(|| mask_crc(crc32c::crc32c(tensor.data)));
         let record_offset = self.pos;
         let mut header = std::mem::take(&mut self.scratch);
         header.clear();
@@ -403,17 +439,37 @@ impl Writer {
             dims: tensor.shape,
             lod: tensor.lod,
             name: Some(name),
-            data_crc: Some(crc),
+            data_crc: Some(upfront_crc.unwrap_or(0)),
         };
         let layout = record::encode_header(&spec, record_offset, self.opts.alignment, &mut header)
             .and_then(|layout| header_fits(name, layout));
         let result = layout.and_then(|layout| {
             self.write_raw(&header)?;
-            self.write_raw(tensor.data)?;
-            Ok(layout)
+            let crc = match upfront_crc {
+                Some(crc) => {
+                    self.write_raw(tensor.data)?;
+                    crc
+                }
+                None => {
+                    let (written, crc) = std::thread::scope(|s| {
+                        let crc = s.spawn(|| crc32c::crc32c(tensor.data));
+                        let written = self.write_raw(tensor.data);
+                        let crc = crc.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+                        (written, crc)
+                    });
+                    written?;
+                    let crc_pos = layout
+                        .crc_pos
+                        .expect("encode_header reserves the crc field when data_crc is Some");
+                    let masked = mask_crc(crc);
+                    self.patch_crc(record_offset + crc_pos as u64, masked)?;
+                    masked
+                }
+            };
+            Ok((layout, crc))
         });
         self.scratch = header;
-        let layout = result?;
+        let (layout, crc) = result?;
         let entry = self.index_entry(
             tensor.dtype,
             tensor.shape,
@@ -629,17 +685,7 @@ impl TensorWriter<'_> {
         }
         let masked = mask_crc(self.crc);
         let w = &mut *self.writer;
-        let end = w.pos;
-        let patch = (|| -> std::io::Result<()> {
-            w.out.seek(SeekFrom::Start(self.crc_offset))?;
-            w.out.write_all(&masked.to_le_bytes())?;
-            w.out.seek(SeekFrom::Start(end))?;
-            Ok(())
-        })();
-        if let Err(e) = patch {
-            w.poisoned = Some(format!("patching a checksum failed: {e}"));
-            return Err(Error::io(format!("writing {}", w.final_path.display()), e));
-        }
+        w.patch_crc(self.crc_offset, masked)?;
         let entry = w.index_entry(
             self.dtype,
             &self.shape,

@@ -484,6 +484,29 @@ fn a_fault_in_a_large_direct_write_is_reported_by_add() {
     assert!(others(dir.path(), &["big.pdx"]).is_empty());
 }
 
+#[test]
+fn a_fault_while_a_huge_tensor_is_checksummed_on_the_side_is_reported() {
+    // From 8 MiB on, the CRC runs on a second thread during the write and the header's CRC
+    // field is patched afterwards; a fault in the middle of that write must still poison the
+    // writer and leave the previous file alone.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("huge.pdx");
+    let previous = write_previous(&path);
+    let mut w = Writer::create_with_backend(&path, opts(), |file| {
+        Box::new(FaultyBackend::new(file, Some(5 << 20), true, false))
+    })
+    .unwrap();
+    let data = pattern(9 << 20, 3);
+    let err = w
+        .add("huge", Tensor::new(DType::UInt8, &[9 << 20], &data))
+        .unwrap_err();
+    assert!(matches!(err, Error::Io { .. }), "{err}");
+    assert!(err.to_string().contains("huge.pdx"), "{err}");
+    assert!(w.finish().is_err());
+    assert_previous_intact(&path, &previous);
+    assert!(others(dir.path(), &["huge.pdx"]).is_empty());
+}
+
 // ---------------------------------------------------------------------------------------------
 // SIGKILL of a real child process in the middle of a write.
 

@@ -516,6 +516,58 @@ fn corrupt_data_is_caught_by_verify_and_checked_get() {
 }
 
 #[test]
+fn large_tensors_get_the_right_checksum_and_corruption_is_caught() {
+    // Tensors of 8 MiB and more are checksummed on a second thread while they are written,
+    // and the CRC field of their record header is patched afterwards: check that the field,
+    // the index entry and the data agree, for tensors on both sides of the threshold.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.pdx");
+    let sizes = [(8 << 20) - 1, 8 << 20, (9 << 20) + 3];
+    let data: Vec<Vec<u8>> = sizes
+        .iter()
+        .enumerate()
+        .map(|(k, &n)| (0..n).map(|i| (i * 31 + k * 7) as u8).collect())
+        .collect();
+    let mut w = Writer::create(&path).unwrap();
+    w.add("a_small", Tensor::new(DType::UInt8, &[3], &[1, 2, 3]))
+        .unwrap();
+    for (k, d) in data.iter().enumerate() {
+        w.add(
+            format!("big{k}"),
+            Tensor::new(DType::UInt8, &[d.len() as u64], d),
+        )
+        .unwrap();
+    }
+    w.add("z_small", Tensor::new(DType::UInt8, &[1], &[9]))
+        .unwrap();
+    w.finish().unwrap();
+    let r = Reader::open(&path).unwrap();
+    r.verify().unwrap();
+    for (k, d) in data.iter().enumerate() {
+        let t = r.tensor(format!("big{k}")).unwrap();
+        assert_eq!(t.data(), &d[..]);
+        assert_eq!(t.stored_crc(), mask_crc(crc32c(d)), "big{k}");
+    }
+    // The record headers carry the same CRC: recover rebuilds the index from the records
+    // alone and keeps only records whose data matches the CRC in their header.
+    let recovered = dir.path().join("recovered.pdx");
+    let report = paramdex::recover::recover(&path, &recovered, WriterOptions::default()).unwrap();
+    assert_eq!(report.recovered, 5, "{report:?}");
+    Reader::open(&recovered).unwrap().verify().unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+    let off = r.tensor("big2").unwrap().data_offset() as usize;
+    drop(r);
+    let mut bad = bytes.clone();
+    bad[off + (9 << 20)] ^= 0x40;
+    let r = Reader::from_bytes(bad).unwrap();
+    let err = r.verify().unwrap_err();
+    assert!(
+        matches!(err, Error::ChecksumMismatch { .. }) && err.to_string().contains("big2"),
+        "{err}"
+    );
+}
+
+#[test]
 fn snappy_index_blocks_round_trip() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.pdx");
