@@ -1,0 +1,85 @@
+//! Paddle program parsing (legacy `ProgramDesc` protobuf and PIR JSON) over arbitrary bytes,
+//! and a whole model (program + combined `.pdiparams` stream) opened from files.
+//!
+//! Input: `[program_len: u32 LE][program bytes][params bytes]`; an input whose length prefix
+//! does not fit is all program. Parsed parameter lists must be sorted, unique and non-empty
+//! names; an opened model must list, load and verify without panicking, and `load` must find
+//! every listed tensor.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use paramdex::paddle::program::{parse_pir_json, parse_program_desc, ParamDecl};
+use paramdex::TensorStore;
+
+fn dir() -> &'static PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let base = Path::new("/dev/shm");
+        let d = if base.is_dir() {
+            tempfile::Builder::new()
+                .prefix("pdx-fuzz-pd")
+                .tempdir_in(base)
+        } else {
+            tempfile::Builder::new().prefix("pdx-fuzz-pd").tempdir()
+        }
+        .expect("a temporary directory for the fuzzer");
+        d.keep()
+    })
+}
+
+fn check_params(params: &[ParamDecl]) {
+    for w in params.windows(2) {
+        assert!(w[0].name < w[1].name, "parameters not sorted and unique");
+    }
+    for p in params {
+        assert!(!p.name.is_empty(), "empty parameter name");
+    }
+}
+
+/// Runs the checks on one input (the body of the fuzz target).
+pub fn check(data: &[u8]) {
+    let (program, params) = match data.get(..4) {
+        Some(n) => {
+            let n = u32::from_le_bytes([n[0], n[1], n[2], n[3]]) as usize;
+            match data[4..].len().checked_sub(n) {
+                Some(_) => data[4..].split_at(n),
+                None => (data, &[][..]),
+            }
+        }
+        None => (data, &[][..]),
+    };
+    let path = Path::new("<fuzz>");
+    let desc = parse_program_desc(program, path);
+    let pir = parse_pir_json(program, path);
+    if let Ok(p) = &desc {
+        check_params(p);
+    }
+    if let Ok(p) = &pir {
+        check_params(p);
+    }
+    if desc.is_err() && pir.is_err() {
+        return;
+    }
+    let d = dir();
+    let prog_path = d.join(if pir.is_ok() { "m.json" } else { "m.pdmodel" });
+    let _ = std::fs::remove_file(d.join("m.json"));
+    let _ = std::fs::remove_file(d.join("m.pdmodel"));
+    std::fs::write(&prog_path, program).expect("write program");
+    let params_path = d.join("m.pdiparams");
+    std::fs::write(&params_path, params).expect("write params");
+    let Ok(store) = paramdex::paddle::open_model(&params_path, &prog_path) else {
+        return;
+    };
+    if let Ok(list) = store.list() {
+        for info in list.iter().take(100) {
+            match store.load(&info.name) {
+                Ok(Some(t)) => assert_eq!(t.info.name, info.name),
+                Ok(None) => panic!("a listed tensor is not found by load"),
+                Err(_) => {}
+            }
+        }
+    }
+    let _ = store.load(b"a");
+    let _ = store.verify(1);
+}
