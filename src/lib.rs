@@ -73,4 +73,6 @@ pub use meta::{MetaValue, Metadata};
 pub use reader::{ReadOptions, Reader, TensorView, VerifyReport};
 pub use record::Lod;
 pub use table::Compression;
-pub use writer::{FinishStats, Tensor, TensorWriter, WriteBackend, Writer, WriterOptions};
+pub use writer::{
+    EarlySync, FinishStats, Tensor, TensorWriter, WriteBackend, Writer, WriterOptions,
+};

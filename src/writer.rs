@@ -32,28 +32,54 @@ pub const DEFAULT_RESTART_INTERVAL: usize = 16;
 /// thread writes them (a thread costs tens of microseconds; 8 MiB takes milliseconds to write).
 const OVERLAP_CRC_MIN: usize = 8 << 20;
 
+/// Below this many bytes of records, `finish` does not start an early sync of them on a
+/// second thread (see [`WriteBackend::early_sync`]): a thread would cost more than it saves.
+const EARLY_SYNC_MIN: u64 = 16 << 20;
+
 /// The storage a [`Writer`] appends its temporary file to.
 ///
 /// [`File`] is the backend of [`Writer::create`]; [`Writer::create_with_backend`] wraps the
 /// temporary file in another one, which is how tests inject faults (failing or torn writes, a
 /// failing `fsync`) and observe what reached the file. The writer only appends, except for
-/// seeking back once per streamed tensor to patch its checksum field, and it calls
-/// [`WriteBackend::sync`] exactly once, in `finish`, before the rename (when
-/// [`WriterOptions::sync`] is on).
+/// seeking back once per streamed tensor and per tensor of 8 MiB or more to patch its checksum
+/// field, and it calls [`WriteBackend::sync`] exactly once, in `finish`, before the rename
+/// (when [`WriterOptions::sync`] is on), after the optional [`WriteBackend::early_sync`].
 pub trait WriteBackend: Write + Seek + Send {
     /// Makes every byte written so far durable (for a [`File`], `fsync` via `sync_all`).
     fn sync(&mut self) -> io::Result<()>;
+
+    /// Optionally, a job that starts making the bytes written so far durable and can run on
+    /// another thread while the writer goes on appending (for a [`File`], `fdatasync` on a
+    /// second handle of the same file). `finish` runs it while it builds the index, so that
+    /// the final [`WriteBackend::sync`] has only the index left to flush; it never replaces
+    /// that final sync. The default is `None`: no early sync.
+    fn early_sync(&self) -> Option<EarlySync> {
+        None
+    }
 }
+
+/// A job returned by [`WriteBackend::early_sync`].
+pub type EarlySync = Box<dyn FnOnce() -> io::Result<()> + Send>;
 
 impl WriteBackend for File {
     fn sync(&mut self) -> io::Result<()> {
         self.sync_all()
+    }
+
+    fn early_sync(&self) -> Option<EarlySync> {
+        // A failed dup only loses the overlap: the final sync still makes everything durable.
+        let handle = self.try_clone().ok()?;
+        Some(Box::new(move || handle.sync_data()))
     }
 }
 
 impl<B: WriteBackend + ?Sized> WriteBackend for Box<B> {
     fn sync(&mut self) -> io::Result<()> {
         (**self).sync()
+    }
+
+    fn early_sync(&self) -> Option<EarlySync> {
+        (**self).early_sync()
     }
 }
 
@@ -570,26 +596,26 @@ impl Writer {
             records_sorted: self.sorted,
             metadata: std::mem::take(&mut self.metadata),
         };
-        let mut order: Vec<usize> = (0..self.entries.len()).collect();
-        if !self.sorted {
-            order.sort_unstable_by(|&a, &b| self.entry_name(a).cmp(self.entry_name(b)));
-        }
-        let table_opts = TableOptions {
-            block_size: self.opts.block_size,
-            restart_interval: self.opts.restart_interval,
-            compression: self.opts.compression,
-        };
         let path = self.final_path.clone();
-        let mut builder = TableBuilder::new(&mut self.out, records_len, table_opts)?;
-        builder.add(b"", &header.encode())?;
-        for &i in &order {
-            let p = self.entries[i];
-            builder.add(
-                &self.names[p.name_start..p.name_start + p.name_len],
-                &self.values[p.value_start..p.value_start + p.value_len],
-            )?;
+        // With sync on, the records go to disk on a second thread while this one sorts the
+        // names and writes the index (large files spend about as long on each); the final
+        // sync below then has little left to do. Its result is checked all the same.
+        let early_sync = if self.opts.sync && records_len >= EARLY_SYNC_MIN {
+            self.out.flush().ctx("writing", &path)?;
+            self.out.get_ref().early_sync()
+        } else {
+            None
+        };
+        let (stats, early) = std::thread::scope(|s| {
+            let early = early_sync.map(|job| s.spawn(job));
+            let stats = self.write_index(&header);
+            let early = early.map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+            (stats, early)
+        });
+        let stats = stats?;
+        if let Some(early) = early {
+            early.ctx("syncing", &path)?;
         }
-        let (_, stats) = builder.finish()?;
         self.out.flush().ctx("writing", &path)?;
         if self.opts.sync {
             self.out.get_mut().sync().ctx("syncing", &path)?;
@@ -614,6 +640,33 @@ impl Writer {
             data_blocks: stats.data_blocks,
             file_len: records_len + stats.table_len,
         })
+    }
+}
+
+impl Writer {
+    /// Sorts the names and appends the index table and footer after the records.
+    fn write_index(&mut self, header: &FileHeader) -> Result<crate::table::TableStats> {
+        let mut order: Vec<usize> = (0..self.entries.len()).collect();
+        if !self.sorted {
+            order.sort_unstable_by(|&a, &b| self.entry_name(a).cmp(self.entry_name(b)));
+        }
+        let table_opts = TableOptions {
+            block_size: self.opts.block_size,
+            restart_interval: self.opts.restart_interval,
+            compression: self.opts.compression,
+        };
+        let records_len = self.pos;
+        let mut builder = TableBuilder::new(&mut self.out, records_len, table_opts)?;
+        builder.add(b"", &header.encode())?;
+        for &i in &order {
+            let p = self.entries[i];
+            builder.add(
+                &self.names[p.name_start..p.name_start + p.name_len],
+                &self.values[p.value_start..p.value_start + p.value_len],
+            )?;
+        }
+        let (_, stats) = builder.finish()?;
+        Ok(stats)
     }
 }
 

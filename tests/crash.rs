@@ -507,6 +507,96 @@ fn a_fault_while_a_huge_tensor_is_checksummed_on_the_side_is_reported() {
     assert!(others(dir.path(), &["huge.pdx"]).is_empty());
 }
 
+/// A backend whose early sync (run by `finish` on a second thread while it writes the index)
+/// reports `early`, and which counts its final syncs.
+struct EarlySyncBackend {
+    file: File,
+    early: Option<io::ErrorKind>,
+    early_ran: Arc<AtomicBool>,
+    final_syncs: Arc<AtomicU64>,
+}
+
+impl Write for EarlySyncBackend {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.file.write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.flush()
+    }
+}
+
+impl Seek for EarlySyncBackend {
+    fn seek(&mut self, pos: SeekFrom) -> io::Result<u64> {
+        self.file.seek(pos)
+    }
+}
+
+impl WriteBackend for EarlySyncBackend {
+    fn sync(&mut self) -> io::Result<()> {
+        self.final_syncs.fetch_add(1, Ordering::SeqCst);
+        self.file.sync_all()
+    }
+    fn early_sync(&self) -> Option<paramdex::EarlySync> {
+        let (early, ran) = (self.early, self.early_ran.clone());
+        Some(Box::new(move || {
+            ran.store(true, Ordering::SeqCst);
+            match early {
+                Some(kind) => Err(io::Error::new(
+                    kind,
+                    "injected fault: early fdatasync failed",
+                )),
+                None => Ok(()),
+            }
+        }))
+    }
+}
+
+#[test]
+fn the_early_sync_of_the_records_is_checked_and_never_replaces_the_final_one() {
+    for early in [None, Some(io::ErrorKind::Other)] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("early.pdx");
+        let previous = write_previous(&path);
+        let (ran, syncs) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicU64::new(0)),
+        );
+        let (r2, s2) = (ran.clone(), syncs.clone());
+        let mut w = Writer::create_with_backend(&path, opts(), move |file| {
+            Box::new(EarlySyncBackend {
+                file,
+                early,
+                early_ran: r2,
+                final_syncs: s2,
+            })
+        })
+        .unwrap();
+        // Enough records (17 MiB) for finish to start the early sync.
+        let data = pattern(17 << 20, 9);
+        w.add("big", Tensor::new(DType::UInt8, &[17 << 20], &data))
+            .unwrap();
+        w.add("small", Tensor::new(DType::UInt8, &[1], &[7]))
+            .unwrap();
+        let result = w.finish();
+        assert!(ran.load(Ordering::SeqCst), "the early sync did not run");
+        match early {
+            None => {
+                result.unwrap();
+                assert_eq!(syncs.load(Ordering::SeqCst), 1, "one final sync");
+                let r = Reader::open(&path).unwrap();
+                r.verify().unwrap();
+                assert_eq!(r.get("big").unwrap().unwrap().data(), &data[..]);
+            }
+            Some(_) => {
+                let err = result.unwrap_err();
+                assert!(err.to_string().contains("early.pdx"), "{err}");
+                assert_previous_intact(&path, &previous);
+                assert!(others(dir.path(), &["early.pdx"]).is_empty());
+            }
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // SIGKILL of a real child process in the middle of a write.
 
