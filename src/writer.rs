@@ -393,8 +393,10 @@ impl Writer {
                 record::MAX_LOD_LEVELS
             )));
         }
-        record::validate_lod(lod, shape)
-            .map_err(|why| invalid(format!("inconsistent LoD: {why}")))?;
+        if !lod.is_empty() {
+            record::validate_lod(lod, shape)
+                .map_err(|why| invalid(format!("inconsistent LoD: {why}")))?;
+        }
         Ok(len)
     }
 
@@ -644,12 +646,48 @@ impl Writer {
 }
 
 impl Writer {
+    /// Entry numbers in bytewise order of their names.
+    ///
+    /// Checkpoint names share long prefixes (`model.layers.`), so comparing whole names spends
+    /// most of its time re-reading the common part. Each entry is first keyed by the 8 bytes
+    /// that follow the prefix common to all names (zero-padded, big-endian): when two keys
+    /// differ, their order is the names' order; only equal keys compare the whole names.
+    fn name_order(&self) -> Vec<usize> {
+        if self.sorted {
+            return (0..self.entries.len()).collect();
+        }
+        // Not sorted means a name arrived out of order, so there are at least two entries.
+        let first = self.entry_name(0);
+        let common = (1..self.entries.len()).fold(first.len(), |common, i| {
+            let name = self.entry_name(i);
+            first[..common]
+                .iter()
+                .zip(name)
+                .take_while(|(a, b)| a == b)
+                .count()
+        });
+        let mut keyed: Vec<(u64, usize)> = (0..self.entries.len())
+            .map(|i| {
+                let rest = &self.entry_name(i)[common..];
+                let mut window = [0u8; 8];
+                let n = rest.len().min(8);
+                window[..n].copy_from_slice(&rest[..n]);
+                // In memory only: big-endian so that integer order is the bytes' order.
+                #[allow(clippy::big_endian_bytes)]
+                let key = u64::from_be_bytes(window);
+                (key, i)
+            })
+            .collect();
+        keyed.sort_unstable_by(|&(ka, a), &(kb, b)| {
+            ka.cmp(&kb)
+                .then_with(|| self.entry_name(a).cmp(self.entry_name(b)))
+        });
+        keyed.into_iter().map(|(_, i)| i).collect()
+    }
+
     /// Sorts the names and appends the index table and footer after the records.
     fn write_index(&mut self, header: &FileHeader) -> Result<crate::table::TableStats> {
-        let mut order: Vec<usize> = (0..self.entries.len()).collect();
-        if !self.sorted {
-            order.sort_unstable_by(|&a, &b| self.entry_name(a).cmp(self.entry_name(b)));
-        }
+        let order = self.name_order();
         let table_opts = TableOptions {
             block_size: self.opts.block_size,
             restart_interval: self.opts.restart_interval,

@@ -671,6 +671,49 @@ fn not_a_paramdex_file_is_reported_as_such() {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
+    /// Names sharing a long prefix and differing around the 8-byte window the writer sorts by
+    /// (suffixes of 0-12 bytes from a tiny alphabet with 0x00 and 0xff, so many are prefixes of
+    /// others), added in any order, come back in bytewise order and are all found.
+    #[test]
+    fn any_insertion_order_gives_bytewise_order(
+        prefix in prop_oneof![Just(Vec::new()), Just(b"model.layers.".to_vec()), Just(vec![0u8; 3])],
+        suffixes in proptest::collection::btree_set(
+            proptest::collection::vec(prop_oneof![Just(0u8), Just(b'1'), Just(b'9'), Just(0xffu8)], 0..13),
+            1..80),
+        shuffle_seed in any::<u64>(),
+    ) {
+        let mut names: Vec<Vec<u8>> = suffixes
+            .into_iter()
+            .map(|s| [prefix.as_slice(), s.as_slice()].concat())
+            .filter(|n| !n.is_empty())
+            .collect();
+        let mut want = names.clone();
+        want.sort();
+        // A deterministic shuffle (xorshift) so every order, not only reversed, is tried.
+        let mut x = shuffle_seed | 1;
+        for i in (1..names.len()).rev() {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            names.swap(i, (x % (i as u64 + 1)) as usize);
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("o.pdx");
+        let opts = WriterOptions { sync: false, ..Default::default() };
+        let mut w = Writer::create_with(&path, opts).unwrap();
+        for (i, n) in names.iter().enumerate() {
+            w.add(n, Tensor::new(DType::UInt32, &[1], &(i as u32).to_le_bytes())).unwrap();
+        }
+        w.finish().unwrap();
+        let r = Reader::open(&path).unwrap();
+        let got: Vec<Vec<u8>> = r.iter().map(|t| t.unwrap().name().to_vec()).collect();
+        prop_assert_eq!(&got, &want);
+        for (i, n) in names.iter().enumerate() {
+            let t = r.get(n).unwrap().unwrap();
+            prop_assert_eq!(t.data(), &(i as u32).to_le_bytes()[..]);
+        }
+    }
+
     /// The reader agrees with a BTreeMap model for any set of names, tiny blocks and every
     /// restart interval.
     #[test]
