@@ -461,50 +461,31 @@ fn failing_fsync_keeps_the_previous_file() {
 #[test]
 fn a_fault_in_a_large_direct_write_is_reported_by_add() {
     // Tensors above the writer's 1 MiB buffer go straight to the backend, so the failure is
-    // reported by the add itself, with the file name.
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("big.pdx");
-    let previous = write_previous(&path);
-    let mut w = Writer::create_with_backend(&path, opts(), |file| {
-        Box::new(FaultyBackend::new(file, Some(1 << 20), true, false))
-    })
-    .unwrap();
-    let data = pattern(3 << 20, 5);
-    let err = w
-        .add("huge", Tensor::new(DType::UInt8, &[3 << 20], &data))
-        .unwrap_err();
-    assert!(matches!(err, Error::Io { .. }), "{err}");
-    assert!(err.to_string().contains("big.pdx"), "{err}");
-    let err = w
-        .add("small", Tensor::new(DType::UInt8, &[1], &[1]))
-        .unwrap_err();
-    assert!(err.to_string().contains("unusable"), "{err}");
-    drop(w);
-    assert_previous_intact(&path, &previous);
-    assert!(others(dir.path(), &["big.pdx"]).is_empty());
-}
-
-#[test]
-fn a_fault_while_a_huge_tensor_is_checksummed_on_the_side_is_reported() {
-    // From 8 MiB on, the CRC runs on a second thread during the write and the header's CRC
-    // field is patched afterwards; a fault in the middle of that write must still poison the
-    // writer and leave the previous file alone.
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("huge.pdx");
-    let previous = write_previous(&path);
-    let mut w = Writer::create_with_backend(&path, opts(), |file| {
-        Box::new(FaultyBackend::new(file, Some(5 << 20), true, false))
-    })
-    .unwrap();
-    let data = pattern(9 << 20, 3);
-    let err = w
-        .add("huge", Tensor::new(DType::UInt8, &[9 << 20], &data))
-        .unwrap_err();
-    assert!(matches!(err, Error::Io { .. }), "{err}");
-    assert!(err.to_string().contains("huge.pdx"), "{err}");
-    assert!(w.finish().is_err());
-    assert_previous_intact(&path, &previous);
-    assert!(others(dir.path(), &["huge.pdx"]).is_empty());
+    // reported by the add itself, with the file name. From 8 MiB on, the CRC also runs on a
+    // second thread during the write and the header's CRC field is patched afterwards; a fault
+    // in the middle of that write must poison the writer all the same.
+    for (len, budget) in [(3usize << 20, 1u64 << 20), (9 << 20, 5 << 20)] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big.pdx");
+        let previous = write_previous(&path);
+        let mut w = Writer::create_with_backend(&path, opts(), |file| {
+            Box::new(FaultyBackend::new(file, Some(budget), true, false))
+        })
+        .unwrap();
+        let data = pattern(len, 5);
+        let err = w
+            .add("huge", Tensor::new(DType::UInt8, &[len as u64], &data))
+            .unwrap_err();
+        assert!(matches!(err, Error::Io { .. }), "{len}: {err}");
+        assert!(err.to_string().contains("big.pdx"), "{len}: {err}");
+        let err = w
+            .add("small", Tensor::new(DType::UInt8, &[1], &[1]))
+            .unwrap_err();
+        assert!(err.to_string().contains("unusable"), "{len}: {err}");
+        assert!(w.finish().is_err());
+        assert_previous_intact(&path, &previous);
+        assert!(others(dir.path(), &["big.pdx"]).is_empty());
+    }
 }
 
 /// A backend whose early sync (run by `finish` on a second thread while it writes the index)

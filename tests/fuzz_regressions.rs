@@ -5,6 +5,9 @@
 
 use std::path::{Path, PathBuf};
 
+#[path = "../fuzz/checks/common.rs"]
+mod common;
+
 #[path = "../fuzz/checks/block.rs"]
 mod block;
 #[path = "../fuzz/checks/paddle_program.rs"]

@@ -14,18 +14,7 @@ use paramdex::TensorStore;
 
 fn dir() -> &'static PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let base = Path::new("/dev/shm");
-        let d = if base.is_dir() {
-            tempfile::Builder::new()
-                .prefix("pdx-fuzz-pd")
-                .tempdir_in(base)
-        } else {
-            tempfile::Builder::new().prefix("pdx-fuzz-pd").tempdir()
-        }
-        .expect("a temporary directory for the fuzzer");
-        d.keep()
-    })
+    DIR.get_or_init(|| crate::common::scratch_dir("pdx-fuzz-pd"))
 }
 
 fn check_params(params: &[ParamDecl]) {
@@ -39,16 +28,7 @@ fn check_params(params: &[ParamDecl]) {
 
 /// Runs the checks on one input (the body of the fuzz target).
 pub fn check(data: &[u8]) {
-    let (program, params) = match data.get(..4) {
-        Some(n) => {
-            let n = u32::from_le_bytes([n[0], n[1], n[2], n[3]]) as usize;
-            match data[4..].len().checked_sub(n) {
-                Some(_) => data[4..].split_at(n),
-                None => (data, &[][..]),
-            }
-        }
-        None => (data, &[][..]),
-    };
+    let (program, params) = crate::common::split_prefixed(data);
     let path = Path::new("<fuzz>");
     let desc = parse_program_desc(program, path);
     let pir = parse_pir_json(program, path);

@@ -13,32 +13,12 @@ use paramdex::TensorStore;
 
 fn dir() -> &'static PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let base = std::path::Path::new("/dev/shm");
-        let d = if base.is_dir() {
-            tempfile::Builder::new()
-                .prefix("pdx-fuzz-tf")
-                .tempdir_in(base)
-        } else {
-            tempfile::Builder::new().prefix("pdx-fuzz-tf").tempdir()
-        }
-        .expect("a temporary directory for the fuzzer");
-        d.keep()
-    })
+    DIR.get_or_init(|| crate::common::scratch_dir("pdx-fuzz-tf"))
 }
 
 /// Runs the checks on one input (the body of the fuzz target).
 pub fn check(data: &[u8]) {
-    let (index, shard) = match data.get(..4) {
-        Some(n) => {
-            let n = u32::from_le_bytes([n[0], n[1], n[2], n[3]]) as usize;
-            match data[4..].len().checked_sub(n) {
-                Some(_) => data[4..].split_at(n),
-                None => (data, &[][..]),
-            }
-        }
-        None => (data, &[][..]),
-    };
+    let (index, shard) = crate::common::split_prefixed(data);
     let prefix = dir().join("ck");
     std::fs::write(index_path(&prefix), index).expect("write index");
     std::fs::write(data_path(&prefix, 0, 1), shard).expect("write shard");

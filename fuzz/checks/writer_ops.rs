@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, Seek, SeekFrom, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -126,18 +126,7 @@ impl WriteBackend for Faulty {
 
 fn dir() -> &'static PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let base = Path::new("/dev/shm");
-        let d = if base.is_dir() {
-            tempfile::Builder::new()
-                .prefix("pdx-fuzz-w")
-                .tempdir_in(base)
-        } else {
-            tempfile::Builder::new().prefix("pdx-fuzz-w").tempdir()
-        }
-        .expect("a temporary directory for the fuzzer");
-        d.keep()
-    })
+    DIR.get_or_init(|| crate::common::scratch_dir("pdx-fuzz-w"))
 }
 
 struct Expect {

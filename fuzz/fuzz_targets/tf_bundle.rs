@@ -2,6 +2,8 @@
 //! `tests/fuzz_regressions.rs`, which replays every seed and every past finding.
 #![no_main]
 
+#[path = "../checks/common.rs"]
+mod common;
 #[path = "../checks/tf_bundle.rs"]
 mod checks;
 
