@@ -56,6 +56,7 @@ pub mod recover;
 pub mod safetensors;
 #[cfg_attr(not(test), deny(clippy::cast_possible_truncation))]
 pub mod source;
+pub mod staging;
 #[cfg_attr(not(test), deny(clippy::cast_possible_truncation))]
 pub mod table;
 // TensorFlow's ordered-code slice keys and big-endian checkpoints are big-endian by definition.

@@ -381,16 +381,7 @@ pub fn write_safetensors(
             },
         ));
     }
-    let dir = match dst.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => std::path::PathBuf::from("."),
-    };
-    let temp = tempfile::Builder::new()
-        .prefix(".paramdex-")
-        .suffix(".safetensors-tmp")
-        .tempfile_in(&dir)
-        .map_err(|e| Error::io(format!("creating a temporary file in {}", dir.display()), e))?
-        .into_temp_path();
+    let temp = crate::staging::temp_beside(dst, ".safetensors-tmp")?.into_temp_path();
     let info = (!metadata.is_empty()).then(|| metadata.to_strings());
     let written = safetensors::serialize_to_file(views, info, &temp);
     if let Some(e) = failed.into_inner().unwrap_or_else(|p| p.into_inner()) {

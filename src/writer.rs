@@ -17,6 +17,7 @@ use crate::entry::{Dims, FileHeader, IndexEntry, FORMAT_VERSION, TF_BUNDLE_VERSI
 use crate::error::{Error, IoContext, Result};
 use crate::name::{self, MAX_NAME_LEN};
 use crate::record::{self, RecordSpec, MAX_ALIGNMENT};
+use crate::staging;
 use crate::table::{Compression, TableBuilder, TableOptions};
 
 /// Default data alignment: a cache line, and enough for any SIMD load.
@@ -237,21 +238,7 @@ impl Writer {
             compression: opts.compression,
         }
         .validate()?;
-        let file_name = path.file_name().ok_or_else(|| {
-            Error::InvalidArgument(format!("{} does not name a file", path.display()))
-        })?;
-        let dir = match path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        let mut prefix = std::ffi::OsString::from(".");
-        prefix.push(file_name);
-        prefix.push(".");
-        let temp = tempfile::Builder::new()
-            .prefix(&prefix)
-            .suffix(".pdx-tmp")
-            .tempfile_in(&dir)
-            .ctx("creating a temporary file in", &dir)?;
+        let temp = staging::temp_beside(path, ".pdx-tmp")?;
         let (file, temp_path) = temp.into_parts();
         Ok(Writer {
             final_path: path.to_path_buf(),
@@ -633,7 +620,7 @@ impl Writer {
             )
         })?;
         if self.opts.sync {
-            sync_parent_dir(&path)?;
+            staging::sync_dir(&staging::parent_dir(&path))?;
         }
         Ok(FinishStats {
             tensors: self.entries.len() as u64,
@@ -721,24 +708,6 @@ fn header_fits(name: &[u8], layout: record::HeaderLayout) -> Result<record::Head
         });
     }
     Ok(layout)
-}
-
-/// Makes a rename durable by syncing the directory that holds `path` (no-op where directories
-/// cannot be opened, such as Windows).
-fn sync_parent_dir(path: &Path) -> Result<()> {
-    #[cfg(unix)]
-    {
-        let dir = match path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => Path::new("."),
-        };
-        File::open(dir)
-            .and_then(|d| d.sync_all())
-            .ctx("syncing directory", dir)?;
-    }
-    #[cfg(not(unix))]
-    let _ = path;
-    Ok(())
 }
 
 /// A tensor being streamed into a [`Writer`]; see [`Writer::begin`].

@@ -423,6 +423,25 @@ fn dropped_writer_leaves_nothing_and_keeps_the_previous_file() {
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
 }
 
+/// A finished file has the permissions of any file the process creates (0666 less the umask),
+/// not the owner-only mode of a temporary file: a checkpoint saved by a trainer must be
+/// readable by the server that loads it.
+#[cfg(unix)]
+#[test]
+fn finished_files_have_ordinary_permissions() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let plain = dir.path().join("plain");
+    std::fs::write(&plain, b"").unwrap();
+    let expected = std::fs::metadata(&plain).unwrap().permissions().mode() & 0o777;
+    let path = dir.path().join("m.pdx");
+    let mut w = Writer::create(&path).unwrap();
+    w.add("a", Tensor::new(DType::Int8, &[1], &[1])).unwrap();
+    w.finish().unwrap();
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, expected, "{mode:o} vs {expected:o}");
+}
+
 #[test]
 fn recover_restores_complete_records_of_a_torn_file() {
     let dir = tempfile::tempdir().unwrap();

@@ -677,7 +677,7 @@ pub fn recover(ui: Ui, torn: &Path, out: &Path) -> Result<ExitCode> {
         let src = paramdex::source::Source::map(torn)?;
         if let Some(len) = paramdex::meta::last_complete_len(&src) {
             let bytes = &src[..len as usize];
-            copy_atomically(bytes, out)?;
+            paramdex::staging::write_atomically(bytes, out)?;
             Reader::open(out)?.verify()?;
             ui.say(format!(
                 "{} ends with an incomplete index ({} bytes, an interrupted `meta --set`); \
@@ -709,21 +709,4 @@ pub fn recover(ui: Ui, torn: &Path, out: &Path) -> Result<ExitCode> {
         ))?;
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Writes `bytes` to `out` through a synced temporary file renamed into place.
-fn copy_atomically(bytes: &[u8], out: &Path) -> Result<()> {
-    let dir = match out.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let ctx = |what: &str, e: std::io::Error| Error::io(format!("{what} {}", out.display()), e);
-    let mut t = tempfile::Builder::new()
-        .prefix(".paramdex-recover-")
-        .tempfile_in(&dir)
-        .map_err(|e| ctx("creating a temporary file for", e))?;
-    t.write_all(bytes).map_err(|e| ctx("writing", e))?;
-    t.as_file().sync_all().map_err(|e| ctx("syncing", e))?;
-    t.persist(out).map_err(|e| ctx("renaming into", e.error))?;
-    Ok(())
 }

@@ -201,19 +201,7 @@ fn write_record(
 /// Writes `dst` through a temporary file in its directory: `fill`, flush, fsync, rename. On
 /// error the temporary file is removed and `dst` is untouched.
 fn atomic_write(dst: &Path, fill: impl FnOnce(&mut dyn Write) -> Result<()>) -> Result<()> {
-    let dir = match dst.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let base = dst
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = tempfile::Builder::new()
-        .prefix(&format!(".{base}."))
-        .suffix(".pdx-tmp")
-        .tempfile_in(dir)
-        .ctx("creating a temporary file in", dir)?;
+    let tmp = crate::staging::temp_beside(dst, ".pdx-tmp")?;
     let mut w = std::io::BufWriter::new(tmp);
     fill(&mut w)?;
     let tmp = w

@@ -1,7 +1,6 @@
 //! Writing TensorFlow checkpoints: a plain bundle from any store ([`write_bundle`]), and a
 //! zero-copy export of a native file ([`export_tf`]).
 
-use std::ffi::OsString;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -17,6 +16,7 @@ use crate::error::{Error, IoContext, Result};
 use crate::name::display;
 use crate::proto::tensorflow::{BundleHeaderProto, VersionDef};
 use crate::reader::Reader;
+use crate::staging;
 use crate::table::{TableBuilder, TableOptions};
 
 /// TensorFlow's `DT_STRING`.
@@ -33,15 +33,9 @@ pub struct ExportReport {
     pub copied: bool,
 }
 
-/// The directory that holds `path` (`.` for a bare file name) and its file name.
-fn split(path: &Path) -> Result<(PathBuf, OsString)> {
-    let name = path.file_name().ok_or_else(|| {
-        Error::InvalidArgument(format!("{} does not name a file", path.display()))
-    })?;
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
+/// The directory that holds `path` (`.` for a bare file name), which must exist.
+fn existing_dir(path: &Path) -> Result<PathBuf> {
+    let dir = staging::parent_dir(path);
     if !dir.is_dir() {
         return Err(Error::io(
             format!("writing checkpoint {}", path.display()),
@@ -51,30 +45,7 @@ fn split(path: &Path) -> Result<(PathBuf, OsString)> {
             ),
         ));
     }
-    Ok((dir, name.to_os_string()))
-}
-
-/// A temporary file next to `target`, removed on drop unless persisted.
-fn temp_next_to(target: &Path) -> Result<tempfile::NamedTempFile> {
-    let (dir, name) = split(target)?;
-    let mut prefix = OsString::from(".");
-    prefix.push(&name);
-    prefix.push(".");
-    tempfile::Builder::new()
-        .prefix(&prefix)
-        .suffix(".tf-tmp")
-        .tempfile_in(&dir)
-        .ctx("creating a temporary file in", &dir)
-}
-
-/// Makes the rename of a file in `dir` durable (no-op where directories cannot be opened).
-fn sync_dir(dir: &Path) {
-    #[cfg(unix)]
-    if let Ok(d) = File::open(dir) {
-        let _ = d.sync_all();
-    }
-    #[cfg(not(unix))]
-    let _ = dir;
+    Ok(dir)
 }
 
 /// Whether `a` and `b` exist and are the same file (same device and inode).
@@ -101,7 +72,7 @@ fn place(src: &Path, target: &Path) -> Result<bool> {
         return Ok(false);
     }
     // A unique unused name: create a temporary file, then replace it by the link.
-    let tmp = temp_next_to(target)?.into_temp_path();
+    let tmp = staging::temp_beside(target, ".tf-tmp")?.into_temp_path();
     std::fs::remove_file(&tmp).ctx("removing", &tmp)?;
     let copied = match std::fs::hard_link(src, &tmp) {
         Ok(()) => false,
@@ -135,12 +106,12 @@ pub fn export_tf(native: &Path, prefix: &Path) -> Result<ExportReport> {
     let _reader = Reader::open(native)?;
     let index = index_path(prefix);
     let data = data_path(prefix, 0, 1);
-    let (dir, _) = split(&index)?;
+    let dir = existing_dir(&index)?;
     let mut copied = place(native, &index)?;
     // Linking the data name to the index name: when the index had to be copied, the data name
     // shares that copy instead of making a second one.
     copied |= place(&index, &data)?;
-    sync_dir(&dir);
+    staging::sync_dir(&dir)?;
     Ok(ExportReport {
         index_path: index,
         data_path: data,
@@ -157,11 +128,11 @@ pub fn export_tf(native: &Path, prefix: &Path) -> Result<ExportReport> {
 pub fn write_bundle(store: &dyn TensorStore, prefix: &Path) -> Result<u64> {
     let index_target = index_path(prefix);
     let data_target = data_path(prefix, 0, 1);
-    let (dir, _) = split(&index_target)?;
+    let dir = existing_dir(&index_target)?;
     let list = store.list()?;
 
-    let data_tmp = temp_next_to(&data_target)?;
-    let index_tmp = temp_next_to(&index_target)?;
+    let data_tmp = staging::temp_beside(&data_target, ".tf-tmp")?;
+    let index_tmp = staging::temp_beside(&index_target, ".tf-tmp")?;
     let mut data_out = BufWriter::with_capacity(8 << 20, data_tmp.as_file());
     let mut index_out = BufWriter::new(index_tmp.as_file());
     let mut table = TableBuilder::new(&mut index_out, 0, TableOptions::default())?;
@@ -239,6 +210,6 @@ pub fn write_bundle(store: &dyn TensorStore, prefix: &Path) -> Result<u64> {
             )
         })?;
     }
-    sync_dir(&dir);
+    staging::sync_dir(&dir)?;
     Ok(list.len() as u64)
 }
