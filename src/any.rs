@@ -227,8 +227,13 @@ pub fn open_any(path: impl AsRef<Path>) -> Result<Box<dyn TensorStore>> {
             ),
         ));
     }
+    let kinds = "a paramdex file, a safetensors file, a TensorFlow checkpoint or a Paddle model/tensor file";
+    let detail = match std::fs::metadata(path) {
+        Ok(m) if m.is_file() && m.len() == 0 => format!("the file is empty: not {kinds}"),
+        _ => format!("not {kinds}"),
+    };
     Err(Error::UnrecognizedFormat {
         path: path.display().to_string(),
-        detail: "not a paramdex file, TensorFlow checkpoint or Paddle model/tensor file".into(),
+        detail,
     })
 }

@@ -418,6 +418,10 @@ fn missing_shard_fails_only_its_tensors() {
     assert!(ck.load(b"dev0/var").unwrap().is_some());
     let e = ck.load(b"dev1/var").unwrap_err().to_string();
     assert!(e.contains(&gone.display().to_string()), "{e}");
+    assert!(e.contains("data shard 1 of 3"), "{e}");
+    assert!(e.contains("which holds tensor dev1/var"), "{e}");
+    // Listing numeric tensors needs the index only.
+    assert!(ck.list().unwrap().iter().any(|t| t.name == b"dev1/var"));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -333,8 +333,22 @@ impl TfCheckpoint {
 
     /// The stored bytes of an entry (bounds-checked against its shard) and the shard's path.
     fn raw(&self, name: &[u8], e: &Entry) -> Result<(&[u8], String)> {
-        let src = self.shard(e.shard)?;
         let path = path_str(&self.data_path(e.shard));
+        // Say which shard and tensor: a missing data file is the usual way a checkpoint is
+        // incomplete (a partial copy or download), and the index alone cannot tell.
+        let src = self.shard(e.shard).map_err(|err| match err {
+            Error::Io { source, .. } => Error::io(
+                format!(
+                    "opening data shard {} of {} of checkpoint {} ({path}), which holds tensor {}",
+                    e.shard,
+                    self.num_shards,
+                    self.prefix.display(),
+                    key_display(name)
+                ),
+                source,
+            ),
+            other => other,
+        })?;
         let range = usize::try_from(e.offset)
             .ok()
             .zip(usize::try_from(e.size).ok())
