@@ -198,6 +198,58 @@ fn generated_models_and_per_variable_dirs() {
     }
 }
 
+/// PIR programs Paddle 3.3.1 wrote that a reader of parameter ops can get wrong: an RNN's
+/// non-persistable dropout state (declared, never stored), one parameter declared by several
+/// ops (tied weights; the dropout state of every RNN layer), a model without parameters (no
+/// `.pdiparams` at all).
+#[test]
+fn pir_cases_rnn_tied_and_parameterless() {
+    let dir = data_dir().join("pir_cases");
+    let m = read_json(&dir.join("manifest.json"));
+    let mut seen = Vec::new();
+    for model in m["models"].as_array().unwrap() {
+        let case = model["case"].as_str().unwrap();
+        seen.push(case.to_string());
+        let want: Vec<&Value> = model["tensors"].as_array().unwrap().iter().collect();
+        for p in [
+            dir.join(model["prefix"].as_str().unwrap()),
+            dir.join(model["program"].as_str().unwrap()),
+        ] {
+            let store = open_any(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+            assert_eq!(store.format(), Format::PaddleModel);
+            check_store(case, store.as_ref(), &want);
+        }
+        let json = fs::read_to_string(dir.join(model["program"].as_str().unwrap())).unwrap();
+        match case {
+            "rnn" => {
+                assert_eq!(want.len(), 12);
+                assert!(json.contains("dropout_state__non_persistable"));
+                assert!(!want
+                    .iter()
+                    .any(|t| t["name"].as_str().unwrap().contains("dropout_state")));
+            }
+            "tied" => {
+                assert_eq!(want.len(), 3);
+                assert_eq!(json.matches("\"shared_w\"").count(), 2);
+            }
+            "noparams" => {
+                assert!(want.is_empty());
+                assert!(!dir.join("noparams/m.pdiparams").exists());
+            }
+            other => panic!("unexpected case {other}"),
+        }
+    }
+    assert_eq!(seen, ["rnn", "tied", "noparams"]);
+    // A program that declares parameters still needs its .pdiparams.
+    let t = tmp();
+    fs::copy(dir.join("tied/m.json"), t.path().join("m.json")).unwrap();
+    let e = open_err(&t.path().join("m"));
+    assert!(
+        e.contains("declaring 3 parameters") && e.contains("does not exist"),
+        "{e}"
+    );
+}
+
 /// The same model through every way of naming it.
 #[test]
 fn model_detection_forms() {
@@ -511,7 +563,11 @@ fn program_and_records_must_agree() {
         t.path().join("m.json"),
     )
     .unwrap();
-    assert!(open_err(&t.path().join("m")).contains("no parameters"));
+    let e = open_err(&t.path().join("m"));
+    assert!(
+        e.contains("declaring 4 parameters") && e.contains("does not exist"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -102,14 +102,7 @@ fn detect(path: &Path) -> Result<Option<PaddleStore>> {
         Err(e) if e.kind() == ErrorKind::NotFound => {
             if let Some(prog) = find_program(path) {
                 if prog.extension().is_some_and(|e| e == "pdmodel") || is_pir_json(&prog) {
-                    return Err(unrecognized(
-                        path,
-                        format!(
-                            "found the program {} but no parameters {}",
-                            prog.display(),
-                            params.display()
-                        ),
-                    ));
+                    return program_without_params(&prog, &params).map(Some);
                 }
             }
             return Ok(None);
@@ -167,13 +160,7 @@ fn detect_file(path: &Path) -> Result<Option<PaddleStore>> {
                 return open_dir_with_program(dir, path).map(Some);
             }
             None if is_desc || is_pir_json(path) => {
-                return Err(unrecognized(
-                    path,
-                    format!(
-                        "a Paddle program without its parameters: {} does not exist",
-                        path.with_extension("pdiparams").display()
-                    ),
-                ))
+                return program_without_params(path, &path.with_extension("pdiparams")).map(Some)
             }
             None => return Ok(None),
         }
@@ -248,6 +235,23 @@ pub fn open_model(params: &Path, program: &Path) -> Result<PaddleStore> {
     let src = Source::map(params)?;
     check_pickle(params, &src)?;
     open_model_with(params, src, program)
+}
+
+/// A model whose `.pdiparams` does not exist: valid when its program declares no parameters
+/// (Paddle then writes no `.pdiparams`), and an error naming the missing file otherwise.
+fn program_without_params(program: &Path, params: &Path) -> Result<PaddleStore> {
+    let prog = load_program(program)?;
+    if !prog.params.is_empty() {
+        return Err(unrecognized(
+            program,
+            format!(
+                "a Paddle program declaring {} parameters, but its parameters file {} does not exist",
+                prog.params.len(),
+                params.display()
+            ),
+        ));
+    }
+    PaddleStore::new(Format::PaddleModel, Some(prog), Vec::new(), Vec::new())
 }
 
 fn open_model_with(params: &Path, src: Source, program: &Path) -> Result<PaddleStore> {

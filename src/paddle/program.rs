@@ -4,7 +4,12 @@
 //!   `persistable = true`, excluding `feed` (type 9), `fetch` (10) and RAW (17), as Paddle's C++
 //!   inference loader does (`paddle/fluid/inference/io.cc`).
 //! - PIR `.json` (the default since Paddle 3): the parameter ops (`"#":"p"`) of the program's
-//!   top-level blocks; the name is the fourth element of their `"A"` array.
+//!   top-level blocks whose output is persistable (the first element of their `"OA"` array is
+//!   not 0; an op without `"OA"` counts as persistable); the name is the fourth element of
+//!   their `"A"` array.
+//!
+//! A name declared more than once (a parameter shared by several ops) is one parameter, provided
+//! the declarations agree on dtype and dims.
 //!
 //! Either way the `.pdiparams` records follow the names in bytewise order (Paddle sorts them),
 //! so [`Program::params`] is sorted. The program's declared dtype and dims are kept, where it
@@ -51,6 +56,33 @@ pub struct ParamDecl {
 }
 
 impl ParamDecl {
+    /// Folds a second declaration of the same parameter into this one: what either states is
+    /// kept; a dtype or dims that contradict each other are an error (its text says how).
+    fn merge(&mut self, other: ParamDecl) -> std::result::Result<(), String> {
+        match (self.dtype, other.dtype) {
+            (Some(a), Some(b)) if a != b => return Err(format!("{a} and {b}")),
+            (None, b) => self.dtype = b,
+            _ => {}
+        }
+        match (&mut self.dims, other.dims) {
+            (Some(a), Some(b)) => {
+                let agree =
+                    a.len() == b.len() && a.iter().zip(&b).all(|(&x, &y)| x == y || x < 0 || y < 0);
+                if !agree {
+                    return Err(format!("dims {a:?} and {b:?}"));
+                }
+                for (x, y) in a.iter_mut().zip(b) {
+                    if *x < 0 {
+                        *x = y;
+                    }
+                }
+            }
+            (a @ None, b) => *a = b,
+            (Some(_), None) => {}
+        }
+        Ok(())
+    }
+
     /// Whether a record's dtype and shape agree with this declaration (unknowns agree).
     pub fn accepts(&self, dtype: DType, dims: &[u64]) -> bool {
         let dtype_ok = match self.dtype {
@@ -82,8 +114,9 @@ pub struct Program {
     pub params: Vec<ParamDecl>,
 }
 
-/// Reads and parses the program at `path`, detecting the serialization by content (a JSON
-/// object starts with `{`; anything else is parsed as a `ProgramDesc`).
+/// Reads and parses the program at `path`, detecting the serialization by name and content (a
+/// `.json` file, or anything starting with `{`, is PIR JSON; anything else is parsed as a
+/// `ProgramDesc`).
 ///
 /// # Errors
 ///
@@ -104,7 +137,8 @@ pub fn load_program(path: &Path) -> Result<Program> {
     }
     let bytes = std::fs::read(path).ctx("reading", path)?;
     let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
-    let (kind, params) = if first == Some(&b'{') {
+    let json_name = path.extension().is_some_and(|e| e == "json");
+    let (kind, params) = if first == Some(&b'{') || json_name {
         (ProgramKind::PirJson, parse_pir_json(&bytes, path)?)
     } else {
         (ProgramKind::ProgramDesc, parse_program_desc(&bytes, path)?)
@@ -137,13 +171,24 @@ fn finish(mut params: Vec<ParamDecl>, path: &Path) -> Result<Vec<ParamDecl>> {
         }
     }
     params.sort_by(|a, b| a.name.cmp(&b.name));
-    if let Some(w) = params.windows(2).find(|w| w[0].name == w[1].name) {
-        return Err(corrupt(
-            path,
-            format!("parameter {} is declared twice", display(&w[0].name)),
-        ));
+    // A parameter used by several ops can be declared once per use (weight tying in a static
+    // graph, the shared dropout state of every RNN layer in PIR); Paddle stores it once.
+    let mut unique: Vec<ParamDecl> = Vec::with_capacity(params.len());
+    for p in params {
+        match unique.last_mut() {
+            Some(last) if last.name == p.name => last.merge(p).map_err(|detail| {
+                corrupt(
+                    path,
+                    format!(
+                        "parameter {} is declared twice with different types: {detail}",
+                        display(&last.name)
+                    ),
+                )
+            })?,
+            _ => unique.push(p),
+        }
     }
-    Ok(params)
+    Ok(unique)
 }
 
 /// The parameters of a legacy `ProgramDesc` (`.pdmodel`), sorted bytewise.
@@ -318,6 +363,17 @@ pub fn parse_pir_json(bytes: &[u8], path: &Path) -> Result<Vec<ParamDecl>> {
                             ),
                         )
                     })?;
+                // "OA" holds the output's attributes [persistable, stop_gradient, trainable].
+                // Paddle saves and loads only persistable parameters: an RNN's dropout state
+                // is declared as a non-persistable parameter and has no record.
+                let persistable = op
+                    .get("OA")
+                    .and_then(Value::as_array)
+                    .and_then(|a| a.first())
+                    .is_none_or(|v| v.as_i64() != Some(0) && v.as_bool() != Some(false));
+                if !persistable {
+                    continue;
+                }
                 let (dtype, dims) = pir_output_type(op);
                 params.push(ParamDecl {
                     name: name.as_bytes().to_vec(),
@@ -358,6 +414,31 @@ mod tests {
         assert!(!ps[1].accepts(DType::BFloat16, &[2]));
     }
 
+    /// Real Paddle 3.3.1 output: an LSTM's dropout state is a parameter op whose output is not
+    /// persistable (`"OA":[0,1,0]`) and has no record; tied weights and the dropout state of
+    /// every RNN layer are declared once per use.
+    #[test]
+    fn pir_json_skips_non_persistable_and_folds_repeated_declarations() {
+        let j = br##"{"base_code":{"magic":"pir","version":4},"program":{"regions":[{"blocks":[{"ops":[
+            {"#":"p","A":[0,1,1,"lstm_0.dropout_state__non_persistable"],"DA":[],"O":{"%":1,"TT":{"#":"0.t_dtensor","D":[{"#":"0.t_ui8"},[],"NCHW",[],0]}},"OA":[0,1,0],"QA":[]},
+            {"#":"p","A":[0,1,1,"lstm_cell_0.b_0"],"DA":[],"O":{"%":2,"TT":{"#":"0.t_dtensor","D":[{"#":"0.t_f32"},[32],"NCHW",[],0]}},"OA":[1,0,1],"QA":[]},
+            {"#":"p","A":[0,1,1,"shared_w"],"O":{"%":3,"TT":{"#":"0.t_dtensor","D":[{"#":"0.t_f32"},[-1,4],"NCHW",[],0]}},"OA":[1,0,1]},
+            {"#":"p","A":[0,1,1,"shared_w"],"O":{"%":4,"TT":{"#":"0.t_dtensor","D":[{"#":"0.t_f32"},[3,-1],"NCHW",[],0]}},"OA":[1,0,1]},
+            {"#":"p","A":[0,1,1,"shared_w"],"O":{"%":5,"TT":{"#":"0.t_vec","D":[]}}}
+        ]}]}]}}"##;
+        let ps = parse_pir_json(j, p()).unwrap();
+        let names: Vec<&[u8]> = ps.iter().map(|d| d.name.as_slice()).collect();
+        assert_eq!(names, [&b"lstm_cell_0.b_0"[..], b"shared_w"]);
+        assert_eq!(ps[1].dtype, Some(DType::Float32));
+        assert_eq!(ps[1].dims, Some(vec![3, 4]));
+        let clash = br##"{"base_code":{"magic":"pir"},"program":{"regions":[{"blocks":[{"ops":[
+            {"#":"p","A":[0,0,0,"x"],"O":{"%":1,"TT":{"#":"0.t_dtensor","D":[{"#":"0.t_f32"},[2,3],"NCHW",[],0]}}},
+            {"#":"p","A":[0,0,0,"x"],"O":{"%":2,"TT":{"#":"0.t_dtensor","D":[{"#":"0.t_f32"},[2],"NCHW",[],0]}}}
+        ]}]}]}}"##;
+        let e = parse_pir_json(clash, p()).unwrap_err().to_string();
+        assert!(e.contains("dims [2, 3] and [2]"), "{e}");
+    }
+
     #[test]
     fn pir_json_errors() {
         let cases: [(&[u8], &str); 6] = [
@@ -369,8 +450,11 @@ mod tests {
                 "without a name",
             ),
             (
-                br##"{"base_code":{"magic":"pir"},"program":{"regions":[{"blocks":[{"ops":[{"#":"p","A":[0,0,0,"x"]},{"#":"p","A":[0,0,0,"x"]}]}]}]}}"##,
-                "declared twice",
+                br##"{"base_code":{"magic":"pir"},"program":{"regions":[{"blocks":[{"ops":[
+                    {"#":"p","A":[0,0,0,"x"],"O":{"%":1,"TT":{"#":"0.t_dtensor","D":[{"#":"0.t_f32"},[2],"NCHW",[],0]}}},
+                    {"#":"p","A":[0,0,0,"x"],"O":{"%":2,"TT":{"#":"0.t_dtensor","D":[{"#":"0.t_f16"},[2],"NCHW",[],0]}}}
+                ]}]}]}}"##,
+                "declared twice with different types: float32 and float16",
             ),
             (
                 br##"{"base_code":{"magic":"pir"},"program":{"regions":[{"blocks":[{"ops":[{"#":"p","A":[0,0,0,""]}]}]}]}}"##,

@@ -7,8 +7,8 @@ mismatch:
 
 1. every Paddle fixture in tests/data/paddle read by paramdex (`ls --json`, `get --format raw`)
    equals its manifest: names, dtype, shape, LoD, sha256 of the data;
-2. models: `convert PREFIX m.pdx` then `convert m.pdx OUT --to paddle` gives Paddle's own
-   .pdiparams byte for byte, and `paddle.static.load_inference_model` of OUT with the original
+2. models (also tests/data/paddle/pir_cases: RNN, tied weights): `convert PREFIX m.pdx` then
+   `convert m.pdx OUT --to paddle` gives Paddle's own .pdiparams byte for byte, and `paddle.static.load_inference_model` of OUT with the original
    program reproduces the reference forward pass (legacy and PIR);
 3. `--to paddle-tensor` output read by `paddle.base.core.load_dense_tensor` equals the original
    (dtype, shape, LoD, bytes), single files and per-variable directories;
@@ -302,6 +302,7 @@ def drive(work, jobs):
     lod = load(os.path.join(DATA, "lod", "manifest.json"))
     inf = load(os.path.join(DATA, "inference", "manifest.json"))
     gen = load(os.path.join(DATA, "models", "manifest.json"))
+    pir_cases = load(os.path.join(DATA, "pir_cases", "manifest.json"))
 
     # 1. Fixtures read by paramdex.
     lod_files = [t for t in lod["tensors"] if "/" not in t["file"]]
@@ -320,6 +321,8 @@ def drive(work, jobs):
         check_read(f"read models/{m['prefix']}", os.path.join(DATA, "models", m["prefix"]), m["tensors"])
     for d in gen["per_variable_dirs"]:
         check_read(f"read models/{d['dir']}", os.path.join(DATA, "models", d["dir"]), d["tensors"])
+    for m in pir_cases["models"]:
+        check_read(f"read pir_cases/{m['prefix']}", os.path.join(DATA, "pir_cases", m["prefix"]), m["tensors"])
 
     # 2. Models: Paddle -> paramdex -> Paddle, byte-exact, and the forward pass.
     rng_x = {"shape": [2, 8], "values": [((i * 37) % 17 - 8) / 8.0 for i in range(16)]}
@@ -341,6 +344,18 @@ def drive(work, jobs):
             "prefix": os.path.join(DATA, "models", m["prefix"]),
             "program": os.path.join(DATA, "models", m["program"]),
             "params": os.path.join(DATA, "models", m["params"]),
+            "x": {"shape": ref["x"]["shape"], "values": ref["x"]["values"]},
+            "y": ref["y"], "tensors": m["tensors"],
+        })
+    for m in pir_cases["models"]:
+        if not m["params"]:
+            continue  # no parameters: nothing to write back
+        ref = m["reference_run"]
+        models.append({
+            "label": f"pir_cases/{m['case']}", "mode": "pir",
+            "prefix": os.path.join(DATA, "pir_cases", m["prefix"]),
+            "program": os.path.join(DATA, "pir_cases", m["program"]),
+            "params": os.path.join(DATA, "pir_cases", m["params"]),
             "x": {"shape": ref["x"]["shape"], "values": ref["x"]["values"]},
             "y": ref["y"], "tensors": m["tensors"],
         })
