@@ -230,6 +230,10 @@ pub fn open_any(path: impl AsRef<Path>) -> Result<Box<dyn TensorStore>> {
     let kinds = "a paramdex file, a safetensors file, a TensorFlow checkpoint or a Paddle model/tensor file";
     let detail = match std::fs::metadata(path) {
         Ok(m) if m.is_file() && m.len() == 0 => format!("the file is empty: not {kinds}"),
+        Ok(m) if m.is_dir() => format!(
+            "a directory holding no checkpoint, model or tensor files: not {kinds}, nor a \
+             directory of them"
+        ),
         _ => format!("not {kinds}"),
     };
     Err(Error::UnrecognizedFormat {

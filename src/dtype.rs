@@ -141,7 +141,7 @@ impl DType {
         Self::from_paddle(code).ok_or(Error::UnknownDType {
             system: "paddle",
             code,
-            name: None,
+            location: None,
         })
     }
 
@@ -150,7 +150,7 @@ impl DType {
         Self::from_tf(code).ok_or(Error::UnknownDType {
             system: "tensorflow",
             code,
-            name: None,
+            location: None,
         })
     }
 }

@@ -77,14 +77,15 @@ pub enum Error {
     },
 
     /// A dtype number that this format does not define.
-    #[error("unknown {system} dtype number {code}{}", name.as_deref().map(|n| format!(" for tensor {n}")).unwrap_or_default())]
+    #[error("unknown {system} dtype number {code}{}", location.as_deref().map(|l| format!(" ({l})")).unwrap_or_default())]
     UnknownDType {
         /// Which numbering (`paddle`, `tensorflow`).
         system: &'static str,
         /// The number.
         code: i64,
-        /// The tensor concerned, if known.
-        name: Option<String>,
+        /// Where it was found, as far as known: file, tensor, offset (`tensor w`,
+        /// `model.pdiparams: tensor w: data_type field at offset 20`).
+        location: Option<String>,
     },
 
     /// A file written by a newer paramdex.
@@ -181,14 +182,19 @@ impl Error {
                 offset,
                 detail: format!("{ctx}: {detail}"),
             },
-            Error::UnknownDType { system, code, name } => Error::UnknownDType {
+            Error::UnknownDType {
                 system,
                 code,
-                name: Some(match name {
-                    Some(n) => format!("{ctx} [{n}]"),
+                location,
+            } => Error::UnknownDType {
+                system,
+                code,
+                location: Some(match location {
+                    Some(l) => format!("{ctx}: {l}"),
                     None => ctx.to_string(),
                 }),
             },
+
             Error::ChecksumMismatch {
                 what,
                 name,

@@ -255,7 +255,7 @@ impl Reader {
         let dtype = DType::from_tf(e.tf_dtype.into()).ok_or_else(|| Error::UnknownDType {
             system: "tensorflow",
             code: e.tf_dtype.into(),
-            name: Some(shown()),
+            location: Some(format!("tensor {}", shown())),
         })?;
         if e.num_slices != 0 || e.shard_id != 0 {
             return Err(bad(

@@ -604,9 +604,10 @@ fn parse_desc<'a>(desc: &'a [u8], base: u64) -> Result<Desc<'a>> {
     let dtype = DType::from_paddle(code).ok_or_else(|| Error::UnknownDType {
         system: "paddle",
         code,
-        name: Some(format!(
-            "{} (data_type field at offset {})",
-            name.map_or_else(|| "<unnamed>".to_string(), display),
+        location: Some(format!(
+            "{}data_type field at offset {}",
+            name.map(|n| format!("tensor {}: ", display(n)))
+                .unwrap_or_default(),
             at(base, code_pos)
         )),
     })?;
@@ -864,19 +865,22 @@ pub fn validate_lod(lod: &[Vec<u64>], dims: &[u64]) -> std::result::Result<(), S
             ));
         }
         let (limit, what) = match lod.get(i + 1) {
-            Some(next) => (
-                next.len() as u64 - 1,
-                format!(
-                    "the number of sequences in level {} ({})",
-                    i + 1,
-                    next.len() as u64 - 1
-                ),
-            ),
-            None => (rows, format!("the first dimension ({rows})")),
+            Some(next) => {
+                // Level i + 1 is checked for emptiness in the next round, but its sequence
+                // count is needed now.
+                let sequences = next.len().checked_sub(1).ok_or_else(|| {
+                    format!("LoD level {} is empty (it needs at least [0])", i + 1)
+                })?;
+                (
+                    sequences as u64,
+                    format!("level {} holds {sequences} sequences", i + 1),
+                )
+            }
+            None => (rows, format!("the first dimension is {rows}")),
         };
         if last != limit {
             return Err(format!(
-                "LoD level {i} ends at {last}, but {what} requires {limit}"
+                "LoD level {i} ends at {last}, but {what} (they must be equal)"
             ));
         }
     }
@@ -1492,7 +1496,13 @@ mod tests {
             .contains("first dimension"));
         assert!(validate_lod(&[vec![0, 2, 3], vec![0, 1, 7]], &[7])
             .unwrap_err()
-            .contains("level 1"));
+            .contains("level 1 holds 2 sequences"));
+        // An empty level after a full one (Paddle's loader reads such a file): an error, not an
+        // arithmetic underflow.
+        assert_eq!(
+            validate_lod(&[vec![0, 5], vec![]], &[5, 1]),
+            Err("LoD level 1 is empty (it needs at least [0])".into())
+        );
     }
 
     #[test]

@@ -585,6 +585,19 @@ fn directories_are_strict() {
     let e = open_err(&d);
     assert!(e.contains("sub/junk"), "{e}");
     fs::remove_file(d.join("sub/junk")).unwrap();
+    // A stray file that sorts first (README.md < a) is named too, not taken as proof that the
+    // directory is something else.
+    fs::write(d.join("README.md"), b"hi\n").unwrap();
+    let e = open_err(&d);
+    assert!(
+        e.contains("README.md is not a tensor record") && e.contains("per-variable"),
+        "{e}"
+    );
+    fs::remove_file(d.join("README.md")).unwrap();
+    // An empty directory says so.
+    let empty = t.path().join("empty");
+    fs::create_dir_all(&empty).unwrap();
+    assert!(open_err(&empty).contains("a directory holding no checkpoint"));
     // Two models in one directory are ambiguous.
     let m = t.path().join("two");
     fs::create_dir_all(&m).unwrap();
@@ -616,6 +629,49 @@ fn directories_are_strict() {
         let e = open_err(&d);
         assert!(e.contains("symbolic links to directories"), "{e}");
     }
+}
+
+/// The messages for damaged or misnamed single files say which file, which tensor and what.
+#[test]
+fn tensor_file_messages_name_file_and_cause() {
+    let t = tmp();
+    let plain = fs::read(data_dir().join("lod/plain_f32.lodtensor")).unwrap();
+    // A 2 GiB desc size: corruption of that file (exit 3 in the CLI), naming it.
+    let mut huge = plain.clone();
+    huge[16..20].copy_from_slice(&i32::MAX.to_le_bytes());
+    let p = t.path().join("huge.t");
+    fs::write(&p, &huge).unwrap();
+    let e = open_any(&p).map(|_| ()).unwrap_err();
+    assert!(matches!(e, Error::Corrupt { .. }), "{e}");
+    let e = e.to_string();
+    assert!(e.contains("huge.t: tensor huge.t") && e.contains("above the limit"), "{e}");
+    // An unknown dtype number: where it is, without placeholder text.
+    let mut odd = plain.clone();
+    assert_eq!(odd[20], 0x08, "data_type tag");
+    odd[21] = 99;
+    let p = t.path().join("odd.t");
+    fs::write(&p, &odd).unwrap();
+    let e = open_any(&p).map(|_| ()).unwrap_err().to_string();
+    assert!(
+        e.contains("unknown paddle dtype number 99 (")
+            && e.contains("odd.t: tensor odd.t: data_type field at offset 20"),
+        "{e}"
+    );
+    assert!(!e.contains("unnamed"), "{e}");
+    // A valid combined stream given as a tensor file: what it is, not "corrupt".
+    let p = t.path().join("all.bin");
+    fs::write(&p, legacy_params()).unwrap();
+    let e = open_any(&p).map(|_| ()).unwrap_err();
+    assert!(matches!(e, Error::UnrecognizedFormat { .. }), "{e}");
+    assert!(e.to_string().contains("combined parameter stream"), "{e}");
+    // A .json program that is not JSON is reported as bad JSON.
+    fs::write(t.path().join("j.json"), b"").unwrap();
+    fs::copy(
+        data_dir().join("inference/pir/model.pdiparams"),
+        t.path().join("j.pdiparams"),
+    )
+    .unwrap();
+    assert!(open_err(&t.path().join("j")).contains("not valid JSON"));
 }
 
 /// Hostile bytes in every position of a model's parameters or program: an error or a

@@ -450,7 +450,10 @@ pub fn exit_code_for(e: &Error) -> ExitCode {
 fn exit_status(e: &Error) -> u8 {
     match e {
         Error::NotFound { .. } => EXIT_NOT_FOUND,
-        Error::Corrupt { .. } | Error::ChecksumMismatch { .. } => EXIT_CORRUPT,
+        // A number read from a file beyond a documented limit is a corrupt (or hostile) file.
+        Error::Corrupt { .. }
+        | Error::ChecksumMismatch { .. }
+        | Error::LimitExceeded { at: Some(_), .. } => EXIT_CORRUPT,
         _ => EXIT_ERROR,
     }
 }

@@ -31,9 +31,24 @@ pub(crate) struct RecordInfo {
     pub(crate) lod: Vec<Vec<u64>>,
 }
 
-/// Adds the file and tensor to a record error, keeping its kind.
+/// Adds the file and tensor to a record error, keeping its kind; a limit exceeded by a number
+/// in the record (a 2 GiB desc size, 2^63 LoD levels), whose variant has no room for the file,
+/// becomes [`Error::Corrupt`] saying which file and tensor hold it.
 pub(crate) fn in_file(e: Error, path: &Path, tensor: &[u8]) -> Error {
-    e.context(&format!("{}: tensor {}", path.display(), display(tensor)))
+    let ctx = format!("{}: tensor {}", path.display(), display(tensor));
+    match e {
+        Error::LimitExceeded {
+            what,
+            value,
+            limit,
+            at: Some(offset),
+        } => Error::Corrupt {
+            what: "record",
+            offset,
+            detail: format!("{ctx}: {what} is {value}, above the limit of {limit}"),
+        },
+        e => e.context(&ctx),
+    }
 }
 
 /// Decodes the records of a combined `.pdiparams` (`buf`, the whole file at `path`) against
@@ -183,31 +198,35 @@ fn hint_truncated(e: Error) -> Error {
 ///
 /// # Errors
 ///
-/// [`Error::Corrupt`] naming the file and tensor when the record does not decode, or when bytes
-/// follow it (saying whether they are further records, i.e. a combined stream).
+/// [`Error::Corrupt`] naming the file and tensor when the record does not decode, or when
+/// stray bytes follow it; [`Error::UnrecognizedFormat`] when whole records follow it (a
+/// combined stream, which needs its program).
 pub(crate) fn single_record(buf: &[u8], path: &Path, name: &[u8]) -> Result<RecordInfo> {
     let (h, data) = decode_record(buf, 0).map_err(|e| in_file(e, path, name))?;
     let end = h.header_len + data.len();
     if end < buf.len() {
         let rest = &buf[end..];
         let (more, clean) = count_records(rest, end as u64);
-        let detail = if more > 0 && clean {
+        if more > 0 && clean {
+            // A valid file of another kind, not a damaged one: say what it is (exit 1, not 3).
             let stem = path.with_extension("");
-            format!(
-                "holds {} records, not one: this is a combined parameter stream (a .pdiparams), \
-                 and its names are in the model's program, which must be beside it as {}.json \
-                 or {}.pdmodel",
-                more + 1,
-                stem.display(),
-                stem.display()
-            )
-        } else {
-            let s = if rest.len() == 1 { "" } else { "s" };
-            format!(
-                "{} trailing byte{s} after the tensor (it ends at offset {end})",
-                rest.len()
-            )
-        };
+            return Err(Error::UnrecognizedFormat {
+                path: path.display().to_string(),
+                detail: format!(
+                    "holds {} records, not one: this is a combined parameter stream (a \
+                     .pdiparams), and its names are in the model's program, which must be \
+                     beside it as {}.json or {}.pdmodel",
+                    more + 1,
+                    stem.display(),
+                    stem.display()
+                ),
+            });
+        }
+        let s = if rest.len() == 1 { "" } else { "s" };
+        let detail = format!(
+            "{} trailing byte{s} after the tensor (it ends at offset {end})",
+            rest.len()
+        );
         return Err(Error::corrupt(
             "tensor file",
             end as u64,

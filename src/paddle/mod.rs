@@ -256,7 +256,31 @@ fn program_without_params(program: &Path, params: &Path) -> Result<PaddleStore> 
 
 fn open_model_with(params: &Path, src: Source, program: &Path) -> Result<PaddleStore> {
     let prog = load_program(program)?;
-    let recs = combined::match_records(&src, params, &prog)?;
+    let recs = combined::match_records(&src, params, &prog).map_err(|e| {
+        // Both program forms beside one .pdiparams: the .json was taken; say that the other
+        // one exists, as it may be the one that belongs to these parameters.
+        let other = match program.extension().and_then(|e| e.to_str()) {
+            Some("json") => program.with_extension("pdmodel"),
+            Some("pdmodel") => program.with_extension("json"),
+            _ => return e,
+        };
+        match e {
+            Error::Corrupt {
+                what,
+                offset,
+                detail,
+            } if other.is_file() => Error::Corrupt {
+                what,
+                offset,
+                detail: format!(
+                    "{detail} ({} was used; {} exists too: give it explicitly to use it)",
+                    program.display(),
+                    other.display()
+                ),
+            },
+            e => e,
+        }
+    })?;
     let entries = prog
         .params
         .iter()
@@ -329,7 +353,7 @@ pub fn open_dir(dir: &Path) -> Result<PaddleStore> {
     open_dir_detect(dir)?.ok_or_else(|| {
         unrecognized(
             dir,
-            "not a directory of Paddle per-variable files (its first file is not a tensor \
+            "not a directory of Paddle per-variable files (none of its files is a tensor \
              record)"
                 .into(),
         )
@@ -340,25 +364,40 @@ fn open_dir_detect(dir: &Path) -> Result<Option<PaddleStore>> {
     let mut files = Vec::new();
     scan_dir(dir, Vec::new(), 0, &mut files)?;
     files.sort_by(|a, b| a.0.cmp(&b.0));
-    let Some((_, first, _)) = files.first() else {
+    // Detection: some file must start like a record; otherwise this is some other directory
+    // (a pickle in it is reported, as the likely mistake). Then every file must be a record: a
+    // stray file (a README, .DS_Store) is named rather than ignored, as it could be a tensor
+    // file that was damaged.
+    let mut sample = None;
+    for (_, p, _) in &files {
+        let s = Source::map(p)?;
+        check_pickle(p, &s)?;
+        if looks_like_record(&s) {
+            sample = Some(p.clone());
+            break;
+        }
+    }
+    let Some(sample) = sample else {
         return Ok(None);
     };
-    // Detection: the first file must at least start like a record; otherwise this is some
-    // other directory (a pickle in it is reported, as the likely mistake).
-    let head = Source::map(first)?;
-    if !looks_like_record(&head) {
-        for (_, p, _) in &files {
-            let s = Source::map(p)?;
-            check_pickle(p, &s)?;
-        }
-        return Ok(None);
-    }
-    drop(head);
     let mut slots = Vec::with_capacity(files.len());
     let mut entries = Vec::with_capacity(files.len());
     for (i, (name, path, _)) in files.into_iter().enumerate() {
         let src = Source::map(&path)?;
         check_pickle(&path, &src)?;
+        if !looks_like_record(&src) {
+            return Err(unrecognized(
+                dir,
+                format!(
+                    "read as a directory of Paddle per-variable files ({} is a tensor record), \
+                     but {} is not a tensor record ({} bytes); remove it or give the files one \
+                     by one",
+                    sample.display(),
+                    path.display(),
+                    src.len()
+                ),
+            ));
+        }
         let rec = combined::single_record(&src, &path, &name)?;
         slots.push(FileSlot::lazy(path, src.len() as u64));
         entries.push(Entry { name, file: i, rec });
