@@ -644,7 +644,10 @@ fn tensor_file_messages_name_file_and_cause() {
     let e = open_any(&p).map(|_| ()).unwrap_err();
     assert!(matches!(e, Error::Corrupt { .. }), "{e}");
     let e = e.to_string();
-    assert!(e.contains("huge.t: tensor huge.t") && e.contains("above the limit"), "{e}");
+    assert!(
+        e.contains("huge.t: tensor huge.t") && e.contains("above the limit"),
+        "{e}"
+    );
     // An unknown dtype number: where it is, without placeholder text.
     let mut odd = plain.clone();
     assert_eq!(odd[20], 0x08, "data_type tag");

@@ -53,16 +53,18 @@ fn write_table(
     right: &[bool],
     rows: &[Vec<String>],
 ) -> std::io::Result<()> {
-    let mut width: Vec<usize> = head.iter().map(|h| h.chars().count()).collect();
+    // Terminal columns, not chars: CJK and emoji names take two columns, combining marks none.
+    let cols = |s: &str| unicode_width::UnicodeWidthStr::width(s);
+    let mut width: Vec<usize> = head.iter().map(|h| cols(h)).collect();
     for row in rows {
         for (i, c) in row.iter().enumerate() {
-            width[i] = width[i].max(c.chars().count());
+            width[i] = width[i].max(cols(c));
         }
     }
     let line = |out: &mut dyn Write, cells: &[String], heading: bool| -> std::io::Result<()> {
         let last = cells.len() - 1;
         for (i, c) in cells.iter().enumerate() {
-            let pad = width[i].saturating_sub(c.chars().count());
+            let pad = width[i].saturating_sub(cols(c));
             let sep = if i == last { "" } else { "  " };
             let (s, e) = match (heading, i) {
                 (true, _) => (HEAD.render().to_string(), HEAD.render_reset().to_string()),
