@@ -1,8 +1,9 @@
 //! Tensor names: arbitrary non-empty byte strings, ordered bytewise.
 //!
 //! Names are usually UTF-8, but TensorFlow and Paddle both allow any bytes, so paramdex does too.
-//! For display and JSON, [`display`] escapes every byte that is not part of valid UTF-8 as `\xNN`
-//! (and a literal backslash as `\\`), which is lossless; [`to_hex`] / [`from_hex`] give the exact bytes.
+//! For display and JSON, [`display`] escapes every byte that is not part of valid UTF-8, and
+//! every control character, as `\xNN` (and a literal backslash as `\\`), which is lossless;
+//! [`to_hex`] / [`from_hex`] give the exact bytes.
 
 use std::fmt::Write;
 
@@ -10,13 +11,19 @@ use std::fmt::Write;
 pub const MAX_NAME_LEN: usize = 65_536;
 
 /// A lossless, printable rendering of a name: valid UTF-8 runs verbatim (with `\` doubled),
-/// other bytes as `\xNN`.
+/// except control characters (C0, DEL, C1: a terminal would act on them or drop them), which
+/// are shown as the `\xNN` of their UTF-8 bytes like the bytes that are not UTF-8.
 pub fn display(name: &[u8]) -> String {
     let mut out = String::with_capacity(name.len());
     for chunk in name.utf8_chunks() {
         for c in chunk.valid().chars() {
             if c == '\\' {
                 out.push_str("\\\\");
+            } else if c.is_control() {
+                let mut buf = [0u8; 4];
+                for b in c.encode_utf8(&mut buf).bytes() {
+                    let _ = write!(out, "\\x{b:02x}");
+                }
             } else {
                 out.push(c);
             }
@@ -68,6 +75,13 @@ mod tests {
         assert_eq!(display("größe".as_bytes()), "größe");
         assert_eq!(display(b"a\xffb"), "a\\xffb");
         assert_eq!(display(b"a\\b"), "a\\\\b");
+        // Control characters (C0, DEL, C1) are escaped, so a terminal shows them.
+        assert_eq!(display(b"\x00lead\x7f"), "\\x00lead\\x7f");
+        assert_eq!(
+            display(b"tab\tnew\nline\x1b[31m"),
+            "tab\\x09new\\x0aline\\x1b[31m"
+        );
+        assert_eq!(display("a\u{9b}b".as_bytes()), "a\\xc2\\x9bb");
     }
 
     #[test]

@@ -659,6 +659,45 @@ fn get_formats_and_names() {
     assert_eq!(l.as_array().unwrap().len(), 2);
 }
 
+/// Names with control characters (TensorFlow and Paddle accept any bytes): JSON output carries
+/// them exactly (a pipe is not a terminal, and nothing may filter them out), text output shows
+/// them escaped, and `get` finds them by the name from `ls --json`.
+#[test]
+fn control_characters_in_names_survive_json_and_are_escaped_in_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("ctl.pdx");
+    let names: [&str; 4] = ["\x7fdel", "tab\tname", "\x1b[31mred", "c1\u{9b}csi"];
+    let mut w = Writer::create(&p).unwrap();
+    for (i, n) in names.iter().enumerate() {
+        w.add(*n, Tensor::new(DType::UInt8, &[1], &[i as u8]))
+            .unwrap();
+    }
+    w.finish().unwrap();
+    let got: Vec<String> = json(&run(&[&"ls", &p, &"--json"], 0))
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect();
+    let mut want: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+    want.sort();
+    assert_eq!(got, want);
+    for (i, n) in names.iter().enumerate() {
+        let raw = run(&[&"get", &p, n, &"--format", &"raw"], 0).stdout;
+        assert_eq!(raw, [i as u8], "{n:?}");
+    }
+    let text = stdout(&run(&[&"ls", &p], 0));
+    for shown in [
+        "\\x7fdel",
+        "tab\\x09name",
+        "\\x1b[31mred",
+        "c1\\xc2\\x9bcsi",
+    ] {
+        assert!(text.contains(shown), "{shown} in {text}");
+    }
+    assert_eq!(text.lines().count(), 6, "one line per tensor: {text}");
+}
+
 #[test]
 fn errors_have_documented_exit_codes_and_one_line() {
     let dir = tempfile::tempdir().unwrap();

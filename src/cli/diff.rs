@@ -245,7 +245,7 @@ pub fn diff(
         && r.lod.is_empty()
         && r.values.is_empty()
         && r.metadata.is_empty());
-    let mut out = std::io::BufWriter::new(anstream::stdout().lock());
+    let mut out = super::stdout_for(as_json);
     if as_json {
         let o = json!({
             "equal": !differ,

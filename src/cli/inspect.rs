@@ -96,7 +96,7 @@ pub fn ls(file: &Path, as_json: bool, prefix: Option<OsString>) -> Result<ExitCo
         let p = os_bytes(p);
         list.retain(|t| t.name.starts_with(&p));
     }
-    let mut out = std::io::BufWriter::new(anstream::stdout().lock());
+    let mut out = super::stdout_for(as_json);
     if as_json {
         let all: Vec<Value> = list.iter().map(|t| Value::Object(describe(t))).collect();
         serde_json::to_writer(&mut out, &Value::Array(all))
@@ -358,7 +358,7 @@ pub fn stat(file: &Path, as_json: bool) -> Result<ExitCode> {
         _ => {}
     }
     o.insert("metadata_entries".into(), json!(metadata.len()));
-    let mut out = std::io::BufWriter::new(anstream::stdout().lock());
+    let mut out = super::stdout_for(as_json);
     if as_json {
         serde_json::to_writer_pretty(&mut out, &Value::Object(o))
             .map_err(|e| io_err("writing JSON", e.into()))?;
@@ -641,7 +641,7 @@ pub fn verify(ui: Ui, file: &Path, threads: usize, as_json: bool) -> Result<Exit
                     "checksums": v.checksums,
                     "seconds": secs,
                 });
-                writeln!(anstream::stdout().lock(), "{o}").map_err(stdout_err)?;
+                writeln!(std::io::stdout().lock(), "{o}").map_err(stdout_err)?;
             } else {
                 let checks = if v.checksums == 0 {
                     format!("structure checked ({} has no checksums)", format.name())
@@ -666,7 +666,7 @@ pub fn verify(ui: Ui, file: &Path, threads: usize, as_json: bool) -> Result<Exit
                     "error": e.to_string(),
                     "exit_code": super::exit_status(&e),
                 });
-                writeln!(anstream::stdout().lock(), "{o}").map_err(stdout_err)?;
+                writeln!(std::io::stdout().lock(), "{o}").map_err(stdout_err)?;
             }
             Err(e)
         }

@@ -71,7 +71,7 @@ pub fn meta(
             return Ok(ExitCode::SUCCESS);
         }
     }
-    let mut out = std::io::BufWriter::new(anstream::stdout().lock());
+    let mut out = super::stdout_for(as_json);
     if as_json {
         serde_json::to_writer_pretty(&mut out, &md.to_json())
             .map_err(|e| stdout_err(std::io::Error::other(e)))?;

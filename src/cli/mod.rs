@@ -458,6 +458,19 @@ fn exit_status(e: &Error) -> u8 {
     }
 }
 
+/// Standard output for a command's result. JSON goes out byte for byte: serde_json escapes what
+/// JSON needs, while anstream, which drops colour when stdout is not a terminal, also strips
+/// control characters such as DEL that are legitimate bytes of a name. Text goes through
+/// anstream (names in text are escaped by `name::display`).
+pub fn stdout_for(json: bool) -> std::io::BufWriter<Box<dyn Write>> {
+    let w: Box<dyn Write> = if json {
+        Box::new(std::io::stdout().lock())
+    } else {
+        Box::new(anstream::stdout().lock())
+    };
+    std::io::BufWriter::new(w)
+}
+
 /// Prints `paramdex: error: MSG` on standard error.
 fn print_error(msg: impl std::fmt::Display) {
     let s = style::ERROR;
