@@ -15,14 +15,20 @@ pub enum Kind {
     Numeric(DType),
     /// Variable-length byte strings (TensorFlow `DT_STRING`).
     String,
+    /// A TensorFlow type paramdex lists and checksums but does not decode (`DT_VARIANT`, such as
+    /// a `tf.data` iterator's state; quantized and 4-bit types), by its `DataType` number.
+    /// Loading gives the bytes as TensorFlow stored them; outputs cannot hold it.
+    Opaque(i32),
 }
 
 impl Kind {
-    /// The dtype name (`float32`, ..., `string`).
+    /// The dtype name (`float32`, ..., `string`; for opaque types TensorFlow's name without
+    /// `DT_`, lower case: `variant`, `qint8`).
     pub fn name(self) -> &'static str {
         match self {
             Kind::Numeric(d) => d.name(),
             Kind::String => "string",
+            Kind::Opaque(code) => crate::tf::opaque_dtype_name(code),
         }
     }
 
@@ -30,7 +36,20 @@ impl Kind {
     pub fn numeric(self) -> Option<DType> {
         match self {
             Kind::Numeric(d) => Some(d),
-            Kind::String => None,
+            Kind::String | Kind::Opaque(_) => None,
+        }
+    }
+
+    /// For a kind that is not numeric, what it is, for messages (`a string tensor`,
+    /// `a variant tensor, which paramdex does not decode`); `None` for numeric kinds.
+    pub fn not_numeric(self) -> Option<String> {
+        match self {
+            Kind::Numeric(_) => None,
+            Kind::String => Some("a string tensor".into()),
+            Kind::Opaque(_) => Some(format!(
+                "a {} tensor, which paramdex does not decode",
+                self.name()
+            )),
         }
     }
 }

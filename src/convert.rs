@@ -2,14 +2,15 @@
 
 use std::path::Path;
 
-use crate::any::{Kind, TensorData, TensorStore};
+use crate::any::{TensorData, TensorStore};
 use crate::error::{Error, Result};
 use crate::name;
 use crate::writer::{FinishStats, Tensor, Writer, WriterOptions};
 
 /// Writes every tensor of `store` into a new native file at `dst`, in name order (so the
-/// records region is also a Paddle combined stream in Paddle's order). String tensors are
-/// refused: native files hold numeric tensors only (SPEC.md section 6). `progress` is called
+/// records region is also a Paddle combined stream in Paddle's order). Tensors that are not
+/// numeric (strings, TensorFlow types paramdex does not decode) are refused: native files hold
+/// numeric tensors only (SPEC.md section 6). `progress` is called
 /// after each tensor with (tensors done, total).
 pub fn to_native(
     store: &dyn TensorStore,
@@ -18,9 +19,12 @@ pub fn to_native(
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<FinishStats> {
     let list = store.list()?;
-    if let Some(s) = list.iter().find(|t| t.kind == Kind::String) {
+    if let Some((what, s)) = list
+        .iter()
+        .find_map(|t| t.kind.not_numeric().map(|w| (w, t)))
+    {
         return Err(Error::Unsupported(format!(
-            "tensor {} is a string tensor; paramdex files hold numeric tensors only (SPEC.md section 6)",
+            "tensor {} is {what}; paramdex files hold numeric tensors only (SPEC.md section 6)",
             name::display(&s.name)
         )));
     }
@@ -34,7 +38,7 @@ pub fn to_native(
             .info
             .kind
             .numeric()
-            .expect("string tensors were refused above");
+            .expect("tensors that are not numeric were refused above");
         let TensorData::Bytes(data) = &t.data else {
             unreachable!("numeric tensors load as bytes")
         };

@@ -409,6 +409,77 @@ fn index_corruption_and_truncation_never_panic_or_lie() {
     }
 }
 
+/// Types TensorFlow writes that paramdex does not decode (a tf.data iterator's DT_VARIANT
+/// state, qint8, quint8) are listed with TensorFlow's dtype names, checksummed (a variant's
+/// CRC covers its elements in TensorFlow's own way), loadable as their stored bytes, and
+/// refused by outputs that cannot hold them; they never make the whole checkpoint unreadable.
+#[test]
+fn opaque_tensorflow_types_are_listed_checksummed_and_refused_by_outputs() {
+    let dir = root().join("tests/data/tf_opaque");
+    let m: Value =
+        serde_json::from_str(&fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
+    for ck in m["checkpoints"].as_array().unwrap() {
+        let rel = ck["prefix"].as_str().unwrap();
+        let store = open_any(dir.join(rel)).unwrap();
+        let list = store.list().unwrap();
+        let want = ck["tensors"].as_array().unwrap();
+        assert_eq!(list.len(), want.len(), "{rel}");
+        for (t, w) in list.iter().zip(want) {
+            assert_eq!(t.name, w["name"].as_str().unwrap().as_bytes(), "{rel}");
+            assert_eq!(t.kind.name(), w["dtype"].as_str().unwrap(), "{rel}");
+            let shape: Vec<u64> = w["shape"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|d| d.as_u64().unwrap())
+                .collect();
+            assert_eq!(t.shape, shape, "{rel}");
+            let loaded = store.load(&t.name).unwrap().unwrap();
+            if let Some(sha) = w["sha256"].as_str() {
+                assert_eq!(hex(&Sha256::digest(loaded.data.raw_bytes())), sha, "{rel}");
+            }
+            if let Kind::Opaque(_) = t.kind {
+                assert_eq!(loaded.data.raw_bytes().len() as u64, t.nbytes);
+                assert!(t.kind.not_numeric().unwrap().contains("does not decode"));
+            }
+        }
+        store.verify(1).unwrap();
+    }
+    // A flipped byte inside the variant's data is caught by its checksum.
+    let (_tmp, prefix) = copy_fixture("../tf_opaque/iterator/ckpt");
+    let data = tf::data_path(&prefix, 0, 1);
+    let ck = TfCheckpoint::open(&prefix).unwrap();
+    let it = ck.load(b"it/.ATTRIBUTES/ITERATOR_STATE").unwrap().unwrap();
+    let stored = it.data.raw_bytes().into_owned();
+    drop(ck);
+    let bytes = fs::read(&data).unwrap();
+    let at = bytes
+        .windows(stored.len())
+        .position(|w| w == stored.as_slice())
+        .unwrap();
+    flip(&data, at + stored.len() / 2);
+    let ck = TfCheckpoint::open(&prefix).unwrap();
+    assert!(ck.list().is_ok(), "listing needs no variant data");
+    let e = ck.load(b"it/.ATTRIBUTES/ITERATOR_STATE").unwrap_err();
+    assert!(matches!(e, Error::ChecksumMismatch { .. }), "{e}");
+    assert!(ck.verify(1).is_err());
+    // Outputs that hold numeric tensors only refuse them, naming what they are.
+    let q = open_any(dir.join("quantized/ckpt")).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let e = paramdex::convert::to_native(
+        q.as_ref(),
+        &out.path().join("q.pdx"),
+        Default::default(),
+        &mut |_, _| {},
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("q8 is a qint8 tensor, which paramdex does not decode"),
+        "{e}"
+    );
+}
+
 #[test]
 fn missing_shard_fails_only_its_tensors() {
     let (_tmp, prefix) = copy_fixture("sharded/v1/model.ckpt");
@@ -675,10 +746,16 @@ fn hostile_entries_and_headers_are_rejected() {
             "too many elements",
         ),
         (
-            "variant dtype",
+            "variant dtype over bytes that are not variant elements",
             header(1),
             entry(21, &[2], 0, 0, &good),
-            "DT_VARIANT",
+            "are not a sequence of (varint length, element, 4-byte checksum)",
+        ),
+        (
+            "a dtype number TensorFlow does not define",
+            header(1),
+            entry(99, &[2], 0, 0, &good),
+            "an unknown DataType",
         ),
         (
             "too many strings",

@@ -28,9 +28,12 @@ fn write_native(
     dst: &Path,
     layout: LayoutArgs,
 ) -> Result<FinishStats> {
-    if let Some((_, s)) = plan.iter().find(|(_, t)| t.kind == Kind::String) {
+    if let Some((what, s)) = plan
+        .iter()
+        .find_map(|(_, t)| t.kind.not_numeric().map(|w| (w, t)))
+    {
         return Err(Error::Unsupported(format!(
-            "tensor {} is a string tensor; paramdex files hold numeric tensors only (SPEC.md section 6)",
+            "tensor {} is {what}; paramdex files hold numeric tensors only (SPEC.md section 6)",
             name::display(&s.name)
         )));
     }
@@ -67,15 +70,14 @@ fn write_native(
 
 /// Why `target` cannot hold tensor `t`, if it cannot.
 fn unsupported(target: Target, t: &TensorInfo) -> Option<String> {
-    let string = t.kind == Kind::String;
+    let not_numeric = t.kind.not_numeric();
     match target {
-        Target::Tf => None,
-        Target::Paramdex | Target::Paddle | Target::PaddleTensor => {
-            string.then(|| "a string tensor".to_string())
-        }
+        // A TensorFlow bundle holds strings too, but not what paramdex does not decode.
+        Target::Tf => not_numeric.filter(|_| matches!(t.kind, Kind::Opaque(_))),
+        Target::Paramdex | Target::Paddle | Target::PaddleTensor => not_numeric,
         Target::Safetensors => {
-            if string {
-                Some("a string tensor".into())
+            if not_numeric.is_some() {
+                not_numeric
             } else if t.kind.numeric() == Some(paramdex::DType::Complex128) {
                 Some("complex128, which safetensors lacks".into())
             } else if !t.lod.is_empty() {

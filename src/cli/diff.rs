@@ -189,6 +189,11 @@ pub fn diff(
                     "max_abs_diff": max_json,
                 }));
             }
+            // Not decoded (TensorFlow variant, quantized types): byte-equal or not.
+            (TensorData::Bytes(x), TensorData::Bytes(y), Kind::Opaque(_)) if x == y => {
+                r.identical += u64::from(!lod_differs);
+                continue;
+            }
             (TensorData::Strings(x), TensorData::Strings(y), _) => {
                 if x == y {
                     r.identical += u64::from(!lod_differs);

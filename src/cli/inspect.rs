@@ -203,6 +203,17 @@ pub fn get(
                 }
                 (TensorData::Strings(s), _) => strings_json(s, &t.info.shape, limit),
                 (TensorData::Bytes(_), Kind::String) => (Value::Null, false),
+                (TensorData::Bytes(_), Kind::Opaque(_)) => {
+                    m.insert(
+                        "note".into(),
+                        json!(format!(
+                            "paramdex does not decode {} tensors; --format raw gives the bytes \
+                             TensorFlow stored",
+                            t.info.kind.name()
+                        )),
+                    );
+                    (Value::Null, false)
+                }
             };
             m.insert("data".into(), vals);
             if cut {

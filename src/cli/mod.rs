@@ -149,7 +149,8 @@ enum Command {
         #[command(flatten)]
         layout: LayoutArgs,
         /// Leave out, with a note, tensors the output cannot hold (string tensors such as
-        /// TensorFlow's _CHECKPOINTABLE_OBJECT_GRAPH; for safetensors also complex128, LoD
+        /// TensorFlow's _CHECKPOINTABLE_OBJECT_GRAPH, TensorFlow types paramdex does not
+        /// decode such as a tf.data iterator's variant state; for safetensors also complex128, LoD
         /// tensors and names that are not UTF-8) instead of failing.
         #[arg(long = "skip-unsupported")]
         skip_unsupported: bool,
@@ -183,7 +184,8 @@ enum Command {
         allow_override: bool,
         #[command(flatten)]
         layout: LayoutArgs,
-        /// Leave out, with a note, string tensors (native files hold numeric tensors only).
+        /// Leave out, with a note, tensors that are not numeric (native files hold numeric
+        /// tensors only): string tensors, and TensorFlow types paramdex does not decode.
         #[arg(long = "skip-unsupported")]
         skip_unsupported: bool,
     },

@@ -38,7 +38,7 @@ pub fn combined_path(out: &Path) -> PathBuf {
 ///
 /// # Errors
 ///
-/// [`Error::Unsupported`] for a store without tensors or with string tensors;
+/// [`Error::Unsupported`] for a store without tensors or with tensors that are not numeric;
 /// [`Error::InvalidTensor`] for data whose length does not match dtype and shape; I/O errors.
 pub fn write_combined(store: &dyn TensorStore, out: &Path) -> Result<PathBuf> {
     let list = numeric_list(store)?;
@@ -66,7 +66,7 @@ pub fn write_combined(store: &dyn TensorStore, out: &Path) -> Result<PathBuf> {
 ///
 /// # Errors
 ///
-/// [`Error::Unsupported`] for a store without tensors or with string tensors;
+/// [`Error::Unsupported`] for a store without tensors or with tensors that are not numeric;
 /// [`Error::InvalidArgument`] for an unsafe or conflicting name, or `out` being an existing
 /// file when several tensors are written; [`Error::InvalidTensor`] for inconsistent data; I/O
 /// errors.
@@ -124,7 +124,8 @@ pub fn write_tensor_files(store: &dyn TensorStore, out: &Path) -> Result<Vec<Pat
     Ok(written)
 }
 
-/// The store's tensors in bytewise name order, refusing an empty store and string tensors.
+/// The store's tensors in bytewise name order, refusing an empty store and tensors that are
+/// not numeric.
 fn numeric_list(store: &dyn TensorStore) -> Result<Vec<TensorInfo>> {
     let mut list = store.list()?;
     if list.is_empty() {
@@ -132,9 +133,12 @@ fn numeric_list(store: &dyn TensorStore) -> Result<Vec<TensorInfo>> {
             "the input holds no tensors: nothing to write".into(),
         ));
     }
-    if let Some(s) = list.iter().find(|t| t.kind == Kind::String) {
+    if let Some((what, s)) = list
+        .iter()
+        .find_map(|t| t.kind.not_numeric().map(|w| (w, t)))
+    {
         return Err(Error::Unsupported(format!(
-            "tensor {} is a string tensor; Paddle records hold numeric tensors only",
+            "tensor {} is {what}; Paddle records hold numeric tensors only",
             display(&s.name)
         )));
     }
@@ -166,8 +170,9 @@ fn write_record(
     })?;
     let (Kind::Numeric(dtype), TensorData::Bytes(data)) = (t.info.kind, &t.data) else {
         return Err(Error::Unsupported(format!(
-            "tensor {} is a string tensor; Paddle records hold numeric tensors only",
-            display(&info.name)
+            "tensor {} is {}; Paddle records hold numeric tensors only",
+            display(&info.name),
+            t.info.kind.not_numeric().unwrap_or_default()
         )));
     };
     let want = data_len(dtype, &t.info.shape);

@@ -34,6 +34,72 @@ const CONSUMER_VERSION: i32 = 1;
 
 /// TensorFlow's `DT_STRING`.
 const DT_STRING: i32 = 7;
+const DT_VARIANT: i32 = 21;
+
+/// The checksum TensorFlow stores for a `DT_VARIANT` tensor: its data is, per element, a varint64
+/// length, the serialized `VariantTensorDataProto`, and a 4-byte checksum; the entry's CRC32C
+/// covers, per element, the length as a little-endian u64 (not the varint), the element and
+/// the 4 checksum bytes (verified on files TensorFlow 2.21 wrote). `None` if the bytes are not
+/// such a sequence.
+fn variant_crc(data: &[u8]) -> Option<u32> {
+    let mut cur = crate::coding::Cursor::new(data, 0);
+    let mut crc = 0u32;
+    while cur.remaining() > 0 {
+        let len = cur.varint64()?;
+        let elem = cur.take(usize::try_from(len).ok()?)?;
+        let tail = cur.take(4)?;
+        crc = crate::coding::crc32c_extend(crc, &len.to_le_bytes());
+        crc = crate::coding::crc32c_extend(crc, elem);
+        crc = crate::coding::crc32c_extend(crc, tail);
+    }
+    Some(crc)
+}
+
+/// The dtype name shown for a TensorFlow type paramdex does not decode ([`Kind::Opaque`]):
+/// TensorFlow's name without `DT_`, in lower case (`variant`, `qint8`, `int4`).
+pub fn opaque_dtype_name(code: i32) -> &'static str {
+    const NAMES: [&str; 34] = [
+        "invalid",
+        "float",
+        "double",
+        "int32",
+        "uint8",
+        "int16",
+        "int8",
+        "string",
+        "complex64",
+        "int64",
+        "bool",
+        "qint8",
+        "quint8",
+        "qint32",
+        "bfloat16",
+        "qint16",
+        "quint16",
+        "uint16",
+        "complex128",
+        "half",
+        "resource",
+        "variant",
+        "uint32",
+        "uint64",
+        "float8_e5m2",
+        "float8_e4m3fn",
+        "float8_e4m3fnuz",
+        "float8_e4m3b11fnuz",
+        "float8_e5m2fnuz",
+        "int4",
+        "uint4",
+        "int2",
+        "uint2",
+        "float4_e2m1fn",
+    ];
+    usize::try_from(code)
+        .ok()
+        .and_then(|i| NAMES.get(i))
+        .copied()
+        .unwrap_or("unknown")
+}
 
 /// TensorFlow's name for a `DataType` number (for messages about types paramdex does not read).
 pub fn tf_dtype_name(code: i32) -> &'static str {
@@ -255,6 +321,12 @@ impl TfCheckpoint {
         } else {
             match DType::from_tf(i64::from(p.dtype)) {
                 Some(d) => Kind::Numeric(d),
+                // Types TensorFlow writes that paramdex does not decode: listed, checksummed,
+                // loadable as their stored bytes (quantized, resource, variant, 4-bit and 2-bit,
+                // the FNUZ float8s).
+                None if matches!(p.dtype, 11..=13 | 15 | 16 | 20 | 21 | 26..=33) => {
+                    Kind::Opaque(p.dtype)
+                }
                 None => {
                     return Err(Error::Unsupported(format!(
                     "tensor {} in {} has TensorFlow dtype {} ({}), which paramdex does not read",
@@ -375,6 +447,19 @@ impl TfCheckpoint {
         let (data, path) = self.raw(name, e)?;
         let computed = match e.kind {
             Kind::Numeric(_) => crc32c(data),
+            Kind::Opaque(DT_VARIANT) => variant_crc(data).ok_or_else(|| {
+                Error::corrupt(
+                    "tensor data",
+                    e.offset,
+                    format!(
+                        "variant tensor {} in {path}: its {} bytes are not a sequence of \
+                         (varint length, element, 4-byte checksum)",
+                        key_display(name),
+                        data.len()
+                    ),
+                )
+            })?,
+            Kind::Opaque(_) => crc32c(data),
             Kind::String => strings::stored_data_crc(
                 data,
                 e.numel,
@@ -510,9 +595,20 @@ impl TfCheckpoint {
         ))
     }
 
+    fn partitioned_opaque(&self, name: &[u8], e: &Entry) -> Error {
+        Error::Unsupported(format!(
+            "tensor {} in {} is a partitioned {} tensor, which paramdex does not assemble",
+            display(name),
+            self.index_path,
+            e.kind.name()
+        ))
+    }
+
     fn info(&self, name: &[u8], e: &Entry) -> Result<TensorInfo> {
         let nbytes = match e.kind {
             Kind::Numeric(d) => e.numel.saturating_mul(d.size() as u64),
+            Kind::Opaque(_) if !e.slices.is_empty() => return Err(self.partitioned_opaque(name, e)),
+            Kind::Opaque(_) => e.size,
             Kind::String if !e.slices.is_empty() => return Err(self.partitioned_string(name)),
             Kind::String => {
                 let (data, path) = self.raw(name, e)?;
@@ -641,6 +737,10 @@ impl TensorStore for TfCheckpoint {
                 let v = self.assemble(name, &e, d, true)?.unwrap_or_default();
                 TensorData::Bytes(self.to_le(d, Cow::Owned(v)))
             }
+            Kind::Opaque(_) if !e.slices.is_empty() => {
+                return Err(self.partitioned_opaque(name, &e))
+            }
+            Kind::Opaque(_) => TensorData::Bytes(Cow::Borrowed(self.checked(name, &e)?)),
             Kind::String if !e.slices.is_empty() => return Err(self.partitioned_string(name)),
             Kind::String => {
                 let data = self.checked(name, &e)?;

@@ -23,7 +23,7 @@ pub mod slice_key;
 pub mod slices;
 pub mod strings;
 
-pub use checkpoint::{data_path, index_path, TfCheckpoint};
+pub use checkpoint::{data_path, index_path, opaque_dtype_name, TfCheckpoint};
 pub use export::{export_tf, write_bundle, ExportReport};
 
 /// Opens `path` as a TensorFlow checkpoint, or returns `Ok(None)` if it does not name one (see
