@@ -123,7 +123,22 @@ impl Reader {
                     "the first key is not the empty header key",
                 ));
             }
-            FileHeader::decode(it.value(), first_block)?
+            let value = it.value();
+            FileHeader::decode(value, first_block).map_err(|e| {
+                // TensorFlow's V1 checkpoints (TensorSliceWriter) are LevelDB tables too, and
+                // their "" entry is a SavedTensorSlices whose field 1 is a message, where a
+                // bundle header has the varint num_shards.
+                if value.first() == Some(&0x0a) {
+                    Error::Unsupported(format!(
+                        "{path}: a TensorFlow V1 checkpoint (TensorSliceWriter, \
+                         tf.compat.v1.train.Saver(write_version=V1)), which paramdex does not \
+                         read: load it in TensorFlow and save it again with the default V2 \
+                         format (a PREFIX.index and PREFIX.data-* files)"
+                    ))
+                } else {
+                    e
+                }
+            })?
         };
         if header.format_version == 0 {
             return Err(Error::UnrecognizedFormat {

@@ -237,6 +237,51 @@ fn directories_and_checkpoint_state_files() {
     // A missing prefix is "not found", not a format error.
     let e = open_any(tmp.path().join("nope")).err().unwrap().to_string();
     assert!(e.contains("no such file"), "{e}");
+    fs::remove_file(tmp.path().join("other.index")).unwrap();
+    // The TF1 graph beside a checkpoint (PREFIX.meta) and the `checkpoint` state file itself
+    // name the checkpoint.
+    fs::write(tmp.path().join("model.ckpt.meta"), b"graph").unwrap();
+    let via_meta = open_any(tmp.path().join("model.ckpt.meta")).unwrap();
+    assert_eq!(via_meta.list().unwrap(), a.list().unwrap());
+    fs::write(
+        tmp.path().join("checkpoint"),
+        "model_checkpoint_path: \"model.ckpt\"\n",
+    )
+    .unwrap();
+    let via_state = open_any(tmp.path().join("checkpoint")).unwrap();
+    assert_eq!(via_state.list().unwrap(), a.list().unwrap());
+    // A SavedModel directory: its variables/variables checkpoint.
+    let sm = tempfile::tempdir().unwrap();
+    fs::create_dir_all(sm.path().join("variables")).unwrap();
+    fs::write(sm.path().join("saved_model.pb"), b"").unwrap();
+    for (from, to) in [
+        ("model.ckpt.index", "variables.index"),
+        (
+            "model.ckpt.data-00000-of-00001",
+            "variables.data-00000-of-00001",
+        ),
+    ] {
+        fs::copy(dir.join(from), sm.path().join("variables").join(to)).unwrap();
+    }
+    assert_eq!(
+        open_any(sm.path()).unwrap().list().unwrap(),
+        a.list().unwrap()
+    );
+    // A V1 checkpoint (TensorSliceWriter, written by TensorFlow 2.21's V1 Saver): said to be one,
+    // whether given by its path or through its directory's `checkpoint` file.
+    let v1 = root().join("tests/data/tf_v1");
+    let e = open_any(v1.join("model.ckpt")).err().unwrap();
+    assert!(matches!(e, Error::Unsupported(_)), "{e}");
+    assert!(e.to_string().contains("TensorFlow V1 checkpoint"), "{e}");
+    let d = tempfile::tempdir().unwrap();
+    fs::copy(v1.join("model.ckpt"), d.path().join("model.ckpt")).unwrap();
+    fs::write(
+        d.path().join("checkpoint"),
+        "model_checkpoint_path: \"model.ckpt\"\n",
+    )
+    .unwrap();
+    let e = open_any(d.path()).err().unwrap().to_string();
+    assert!(e.contains("TensorFlow V1 checkpoint"), "{e}");
 }
 
 /// Copies a fixture checkpoint's files into a temporary directory; returns (dir, prefix).
@@ -1053,7 +1098,8 @@ fn export_tf_hard_links_and_tensorflow_layout_reads_back() {
         &tmp.path().join("x"),
     )
     .unwrap_err();
-    assert!(matches!(e, Error::UnrecognizedFormat { .. }), "{e}");
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+    assert!(e.to_string().contains("is a tensorflow checkpoint"), "{e}");
     assert!(!tf::index_path(&tmp.path().join("x")).exists());
     // A missing directory is an error, not a panic.
     assert!(tf::export_tf(&native, &tmp.path().join("no/such/dir/p")).is_err());
@@ -1152,6 +1198,28 @@ mod props {
 
 /// Across file systems a hard link is impossible: the file is copied once and the report says so.
 #[cfg(unix)]
+/// export-tf given something other than a native file says what it is and what to do.
+#[test]
+fn export_tf_explains_inputs_that_are_not_native() {
+    let out = tempfile::tempdir().unwrap();
+    let p = out.path().join("ck");
+    for input in [
+        root().join("tests/data/tf/basic/tf2/ckpt-1"),
+        root().join("tests/data/tf/basic/tf2"),
+    ] {
+        let e = tf::export_tf(&input, &p).unwrap_err().to_string();
+        assert!(
+            e.contains("is a tensorflow checkpoint") && e.contains("--to tf"),
+            "{e}"
+        );
+    }
+    let e = tf::export_tf(&out.path().join("missing.pdx"), &p)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no such file"), "{e}");
+    assert!(fs::read_dir(out.path()).unwrap().next().is_none());
+}
+
 #[test]
 fn export_tf_copies_once_across_file_systems() {
     use std::os::unix::fs::MetadataExt;

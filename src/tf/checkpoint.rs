@@ -560,12 +560,15 @@ impl TfCheckpoint {
                 "partitioned tensor",
                 full.at,
                 format!(
-                    "{}: tensor {}: does not have sufficient slices: {:?} {} needs {} elements, the slices hold {have} bytes",
+                    "{}: tensor {}: does not have sufficient slices: {:?} {} needs {} elements ({} bytes), the slices hold {have} bytes",
                     self.index_path,
                     display(name),
                     full.shape,
                     d.name(),
+                    full.numel,
                     full.numel
+                        .checked_mul(d.size() as u64)
+                        .map_or_else(|| "more than 2^64".to_string(), |b| b.to_string())
                 ),
             )
         })?;

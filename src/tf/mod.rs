@@ -65,7 +65,30 @@ pub fn resolve_prefix(path: &Path) -> Result<Option<PathBuf>> {
             return Ok(Some(prefix));
         }
     }
+    // The graph a TF1 Saver writes beside the checkpoint (PREFIX.meta).
+    if let Some(stem) = file_name.as_deref().and_then(|n| n.strip_suffix(".meta")) {
+        let prefix = path.with_file_name(stem);
+        if !stem.is_empty() && path.is_file() && index_path(&prefix).is_file() {
+            return Ok(Some(prefix));
+        }
+    }
+    // TensorFlow's `checkpoint` state file: the checkpoint it names, as for its directory.
+    if file_name.as_deref() == Some("checkpoint") && path.is_file() {
+        if let Some(dir) = path.parent() {
+            let dir = if dir.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                dir
+            };
+            return resolve_dir(dir);
+        }
+    }
     if path.is_dir() {
+        // A SavedModel directory keeps its variables as the checkpoint variables/variables.
+        let saved = path.join("variables").join("variables");
+        if index_path(&saved).is_file() && !path.join("checkpoint").is_file() {
+            return Ok(Some(saved));
+        }
         return resolve_dir(path);
     }
     Ok(None)
@@ -110,6 +133,15 @@ fn resolve_state(dir: &Path, named: PathBuf) -> Result<PathBuf> {
     }
     match candidates.iter().find(|p| index_path(p).is_file()) {
         Some(p) => Ok(p.clone()),
+        // A V1 checkpoint (TensorSliceWriter) is a single file at the prefix itself.
+        None if candidates.iter().any(|p| p.is_file()) => Err(Error::Unsupported(format!(
+            "the `checkpoint` file of {} names {}, a single file without {}: a TensorFlow V1 \
+             checkpoint, which paramdex does not read (save it again in TensorFlow with the \
+             default V2 format)",
+            dir.display(),
+            named.display(),
+            index_path(&named).display()
+        ))),
         None => Err(Error::io(
             format!(
                 "opening the latest checkpoint of {} (its `checkpoint` file names {})",
