@@ -191,6 +191,22 @@ fn slice_keys_never_show_up_and_are_not_loadable() {
     assert_eq!(t.info.shape, vec![200, 3]);
 }
 
+/// A tensor whose name starts with a NUL byte (TensorFlow writes and restores it) is a tensor,
+/// as in TensorFlow's reader: only the slice keys a partitioned tensor lists are hidden.
+#[test]
+fn a_name_starting_with_nul_is_a_tensor_unless_a_partitioned_tensor_lists_it() {
+    let ck = TfCheckpoint::open(root().join("tests/data/tf_nul/ckpt")).unwrap();
+    let names: Vec<Vec<u8>> = ck.list().unwrap().into_iter().map(|t| t.name).collect();
+    assert_eq!(names, [b"\x00lead".to_vec(), b"normal".to_vec()]);
+    let t = ck.load(b"\x00lead").unwrap().unwrap();
+    assert_eq!(t.data.raw_bytes().as_ref(), &[1, 0, 0, 0, 2, 0, 0, 0]);
+    assert_eq!(ck.verify(1).unwrap().tensors, 2);
+    // The listed slices of a partitioned tensor stay hidden and unloadable.
+    let p = TfCheckpoint::open(root().join("tests/data/tf/partitioned/v1/model.ckpt")).unwrap();
+    assert!(p.list().unwrap().iter().all(|t| t.name.first() != Some(&0)));
+    assert_eq!(p.verify(1).unwrap().tensors, p.list().unwrap().len() as u64);
+}
+
 #[test]
 fn directories_and_checkpoint_state_files() {
     let dir = root().join("tests/data/tf/partitioned/v1");

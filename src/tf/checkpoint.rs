@@ -598,6 +598,22 @@ impl TfCheckpoint {
         ))
     }
 
+    /// Whether `key` is the slice key of a slice that its partitioned tensor's entry lists
+    /// (then it is not a tensor of its own, as in TensorFlow).
+    fn is_listed_slice(&self, key: &[u8]) -> Result<bool> {
+        let Some(k) = slice_key::is_slice_key(key)
+            .then(|| slice_key::decode(key))
+            .flatten()
+        else {
+            return Ok(false);
+        };
+        let Some(full) = self.entry(&k.name)? else {
+            return Ok(false);
+        };
+        let listed = referenced_slice_keys(&k.name, &full).any(|r| r == key);
+        Ok(listed)
+    }
+
     fn partitioned_opaque(&self, name: &[u8], e: &Entry) -> Error {
         Error::Unsupported(format!(
             "tensor {} in {} is a partitioned {} tensor, which paramdex does not assemble",
@@ -641,6 +657,15 @@ impl TfCheckpoint {
         }
         Ok(())
     }
+}
+
+/// The slice keys a partitioned tensor's entry lists (none for a whole tensor).
+fn referenced_slice_keys<'e>(name: &'e [u8], e: &'e Entry) -> impl Iterator<Item = Vec<u8>> + 'e {
+    e.slices.iter().filter_map(move |s| {
+        slices::extents_of(s, e.shape.len())
+            .ok()
+            .map(|ext| slice_key::encode(name, &ext))
+    })
 }
 
 /// A key as shown in messages: a slice key as `NAME (slice START,LENGTH:...)`, other keys as
@@ -713,20 +738,29 @@ impl TensorStore for TfCheckpoint {
     }
 
     fn list(&self) -> Result<Vec<TensorInfo>> {
-        let mut out = Vec::new();
+        // As TensorFlow's CheckpointReader: the slice keys hidden are exactly those that the
+        // partitioned tensors' entries list; any other key (one starting with a NUL byte
+        // included) is a tensor.
+        let mut entries = Vec::new();
+        let mut referenced = BTreeSet::new();
         self.for_each_entry(|key, value, at| {
-            if key.is_empty() || slice_key::is_slice_key(key) {
+            if key.is_empty() {
                 return Ok(());
             }
             let e = self.parse_entry(key, value, at)?;
-            out.push(self.info(key, &e)?);
+            referenced.extend(referenced_slice_keys(key, &e));
+            entries.push((key.to_vec(), e));
             Ok(())
         })?;
-        Ok(out)
+        entries
+            .iter()
+            .filter(|(key, _)| !(slice_key::is_slice_key(key) && referenced.contains(key)))
+            .map(|(key, e)| self.info(key, e))
+            .collect()
     }
 
     fn load(&self, name: &[u8]) -> Result<Option<LoadedTensor<'_>>> {
-        if name.is_empty() || slice_key::is_slice_key(name) {
+        if name.is_empty() || self.is_listed_slice(name)? {
             return Ok(None);
         }
         let Some(e) = self.entry(name)? else {
@@ -782,7 +816,7 @@ impl TensorStore for TfCheckpoint {
         // must belong to a partitioned tensor that lists it.
         let mut with_data: Vec<(Vec<u8>, Entry)> = Vec::new();
         let mut partitioned: Vec<(Vec<u8>, Entry)> = Vec::new();
-        let mut slice_entries: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
+        let mut slice_entries: BTreeMap<Vec<u8>, (u64, Entry)> = BTreeMap::new();
         let mut tensors = 0u64;
         let mut first = true;
         self.for_each_entry(|key, value, at| {
@@ -801,19 +835,9 @@ impl TensorStore for TfCheckpoint {
                 return Ok(());
             }
             let e = self.parse_entry(key, value, at)?;
-            if slice_key::is_slice_key(key) {
-                if slice_key::decode(key).is_none() {
-                    return Err(Error::corrupt(
-                        "index entry",
-                        at,
-                        format!(
-                            "{}: key {} starts with a NUL byte but is not a TensorFlow slice key",
-                            self.index_path,
-                            key_display(key)
-                        ),
-                    ));
-                }
-                slice_entries.insert(key.to_vec(), at);
+            if slice_key::is_slice_key(key) && slice_key::decode(key).is_some() {
+                // A slice if its partitioned tensor lists it (decided below), else a tensor.
+                slice_entries.insert(key.to_vec(), (at, e.clone()));
             } else {
                 tensors += 1;
                 if let Kind::String = e.kind {
@@ -833,30 +857,18 @@ impl TensorStore for TfCheckpoint {
         for (name, e) in &partitioned {
             let d = e.kind.numeric().unwrap_or(DType::UInt8);
             self.assemble(name, e, d, false)?;
-            for s in &e.slices {
-                if let Ok(ext) = slices::extents_of(s, e.shape.len()) {
-                    referenced.insert(slice_key::encode(name, &ext));
-                }
-            }
+            referenced.extend(referenced_slice_keys(name, e));
         }
-        if let Some((k, at)) = slice_entries.iter().find(|(k, _)| !referenced.contains(*k)) {
-            let what = slice_key::decode(k)
-                .map(|s| {
-                    format!(
-                        "of tensor {} ({})",
-                        display(&s.name),
-                        describe_extents(&s.extents)
-                    )
-                })
-                .unwrap_or_default();
-            return Err(Error::corrupt(
-                "index entry",
-                *at,
-                format!(
-                    "{}: slice entry {what} is not listed by a partitioned tensor",
-                    self.index_path
-                ),
-            ));
+        // A key that looks like a slice key but that no partitioned tensor lists is a tensor of
+        // its own (TensorFlow lists it too).
+        for (key, (_, e)) in slice_entries
+            .iter()
+            .filter(|(k, _)| !referenced.contains(*k))
+        {
+            tensors += 1;
+            if let Kind::String = e.kind {
+                self.info(key, e)?;
+            }
         }
         Ok(VerifySummary {
             tensors,
