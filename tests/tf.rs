@@ -772,6 +772,69 @@ fn hostile_partitioned_entries_are_rejected() {
     }
 }
 
+/// A partitioned string tensor (TensorFlow lists it but cannot restore it) is listed with its
+/// full shape and the size of its slices, verified slice by slice, and refused by `get` alone:
+/// it does not make the rest of the checkpoint unreadable.
+#[test]
+fn partitioned_string_tensors_are_listed_and_verified_but_not_assembled() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rows: [Vec<Vec<u8>>; 2] = [
+        vec![b"ab".to_vec(), b"".to_vec()],
+        vec![b"cde".to_vec(), b"f".to_vec()],
+    ];
+    let mut data = Vec::new();
+    let mut entries: Entries = Vec::new();
+    let mut slices = Vec::new();
+    for (i, r) in rows.iter().enumerate() {
+        let (bytes, crc) = tf::strings::encode(r);
+        let start = 2 * i as i64;
+        entries.push((
+            slice_key::encode(b"s", &[KeyExtent { start, length: 2 }]),
+            BundleEntryProto {
+                dtype: 7,
+                shape: shape(&[2]),
+                offset: data.len() as i64,
+                size: bytes.len() as i64,
+                crc32c: crc,
+                ..Default::default()
+            }
+            .encode_to_vec(),
+        ));
+        data.extend_from_slice(&bytes);
+        slices.push(slice(&[(start, 2)]));
+    }
+    entries.push((
+        b"s".to_vec(),
+        BundleEntryProto {
+            dtype: 7,
+            shape: shape(&[4]),
+            slices,
+            ..Default::default()
+        }
+        .encode_to_vec(),
+    ));
+    let f = f32s(&[1.5]);
+    entries.push((
+        b"x".to_vec(),
+        entry(1, &[1], 0, data.len() as i64, &f).encode_to_vec(),
+    ));
+    data.extend_from_slice(&f);
+    let p = craft(tmp.path(), header(1), entries, &[data]);
+    let ck = TfCheckpoint::open(&p).unwrap();
+    let list = ck.list().unwrap();
+    assert_eq!(list.len(), 2);
+    assert_eq!(
+        (list[0].name.as_slice(), list[0].kind),
+        (&b"s"[..], Kind::String)
+    );
+    assert_eq!((list[0].shape.clone(), list[0].nbytes), (vec![4], 6));
+    assert_eq!(ck.verify(1).unwrap().tensors, 2);
+    let e = ck.load(b"s").unwrap_err().to_string();
+    assert!(e.contains("partitioned string tensor"), "{e}");
+    let x = ck.load(b"x").unwrap().unwrap();
+    assert_eq!(x.data.raw_bytes().as_ref(), &f[..]);
+}
+
 #[test]
 fn hostile_entries_and_headers_are_rejected() {
     let good = f32s(&[1.0, 2.0]);

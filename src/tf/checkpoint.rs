@@ -626,9 +626,16 @@ impl TfCheckpoint {
     fn info(&self, name: &[u8], e: &Entry) -> Result<TensorInfo> {
         let nbytes = match e.kind {
             Kind::Numeric(d) => e.numel.saturating_mul(d.size() as u64),
-            Kind::Opaque(_) if !e.slices.is_empty() => return Err(self.partitioned_opaque(name, e)),
+            // Partitioned tensors that paramdex does not assemble (strings, opaque types) are
+            // still listed, as TensorFlow lists them: their size is that of their slices.
+            Kind::Opaque(_) | Kind::String if !e.slices.is_empty() => {
+                let mut total = 0u64;
+                for (_, key, part) in self.slice_parts(name, e)? {
+                    total = total.saturating_add(self.info(&key, &part)?.nbytes);
+                }
+                total
+            }
             Kind::Opaque(_) => e.size,
-            Kind::String if !e.slices.is_empty() => return Err(self.partitioned_string(name)),
             Kind::String => {
                 let (data, path) = self.raw(name, e)?;
                 let at = StringsAt {
@@ -855,8 +862,16 @@ impl TensorStore for TfCheckpoint {
         par_try(&with_data, threads, |(k, e)| self.checked(k, e).map(drop))?;
         let mut referenced = BTreeSet::new();
         for (name, e) in &partitioned {
-            let d = e.kind.numeric().unwrap_or(DType::UInt8);
-            self.assemble(name, e, d, false)?;
+            match e.kind.numeric() {
+                Some(d) => {
+                    self.assemble(name, e, d, false)?;
+                }
+                // Not assembled (get refuses them): the slices must be there, with the right
+                // type and shape; their data was checksummed above, string layouts by info.
+                None => {
+                    self.info(name, e)?;
+                }
+            }
             referenced.extend(referenced_slice_keys(name, e));
         }
         // A key that looks like a slice key but that no partitioned tensor lists is a tensor of
