@@ -382,6 +382,12 @@ pub fn write_safetensors(
         ));
     }
     let temp = crate::staging::temp_beside(dst, ".safetensors-tmp")?.into_temp_path();
+    // serialize_to_file writes its own temporary file and renames it over `temp`, with that
+    // file's owner-only mode and without fsync: keep the mode `temp` was created with (0666
+    // less the umask) and sync before the rename into place.
+    let mode = std::fs::metadata(&temp)
+        .map_err(|e| Error::io(format!("reading metadata of {}", temp.display()), e))?
+        .permissions();
     let info = (!metadata.is_empty()).then(|| metadata.to_strings());
     let written = safetensors::serialize_to_file(views, info, &temp);
     if let Some(e) = failed.into_inner().unwrap_or_else(|p| p.into_inner()) {
@@ -393,12 +399,16 @@ pub fn write_safetensors(
         }
         other => Error::InvalidArgument(format!("writing {}: {other}", dst.display())),
     })?;
+    std::fs::set_permissions(&temp, mode)
+        .and_then(|()| std::fs::File::open(&temp)?.sync_all())
+        .map_err(|e| Error::io(format!("syncing {}", temp.display()), e))?;
     temp.persist(dst).map_err(|e| {
         Error::io(
             format!("renaming the temporary file to {}", dst.display()),
             e.error,
         )
     })?;
+    crate::staging::sync_dir(&crate::staging::parent_dir(dst))?;
     let file_len = std::fs::metadata(dst)
         .map_err(|e| Error::io(format!("reading metadata of {}", dst.display()), e))?
         .len();

@@ -511,6 +511,17 @@ fn safetensors_round_trip_keeps_values_and_metadata() {
     run(&[&"convert", &src, &pdx], 0);
     let back = dir.path().join("back.safetensors");
     run(&[&"convert", &pdx, &back, &"--to", &"safetensors"], 0);
+    // Every output has the mode of an ordinary new file (0666 less the umask), also the
+    // safetensors one, which the safetensors crate writes through its own owner-only temp file.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let plain = dir.path().join("plain");
+        std::fs::write(&plain, b"").unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&back), mode(&plain));
+        assert_eq!(mode(&pdx), mode(&plain));
+    }
     for file in [&pdx, &back] {
         let list = json(&run(&[&"ls", file, &"--json"], 0));
         let list = list.as_array().unwrap();
