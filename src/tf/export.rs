@@ -105,21 +105,27 @@ fn place(src: &Path, target: &Path) -> Result<bool> {
 pub fn export_tf(native: &Path, prefix: &Path) -> Result<ExportReport> {
     // Only a native file can serve as both index and data; for anything else say what it is
     // and what to do, rather than fail to map a directory or a prefix.
-    if !native.is_file() || matches!(Reader::open(native), Err(Error::UnrecognizedFormat { .. })) {
-        let what = match crate::any::open_any(native) {
-            Ok(store) => format!("a {}", store.format().name()),
-            Err(e) => return Err(e),
-        };
-        return Err(Error::InvalidArgument(format!(
-            "export-tf makes a native paramdex file loadable by TensorFlow without copying; {} \
-             is {what}: convert it first (`paramdex convert {} out.pdx`), or write a plain \
-             TensorFlow bundle with `paramdex convert {} PREFIX --to tf`",
-            native.display(),
-            native.display(),
-            native.display()
-        )));
+    let opened = if native.is_file() {
+        Reader::open(native).map(Some)
+    } else {
+        Ok(None)
+    };
+    match opened {
+        Ok(Some(_)) => {}
+        Ok(None) | Err(Error::UnrecognizedFormat { .. }) => {
+            let store = crate::any::open_any(native)?;
+            return Err(Error::InvalidArgument(format!(
+                "export-tf makes a native paramdex file loadable by TensorFlow without copying; \
+                 {} is a {}: convert it first (`paramdex convert {} out.pdx`), or write a plain \
+                 TensorFlow bundle with `paramdex convert {} PREFIX --to tf`",
+                native.display(),
+                store.format().name(),
+                native.display(),
+                native.display()
+            )));
+        }
+        Err(e) => return Err(e),
     }
-    let _reader = Reader::open(native)?;
     let index = index_path(prefix);
     let data = data_path(prefix, 0, 1);
     let dir = existing_dir(&index)?;
