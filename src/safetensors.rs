@@ -408,7 +408,7 @@ pub fn write_safetensors(
             e.error,
         )
     })?;
-    crate::staging::sync_dir(&crate::staging::parent_dir(dst))?;
+    crate::staging::sync_parent(dst)?;
     let file_len = std::fs::metadata(dst)
         .map_err(|e| Error::io(format!("reading metadata of {}", dst.display()), e))?
         .len();

@@ -7,9 +7,8 @@
 //! and the same permissions.
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
-
 use std::io::Write;
+use std::path::{Path, PathBuf};
 
 use crate::error::{Error, IoContext, Result};
 
@@ -60,6 +59,11 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Makes a rename to `path` durable by syncing the directory that holds it.
+pub fn sync_parent(path: &Path) -> Result<()> {
+    sync_dir(&parent_dir(path))
+}
+
 /// Writes `bytes` to `out` atomically: a temporary file beside it, written, fsynced, renamed into
 /// place, and the directory synced. On error `out` is untouched and the temporary file removed.
 pub fn write_atomically(bytes: &[u8], out: &Path) -> Result<()> {
@@ -68,7 +72,7 @@ pub fn write_atomically(bytes: &[u8], out: &Path) -> Result<()> {
     t.as_file().sync_all().ctx("syncing", t.path())?;
     t.persist(out)
         .map_err(|e| Error::io(format!("renaming into {}", out.display()), e.error))?;
-    sync_dir(&parent_dir(out))
+    sync_parent(out)
 }
 
 #[cfg(test)]

@@ -620,7 +620,7 @@ impl Writer {
             )
         })?;
         if self.opts.sync {
-            staging::sync_dir(&staging::parent_dir(&path))?;
+            staging::sync_parent(&path)?;
         }
         Ok(FinishStats {
             tensors: self.entries.len() as u64,

@@ -55,9 +55,9 @@ fn variant_crc(data: &[u8]) -> Option<u32> {
     Some(crc)
 }
 
-/// The dtype name shown for a TensorFlow type paramdex does not decode ([`Kind::Opaque`]):
-/// TensorFlow's name without `DT_`, in lower case (`variant`, `qint8`, `int4`).
-pub fn opaque_dtype_name(code: i32) -> &'static str {
+/// TensorFlow's name of a `DataType` number without `DT_`, in lower case (`float`, `variant`,
+/// `qint8`), for the numbers TensorFlow defines.
+fn tf_type_name(code: i32) -> Option<&'static str> {
     const NAMES: [&str; 34] = [
         "invalid",
         "float",
@@ -98,52 +98,12 @@ pub fn opaque_dtype_name(code: i32) -> &'static str {
         .ok()
         .and_then(|i| NAMES.get(i))
         .copied()
-        .unwrap_or("unknown")
 }
 
-/// TensorFlow's name for a `DataType` number (for messages about types paramdex does not read).
-pub fn tf_dtype_name(code: i32) -> &'static str {
-    const NAMES: [&str; 34] = [
-        "DT_INVALID",
-        "DT_FLOAT",
-        "DT_DOUBLE",
-        "DT_INT32",
-        "DT_UINT8",
-        "DT_INT16",
-        "DT_INT8",
-        "DT_STRING",
-        "DT_COMPLEX64",
-        "DT_INT64",
-        "DT_BOOL",
-        "DT_QINT8",
-        "DT_QUINT8",
-        "DT_QINT32",
-        "DT_BFLOAT16",
-        "DT_QINT16",
-        "DT_QUINT16",
-        "DT_UINT16",
-        "DT_COMPLEX128",
-        "DT_HALF",
-        "DT_RESOURCE",
-        "DT_VARIANT",
-        "DT_UINT32",
-        "DT_UINT64",
-        "DT_FLOAT8_E5M2",
-        "DT_FLOAT8_E4M3FN",
-        "DT_FLOAT8_E4M3FNUZ",
-        "DT_FLOAT8_E4M3B11FNUZ",
-        "DT_FLOAT8_E5M2FNUZ",
-        "DT_INT4",
-        "DT_UINT4",
-        "DT_INT2",
-        "DT_UINT2",
-        "DT_FLOAT4_E2M1FN",
-    ];
-    usize::try_from(code)
-        .ok()
-        .and_then(|i| NAMES.get(i))
-        .copied()
-        .unwrap_or("an unknown DataType")
+/// The dtype name shown for a TensorFlow type paramdex does not decode ([`Kind::Opaque`]):
+/// TensorFlow's name without `DT_`, in lower case (`variant`, `qint8`, `int4`).
+pub fn opaque_dtype_name(code: i32) -> &'static str {
+    tf_type_name(code).unwrap_or("unknown")
 }
 
 /// A parsed and checked `BundleEntryProto`.
@@ -332,7 +292,10 @@ impl TfCheckpoint {
                     "tensor {} in {} has TensorFlow dtype {} ({}), which paramdex does not read",
                     key_display(key),
                     self.index_path,
-                    tf_dtype_name(p.dtype),
+                    tf_type_name(p.dtype).map_or_else(
+                        || "an unknown DataType".to_string(),
+                        |n| format!("DT_{}", n.to_uppercase())
+                    ),
                     p.dtype
                 )))
                 }

@@ -74,14 +74,7 @@ pub fn resolve_prefix(path: &Path) -> Result<Option<PathBuf>> {
     }
     // TensorFlow's `checkpoint` state file: the checkpoint it names, as for its directory.
     if file_name.as_deref() == Some("checkpoint") && path.is_file() {
-        if let Some(dir) = path.parent() {
-            let dir = if dir.as_os_str().is_empty() {
-                Path::new(".")
-            } else {
-                dir
-            };
-            return resolve_dir(dir);
-        }
+        return resolve_dir(&crate::staging::parent_dir(path));
     }
     if path.is_dir() {
         // A SavedModel directory keeps its variables as the checkpoint variables/variables.
