@@ -228,21 +228,13 @@ fn directories_and_checkpoint_state_files() {
         a.list().unwrap()
     );
     // A `checkpoint` file with an absolute path from another machine: found by file name.
-    fs::write(
-        tmp.path().join("checkpoint"),
-        "model_checkpoint_path: \"/elsewhere/model.ckpt\"\n",
-    )
-    .unwrap();
+    write_state(tmp.path(), "/elsewhere/model.ckpt");
     assert_eq!(
         open_any(tmp.path()).unwrap().list().unwrap(),
         a.list().unwrap()
     );
     // A `checkpoint` file naming something missing says so.
-    fs::write(
-        tmp.path().join("checkpoint"),
-        "model_checkpoint_path: \"ckpt-9\"\n",
-    )
-    .unwrap();
+    write_state(tmp.path(), "ckpt-9");
     let e = open_any(tmp.path()).err().unwrap().to_string();
     assert!(e.contains("ckpt-9"), "{e}");
     // Two checkpoints and no state file: ambiguous, said so.
@@ -259,11 +251,7 @@ fn directories_and_checkpoint_state_files() {
     fs::write(tmp.path().join("model.ckpt.meta"), b"graph").unwrap();
     let via_meta = open_any(tmp.path().join("model.ckpt.meta")).unwrap();
     assert_eq!(via_meta.list().unwrap(), a.list().unwrap());
-    fs::write(
-        tmp.path().join("checkpoint"),
-        "model_checkpoint_path: \"model.ckpt\"\n",
-    )
-    .unwrap();
+    write_state(tmp.path(), "model.ckpt");
     let via_state = open_any(tmp.path().join("checkpoint")).unwrap();
     assert_eq!(via_state.list().unwrap(), a.list().unwrap());
     // A SavedModel directory: its variables/variables checkpoint.
@@ -291,13 +279,25 @@ fn directories_and_checkpoint_state_files() {
     assert!(e.to_string().contains("TensorFlow V1 checkpoint"), "{e}");
     let d = tempfile::tempdir().unwrap();
     fs::copy(v1.join("model.ckpt"), d.path().join("model.ckpt")).unwrap();
-    fs::write(
-        d.path().join("checkpoint"),
-        "model_checkpoint_path: \"model.ckpt\"\n",
-    )
-    .unwrap();
+    write_state(d.path(), "model.ckpt");
     let e = open_any(d.path()).err().unwrap().to_string();
     assert!(e.contains("TensorFlow V1 checkpoint"), "{e}");
+}
+
+/// The message of a conversion to a native file that must fail.
+fn to_native_err(store: &dyn TensorStore, out: &Path) -> String {
+    paramdex::convert::to_native(store, out, Default::default(), &mut |_, _| {})
+        .unwrap_err()
+        .to_string()
+}
+
+/// Writes TensorFlow's `checkpoint` state file in `dir`, naming `named` as the latest.
+fn write_state(dir: &Path, named: &str) {
+    fs::write(
+        dir.join("checkpoint"),
+        format!("model_checkpoint_path: \"{named}\"\n"),
+    )
+    .unwrap();
 }
 
 /// Copies a fixture checkpoint's files into a temporary directory; returns (dir, prefix).
@@ -527,14 +527,7 @@ fn opaque_tensorflow_types_are_listed_checksummed_and_refused_by_outputs() {
     // Outputs that hold numeric tensors only refuse them, naming what they are.
     let q = open_any(dir.join("quantized/ckpt")).unwrap();
     let out = tempfile::tempdir().unwrap();
-    let e = paramdex::convert::to_native(
-        q.as_ref(),
-        &out.path().join("q.pdx"),
-        Default::default(),
-        &mut |_, _| {},
-    )
-    .unwrap_err()
-    .to_string();
+    let e = to_native_err(q.as_ref(), &out.path().join("q.pdx"));
     assert!(
         e.contains("q8 is a qint8 tensor, which paramdex does not decode"),
         "{e}"
@@ -1067,14 +1060,7 @@ fn convert_to_native_assembles_and_refuses_strings() {
         assert_eq!(a.info.shape, b.info.shape);
     }
     let strings = open_any(root().join("tests/data/tf/strings/tf2/ckpt-1")).unwrap();
-    let e = paramdex::convert::to_native(
-        strings.as_ref(),
-        &tmp.path().join("s.pdx"),
-        Default::default(),
-        &mut |_, _| {},
-    )
-    .unwrap_err()
-    .to_string();
+    let e = to_native_err(strings.as_ref(), &tmp.path().join("s.pdx"));
     assert!(
         e.contains("_CHECKPOINTABLE_OBJECT_GRAPH") && e.contains("string"),
         "{e}"
