@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use paramdex::table::{Block, BlockBuilder, Table, TableReadOptions};
+use paramdex::raw::table::{Block, BlockBuilder, Table, TableReadOptions};
 use paramdex::{Compression, DType, ReadOptions, Reader, Tensor, Writer, WriterOptions};
 
 fn tiny_name(i: usize) -> String {
@@ -242,13 +242,21 @@ fn bench_verify(c: &mut Criterion, dir: &Path) {
     g.bench_function("bare_crc32c_1core", |b| {
         b.iter(|| {
             for v in &views {
-                black_box(paramdex::coding::crc32c(v.data()));
+                black_box(paramdex::raw::format::crc32c(v.data()));
             }
         })
     });
     for threads in [1, 2] {
         g.bench_function(format!("4x64MiB_threads_{threads}"), |b| {
-            b.iter(|| black_box(r.verify_with_threads(threads).unwrap()))
+            b.iter(|| {
+                black_box(
+                    r.verify_with(paramdex::VerifyOptions {
+                        threads,
+                        progress: None,
+                    })
+                    .unwrap(),
+                )
+            })
         });
     }
     let tiny = write_tiny(
@@ -259,7 +267,15 @@ fn bench_verify(c: &mut Criterion, dir: &Path) {
     let rt = Reader::open(&tiny).unwrap();
     g.throughput(Throughput::Elements(100_000));
     g.bench_function("tiny_100k_threads_1", |b| {
-        b.iter(|| black_box(rt.verify_with_threads(1).unwrap()))
+        b.iter(|| {
+            black_box(
+                rt.verify_with(paramdex::VerifyOptions {
+                    threads: 1,
+                    progress: None,
+                })
+                .unwrap(),
+            )
+        })
     });
     g.finish();
     drop(views);

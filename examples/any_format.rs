@@ -29,7 +29,7 @@ fn main() -> Result<()> {
             .load(&first.name)?
             .expect("listed tensors can be loaded");
         if let (Kind::Numeric(d), TensorData::Bytes(b)) = (t.info.kind, &t.data) {
-            let (v, _) = paramdex::values::to_json(d, &t.info.shape, b, 8);
+            let (v, _) = paramdex::interop::json::to_json(d, &t.info.shape, b, 8);
             println!("{} = {v}", paramdex::name::display(&first.name));
         }
     }

@@ -3,8 +3,8 @@
 //!
 //! `cargo run --example safetensors_roundtrip -- [IN.safetensors]`
 
+use paramdex::interop::safetensors::{write_safetensors, SafetensorsStore};
 use paramdex::prelude::*;
-use paramdex::safetensors::{write_safetensors, SafetensorsStore};
 
 fn main() -> Result<()> {
     let src = std::env::args_os().nth(1).map_or_else(

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the unit tests of the pure codec modules under Miri (undefined behaviour, out-of-bounds
-# and overflow checks on every access): varints and fixed-width integers (coding), Paddle
+# and overflow checks on every access): the byte codecs (src/format/), Paddle
 # records (record), and the LevelDB table layer (blocks, footer, builder, reader).
 # Property tests (proptest, thousands of cases) are skipped: under Miri they would take hours;
 # the fuzzers cover that ground.
@@ -21,7 +21,7 @@ export MIRIFLAGS="${MIRIFLAGS:-}"
 # Skipped as well: two exhaustive loops over hundreds of thousands of layouts (they run in
 # `cargo test`, and the code they drive runs under Miri in the other record tests).
 time cargo +nightly miri test --lib -- \
-  coding:: record:: table:: \
+  format:: record:: table:: \
   --skip props \
   --skip alignment_round_trips_and_parses_with_prost \
   --skip padding_field_lengths

@@ -161,6 +161,51 @@ impl std::fmt::Display for DType {
     }
 }
 
+/// TensorFlow's name of a `DataType` number without `DT_`, in lower case (`float`, `variant`,
+/// `qint8`), for the numbers TensorFlow defines.
+pub fn tf_type_name(code: i32) -> Option<&'static str> {
+    const NAMES: [&str; 34] = [
+        "invalid",
+        "float",
+        "double",
+        "int32",
+        "uint8",
+        "int16",
+        "int8",
+        "string",
+        "complex64",
+        "int64",
+        "bool",
+        "qint8",
+        "quint8",
+        "qint32",
+        "bfloat16",
+        "qint16",
+        "quint16",
+        "uint16",
+        "complex128",
+        "half",
+        "resource",
+        "variant",
+        "uint32",
+        "uint64",
+        "float8_e5m2",
+        "float8_e4m3fn",
+        "float8_e4m3fnuz",
+        "float8_e4m3b11fnuz",
+        "float8_e5m2fnuz",
+        "int4",
+        "uint4",
+        "int2",
+        "uint2",
+        "float4_e2m1fn",
+    ];
+    usize::try_from(code)
+        .ok()
+        .and_then(|i| NAMES.get(i))
+        .copied()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

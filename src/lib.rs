@@ -22,58 +22,64 @@
 //! r.verify()?;
 //! # Ok(()) }
 //! ```
+//!
+//! # The public API
+//!
+//! * At the root, the engine: [`Reader`] (open, `get`, scans, [`Reader::verify_with`]),
+//!   [`TensorView`], [`Writer`] and [`TensorWriter`], [`Metadata`], [`rewrite_in_place`],
+//!   [`recover_any`], the vocabulary ([`DType`], [`Element`], [`Lod`], [`name`]) and one
+//!   [`Error`].
+//! * [`interop`]: every other format behind one [`interop::TensorStore`] trait, detected by
+//!   [`interop::open_any`], and the writers of every output format.
+//! * [`raw`]: the byte-level layers (table, records, codecs) for tests, fuzzers, benchmarks and
+//!   tools that inspect files. Documented and public, but it follows the format, not semver.
+//!
+//! # Layers
+//!
+//! `vocabulary → format → record, table → native → interop`, and the `paramdex` CLI (its own
+//! crate) on top; no module imports a layer to its right (`tests/layers.rs` checks it).
+//! `docs/architecture.md` has the map.
 #![deny(missing_docs)]
+// `unsafe` lives in one place (the memory map in `native/source.rs`), where it is allowed.
+#![deny(unsafe_code)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 // On-disk integers have a fixed byte order (little-endian, SPEC.md 1): never the host's.
 #![deny(clippy::host_endian_bytes)]
-// Big-endian bytes appear only where a foreign format defines them (see `tf`).
+// Big-endian bytes appear only where a foreign format defines them (see `interop::tf`).
 #![deny(clippy::big_endian_bytes)]
-// The modules that parse and write the native format may not narrow an integer with `as`
-// (a `u64` from the file to `usize`, a length to `u32`): they use checked conversions
-// (`try_from`), so a number from a file can never wrap silently. Unit tests are exempt.
 
-pub mod any;
-#[cfg_attr(not(test), deny(clippy::cast_possible_truncation))]
-pub mod coding;
-pub mod convert;
-pub mod dtype;
-pub mod element;
-#[cfg_attr(not(test), deny(clippy::cast_possible_truncation))]
-pub mod entry;
-pub mod error;
-pub mod meta;
+// Vocabulary: the words every layer uses.
+mod dtype;
+mod element;
+mod error;
 pub mod name;
-pub mod npy;
-pub mod paddle;
 mod parallel;
-pub mod prelude;
-pub mod proto;
-#[cfg_attr(not(test), deny(clippy::cast_possible_truncation))]
-pub mod reader;
-#[cfg_attr(not(test), deny(clippy::cast_possible_truncation))]
-pub mod record;
-#[cfg_attr(not(test), deny(clippy::cast_possible_truncation))]
-pub mod recover;
-pub mod safetensors;
-#[cfg_attr(not(test), deny(clippy::cast_possible_truncation))]
-pub mod source;
-pub mod staging;
-#[cfg_attr(not(test), deny(clippy::cast_possible_truncation))]
-pub mod table;
-// TensorFlow's ordered-code slice keys and big-endian checkpoints are big-endian by definition.
-#[allow(clippy::big_endian_bytes)]
-pub mod tf;
-pub mod values;
-#[cfg_attr(not(test), deny(clippy::cast_possible_truncation))]
-pub mod writer;
+mod progress;
+mod proto;
 
-pub use any::{open_any, Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorStore};
+// Byte codecs, then the two codecs built on them (records, index table).
+mod format;
+mod record;
+mod table;
+
+// The native container engine.
+mod native;
+
+// Other formats, above the engine.
+pub mod interop;
+
+pub mod prelude;
+pub mod raw;
+
 pub use dtype::DType;
 pub use element::Element;
 pub use error::{Error, Result};
-pub use meta::{MetaValue, Metadata};
-pub use reader::{ReadOptions, Reader, TensorView, VerifyReport};
+pub use native::{
+    last_complete_len, recover, recover_any, rewrite_in_place, EarlySync, FileHeader, FinishStats,
+    Iter, MetaValue, Metadata, ReadOptions, Reader, RecoverReport, Recovered, RewriteReport,
+    Tensor, TensorView, TensorWriter, VerifyOptions, VerifyReport, WriteBackend, Writer,
+    WriterOptions, DEFAULT_ALIGNMENT, DEFAULT_BLOCK_SIZE, FORMAT_VERSION,
+};
+pub use progress::{NoProgress, Progress, Unit};
 pub use record::Lod;
 pub use table::Compression;
-pub use writer::{
-    EarlySync, FinishStats, Tensor, TensorWriter, WriteBackend, Writer, WriterOptions,
-};

@@ -13,11 +13,13 @@
 //! # Ok::<(), Error>(())
 //! ```
 
-pub use crate::any::{open_any, Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorStore};
 pub use crate::dtype::DType;
 pub use crate::element::Element;
 pub use crate::error::{Error, Result};
-pub use crate::meta::{MetaValue, Metadata};
-pub use crate::reader::{ReadOptions, Reader, TensorView};
-pub use crate::writer::{Tensor, Writer, WriterOptions};
+pub use crate::interop::{
+    open_any, Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorStore,
+};
+pub use crate::native::{
+    MetaValue, Metadata, ReadOptions, Reader, Tensor, TensorView, Writer, WriterOptions,
+};
 pub use half::{bf16, f16};

@@ -127,7 +127,12 @@ fn many_threads_share_one_reader() {
                         }
                         // Whole-file verification, on several threads of its own.
                         _ => {
-                            let report = r.verify_with_threads(2).unwrap();
+                            let report = r
+                                .verify_with(paramdex::VerifyOptions {
+                                    threads: 2,
+                                    progress: None,
+                                })
+                                .unwrap();
                             assert_eq!(report.tensors, u64::from(N) + 1);
                             seen += report.tensors as u32;
                         }

@@ -10,10 +10,11 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use paramdex::recover::scan;
+use paramdex::interop::TensorStore;
+use paramdex::raw::record;
+use paramdex::raw::recovery::scan;
 use paramdex::{
-    record, Compression, DType, Error, ReadOptions, Reader, Tensor, TensorStore, TensorView,
-    Writer, WriterOptions,
+    Compression, DType, Error, ReadOptions, Reader, Tensor, TensorView, Writer, WriterOptions,
 };
 
 /// What a tensor must read back as.
@@ -164,7 +165,10 @@ fn exercise_native(bytes: &[u8], model: &Model, what: &str, tally: &mut Tally) {
             );
         }
     }
-    let verified = r.verify_with_threads(1);
+    let verified = r.verify_with(paramdex::VerifyOptions {
+        threads: 1,
+        progress: None,
+    });
     match verified {
         Ok(report) => {
             tally.verified += 1;
@@ -260,7 +264,7 @@ fn tf_fixture() -> (Vec<u8>, Vec<u8>) {
 type TfModel = BTreeMap<Vec<u8>, (String, Vec<u64>, Vec<u8>)>;
 
 fn tf_load_all(prefix: &Path) -> paramdex::Result<TfModel> {
-    let ck = paramdex::tf::TfCheckpoint::open(prefix)?;
+    let ck = paramdex::interop::tf::TfCheckpoint::open(prefix)?;
     let mut out = TfModel::new();
     for info in ck.list()? {
         let t = ck.load(&info.name)?.expect("listed");
@@ -279,7 +283,7 @@ fn tf_load_all(prefix: &Path) -> paramdex::Result<TfModel> {
 /// Opens a (possibly corrupt) checkpoint and reads everything: each tensor must be an error or
 /// the original.
 fn exercise_tf(prefix: &Path, model: &TfModel, what: &str) -> bool {
-    let Ok(ck) = paramdex::tf::TfCheckpoint::open(prefix) else {
+    let Ok(ck) = paramdex::interop::tf::TfCheckpoint::open(prefix) else {
         return false;
     };
     if let Ok(list) = ck.list() {
@@ -318,8 +322,8 @@ fn tensorflow_index_and_data_every_truncation_and_byte_flip() {
     let (index, data) = tf_fixture();
     let dir = tempfile::tempdir().unwrap();
     let prefix = dir.path().join("ckpt");
-    let index_path = paramdex::tf::index_path(&prefix);
-    let data_path = paramdex::tf::data_path(&prefix, 0, 1);
+    let index_path = paramdex::interop::tf::index_path(&prefix);
+    let data_path = paramdex::interop::tf::data_path(&prefix, 0, 1);
     std::fs::write(&index_path, &index).unwrap();
     std::fs::write(&data_path, &data).unwrap();
     let model = tf_load_all(&prefix).unwrap();
@@ -329,7 +333,7 @@ fn tensorflow_index_and_data_every_truncation_and_byte_flip() {
     for n in 0..index.len() {
         std::fs::write(&index_path, &index[..n]).unwrap();
         assert!(
-            paramdex::tf::TfCheckpoint::open(&prefix).is_err(),
+            paramdex::interop::tf::TfCheckpoint::open(&prefix).is_err(),
             "index truncated to {n} opened"
         );
     }
@@ -461,7 +465,7 @@ fn paddle_combined_stream_every_truncation_and_byte_flip() {
 /// A native file assembled from a records region and index entries (key, value bytes), with
 /// the header of `base` adjusted to them. Every checksum is valid.
 fn assemble(base: &Reader, records: &[u8], entries: &[(Vec<u8>, Vec<u8>)]) -> Vec<u8> {
-    use paramdex::table::{TableBuilder, TableOptions};
+    use paramdex::raw::table::{TableBuilder, TableOptions};
     let mut header = base.header().clone();
     header.records_len = records.len() as u64;
     header.tensor_count = entries.len() as u64;
@@ -480,7 +484,7 @@ fn assemble(base: &Reader, records: &[u8], entries: &[(Vec<u8>, Vec<u8>)]) -> Ve
 
 /// The index entries (key, raw value) of a native file, header excluded.
 fn entries_of(file: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
-    let t = paramdex::table::Table::open(file, Default::default()).unwrap();
+    let t = paramdex::raw::table::Table::open(file, Default::default()).unwrap();
     let mut it = t.iter();
     let mut out = Vec::new();
     while it.next().unwrap() {
@@ -536,9 +540,9 @@ fn overlapping_records_fail_verify() {
         dims: &[6],
         lod: &[],
         name: Some(b"b"),
-        data_crc: Some(paramdex::coding::mask_crc(paramdex::coding::crc32c(
-            &b_data,
-        ))),
+        data_crc: Some(paramdex::raw::format::mask_crc(
+            paramdex::raw::format::crc32c(&b_data),
+        )),
     };
     let layout = record::encode_header(&spec, 0, 1, &mut b_record).unwrap();
     b_record.extend_from_slice(&b_data);
@@ -550,7 +554,7 @@ fn overlapping_records_fail_verify() {
     let records = r.records()[..a_end as usize].to_vec();
     let mut entries = entries_of(&file);
     // Re-point b at the record inside a's data.
-    let mut e = paramdex::entry::IndexEntry::decode(&entries[1].1, 0, 254).unwrap();
+    let mut e = paramdex::raw::entry::IndexEntry::decode(&entries[1].1, 0, 254).unwrap();
     e.offset = inner_record + layout.header_len as u64;
     e.record_header_len = layout.header_len as u32;
     let mut value = Vec::new();
@@ -576,7 +580,7 @@ fn overlapping_records_fail_verify() {
 // error naming the problem, found without allocating by the hostile number.
 
 /// A one-tensor file whose index entry for "t" is `e` (the record is a real 8-byte tensor).
-fn with_entry(e: &paramdex::entry::IndexEntry) -> Vec<u8> {
+fn with_entry(e: &paramdex::raw::entry::IndexEntry) -> Vec<u8> {
     let file = write_file(&[("t", vec![9; 8])]);
     let r = Reader::from_bytes(file.clone()).unwrap();
     let mut value = Vec::new();
@@ -584,10 +588,10 @@ fn with_entry(e: &paramdex::entry::IndexEntry) -> Vec<u8> {
     assemble(&r, r.records(), &[(b"t".to_vec(), value)])
 }
 
-fn real_entry() -> paramdex::entry::IndexEntry {
+fn real_entry() -> paramdex::raw::entry::IndexEntry {
     let file = write_file(&[("t", vec![9; 8])]);
     let entries = entries_of(&file);
-    paramdex::entry::IndexEntry::decode(&entries[0].1, 0, 254).unwrap()
+    paramdex::raw::entry::IndexEntry::decode(&entries[0].1, 0, 254).unwrap()
 }
 
 fn get_err(file: Vec<u8>) -> String {
@@ -647,7 +651,7 @@ fn catalogue_absurd_tensor_count() {
     let r = Reader::from_bytes(file.clone()).unwrap();
     let mut header = r.header().clone();
     header.tensor_count = u64::MAX;
-    use paramdex::table::{TableBuilder, TableOptions};
+    use paramdex::raw::table::{TableBuilder, TableOptions};
     let mut table = Vec::new();
     let mut b = TableBuilder::new(
         &mut table,
@@ -706,7 +710,7 @@ fn catalogue_huge_lengths_in_records() {
 fn catalogue_duplicate_and_unordered_keys() {
     // Duplicate keys (GGUF hardening PR #19856, safetensors#401): a block whose keys repeat or go
     // backwards is refused even when its checksum is valid.
-    use paramdex::table::{BlockBuilder, Table};
+    use paramdex::raw::table::{BlockBuilder, Table};
     let file = write_file(&[("a", vec![1; 4]), ("b", vec![2; 4])]);
     let entries = entries_of(&file);
     for keys in [["a", "a"], ["b", "a"]] {
@@ -742,8 +746,8 @@ fn catalogue_duplicate_and_unordered_keys() {
 /// A table with one raw data block (contents as given) after `records`, its index separator
 /// `sep`: trailers and footer computed here, so every checksum is valid.
 fn raw_table(records: &[u8], contents: &[u8], sep: &[u8]) -> Vec<u8> {
-    use paramdex::coding::{crc32c, mask_crc};
-    use paramdex::table::{BlockBuilder, BlockHandle, Footer};
+    use paramdex::raw::format::{crc32c, mask_crc};
+    use paramdex::raw::table::{BlockBuilder, BlockHandle, Footer};
     let mut file = records.to_vec();
     let trailer = |file: &mut Vec<u8>, block: &[u8]| {
         let mut covered = block.to_vec();

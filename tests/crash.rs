@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use paramdex::recover::recover;
+use paramdex::recover;
 use paramdex::{DType, Error, Reader, Tensor, WriteBackend, Writer, WriterOptions};
 
 /// A test backend over the writer's temporary file.

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use paramdex::coding::{crc32c, mask_crc};
+use paramdex::raw::format::{crc32c, mask_crc};
 use paramdex::{Compression, DType, Error, ReadOptions, Reader, Tensor, Writer, WriterOptions};
 use proptest::prelude::*;
 
@@ -476,7 +476,7 @@ fn recover_restores_complete_records_of_a_torn_file() {
         let torn = dir.path().join("torn");
         std::fs::write(&torn, &full[..cut]).unwrap();
         let out = dir.path().join("out.pdx");
-        let rep = paramdex::recover::recover(&torn, &out, WriterOptions::default()).unwrap();
+        let rep = paramdex::recover(&torn, &out, WriterOptions::default()).unwrap();
         let complete = ends.iter().filter(|&&e| e as usize <= cut).count();
         assert_eq!(rep.recovered as usize, complete, "cut at {cut}");
         let r2 = Reader::open(&out).unwrap();
@@ -493,8 +493,7 @@ fn recover_restores_complete_records_of_a_torn_file() {
     let torn = dir.path().join("torn2");
     std::fs::write(&torn, &bad).unwrap();
     let rep =
-        paramdex::recover::recover(&torn, &dir.path().join("o2.pdx"), WriterOptions::default())
-            .unwrap();
+        paramdex::recover(&torn, &dir.path().join("o2.pdx"), WriterOptions::default()).unwrap();
     assert_eq!(rep.recovered, 9);
 }
 
@@ -570,7 +569,7 @@ fn large_tensors_get_the_right_checksum_and_corruption_is_caught() {
     // The record headers carry the same CRC: recover rebuilds the index from the records
     // alone and keeps only records whose data matches the CRC in their header.
     let recovered = dir.path().join("recovered.pdx");
-    let report = paramdex::recover::recover(&path, &recovered, WriterOptions::default()).unwrap();
+    let report = paramdex::recover(&path, &recovered, WriterOptions::default()).unwrap();
     assert_eq!(report.recovered, 5, "{report:?}");
     Reader::open(&recovered).unwrap().verify().unwrap();
     let bytes = std::fs::read(&path).unwrap();

@@ -1,9 +1,9 @@
 //! Typed metadata: golden bytes of a header with metadata (SPEC.md 5.3), and changing metadata
 //! in place by appending a new index (SPEC.md 10.1): records untouched, crash states, recovery.
 
-use paramdex::coding::{crc32c, mask_crc};
-use paramdex::meta::{last_complete_len, rewrite_in_place, MetaValue, Metadata};
-use paramdex::table::{Table, TableReadOptions};
+use paramdex::raw::format::{crc32c, mask_crc};
+use paramdex::raw::table::{Table, TableReadOptions};
+use paramdex::{last_complete_len, rewrite_in_place, MetaValue, Metadata};
 use paramdex::{Compression, DType, Error, Reader, Writer, WriterOptions};
 use prost::Message;
 
@@ -133,8 +133,8 @@ fn rewrite_appends_a_new_index_and_never_touches_records() {
     let t = r.tensor("layer.123.weight").unwrap();
     assert_eq!(t.as_slice::<f32>().unwrap()[0], (123 * 17) as f32);
     // The header is still a TensorFlow BundleHeaderProto with one shard.
-    let tf =
-        paramdex::proto::tensorflow::BundleHeaderProto::decode(&header_value(&after)[..]).unwrap();
+    let tf = paramdex::raw::proto::tensorflow::BundleHeaderProto::decode(&header_value(&after)[..])
+        .unwrap();
     assert_eq!(tf.num_shards, 1);
     assert_eq!(tf.version.unwrap().producer, 1);
 
@@ -253,7 +253,7 @@ fn writer_metadata_limits_and_typed_helpers() {
     let mut w = Writer::create(&path).unwrap();
     assert!(w.insert_metadata("", 1i64).is_err());
     let mut deep = MetaValue::Int(0);
-    for _ in 0..paramdex::meta::MAX_DEPTH {
+    for _ in 0..paramdex::raw::meta_limits::MAX_DEPTH {
         deep = MetaValue::List(vec![deep]);
     }
     assert!(w.insert_metadata("deep", deep).is_err());

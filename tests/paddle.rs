@@ -5,8 +5,9 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use paramdex::paddle::{self, PaddleStore, ProgramKind};
-use paramdex::{open_any, DType, Error, Format, Reader, TensorData, TensorStore, WriterOptions};
+use paramdex::interop::paddle::{self, PaddleStore, ProgramKind};
+use paramdex::interop::{open_any, Format, TensorData, TensorStore};
+use paramdex::{DType, Error, Reader, WriterOptions};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -319,7 +320,7 @@ fn convert_model_to_native_and_back_is_byte_exact() {
     ] {
         let store = open_any(data_dir().join(sub)).unwrap();
         let native = t.path().join("m.pdx");
-        paramdex::convert::to_native(
+        paramdex::interop::to_native(
             store.as_ref(),
             &native,
             WriterOptions::default(),
@@ -354,7 +355,7 @@ fn tensor_files_round_trip_byte_exact() {
         }
         let store = open_any(&p).unwrap();
         let native = t.path().join("x.pdx");
-        paramdex::convert::to_native(
+        paramdex::interop::to_native(
             store.as_ref(),
             &native,
             WriterOptions::default(),

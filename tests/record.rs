@@ -4,9 +4,9 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use paramdex::coding::{crc32c, mask_crc};
-use paramdex::proto::paddle::var_type::TensorDesc;
-use paramdex::record::{
+use paramdex::raw::format::{crc32c, mask_crc};
+use paramdex::raw::proto::paddle::var_type::TensorDesc;
+use paramdex::raw::record::{
     decode_header, decode_record, encode_header, validate_lod, walk, RecordSpec,
 };
 use paramdex::DType;

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use paramdex::table::*;
+use paramdex::raw::table::*;
 use proptest::prelude::*;
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
@@ -641,9 +641,10 @@ fn assemble_with(
             size: contents.len() as u64,
         };
         out.extend_from_slice(contents);
-        let crc = paramdex::coding::crc32c_extend(paramdex::coding::crc32c(contents), &[0]);
+        let crc =
+            paramdex::raw::format::crc32c_extend(paramdex::raw::format::crc32c(contents), &[0]);
         out.push(0);
-        out.extend_from_slice(&paramdex::coding::mask_crc(crc).to_le_bytes());
+        out.extend_from_slice(&paramdex::raw::format::mask_crc(crc).to_le_bytes());
         h
     }
     let mut out = Vec::new();

@@ -4,7 +4,7 @@
 //! a block that iterates without error has strictly increasing keys, and `seek(t)` lands on the
 //! first of them that is `>= t` (for the fuzzed target and for every key present).
 
-use paramdex::table::Block;
+use paramdex::raw::table::Block;
 
 fn check_seek(block: &Block<'_>, entries: &[(Vec<u8>, Vec<u8>)], target: &[u8]) {
     let mut it = block.iter();

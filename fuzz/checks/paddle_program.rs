@@ -9,8 +9,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use paramdex::paddle::program::{parse_pir_json, parse_program_desc, ParamDecl};
-use paramdex::TensorStore;
+use paramdex::interop::paddle::program::{parse_pir_json, parse_program_desc, ParamDecl};
+use paramdex::interop::TensorStore;
 
 fn dir() -> &'static PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
@@ -48,7 +48,7 @@ pub fn check(data: &[u8]) {
     std::fs::write(&prog_path, program).expect("write program");
     let params_path = d.join("m.pdiparams");
     std::fs::write(&params_path, params).expect("write params");
-    let Ok(store) = paramdex::paddle::open_model(&params_path, &prog_path) else {
+    let Ok(store) = paramdex::interop::paddle::open_model(&params_path, &prog_path) else {
         return;
     };
     if let Ok(list) = store.list() {

@@ -92,7 +92,10 @@ fn run(data: &[u8], verify_tensors: bool, verify_blocks: bool) {
             Err(_) => assert!(!complete, "get failed where a complete iteration succeeded"),
         }
     }
-    if let Ok(report) = r.verify_with_threads(1) {
+    if let Ok(report) = r.verify_with(paramdex::VerifyOptions {
+        threads: 1,
+        progress: None,
+    }) {
         assert!(complete || names.len() > 10_000);
         assert_eq!(report.tensors, r.len());
         for t in r.iter() {

@@ -2,7 +2,7 @@
 //! the recovery scan. A record that decodes must lie inside the buffer, and re-encoding its
 //! fields must decode to the same fields (the encoder and decoder agree).
 
-use paramdex::record::{self, RecordSpec};
+use paramdex::raw::record::{self, RecordSpec};
 
 fn round_trip(h: &record::RecordHeader<'_>, data: &[u8]) {
     let lod = h.lod.to_vec();
@@ -57,7 +57,7 @@ pub fn check(data: &[u8]) {
             Err(_) => break,
         }
     }
-    let (found, _) = paramdex::recover::scan(data);
+    let (found, _) = paramdex::raw::recovery::scan(data);
     let mut end = 0u64;
     for r in &found {
         assert_eq!(r.offset, end);

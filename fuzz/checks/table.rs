@@ -3,7 +3,7 @@
 //! Invariants checked beyond "no panic": a table that iterates without error yields strictly
 //! increasing keys, and `get` and `seek` of each of them find exactly that entry.
 
-use paramdex::table::{Table, TableReadOptions};
+use paramdex::raw::table::{Table, TableReadOptions};
 
 fn run(data: &[u8], opts: TableReadOptions) {
     let Ok(table) = Table::open(data, opts) else {

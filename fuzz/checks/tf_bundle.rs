@@ -8,8 +8,8 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use paramdex::tf::{data_path, index_path, TfCheckpoint};
-use paramdex::TensorStore;
+use paramdex::interop::tf::{data_path, index_path, TfCheckpoint};
+use paramdex::interop::TensorStore;
 
 fn dir() -> &'static PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();

@@ -404,7 +404,11 @@ fn check_input(input: Input) {
                 assert_eq!(t.lod().expect("lod").to_vec(), e.lod);
                 assert_eq!(t.data_offset() % opts.alignment, 0);
             }
-            r.verify_with_threads(1).expect("verify a finished file");
+            r.verify_with(paramdex::VerifyOptions {
+                threads: 1,
+                progress: None,
+            })
+            .expect("verify a finished file");
         }
         Err(e) => {
             assert!(

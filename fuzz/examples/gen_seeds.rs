@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use paramdex::table::{Table, TableReadOptions};
+use paramdex::raw::table::{Table, TableReadOptions};
 use paramdex::{Compression, DType, Reader, Tensor, Writer, WriterOptions};
 
 fn root() -> PathBuf {
@@ -60,7 +60,7 @@ fn native_files() -> Vec<(String, Vec<u8>)> {
                 2 => vec![0, 3],
                 _ => vec![2, 2],
             };
-            let len = paramdex::record::data_len(dtype, &shape).unwrap() as usize;
+            let len = paramdex::raw::record::data_len(dtype, &shape).unwrap() as usize;
             let data: Vec<u8> = (0..len).map(|j| (i * 7 + j) as u8).collect();
             let name = format!("model.layers.{i}.weight");
             if i == 3 {

@@ -17,8 +17,8 @@
 
 use smallvec::SmallVec;
 
-use crate::coding::{get_fixed32, get_varint32, put_fixed32, put_varint32};
 use crate::error::{Error, Result};
+use crate::format::{get_fixed32, get_varint32, put_fixed32, put_varint32};
 
 /// Bytewise (memcmp) order of two keys, eight bytes at a time. Keys here are short and share
 /// long prefixes (`model.layers.`), where a call to the C library's `memcmp` costs more than

@@ -5,8 +5,8 @@ use std::io::Write;
 use super::block::BlockBuilder;
 use super::footer::{BlockHandle, Footer};
 use super::{Compression, BLOCK_TRAILER_LEN, MAX_BLOCK_LEN};
-use crate::coding::{crc32c, crc32c_extend, mask_crc};
 use crate::error::{Error, Result};
+use crate::format::{crc32c, crc32c_extend, mask_crc};
 
 /// Options for [`TableBuilder`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

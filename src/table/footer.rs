@@ -1,8 +1,8 @@
 //! Block handles and the 48-byte table footer.
 
 use super::{FOOTER_LEN, TABLE_MAGIC};
-use crate::coding::{put_fixed64, put_varint64, Cursor};
 use crate::error::{Error, Result};
+use crate::format::{put_fixed64, put_varint64, Cursor};
 
 /// Where a block lives: absolute file offset and stored length (excluding the 5-byte trailer).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]

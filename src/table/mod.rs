@@ -24,6 +24,7 @@
 //!   materialized index is a [`TableIndex`], which owns no file bytes and so can be kept next to
 //!   the mapping it came from ([`Table::new`] pairs them again).
 //! * [`Block`], [`BlockIter`] and [`BlockBuilder`] are the block-level pieces.
+#![cfg_attr(not(test), deny(clippy::cast_possible_truncation))]
 
 mod block;
 mod builder;

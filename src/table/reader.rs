@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 use super::block::{key_lt, scan_entries, EntryCursor, Layout};
 use super::footer::{BlockHandle, Footer};
 use super::{Compression, BLOCK_TRAILER_LEN, FOOTER_LEN, MAX_BLOCK_LEN};
-use crate::coding::{crc32c, crc32c_extend, get_fixed32, unmask_crc, Cursor};
 use crate::error::{Error, Result};
+use crate::format::{crc32c, crc32c_extend, get_fixed32, unmask_crc, Cursor};
 use crate::name::display;
 
 /// Options for [`Table::open`].
@@ -980,7 +980,7 @@ mod tests {
         let end = (h.offset + h.size) as usize;
         file[end] = 2;
         let crc = crc32c_extend(crc32c(&file[h.offset as usize..end]), &[2]);
-        file[end + 1..end + 5].copy_from_slice(&crate::coding::mask_crc(crc).to_le_bytes());
+        file[end + 1..end + 5].copy_from_slice(&crate::format::mask_crc(crc).to_le_bytes());
         let t = Table::open(&file, TableReadOptions::default()).unwrap();
         let e = t.get(b"a", |_, _| ()).unwrap_err().to_string();
         assert!(e.contains("bad block type 2"), "{e}");

@@ -1,0 +1,597 @@
+//! `ls`, `get`, `stat`, `verify`, `recover`.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use paramdex::interop::{json as values, open_any, Format, Kind, TensorData, TensorInfo};
+use paramdex::raw::table::{Table, TableReadOptions};
+use paramdex::{
+    name, Error, Progress, Reader, Recovered, Result, Unit, VerifyOptions, WriterOptions,
+};
+use serde_json::{json, Map, Value};
+
+use super::style::{DIM, DTYPE, GOOD, HEAD};
+use super::{human_bytes, metadata_of, os_bytes, stdout_err, GetFormat, Ui};
+
+fn io_err(what: &str, e: std::io::Error) -> Error {
+    Error::io(what.to_string(), e)
+}
+
+/// JSON description of a tensor: name (plus name_hex when not UTF-8), dtype, shape, lod, nbytes.
+pub fn describe(t: &TensorInfo) -> Map<String, Value> {
+    let mut m = Map::new();
+    match name::as_utf8(&t.name) {
+        Some(s) => {
+            m.insert("name".into(), json!(s));
+        }
+        None => {
+            m.insert("name".into(), json!(name::display(&t.name)));
+            m.insert("name_hex".into(), json!(name::to_hex(&t.name)));
+        }
+    }
+    m.insert("dtype".into(), json!(t.kind.name()));
+    m.insert("shape".into(), json!(t.shape));
+    m.insert("lod".into(), json!(t.lod));
+    m.insert("nbytes".into(), json!(t.nbytes));
+    m
+}
+
+/// A shape as `[2, 3]`.
+pub fn shape_str(shape: &[u64]) -> String {
+    format!("{shape:?}")
+}
+
+/// Writes a table of left-/right-aligned columns (`right[i]` for numbers), a bold heading.
+fn write_table(
+    out: &mut dyn Write,
+    head: &[&str],
+    right: &[bool],
+    rows: &[Vec<String>],
+) -> std::io::Result<()> {
+    // Terminal columns, not chars: CJK and emoji names take two columns, combining marks none.
+    let cols = |s: &str| unicode_width::UnicodeWidthStr::width(s);
+    let mut width: Vec<usize> = head.iter().map(|h| cols(h)).collect();
+    for row in rows {
+        for (i, c) in row.iter().enumerate() {
+            width[i] = width[i].max(cols(c));
+        }
+    }
+    let line = |out: &mut dyn Write, cells: &[String], heading: bool| -> std::io::Result<()> {
+        let last = cells.len() - 1;
+        for (i, c) in cells.iter().enumerate() {
+            let pad = width[i].saturating_sub(cols(c));
+            let sep = if i == last { "" } else { "  " };
+            let (s, e) = match (heading, i) {
+                (true, _) => (HEAD.render().to_string(), HEAD.render_reset().to_string()),
+                (false, 1) => (DTYPE.render().to_string(), DTYPE.render_reset().to_string()),
+                _ => (String::new(), String::new()),
+            };
+            if right[i] {
+                write!(out, "{}{s}{c}{e}{sep}", " ".repeat(pad))?;
+            } else if i == last {
+                write!(out, "{s}{c}{e}")?;
+            } else {
+                write!(out, "{s}{c}{e}{}{sep}", " ".repeat(pad))?;
+            }
+        }
+        writeln!(out)
+    };
+    let head: Vec<String> = head.iter().map(|s| s.to_string()).collect();
+    line(out, &head, true)?;
+    for row in rows {
+        line(out, row, false)?;
+    }
+    Ok(())
+}
+
+pub fn ls(file: &Path, as_json: bool, prefix: Option<OsString>) -> Result<ExitCode> {
+    let store = open_any(file)?;
+    let mut list = store.list()?;
+    if let Some(p) = &prefix {
+        let p = os_bytes(p);
+        list.retain(|t| t.name.starts_with(&p));
+    }
+    let mut out = super::stdout_for(as_json);
+    if as_json {
+        let all: Vec<Value> = list.iter().map(|t| Value::Object(describe(t))).collect();
+        serde_json::to_writer(&mut out, &Value::Array(all))
+            .map_err(|e| io_err("writing JSON", e.into()))?;
+        writeln!(out).map_err(stdout_err)?;
+    } else {
+        let total: u64 = list.iter().map(|t| t.nbytes).sum();
+        let rows: Vec<Vec<String>> = list
+            .iter()
+            .map(|t| {
+                vec![
+                    name::display(&t.name),
+                    t.kind.name().to_string(),
+                    shape_str(&t.shape),
+                    t.lod.len().to_string(),
+                    human_bytes(t.nbytes),
+                ]
+            })
+            .collect();
+        write_table(
+            &mut out,
+            &["NAME", "DTYPE", "SHAPE", "LOD", "SIZE"],
+            &[false, false, false, true, true],
+            &rows,
+        )
+        .map_err(stdout_err)?;
+        writeln!(
+            out,
+            "{DIM}{} tensors, {} of data ({} bytes), {}{DIM:#}",
+            rows.len(),
+            human_bytes(total),
+            total,
+            store.format().name()
+        )
+        .map_err(stdout_err)?;
+    }
+    out.flush().map_err(stdout_err)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// JSON for string elements: UTF-8 as strings, other bytes as {"hex": "..."} (lossless).
+fn strings_json(strings: &[Vec<u8>], shape: &[u64], limit: usize) -> (Value, bool) {
+    let elem = |s: &Vec<u8>| match std::str::from_utf8(s) {
+        Ok(u) => json!(u),
+        Err(_) => json!({ "hex": name::to_hex(s) }),
+    };
+    if strings.len() > limit {
+        return (
+            Value::Array(strings[..limit].iter().map(elem).collect()),
+            true,
+        );
+    }
+    fn nest(shape: &[u64], it: &mut dyn Iterator<Item = Value>) -> Value {
+        match shape.split_first() {
+            None => it.next().unwrap_or(Value::Null),
+            Some((&d, rest)) => Value::Array((0..d).map(|_| nest(rest, it)).collect()),
+        }
+    }
+    (nest(shape, &mut strings.iter().map(elem)), false)
+}
+
+pub fn get(
+    file: &Path,
+    name_arg: OsString,
+    hex: bool,
+    format: GetFormat,
+    output: Option<PathBuf>,
+    limit: usize,
+) -> Result<ExitCode> {
+    let key = if hex {
+        let s = name_arg.to_string_lossy();
+        name::from_hex(&s)
+            .ok_or_else(|| Error::InvalidArgument(format!("--hex: {s:?} is not hex")))?
+    } else {
+        os_bytes(&name_arg)
+    };
+    let store = open_any(file)?;
+    let t = store.load(&key)?.ok_or_else(|| Error::NotFound {
+        name: name::display(&key),
+        path: file.display().to_string(),
+    })?;
+    let owned: Vec<u8>;
+    let raw;
+    let (head, payload): (Vec<u8>, &[u8]) = match format {
+        GetFormat::Raw => {
+            raw = t.data.raw_bytes();
+            (Vec::new(), &raw)
+        }
+        GetFormat::Npy => {
+            let (Kind::Numeric(d), TensorData::Bytes(b)) = (t.info.kind, &t.data) else {
+                return Err(Error::Unsupported(format!(
+                    "tensor {} is a {} tensor, which .npy cannot hold; use --format json or raw",
+                    name::display(&key),
+                    t.info.kind.name()
+                )));
+            };
+            (paramdex::interop::npy::header(d, &t.info.shape), b)
+        }
+        GetFormat::Json => {
+            let mut m = describe(&t.info);
+            let (vals, cut) = match (&t.data, t.info.kind) {
+                (TensorData::Bytes(b), Kind::Numeric(d)) => {
+                    values::to_json(d, &t.info.shape, b, limit)
+                }
+                (TensorData::Strings(s), _) => strings_json(s, &t.info.shape, limit),
+                (TensorData::Bytes(_), Kind::String) => (Value::Null, false),
+                (TensorData::Bytes(_), Kind::Opaque(_)) => {
+                    m.insert(
+                        "note".into(),
+                        json!(format!(
+                            "paramdex does not decode {} tensors; --format raw gives the bytes \
+                             TensorFlow stored",
+                            t.info.kind.name()
+                        )),
+                    );
+                    (Value::Null, false)
+                }
+            };
+            m.insert("data".into(), vals);
+            if cut {
+                m.insert("truncated".into(), json!(true));
+            }
+            let mut s = serde_json::to_vec_pretty(&Value::Object(m))
+                .map_err(|e| io_err("encoding JSON", e.into()))?;
+            s.push(b'\n');
+            owned = s;
+            (Vec::new(), &owned)
+        }
+    };
+    match output {
+        Some(p) => {
+            let write = || -> std::io::Result<()> {
+                let mut f = std::io::BufWriter::new(std::fs::File::create(&p)?);
+                f.write_all(&head)?;
+                f.write_all(payload)?;
+                f.flush()
+            };
+            write().map_err(|e| io_err(&format!("writing {}", p.display()), e))?
+        }
+        None => {
+            use std::io::IsTerminal;
+            if format != GetFormat::Json && std::io::stdout().is_terminal() {
+                return Err(Error::InvalidArgument(
+                    "not writing binary tensor data to a terminal: use -o FILE or redirect standard output".into(),
+                ));
+            }
+            let mut out = std::io::stdout().lock();
+            out.write_all(&head)
+                .and_then(|_| out.write_all(payload))
+                .and_then(|_| out.flush())
+                .map_err(stdout_err)?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Figures of a LevelDB/TensorFlow table (a native index or a TensorFlow `.index`).
+struct TableFigures {
+    data_blocks: u64,
+    stored: u64,
+    raw: u64,
+    first_data_offset: u64,
+    snappy_blocks: u64,
+}
+
+fn table_figures(bytes: &[u8]) -> Result<TableFigures> {
+    let table = Table::open(bytes, TableReadOptions::default())?;
+    let mut f = TableFigures {
+        data_blocks: table.data_blocks() as u64,
+        stored: 0,
+        raw: 0,
+        first_data_offset: table.first_data_offset().unwrap_or(0),
+        snappy_blocks: 0,
+    };
+    for i in 0..table.data_blocks() {
+        let h = table.block_handle(i);
+        let b = table.load_block(i)?;
+        f.stored += h.size;
+        f.raw += b.len() as u64;
+        if matches!(b, paramdex::raw::table::BlockBytes::Cached(_)) {
+            f.snappy_blocks += 1;
+        }
+    }
+    Ok(f)
+}
+
+pub fn stat(file: &Path, as_json: bool) -> Result<ExitCode> {
+    let store = open_any(file)?;
+    let list = store.list()?;
+    let metadata = metadata_of(store.as_ref(), file)?;
+    let mut by_dtype: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+    for t in &list {
+        let e = by_dtype.entry(t.kind.name()).or_default();
+        e.0 += 1;
+        e.1 += t.nbytes;
+    }
+    let data_bytes: u64 = list.iter().map(|t| t.nbytes).sum();
+    let n = list.len() as u64;
+    let mut o = Map::new();
+    o.insert("file".into(), json!(file.display().to_string()));
+    o.insert("format".into(), json!(store.format().name()));
+    o.insert("tensors".into(), json!(n));
+    o.insert("data_bytes".into(), json!(data_bytes));
+    o.insert(
+        "by_dtype".into(),
+        Value::Object(
+            by_dtype
+                .iter()
+                .map(|(d, (c, b))| (d.to_string(), json!({"tensors": c, "bytes": b})))
+                .collect(),
+        ),
+    );
+    let put_table = |o: &mut Map<String, Value>, f: &TableFigures, index_bytes: u64| {
+        o.insert("index_bytes".into(), json!(index_bytes));
+        o.insert(
+            "index_bytes_per_tensor".into(),
+            json!(index_bytes as f64 / n.max(1) as f64),
+        );
+        o.insert("index_blocks".into(), json!(f.data_blocks));
+        let comp = match f.snappy_blocks {
+            0 => "none",
+            k if k == f.data_blocks => "snappy",
+            _ => "snappy (some blocks)",
+        };
+        o.insert("index_compression".into(), json!(comp));
+        o.insert(
+            "compression_ratio".into(),
+            json!(f.raw as f64 / f.stored.max(1) as f64),
+        );
+    };
+    match store.format() {
+        Format::Native => {
+            let r = store.as_native().ok_or_else(|| {
+                Error::InvalidArgument("native store without a native reader".into())
+            })?;
+            let bytes = r.as_bytes();
+            let f = table_figures(bytes)?;
+            let h = r.header();
+            o.insert("file_bytes".into(), json!(bytes.len()));
+            o.insert("format_version".into(), json!(h.format_version));
+            o.insert("records_bytes".into(), json!(h.records_len));
+            put_table(&mut o, &f, bytes.len() as u64 - f.first_data_offset);
+            o.insert(
+                "dead_bytes".into(),
+                json!(f.first_data_offset - h.records_len),
+            );
+            o.insert("alignment".into(), json!(h.alignment));
+            o.insert("shards".into(), json!(1));
+            o.insert("records_sorted".into(), json!(h.records_sorted));
+        }
+        Format::TensorFlow => {
+            if let Some(prefix) = paramdex::interop::tf::resolve_prefix(file)? {
+                let ck = paramdex::interop::tf::TfCheckpoint::open(&prefix)?;
+                let index = paramdex::interop::tf::index_path(&prefix);
+                let bytes = paramdex::raw::source::Source::map(&index)?;
+                let f = table_figures(&bytes)?;
+                o.insert("shards".into(), json!(ck.num_shards()));
+                put_table(&mut o, &f, bytes.len() as u64);
+            }
+        }
+        Format::Safetensors => {
+            let s = paramdex::interop::safetensors::SafetensorsStore::open(file)?;
+            o.insert("index_bytes".into(), json!(s.header_len() + 8));
+            o.insert(
+                "index_bytes_per_tensor".into(),
+                json!((s.header_len() + 8) as f64 / n.max(1) as f64),
+            );
+            o.insert("shards".into(), json!(1));
+        }
+        _ => {}
+    }
+    o.insert("metadata_entries".into(), json!(metadata.len()));
+    let mut out = super::stdout_for(as_json);
+    if as_json {
+        serde_json::to_writer_pretty(&mut out, &Value::Object(o))
+            .map_err(|e| io_err("writing JSON", e.into()))?;
+        writeln!(out).map_err(stdout_err)?;
+    } else {
+        let get = |k: &str| o.get(k).cloned().unwrap_or(Value::Null);
+        let num = |k: &str| get(k).as_u64();
+        let mut rows: Vec<(String, String)> = vec![
+            ("file".into(), file.display().to_string()),
+            (
+                "format".into(),
+                match num("format_version") {
+                    Some(v) => format!("{} (format version {v})", store.format().name()),
+                    None => store.format().name().to_string(),
+                },
+            ),
+            ("tensors".into(), n.to_string()),
+            (
+                "data".into(),
+                format!("{} ({data_bytes} bytes)", human_bytes(data_bytes)),
+            ),
+        ];
+        for (d, (c, b)) in &by_dtype {
+            rows.push((
+                format!("  {d}"),
+                format!(
+                    "{} in {c} tensor{}",
+                    human_bytes(*b),
+                    if *c == 1 { "" } else { "s" }
+                ),
+            ));
+        }
+        if let Some(f) = num("file_bytes") {
+            rows.push(("file size".into(), human_bytes(f)));
+        }
+        if let Some(r) = num("records_bytes") {
+            rows.push(("records".into(), human_bytes(r)));
+        }
+        if let Some(i) = num("index_bytes") {
+            let per = get("index_bytes_per_tensor").as_f64().unwrap_or(0.0);
+            rows.push((
+                "index".into(),
+                format!("{} ({per:.1} bytes per tensor)", human_bytes(i)),
+            ));
+        }
+        if let Some(b) = num("index_blocks") {
+            rows.push(("index blocks".into(), b.to_string()));
+            rows.push((
+                "compression".into(),
+                format!(
+                    "{} (ratio {:.2})",
+                    get("index_compression").as_str().unwrap_or("none"),
+                    get("compression_ratio").as_f64().unwrap_or(1.0)
+                ),
+            ));
+        }
+        if let Some(d) = num("dead_bytes") {
+            let note = if d > 0 {
+                " (old indexes left by `meta --set`; `convert` drops them)"
+            } else {
+                ""
+            };
+            rows.push(("dead bytes".into(), format!("{}{note}", human_bytes(d))));
+        }
+        if let Some(a) = num("alignment") {
+            rows.push(("alignment".into(), a.to_string()));
+        }
+        if let Some(s) = num("shards") {
+            rows.push(("shards".into(), s.to_string()));
+        }
+        if let Some(s) = get("records_sorted").as_bool() {
+            rows.push((
+                "records sorted".into(),
+                if s { "yes" } else { "no" }.to_string(),
+            ));
+        }
+        rows.push(("metadata".into(), format!("{} entries", metadata.len())));
+        let w = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
+        for (k, v) in rows {
+            writeln!(out, "{HEAD}{k:<w$}{HEAD:#}  {v}").map_err(stdout_err)?;
+        }
+    }
+    out.flush().map_err(stdout_err)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What `verify` found.
+struct Verified {
+    tensors: u64,
+    data_bytes: u64,
+    checksums: u64,
+}
+
+/// The library's progress reports, drawn as an indicatif bar (hidden off a terminal).
+struct Bar(indicatif::ProgressBar);
+
+impl Progress for Bar {
+    fn start(&self, total: u64, _unit: Unit) {
+        self.0.set_length(total);
+    }
+    fn advance(&self, n: u64) {
+        self.0.inc(n);
+    }
+}
+
+/// Verifies a native file with the library's one verify ([`Reader::verify_with`]), drawing its
+/// progress over the data bytes.
+fn verify_native(ui: Ui, r: &Reader, threads: usize) -> Result<Verified> {
+    let bar = Bar(ui.bytes_bar(0, "verifying"));
+    let rep = r.verify_with(VerifyOptions {
+        threads,
+        progress: Some(&bar),
+    });
+    bar.0.finish_and_clear();
+    let rep = rep?;
+    Ok(Verified {
+        tensors: rep.tensors,
+        data_bytes: rep.data_bytes,
+        checksums: rep.blocks + rep.tensors,
+    })
+}
+
+pub fn verify(ui: Ui, file: &Path, threads: usize, as_json: bool) -> Result<ExitCode> {
+    let start = Instant::now();
+    let result = (|| -> Result<(Format, Verified)> {
+        let store = open_any(file)?;
+        let v = match store.as_native() {
+            Some(r) => verify_native(ui, r, threads)?,
+            None => {
+                let sp = ui.spinner(&format!("verifying {}", store.format().name()));
+                let rep = store.verify(threads);
+                sp.finish_and_clear();
+                let rep = rep?;
+                Verified {
+                    tensors: rep.tensors,
+                    data_bytes: rep.data_bytes,
+                    checksums: rep.checksums,
+                }
+            }
+        };
+        Ok((store.format(), v))
+    })();
+    let secs = start.elapsed().as_secs_f64();
+    match result {
+        Ok((format, v)) => {
+            if as_json {
+                let o = json!({
+                    "ok": true,
+                    "file": file.display().to_string(),
+                    "format": format.name(),
+                    "tensors": v.tensors,
+                    "data_bytes": v.data_bytes,
+                    "checksums": v.checksums,
+                    "seconds": secs,
+                });
+                writeln!(std::io::stdout().lock(), "{o}").map_err(stdout_err)?;
+            } else {
+                let checks = if v.checksums == 0 {
+                    format!("structure checked ({} has no checksums)", format.name())
+                } else {
+                    format!("{} checksums matched", v.checksums)
+                };
+                ui.say(format!(
+                    "{}: {GOOD}OK{GOOD:#} ({}): {} tensors, {} of data, {checks} in {secs:.2} s",
+                    file.display(),
+                    format.name(),
+                    v.tensors,
+                    human_bytes(v.data_bytes),
+                ))?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            if as_json {
+                let o = json!({
+                    "ok": false,
+                    "file": file.display().to_string(),
+                    "error": e.to_string(),
+                    "exit_code": super::exit_status(&e),
+                });
+                writeln!(std::io::stdout().lock(), "{o}").map_err(stdout_err)?;
+            }
+            Err(e)
+        }
+    }
+}
+
+pub fn recover(ui: Ui, torn: &Path, out: &Path) -> Result<ExitCode> {
+    let rep = match paramdex::recover_any(torn, out, WriterOptions::default())? {
+        Recovered::PreviousFile { len, discarded } => {
+            ui.say(format!(
+                "{} ends with an incomplete index ({} bytes, an interrupted `meta --set`); \
+                 restored the previous complete file ({}) into {}",
+                torn.display(),
+                discarded,
+                human_bytes(len),
+                out.display()
+            ))?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        Recovered::Records(rep) => rep,
+        other => {
+            return Err(Error::Unsupported(format!(
+                "recover: an outcome this paramdex cannot report: {other:?}"
+            )))
+        }
+    };
+    ui.say(format!(
+        "recovered {} tensors ({} of records) from {} into {}; discarded {}",
+        rep.recovered,
+        human_bytes(rep.good_bytes),
+        torn.display(),
+        out.display(),
+        human_bytes(rep.discarded_bytes)
+    ))?;
+    if let Some(why) = rep.stopped_because {
+        ui.say(format!("scan stopped {why}"))?;
+    }
+    if rep.duplicates_skipped > 0 {
+        ui.say(format!(
+            "skipped {} records whose names were already recovered",
+            rep.duplicates_skipped
+        ))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,64 @@
+//! Other formats: one interface ([`TensorStore`]) over every input paramdex reads (native
+//! files, TensorFlow checkpoints, Paddle models and tensor files, safetensors), the registry
+//! that detects them by content ([`open_any`]), and the writers of every output format.
+//!
+//! Layering inside: `store` (the trait and its types) depends on no format; each format module
+//! depends on `store` and the layers below; this facade (the registry) sits above them all.
+
+use std::path::Path;
+
+use crate::error::{Error, Result};
+
+pub mod json;
+pub(crate) mod native;
+pub mod npy;
+pub mod paddle;
+pub mod safetensors;
+mod store;
+pub mod tf;
+
+pub use native::to_native;
+pub use store::{Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorStore, VerifySummary};
+
+/// A detector: returns `Ok(None)` when the input is not its format.
+type Opener = fn(&Path) -> Result<Option<Box<dyn TensorStore>>>;
+
+/// Format openers tried in order by [`open_any`]. Other formats register here.
+const OPENERS: &[Opener] = &[
+    native::open_native,
+    safetensors::open_store,
+    tf::open_store,
+    paddle::open_store,
+];
+
+/// Opens any supported input, detecting its format by content (not by extension).
+pub fn open_any(path: impl AsRef<Path>) -> Result<Box<dyn TensorStore>> {
+    let path = path.as_ref();
+    for open in OPENERS {
+        if let Some(store) = open(path)? {
+            return Ok(store);
+        }
+    }
+    if !path.exists() {
+        return Err(Error::io(
+            format!("opening {}", path.display()),
+            std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "no such file, directory or checkpoint prefix",
+            ),
+        ));
+    }
+    let kinds = "a paramdex file, a safetensors file, a TensorFlow checkpoint or a Paddle model/tensor file";
+    let detail = match std::fs::metadata(path) {
+        Ok(m) if m.is_file() && m.len() == 0 => format!("the file is empty: not {kinds}"),
+        Ok(m) if m.is_dir() => format!(
+            "a directory holding no checkpoint, model or tensor files: not {kinds}, nor a \
+             directory of them"
+        ),
+        _ => format!("not {kinds}"),
+    };
+    Err(Error::UnrecognizedFormat {
+        path: path.display().to_string(),
+        detail,
+    })
+}

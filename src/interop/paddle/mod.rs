@@ -1,0 +1,610 @@
+//! PaddlePaddle models and tensor files: reading them and writing what Paddle loads.
+//!
+//! Inputs, detected by content by [`open_store`] (and so by [`crate::interop::open_any`]):
+//!
+//! - **A model**: a program (legacy `ProgramDesc` `.pdmodel`, or PIR `.json`) and its combined
+//!   parameter file `.pdiparams`, given as the prefix `PREFIX` (with `PREFIX.pdmodel` or
+//!   `PREFIX.json`, and `PREFIX.pdiparams`), as the `.pdiparams` path with its program beside
+//!   it, as the program path with its `.pdiparams` beside it, or as a directory holding exactly
+//!   one such pair. The old inference layout `__model__` + `__params__` (or `params`) works too.
+//!   When both `PREFIX.json` and `PREFIX.pdmodel` exist, the `.json` (Paddle 3's default) is
+//!   used. The parameter names come from the program ([`program`]); the records are matched to
+//!   them strictly, in bytewise name order.
+//! - **A tensor file** (`save_dense_tensor`, the `save` op): exactly one record, ending at EOF.
+//!   Its tensor name is the file name.
+//! - **A directory of per-variable files** (`save_vars` with `filename=None`): every regular
+//!   file, recursively, each exactly one record; the name is the path relative to the
+//!   directory, with `/` separators. Symbolic links to files are followed; symbolic links to
+//!   directories and special files are refused. If the directory holds a program `__model__`
+//!   (legacy) or `__model__.json` (PIR), as `save_inference_model(..., separate_parameters=True)`
+//!   and old inference directories have it, and no combined parameters, the names are the
+//!   program's parameters instead, each read from `DIR/NAME`; other files are ignored, as
+//!   Paddle's loaders ignore them.
+//!
+//! A Python pickle (`.pdparams`/`.pdopt` from `paddle.save`: first bytes `80 02`..`80 05`) is
+//! reported as such, not read as a tensor stream.
+//!
+//! Output: [`write_combined`] (`convert --to paddle`) and [`write_tensor_files`]
+//! (`convert --to paddle-tensor`).
+
+mod combined;
+pub mod program;
+mod store;
+mod write;
+
+use std::ffi::OsString;
+use std::fs;
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::interop::store::{Format, TensorStore};
+use crate::name::{display, MAX_NAME_LEN};
+use crate::native::Source;
+use crate::record::MAX_LOD_LEVELS;
+
+pub use program::{load_program, ParamDecl, Program, ProgramKind};
+pub use store::PaddleStore;
+pub use write::{combined_path, relative_path, write_combined, write_tensor_files};
+
+use store::{Entry, FileSlot};
+
+/// Most files read from one per-variable directory.
+pub const MAX_DIR_FILES: usize = 1 << 20;
+/// Deepest subdirectory nesting read from a per-variable directory.
+pub const MAX_DIR_DEPTH: usize = 64;
+
+/// File extensions that mark a file as Paddle's, so that decoding errors are reported for it
+/// rather than the file being passed over as some other format.
+const PADDLE_EXTS: [&str; 6] = [
+    "pdiparams",
+    "pdparams",
+    "pdopt",
+    "pdmodel",
+    "lodtensor",
+    "pdtensor",
+];
+
+/// Opens `path` as a Paddle model, tensor file or per-variable directory, or `Ok(None)` if it
+/// is none of them (see the module docs for what is recognised and how).
+///
+/// # Errors
+///
+/// [`Error::UnrecognizedFormat`] for a pickle or a half model (a program without parameters,
+/// parameters without program); [`Error::Corrupt`] (naming file, tensor and offset) for a Paddle
+/// input that breaks the rules; I/O errors.
+pub fn open_store(path: &Path) -> Result<Option<Box<dyn TensorStore>>> {
+    Ok(detect(path)?.map(|s| Box::new(s) as Box<dyn TensorStore>))
+}
+
+fn detect(path: &Path) -> Result<Option<PaddleStore>> {
+    // PREFIX form: PREFIX.pdiparams beside PREFIX.json / PREFIX.pdmodel.
+    let params = with_suffix(path, ".pdiparams");
+    if params.is_file() {
+        if let Some(prog) = find_program(path) {
+            return open_model(&params, &prog).map(Some);
+        }
+        if !path.exists() {
+            return Err(unrecognized(
+                path,
+                format!(
+                    "{} exists, but no program ({}.json or {}.pdmodel) is beside it: the \
+                     parameter names are in the program",
+                    params.display(),
+                    path.display(),
+                    path.display()
+                ),
+            ));
+        }
+    }
+    let meta = match fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == ErrorKind::NotFound => {
+            if let Some(prog) = find_program(path) {
+                if prog.extension().is_some_and(|e| e == "pdmodel") || is_pir_json(&prog) {
+                    return program_without_params(&prog, &params).map(Some);
+                }
+            }
+            return Ok(None);
+        }
+        Err(e) => {
+            return Err(Error::io(
+                format!("reading metadata of {}", path.display()),
+                e,
+            ))
+        }
+    };
+    if meta.is_dir() {
+        detect_dir(path)
+    } else if meta.is_file() {
+        detect_file(path)
+    } else {
+        Ok(None)
+    }
+}
+
+/// A file: a model's `.pdiparams` or program, or a tensor file.
+fn detect_file(path: &Path) -> Result<Option<PaddleStore>> {
+    let src = Source::map(path)?;
+    check_pickle(path, &src)?;
+    let fname = path.file_name().unwrap_or_default();
+    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+    let dir = path.parent().unwrap_or(Path::new(""));
+
+    if ext == "pdiparams" {
+        if let Some(prog) = find_program(&path.with_extension("")) {
+            return open_model_with(path, src, &prog).map(Some);
+        }
+    }
+    if fname == "__params__" || fname == "params" {
+        let prog = dir.join("__model__");
+        if prog.is_file() {
+            return open_model_with(path, src, &prog).map(Some);
+        }
+    }
+    let legacy_dir_program = fname == "__model__" || fname == "__model__.json";
+    let is_desc = ext == "pdmodel" || fname == "__model__";
+    if is_desc || ext == "json" {
+        let params = if legacy_dir_program {
+            ["__params__", "params"]
+                .iter()
+                .map(|p| dir.join(p))
+                .find(|p| p.is_file())
+        } else {
+            Some(path.with_extension("pdiparams")).filter(|p| p.is_file())
+        };
+        match params {
+            Some(params) => return open_model(&params, path).map(Some),
+            None if legacy_dir_program => {
+                // An inference directory with one file per parameter.
+                return open_dir_with_program(dir, path).map(Some);
+            }
+            None if is_desc || is_pir_json(path) => {
+                return program_without_params(path, &path.with_extension("pdiparams")).map(Some)
+            }
+            None => return Ok(None),
+        }
+    }
+    if looks_like_record(&src) || PADDLE_EXTS.contains(&ext) {
+        return open_tensor_with(path, src).map(Some);
+    }
+    Ok(None)
+}
+
+/// A directory: a model inside it, a `__model__` per-variable directory, or per-variable files.
+fn detect_dir(dir: &Path) -> Result<Option<PaddleStore>> {
+    let mut models = Vec::new();
+    let mut legacy_program: Option<PathBuf> = None;
+    let rd = fs::read_dir(dir).map_err(|e| Error::io(format!("listing {}", dir.display()), e))?;
+    for ent in rd {
+        let ent = ent.map_err(|e| Error::io(format!("listing {}", dir.display()), e))?;
+        let p = ent.path();
+        if !p.is_file() {
+            continue;
+        }
+        let fname = ent.file_name();
+        if p.extension().is_some_and(|e| e == "pdiparams") {
+            if let Some(prog) = find_program(&p.with_extension("")) {
+                models.push((p, prog));
+            }
+        } else if fname == "__model__" || fname == "__model__.json" {
+            let keep_json = matches!(&legacy_program, Some(l) if !l.ends_with("__model__"));
+            if !keep_json {
+                // `__model__.json` (PIR) over `__model__`, as for PREFIX.json over .pdmodel.
+                legacy_program = Some(p.clone());
+            }
+            for params in ["__params__", "params"] {
+                let params = dir.join(params);
+                if params.is_file() {
+                    models.push((params, p.clone()));
+                    break;
+                }
+            }
+        }
+    }
+    models.sort();
+    match models.as_slice() {
+        [(params, prog)] => return open_model(params, prog).map(Some),
+        [] => {}
+        several => {
+            let list: Vec<String> = several
+                .iter()
+                .map(|(p, _)| p.display().to_string())
+                .collect();
+            return Err(Error::InvalidArgument(format!(
+                "{} holds {} Paddle models ({}): give the prefix of one",
+                dir.display(),
+                several.len(),
+                list.join(", ")
+            )));
+        }
+    }
+    if let Some(prog) = legacy_program {
+        return open_dir_with_program(dir, &prog).map(Some);
+    }
+    open_dir_detect(dir)
+}
+
+/// Opens a model from its combined parameter file and its program.
+///
+/// # Errors
+///
+/// As [`open_store`]: the program must parse, and the records must match its parameters
+/// exactly (count, order, dtype and shape where declared), ending at the end of the file.
+pub fn open_model(params: &Path, program: &Path) -> Result<PaddleStore> {
+    let src = Source::map(params)?;
+    check_pickle(params, &src)?;
+    open_model_with(params, src, program)
+}
+
+/// A model whose `.pdiparams` does not exist: valid when its program declares no parameters
+/// (Paddle then writes no `.pdiparams`), and an error naming the missing file otherwise.
+fn program_without_params(program: &Path, params: &Path) -> Result<PaddleStore> {
+    let prog = load_program(program)?;
+    if !prog.params.is_empty() {
+        return Err(unrecognized(
+            program,
+            format!(
+                "a Paddle program declaring {} parameters, but its parameters file {} does not exist",
+                prog.params.len(),
+                params.display()
+            ),
+        ));
+    }
+    PaddleStore::new(Format::PaddleModel, Some(prog), Vec::new(), Vec::new())
+}
+
+fn open_model_with(params: &Path, src: Source, program: &Path) -> Result<PaddleStore> {
+    let prog = load_program(program)?;
+    let recs = combined::match_records(&src, params, &prog).map_err(|e| {
+        // Both program forms beside one .pdiparams: the .json was taken; say that the other
+        // one exists, as it may be the one that belongs to these parameters.
+        let other = match program.extension().and_then(|e| e.to_str()) {
+            Some("json") => program.with_extension("pdmodel"),
+            Some("pdmodel") => program.with_extension("json"),
+            _ => return e,
+        };
+        match e {
+            Error::Corrupt {
+                what,
+                offset,
+                detail,
+            } if other.is_file() => Error::Corrupt {
+                what,
+                offset,
+                detail: format!(
+                    "{detail} ({} was used; {} exists too: give it explicitly to use it)",
+                    program.display(),
+                    other.display()
+                ),
+            },
+            e => e,
+        }
+    })?;
+    let entries = prog
+        .params
+        .iter()
+        .zip(recs)
+        .map(|(d, rec)| Entry {
+            name: d.name.clone(),
+            file: 0,
+            rec,
+        })
+        .collect();
+    PaddleStore::new(
+        Format::PaddleModel,
+        Some(prog),
+        vec![FileSlot::with_source(params.to_path_buf(), src)],
+        entries,
+    )
+}
+
+/// Opens a single tensor file (exactly one record, nothing after it); the tensor's name is the
+/// file name.
+///
+/// # Errors
+///
+/// [`Error::Corrupt`] if the file is not exactly one record; [`Error::UnrecognizedFormat`] for
+/// a pickle; I/O errors.
+pub fn open_tensor_file(path: &Path) -> Result<PaddleStore> {
+    let src = Source::map(path)?;
+    check_pickle(path, &src)?;
+    open_tensor_with(path, src)
+}
+
+fn open_tensor_with(path: &Path, src: Source) -> Result<PaddleStore> {
+    let name = path
+        .file_name()
+        .map(os_bytes)
+        .transpose()?
+        .ok_or_else(|| Error::InvalidArgument(format!("{}: no file name", path.display())))?;
+    if src.len() > 12 && looks_like_record(&src) {
+        // A paramdex file whose index is gone: its records carry names; say so.
+        if let Ok(h) = crate::record::decode_header(&src, 0) {
+            let end = (h.header_len as u64).saturating_add(h.data_len);
+            if h.name.is_some() && end < src.len() as u64 {
+                return Err(unrecognized(
+                    path,
+                    "records with paramdex names, but no valid paramdex footer: a truncated or \
+                     torn paramdex file? `paramdex recover` rebuilds one from its records"
+                        .into(),
+                ));
+            }
+        }
+    }
+    let rec = combined::single_record(&src, path, &name)?;
+    PaddleStore::new(
+        Format::PaddleTensor,
+        None,
+        vec![FileSlot::with_source(path.to_path_buf(), src)],
+        vec![Entry { name, file: 0, rec }],
+    )
+}
+
+/// Opens a directory of per-variable files (see the module docs).
+///
+/// # Errors
+///
+/// [`Error::UnrecognizedFormat`] if no file in it is a Paddle record; [`Error::Corrupt`] naming
+/// the file for one that is not exactly one record; [`Error::InvalidArgument`] for symbolic
+/// links to directories and special files; [`Error::LimitExceeded`] above [`MAX_DIR_FILES`]
+/// files or [`MAX_DIR_DEPTH`] levels.
+pub fn open_dir(dir: &Path) -> Result<PaddleStore> {
+    open_dir_detect(dir)?.ok_or_else(|| {
+        unrecognized(
+            dir,
+            "not a directory of Paddle per-variable files (none of its files is a tensor \
+             record)"
+                .into(),
+        )
+    })
+}
+
+fn open_dir_detect(dir: &Path) -> Result<Option<PaddleStore>> {
+    let mut files = Vec::new();
+    scan_dir(dir, Vec::new(), 0, &mut files)?;
+    files.sort_by(|a, b| a.0.cmp(&b.0));
+    // Detection: some file must start like a record; otherwise this is some other directory
+    // (a pickle in it is reported, as the likely mistake). Then every file must be a record: a
+    // stray file (a README, .DS_Store) is named rather than ignored, as it could be a tensor
+    // file that was damaged.
+    let mut sample = None;
+    for (_, p, _) in &files {
+        let s = Source::map(p)?;
+        check_pickle(p, &s)?;
+        if looks_like_record(&s) {
+            sample = Some(p.clone());
+            break;
+        }
+    }
+    let Some(sample) = sample else {
+        return Ok(None);
+    };
+    let mut slots = Vec::with_capacity(files.len());
+    let mut entries = Vec::with_capacity(files.len());
+    for (i, (name, path, _)) in files.into_iter().enumerate() {
+        let src = Source::map(&path)?;
+        check_pickle(&path, &src)?;
+        if !looks_like_record(&src) {
+            return Err(unrecognized(
+                dir,
+                format!(
+                    "read as a directory of Paddle per-variable files ({} is a tensor record), \
+                     but {} is not a tensor record ({} bytes); remove it or give the files one \
+                     by one",
+                    sample.display(),
+                    path.display(),
+                    src.len()
+                ),
+            ));
+        }
+        let rec = combined::single_record(&src, &path, &name)?;
+        slots.push(FileSlot::lazy(path, src.len() as u64));
+        entries.push(Entry { name, file: i, rec });
+    }
+    PaddleStore::new(Format::PaddleDir, None, slots, entries).map(Some)
+}
+
+/// A directory of per-variable files whose names come from a program (`__model__`).
+fn open_dir_with_program(dir: &Path, program: &Path) -> Result<PaddleStore> {
+    let prog = load_program(program)?;
+    let mut slots = Vec::with_capacity(prog.params.len());
+    let mut entries = Vec::with_capacity(prog.params.len());
+    for (i, d) in prog.params.iter().enumerate() {
+        let path = dir.join(relative_path(&d.name)?);
+        if !path.is_file() {
+            return Err(Error::corrupt(
+                "per-variable directory",
+                0,
+                format!(
+                    "{}: the program {} lists parameter {}, but {} is not a file",
+                    dir.display(),
+                    program.display(),
+                    display(&d.name),
+                    path.display()
+                ),
+            ));
+        }
+        let src = Source::map(&path)?;
+        check_pickle(&path, &src)?;
+        let rec = combined::single_record(&src, &path, &d.name)?;
+        if !d.accepts(rec.dtype, &rec.dims) {
+            return Err(Error::corrupt(
+                "record",
+                0,
+                format!(
+                    "{}: tensor {}: the record is {} but the program {} declares {} {:?}",
+                    path.display(),
+                    display(&d.name),
+                    store::describe(rec.dtype, &rec.dims),
+                    program.display(),
+                    d.dtype.map_or("?", |t| t.name()),
+                    d.dims.as_deref().unwrap_or(&[])
+                ),
+            ));
+        }
+        slots.push(FileSlot::lazy(path, src.len() as u64));
+        entries.push(Entry {
+            name: d.name.clone(),
+            file: i,
+            rec,
+        });
+    }
+    PaddleStore::new(Format::PaddleDir, Some(prog), slots, entries)
+}
+
+/// Collects every regular file under `dir` as (name, path, len), name = relative path bytes.
+fn scan_dir(
+    dir: &Path,
+    prefix: Vec<u8>,
+    depth: usize,
+    out: &mut Vec<(Vec<u8>, PathBuf, u64)>,
+) -> Result<()> {
+    if depth > MAX_DIR_DEPTH {
+        return Err(Error::limit(
+            "per-variable directory depth",
+            depth as u64,
+            MAX_DIR_DEPTH as u64,
+            None,
+        ));
+    }
+    let listing = |e| Error::io(format!("listing {}", dir.display()), e);
+    for ent in fs::read_dir(dir).map_err(listing)? {
+        let ent = ent.map_err(listing)?;
+        let path = ent.path();
+        let mut name = prefix.clone();
+        name.extend_from_slice(&os_bytes(&ent.file_name())?);
+        let ft = ent.file_type().map_err(listing)?;
+        let is_dir = if ft.is_symlink() {
+            let m = fs::metadata(&path)
+                .map_err(|e| Error::io(format!("following {}", path.display()), e))?;
+            if m.is_dir() {
+                return Err(Error::InvalidArgument(format!(
+                    "{}: symbolic links to directories are not followed in a per-variable \
+                     directory",
+                    path.display()
+                )));
+            }
+            if !m.is_file() {
+                return Err(not_regular(&path));
+            }
+            false
+        } else if ft.is_dir() {
+            true
+        } else if ft.is_file() {
+            false
+        } else {
+            return Err(not_regular(&path));
+        };
+        if is_dir {
+            name.push(b'/');
+            scan_dir(&path, name, depth + 1, out)?;
+            continue;
+        }
+        if name.len() > MAX_NAME_LEN {
+            return Err(Error::limit(
+                "tensor name length",
+                name.len() as u64,
+                MAX_NAME_LEN as u64,
+                None,
+            ));
+        }
+        if out.len() >= MAX_DIR_FILES {
+            return Err(Error::limit(
+                "files in a per-variable directory",
+                out.len() as u64 + 1,
+                MAX_DIR_FILES as u64,
+                None,
+            ));
+        }
+        let len = ent
+            .metadata()
+            .map_err(|e| Error::io(format!("reading metadata of {}", path.display()), e))?
+            .len();
+        out.push((name, path, len));
+    }
+    Ok(())
+}
+
+fn not_regular(path: &Path) -> Error {
+    Error::InvalidArgument(format!(
+        "{}: not a regular file (per-variable directories hold regular files only)",
+        path.display()
+    ))
+}
+
+/// `PREFIX.json` if it is a file, else `PREFIX.pdmodel` if it is a file.
+fn find_program(prefix: &Path) -> Option<PathBuf> {
+    [".json", ".pdmodel"]
+        .iter()
+        .map(|s| with_suffix(prefix, s))
+        .find(|p| p.is_file())
+}
+
+/// Whether a `.json` file starts like a PIR program.
+fn is_pir_json(path: &Path) -> bool {
+    use std::io::Read;
+    let mut head = [0u8; 256];
+    let n = fs::File::open(path)
+        .and_then(|mut f| f.read(&mut head))
+        .unwrap_or(0);
+    let head = &head[..n];
+    head.windows(5).any(|w| w == b"\"pir\"")
+}
+
+/// `path` with `suffix` appended to its last component.
+fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
+    let mut s: OsString = path.as_os_str().to_os_string();
+    s.push(suffix);
+    PathBuf::from(s)
+}
+
+/// Whether `buf` starts like a Paddle record: outer version 0 and a plausible LoD level count.
+fn looks_like_record(buf: &[u8]) -> bool {
+    match (buf.get(0..4), buf.get(4..12)) {
+        (Some(v), Some(l)) => {
+            let mut lod = [0u8; 8];
+            lod.copy_from_slice(l);
+            v == [0, 0, 0, 0] && u64::from_le_bytes(lod) <= MAX_LOD_LEVELS
+        }
+        _ => false,
+    }
+}
+
+/// Refuses a Python pickle (first bytes `80 02`..`80 05`), saying what it is.
+fn check_pickle(path: &Path, buf: &[u8]) -> Result<()> {
+    if let [0x80, proto @ 2..=5, ..] = buf {
+        return Err(unrecognized(
+            path,
+            format!(
+                "this is a Python pickle (protocol {proto}, first bytes 80 {proto:02x}), such as \
+                 a .pdparams/.pdopt written by paddle.save, not a Paddle tensor stream: load it \
+                 with paddle.load, or save the model with paddle.jit.save / \
+                 paddle.static.save_inference_model to get a .pdiparams"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn unrecognized(path: &Path, detail: String) -> Error {
+    Error::UnrecognizedFormat {
+        path: path.display().to_string(),
+        detail,
+    }
+}
+
+/// The bytes of a file name (Unix: exact; elsewhere: UTF-8 or an error).
+fn os_bytes(s: &std::ffi::OsStr) -> Result<Vec<u8>> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        Ok(s.as_bytes().to_vec())
+    }
+    #[cfg(not(unix))]
+    {
+        s.to_str()
+            .map(|s| s.as_bytes().to_vec())
+            .ok_or_else(|| Error::InvalidArgument(format!("file name {s:?} is not UTF-8")))
+    }
+}

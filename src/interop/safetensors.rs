@@ -1,0 +1,458 @@
+//! safetensors files (Hugging Face), both ways, through the `safetensors` crate.
+//!
+//! * Reading: [`SafetensorsStore`] maps a `.safetensors` file, has the crate parse and check
+//!   its header (offsets contiguous and within the file, sizes equal to shape × dtype, header at
+//!   most 100 MB), and serves the tensors zero-copy as a [`TensorStore`]. [`open_store`] is the
+//!   detector [`crate::interop::open_any`] uses: 8-byte little-endian header length, then `{`.
+//! * Writing: [`write_safetensors`] writes any store with the crate's serializer.
+//!
+//! Dtypes: every dtype both formats have (see [`to_safetensors_dtype`]); complex128 has no
+//! safetensors type, and safetensors' F4/F6/F8_E8M0/FNUZ types have no paramdex type: those
+//! tensors are refused with an error naming them. The `__metadata__` string map becomes
+//! [`Metadata`] of string values, and [`Metadata::to_strings`] turns metadata back into it
+//! (values that are not strings as their JSON text). safetensors has no LoD and no string
+//! tensors, and its names are UTF-8: tensors that need any of these are refused on export.
+
+use std::borrow::Cow;
+use std::io::Read;
+use std::path::Path;
+use std::sync::Mutex;
+
+use safetensors::tensor::Metadata as StMetadata;
+use safetensors::{Dtype as StDtype, SafeTensors, View};
+
+use crate::dtype::DType;
+use crate::error::{path_str, Error, Result};
+use crate::interop::store::{
+    Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorStore, VerifySummary,
+};
+use crate::name;
+use crate::native::Metadata;
+use crate::native::Source;
+
+/// The safetensors dtype of a paramdex dtype, if safetensors has it.
+pub fn to_safetensors_dtype(d: DType) -> Option<StDtype> {
+    Some(match d {
+        DType::Bool => StDtype::BOOL,
+        DType::Int8 => StDtype::I8,
+        DType::UInt8 => StDtype::U8,
+        DType::Int16 => StDtype::I16,
+        DType::UInt16 => StDtype::U16,
+        DType::Int32 => StDtype::I32,
+        DType::UInt32 => StDtype::U32,
+        DType::Int64 => StDtype::I64,
+        DType::UInt64 => StDtype::U64,
+        DType::Float16 => StDtype::F16,
+        DType::BFloat16 => StDtype::BF16,
+        DType::Float32 => StDtype::F32,
+        DType::Float64 => StDtype::F64,
+        DType::Complex64 => StDtype::C64,
+        DType::Float8E4M3FN => StDtype::F8_E4M3,
+        DType::Float8E5M2 => StDtype::F8_E5M2,
+        DType::Complex128 => return None,
+    })
+}
+
+/// The paramdex dtype of a safetensors dtype, if paramdex has it (`F8_E4M3` is float8_e4m3fn,
+/// as in PyTorch's `float8_e4m3fn`).
+pub fn from_safetensors_dtype(d: StDtype) -> Option<DType> {
+    DType::ALL
+        .into_iter()
+        .find(|&p| to_safetensors_dtype(p) == Some(d))
+}
+
+/// An open `.safetensors` file.
+#[derive(Debug)]
+pub struct SafetensorsStore {
+    source: Source,
+    path: String,
+    /// Offset of the first data byte (8 + header length).
+    data_start: usize,
+    meta: StMetadata,
+    /// Tensor names in bytewise order.
+    names: Vec<String>,
+}
+
+fn corrupt(path: &str, e: safetensors::SafeTensorError) -> Error {
+    Error::corrupt(
+        "safetensors header",
+        8,
+        format!("{path}: {e} (checked by the safetensors crate)"),
+    )
+}
+
+impl SafetensorsStore {
+    /// Maps and parses the file at `path`.
+    pub fn open(path: impl AsRef<Path>) -> Result<SafetensorsStore> {
+        let path = path.as_ref();
+        Self::from_source(Source::map(path)?, path_str(path))
+    }
+
+    /// Parses a safetensors file held in memory.
+    pub fn from_bytes(bytes: impl Into<std::sync::Arc<[u8]>>) -> Result<SafetensorsStore> {
+        Self::from_source(Source::Memory(bytes.into()), "<memory>".into())
+    }
+
+    fn from_source(source: Source, path: String) -> Result<SafetensorsStore> {
+        let (n, meta) = SafeTensors::read_metadata(&source).map_err(|e| corrupt(&path, e))?;
+        let mut names: Vec<String> = meta.tensors().into_keys().collect();
+        names.sort_unstable();
+        Ok(SafetensorsStore {
+            data_start: 8 + n,
+            source,
+            path,
+            meta,
+            names,
+        })
+    }
+
+    /// The file's `__metadata__`, as string values.
+    pub fn metadata(&self) -> Result<Metadata> {
+        match self.meta.metadata() {
+            None => Ok(Metadata::new()),
+            Some(m) => Metadata::from_strings(m.iter().map(|(k, v)| (k.clone(), v.clone())))
+                .map_err(|e| {
+                    Error::corrupt(
+                        "safetensors header",
+                        8,
+                        format!("{}: __metadata__: {e}", self.path),
+                    )
+                }),
+        }
+    }
+
+    /// Bytes of the JSON header (after the 8-byte length).
+    pub fn header_len(&self) -> u64 {
+        self.data_start as u64 - 8
+    }
+
+    fn info(&self, name: &str) -> Result<(TensorInfo, usize, usize)> {
+        let i = self.meta.info(name).ok_or_else(|| Error::NotFound {
+            name: name.to_string(),
+            path: self.path.clone(),
+        })?;
+        let dtype = from_safetensors_dtype(i.dtype).ok_or_else(|| {
+            Error::Unsupported(format!(
+                "{}: tensor {name} is safetensors {}, which paramdex has no dtype for",
+                self.path, i.dtype
+            ))
+        })?;
+        let (s, e) = i.data_offsets;
+        let start = self.data_start.checked_add(s);
+        let end = self.data_start.checked_add(e);
+        let (Some(start), Some(end)) = (start, end) else {
+            return Err(Error::corrupt(
+                "safetensors header",
+                8,
+                format!("{}: tensor {name}: data offsets overflow", self.path),
+            ));
+        };
+        if start > end || end > self.source.len() {
+            return Err(Error::corrupt(
+                "safetensors header",
+                8,
+                format!(
+                    "{}: tensor {name}: data [{start}, {end}) is outside the {}-byte file",
+                    self.path,
+                    self.source.len()
+                ),
+            ));
+        }
+        Ok((
+            TensorInfo {
+                name: name.as_bytes().to_vec(),
+                kind: Kind::Numeric(dtype),
+                shape: i.shape.iter().map(|&d| d as u64).collect(),
+                lod: Vec::new(),
+                nbytes: (end - start) as u64,
+            },
+            start,
+            end,
+        ))
+    }
+}
+
+impl TensorStore for SafetensorsStore {
+    fn format(&self) -> Format {
+        Format::Safetensors
+    }
+
+    fn list(&self) -> Result<Vec<TensorInfo>> {
+        self.names
+            .iter()
+            .map(|n| self.info(n).map(|(i, _, _)| i))
+            .collect()
+    }
+
+    fn load(&self, name: &[u8]) -> Result<Option<LoadedTensor<'_>>> {
+        let Ok(name) = std::str::from_utf8(name) else {
+            return Ok(None);
+        };
+        if self.meta.info(name).is_none() {
+            return Ok(None);
+        }
+        let (info, start, end) = self.info(name)?;
+        Ok(Some(LoadedTensor {
+            info,
+            data: TensorData::Bytes(Cow::Borrowed(&self.source[start..end])),
+        }))
+    }
+
+    /// safetensors has no checksums: checks the structure (done at open) and that every dtype
+    /// is one paramdex knows.
+    fn verify(&self, _threads: usize) -> Result<VerifySummary> {
+        let list = self.list()?;
+        Ok(VerifySummary {
+            tensors: list.len() as u64,
+            data_bytes: list.iter().map(|t| t.nbytes).sum(),
+            checksums: 0,
+        })
+    }
+}
+
+/// Whether `head` (the first bytes of a file, at least 9) starts like a safetensors file whose
+/// total length is `len`: a header length that fits the file, then `{`.
+pub fn looks_like(head: &[u8], len: u64) -> bool {
+    if head.len() < 9 {
+        return false;
+    }
+    let mut n = [0u8; 8];
+    n.copy_from_slice(&head[..8]);
+    let n = u64::from_le_bytes(n);
+    head[8] == b'{' && n >= 2 && n <= len.saturating_sub(8)
+}
+
+/// Opens `path` as a safetensors file, or `Ok(None)` if it does not start like one
+/// ([`looks_like`]). A file that starts like one but does not parse is an error.
+pub fn open_store(path: &Path) -> Result<Option<Box<dyn TensorStore>>> {
+    if !path.is_file() {
+        return Ok(None);
+    }
+    let mut f = std::fs::File::open(path)
+        .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
+    let len = f
+        .metadata()
+        .map_err(|e| Error::io(format!("reading metadata of {}", path.display()), e))?
+        .len();
+    let mut head = [0u8; 9];
+    if len < 9 || f.read_exact(&mut head).is_err() || !looks_like(&head, len) {
+        return Ok(None);
+    }
+    Ok(Some(Box::new(SafetensorsStore::open(path)?)))
+}
+
+/// What [`write_safetensors`] wrote.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SafetensorsReport {
+    /// Tensors written.
+    pub tensors: u64,
+    /// Data bytes written.
+    pub data_bytes: u64,
+    /// Size of the file.
+    pub file_len: u64,
+}
+
+/// One tensor of the source, loaded when the serializer asks for its bytes.
+struct LazyView<'s> {
+    store: &'s dyn TensorStore,
+    name: Vec<u8>,
+    dtype: StDtype,
+    shape: Vec<usize>,
+    len: usize,
+    failed: &'s Mutex<Option<Error>>,
+    progress: &'s dyn Fn(u64),
+}
+
+impl LazyView<'_> {
+    fn fail(&self, e: Error) -> Cow<'_, [u8]> {
+        let mut f = self.failed.lock().unwrap_or_else(|p| p.into_inner());
+        f.get_or_insert(e);
+        Cow::Owned(vec![0; self.len])
+    }
+}
+
+impl View for LazyView<'_> {
+    fn dtype(&self) -> StDtype {
+        self.dtype
+    }
+
+    fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    fn data(&self) -> Cow<'_, [u8]> {
+        if self
+            .failed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+        {
+            return Cow::Owned(vec![0; self.len]); // the output is discarded
+        }
+        let t = match self.store.load(&self.name) {
+            Ok(Some(t)) => t,
+            Ok(None) => {
+                return self.fail(Error::NotFound {
+                    name: name::display(&self.name),
+                    path: format!("{} input", self.store.format().name()),
+                })
+            }
+            Err(e) => return self.fail(e),
+        };
+        let bytes = match t.data {
+            TensorData::Bytes(b) => b,
+            TensorData::Strings(_) => {
+                return self.fail(Error::Unsupported(format!(
+                    "tensor {} is a string tensor; safetensors holds numeric tensors only",
+                    name::display(&self.name)
+                )))
+            }
+        };
+        if bytes.len() != self.len {
+            return self.fail(Error::InvalidTensor {
+                name: name::display(&self.name),
+                detail: format!(
+                    "listed with {} bytes, loaded {} bytes",
+                    self.len,
+                    bytes.len()
+                ),
+            });
+        }
+        (self.progress)(self.len as u64);
+        bytes
+    }
+
+    fn data_len(&self) -> usize {
+        self.len
+    }
+}
+
+/// Writes every tensor of `store` as a safetensors file at `dst` (atomically: a temporary file
+/// renamed into place), with `metadata` as `__metadata__` ([`Metadata::to_strings`]; omitted when
+/// empty). `progress` is called with the data bytes of each tensor as it is written.
+///
+/// Refused, naming the tensor, before anything is written: a string tensor, complex128, a tensor
+/// with LoD, a name that is not UTF-8.
+pub fn write_safetensors(
+    store: &dyn TensorStore,
+    metadata: &Metadata,
+    dst: &Path,
+    progress: &dyn Fn(u64),
+) -> Result<SafetensorsReport> {
+    let list = store.list()?;
+    let refuse = |t: &TensorInfo, why: String| {
+        Err(Error::Unsupported(format!(
+            "tensor {}: {why}; safetensors cannot hold it",
+            name::display(&t.name)
+        )))
+    };
+    let failed = Mutex::new(None);
+    let mut views = Vec::with_capacity(list.len());
+    let mut data_bytes = 0u64;
+    for t in &list {
+        let Some(dtype) = t.kind.numeric() else {
+            return refuse(t, "it is a string tensor".into());
+        };
+        let Some(st) = to_safetensors_dtype(dtype) else {
+            return refuse(t, format!("safetensors has no {dtype} dtype"));
+        };
+        if !t.lod.is_empty() {
+            return refuse(t, format!("it has {} LoD levels", t.lod.len()));
+        }
+        let Some(n) = name::as_utf8(&t.name) else {
+            return refuse(t, "its name is not UTF-8".into());
+        };
+        let too_big = || Error::Unsupported(format!("tensor {n} is too large for this platform"));
+        let shape = t
+            .shape
+            .iter()
+            .map(|&d| usize::try_from(d).map_err(|_| too_big()))
+            .collect::<Result<Vec<_>>>()?;
+        let len = usize::try_from(t.nbytes).map_err(|_| too_big())?;
+        data_bytes += t.nbytes;
+        views.push((
+            n.to_string(),
+            LazyView {
+                store,
+                name: t.name.clone(),
+                dtype: st,
+                shape,
+                len,
+                failed: &failed,
+                progress,
+            },
+        ));
+    }
+    let temp = crate::native::staging::temp_beside(dst, ".safetensors-tmp")?.into_temp_path();
+    // serialize_to_file writes its own temporary file and renames it over `temp`, with that
+    // file's owner-only mode and without fsync: keep the mode `temp` was created with (0666
+    // less the umask) and sync before the rename into place.
+    let mode = std::fs::metadata(&temp)
+        .map_err(|e| Error::io(format!("reading metadata of {}", temp.display()), e))?
+        .permissions();
+    let info = (!metadata.is_empty()).then(|| metadata.to_strings());
+    let written = safetensors::serialize_to_file(views, info, &temp);
+    if let Some(e) = failed.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        return Err(e);
+    }
+    written.map_err(|e| match e {
+        safetensors::SafeTensorError::IoError(io) => {
+            Error::io(format!("writing {}", dst.display()), io)
+        }
+        other => Error::InvalidArgument(format!("writing {}: {other}", dst.display())),
+    })?;
+    std::fs::set_permissions(&temp, mode)
+        .and_then(|()| std::fs::File::open(&temp)?.sync_all())
+        .map_err(|e| Error::io(format!("syncing {}", temp.display()), e))?;
+    temp.persist(dst).map_err(|e| {
+        Error::io(
+            format!("renaming the temporary file to {}", dst.display()),
+            e.error,
+        )
+    })?;
+    crate::native::staging::sync_parent(dst)?;
+    let file_len = std::fs::metadata(dst)
+        .map_err(|e| Error::io(format!("reading metadata of {}", dst.display()), e))?
+        .len();
+    Ok(SafetensorsReport {
+        tensors: list.len() as u64,
+        data_bytes,
+        file_len,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dtype_table_is_a_bijection_on_shared_types() {
+        for d in DType::ALL {
+            match to_safetensors_dtype(d) {
+                Some(s) => assert_eq!(from_safetensors_dtype(s), Some(d)),
+                None => assert_eq!(d, DType::Complex128),
+            }
+        }
+        assert_eq!(from_safetensors_dtype(StDtype::F8_E8M0), None);
+    }
+
+    #[test]
+    fn detection_and_hostile_headers() {
+        assert!(looks_like(b"\x02\0\0\0\0\0\0\0{}", 10));
+        assert!(!looks_like(b"\x02\0\0\0\0\0\0\0{}", 9));
+        assert!(!looks_like(b"\x00\0\0\0\0\0\0\0{}", 10));
+        assert!(!looks_like(b"\xff\xff\xff\xff\xff\xff\xff\xff{", 100));
+        // Parsed by the crate: errors, never panics.
+        for bad in [
+            &b"\x02\0\0\0\0\0\0\0{]"[..],
+            b"\x10\0\0\0\0\0\0\0{}",
+            b"\x2a\0\0\0\0\0\0\0{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}",
+        ] {
+            let e = SafetensorsStore::from_bytes(bad.to_vec()).unwrap_err();
+            assert!(matches!(e, Error::Corrupt { .. }), "{e}");
+        }
+        let ok = b"\x02\0\0\0\0\0\0\0{}";
+        let s = SafetensorsStore::from_bytes(ok.to_vec()).unwrap();
+        assert!(s.list().unwrap().is_empty());
+    }
+}

@@ -1,0 +1,157 @@
+//! The interface every input format implements ([`TensorStore`]) and the types it speaks in.
+//! Depends on no format: the formats depend on it, and the registry in `interop/mod.rs` sits
+//! above both.
+
+use std::borrow::Cow;
+
+use crate::dtype::DType;
+use crate::error::Result;
+use crate::native::Reader;
+
+/// The element type of a tensor from any format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// A fixed-width numeric type.
+    Numeric(DType),
+    /// Variable-length byte strings (TensorFlow `DT_STRING`).
+    String,
+    /// A TensorFlow type paramdex lists and checksums but does not decode (`DT_VARIANT`, such as
+    /// a `tf.data` iterator's state; quantized and 4-bit types), by its `DataType` number.
+    /// Loading gives the bytes as TensorFlow stored them; outputs cannot hold it.
+    Opaque(i32),
+}
+
+impl Kind {
+    /// The dtype name (`float32`, ..., `string`; for opaque types TensorFlow's name without
+    /// `DT_`, lower case: `variant`, `qint8`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Numeric(d) => d.name(),
+            Kind::String => "string",
+            Kind::Opaque(code) => crate::dtype::tf_type_name(code).unwrap_or("unknown"),
+        }
+    }
+
+    /// The numeric dtype, if numeric.
+    pub fn numeric(self) -> Option<DType> {
+        match self {
+            Kind::Numeric(d) => Some(d),
+            Kind::String | Kind::Opaque(_) => None,
+        }
+    }
+
+    /// For a kind that is not numeric, what it is, for messages (`a string tensor`,
+    /// `a variant tensor, which paramdex does not decode`); `None` for numeric kinds.
+    pub fn not_numeric(self) -> Option<String> {
+        match self {
+            Kind::Numeric(_) => None,
+            Kind::String => Some("a string tensor".into()),
+            Kind::Opaque(_) => Some(format!(
+                "a {} tensor, which paramdex does not decode",
+                self.name()
+            )),
+        }
+    }
+}
+
+/// What a store knows about a tensor without reading its data.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TensorInfo {
+    /// The name (arbitrary bytes).
+    pub name: Vec<u8>,
+    /// Element type.
+    pub kind: Kind,
+    /// Full logical shape (partitioned TensorFlow variables: the whole tensor's shape).
+    pub shape: Vec<u64>,
+    /// Paddle LoD levels (empty elsewhere).
+    pub lod: Vec<Vec<u64>>,
+    /// Bytes of data as `load` returns them (strings: the sum of element lengths).
+    pub nbytes: u64,
+}
+
+/// A tensor's contents.
+#[derive(Clone, Debug)]
+pub enum TensorData<'a> {
+    /// Little-endian, row-major element bytes (borrowed where the format allows zero-copy).
+    Bytes(Cow<'a, [u8]>),
+    /// String elements in row-major order.
+    Strings(Vec<Vec<u8>>),
+}
+
+impl TensorData<'_> {
+    /// The bytes `get --format raw` writes: numeric data as is, strings concatenated.
+    pub fn raw_bytes(&self) -> Cow<'_, [u8]> {
+        match self {
+            TensorData::Bytes(b) => Cow::Borrowed(b),
+            TensorData::Strings(s) => Cow::Owned(s.concat()),
+        }
+    }
+}
+
+/// A tensor read from a store.
+#[derive(Clone, Debug)]
+pub struct LoadedTensor<'a> {
+    /// Its description.
+    pub info: TensorInfo,
+    /// Its contents, checked against the format's checksums where it has any.
+    pub data: TensorData<'a>,
+}
+
+/// Which format a store reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Format {
+    /// A native paramdex file.
+    Native,
+    /// A TensorFlow V2 checkpoint (index + data shards).
+    TensorFlow,
+    /// A Paddle model: program (`.pdmodel` or PIR `.json`) + combined `.pdiparams`.
+    PaddleModel,
+    /// One Paddle tensor file (`save_dense_tensor`, the `save` op).
+    PaddleTensor,
+    /// A directory of Paddle per-variable files (`save_vars` with `filename=None`).
+    PaddleDir,
+    /// A safetensors file (Hugging Face).
+    Safetensors,
+}
+
+impl Format {
+    /// A short human-readable name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Native => "paramdex",
+            Format::TensorFlow => "tensorflow checkpoint",
+            Format::PaddleModel => "paddle model",
+            Format::PaddleTensor => "paddle tensor file",
+            Format::PaddleDir => "paddle per-variable directory",
+            Format::Safetensors => "safetensors",
+        }
+    }
+}
+
+/// Summary of a [`TensorStore::verify`] run.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct VerifySummary {
+    /// Tensors checked.
+    pub tensors: u64,
+    /// Data bytes read.
+    pub data_bytes: u64,
+    /// Checksums compared (blocks and tensors); 0 for formats without checksums.
+    pub checksums: u64,
+}
+
+/// A readable collection of named tensors, whatever its format.
+pub trait TensorStore: Send + Sync {
+    /// The format.
+    fn format(&self) -> Format;
+    /// Every tensor, in bytewise name order, each logical tensor once.
+    fn list(&self) -> Result<Vec<TensorInfo>>;
+    /// One tensor by name; `Ok(None)` if absent. Checksums are checked where the format has them.
+    fn load(&self, name: &[u8]) -> Result<Option<LoadedTensor<'_>>>;
+    /// Reads and checks everything the format lets one check.
+    fn verify(&self, threads: usize) -> Result<VerifySummary>;
+    /// The native reader, when the store is a native file (zero-copy access, records).
+    fn as_native(&self) -> Option<&Reader> {
+        None
+    }
+}

@@ -1,0 +1,770 @@
+//! Reading a TensorFlow V2 checkpoint: `PREFIX.index` (a LevelDB table of `BundleEntryProto`)
+//! and its data shards `PREFIX.data-%05d-of-%05d`, each mapped the first time a tensor in it is
+//! read.
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use prost::Message;
+
+use super::slice_key::{self, Extent};
+use super::slices::{self, Region};
+use super::strings::{self, StringsAt};
+use crate::dtype::DType;
+use crate::error::{path_str, Error, Result};
+use crate::format::{crc32c, unmask_crc};
+use crate::interop::store::{
+    Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorStore, VerifySummary,
+};
+use crate::name::display;
+use crate::native::Source;
+use crate::proto::tensorflow::{BundleEntryProto, BundleHeaderProto, TensorSliceProto};
+use crate::table::{Table, TableIndex, TableReadOptions};
+
+/// Largest tensor rank TensorFlow accepts (`TensorShape::kMaxDimensions`).
+pub const MAX_RANK: usize = 254;
+
+/// Most data shards a checkpoint may declare (file names have 5-digit shard numbers).
+pub const MAX_SHARDS: u32 = 100_000;
+
+/// The TensorFlow bundle version a reader of this build understands (`kTensorBundleVersion`).
+const CONSUMER_VERSION: i32 = 1;
+
+/// TensorFlow's `DT_STRING`.
+const DT_STRING: i32 = 7;
+const DT_VARIANT: i32 = 21;
+
+/// The checksum TensorFlow stores for a `DT_VARIANT` tensor: its data is, per element, a varint64
+/// length, the serialized `VariantTensorDataProto`, and a 4-byte checksum; the entry's CRC32C
+/// covers, per element, the length as a little-endian u64 (not the varint), the element and
+/// the 4 checksum bytes (verified on files TensorFlow 2.21 wrote). `None` if the bytes are not
+/// such a sequence.
+fn variant_crc(data: &[u8]) -> Option<u32> {
+    let mut cur = crate::format::Cursor::new(data, 0);
+    let mut crc = 0u32;
+    while cur.remaining() > 0 {
+        let len = cur.varint64()?;
+        let elem = cur.take(usize::try_from(len).ok()?)?;
+        let tail = cur.take(4)?;
+        crc = crate::format::crc32c_extend(crc, &len.to_le_bytes());
+        crc = crate::format::crc32c_extend(crc, elem);
+        crc = crate::format::crc32c_extend(crc, tail);
+    }
+    Some(crc)
+}
+
+/// A parsed and checked `BundleEntryProto`.
+#[derive(Clone, Debug)]
+struct Entry {
+    kind: Kind,
+    shape: Vec<u64>,
+    numel: u64,
+    shard: u32,
+    offset: u64,
+    size: u64,
+    /// Unmasked stored CRC32C.
+    crc: u32,
+    slices: Vec<TensorSliceProto>,
+    /// File offset (in the `.index`) of the data block holding the entry, for messages.
+    at: u64,
+}
+
+/// An open TensorFlow V2 checkpoint.
+///
+/// Opening reads the `.index` footer, index block and header; data shards are mapped lazily.
+/// Every tensor read has its CRC32C checked (as TensorFlow does); partitioned variables are
+/// assembled from their slices, also across shards. `Send + Sync`.
+#[derive(Debug)]
+pub struct TfCheckpoint {
+    prefix: PathBuf,
+    index_path: String,
+    index_src: Source,
+    index: TableIndex,
+    num_shards: u32,
+    big_endian: bool,
+    shards: Vec<OnceLock<Source>>,
+}
+
+/// `PREFIX.index`.
+pub fn index_path(prefix: &Path) -> PathBuf {
+    with_suffix(prefix, ".index")
+}
+
+/// `PREFIX.data-SSSSS-of-NNNNN`, as TensorFlow names data shard `shard` of `num_shards`.
+pub fn data_path(prefix: &Path, shard: u32, num_shards: u32) -> PathBuf {
+    with_suffix(prefix, &format!(".data-{shard:05}-of-{num_shards:05}"))
+}
+
+fn with_suffix(prefix: &Path, suffix: &str) -> PathBuf {
+    let mut s = OsString::from(prefix.as_os_str());
+    s.push(suffix);
+    PathBuf::from(s)
+}
+
+impl TfCheckpoint {
+    /// Opens the checkpoint `path` names: its prefix (`dir/model.ckpt` for
+    /// `dir/model.ckpt.index`), its `.index`, one of its data files, or a directory holding it
+    /// (see [`super::resolve_prefix`]). A path naming none of these is taken as a prefix, so the
+    /// error names the missing `PREFIX.index`.
+    pub fn open(path: impl AsRef<Path>) -> Result<TfCheckpoint> {
+        let path = path.as_ref();
+        let prefix = super::resolve_prefix(path)?.unwrap_or_else(|| path.to_path_buf());
+        let ipath = index_path(&prefix);
+        let index_path = path_str(&ipath);
+        let index_src = Source::map(&ipath)?;
+        let opts = TableReadOptions::default();
+        let index = TableIndex::open(&index_src, &opts).map_err(|e| e.context(&index_path))?;
+        let table = Table::new(&index_src, &index);
+        let header = table
+            .get(b"", |v, at| {
+                BundleHeaderProto::decode(v).map_err(|e| {
+                    Error::corrupt(
+                        "checkpoint header",
+                        at,
+                        format!("{index_path}: header entry is not parseable: {e}"),
+                    )
+                })
+            })
+            .map_err(|e| e.context(&index_path))?
+            .ok_or_else(|| {
+                Error::corrupt(
+                    "checkpoint header",
+                    table.first_data_offset().unwrap_or(0),
+                    format!("{index_path}: no header entry (empty key): not a TensorFlow checkpoint index"),
+                )
+            })??;
+        let at = table.first_data_offset().unwrap_or(0);
+        let bad = |d: String| Error::corrupt("checkpoint header", at, format!("{index_path}: {d}"));
+        let num_shards = u32::try_from(header.num_shards)
+            .ok()
+            .filter(|&n| (1..=MAX_SHARDS).contains(&n))
+            .ok_or_else(|| {
+                bad(format!(
+                    "num_shards is {}, expected 1 to {MAX_SHARDS}",
+                    header.num_shards
+                ))
+            })?;
+        let big_endian = match header.endianness {
+            0 => false,
+            1 => true,
+            e => return Err(bad(format!("unknown endianness {e}"))),
+        };
+        let v = header.version.unwrap_or_default();
+        if v.producer < 0
+            || v.min_consumer > CONSUMER_VERSION
+            || v.bad_consumers.contains(&CONSUMER_VERSION)
+        {
+            return Err(Error::Unsupported(format!(
+                "{index_path}: checkpoint version (producer {}, min_consumer {}, bad_consumers {:?}) cannot be read by a version-{CONSUMER_VERSION} reader",
+                v.producer, v.min_consumer, v.bad_consumers
+            )));
+        }
+        Ok(TfCheckpoint {
+            prefix,
+            index_path,
+            index_src,
+            index,
+            num_shards,
+            big_endian,
+            shards: (0..num_shards).map(|_| OnceLock::new()).collect(),
+        })
+    }
+
+    /// The checkpoint prefix.
+    pub fn prefix(&self) -> &Path {
+        &self.prefix
+    }
+
+    /// Number of data shards declared by the header.
+    pub fn num_shards(&self) -> u32 {
+        self.num_shards
+    }
+
+    /// Whether tensor data is big-endian (written on a big-endian host); paramdex byte-swaps it.
+    pub fn big_endian(&self) -> bool {
+        self.big_endian
+    }
+
+    /// Path of data shard `shard`.
+    pub fn data_path(&self, shard: u32) -> PathBuf {
+        data_path(&self.prefix, shard, self.num_shards)
+    }
+
+    fn table(&self) -> Table<'_> {
+        Table::new(&self.index_src, &self.index)
+    }
+
+    /// The bytes of data shard `shard`, mapped on first use.
+    fn shard(&self, shard: u32) -> Result<&Source> {
+        let cell = self.shards.get(shard as usize).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "shard {shard} does not exist ({} has {} shards)",
+                self.index_path, self.num_shards
+            ))
+        })?;
+        if let Some(s) = cell.get() {
+            return Ok(s);
+        }
+        let src = Source::map(&self.data_path(shard))?;
+        Ok(cell.get_or_init(|| src))
+    }
+
+    /// Parses and checks the entry stored under `key` (found in the data block at `at`).
+    fn parse_entry(&self, key: &[u8], value: &[u8], at: u64) -> Result<Entry> {
+        let bad = |d: String| {
+            Error::corrupt(
+                "index entry",
+                at,
+                format!(
+                    "{}: entry for key {}: {d}",
+                    self.index_path,
+                    key_display(key)
+                ),
+            )
+        };
+        let p = BundleEntryProto::decode(value).map_err(|e| bad(format!("not parseable: {e}")))?;
+        let kind = if p.dtype == DT_STRING {
+            Kind::String
+        } else {
+            match DType::from_tf(i64::from(p.dtype)) {
+                Some(d) => Kind::Numeric(d),
+                // Types TensorFlow writes that paramdex does not decode: listed, checksummed,
+                // loadable as their stored bytes (quantized, resource, variant, 4-bit and 2-bit,
+                // the FNUZ float8s).
+                None if matches!(p.dtype, 11..=13 | 15 | 16 | 20 | 21 | 26..=33) => {
+                    Kind::Opaque(p.dtype)
+                }
+                None => {
+                    return Err(Error::Unsupported(format!(
+                    "tensor {} in {} has TensorFlow dtype {} ({}), which paramdex does not read",
+                    key_display(key),
+                    self.index_path,
+                    crate::dtype::tf_type_name(p.dtype).map_or_else(
+                        || "an unknown DataType".to_string(),
+                        |n| format!("DT_{}", n.to_uppercase())
+                    ),
+                    p.dtype
+                )))
+                }
+            }
+        };
+        let shape_proto = p.shape.unwrap_or_default();
+        if shape_proto.unknown_rank {
+            return Err(bad("shape has unknown rank".into()));
+        }
+        if shape_proto.dim.len() > MAX_RANK {
+            return Err(bad(format!(
+                "rank {} is above TensorFlow's limit of {MAX_RANK}",
+                shape_proto.dim.len()
+            )));
+        }
+        let mut shape = Vec::with_capacity(shape_proto.dim.len());
+        for (i, d) in shape_proto.dim.iter().enumerate() {
+            shape.push(
+                u64::try_from(d.size)
+                    .map_err(|_| bad(format!("dimension {i} has size {}", d.size)))?,
+            );
+        }
+        let numel = shape
+            .iter()
+            .try_fold(1u64, |a, &d| a.checked_mul(d))
+            .filter(|&n| n <= i64::MAX as u64)
+            .ok_or_else(|| bad(format!("shape {shape:?} has too many elements")))?;
+        let shard = u32::try_from(p.shard_id)
+            .ok()
+            .filter(|&s| s < self.num_shards)
+            .ok_or_else(|| {
+                bad(format!(
+                    "shard_id {} is not below num_shards {}",
+                    p.shard_id, self.num_shards
+                ))
+            })?;
+        let offset =
+            u64::try_from(p.offset).map_err(|_| bad(format!("negative offset {}", p.offset)))?;
+        let size = u64::try_from(p.size).map_err(|_| bad(format!("negative size {}", p.size)))?;
+        if let (Kind::Numeric(d), true) = (kind, p.slices.is_empty()) {
+            let expected = numel.checked_mul(d.size() as u64);
+            if expected != Some(size) {
+                return Err(bad(format!(
+                    "invalid size in bundle entry: stored size {size}; expected size {} ({numel} {} elements)",
+                    expected.map_or_else(|| "overflow".to_string(), |e| e.to_string()),
+                    d.name()
+                )));
+            }
+        }
+        Ok(Entry {
+            kind,
+            shape,
+            numel,
+            shard,
+            offset,
+            size,
+            crc: unmask_crc(p.crc32c),
+            slices: p.slices,
+            at,
+        })
+    }
+
+    /// Looks up and parses the entry of `key`.
+    fn entry(&self, key: &[u8]) -> Result<Option<Entry>> {
+        self.table()
+            .get(key, |v, at| self.parse_entry(key, v, at))
+            .map_err(|e| e.context(&self.index_path))?
+            .transpose()
+    }
+
+    /// The stored bytes of an entry (bounds-checked against its shard) and the shard's path.
+    fn raw(&self, name: &[u8], e: &Entry) -> Result<(&[u8], String)> {
+        let path = path_str(&self.data_path(e.shard));
+        // Say which shard and tensor: a missing data file is the usual way a checkpoint is
+        // incomplete (a partial copy or download), and the index alone cannot tell.
+        let src = self.shard(e.shard).map_err(|err| match err {
+            Error::Io { source, .. } => Error::io(
+                format!(
+                    "opening data shard {} of {} of checkpoint {} ({path}), which holds tensor {}",
+                    e.shard,
+                    self.num_shards,
+                    self.prefix.display(),
+                    key_display(name)
+                ),
+                source,
+            ),
+            other => other,
+        })?;
+        let range = usize::try_from(e.offset)
+            .ok()
+            .zip(usize::try_from(e.size).ok())
+            .and_then(|(o, s)| Some(o..o.checked_add(s)?))
+            .filter(|r| r.end <= src.len());
+        let Some(range) = range else {
+            return Err(Error::corrupt(
+                "tensor data",
+                e.offset,
+                format!(
+                    "tensor {}: {} bytes at offset {} run past the end of {path} ({} bytes)",
+                    key_display(name),
+                    e.size,
+                    e.offset,
+                    src.len()
+                ),
+            ));
+        };
+        Ok((&src[range], path))
+    }
+
+    /// The stored bytes of an entry with its CRC32C checked.
+    fn checked(&self, name: &[u8], e: &Entry) -> Result<&[u8]> {
+        let (data, path) = self.raw(name, e)?;
+        let computed = match e.kind {
+            Kind::Numeric(_) => crc32c(data),
+            Kind::Opaque(DT_VARIANT) => variant_crc(data).ok_or_else(|| {
+                Error::corrupt(
+                    "tensor data",
+                    e.offset,
+                    format!(
+                        "variant tensor {} in {path}: its {} bytes are not a sequence of \
+                         (varint length, element, 4-byte checksum)",
+                        key_display(name),
+                        data.len()
+                    ),
+                )
+            })?,
+            Kind::Opaque(_) => crc32c(data),
+            Kind::String => strings::stored_data_crc(
+                data,
+                e.numel,
+                self.big_endian,
+                StringsAt {
+                    path: &path,
+                    name: &key_display(name),
+                    offset: e.offset,
+                },
+            )?,
+        };
+        if computed != e.crc {
+            return Err(Error::ChecksumMismatch {
+                what: "tensor data",
+                name: Some(format!("{} (file {path})", key_display(name))),
+                offset: e.offset,
+                len: e.size,
+                stored: e.crc,
+                computed,
+            });
+        }
+        Ok(data)
+    }
+
+    /// Numeric bytes in little-endian order (swapped when the checkpoint is big-endian).
+    fn to_le<'a>(&self, d: DType, data: Cow<'a, [u8]>) -> Cow<'a, [u8]> {
+        let unit = match d {
+            DType::Complex64 | DType::Complex128 => d.size() / 2,
+            _ => d.size(),
+        };
+        if !self.big_endian || unit == 1 {
+            return data;
+        }
+        let mut v = data.into_owned();
+        for c in v.chunks_exact_mut(unit) {
+            c.reverse();
+        }
+        Cow::Owned(v)
+    }
+
+    /// The slices of a partitioned tensor: resolved regions and their checked entries.
+    fn slice_parts(&self, name: &[u8], full: &Entry) -> Result<Vec<(Region, Vec<u8>, Entry)>> {
+        let bad = |d: String| {
+            Error::corrupt(
+                "partitioned tensor",
+                full.at,
+                format!("{}: tensor {}: {d}", self.index_path, display(name)),
+            )
+        };
+        let mut parts = Vec::with_capacity(full.slices.len());
+        for (i, s) in full.slices.iter().enumerate() {
+            let extents = slices::extents_of(s, full.shape.len())
+                .map_err(|d| bad(format!("slice {i}: {d}")))?;
+            let region = slices::resolve(&extents, &full.shape)
+                .map_err(|d| bad(format!("slice {i}: {d}")))?;
+            let key = slice_key::encode(name, &extents);
+            let e = self.entry(&key)?.ok_or_else(|| {
+                bad(format!(
+                    "does not have sufficient slices: the entry of slice {i} ({}) is missing",
+                    describe_extents(&extents)
+                ))
+            })?;
+            if e.kind != full.kind || e.shape != region.len || !e.slices.is_empty() {
+                return Err(bad(format!(
+                    "slice {i} ({}) is stored as {} {:?}, expected {} {:?}",
+                    describe_extents(&extents),
+                    e.kind.name(),
+                    e.shape,
+                    full.kind.name(),
+                    region.len
+                )));
+            }
+            parts.push((region, key, e));
+        }
+        Ok(parts)
+    }
+
+    /// Checks and (with `copy`) assembles a partitioned numeric tensor.
+    fn assemble(&self, name: &[u8], full: &Entry, d: DType, copy: bool) -> Result<Option<Vec<u8>>> {
+        if full.kind == Kind::String {
+            return Err(self.partitioned_string(name));
+        }
+        let parts = self.slice_parts(name, full)?;
+        let mut datas = Vec::with_capacity(parts.len());
+        let mut have = 0u64;
+        for (_, key, e) in &parts {
+            let data = if copy {
+                self.checked(key, e)?
+            } else {
+                self.raw(key, e)?.0
+            };
+            have = have.saturating_add(data.len() as u64);
+            datas.push(data);
+        }
+        // Bound the allocation by the bytes actually present before allocating.
+        let need = full.numel.checked_mul(d.size() as u64).filter(|&n| n <= have).ok_or_else(|| {
+            Error::corrupt(
+                "partitioned tensor",
+                full.at,
+                format!(
+                    "{}: tensor {}: does not have sufficient slices: {:?} {} needs {} elements ({} bytes), the slices hold {have} bytes",
+                    self.index_path,
+                    display(name),
+                    full.shape,
+                    d.name(),
+                    full.numel,
+                    full.numel
+                        .checked_mul(d.size() as u64)
+                        .map_or_else(|| "more than 2^64".to_string(), |b| b.to_string())
+                ),
+            )
+        })?;
+        let regions: Vec<Region> = parts.into_iter().map(|(r, _, _)| r).collect();
+        let mut out = if copy {
+            Some(vec![0u8; need as usize])
+        } else {
+            None
+        };
+        slices::tile(&full.shape, d.size(), &regions, &datas, out.as_deref_mut()).map_err(
+            |detail| {
+                Error::corrupt(
+                    "partitioned tensor",
+                    full.at,
+                    format!("{}: tensor {}: {detail}", self.index_path, display(name)),
+                )
+            },
+        )?;
+        Ok(out)
+    }
+
+    fn partitioned_string(&self, name: &[u8]) -> Error {
+        Error::Unsupported(format!(
+            "tensor {} in {} is a partitioned string tensor, which TensorFlow itself cannot restore",
+            display(name),
+            self.index_path
+        ))
+    }
+
+    /// Whether `key` is the slice key of a slice that its partitioned tensor's entry lists
+    /// (then it is not a tensor of its own, as in TensorFlow).
+    fn is_listed_slice(&self, key: &[u8]) -> Result<bool> {
+        let Some(k) = slice_key::is_slice_key(key)
+            .then(|| slice_key::decode(key))
+            .flatten()
+        else {
+            return Ok(false);
+        };
+        let Some(full) = self.entry(&k.name)? else {
+            return Ok(false);
+        };
+        let listed = referenced_slice_keys(&k.name, &full).any(|r| r == key);
+        Ok(listed)
+    }
+
+    fn partitioned_opaque(&self, name: &[u8], e: &Entry) -> Error {
+        Error::Unsupported(format!(
+            "tensor {} in {} is a partitioned {} tensor, which paramdex does not assemble",
+            display(name),
+            self.index_path,
+            e.kind.name()
+        ))
+    }
+
+    fn info(&self, name: &[u8], e: &Entry) -> Result<TensorInfo> {
+        let nbytes = match e.kind {
+            Kind::Numeric(d) => e.numel.saturating_mul(d.size() as u64),
+            // Partitioned tensors that paramdex does not assemble (strings, opaque types) are
+            // still listed, as TensorFlow lists them: their size is that of their slices.
+            Kind::Opaque(_) | Kind::String if !e.slices.is_empty() => {
+                let mut total = 0u64;
+                for (_, key, part) in self.slice_parts(name, e)? {
+                    total = total.saturating_add(self.info(&key, &part)?.nbytes);
+                }
+                total
+            }
+            Kind::Opaque(_) => e.size,
+            Kind::String => {
+                let (data, path) = self.raw(name, e)?;
+                let at = StringsAt {
+                    path: &path,
+                    name: &display(name),
+                    offset: e.offset,
+                };
+                strings::read_lengths(data, e.numel, self.big_endian, at, |_| {})?.total
+            }
+        };
+        Ok(TensorInfo {
+            name: name.to_vec(),
+            kind: e.kind,
+            shape: e.shape.clone(),
+            lod: Vec::new(),
+            nbytes,
+        })
+    }
+
+    /// Every entry of the table (header and slice entries included), in key order.
+    fn for_each_entry(&self, mut f: impl FnMut(&[u8], &[u8], u64) -> Result<()>) -> Result<()> {
+        let table = self.table();
+        let mut it = table.iter();
+        while it.next().map_err(|e| e.context(&self.index_path))? {
+            f(it.key(), it.value(), it.block_offset())?;
+        }
+        Ok(())
+    }
+}
+
+/// The slice keys a partitioned tensor's entry lists (none for a whole tensor).
+fn referenced_slice_keys<'e>(name: &'e [u8], e: &'e Entry) -> impl Iterator<Item = Vec<u8>> + 'e {
+    e.slices.iter().filter_map(move |s| {
+        slices::extents_of(s, e.shape.len())
+            .ok()
+            .map(|ext| slice_key::encode(name, &ext))
+    })
+}
+
+/// A key as shown in messages: a slice key as `NAME (slice START,LENGTH:...)`, other keys as
+/// [`display`] shows names (with NUL bytes escaped).
+fn key_display(key: &[u8]) -> String {
+    match slice_key::decode(key) {
+        Some(k) => format!(
+            "{} (slice {})",
+            display(&k.name),
+            describe_extents(&k.extents)
+        ),
+        None => display(key).replace('\0', "\\x00"),
+    }
+}
+
+fn describe_extents(ext: &[Extent]) -> String {
+    let parts: Vec<String> = ext
+        .iter()
+        .map(|e| {
+            if e.length == -1 {
+                "-".to_string()
+            } else {
+                format!("{},{}", e.start, e.length)
+            }
+        })
+        .collect();
+    parts.join(":")
+}
+
+impl TensorStore for TfCheckpoint {
+    fn format(&self) -> Format {
+        Format::TensorFlow
+    }
+
+    fn list(&self) -> Result<Vec<TensorInfo>> {
+        // As TensorFlow's CheckpointReader: the slice keys hidden are exactly those that the
+        // partitioned tensors' entries list; any other key (one starting with a NUL byte
+        // included) is a tensor.
+        let mut entries = Vec::new();
+        let mut referenced = BTreeSet::new();
+        self.for_each_entry(|key, value, at| {
+            if key.is_empty() {
+                return Ok(());
+            }
+            let e = self.parse_entry(key, value, at)?;
+            referenced.extend(referenced_slice_keys(key, &e));
+            entries.push((key.to_vec(), e));
+            Ok(())
+        })?;
+        entries
+            .iter()
+            .filter(|(key, _)| !(slice_key::is_slice_key(key) && referenced.contains(key)))
+            .map(|(key, e)| self.info(key, e))
+            .collect()
+    }
+
+    fn load(&self, name: &[u8]) -> Result<Option<LoadedTensor<'_>>> {
+        if name.is_empty() || self.is_listed_slice(name)? {
+            return Ok(None);
+        }
+        let Some(e) = self.entry(name)? else {
+            return Ok(None);
+        };
+        let data = match e.kind {
+            Kind::Numeric(d) if e.slices.is_empty() => {
+                TensorData::Bytes(self.to_le(d, Cow::Borrowed(self.checked(name, &e)?)))
+            }
+            Kind::Numeric(d) => {
+                let v = self.assemble(name, &e, d, true)?.unwrap_or_default();
+                TensorData::Bytes(self.to_le(d, Cow::Owned(v)))
+            }
+            Kind::Opaque(_) if !e.slices.is_empty() => {
+                return Err(self.partitioned_opaque(name, &e))
+            }
+            Kind::Opaque(_) => TensorData::Bytes(Cow::Borrowed(self.checked(name, &e)?)),
+            Kind::String if !e.slices.is_empty() => return Err(self.partitioned_string(name)),
+            Kind::String => {
+                let data = self.checked(name, &e)?;
+                let path = path_str(&self.data_path(e.shard));
+                let at = StringsAt {
+                    path: &path,
+                    name: &display(name),
+                    offset: e.offset,
+                };
+                TensorData::Strings(strings::decode(data, e.numel, self.big_endian, at)?)
+            }
+        };
+        let nbytes = match &data {
+            TensorData::Bytes(b) => b.len() as u64,
+            TensorData::Strings(s) => s.iter().map(|x| x.len() as u64).sum(),
+        };
+        Ok(Some(LoadedTensor {
+            info: TensorInfo {
+                name: name.to_vec(),
+                kind: e.kind,
+                shape: e.shape,
+                lod: Vec::new(),
+                nbytes,
+            },
+            data,
+        }))
+    }
+
+    fn verify(&self, threads: usize) -> Result<VerifySummary> {
+        let blocks = self
+            .table()
+            .verify_all_blocks()
+            .map_err(|e| e.context(&self.index_path))?;
+        // Every entry holding data has its checksum checked; every partitioned tensor has its
+        // slices checked for presence, shape, bounds, overlap and coverage; every slice entry
+        // must belong to a partitioned tensor that lists it.
+        let mut with_data: Vec<(Vec<u8>, Entry)> = Vec::new();
+        let mut partitioned: Vec<(Vec<u8>, Entry)> = Vec::new();
+        let mut slice_entries: BTreeMap<Vec<u8>, (u64, Entry)> = BTreeMap::new();
+        let mut tensors = 0u64;
+        let mut first = true;
+        self.for_each_entry(|key, value, at| {
+            if first {
+                first = false;
+                if !key.is_empty() {
+                    return Err(Error::corrupt(
+                        "checkpoint header",
+                        at,
+                        format!(
+                            "{}: the first key is not the header's empty key",
+                            self.index_path
+                        ),
+                    ));
+                }
+                return Ok(());
+            }
+            let e = self.parse_entry(key, value, at)?;
+            if slice_key::is_slice_key(key) && slice_key::decode(key).is_some() {
+                // A slice if its partitioned tensor lists it (decided below), else a tensor.
+                slice_entries.insert(key.to_vec(), (at, e.clone()));
+            } else {
+                tensors += 1;
+                if let Kind::String = e.kind {
+                    // Decoding checks the layout and the checksum of the lengths.
+                    self.info(key, &e)?;
+                }
+            }
+            if e.slices.is_empty() {
+                with_data.push((key.to_vec(), e));
+            } else {
+                partitioned.push((key.to_vec(), e));
+            }
+            Ok(())
+        })?;
+        crate::parallel::try_each(&with_data, threads, |(k, e)| self.checked(k, e).map(drop))?;
+        let mut referenced = BTreeSet::new();
+        for (name, e) in &partitioned {
+            match e.kind.numeric() {
+                Some(d) => {
+                    self.assemble(name, e, d, false)?;
+                }
+                // Not assembled (get refuses them): the slices must be there, with the right
+                // type and shape; their data was checksummed above, string layouts by info.
+                None => {
+                    self.info(name, e)?;
+                }
+            }
+            referenced.extend(referenced_slice_keys(name, e));
+        }
+        // A key that looks like a slice key but that no partitioned tensor lists is a tensor of
+        // its own (TensorFlow lists it too).
+        for (key, (_, e)) in slice_entries
+            .iter()
+            .filter(|(k, _)| !referenced.contains(*k))
+        {
+            tensors += 1;
+            if let Kind::String = e.kind {
+                self.info(key, e)?;
+            }
+        }
+        Ok(VerifySummary {
+            tensors,
+            data_bytes: with_data.iter().map(|(_, e)| e.size).sum(),
+            checksums: blocks + with_data.len() as u64,
+        })
+    }
+}

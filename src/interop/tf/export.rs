@@ -1,0 +1,232 @@
+//! Writing TensorFlow checkpoints: a plain bundle from any store ([`write_bundle`]), and a
+//! zero-copy export of a native file ([`export_tf`]).
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use prost::Message;
+
+use super::checkpoint::{data_path, index_path};
+use super::strings;
+use crate::error::{Error, IoContext, Result};
+use crate::format::{crc32c, mask_crc};
+use crate::interop::store::{Kind, TensorData, TensorStore};
+use crate::name::display;
+use crate::native::staging;
+use crate::native::Reader;
+use crate::native::{Dims, IndexEntry, TF_BUNDLE_VERSION};
+use crate::proto::tensorflow::{BundleHeaderProto, VersionDef};
+use crate::table::{TableBuilder, TableOptions};
+
+/// TensorFlow's `DT_STRING`.
+const DT_STRING: i32 = 7;
+
+/// What [`export_tf`] made.
+#[derive(Clone, Debug)]
+pub struct ExportReport {
+    /// `PREFIX.index`.
+    pub index_path: PathBuf,
+    /// `PREFIX.data-00000-of-00001`.
+    pub data_path: PathBuf,
+    /// True when hard links were impossible and the file was copied.
+    pub copied: bool,
+}
+
+/// The directory that holds `path` (`.` for a bare file name), which must exist.
+fn existing_dir(path: &Path) -> Result<PathBuf> {
+    let dir = staging::parent_dir(path);
+    if !dir.is_dir() {
+        return Err(Error::io(
+            format!("writing checkpoint {}", path.display()),
+            std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("directory {} does not exist", dir.display()),
+            ),
+        ));
+    }
+    Ok(dir)
+}
+
+/// Whether `a` and `b` exist and are the same file (same device and inode).
+fn same_file(a: &Path, b: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        match (std::fs::metadata(a), std::fs::metadata(b)) {
+            (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+            _ => false,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        matches!((a.canonicalize(), b.canonicalize()), (Ok(x), Ok(y)) if x == y)
+    }
+}
+
+/// Makes `target` the same file as `src`: a hard link when possible, else a copy. The new name
+/// appears atomically (link or copy under a temporary name, then rename). Returns whether the
+/// bytes were copied.
+fn place(src: &Path, target: &Path) -> Result<bool> {
+    if same_file(src, target) {
+        return Ok(false);
+    }
+    // A unique unused name: create a temporary file, then replace it by the link.
+    let tmp = staging::temp_beside(target, ".tf-tmp")?.into_temp_path();
+    std::fs::remove_file(&tmp).ctx("removing", &tmp)?;
+    let copied = match std::fs::hard_link(src, &tmp) {
+        Ok(()) => false,
+        Err(_) => {
+            std::fs::copy(src, &tmp).map_err(|e| {
+                Error::io(format!("copying {} to {}", src.display(), tmp.display()), e)
+            })?;
+            File::open(&tmp)
+                .and_then(|f| f.sync_all())
+                .ctx("syncing", &tmp)?;
+            true
+        }
+    };
+    tmp.persist(target).map_err(|e| {
+        Error::io(
+            format!("renaming {} to {}", e.path.display(), target.display()),
+            e.error,
+        )
+    })?;
+    Ok(copied)
+}
+
+/// Makes the native file `native` loadable by TensorFlow as checkpoint `prefix`:
+/// `PREFIX.index` and `PREFIX.data-00000-of-00001` become hard links to it (copies when the
+/// file system cannot link them, reported in [`ExportReport::copied`]). Existing files of those
+/// names are replaced atomically. The file is opened and validated as a native file first.
+///
+/// TensorFlow sees every tensor with its name, dtype, shape and bytes; it does not see LoD,
+/// alignment or the Paddle record headers.
+pub fn export_tf(native: &Path, prefix: &Path) -> Result<ExportReport> {
+    // Only a native file can serve as both index and data. Anything else (a directory, a
+    // prefix, another format) is refused before a path is created; the caller can say what it
+    // is (`open_any`) and what to do instead.
+    if !native.exists() && !index_path(native).exists() {
+        return Err(Error::io(
+            format!("opening {}", native.display()),
+            std::io::Error::new(std::io::ErrorKind::NotFound, "no such file"),
+        ));
+    }
+    if !native.is_file() {
+        return Err(Error::UnrecognizedFormat {
+            path: native.display().to_string(),
+            detail: "not a native paramdex file (export-tf needs one: it serves as both the \
+                     index and the data file)"
+                .into(),
+        });
+    }
+    Reader::open(native)?;
+    let index = index_path(prefix);
+    let data = data_path(prefix, 0, 1);
+    let dir = existing_dir(&index)?;
+    let mut copied = place(native, &index)?;
+    // Linking the data name to the index name: when the index had to be copied, the data name
+    // shares that copy instead of making a second one.
+    copied |= place(&index, &data)?;
+    staging::sync_dir(&dir)?;
+    Ok(ExportReport {
+        index_path: index,
+        data_path: data,
+        copied,
+    })
+}
+
+/// Writes every tensor of `store` as a plain TensorFlow bundle: `PREFIX.data-00000-of-00001`
+/// (the raw bytes of each tensor, in name order, unaligned, as TensorFlow's `BundleWriter`
+/// writes them; string tensors in TensorFlow's `DT_STRING` layout) and `PREFIX.index` (a table
+/// byte-compatible with TensorFlow's). Both are written under temporary names, synced, then
+/// renamed (data file first). Partitioned inputs are written as whole tensors; LoD is dropped
+/// (TensorFlow has none). Returns the number of tensors written.
+pub fn write_bundle(store: &dyn TensorStore, prefix: &Path) -> Result<u64> {
+    let index_target = index_path(prefix);
+    let data_target = data_path(prefix, 0, 1);
+    let dir = existing_dir(&index_target)?;
+    let list = store.list()?;
+
+    let data_tmp = staging::temp_beside(&data_target, ".tf-tmp")?;
+    let index_tmp = staging::temp_beside(&index_target, ".tf-tmp")?;
+    let mut data_out = BufWriter::with_capacity(8 << 20, data_tmp.as_file());
+    let mut index_out = BufWriter::new(index_tmp.as_file());
+    let mut table = TableBuilder::new(&mut index_out, 0, TableOptions::default())?;
+    let header = BundleHeaderProto {
+        num_shards: 1,
+        endianness: 0,
+        version: Some(VersionDef {
+            producer: TF_BUNDLE_VERSION,
+            min_consumer: 0,
+            bad_consumers: vec![],
+        }),
+    };
+    table.add(b"", &header.encode_to_vec())?;
+
+    let mut offset = 0u64;
+    let mut value = Vec::new();
+    for info in &list {
+        if info.name.first().is_none_or(|&b| b == 0) {
+            return Err(Error::InvalidArgument(format!(
+                "tensor name {:?} cannot be written to a TensorFlow checkpoint: TensorFlow reserves the empty key for the header and keys starting with a NUL byte for slices",
+                display(&info.name)
+            )));
+        }
+        let t = store.load(&info.name)?.ok_or_else(|| Error::NotFound {
+            name: display(&info.name),
+            path: format!("{} input", store.format().name()),
+        })?;
+        let (tf_dtype, bytes, crc) = match (&t.data, t.info.kind) {
+            (TensorData::Bytes(b), Kind::Numeric(d)) => (
+                d.tf_code(),
+                std::borrow::Cow::Borrowed(&b[..]),
+                mask_crc(crc32c(b)),
+            ),
+            (TensorData::Strings(s), Kind::String) => {
+                let (b, crc) = strings::encode(s);
+                (DT_STRING, std::borrow::Cow::Owned(b), crc)
+            }
+            _ => {
+                return Err(Error::InvalidArgument(format!(
+                    "tensor {}: the store returned data that does not match its dtype {}",
+                    display(&info.name),
+                    t.info.kind.name()
+                )))
+            }
+        };
+        data_out.write_all(&bytes).ctx("writing", &data_target)?;
+        let e = IndexEntry {
+            tf_dtype,
+            shape: Dims::from_slice(&t.info.shape),
+            offset,
+            size: bytes.len() as u64,
+            crc32c: crc,
+            ..IndexEntry::default()
+        };
+        offset += bytes.len() as u64;
+        value.clear();
+        e.encode(&mut value);
+        table.add(&info.name, &value)?;
+    }
+    table.finish()?;
+    index_out.flush().ctx("writing", &index_target)?;
+    drop(index_out);
+    data_out.flush().ctx("writing", &data_target)?;
+    drop(data_out);
+    data_tmp.as_file().sync_all().ctx("syncing", &data_target)?;
+    index_tmp
+        .as_file()
+        .sync_all()
+        .ctx("syncing", &index_target)?;
+    for (tmp, target) in [(data_tmp, &data_target), (index_tmp, &index_target)] {
+        tmp.persist(target).map_err(|e| {
+            Error::io(
+                format!("renaming a temporary file to {}", target.display()),
+                e.error,
+            )
+        })?;
+    }
+    staging::sync_dir(&dir)?;
+    Ok(list.len() as u64)
+}

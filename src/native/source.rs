@@ -1,0 +1,53 @@
+//! The bytes a reader works on: a memory-mapped file or a buffer in memory.
+//!
+//! This module holds the crate's only `unsafe` code: mapping a file.
+
+use std::fs::File;
+use std::ops::Deref;
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::error::{IoContext, Result};
+
+/// Immutable bytes shared by a reader and the views it hands out.
+#[derive(Clone, Debug)]
+pub enum Source {
+    /// A read-only memory map of a whole file.
+    Mapped(Arc<memmap2::Mmap>),
+    /// Bytes in memory (tests, fuzzing, data received over a network).
+    Memory(Arc<[u8]>),
+}
+
+#[allow(unsafe_code)] // the crate's one `unsafe` block: the memory map (SAFETY below)
+impl Source {
+    /// Maps the whole file at `path` read-only. An empty file becomes an empty buffer
+    /// (a zero-length mapping is not portable).
+    pub fn map(path: &Path) -> Result<Source> {
+        let file = File::open(path).ctx("opening", path)?;
+        let len = file.metadata().ctx("reading metadata of", path)?.len();
+        if len == 0 {
+            return Ok(Source::Memory(Arc::from(Vec::new())));
+        }
+        // SAFETY: memmap2 requires that the mapped bytes are not modified (in particular not
+        // truncated away) while the map is alive, or reads may observe changing bytes or fault.
+        // paramdex never changes a byte of a published file: writers build a temporary file and
+        // rename it over the final path (existing maps keep the old inode), and `meta --set`
+        // only appends after the old end and then rewrites nothing but bytes past it, so the
+        // mapped range [0, len) stays identical. A file changed in place by another program is
+        // outside that contract; SPEC.md ("Memory mapping") documents it, as every mmap-based
+        // reader must. The map is read-only, so safe code can never write through it, and it
+        // lives as long as every slice handed out (they borrow the Reader that owns this Arc).
+        let map = unsafe { memmap2::MmapOptions::new().map(&file) }.ctx("memory-mapping", path)?;
+        Ok(Source::Mapped(Arc::new(map)))
+    }
+}
+
+impl Deref for Source {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Source::Mapped(m) => m,
+            Source::Memory(b) => b,
+        }
+    }
+}

@@ -1,0 +1,100 @@
+//! Streaming one tensor into a [`Writer`]: [`Writer::begin`] writes the record header and
+//! returns a [`TensorWriter`] that takes the data bytes through `std::io::Write`, checksumming
+//! them as they pass; `finish` patches the record's checksum field.
+
+use std::io::Write;
+
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::format::{crc32c_extend, mask_crc};
+use crate::name;
+use crate::native::writer::Writer;
+
+/// A tensor being streamed into a [`Writer`]; see [`Writer::begin`].
+pub struct TensorWriter<'w> {
+    pub(super) writer: &'w mut Writer,
+    pub(super) name: Vec<u8>,
+    pub(super) dtype: DType,
+    pub(super) shape: Vec<u64>,
+    pub(super) lod_levels: usize,
+    pub(super) record_offset: u64,
+    pub(super) header_len: usize,
+    pub(super) crc_offset: u64,
+    pub(super) expected: u64,
+    pub(super) written: u64,
+    pub(super) crc: u32,
+    pub(super) finished: bool,
+}
+
+impl TensorWriter<'_> {
+    /// Bytes still expected.
+    pub fn remaining(&self) -> u64 {
+        self.expected - self.written
+    }
+
+    /// Completes the tensor: checks the byte count and records its checksum and index entry.
+    pub fn finish(mut self) -> Result<()> {
+        if self.written != self.expected {
+            return Err(Error::InvalidTensor {
+                name: name::display(&self.name),
+                detail: format!(
+                    "expected {} data bytes, got {}",
+                    self.expected, self.written
+                ),
+            });
+        }
+        let masked = mask_crc(self.crc);
+        let w = &mut *self.writer;
+        w.patch_crc(self.crc_offset, masked)?;
+        let entry = w.index_entry(
+            self.dtype,
+            &self.shape,
+            self.lod_levels,
+            self.record_offset,
+            self.header_len,
+            self.expected,
+            masked,
+        );
+        let name = std::mem::take(&mut self.name);
+        w.push_entry(&name, &entry);
+        self.finished = true;
+        Ok(())
+    }
+}
+
+impl Write for TensorWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if buf.len() as u64 > self.remaining() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "tensor {}: {} more bytes than its shape holds",
+                    name::display(&self.name),
+                    buf.len() as u64 - self.remaining()
+                ),
+            ));
+        }
+        self.writer.write_raw(buf).map_err(|e| match e {
+            Error::Io { source, .. } => source,
+            other => std::io::Error::other(other.to_string()),
+        })?;
+        self.crc = crc32c_extend(self.crc, buf);
+        self.written += buf.len() as u64;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for TensorWriter<'_> {
+    fn drop(&mut self) {
+        if !self.finished && self.writer.poisoned.is_none() {
+            self.writer.poisoned = Some(format!(
+                "streamed tensor {} was dropped before finish()",
+                name::display(&self.name)
+            ));
+        }
+    }
+}

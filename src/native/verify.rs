@@ -1,0 +1,284 @@
+//! Verifying a native file (SPEC.md 8.2): every block checksum, every tensor's data checksum on
+//! several threads, every record against its index entry, and that the records tile the records
+//! region. [`Reader::verify_with`] is the one implementation; the CLI's `verify` calls it.
+
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+
+use crate::error::{Error, Result};
+use crate::format::{crc32c_combine, crc32c_combine_with, crc32c_shift};
+use crate::name;
+use crate::native::entry::IndexEntry;
+use crate::native::reader::Reader;
+use crate::native::view::TensorView;
+use crate::parallel::resolve_threads;
+use crate::progress::{Progress, Unit};
+use crate::record::{self, MAX_RANK};
+
+// The data checksums of a batch of tensors are checked on several threads: the bytes are cut
+// into pieces of at most [`PIECE`] bytes (a small tensor is one piece, a large one many), the
+// pieces are checksummed by scoped threads that claim them from a shared counter, and each
+// tensor's CRC32C is assembled from its pieces' CRCs with `crc32c_combine`. So two threads help
+// even when the file holds one huge tensor, and memory stays bounded by the batch.
+
+/// Largest piece of one tensor checksummed as a unit: large enough that the per-piece costs
+/// (claiming, `crc32c_combine`) vanish, small enough to balance two threads on one tensor.
+const PIECE: usize = 1 << 20;
+
+/// Below this many bytes in a batch, one thread does it all (spawning would cost more).
+const PARALLEL_MIN_BYTES: u64 = 4 << 20;
+
+/// How [`Reader::verify_with`] runs.
+#[derive(Clone, Copy, Default)]
+pub struct VerifyOptions<'a> {
+    /// Threads for the data checksums (0 = all cores).
+    pub threads: usize,
+    /// Told the data bytes to check ([`Unit::Bytes`]) and each piece as it is checked, from
+    /// the checking threads. Giving one costs a first pass over the index, for the total.
+    pub progress: Option<&'a dyn Progress>,
+}
+
+impl std::fmt::Debug for VerifyOptions<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VerifyOptions")
+            .field("threads", &self.threads)
+            .field("progress", &self.progress.is_some())
+            .finish()
+    }
+}
+
+/// What [`Reader::verify`] checked.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct VerifyReport {
+    /// Index blocks whose CRC32C matched (data blocks, metaindex and index block).
+    pub blocks: u64,
+    /// Tensors whose data CRC32C matched and whose record agrees with the index.
+    pub tensors: u64,
+    /// Tensor data bytes checksummed.
+    pub data_bytes: u64,
+}
+
+impl Reader {
+    /// [`Reader::verify_with`] on all cores, without progress reports.
+    pub fn verify(&self) -> Result<VerifyReport> {
+        self.verify_with(VerifyOptions::default())
+    }
+
+    /// Checks everything SPEC.md 8.2 lets a reader check: every block checksum, every tensor's
+    /// data checksum, that every record's header agrees with its index entry (dtype, shape,
+    /// name, position), that the header's tensor count is right, and that the records tile the
+    /// records region. The first error in name order is reported. The CLI's `verify` is this.
+    pub fn verify_with(&self, opts: VerifyOptions<'_>) -> Result<VerifyReport> {
+        let blocks = self.table().verify_all_blocks()?;
+        let threads = resolve_threads(opts.threads);
+        let progress = opts.progress;
+        if let Some(p) = progress {
+            // The index alone gives the total; no data is read.
+            let mut total = 0u64;
+            for v in self.iter() {
+                total += v?.data().len() as u64;
+            }
+            p.start(total, Unit::Bytes);
+        }
+        // Tensors are checked in batches of bounded size, so memory does not grow with the
+        // number of tensors; the first error in name order is reported, whatever its kind.
+        const BATCH_VIEWS: usize = 4096;
+        const BATCH_BYTES: u64 = 256 << 20;
+        let mut batch: Vec<TensorView<'_>> = Vec::with_capacity(BATCH_VIEWS);
+        let mut batch_bytes = 0u64;
+        let mut count = 0u64;
+        let mut data_bytes = 0u64;
+        let mut it = self.iter();
+        loop {
+            let mut full = false;
+            let mut failed = None;
+            for v in it.by_ref() {
+                match v.and_then(|v| v.check_record().map(|()| v)) {
+                    Ok(v) => {
+                        count += 1;
+                        batch_bytes += v.data.len() as u64;
+                        batch.push(v);
+                        if batch.len() >= BATCH_VIEWS || batch_bytes >= BATCH_BYTES {
+                            full = true;
+                            break;
+                        }
+                    }
+                    Err(e) => {
+                        failed = Some(e);
+                        break;
+                    }
+                }
+            }
+            // Tensors before a bad record come first in name order: check them first.
+            data_bytes += check_crcs(&batch, threads, progress)?;
+            batch.clear();
+            batch_bytes = 0;
+            if let Some(e) = failed {
+                return Err(e);
+            }
+            if !full {
+                break;
+            }
+        }
+        if count != self.header.tensor_count {
+            return Err(Error::corrupt(
+                "header entry",
+                self.index.first_data_offset().unwrap_or(0),
+                format!(
+                    "header says {} tensors, the index holds {count}",
+                    self.header.tensor_count
+                ),
+            ));
+        }
+        self.check_records_tile(count)?;
+        Ok(VerifyReport {
+            blocks,
+            tensors: count,
+            data_bytes,
+        })
+    }
+
+    /// Walks the records region from offset 0, record by record (O(1) memory), and checks that
+    /// every record is the one the index entry of its name points at, and that there are as
+    /// many as index entries: the records then tile the region exactly, so no two tensors'
+    /// records overlap and no bytes hide between them (SPEC.md 2, 8.2).
+    fn check_records_tile(&self, entries: u64) -> Result<()> {
+        let mut walked = 0u64;
+        for r in record::walk(self.records(), 0) {
+            let (offset, h, _) = r?;
+            let bad = |detail: String| Error::corrupt("record", offset, detail);
+            let name = h
+                .name
+                .filter(|n| !n.is_empty())
+                .ok_or_else(|| bad("a record of a native file without a name".into()))?;
+            // The entry itself (not a view, which would checksum the data a second time).
+            let entry = self
+                .table()
+                .get(name, |value, at| IndexEntry::decode(value, at, MAX_RANK))?
+                .transpose()?
+                .ok_or_else(|| {
+                    bad(format!(
+                        "record of tensor {} has no index entry",
+                        name::display(name)
+                    ))
+                })?;
+            let points_at = entry.offset.checked_sub(u64::from(entry.record_header_len));
+            if points_at != Some(offset) {
+                return Err(bad(format!(
+                    "record of tensor {} is not the one its index entry points at (offset {} - {})",
+                    name::display(name),
+                    entry.offset,
+                    entry.record_header_len
+                )));
+            }
+            walked += 1;
+        }
+        if walked != entries {
+            return Err(Error::corrupt(
+                "record",
+                0,
+                format!("the records region holds {walked} records, the index {entries}"),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// One piece: the tensor it belongs to and its byte range in that tensor's data.
+struct Piece {
+    view: usize,
+    start: usize,
+    len: usize,
+}
+
+/// Checks the CRC32C of every view on up to `threads` threads (0 = available parallelism).
+/// Returns the bytes checked, or the first mismatch in the order of `views`.
+fn check_crcs(
+    views: &[TensorView<'_>],
+    threads: usize,
+    progress: Option<&dyn Progress>,
+) -> Result<u64> {
+    let total: u64 = views.iter().map(|v| v.data().len() as u64).sum();
+    let threads = resolve_threads(threads);
+    if threads <= 1 || total < PARALLEL_MIN_BYTES {
+        for v in views {
+            v.verify_crc()?;
+        }
+        if let Some(p) = progress {
+            p.advance(total);
+        }
+        return Ok(total);
+    }
+    let mut pieces = Vec::new();
+    for (i, v) in views.iter().enumerate() {
+        let len = v.data().len();
+        let mut start = 0;
+        loop {
+            let n = PIECE.min(len - start);
+            pieces.push(Piece {
+                view: i,
+                start,
+                len: n,
+            });
+            start += n;
+            if start >= len {
+                break;
+            }
+        }
+    }
+    // Work units: runs of consecutive pieces holding about PIECE bytes (many tiny tensors
+    // share a unit, so threads do not fight over the counter for each).
+    let mut units = vec![0usize];
+    let mut acc = 0usize;
+    for (k, p) in pieces.iter().enumerate() {
+        acc += p.len + 64; // a per-piece cost, so empty tensors still split
+        if acc >= PIECE {
+            units.push(k + 1);
+            acc = 0;
+        }
+    }
+    if *units.last().unwrap_or(&0) != pieces.len() {
+        units.push(pieces.len());
+    }
+    let crcs: Vec<AtomicU32> = (0..pieces.len()).map(|_| AtomicU32::new(0)).collect();
+    let next = AtomicUsize::new(0);
+    let work = || loop {
+        let u = next.fetch_add(1, Ordering::Relaxed);
+        if u + 1 >= units.len() {
+            break;
+        }
+        for k in units[u]..units[u + 1] {
+            let p = &pieces[k];
+            let c = crc32c::crc32c(&views[p.view].data()[p.start..p.start + p.len]);
+            crcs[k].store(c, Ordering::Relaxed);
+            if let Some(progress) = progress {
+                progress.advance(p.len as u64);
+            }
+        }
+    };
+    let workers = threads.min(units.len() - 1);
+    std::thread::scope(|s| {
+        for _ in 1..workers {
+            s.spawn(work);
+        }
+        work();
+    });
+    // Assemble each tensor's CRC from its pieces, in order (the scope's join orders the
+    // workers' stores before these loads).
+    let full_piece = crc32c_shift(PIECE as u64);
+    let mut k = 0;
+    for (i, v) in views.iter().enumerate() {
+        let mut crc = crcs[k].load(Ordering::Relaxed);
+        k += 1;
+        while k < pieces.len() && pieces[k].view == i {
+            let piece = crcs[k].load(Ordering::Relaxed);
+            crc = if pieces[k].len == PIECE {
+                crc32c_combine_with(full_piece, crc, piece)
+            } else {
+                crc32c_combine(crc, piece, pieces[k].len as u64)
+            };
+            k += 1;
+        }
+        v.check_computed_crc(crc)?;
+    }
+    Ok(total)
+}

@@ -1,0 +1,55 @@
+//! The byte-level layers, for tests, fuzzers, benchmarks and tools that look inside files.
+//!
+//! Everything here is documented and public, but it follows the format (SPEC.md), not the
+//! stability promise of the root API: a format version may change it.
+//!
+//! | module | holds |
+//! |---|---|
+//! | [`mod@format`] | fixed-width integers, varints, CRC32C (masked, combined), a bounds-checked cursor |
+//! | [`record`] | Paddle DenseTensor records: decode, encode, walk (SPEC.md 4) |
+//! | [`table`] | the LevelDB/TensorFlow table: blocks, footer, builder, reader (SPEC.md 3) |
+//! | [`entry`] | the index values of a native file: tensor entries and the header (SPEC.md 5) |
+//! | [`source`] | the mapped bytes a [`crate::Reader`] reads |
+//! | [`recovery`] | the record scan behind [`crate::recover`] |
+//! | `proto` | the prost types generated from `proto/` (hidden: for cross-checking the hand codecs) |
+
+/// Byte codecs (`src/format/`): see the module docs there.
+pub mod format {
+    pub use crate::format::*;
+}
+
+/// Paddle DenseTensor records (`src/record/`, SPEC.md 4).
+pub mod record {
+    pub use crate::record::*;
+}
+
+/// The LevelDB/TensorFlow table (`src/table/`, SPEC.md 3).
+pub mod table {
+    pub use crate::table::*;
+}
+
+/// The index values of a native file (SPEC.md 5).
+pub mod entry {
+    pub use crate::native::{Dims, FileHeader, IndexEntry, TF_BUNDLE_VERSION};
+}
+
+/// The bytes a reader reads.
+pub mod source {
+    pub use crate::native::Source;
+}
+
+/// The record scan behind [`crate::recover`].
+pub mod recovery {
+    pub use crate::native::{scan, FoundRecord};
+}
+
+/// Limits on metadata (SPEC.md 8.1).
+pub mod meta_limits {
+    pub use crate::native::meta_limits::*;
+}
+
+/// Generated protobuf types (`proto/*.proto`), for tests that cross-check the hand codecs.
+#[doc(hidden)]
+pub mod proto {
+    pub use crate::proto::*;
+}
