@@ -18,7 +18,9 @@ mod store;
 pub mod tf;
 
 pub use native::to_native;
-pub use store::{Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorStore, VerifySummary};
+pub use store::{
+    Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorInfos, TensorStore, VerifySummary,
+};
 
 /// A detector: returns `Ok(None)` when the input is not its format.
 type Opener = fn(&Path) -> Result<Option<Box<dyn TensorStore>>>;

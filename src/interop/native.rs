@@ -4,32 +4,37 @@
 use std::path::Path;
 
 use std::borrow::Cow;
+use std::ops::Bound;
 
 use crate::error::{Error, Result};
 use crate::interop::store::{
-    Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorStore, VerifySummary,
+    Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorInfos, TensorStore, VerifySummary,
 };
 use crate::name;
-use crate::native::{FinishStats, Reader, Tensor, VerifyOptions, Writer, WriterOptions};
+use crate::native::{FinishStats, Metadata, Reader, Tensor, VerifyOptions, Writer, WriterOptions};
 
 impl TensorStore for Reader {
     fn format(&self) -> Format {
         Format::Native
     }
 
-    fn list(&self) -> Result<Vec<TensorInfo>> {
-        self.iter()
-            .map(|t| {
-                let t = t?;
-                Ok(TensorInfo {
-                    name: t.name().to_vec(),
-                    kind: Kind::Numeric(t.dtype()),
-                    shape: t.shape().to_vec(),
-                    lod: t.lod()?.to_vec(),
-                    nbytes: t.data().len() as u64,
-                })
+    fn scan(&self, start: &[u8]) -> Result<TensorInfos<'_>> {
+        // Streams the index from `start`: one data block at a time, nothing collected.
+        let it = self.range(Bound::Included(start.to_vec()), Bound::Unbounded);
+        Ok(Box::new(it.map(|t| {
+            let t = t?;
+            Ok(TensorInfo {
+                name: t.name().to_vec(),
+                kind: Kind::Numeric(t.dtype()),
+                shape: t.shape().to_vec(),
+                lod: t.lod()?.to_vec(),
+                nbytes: t.data().len() as u64,
             })
-            .collect()
+        })))
+    }
+
+    fn metadata(&self) -> Result<Metadata> {
+        Ok(self.header().metadata.clone())
     }
 
     fn load(&self, name: &[u8]) -> Result<Option<LoadedTensor<'_>>> {

@@ -24,7 +24,8 @@ use safetensors::{Dtype as StDtype, SafeTensors, View};
 use crate::dtype::DType;
 use crate::error::{path_str, Error, Result};
 use crate::interop::store::{
-    Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorStore, VerifySummary,
+    scan_sorted, Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorInfos, TensorStore,
+    VerifySummary,
 };
 use crate::name;
 use crate::native::Metadata;
@@ -175,6 +176,14 @@ impl SafetensorsStore {
 impl TensorStore for SafetensorsStore {
     fn format(&self) -> Format {
         Format::Safetensors
+    }
+
+    fn metadata(&self) -> Result<Metadata> {
+        SafetensorsStore::metadata(self)
+    }
+
+    fn scan(&self, start: &[u8]) -> Result<TensorInfos<'_>> {
+        Ok(scan_sorted(self.list()?, start))
     }
 
     fn list(&self) -> Result<Vec<TensorInfo>> {

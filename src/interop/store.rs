@@ -6,7 +6,7 @@ use std::borrow::Cow;
 
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::native::Reader;
+use crate::native::{Metadata, Reader};
 
 /// The element type of a tensor from any format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -140,12 +140,37 @@ pub struct VerifySummary {
     pub checksums: u64,
 }
 
+/// A stream of tensor descriptions in bytewise name order; see [`TensorStore::scan`].
+pub type TensorInfos<'a> = Box<dyn Iterator<Item = Result<TensorInfo>> + 'a>;
+
 /// A readable collection of named tensors, whatever its format.
 pub trait TensorStore: Send + Sync {
     /// The format.
     fn format(&self) -> Format;
-    /// Every tensor, in bytewise name order, each logical tensor once.
-    fn list(&self) -> Result<Vec<TensorInfo>>;
+    /// Every tensor, in bytewise name order, each logical tensor once. Collects
+    /// [`TensorStore::scan`]: prefer `scan` for inputs that may hold millions of tensors.
+    fn list(&self) -> Result<Vec<TensorInfo>> {
+        self.scan(b"")?.collect()
+    }
+    /// The tensors whose names are at or after `start` in bytewise order, as a stream. A store
+    /// whose index is sorted on disk (native files, TensorFlow checkpoints) seeks to `start`
+    /// and reads its index only as the stream is consumed, so the first item costs the same at
+    /// any tensor count and memory stays bounded; others sort what they hold in memory.
+    fn scan(&self, start: &[u8]) -> Result<TensorInfos<'_>>;
+    /// The tensors whose names start with `prefix`, as a stream (a [`TensorStore::scan`] from
+    /// `prefix`, stopped at the first name past it).
+    fn scan_prefix(&self, prefix: &[u8]) -> Result<TensorInfos<'_>> {
+        let prefix = prefix.to_vec();
+        let it = self.scan(&prefix)?;
+        Ok(Box::new(it.take_while(move |t| {
+            t.as_ref().map_or(true, |t| t.name.starts_with(&prefix))
+        })))
+    }
+    /// The store's typed metadata: a native file's header metadata, a safetensors file's
+    /// `__metadata__` (strings); empty for formats that have none.
+    fn metadata(&self) -> Result<Metadata> {
+        Ok(Metadata::new())
+    }
     /// One tensor by name; `Ok(None)` if absent. Checksums are checked where the format has them.
     fn load(&self, name: &[u8]) -> Result<Option<LoadedTensor<'_>>>;
     /// Reads and checks everything the format lets one check.
@@ -154,4 +179,11 @@ pub trait TensorStore: Send + Sync {
     fn as_native(&self) -> Option<&Reader> {
         None
     }
+}
+
+/// [`TensorStore::scan`] for a store that holds its whole list in memory (sorted by name): the
+/// tensors at or after `start`.
+pub(crate) fn scan_sorted<'a>(list: Vec<TensorInfo>, start: &[u8]) -> TensorInfos<'a> {
+    let from = list.partition_point(|t| t.name.as_slice() < start);
+    Box::new(list.into_iter().skip(from).map(Ok))
 }

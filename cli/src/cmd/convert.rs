@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use paramdex::interop::{
-    open_any, Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorStore,
+    open_any, Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorInfos, TensorStore,
 };
 use paramdex::FinishStats;
 use paramdex::{name, Error, Metadata, Result, Tensor, Writer};
@@ -102,10 +102,15 @@ impl TensorStore for Filtered<'_> {
         self.inner.format()
     }
 
-    fn list(&self) -> Result<Vec<TensorInfo>> {
-        let mut l = self.inner.list()?;
-        l.retain(|t| !self.skip.contains(&t.name));
-        Ok(l)
+    fn scan(&self, start: &[u8]) -> Result<TensorInfos<'_>> {
+        let it = self.inner.scan(start)?;
+        Ok(Box::new(it.filter(|t| {
+            t.as_ref().map_or(true, |t| !self.skip.contains(&t.name))
+        })))
+    }
+
+    fn metadata(&self) -> Result<Metadata> {
+        self.inner.metadata()
     }
 
     fn load(&self, name: &[u8]) -> Result<Option<LoadedTensor<'_>>> {

@@ -8,7 +8,8 @@ use std::sync::OnceLock;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::interop::store::{
-    Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorStore, VerifySummary,
+    scan_sorted, Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorInfos, TensorStore,
+    VerifySummary,
 };
 use crate::name::display;
 use crate::native::Source;
@@ -196,6 +197,10 @@ impl PaddleStore {
 impl TensorStore for PaddleStore {
     fn format(&self) -> Format {
         self.format
+    }
+
+    fn scan(&self, start: &[u8]) -> Result<TensorInfos<'_>> {
+        Ok(scan_sorted(self.list()?, start))
     }
 
     fn list(&self) -> Result<Vec<TensorInfo>> {

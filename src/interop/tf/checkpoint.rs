@@ -17,7 +17,8 @@ use crate::dtype::DType;
 use crate::error::{path_str, Error, Result};
 use crate::format::{crc32c, unmask_crc};
 use crate::interop::store::{
-    Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorStore, VerifySummary,
+    scan_sorted, Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorInfos, TensorStore,
+    VerifySummary,
 };
 use crate::name::display;
 use crate::native::Source;
@@ -618,6 +619,10 @@ fn describe_extents(ext: &[Extent]) -> String {
 impl TensorStore for TfCheckpoint {
     fn format(&self) -> Format {
         Format::TensorFlow
+    }
+
+    fn scan(&self, start: &[u8]) -> Result<TensorInfos<'_>> {
+        Ok(scan_sorted(self.list()?, start))
     }
 
     fn list(&self) -> Result<Vec<TensorInfo>> {
