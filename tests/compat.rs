@@ -28,7 +28,7 @@ use paramdex::{
     WriterOptions, FORMAT_VERSION,
 };
 use serde_json::{json, Value};
-use support::{hex, read_json, sha256_hex, u64_list, unhex};
+use support::{hex, lod_list, read_json, sha256_hex, u64_list, unhex};
 
 fn dir() -> PathBuf {
     support::data("native/v1")
@@ -59,12 +59,7 @@ fn wants(file: &Value) -> Vec<Want> {
             name: unhex(t["name_hex"].as_str().expect("name_hex")),
             dtype: t["dtype"].as_str().expect("dtype").to_string(),
             shape: u64_list(&t["shape"]),
-            lod: t["lod"]
-                .as_array()
-                .expect("lod")
-                .iter()
-                .map(u64_list)
-                .collect(),
+            lod: lod_list(&t["lod"]),
             nbytes: t["nbytes"].as_u64().expect("nbytes"),
             sha256: t["sha256"].as_str().expect("sha256").to_string(),
         })

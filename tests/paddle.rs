@@ -11,7 +11,7 @@ use paramdex::interop::paddle::{self, PaddleStore, ProgramKind};
 use paramdex::interop::{open_any, Format, TensorData, TensorStore};
 use paramdex::{DType, Error, Reader, WriterOptions};
 use serde_json::Value;
-use support::{read_json, sha256_hex, u64_list};
+use support::{lod_list, read_json, sha256_hex, u64_list};
 
 /// Checks every tensor `want` lists (manifest entries) against `store`, which must hold
 /// exactly those names, in bytewise order.
@@ -38,7 +38,7 @@ fn check_store(what: &str, store: &dyn TensorStore, want: &[&Value]) {
             "{what} {name}"
         );
         assert_eq!(info.shape, u64_list(&t["shape"]), "{what} {name}");
-        let lod: Vec<Vec<u64>> = t["lod"].as_array().unwrap().iter().map(u64_list).collect();
+        let lod = lod_list(&t["lod"]);
         assert_eq!(info.lod, lod, "{what} {name}");
         assert_eq!(info.nbytes, t["nbytes"].as_u64().unwrap(), "{what} {name}");
         let TensorData::Bytes(b) = &loaded.data else {

@@ -13,7 +13,7 @@ use paramdex::raw::record::{
 use paramdex::DType;
 use prost::Message;
 use serde_json::Value;
-use support::{read_json, sha256_hex, u64_list};
+use support::{lod_list, read_json, sha256_hex, u64_list};
 
 /// The manifest's dtype spellings (numpy / paddle names), mapped explicitly.
 fn manifest_dtype(name: &str) -> DType {
@@ -56,12 +56,7 @@ fn expected(t: &Value) -> Expected {
     Expected {
         dtype,
         shape: u64_list(&t["shape"]),
-        lod: t["lod"]
-            .as_array()
-            .expect("lod")
-            .iter()
-            .map(u64_list)
-            .collect(),
+        lod: lod_list(&t["lod"]),
         nbytes: t["nbytes"].as_u64().expect("nbytes"),
         sha256: t["sha256"].as_str().expect("sha256").to_string(),
     }

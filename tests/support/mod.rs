@@ -56,6 +56,15 @@ pub fn u64_list(v: &Value) -> Vec<u64> {
         .collect()
 }
 
+/// A JSON array of LoD levels, each an array of offsets.
+pub fn lod_list(v: &Value) -> Vec<Vec<u64>> {
+    v.as_array()
+        .expect("LoD levels")
+        .iter()
+        .map(u64_list)
+        .collect()
+}
+
 /// Little-endian bytes of `v`.
 pub fn f32_bytes(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
