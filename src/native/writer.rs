@@ -4,7 +4,7 @@
 //! [`Writer::finish`] appends the sorted index table and footer, syncs, and renames the file
 //! into place. Until then the final path is untouched, and dropping the writer removes the
 //! temporary file. A crash leaves the temporary file behind; `recover` rebuilds a complete
-//! file from its self-describing records (SPEC.md, "Durability").
+//! file from its self-describing records (SPEC.md 10).
 
 use std::fs::File;
 use std::hash::BuildHasher;
