@@ -6,8 +6,8 @@
 //! | module | holds |
 //! |---|---|
 //! | [`mod@format`] | fixed-width integers, varints, CRC32C (masked, combined), a bounds-checked cursor |
-//! | [`record`] | Paddle DenseTensor records: decode, encode, walk (SPEC.md 4) |
-//! | [`table`] | the LevelDB/TensorFlow table: blocks, footer, builder, reader (SPEC.md 3) |
+//! | [`record`] | Paddle DenseTensor records: decode, encode, walk (SPEC.md 3) |
+//! | [`table`] | the LevelDB/TensorFlow table: blocks, footer, builder, reader (SPEC.md 4) |
 //! | [`entry`] | the index values of a native file: tensor entries and the header (SPEC.md 5) |
 //! | [`source`] | the mapped bytes a [`crate::Reader`] reads |
 //! | [`recovery`] | the record scan behind [`crate::recover`] |
@@ -18,12 +18,12 @@ pub mod format {
     pub use crate::format::*;
 }
 
-/// Paddle DenseTensor records (`src/record/`, SPEC.md 4).
+/// Paddle DenseTensor records (`src/record/`, SPEC.md 3).
 pub mod record {
     pub use crate::record::*;
 }
 
-/// The LevelDB/TensorFlow table (`src/table/`, SPEC.md 3).
+/// The LevelDB/TensorFlow table (`src/table/`, SPEC.md 4).
 pub mod table {
     pub use crate::table::*;
 }

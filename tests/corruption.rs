@@ -7,6 +7,8 @@
 //! `.index` (and its data shard), and a Paddle record stream (the records region of a native
 //! file, read by the recovery scan, and Paddle's own combined stream, read by the record walker).
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -254,7 +256,7 @@ fn verify_names_the_tensor_and_offset() {
 // TensorFlow checkpoint.
 
 fn tf_fixture() -> (Vec<u8>, Vec<u8>) {
-    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/tf/basic/tf2");
+    let base = support::data("tf/basic/tf2");
     (
         std::fs::read(base.join("ckpt-1.index")).unwrap(),
         std::fs::read(base.join("ckpt-1.data-00000-of-00001")).unwrap(),
@@ -425,8 +427,7 @@ fn paramdex_record_stream_every_truncation_and_byte_flip() {
 /// read outside the buffer, and every record it returns must lie inside it.
 #[test]
 fn paddle_combined_stream_every_truncation_and_byte_flip() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data/paddle/inference/legacy/model.pdiparams");
+    let path = support::data("paddle/inference/legacy/model.pdiparams");
     let stream = std::fs::read(path).unwrap();
     let walk_all = |b: &[u8]| -> (usize, bool) {
         let mut n = 0;

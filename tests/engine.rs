@@ -2,76 +2,19 @@
 
 use std::collections::BTreeMap;
 
+mod support;
+
 use paramdex::raw::format::{crc32c, mask_crc};
 use paramdex::{Compression, DType, Error, ReadOptions, Reader, Tensor, Writer, WriterOptions};
 use proptest::prelude::*;
-
-fn f32_bytes(v: &[f32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
+use support::f32_bytes;
 
 /// A tiny file assembled by hand from SPEC.md, byte by byte: one float32 tensor "w" = [1, 2],
-/// alignment 64. Only the block CRCs are computed (by the crc32c crate).
+/// alignment 64 (`support::golden_file`). Only the block CRCs are computed (by the crc32c crate).
 #[test]
 fn golden_file_matches_spec() {
-    let mut expected: Vec<u8> = Vec::new();
-    // Record (SPEC 3.1): outer version, lod_level 0, inner version, desc_size 44.
-    expected.extend_from_slice(&[0, 0, 0, 0]);
-    expected.extend_from_slice(&[0; 8]);
-    expected.extend_from_slice(&[0, 0, 0, 0]);
-    expected.extend_from_slice(&[0x2c, 0, 0, 0]);
-    // TensorDesc (SPEC 3.2): data_type 5, dims [2], pdx_name "w", pdx_header_crc32c (of the 28
-    // bytes before it), pdx_data_crc32c, pdx_padding 21 zeros.
-    expected.extend_from_slice(&[0x08, 0x05, 0x10, 0x02]);
-    expected.extend_from_slice(&[0xc2, 0x3e, 0x01, b'w']);
-    let header_crc = mask_crc(crc32c(&expected));
-    expected.extend_from_slice(&[0xdd, 0x3e]);
-    expected.extend_from_slice(&header_crc.to_le_bytes());
-    expected.extend_from_slice(&[0xcd, 0x3e, 0x59, 0x3c, 0xe5, 0x35]);
-    expected.extend_from_slice(&[0xd2, 0x3e, 0x15]);
-    expected.extend_from_slice(&[0; 21]);
-    assert_eq!(expected.len(), 64, "data starts at the alignment");
-    expected.extend_from_slice(&[0, 0, 0x80, 0x3f, 0, 0, 0, 0x40]);
-    let records_len = expected.len();
-    assert_eq!(records_len, 72);
-
-    // Data block (SPEC 4.1, 5.1, 5.2).
-    let mut block = vec![0x00, 0x00, 21];
-    block.extend_from_slice(&[0x08, 0x01, 0x1a, 0x02, 0x08, 0x01]); // num_shards 1, version{producer 1}
-    block.extend_from_slice(&[0x80, 0x01, 0x01]); // format_version 1
-    block.extend_from_slice(&[0x88, 0x01, 0x40]); // alignment 64
-    block.extend_from_slice(&[0x90, 0x01, 0x48]); // records_len 72
-    block.extend_from_slice(&[0x98, 0x01, 0x01]); // tensor_count 1
-    block.extend_from_slice(&[0xa0, 0x01, 0x01]); // records_sorted
-    block.extend_from_slice(&[0x00, 0x01, 20, b'w']);
-    block.extend_from_slice(&[0x08, 0x01, 0x12, 0x04, 0x12, 0x02, 0x08, 0x02]); // dtype, shape [2]
-    block.extend_from_slice(&[0x20, 0x40, 0x28, 0x08]); // offset 64, size 8
-    block.extend_from_slice(&[0x35, 0x59, 0x3c, 0xe5, 0x35]); // crc32c
-    block.extend_from_slice(&[0x80, 0x01, 0x40]); // record_header_len 64
-    block.extend_from_slice(&[0, 0, 0, 0, 1, 0, 0, 0]); // restarts [0], count 1
-    assert_eq!(block.len(), 56);
-    let trailer = |b: &[u8]| {
-        let mut t = vec![0u8];
-        let mut covered = b.to_vec();
-        covered.push(0);
-        t.extend_from_slice(&mask_crc(crc32c(&covered)).to_le_bytes());
-        t
-    };
-    expected.extend_from_slice(&block);
-    expected.extend_from_slice(&trailer(&block));
-    // Metaindex: the empty block, with TensorFlow's exact trailer.
-    assert_eq!(expected.len(), 133);
-    expected.extend_from_slice(&[0, 0, 0, 0, 1, 0, 0, 0, 0x00, 0xc0, 0xf2, 0xa1, 0xb0]);
-    // Index block: separator "x" (successor of "w") -> handle {72, 56}.
-    assert_eq!(expected.len(), 146);
-    let index = [0x00, 0x01, 0x02, b'x', 0x48, 0x38, 0, 0, 0, 0, 1, 0, 0, 0];
-    expected.extend_from_slice(&index);
-    expected.extend_from_slice(&trailer(&index));
-    // Footer: metaindex {133, 8}, index {146, 14}, zero padding to 40, magic.
-    let mut footer = vec![0x85, 0x01, 0x08, 0x92, 0x01, 0x0e];
-    footer.resize(40, 0);
-    footer.extend_from_slice(&[0x57, 0xfb, 0x80, 0x8b, 0x24, 0x75, 0x47, 0xdb]);
-    expected.extend_from_slice(&footer);
+    // Index block: the data block is {72, 56}. Footer: metaindex {133, 8}, index {146, 14}.
+    let expected = support::golden_file(&[], &[0x48, 0x38], &[0x85, 0x01, 0x08, 0x92, 0x01, 0x0e]);
     assert_eq!(expected.len(), 213);
 
     let dir = tempfile::tempdir().unwrap();
@@ -681,7 +624,7 @@ fn not_a_paramdex_file_is_reported_as_such() {
         let err = Reader::from_bytes(bytes).unwrap_err();
         assert!(matches!(err, Error::UnrecognizedFormat { .. }), "{err}");
     }
-    let tf = std::fs::read("tests/data/tf/basic/tf2/ckpt-1.index").unwrap();
+    let tf = std::fs::read(support::data("tf/basic/tf2/ckpt-1.index")).unwrap();
     let err = Reader::from_bytes(tf).unwrap_err();
     assert!(err.to_string().contains("TensorFlow"), "{err}");
 }

@@ -1,67 +1,26 @@
 //! Typed metadata: golden bytes of a header with metadata (SPEC.md 5.3), and changing metadata
 //! in place by appending a new index (SPEC.md 10.1): records untouched, crash states, recovery.
 
-use paramdex::raw::format::{crc32c, mask_crc};
+mod support;
+
 use paramdex::raw::table::{Table, TableReadOptions};
 use paramdex::{last_complete_len, rewrite_in_place, MetaValue, Metadata};
 use paramdex::{Compression, DType, Error, Reader, Writer, WriterOptions};
 use prost::Message;
 
-fn trailer(b: &[u8]) -> Vec<u8> {
-    let mut t = vec![0u8];
-    let mut covered = b.to_vec();
-    covered.push(0);
-    t.extend_from_slice(&mask_crc(crc32c(&covered)).to_le_bytes());
-    t
-}
-
 /// The golden file of tests/engine.rs (one float32 tensor "w" = [1, 2]) with metadata
 /// {"step": 5}: the header entry gains field 21 and everything after it moves by 13 bytes.
 #[test]
 fn golden_file_with_metadata_matches_spec() {
-    let mut expected: Vec<u8> = Vec::new();
-    // The record is the same as without metadata (SPEC 3): 72 bytes, data at 64.
-    expected.extend_from_slice(&[0; 8 + 4]);
-    expected.extend_from_slice(&[0, 0, 0, 0]);
-    expected.extend_from_slice(&[0x2c, 0, 0, 0]);
-    expected.extend_from_slice(&[0x08, 0x05, 0x10, 0x02]);
-    expected.extend_from_slice(&[0xc2, 0x3e, 0x01, b'w']);
-    let header_crc = mask_crc(crc32c(&expected));
-    expected.extend_from_slice(&[0xdd, 0x3e]);
-    expected.extend_from_slice(&header_crc.to_le_bytes());
-    expected.extend_from_slice(&[0xcd, 0x3e, 0x59, 0x3c, 0xe5, 0x35]);
-    expected.extend_from_slice(&[0xd2, 0x3e, 0x15]);
-    expected.extend_from_slice(&[0; 21]);
-    expected.extend_from_slice(&[0, 0, 0x80, 0x3f, 0, 0, 0, 0x40]);
-    assert_eq!(expected.len(), 72);
-
-    let mut block = vec![0x00, 0x00, 34]; // header entry: value of 34 bytes
-    block.extend_from_slice(&[0x08, 0x01, 0x1a, 0x02, 0x08, 0x01]);
-    block.extend_from_slice(&[0x80, 0x01, 0x01, 0x88, 0x01, 0x40, 0x90, 0x01, 0x48]);
-    block.extend_from_slice(&[0x98, 0x01, 0x01, 0xa0, 0x01, 0x01]);
-    // Field 21 (SPEC 5.3): MetaEntry{key "step", value MetaValue{int_value (sint64) 5}}.
-    block.extend_from_slice(&[0xaa, 0x01, 0x0a]);
-    block.extend_from_slice(&[0x0a, 0x04, b's', b't', b'e', b'p']);
-    block.extend_from_slice(&[0x12, 0x02, 0x10, 0x0a]);
-    block.extend_from_slice(&[0x00, 0x01, 20, b'w']);
-    block.extend_from_slice(&[0x08, 0x01, 0x12, 0x04, 0x12, 0x02, 0x08, 0x02]);
-    block.extend_from_slice(&[0x20, 0x40, 0x28, 0x08]);
-    block.extend_from_slice(&[0x35, 0x59, 0x3c, 0xe5, 0x35]);
-    block.extend_from_slice(&[0x80, 0x01, 0x40]);
-    block.extend_from_slice(&[0, 0, 0, 0, 1, 0, 0, 0]);
-    assert_eq!(block.len(), 69);
-    expected.extend_from_slice(&block);
-    expected.extend_from_slice(&trailer(&block));
-    assert_eq!(expected.len(), 146);
-    expected.extend_from_slice(&[0, 0, 0, 0, 1, 0, 0, 0, 0x00, 0xc0, 0xf2, 0xa1, 0xb0]);
-    let index = [0x00, 0x01, 0x02, b'x', 0x48, 0x45, 0, 0, 0, 0, 1, 0, 0, 0];
-    expected.extend_from_slice(&index);
-    expected.extend_from_slice(&trailer(&index));
-    // Footer: metaindex {146, 8}, index {159, 14}.
-    let mut footer = vec![0x92, 0x01, 0x08, 0x9f, 0x01, 0x0e];
-    footer.resize(40, 0);
-    footer.extend_from_slice(&[0x57, 0xfb, 0x80, 0x8b, 0x24, 0x75, 0x47, 0xdb]);
-    expected.extend_from_slice(&footer);
+    // The record is the same as without metadata (SPEC 3): 72 bytes, data at 64. The header
+    // entry's value grows from 21 to 34 bytes by field 21 (SPEC 5.3):
+    // MetaEntry{key "step", value MetaValue{int_value (sint64) 5}}.
+    let mut meta = vec![0xaa, 0x01, 0x0a];
+    meta.extend_from_slice(&[0x0a, 0x04, b's', b't', b'e', b'p']);
+    meta.extend_from_slice(&[0x12, 0x02, 0x10, 0x0a]);
+    // Index block: the data block is {72, 69}. Footer: metaindex {146, 8}, index {159, 14}.
+    let expected =
+        support::golden_file(&meta, &[0x48, 0x45], &[0x92, 0x01, 0x08, 0x9f, 0x01, 0x0e]);
     assert_eq!(expected.len(), 226);
 
     let dir = tempfile::tempdir().unwrap();

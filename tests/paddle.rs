@@ -2,6 +2,8 @@
 //! read through `open_any` against its manifest, byte-exact round trips back to Paddle's own
 //! files, detection of each input form, and the classic mistakes reported clearly.
 
+mod support;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -9,31 +11,7 @@ use paramdex::interop::paddle::{self, PaddleStore, ProgramKind};
 use paramdex::interop::{open_any, Format, TensorData, TensorStore};
 use paramdex::{DType, Error, Reader, WriterOptions};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
-
-fn data_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/paddle")
-}
-
-fn read_json(p: &Path) -> Value {
-    let text = fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-}
-
-fn sha256_hex(b: &[u8]) -> String {
-    Sha256::digest(b)
-        .iter()
-        .map(|x| format!("{x:02x}"))
-        .collect()
-}
-
-fn u64_list(v: &Value) -> Vec<u64> {
-    v.as_array()
-        .expect("array")
-        .iter()
-        .map(|x| x.as_u64().expect("non-negative integer"))
-        .collect()
-}
+use support::{lod_list, read_json, sha256_hex, u64_list};
 
 /// Checks every tensor `want` lists (manifest entries) against `store`, which must hold
 /// exactly those names, in bytewise order.
@@ -60,7 +38,7 @@ fn check_store(what: &str, store: &dyn TensorStore, want: &[&Value]) {
             "{what} {name}"
         );
         assert_eq!(info.shape, u64_list(&t["shape"]), "{what} {name}");
-        let lod: Vec<Vec<u64>> = t["lod"].as_array().unwrap().iter().map(u64_list).collect();
+        let lod = lod_list(&t["lod"]);
         assert_eq!(info.lod, lod, "{what} {name}");
         assert_eq!(info.nbytes, t["nbytes"].as_u64().unwrap(), "{what} {name}");
         let TensorData::Bytes(b) = &loaded.data else {
@@ -80,7 +58,7 @@ fn check_store(what: &str, store: &dyn TensorStore, want: &[&Value]) {
 
 #[test]
 fn lod_fixtures_each_file_and_the_save_vars_dir() {
-    let dir = data_dir().join("lod");
+    let dir = support::data("paddle").join("lod");
     let m = read_json(&dir.join("manifest.json"));
     let tensors = m["tensors"].as_array().unwrap();
     let mut files = 0;
@@ -111,7 +89,7 @@ fn lod_fixtures_each_file_and_the_save_vars_dir() {
 
 #[test]
 fn inference_models_legacy_and_pir() {
-    let dir = data_dir().join("inference");
+    let dir = support::data("paddle").join("inference");
     let m = read_json(&dir.join("manifest.json"));
     for model in m["models"].as_array().unwrap() {
         let params = model["params_file"].as_str().unwrap();
@@ -160,7 +138,7 @@ fn inference_models_legacy_and_pir() {
 
 #[test]
 fn generated_models_and_per_variable_dirs() {
-    let dir = data_dir().join("models");
+    let dir = support::data("paddle").join("models");
     let m = read_json(&dir.join("manifest.json"));
     for model in m["models"].as_array().unwrap() {
         let prefix = dir.join(model["prefix"].as_str().unwrap());
@@ -205,7 +183,7 @@ fn generated_models_and_per_variable_dirs() {
 /// `.pdiparams` at all).
 #[test]
 fn pir_cases_rnn_tied_and_parameterless() {
-    let dir = data_dir().join("pir_cases");
+    let dir = support::data("paddle").join("pir_cases");
     let m = read_json(&dir.join("manifest.json"));
     let mut seen = Vec::new();
     for model in m["models"].as_array().unwrap() {
@@ -254,7 +232,7 @@ fn pir_cases_rnn_tied_and_parameterless() {
 /// The same model through every way of naming it.
 #[test]
 fn model_detection_forms() {
-    let d = data_dir().join("inference");
+    let d = support::data("paddle").join("inference");
     for p in [
         d.join("legacy/model"),
         d.join("legacy/model.pdiparams"),
@@ -269,7 +247,7 @@ fn model_detection_forms() {
         assert_eq!(s.format(), Format::PaddleModel, "{}", p.display());
         assert_eq!(s.list().unwrap().len(), 4, "{}", p.display());
     }
-    let m = data_dir().join("models");
+    let m = support::data("paddle").join("models");
     for p in [
         m.join("separate_legacy/__model__"),
         m.join("separate_pir/__model__.json"),
@@ -292,14 +270,14 @@ fn tmp() -> tempfile::TempDir {
 
 /// A model copied into a temporary directory with its parameters replaced by `params`.
 fn model_with_params(t: &Path, params: &[u8]) -> PathBuf {
-    let src = data_dir().join("inference/legacy/model.pdmodel");
+    let src = support::data("paddle").join("inference/legacy/model.pdmodel");
     fs::copy(src, t.join("m.pdmodel")).unwrap();
     fs::write(t.join("m.pdiparams"), params).unwrap();
     t.join("m")
 }
 
 fn legacy_params() -> Vec<u8> {
-    fs::read(data_dir().join("inference/legacy/model.pdiparams")).unwrap()
+    fs::read(support::data("paddle").join("inference/legacy/model.pdiparams")).unwrap()
 }
 
 fn open_err(p: &Path) -> String {
@@ -318,7 +296,7 @@ fn convert_model_to_native_and_back_is_byte_exact() {
         ("models/legacy/m", "models/legacy/m.pdiparams"),
         ("models/pir/m", "models/pir/m.pdiparams"),
     ] {
-        let store = open_any(data_dir().join(sub)).unwrap();
+        let store = open_any(support::data("paddle").join(sub)).unwrap();
         let native = t.path().join("m.pdx");
         paramdex::interop::to_native(
             store.as_ref(),
@@ -333,7 +311,7 @@ fn convert_model_to_native_and_back_is_byte_exact() {
         assert_eq!(out, t.path().join("out.pdiparams"));
         assert_eq!(
             fs::read(&out).unwrap(),
-            fs::read(data_dir().join(params)).unwrap(),
+            fs::read(support::data("paddle").join(params)).unwrap(),
             "{sub}: --to paddle reproduces Paddle's bytes"
         );
         // Directly, without the native step, too.
@@ -347,7 +325,7 @@ fn convert_model_to_native_and_back_is_byte_exact() {
 #[test]
 fn tensor_files_round_trip_byte_exact() {
     let t = tmp();
-    let lod = data_dir().join("lod");
+    let lod = support::data("paddle").join("lod");
     for ent in fs::read_dir(&lod).unwrap() {
         let p = ent.unwrap().path();
         if p.extension().and_then(|e| e.to_str()) != Some("lodtensor") {
@@ -380,7 +358,7 @@ fn tensor_files_round_trip_byte_exact() {
         assert_eq!(written, [d.join(p.file_name().unwrap())]);
     }
     // Several tensors: a per-variable directory, nested names as subdirectories.
-    let src = data_dir().join("models/pervar_nested");
+    let src = support::data("paddle").join("models/pervar_nested");
     let store = open_any(&src).unwrap();
     let out = t.path().join("pervar");
     let written = paddle::write_tensor_files(store.as_ref(), &out).unwrap();
@@ -494,7 +472,7 @@ fn trailing_bytes() {
         "{s}"
     );
     // A tensor file with one trailing byte.
-    let mut f = fs::read(data_dir().join("lod/lod1_f32.lodtensor")).unwrap();
+    let mut f = fs::read(support::data("paddle").join("lod/lod1_f32.lodtensor")).unwrap();
     f.push(0);
     let path = t.path().join("x.lodtensor");
     fs::write(&path, &f).unwrap();
@@ -560,7 +538,7 @@ fn program_and_records_must_agree() {
     assert!(open_err(&t.path().join("m")).contains("no program"));
     fs::remove_file(t.path().join("m.pdiparams")).unwrap();
     fs::copy(
-        data_dir().join("inference/pir/model.json"),
+        support::data("paddle").join("inference/pir/model.json"),
         t.path().join("m.json"),
     )
     .unwrap();
@@ -576,7 +554,7 @@ fn directories_are_strict() {
     let t = tmp();
     let d = t.path().join("vars");
     fs::create_dir_all(d.join("sub")).unwrap();
-    let lod = data_dir().join("lod");
+    let lod = support::data("paddle").join("lod");
     fs::copy(lod.join("plain_f32.lodtensor"), d.join("a")).unwrap();
     fs::copy(lod.join("lod2_f32.lodtensor"), d.join("sub/b")).unwrap();
     let s = paddle::open_dir(&d).unwrap();
@@ -604,12 +582,12 @@ fn directories_are_strict() {
     fs::create_dir_all(&m).unwrap();
     for n in ["a", "b"] {
         fs::copy(
-            data_dir().join("inference/pir/model.json"),
+            support::data("paddle").join("inference/pir/model.json"),
             m.join(format!("{n}.json")),
         )
         .unwrap();
         fs::copy(
-            data_dir().join("inference/pir/model.pdiparams"),
+            support::data("paddle").join("inference/pir/model.pdiparams"),
             m.join(format!("{n}.pdiparams")),
         )
         .unwrap();
@@ -636,7 +614,7 @@ fn directories_are_strict() {
 #[test]
 fn tensor_file_messages_name_file_and_cause() {
     let t = tmp();
-    let plain = fs::read(data_dir().join("lod/plain_f32.lodtensor")).unwrap();
+    let plain = fs::read(support::data("paddle").join("lod/plain_f32.lodtensor")).unwrap();
     // A 2 GiB desc size: corruption of that file (exit 3 in the CLI), naming it.
     let mut huge = plain.clone();
     huge[16..20].copy_from_slice(&i32::MAX.to_le_bytes());
@@ -671,7 +649,7 @@ fn tensor_file_messages_name_file_and_cause() {
     // A .json program that is not JSON is reported as bad JSON.
     fs::write(t.path().join("j.json"), b"").unwrap();
     fs::copy(
-        data_dir().join("inference/pir/model.pdiparams"),
+        support::data("paddle").join("inference/pir/model.pdiparams"),
         t.path().join("j.pdiparams"),
     )
     .unwrap();
@@ -696,10 +674,10 @@ fn mutated_inputs_never_panic() {
             }
         }
     }
-    let prog = fs::read(data_dir().join("inference/pir/model.json")).unwrap();
+    let prog = fs::read(support::data("paddle").join("inference/pir/model.json")).unwrap();
     fs::write(
         t.path().join("j.pdiparams"),
-        fs::read(data_dir().join("inference/pir/model.pdiparams")).unwrap(),
+        fs::read(support::data("paddle").join("inference/pir/model.pdiparams")).unwrap(),
     )
     .unwrap();
     for i in (0..prog.len()).step_by(7) {
@@ -708,7 +686,7 @@ fn mutated_inputs_never_panic() {
         fs::write(t.path().join("j.json"), &m).unwrap();
         let _ = open_any(t.path().join("j"));
     }
-    let desc = fs::read(data_dir().join("inference/legacy/model.pdmodel")).unwrap();
+    let desc = fs::read(support::data("paddle").join("inference/legacy/model.pdmodel")).unwrap();
     for i in (0..desc.len()).step_by(3) {
         let mut m = desc.clone();
         m[i] ^= 0x5a;
@@ -720,7 +698,7 @@ fn mutated_inputs_never_panic() {
 
 #[test]
 fn paddle_store_api() {
-    let d = data_dir().join("inference/pir");
+    let d = support::data("paddle").join("inference/pir");
     let s: PaddleStore =
         paddle::open_model(&d.join("model.pdiparams"), &d.join("model.json")).unwrap();
     assert_eq!(

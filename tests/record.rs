@@ -1,8 +1,9 @@
 //! Record codec against files written by PaddlePaddle 3.3.1 (tests/data/paddle).
 
+mod support;
+
 use std::collections::BTreeSet;
 use std::fs;
-use std::path::{Path, PathBuf};
 
 use paramdex::raw::format::{crc32c, mask_crc};
 use paramdex::raw::proto::paddle::var_type::TensorDesc;
@@ -12,23 +13,7 @@ use paramdex::raw::record::{
 use paramdex::DType;
 use prost::Message;
 use serde_json::Value;
-use sha2::{Digest, Sha256};
-
-fn data_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/paddle")
-}
-
-fn read_json(p: &Path) -> Value {
-    let text = fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-}
-
-fn sha256_hex(b: &[u8]) -> String {
-    Sha256::digest(b)
-        .iter()
-        .map(|x| format!("{x:02x}"))
-        .collect()
-}
+use support::{lod_list, read_json, sha256_hex, u64_list};
 
 /// The manifest's dtype spellings (numpy / paddle names), mapped explicitly.
 fn manifest_dtype(name: &str) -> DType {
@@ -54,14 +39,6 @@ fn manifest_dtype(name: &str) -> DType {
     }
 }
 
-fn u64_list(v: &Value) -> Vec<u64> {
-    v.as_array()
-        .expect("array")
-        .iter()
-        .map(|x| x.as_u64().expect("non-negative integer"))
-        .collect()
-}
-
 /// What the manifest says about one tensor.
 struct Expected {
     dtype: DType,
@@ -79,12 +56,7 @@ fn expected(t: &Value) -> Expected {
     Expected {
         dtype,
         shape: u64_list(&t["shape"]),
-        lod: t["lod"]
-            .as_array()
-            .expect("lod")
-            .iter()
-            .map(u64_list)
-            .collect(),
+        lod: lod_list(&t["lod"]),
         nbytes: t["nbytes"].as_u64().expect("nbytes"),
         sha256: t["sha256"].as_str().expect("sha256").to_string(),
     }
@@ -156,7 +128,7 @@ fn check_record(what: &str, record: &[u8], want: &Expected) {
 
 #[test]
 fn paddle_lod_files_decode_and_reencode_exactly() {
-    let dir = data_dir().join("lod");
+    let dir = support::data("paddle").join("lod");
     let manifest = read_json(&dir.join("manifest.json"));
     let tensors = manifest["tensors"].as_array().expect("tensors");
 
@@ -203,7 +175,7 @@ fn paddle_lod_files_decode_and_reencode_exactly() {
 
 #[test]
 fn paddle_combined_streams_walk_to_eof() {
-    let dir = data_dir().join("inference");
+    let dir = support::data("paddle").join("inference");
     let manifest = read_json(&dir.join("manifest.json"));
     let tensors = manifest["tensors"].as_array().expect("tensors");
     for mode in ["legacy", "pir"] {

@@ -1,21 +1,15 @@
 //! Integration tests of the LevelDB/TensorFlow table layer: golden bytes, real TensorFlow
 //! `.index` files, a model-based property test, corruption and the Snappy rule.
 
+mod support;
+
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
 
 use paramdex::raw::table::*;
 use proptest::prelude::*;
+use support::unhex;
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
-
-fn hex(s: &str) -> Vec<u8> {
-    let s: String = s.split_whitespace().collect();
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-        .collect()
-}
 
 /// Builds a table of `model` after `start` bytes of filler; returns the whole file and stats.
 fn build(model: &Model, start: usize, opts: TableOptions) -> (Vec<u8>, TableStats) {
@@ -67,11 +61,11 @@ const GOLDEN_121: &str = "
 
 #[test]
 fn golden_minimal_tensorflow_index() {
-    let expected = hex(GOLDEN_121);
+    let expected = unhex(GOLDEN_121);
     assert_eq!(expected.len(), 121);
     let mut b = TableBuilder::new(Vec::new(), 0, TableOptions::default()).unwrap();
-    b.add(b"", &hex("08 01 1a 02 08 01")).unwrap();
-    b.add(b"w", &hex("08 01 12 04 12 02 08 02 28 08 35 59 3c e5 35"))
+    b.add(b"", &unhex("08 01 1a 02 08 01")).unwrap();
+    b.add(b"w", &unhex("08 01 12 04 12 02 08 02 28 08 35 59 3c e5 35"))
         .unwrap();
     assert_eq!(b.entries(), 2);
     let (out, stats) = b.finish().unwrap();
@@ -116,9 +110,12 @@ fn golden_minimal_tensorflow_index() {
     assert_eq!(t.verify_all_blocks().unwrap(), 3);
     assert_eq!(
         lookup(&t, b"w").unwrap().unwrap(),
-        hex("08 01 12 04 12 02 08 02 28 08 35 59 3c e5 35")
+        unhex("08 01 12 04 12 02 08 02 28 08 35 59 3c e5 35")
     );
-    assert_eq!(lookup(&t, b"").unwrap().unwrap(), hex("08 01 1a 02 08 01"));
+    assert_eq!(
+        lookup(&t, b"").unwrap().unwrap(),
+        unhex("08 01 1a 02 08 01")
+    );
     assert_eq!(lookup(&t, b"x").unwrap(), None); // the separator is not a key
     assert_eq!(lookup(&t, b"v").unwrap(), None);
 }
@@ -127,7 +124,7 @@ fn golden_minimal_tensorflow_index() {
 fn golden_index_at_an_offset() {
     // The same table placed after 1000 bytes of other data: every handle shifts.
     let mut model = Model::new();
-    model.insert(b"".to_vec(), hex("08 01 1a 02 08 01"));
+    model.insert(b"".to_vec(), unhex("08 01 1a 02 08 01"));
     model.insert(b"w".to_vec(), b"x".to_vec());
     let (file, stats) = build(&model, 1000, TableOptions::default());
     assert_eq!(stats.table_len as usize, file.len() - 1000);
@@ -145,9 +142,7 @@ fn golden_index_at_an_offset() {
 // ---------------------------------------------------------------------------------------------
 
 fn check_tf_file(set: &str, index_rel: &str) {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data/tf")
-        .join(set);
+    let dir = support::data("tf").join(set);
     let file = std::fs::read(dir.join(index_rel)).unwrap();
     let manifest: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap();
@@ -560,7 +555,7 @@ fn snappy_kept_only_when_it_pays() {
     let m = t.footer().metaindex;
     assert_eq!(
         &file[m.offset as usize..(m.offset + m.size) as usize + 5],
-        &hex("00 00 00 00 01 00 00 00 00 c0 f2 a1 b0")[..]
+        &unhex("00 00 00 00 01 00 00 00 00 c0 f2 a1 b0")[..]
     );
     t.verify_all_blocks().unwrap();
     assert_eq!(scan(&t).unwrap(), model_vec(&model));

@@ -3,6 +3,8 @@
 //! truncation and hostile index entries rejected with errors that say where; export-tf and
 //! `convert --to tf` produce what TensorFlow's format requires, byte for byte.
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -19,26 +21,7 @@ use paramdex::raw::table::{TableBuilder, TableOptions};
 use paramdex::{DType, Error, Reader, Tensor, Writer};
 use prost::Message;
 use serde_json::Value;
-use sha2::{Digest, Sha256};
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-fn unhex(s: &str) -> Vec<u8> {
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-        .collect()
-}
-
-fn sha(b: &[u8]) -> String {
-    hex(&Sha256::digest(b))
-}
+use support::{f32_bytes, root, sha256_hex, unhex};
 
 /// One expected tensor from a manifest.
 #[derive(Debug, Clone)]
@@ -127,7 +110,7 @@ fn check_store(store: &dyn TensorStore, wants: &[Want], what: &str) {
         assert_eq!(t.info.shape, w.shape, "{what} {n}: loaded shape");
         let raw = t.data.raw_bytes();
         assert_eq!(raw.len() as u64, w.nbytes, "{what} {n}: loaded bytes");
-        assert_eq!(sha(&raw), w.sha256, "{what} {n}: sha256");
+        assert_eq!(sha256_hex(&raw), w.sha256, "{what} {n}: sha256");
         match (&t.data, &w.elements) {
             (TensorData::Strings(s), Some(e)) => assert_eq!(s, e, "{what} {n}: elements"),
             (TensorData::Bytes(_), None) => {}
@@ -496,7 +479,7 @@ fn opaque_tensorflow_types_are_listed_checksummed_and_refused_by_outputs() {
             assert_eq!(t.shape, shape, "{rel}");
             let loaded = store.load(&t.name).unwrap().unwrap();
             if let Some(sha) = w["sha256"].as_str() {
-                assert_eq!(hex(&Sha256::digest(loaded.data.raw_bytes())), sha, "{rel}");
+                assert_eq!(sha256_hex(&loaded.data.raw_bytes()), sha, "{rel}");
             }
             if let Kind::Opaque(_) = t.kind {
                 assert_eq!(loaded.data.raw_bytes().len() as u64, t.nbytes);
@@ -620,14 +603,10 @@ fn header(num_shards: i32) -> BundleHeaderProto {
     }
 }
 
-fn f32s(v: &[f32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
-
 #[test]
 fn hostile_partitioned_entries_are_rejected() {
     let tmp = tempfile::tempdir().unwrap();
-    let rows = |a: f32| f32s(&[a, a + 1.0, a + 2.0, a + 3.0]);
+    let rows = |a: f32| f32_bytes(&[a, a + 1.0, a + 2.0, a + 3.0]);
     let (r0, r1) = (rows(0.0), rows(4.0));
     let mut data = r0.clone();
     data.extend_from_slice(&r1);
@@ -805,7 +784,7 @@ fn partitioned_string_tensors_are_listed_and_verified_but_not_assembled() {
         }
         .encode_to_vec(),
     ));
-    let f = f32s(&[1.5]);
+    let f = f32_bytes(&[1.5]);
     entries.push((
         b"x".to_vec(),
         entry(1, &[1], 0, data.len() as i64, &f).encode_to_vec(),
@@ -829,7 +808,7 @@ fn partitioned_string_tensors_are_listed_and_verified_but_not_assembled() {
 
 #[test]
 fn hostile_entries_and_headers_are_rejected() {
-    let good = f32s(&[1.0, 2.0]);
+    let good = f32_bytes(&[1.0, 2.0]);
     let cases: Vec<(&str, BundleHeaderProto, BundleEntryProto, &str)> = vec![
         (
             "size past the file",
@@ -975,11 +954,11 @@ fn big_endian_checkpoints_are_swapped() {
     assert!(ck.big_endian());
     assert_eq!(
         ck.load(b"f").unwrap().unwrap().data.raw_bytes().as_ref(),
-        &f32s(&vals)[..]
+        &f32_bytes(&vals)[..]
     );
     assert_eq!(
         ck.load(b"c").unwrap().unwrap().data.raw_bytes().as_ref(),
-        &f32s(&[1.0, 2.0])[..]
+        &f32_bytes(&[1.0, 2.0])[..]
     );
     match ck.load(b"s").unwrap().unwrap().data {
         TensorData::Strings(v) => assert_eq!(v, vec![b"hi".to_vec()]),
@@ -998,8 +977,11 @@ fn write_bundle_is_byte_identical_to_tensorflow() {
     let tmp = tempfile::tempdir().unwrap();
     let native = tmp.path().join("w.pdx");
     let mut w = Writer::create(&native).unwrap();
-    w.add("w", Tensor::new(DType::Float32, &[2], &f32s(&[1.0, 2.0])))
-        .unwrap();
+    w.add(
+        "w",
+        Tensor::new(DType::Float32, &[2], &f32_bytes(&[1.0, 2.0])),
+    )
+    .unwrap();
     w.finish().unwrap();
     let prefix = tmp.path().join("model");
     assert_eq!(

@@ -1,7 +1,7 @@
 //! Index values: the header entry (key `""`) and tensor entries.
 //!
 //! A tensor entry is a protobuf message whose fields 1-7 are TensorFlow's `BundleEntryProto` and
-//! whose fields 16-17 are paramdex's (`proto/paramdex.proto`, SPEC.md "Index entries"). It is
+//! whose fields 16-17 are paramdex's (`proto/paramdex.proto`, SPEC.md 5.2). It is
 //! encoded and decoded by hand here, because `get` decodes one per lookup and must not allocate;
 //! tests cross-check this codec against prost's generated code. The header is decoded with prost
 //! (once per open).

@@ -1,5 +1,6 @@
-//! Typed metadata kept in the header entry (SPEC.md 5.3), and changing it in place without
-//! touching the records (SPEC.md 10.1).
+//! Typed metadata kept in the header entry (SPEC.md 5.3): the value types, their JSON and text
+//! forms, and the hand codec of header field 21. Changing it in a finished file without touching
+//! the records (SPEC.md 10.1) is `native/rewrite.rs`.
 //!
 //! [`Metadata`] maps UTF-8 keys to [`MetaValue`]s (string, integer, float, bool, bytes, lists of
 //! any of them). Keys are kept sorted (a `BTreeMap`), so the encoded header is deterministic.

@@ -12,18 +12,48 @@ use crate::native::writer::Writer;
 
 /// A tensor being streamed into a [`Writer`]; see [`Writer::begin`].
 pub struct TensorWriter<'w> {
-    pub(super) writer: &'w mut Writer,
-    pub(super) name: Vec<u8>,
-    pub(super) dtype: DType,
-    pub(super) shape: Vec<u64>,
-    pub(super) lod_levels: usize,
-    pub(super) record_offset: u64,
-    pub(super) header_len: usize,
-    pub(super) crc_offset: u64,
-    pub(super) expected: u64,
-    pub(super) written: u64,
-    pub(super) crc: u32,
-    pub(super) finished: bool,
+    writer: &'w mut Writer,
+    name: Vec<u8>,
+    dtype: DType,
+    shape: Vec<u64>,
+    lod_levels: usize,
+    record_offset: u64,
+    header_len: usize,
+    crc_offset: u64,
+    expected: u64,
+    written: u64,
+    crc: u32,
+    finished: bool,
+}
+
+impl Writer {
+    /// Starts a tensor whose data arrives in chunks (for tensors larger than memory).
+    /// Write exactly the byte count of `shape` and `dtype` into the returned [`TensorWriter`],
+    /// then call [`TensorWriter::finish`]. Dropping it unfinished makes this writer unusable.
+    pub fn begin(
+        &mut self,
+        name: impl AsRef<[u8]>,
+        dtype: DType,
+        shape: &[u64],
+        lod: &[Vec<u64>],
+    ) -> Result<TensorWriter<'_>> {
+        let name = name.as_ref();
+        let record = self.begin_record(name, dtype, shape, lod)?;
+        Ok(TensorWriter {
+            name: name.to_vec(),
+            dtype,
+            shape: shape.to_vec(),
+            lod_levels: lod.len(),
+            record_offset: record.record_offset,
+            header_len: record.header_len,
+            crc_offset: record.crc_offset,
+            expected: record.data_len,
+            written: 0,
+            crc: 0,
+            finished: false,
+            writer: self,
+        })
+    }
 }
 
 impl TensorWriter<'_> {

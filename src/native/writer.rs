@@ -4,7 +4,7 @@
 //! [`Writer::finish`] appends the sorted index table and footer, syncs, and renames the file
 //! into place. Until then the final path is untouched, and dropping the writer removes the
 //! temporary file. A crash leaves the temporary file behind; `recover` rebuilds a complete
-//! file from its self-describing records (SPEC.md, "Durability").
+//! file from its self-describing records (SPEC.md 10).
 
 use std::fs::File;
 use std::hash::BuildHasher;
@@ -19,7 +19,6 @@ use crate::native::backend::WriteBackend;
 use crate::native::entry::{Dims, IndexEntry};
 use crate::native::header::FileHeader;
 use crate::native::staging;
-use crate::native::stream::TensorWriter;
 use crate::native::{FORMAT_VERSION, TF_BUNDLE_VERSION};
 use crate::record::{self, RecordSpec, MAX_ALIGNMENT};
 use crate::table::{Compression, TableBuilder, TableOptions};
@@ -480,19 +479,19 @@ impl Writer {
         }
     }
 
-    /// Starts a tensor whose data arrives in chunks (for tensors larger than memory).
-    /// Write exactly the byte count of `shape` and `dtype` into the returned [`TensorWriter`],
-    /// then call [`TensorWriter::finish`]. Dropping it unfinished makes this writer unusable.
-    pub fn begin(
+    /// Validates a tensor whose data will be streamed and writes its record header, with a
+    /// zero data checksum that the stream patches when it completes (`native/stream.rs`, which
+    /// holds [`Writer::begin`]; this file does not know the stream type, so the two do not import
+    /// each other).
+    pub(super) fn begin_record(
         &mut self,
-        name: impl AsRef<[u8]>,
+        name: &[u8],
         dtype: DType,
         shape: &[u64],
         lod: &[Vec<u64>],
-    ) -> Result<TensorWriter<'_>> {
-        let name = name.as_ref();
+    ) -> Result<BegunRecord> {
         self.check_usable()?;
-        let len = self.validate(name, dtype, shape, lod)?;
+        let data_len = self.validate(name, dtype, shape, lod)?;
         self.check_name(name)?;
         let record_offset = self.pos;
         let mut header = Vec::new();
@@ -501,7 +500,7 @@ impl Writer {
             dims: shape,
             lod,
             name: Some(name),
-            data_crc: Some(0), // patched by TensorWriter::finish
+            data_crc: Some(0), // patched when the stream finishes
         };
         let layout = record::encode_header(&spec, record_offset, self.opts.alignment, &mut header)
             .and_then(|layout| header_fits(name, layout))?;
@@ -509,19 +508,11 @@ impl Writer {
             .crc_pos
             .expect("encode_header reserves the crc field when data_crc is Some");
         self.write_raw(&header)?;
-        Ok(TensorWriter {
-            name: name.to_vec(),
-            dtype,
-            shape: shape.to_vec(),
-            lod_levels: lod.len(),
+        Ok(BegunRecord {
             record_offset,
             header_len: layout.header_len,
             crc_offset: record_offset + crc_pos as u64,
-            expected: len,
-            written: 0,
-            crc: 0,
-            finished: false,
-            writer: self,
+            data_len,
         })
     }
 
@@ -650,6 +641,17 @@ impl Writer {
         let (_, stats) = builder.finish()?;
         Ok(stats)
     }
+}
+
+/// Where a streamed tensor's record went, from [`Writer::begin_record`].
+pub(super) struct BegunRecord {
+    /// Absolute offset of the record.
+    pub(super) record_offset: u64,
+    pub(super) header_len: usize,
+    /// Absolute offset of the header's data checksum field.
+    pub(super) crc_offset: u64,
+    /// The data bytes the record's dtype and shape call for.
+    pub(super) data_len: u64,
 }
 
 /// Checks that a record header's length fits the index entry's 32-bit `record_header_len` (only

@@ -24,7 +24,8 @@
 //! Paddle skips the paramdex fields as unknown fields, so every record loads in Paddle. Without
 //! name, CRC and padding the bytes are exactly what Paddle itself writes. The padding field is
 //! how the writer puts the first data byte on an alignment boundary: there is no other padding
-//! anywhere in the record. See `/work/shared/reference/paddle-records.md` for the Paddle facts.
+//! anywhere in the record. The Paddle facts this relies on, with their sources in Paddle's code,
+//! are in `docs/paddle-records.md`.
 //!
 //! The decoder is strict and bounds every number against the buffer before use; it never panics
 //! on any input, and every error names the absolute file offset of the offending field.

@@ -14,7 +14,6 @@ use crate::name::display;
 use crate::record::{decode_record, walk};
 
 use super::program::Program;
-use super::store::describe;
 
 /// Smallest possible record: versions, lod_level, desc_size, a 2-byte desc, no data.
 pub(crate) const MIN_RECORD_LEN: u64 = 4 + 8 + 4 + 4 + 2;
@@ -29,6 +28,11 @@ pub(crate) struct RecordInfo {
     pub(crate) dtype: DType,
     pub(crate) dims: Vec<u64>,
     pub(crate) lod: Vec<Vec<u64>>,
+}
+
+/// The dtype and dims of a record, as `name dtype [dims]`, for messages.
+pub(crate) fn describe(dtype: DType, dims: &[u64]) -> String {
+    format!("{} {:?}", dtype.name(), dims)
 }
 
 /// Adds the file and tensor to a record error, keeping its kind; a limit exceeded by a number

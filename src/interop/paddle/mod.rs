@@ -436,7 +436,7 @@ fn open_dir_with_program(dir: &Path, program: &Path) -> Result<PaddleStore> {
                     "{}: tensor {}: the record is {} but the program {} declares {} {:?}",
                     path.display(),
                     display(&d.name),
-                    store::describe(rec.dtype, &rec.dims),
+                    combined::describe(rec.dtype, &rec.dims),
                     program.display(),
                     d.dtype.map_or("?", |t| t.name()),
                     d.dims.as_deref().unwrap_or(&[])

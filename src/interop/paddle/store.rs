@@ -5,7 +5,6 @@ use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::interop::store::{
     scan_sorted, Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorInfos, TensorStore,
@@ -254,9 +253,4 @@ impl TensorStore for PaddleStore {
         }
         Ok(sum)
     }
-}
-
-/// The dtype and dims of a record, as `name dtype [dims]`, for messages.
-pub(crate) fn describe(dtype: DType, dims: &[u64]) -> String {
-    format!("{} {:?}", dtype.name(), dims)
 }
