@@ -3,7 +3,8 @@
 //!
 //! `cargo run --example safetensors_roundtrip -- [IN.safetensors]`
 
-use paramdex::interop::safetensors::{write_safetensors, SafetensorsStore};
+use paramdex::interop::safetensors::SafetensorsStore;
+use paramdex::interop::{export, ExportOptions, OutputFormat};
 use paramdex::prelude::*;
 
 fn main() -> Result<()> {
@@ -41,8 +42,13 @@ fn main() -> Result<()> {
 
     // paramdex -> safetensors: non-string metadata values go out as JSON text.
     let back = dir.path().join("back.safetensors");
-    let rep = write_safetensors(&r, &r.header().metadata, &back, &|_| {})?;
-    println!("wrote {} tensors, {} bytes", rep.tensors, rep.file_len);
+    let rep = export(
+        &r,
+        OutputFormat::Safetensors,
+        &back,
+        &ExportOptions::default(),
+    )?;
+    println!("wrote {} tensors, {} bytes", rep.tensors, rep.output_bytes);
     let again = SafetensorsStore::open(&back)?;
     println!("__metadata__ back: {}", again.metadata()?.to_json());
     Ok(())

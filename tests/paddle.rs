@@ -8,8 +8,10 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use paramdex::interop::paddle::{self, PaddleStore, ProgramKind};
-use paramdex::interop::{open_any, Format, TensorData, TensorStore};
-use paramdex::{DType, Error, Reader, WriterOptions};
+use paramdex::interop::{
+    export, open_any, ExportOptions, Format, OutputFormat, TensorData, TensorStore,
+};
+use paramdex::{DType, Error, Reader};
 use serde_json::Value;
 use support::{lod_list, read_json, sha256_hex, u64_list};
 
@@ -287,6 +289,29 @@ fn open_err(p: &Path) -> String {
     }
 }
 
+fn to_native(store: &dyn TensorStore, out: &Path) {
+    export(store, OutputFormat::Native, out, &ExportOptions::default()).unwrap();
+}
+
+/// Writes `store` as a Paddle combined parameter file for `out`; returns the path written.
+fn write_combined(store: &dyn TensorStore, out: &Path) -> PathBuf {
+    let rep = export(
+        store,
+        OutputFormat::PaddleCombined,
+        out,
+        &ExportOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(rep.paths.len(), 1);
+    rep.paths[0].clone()
+}
+
+/// Writes `store` as Paddle tensor files at `out`; returns the paths written.
+fn write_tensor_files(store: &dyn TensorStore, out: &Path) -> paramdex::Result<Vec<PathBuf>> {
+    let opts = ExportOptions::default();
+    export(store, OutputFormat::PaddleTensors, out, &opts).map(|r| r.paths)
+}
+
 #[test]
 fn convert_model_to_native_and_back_is_byte_exact() {
     let t = tmp();
@@ -298,16 +323,10 @@ fn convert_model_to_native_and_back_is_byte_exact() {
     ] {
         let store = open_any(support::data("paddle").join(sub)).unwrap();
         let native = t.path().join("m.pdx");
-        paramdex::interop::to_native(
-            store.as_ref(),
-            &native,
-            WriterOptions::default(),
-            &mut |_, _| {},
-        )
-        .unwrap();
+        to_native(store.as_ref(), &native);
         let r = Reader::open(&native).unwrap();
         assert!(r.header().records_sorted);
-        let out = paddle::write_combined(&r, &t.path().join("out")).unwrap();
+        let out = write_combined(&r, &t.path().join("out"));
         assert_eq!(out, t.path().join("out.pdiparams"));
         assert_eq!(
             fs::read(&out).unwrap(),
@@ -315,8 +334,7 @@ fn convert_model_to_native_and_back_is_byte_exact() {
             "{sub}: --to paddle reproduces Paddle's bytes"
         );
         // Directly, without the native step, too.
-        let out2 =
-            paddle::write_combined(store.as_ref(), &t.path().join("direct.pdiparams")).unwrap();
+        let out2 = write_combined(store.as_ref(), &t.path().join("direct.pdiparams"));
         assert_eq!(out2, t.path().join("direct.pdiparams"));
         assert_eq!(fs::read(&out2).unwrap(), fs::read(&out).unwrap());
     }
@@ -333,16 +351,10 @@ fn tensor_files_round_trip_byte_exact() {
         }
         let store = open_any(&p).unwrap();
         let native = t.path().join("x.pdx");
-        paramdex::interop::to_native(
-            store.as_ref(),
-            &native,
-            WriterOptions::default(),
-            &mut |_, _| {},
-        )
-        .unwrap();
+        to_native(store.as_ref(), &native);
         let r = Reader::open(&native).unwrap();
         let out = t.path().join("x.lodtensor");
-        let written = paddle::write_tensor_files(&r, &out).unwrap();
+        let written = write_tensor_files(&r, &out).unwrap();
         assert_eq!(written.len(), 1);
         assert_eq!(written[0], out);
         assert_eq!(
@@ -354,14 +366,14 @@ fn tensor_files_round_trip_byte_exact() {
         // Into an existing directory: DIR/NAME.
         let d = t.path().join("into");
         fs::create_dir_all(&d).unwrap();
-        let written = paddle::write_tensor_files(&r, &d).unwrap();
+        let written = write_tensor_files(&r, &d).unwrap();
         assert_eq!(written, [d.join(p.file_name().unwrap())]);
     }
     // Several tensors: a per-variable directory, nested names as subdirectories.
     let src = support::data("paddle").join("models/pervar_nested");
     let store = open_any(&src).unwrap();
     let out = t.path().join("pervar");
-    let written = paddle::write_tensor_files(store.as_ref(), &out).unwrap();
+    let written = write_tensor_files(store.as_ref(), &out).unwrap();
     assert_eq!(written.len(), 4);
     for w in &written {
         let rel = w.strip_prefix(&out).unwrap();
@@ -377,7 +389,7 @@ fn tensor_files_round_trip_byte_exact() {
     // An existing file cannot become the directory.
     let f = t.path().join("file");
     fs::write(&f, b"x").unwrap();
-    let e = paddle::write_tensor_files(store.as_ref(), &f).unwrap_err();
+    let e = write_tensor_files(store.as_ref(), &f).unwrap_err();
     assert!(e.to_string().contains("existing file"), "{e}");
 }
 
@@ -399,7 +411,7 @@ fn unsafe_names_are_refused_as_files() {
         w.finish().unwrap();
         let r = Reader::open(&native).unwrap();
         let out = t.path().join("out");
-        let e = paddle::write_tensor_files(&r, &out).unwrap_err();
+        let e = write_tensor_files(&r, &out).unwrap_err();
         assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
         assert!(e.to_string().contains(want), "{e}");
         assert!(

@@ -11,7 +11,9 @@ use std::path::{Path, PathBuf};
 
 use paramdex::interop::tf::slice_key::{self, Extent as KeyExtent};
 use paramdex::interop::tf::{self, TfCheckpoint};
-use paramdex::interop::{open_any, Format, Kind, TensorData, TensorStore};
+use paramdex::interop::{
+    export, open_any, ExportOptions, Format, Kind, OutputFormat, TensorData, TensorStore,
+};
 use paramdex::raw::format::{crc32c, mask_crc};
 use paramdex::raw::proto::tensorflow::{
     tensor_shape_proto::Dim, tensor_slice_proto::extent::HasLength, tensor_slice_proto::Extent,
@@ -268,9 +270,25 @@ fn directories_and_checkpoint_state_files() {
 
 /// The message of a conversion to a native file that must fail.
 fn to_native_err(store: &dyn TensorStore, out: &Path) -> String {
-    paramdex::interop::to_native(store, out, Default::default(), &mut |_, _| {})
+    export(store, OutputFormat::Native, out, &ExportOptions::default())
         .unwrap_err()
         .to_string()
+}
+
+/// Writes `store` as a TensorFlow bundle at `prefix`; returns the tensors written.
+fn write_bundle(store: &dyn TensorStore, prefix: &Path) -> u64 {
+    let rep = export(
+        store,
+        OutputFormat::TensorFlow,
+        prefix,
+        &ExportOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(
+        rep.paths,
+        [tf::index_path(prefix), tf::data_path(prefix, 0, 1)]
+    );
+    rep.tensors
 }
 
 /// Writes TensorFlow's `checkpoint` state file in `dir`, naming `named` as the latest.
@@ -984,10 +1002,7 @@ fn write_bundle_is_byte_identical_to_tensorflow() {
     .unwrap();
     w.finish().unwrap();
     let prefix = tmp.path().join("model");
-    assert_eq!(
-        tf::write_bundle(&Reader::open(&native).unwrap(), &prefix).unwrap(),
-        1
-    );
+    assert_eq!(write_bundle(&Reader::open(&native).unwrap(), &prefix), 1);
     assert_eq!(
         fs::read(tf::data_path(&prefix, 0, 1)).unwrap(),
         [0, 0, 0x80, 0x3f, 0, 0, 0, 0x40]
@@ -1016,10 +1031,7 @@ fn write_bundle_round_trips_every_fixture() {
         let src = open_any(set.join(&prefix)).unwrap();
         let tmp = tempfile::tempdir().unwrap();
         let out = tmp.path().join("out");
-        assert_eq!(
-            tf::write_bundle(src.as_ref(), &out).unwrap(),
-            wants.len() as u64
-        );
+        assert_eq!(write_bundle(src.as_ref(), &out), wants.len() as u64);
         let back = TfCheckpoint::open(&out).unwrap();
         assert_eq!(back.num_shards(), 1);
         check_store(&back, &wants, &format!("{prefix} via write_bundle"));
@@ -1032,7 +1044,13 @@ fn convert_to_native_assembles_and_refuses_strings() {
     let src = open_any(root().join("tests/data/tf/partitioned/v1/model.ckpt")).unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("p.pdx");
-    paramdex::interop::to_native(src.as_ref(), &out, Default::default(), &mut |_, _| {}).unwrap();
+    export(
+        src.as_ref(),
+        OutputFormat::Native,
+        &out,
+        &ExportOptions::default(),
+    )
+    .unwrap();
     let r = Reader::open(&out).unwrap();
     for t in src.list().unwrap() {
         let a = src.load(&t.name).unwrap().unwrap();

@@ -1,15 +1,19 @@
 //! Other formats: one interface ([`TensorStore`]) over every input paramdex reads (native
 //! files, TensorFlow checkpoints, Paddle models and tensor files, safetensors), the registry
-//! that detects them by content ([`open_any`]), and the writers of every output format.
+//! that detects them by content ([`open_any`]), one interface that writes every output format
+//! ([`export`], [`OutputFormat`]), and [`merge`] (several stores into one native file).
 //!
-//! Layering inside: `store` (the trait and its types) depends on no format; each format module
-//! depends on `store` and the layers below; this facade (the registry) sits above them all.
+//! Layering inside: `store` (the trait and its types, and the writers' side of [`export`])
+//! depends on no format; each format module depends on `store` and the layers below; the
+//! registries (`OPENERS` here, `EXPORTERS` in `export`) and `merge` sit above them all.
 
 use std::path::Path;
 
 use crate::error::{Error, Result};
 
+mod export;
 pub mod json;
+mod merge;
 pub(crate) mod native;
 pub mod npy;
 pub mod paddle;
@@ -17,7 +21,8 @@ pub mod safetensors;
 mod store;
 pub mod tf;
 
-pub use native::to_native;
+pub use export::{export, ExportOptions, ExportReport, OutputFormat, Skipped};
+pub use merge::{merge, MergeInput, MergeOptions, MergeReport};
 pub use store::{
     Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorInfos, TensorStore, VerifySummary,
 };

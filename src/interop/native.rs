@@ -1,5 +1,6 @@
 //! The native format as one of the interop formats: [`TensorStore`] for [`Reader`], its
-//! detector, and conversion of any store into a native file.
+//! detector, and its exporter (any store into a native file), whose writing loop merges use
+//! too.
 
 use std::path::Path;
 
@@ -8,10 +9,12 @@ use std::ops::Bound;
 
 use crate::error::{Error, Result};
 use crate::interop::store::{
-    Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorInfos, TensorStore, VerifySummary,
+    ExportJob, Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorInfos, TensorStore,
+    VerifySummary, Written,
 };
 use crate::name;
-use crate::native::{FinishStats, Metadata, Reader, Tensor, VerifyOptions, Writer, WriterOptions};
+use crate::native::{Metadata, Reader, Tensor, VerifyOptions, Writer, WriterOptions};
+use crate::progress::Progress;
 
 impl TensorStore for Reader {
     fn format(&self) -> Format {
@@ -83,46 +86,56 @@ pub(crate) fn open_native(path: &Path) -> Result<Option<Box<dyn TensorStore>>> {
     }
 }
 
-/// Writes every tensor of `store` into a new native file at `dst`, in name order (so the
-/// records region is also a Paddle combined stream in Paddle's order). Tensors that are not
-/// numeric (strings, TensorFlow types paramdex does not decode) are refused: native files hold
-/// numeric tensors only (SPEC.md section 6). `progress` is called
-/// after each tensor with (tensors done, total).
-pub fn to_native(
-    store: &dyn TensorStore,
+/// The native exporter: every tensor of the job's store into a new native file, in name order
+/// (so the records region is also a Paddle combined stream in Paddle's order), with the job's
+/// metadata.
+pub(crate) fn export(job: &ExportJob<'_>) -> Result<Written> {
+    let tensors = job.store.scan(b"")?.map(|t| t.map(|t| (job.store, t)));
+    write_native(tensors, job.dst, job.writer, job.metadata, job.progress)
+}
+
+/// Writes `tensors` (each loaded from the store beside it, in the order given) and `metadata`
+/// into a new native file at `dst`, telling `progress` each tensor's bytes once written: the
+/// one native writing loop, shared by [`export`] and `interop::merge`. Streams: one tensor in
+/// memory at a time (none when the input maps its file).
+pub(crate) fn write_native<'s>(
+    tensors: impl Iterator<Item = Result<(&'s dyn TensorStore, TensorInfo)>>,
     dst: &Path,
-    opts: WriterOptions,
-    progress: &mut dyn FnMut(usize, usize),
-) -> Result<FinishStats> {
-    let list = store.list()?;
-    if let Some((what, s)) = list
-        .iter()
-        .find_map(|t| t.kind.not_numeric().map(|w| (w, t)))
-    {
-        return Err(Error::Unsupported(format!(
-            "tensor {} is {what}; paramdex files hold numeric tensors only (SPEC.md section 6)",
-            name::display(&s.name)
-        )));
-    }
-    let mut w = Writer::create_with(dst, opts)?;
-    for (i, info) in list.iter().enumerate() {
+    opts: &WriterOptions,
+    metadata: &Metadata,
+    progress: &dyn Progress,
+) -> Result<Written> {
+    let mut w = Writer::create_with(dst, opts.clone())?;
+    w.set_metadata(metadata.clone())?;
+    let mut data_bytes = 0u64;
+    for t in tensors {
+        let (store, info) = t?;
         let t = store.load(&info.name)?.ok_or_else(|| Error::NotFound {
             name: name::display(&info.name),
             path: format!("{} input", store.format().name()),
         })?;
-        let dtype = t
-            .info
-            .kind
-            .numeric()
-            .expect("tensors that are not numeric were refused above");
-        let TensorData::Bytes(data) = &t.data else {
-            unreachable!("numeric tensors load as bytes")
+        // The survey refused what is not numeric; a store whose data disagrees with its
+        // listing is refused here.
+        let (Kind::Numeric(dtype), TensorData::Bytes(data)) = (t.info.kind, &t.data) else {
+            return Err(Error::Unsupported(format!(
+                "tensor {} is not numeric; paramdex files hold numeric tensors only (SPEC.md \
+                 section 6)",
+                name::display(&info.name)
+            )));
         };
         w.add(
             &t.info.name,
             Tensor::new(dtype, &t.info.shape, data).with_lod(&t.info.lod),
         )?;
-        progress(i + 1, list.len());
+        data_bytes = data_bytes.saturating_add(data.len() as u64);
+        progress.advance(info.nbytes);
     }
-    w.finish()
+    let stats = w.finish()?;
+    Ok(Written {
+        tensors: stats.tensors,
+        data_bytes,
+        paths: vec![dst.to_path_buf()],
+        output_bytes: stats.file_len,
+        native: Some(stats),
+    })
 }

@@ -4,14 +4,16 @@
 //!   its header (offsets contiguous and within the file, sizes equal to shape × dtype, header at
 //!   most 100 MB), and serves the tensors zero-copy as a [`TensorStore`]. [`open_store`] is the
 //!   detector [`crate::interop::open_any`] uses: 8-byte little-endian header length, then `{`.
-//! * Writing: [`write_safetensors`] writes any store with the crate's serializer.
+//! * Writing: the exporter of [`OutputFormat::Safetensors`] writes any store with the crate's
+//!   serializer ([`crate::interop::export`]).
 //!
 //! Dtypes: every dtype both formats have (see [`to_safetensors_dtype`]); complex128 has no
 //! safetensors type, and safetensors' F4/F6/F8_E8M0/FNUZ types have no paramdex type: those
 //! tensors are refused with an error naming them. The `__metadata__` string map becomes
 //! [`Metadata`] of string values, and [`Metadata::to_strings`] turns metadata back into it
 //! (values that are not strings as their JSON text). safetensors has no LoD and no string
-//! tensors, and its names are UTF-8: tensors that need any of these are refused on export.
+//! tensors, and its names are UTF-8: tensors that need any of these cannot be exported to it
+//! ([`OutputFormat::cannot_hold`]).
 
 use std::borrow::Cow;
 use std::io::Read;
@@ -24,12 +26,15 @@ use safetensors::{Dtype as StDtype, SafeTensors, View};
 use crate::dtype::DType;
 use crate::error::{path_str, Error, Result};
 use crate::interop::store::{
-    scan_sorted, Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorInfos, TensorStore,
-    VerifySummary,
+    scan_sorted, ExportJob, Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorInfos,
+    TensorStore, VerifySummary, Written,
 };
+#[cfg(doc)]
+use crate::interop::OutputFormat;
 use crate::name;
 use crate::native::Metadata;
 use crate::native::Source;
+use crate::progress::Progress;
 
 /// The safetensors dtype of a paramdex dtype, if safetensors has it.
 pub fn to_safetensors_dtype(d: DType) -> Option<StDtype> {
@@ -250,15 +255,21 @@ pub fn open_store(path: &Path) -> Result<Option<Box<dyn TensorStore>>> {
     Ok(Some(Box::new(SafetensorsStore::open(path)?)))
 }
 
-/// What [`write_safetensors`] wrote.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SafetensorsReport {
-    /// Tensors written.
-    pub tensors: u64,
-    /// Data bytes written.
-    pub data_bytes: u64,
-    /// Size of the file.
-    pub file_len: u64,
+/// Why safetensors cannot hold `t`, if it cannot: a tensor that is not numeric, a dtype
+/// safetensors lacks (complex128), LoD, a name that is not UTF-8.
+pub(crate) fn cannot_hold(t: &TensorInfo) -> Option<String> {
+    let Some(dtype) = t.kind.numeric() else {
+        return t.kind.not_numeric();
+    };
+    if to_safetensors_dtype(dtype).is_none() {
+        Some(format!("{}, which safetensors lacks", dtype.name()))
+    } else if !t.lod.is_empty() {
+        Some("a LoD tensor, which safetensors cannot describe".into())
+    } else if name::as_utf8(&t.name).is_none() {
+        Some("named with bytes that are not UTF-8".into())
+    } else {
+        None
+    }
 }
 
 /// One tensor of the source, loaded when the serializer asks for its bytes.
@@ -269,7 +280,7 @@ struct LazyView<'s> {
     shape: Vec<usize>,
     len: usize,
     failed: &'s Mutex<Option<Error>>,
-    progress: &'s dyn Fn(u64),
+    progress: &'s dyn Progress,
 }
 
 impl LazyView<'_> {
@@ -327,7 +338,7 @@ impl View for LazyView<'_> {
                 ),
             });
         }
-        (self.progress)(self.len as u64);
+        self.progress.advance(self.len as u64);
         bytes
     }
 
@@ -336,40 +347,30 @@ impl View for LazyView<'_> {
     }
 }
 
-/// Writes every tensor of `store` as a safetensors file at `dst` (atomically: a temporary file
-/// renamed into place), with `metadata` as `__metadata__` ([`Metadata::to_strings`]; omitted when
-/// empty). `progress` is called with the data bytes of each tensor as it is written.
-///
-/// Refused, naming the tensor, before anything is written: a string tensor, complex128, a tensor
-/// with LoD, a name that is not UTF-8.
-pub fn write_safetensors(
-    store: &dyn TensorStore,
-    metadata: &Metadata,
-    dst: &Path,
-    progress: &dyn Fn(u64),
-) -> Result<SafetensorsReport> {
+/// The safetensors exporter: every tensor of the job's store as a safetensors file at the
+/// job's destination (atomically: a temporary file renamed into place), with the job's
+/// metadata as `__metadata__` ([`Metadata::to_strings`]; omitted when empty). The header comes
+/// first and lists every tensor, so the listing is collected; each tensor is loaded when the
+/// serializer writes it.
+pub(crate) fn export(job: &ExportJob<'_>) -> Result<Written> {
+    let (store, dst) = (job.store, job.dst);
     let list = store.list()?;
-    let refuse = |t: &TensorInfo, why: String| {
-        Err(Error::Unsupported(format!(
-            "tensor {}: {why}; safetensors cannot hold it",
-            name::display(&t.name)
-        )))
-    };
     let failed = Mutex::new(None);
     let mut views = Vec::with_capacity(list.len());
     let mut data_bytes = 0u64;
     for t in &list {
-        let Some(dtype) = t.kind.numeric() else {
-            return refuse(t, "it is a string tensor".into());
-        };
-        let Some(st) = to_safetensors_dtype(dtype) else {
-            return refuse(t, format!("safetensors has no {dtype} dtype"));
-        };
-        if !t.lod.is_empty() {
-            return refuse(t, format!("it has {} LoD levels", t.lod.len()));
-        }
-        let Some(n) = name::as_utf8(&t.name) else {
-            return refuse(t, "its name is not UTF-8".into());
+        // `export` shows this writer only what `cannot_hold` accepts (numeric, a safetensors
+        // dtype, no LoD, a UTF-8 name); anything else is refused, naming the tensor.
+        let (None, Some(dtype), Some(n)) = (
+            cannot_hold(t),
+            t.kind.numeric().and_then(to_safetensors_dtype),
+            name::as_utf8(&t.name),
+        ) else {
+            return Err(Error::Unsupported(format!(
+                "tensor {} is {}, which safetensors output cannot hold",
+                name::display(&t.name),
+                cannot_hold(t).unwrap_or_default()
+            )));
         };
         let too_big = || Error::Unsupported(format!("tensor {n} is too large for this platform"));
         let shape = t
@@ -378,17 +379,17 @@ pub fn write_safetensors(
             .map(|&d| usize::try_from(d).map_err(|_| too_big()))
             .collect::<Result<Vec<_>>>()?;
         let len = usize::try_from(t.nbytes).map_err(|_| too_big())?;
-        data_bytes += t.nbytes;
+        data_bytes = data_bytes.saturating_add(t.nbytes);
         views.push((
             n.to_string(),
             LazyView {
                 store,
                 name: t.name.clone(),
-                dtype: st,
+                dtype,
                 shape,
                 len,
                 failed: &failed,
-                progress,
+                progress: job.progress,
             },
         ));
     }
@@ -399,7 +400,7 @@ pub fn write_safetensors(
     let mode = std::fs::metadata(&temp)
         .map_err(|e| Error::io(format!("reading metadata of {}", temp.display()), e))?
         .permissions();
-    let info = (!metadata.is_empty()).then(|| metadata.to_strings());
+    let info = (!job.metadata.is_empty()).then(|| job.metadata.to_strings());
     let written = safetensors::serialize_to_file(views, info, &temp);
     if let Some(e) = failed.into_inner().unwrap_or_else(|p| p.into_inner()) {
         return Err(e);
@@ -423,10 +424,12 @@ pub fn write_safetensors(
     let file_len = std::fs::metadata(dst)
         .map_err(|e| Error::io(format!("reading metadata of {}", dst.display()), e))?
         .len();
-    Ok(SafetensorsReport {
+    Ok(Written {
         tensors: list.len() as u64,
         data_bytes,
-        file_len,
+        paths: vec![dst.to_path_buf()],
+        output_bytes: file_len,
+        native: None,
     })
 }
 

@@ -3,10 +3,12 @@
 //! above both.
 
 use std::borrow::Cow;
+use std::path::{Path, PathBuf};
 
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::native::{Metadata, Reader};
+use crate::native::{FinishStats, Metadata, Reader, WriterOptions};
+use crate::progress::Progress;
 
 /// The element type of a tensor from any format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -186,4 +188,39 @@ pub trait TensorStore: Send + Sync {
 pub(crate) fn scan_sorted<'a>(list: Vec<TensorInfo>, start: &[u8]) -> TensorInfos<'a> {
     let from = list.partition_point(|t| t.name.as_slice() < start);
     Box::new(list.into_iter().skip(from).map(Ok))
+}
+
+/// One export as a format's writer receives it from [`crate::interop::export`], which has
+/// already checked every tensor against the format's rules: the writer's side of the one
+/// interface every output format is written through (each format module has a function
+/// `fn(&ExportJob) -> Result<Written>`, listed in `EXPORTERS` in `interop/export.rs`).
+pub(crate) struct ExportJob<'a> {
+    /// The tensors to write: a view of the input that lists, in bytewise name order, only the
+    /// tensors the format can hold.
+    pub(crate) store: &'a dyn TensorStore,
+    /// Where to write (a file, a checkpoint prefix or a directory, as the format defines).
+    pub(crate) dst: &'a Path,
+    /// Layout of native output (other formats ignore it).
+    pub(crate) writer: &'a WriterOptions,
+    /// The metadata to write, for formats that carry metadata.
+    pub(crate) metadata: &'a Metadata,
+    /// Told [`TensorInfo::nbytes`] of each tensor once it is written (`interop::export` has
+    /// already called [`Progress::start`] with the total).
+    pub(crate) progress: &'a dyn Progress,
+}
+
+/// What a format's writer wrote; `interop::export` adds what it knows (skipped tensors,
+/// metadata left behind) to make the public report.
+#[derive(Debug, Default)]
+pub(crate) struct Written {
+    /// Tensors written.
+    pub(crate) tensors: u64,
+    /// The sum of their [`TensorInfo::nbytes`].
+    pub(crate) data_bytes: u64,
+    /// Every file written.
+    pub(crate) paths: Vec<PathBuf>,
+    /// Bytes of all the files written.
+    pub(crate) output_bytes: u64,
+    /// The native writer's figures (native output only).
+    pub(crate) native: Option<FinishStats>,
 }

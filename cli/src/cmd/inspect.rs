@@ -9,13 +9,11 @@ use std::time::Instant;
 
 use paramdex::interop::{json as values, open_any, Format, Kind, TensorData, TensorInfo};
 use paramdex::raw::table::{Table, TableReadOptions};
-use paramdex::{
-    name, Error, Progress, Reader, Recovered, Result, Unit, VerifyOptions, WriterOptions,
-};
+use paramdex::{name, Error, Reader, Recovered, Result, VerifyOptions, WriterOptions};
 use serde_json::{json, Map, Value};
 
 use super::style::{DIM, DTYPE, GOOD, HEAD};
-use super::{human_bytes, metadata_of, os_bytes, stdout_err, GetFormat, Ui};
+use super::{human_bytes, metadata_of, os_bytes, stdout_err, Bar, GetFormat, Ui};
 
 fn io_err(what: &str, e: std::io::Error) -> Error {
     Error::io(what.to_string(), e)
@@ -460,18 +458,6 @@ struct Verified {
     tensors: u64,
     data_bytes: u64,
     checksums: u64,
-}
-
-/// The library's progress reports, drawn as an indicatif bar (hidden off a terminal).
-struct Bar(indicatif::ProgressBar);
-
-impl Progress for Bar {
-    fn start(&self, total: u64, _unit: Unit) {
-        self.0.set_length(total);
-    }
-    fn advance(&self, n: u64) {
-        self.0.inc(n);
-    }
 }
 
 /// Verifies a native file with the library's one verify ([`Reader::verify_with`]), drawing its

@@ -277,6 +277,20 @@ pub enum Target {
     Safetensors,
 }
 
+impl Target {
+    /// The library's output format.
+    pub fn format(self) -> paramdex::interop::OutputFormat {
+        use paramdex::interop::OutputFormat;
+        match self {
+            Target::Paramdex => OutputFormat::Native,
+            Target::Tf => OutputFormat::TensorFlow,
+            Target::Paddle => OutputFormat::PaddleCombined,
+            Target::PaddleTensor => OutputFormat::PaddleTensors,
+            Target::Safetensors => OutputFormat::Safetensors,
+        }
+    }
+}
+
 /// Index compression of `convert`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum CompressArg {
@@ -359,6 +373,19 @@ impl Ui {
             let s = style::NOTE;
             let _ = writeln!(anstream::stderr().lock(), "paramdex: {s}note:{s:#} {msg}");
         }
+    }
+}
+
+/// The library's progress reports ([`paramdex::Progress`]), drawn as an indicatif bar (hidden
+/// off a terminal or with --quiet when made by [`Ui::bytes_bar`]).
+pub struct Bar(pub ProgressBar);
+
+impl paramdex::Progress for Bar {
+    fn start(&self, total: u64, _unit: paramdex::Unit) {
+        self.0.set_length(total);
+    }
+    fn advance(&self, n: u64) {
+        self.0.inc(n);
     }
 }
 

@@ -24,8 +24,11 @@
 //! A Python pickle (`.pdparams`/`.pdopt` from `paddle.save`: first bytes `80 02`..`80 05`) is
 //! reported as such, not read as a tensor stream.
 //!
-//! Output: [`write_combined`] (`convert --to paddle`) and [`write_tensor_files`]
-//! (`convert --to paddle-tensor`).
+//! Output, through [`crate::interop::export`]:
+//! [`OutputFormat::PaddleCombined`](crate::interop::OutputFormat::PaddleCombined)
+//! (`convert --to paddle`, written to [`combined_path`]) and
+//! [`OutputFormat::PaddleTensors`](crate::interop::OutputFormat::PaddleTensors)
+//! (`convert --to paddle-tensor`, names as [`relative_path`]s).
 
 mod combined;
 pub mod program;
@@ -45,7 +48,8 @@ use crate::record::MAX_LOD_LEVELS;
 
 pub use program::{load_program, ParamDecl, Program, ProgramKind};
 pub use store::PaddleStore;
-pub use write::{combined_path, relative_path, write_combined, write_tensor_files};
+pub use write::{combined_path, relative_path};
+pub(crate) use write::{export_combined, export_tensor_files};
 
 use store::{Entry, FileSlot};
 

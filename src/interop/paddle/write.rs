@@ -1,5 +1,6 @@
-//! Writing what Paddle reads: a combined `.pdiparams` ([`write_combined`]) and tensor files
-//! ([`write_tensor_files`]).
+//! Writing what Paddle reads: the exporters of a combined `.pdiparams` ([`export_combined`],
+//! [`OutputFormat::PaddleCombined`]) and of tensor files ([`export_tensor_files`],
+//! [`OutputFormat::PaddleTensors`]).
 //!
 //! Records are plain Paddle records (no name, no CRC, alignment 1), byte-identical to what
 //! Paddle's `save_combine` / `save` ops write for the same tensors. Every file is written to a
@@ -10,14 +11,16 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, IoContext, Result};
-use crate::interop::store::{Kind, TensorData, TensorInfo, TensorStore};
+use crate::interop::store::{ExportJob, Kind, TensorData, TensorInfo, TensorStore, Written};
+#[cfg(doc)]
+use crate::interop::OutputFormat;
 use crate::name::display;
 use crate::record::{data_len, encode_header, RecordSpec};
 
 /// Extension of a combined parameter file.
 const PARAMS_EXT: &str = "pdiparams";
 
-/// The path `write_combined` writes for `out`: `out` itself if it already ends in
+/// The path [`OutputFormat::PaddleCombined`] writes for `out`: `out` itself if it already ends in
 /// `.pdiparams`, else `out.pdiparams` (so `OUT` is a model prefix, as Paddle's loaders take it).
 pub fn combined_path(out: &Path) -> PathBuf {
     if out.extension().is_some_and(|e| e == PARAMS_EXT) {
@@ -30,48 +33,77 @@ pub fn combined_path(out: &Path) -> PathBuf {
     }
 }
 
-/// Writes `store` as a Paddle combined parameter file: one plain record per tensor, in bytewise
-/// name order (the order `load_combine` expects), nothing else. The output is
-/// [`combined_path`]`(out)`, which Paddle's `load_inference_model` reads together with the
-/// model's original program placed beside it as `OUT.pdmodel` or `OUT.json`. Returns the path
-/// written.
+/// The exporter of [`OutputFormat::PaddleCombined`]: the job's store as a Paddle combined
+/// parameter file, one plain record per tensor, in bytewise name order (the order
+/// `load_combine` expects), nothing else, streaming the store's listing. The output is
+/// [`combined_path`]`(dst)`, which Paddle's `load_inference_model` reads together with the
+/// model's original program placed beside it as `DST.pdmodel` or `DST.json`.
 ///
 /// # Errors
 ///
 /// [`Error::Unsupported`] for a store without tensors or with tensors that are not numeric;
-/// [`Error::InvalidTensor`] for data whose length does not match dtype and shape; I/O errors.
-pub fn write_combined(store: &dyn TensorStore, out: &Path) -> Result<PathBuf> {
-    let list = numeric_list(store)?;
-    let dst = combined_path(out);
+/// [`Error::DuplicateName`] (or [`Error::InvalidArgument`]) for a store listing a name twice
+/// (or out of order); [`Error::InvalidTensor`] for data whose length does not match dtype and
+/// shape; I/O errors.
+pub(crate) fn export_combined(job: &ExportJob<'_>) -> Result<Written> {
+    let store = job.store;
+    let mut tensors = store.scan(b"")?.peekable();
+    if tensors.peek().is_none() {
+        return Err(no_tensors());
+    }
+    let dst = combined_path(job.dst);
+    let mut written = Written::default();
     atomic_write(&dst, |w| {
         let mut offset = 0u64;
-        for info in &list {
-            offset = offset.saturating_add(write_record(w, store, info, offset)?);
+        let mut previous: Option<Vec<u8>> = None;
+        for info in tensors {
+            let info = info?;
+            check_order(previous.as_deref(), &info.name)?;
+            let len = write_record(w, store, &info, offset)?;
+            offset = offset.saturating_add(len);
+            written.tensors += 1;
+            written.data_bytes = written.data_bytes.saturating_add(info.nbytes);
+            job.progress.advance(info.nbytes);
+            previous = Some(info.name);
         }
+        written.output_bytes = offset;
         Ok(())
     })?;
-    Ok(dst)
+    written.paths.push(dst);
+    Ok(written)
 }
 
-/// Writes `store` as Paddle tensor files (each one record, as `paddle.base.core.save_dense_tensor`
-/// and the `save` op write, LoD included), returning the paths written:
+/// The exporter of [`OutputFormat::PaddleTensors`]: the job's store as Paddle tensor files
+/// (each one record, as `paddle.base.core.save_dense_tensor` and the `save` op write, LoD
+/// included):
 ///
-/// - one tensor: the file `out`; if `out` is an existing directory, the file `out/NAME`;
-/// - several tensors: the directory `out` (created if needed) with one file per tensor at the
+/// - one tensor: the file `dst`; if `dst` is an existing directory, the file `dst/NAME`;
+/// - several tensors: the directory `dst` (created if needed) with one file per tensor at the
 ///   relative path NAME, as `paddle.static.save_vars(filename=None)` lays them out (a `/` in a
-///   name makes a subdirectory). Names must be safe relative paths: not empty, no NUL, not
-///   absolute, no empty, `.` or `..` component (and, off Unix, valid UTF-8 without `\` or `:`);
-///   a name may not also be a directory of another name (`a` and `a/b`). All names are checked
-///   before anything is written.
+///   name makes a subdirectory). Names must be safe relative paths ([`relative_path`]); a name
+///   may not also be a directory of another name (`a` and `a/b`). All names are checked
+///   before anything is written (the listing is held in memory for that: one name per file).
 ///
 /// # Errors
 ///
 /// [`Error::Unsupported`] for a store without tensors or with tensors that are not numeric;
-/// [`Error::InvalidArgument`] for an unsafe or conflicting name, or `out` being an existing
+/// [`Error::InvalidArgument`] for an unsafe or conflicting name, or `dst` being an existing
 /// file when several tensors are written; [`Error::InvalidTensor`] for inconsistent data; I/O
 /// errors.
-pub fn write_tensor_files(store: &dyn TensorStore, out: &Path) -> Result<Vec<PathBuf>> {
+pub(crate) fn export_tensor_files(job: &ExportJob<'_>) -> Result<Written> {
+    let (store, out) = (job.store, job.dst);
     let list = numeric_list(store)?;
+    let mut written = Written::default();
+    let mut write = |info: &TensorInfo, dst: PathBuf| -> Result<()> {
+        written.output_bytes = written
+            .output_bytes
+            .saturating_add(write_one(store, info, &dst)?);
+        written.tensors += 1;
+        written.data_bytes = written.data_bytes.saturating_add(info.nbytes);
+        written.paths.push(dst);
+        job.progress.advance(info.nbytes);
+        Ok(())
+    };
     if let [info] = list.as_slice() {
         let dst = if out.is_dir() {
             let dst = out.join(relative_path(&info.name)?);
@@ -82,8 +114,8 @@ pub fn write_tensor_files(store: &dyn TensorStore, out: &Path) -> Result<Vec<Pat
         } else {
             out.to_path_buf()
         };
-        write_one(store, info, &dst)?;
-        return Ok(vec![dst]);
+        write(info, dst)?;
+        return Ok(written);
     }
     if out.exists() && !out.is_dir() {
         return Err(Error::InvalidArgument(format!(
@@ -112,16 +144,33 @@ pub fn write_tensor_files(store: &dyn TensorStore, out: &Path) -> Result<Vec<Pat
         }
     }
     std::fs::create_dir_all(out).ctx("creating directory", out)?;
-    let mut written = Vec::with_capacity(list.len());
     for (info, rel) in list.iter().zip(rels) {
         let dst = out.join(rel);
         if let Some(parent) = dst.parent() {
             std::fs::create_dir_all(parent).ctx("creating directory", parent)?;
         }
-        write_one(store, info, &dst)?;
-        written.push(dst);
+        write(info, dst)?;
     }
     Ok(written)
+}
+
+fn no_tensors() -> Error {
+    Error::Unsupported("the input holds no tensors: nothing to write".into())
+}
+
+/// Records go out in bytewise name order, each name once: `name` must come after `previous`.
+fn check_order(previous: Option<&[u8]>, name: &[u8]) -> Result<()> {
+    match previous {
+        Some(p) if p == name => Err(Error::DuplicateName {
+            name: display(name),
+        }),
+        Some(p) if p > name => Err(Error::InvalidArgument(format!(
+            "the input listed tensor {} after {}: not in bytewise name order",
+            display(name),
+            display(p)
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// The store's tensors in bytewise name order, refusing an empty store and tensors that are
@@ -129,9 +178,7 @@ pub fn write_tensor_files(store: &dyn TensorStore, out: &Path) -> Result<Vec<Pat
 fn numeric_list(store: &dyn TensorStore) -> Result<Vec<TensorInfo>> {
     let mut list = store.list()?;
     if list.is_empty() {
-        return Err(Error::Unsupported(
-            "the input holds no tensors: nothing to write".into(),
-        ));
+        return Err(no_tensors());
     }
     if let Some((what, s)) = list
         .iter()
@@ -151,9 +198,14 @@ fn numeric_list(store: &dyn TensorStore) -> Result<Vec<TensorInfo>> {
     Ok(list)
 }
 
-/// Writes one tensor file.
-fn write_one(store: &dyn TensorStore, info: &TensorInfo, dst: &Path) -> Result<()> {
-    atomic_write(dst, |w| write_record(w, store, info, 0).map(|_| ()))
+/// Writes one tensor file; returns its length.
+fn write_one(store: &dyn TensorStore, info: &TensorInfo, dst: &Path) -> Result<u64> {
+    let mut len = 0;
+    atomic_write(dst, |w| {
+        len = write_record(w, store, info, 0)?;
+        Ok(())
+    })?;
+    Ok(len)
 }
 
 /// Appends the plain Paddle record of tensor `info` (loaded from `store`) at `offset`; returns
@@ -218,7 +270,9 @@ fn atomic_write(dst: &Path, fill: impl FnOnce(&mut dyn Write) -> Result<()>) -> 
     Ok(())
 }
 
-/// A tensor name as a safe relative path (see [`write_tensor_files`] for the rules).
+/// A tensor name as a safe relative path, as [`OutputFormat::PaddleTensors`] needs it: not
+/// empty, no NUL, not absolute, no empty, `.` or `..` component (and, off Unix, valid UTF-8
+/// without `\` or `:`).
 ///
 /// # Errors
 ///

@@ -1,5 +1,6 @@
-//! Writing TensorFlow checkpoints: a plain bundle from any store ([`write_bundle`]), and a
-//! zero-copy export of a native file ([`export_tf`]).
+//! Writing TensorFlow checkpoints: a plain bundle from any store (the exporter of
+//! [`OutputFormat::TensorFlow`](crate::interop::OutputFormat::TensorFlow)), and a zero-copy
+//! export of a native file ([`export_tf`]).
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -11,7 +12,7 @@ use super::checkpoint::{data_path, index_path};
 use super::strings;
 use crate::error::{Error, IoContext, Result};
 use crate::format::{crc32c, mask_crc};
-use crate::interop::store::{Kind, TensorData, TensorStore};
+use crate::interop::store::{ExportJob, Kind, TensorData, TensorInfo, Written};
 use crate::name::display;
 use crate::native::staging;
 use crate::native::Reader;
@@ -24,7 +25,7 @@ const DT_STRING: i32 = 7;
 
 /// What [`export_tf`] made.
 #[derive(Clone, Debug)]
-pub struct ExportReport {
+pub struct ExportTfReport {
     /// `PREFIX.index`.
     pub index_path: PathBuf,
     /// `PREFIX.data-00000-of-00001`.
@@ -97,12 +98,12 @@ fn place(src: &Path, target: &Path) -> Result<bool> {
 
 /// Makes the native file `native` loadable by TensorFlow as checkpoint `prefix`:
 /// `PREFIX.index` and `PREFIX.data-00000-of-00001` become hard links to it (copies when the
-/// file system cannot link them, reported in [`ExportReport::copied`]). Existing files of those
+/// file system cannot link them, reported in [`ExportTfReport::copied`]). Existing files of those
 /// names are replaced atomically. The file is opened and validated as a native file first.
 ///
 /// TensorFlow sees every tensor with its name, dtype, shape and bytes; it does not see LoD,
 /// alignment or the Paddle record headers.
-pub fn export_tf(native: &Path, prefix: &Path) -> Result<ExportReport> {
+pub fn export_tf(native: &Path, prefix: &Path) -> Result<ExportTfReport> {
     // Only a native file can serve as both index and data. Anything else (a directory, a
     // prefix, another format) is refused before a path is created; the caller can say what it
     // is (`open_any`) and what to do instead.
@@ -129,24 +130,34 @@ pub fn export_tf(native: &Path, prefix: &Path) -> Result<ExportReport> {
     // shares that copy instead of making a second one.
     copied |= place(&index, &data)?;
     staging::sync_dir(&dir)?;
-    Ok(ExportReport {
+    Ok(ExportTfReport {
         index_path: index,
         data_path: data,
         copied,
     })
 }
 
-/// Writes every tensor of `store` as a plain TensorFlow bundle: `PREFIX.data-00000-of-00001`
-/// (the raw bytes of each tensor, in name order, unaligned, as TensorFlow's `BundleWriter`
-/// writes them; string tensors in TensorFlow's `DT_STRING` layout) and `PREFIX.index` (a table
-/// byte-compatible with TensorFlow's). Both are written under temporary names, synced, then
-/// renamed (data file first). Partitioned inputs are written as whole tensors; LoD is dropped
-/// (TensorFlow has none). Returns the number of tensors written.
-pub fn write_bundle(store: &dyn TensorStore, prefix: &Path) -> Result<u64> {
+/// Why a TensorFlow bundle cannot hold `t`, if it cannot: it holds numeric and string tensors,
+/// but not what paramdex does not decode (opaque types).
+pub(crate) fn cannot_hold(t: &TensorInfo) -> Option<String> {
+    match t.kind {
+        Kind::Opaque(_) => t.kind.not_numeric(),
+        Kind::Numeric(_) | Kind::String => None,
+    }
+}
+
+/// The TensorFlow exporter: every tensor of the job's store as a plain TensorFlow bundle,
+/// `PREFIX.data-00000-of-00001` (the raw bytes of each tensor, in name order, unaligned, as
+/// TensorFlow's `BundleWriter` writes them; string tensors in TensorFlow's `DT_STRING` layout)
+/// and `PREFIX.index` (a table byte-compatible with TensorFlow's), streaming the store's
+/// listing. Both are written under temporary names, synced, then renamed (data file first).
+/// Partitioned inputs are written as whole tensors; LoD and metadata are dropped (TensorFlow
+/// has neither).
+pub(crate) fn export(job: &ExportJob<'_>) -> Result<Written> {
+    let (store, prefix) = (job.store, job.dst);
     let index_target = index_path(prefix);
     let data_target = data_path(prefix, 0, 1);
     let dir = existing_dir(&index_target)?;
-    let list = store.list()?;
 
     let data_tmp = staging::temp_beside(&data_target, ".tf-tmp")?;
     let index_tmp = staging::temp_beside(&index_target, ".tf-tmp")?;
@@ -165,8 +176,10 @@ pub fn write_bundle(store: &dyn TensorStore, prefix: &Path) -> Result<u64> {
     table.add(b"", &header.encode_to_vec())?;
 
     let mut offset = 0u64;
+    let mut written = Written::default();
     let mut value = Vec::new();
-    for info in &list {
+    for info in store.scan(b"")? {
+        let info = info?;
         if info.name.first().is_none_or(|&b| b == 0) {
             return Err(Error::InvalidArgument(format!(
                 "tensor name {:?} cannot be written to a TensorFlow checkpoint: TensorFlow reserves the empty key for the header and keys starting with a NUL byte for slices",
@@ -208,6 +221,9 @@ pub fn write_bundle(store: &dyn TensorStore, prefix: &Path) -> Result<u64> {
         value.clear();
         e.encode(&mut value);
         table.add(&info.name, &value)?;
+        written.tensors += 1;
+        written.data_bytes = written.data_bytes.saturating_add(info.nbytes);
+        job.progress.advance(info.nbytes);
     }
     table.finish()?;
     index_out.flush().ctx("writing", &index_target)?;
@@ -228,5 +244,12 @@ pub fn write_bundle(store: &dyn TensorStore, prefix: &Path) -> Result<u64> {
         })?;
     }
     staging::sync_dir(&dir)?;
-    Ok(list.len() as u64)
+    for path in [index_target, data_target] {
+        let len = std::fs::metadata(&path)
+            .ctx("reading metadata of", &path)?
+            .len();
+        written.output_bytes = written.output_bytes.saturating_add(len);
+        written.paths.push(path);
+    }
+    Ok(written)
 }

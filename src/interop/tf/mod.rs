@@ -5,8 +5,10 @@
 //!   named by its prefix (`dir/model.ckpt`, `dir/ckpt-1`), the path of its `.index`, the path of
 //!   one of its data files, or a directory holding it (through TensorFlow's `checkpoint` file, or
 //!   a single `.index`).
-//! * Writing: [`write_bundle`] writes any store as a plain TensorFlow bundle; [`export_tf`] makes
-//!   a native paramdex file loadable by TensorFlow without copying a byte (hard links).
+//! * Writing: [`crate::interop::export`] with
+//!   [`OutputFormat::TensorFlow`](crate::interop::OutputFormat::TensorFlow) writes any store as
+//!   a plain TensorFlow bundle; [`export_tf`] makes a native paramdex file loadable by
+//!   TensorFlow without copying a byte (hard links).
 //!
 //! Layout of the modules: [`checkpoint`] (the reader), [`slice_key`] (TensorFlow's ordered-code
 //! keys of partitioned-tensor slices), [`slices`] (assembling partitioned tensors), [`strings`]
@@ -26,7 +28,8 @@ pub mod slices;
 pub mod strings;
 
 pub use checkpoint::{data_path, index_path, TfCheckpoint};
-pub use export::{export_tf, write_bundle, ExportReport};
+pub(crate) use export::{cannot_hold, export};
+pub use export::{export_tf, ExportTfReport};
 
 /// Opens `path` as a TensorFlow checkpoint, or returns `Ok(None)` if it does not name one (see
 /// [`resolve_prefix`] for what names one). Errors when it names a checkpoint that cannot be read.

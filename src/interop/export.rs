@@ -1,0 +1,379 @@
+//! Writing: every output format through one interface, [`export`] (the write-side twin of
+//! [`crate::interop::open_any`]).
+//!
+//! [`export`] writes any [`TensorStore`] as any [`OutputFormat`]. Before a byte is written it
+//! streams the input's listing once and checks every tensor against the format's rules
+//! ([`OutputFormat::cannot_hold`]): a tensor the format cannot hold is an error naming it, or,
+//! with [`ExportOptions::skip_unsupported`], left out and listed in the report. It then hands
+//! the format's writer (its row in `EXPORTERS`) a view of the input that shows only the
+//! tensors it can hold, the metadata, and the progress sink; the writer streams the tensors
+//! in bytewise name order and says what it wrote, which becomes one [`ExportReport`] whatever
+//! the format.
+//!
+//! Adding an output format: a variant of [`OutputFormat`] (with its name), a function
+//! `fn(&ExportJob) -> Result<Written>` and a rule `fn(&TensorInfo) -> Option<String>` in the
+//! format's module, and one row in `EXPORTERS` (in the variant's position: checked when the
+//! crate compiles).
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::interop::store::{ExportJob, LoadedTensor, TensorInfo, TensorInfos, TensorStore};
+use crate::interop::store::{Format, VerifySummary, Written};
+use crate::interop::{native, paddle, safetensors, tf};
+use crate::name;
+use crate::native::{FinishStats, Metadata, Reader, WriterOptions};
+use crate::progress::{NoProgress, Progress, Unit};
+
+/// A format [`export`] writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum OutputFormat {
+    /// A native paramdex file (numeric tensors only; metadata kept).
+    Native,
+    /// A plain TensorFlow checkpoint `DST.index` + `DST.data-00000-of-00001` (numeric and
+    /// string tensors; no LoD, no metadata).
+    TensorFlow,
+    /// A Paddle combined parameter file `DST.pdiparams` (or `DST` if it ends in `.pdiparams`),
+    /// records in bytewise name order (numeric tensors only; no metadata).
+    PaddleCombined,
+    /// Paddle tensor files: one tensor as the file `DST` (or `DST/NAME` if `DST` is a
+    /// directory), several as a per-variable directory `DST/NAME...` (numeric tensors only; no
+    /// metadata).
+    PaddleTensors,
+    /// A safetensors file (no complex128, LoD, string tensors or names that are not UTF-8;
+    /// metadata as `__metadata__` strings).
+    Safetensors,
+}
+
+impl OutputFormat {
+    /// Every output format.
+    pub const ALL: [OutputFormat; 5] = [
+        OutputFormat::Native,
+        OutputFormat::TensorFlow,
+        OutputFormat::PaddleCombined,
+        OutputFormat::PaddleTensors,
+        OutputFormat::Safetensors,
+    ];
+
+    /// The short name messages use (and the CLI's `--to` value): `paramdex`, `tf`, `paddle`,
+    /// `paddle-tensor`, `safetensors`.
+    pub fn name(self) -> &'static str {
+        match self {
+            OutputFormat::Native => "paramdex",
+            OutputFormat::TensorFlow => "tf",
+            OutputFormat::PaddleCombined => "paddle",
+            OutputFormat::PaddleTensors => "paddle-tensor",
+            OutputFormat::Safetensors => "safetensors",
+        }
+    }
+
+    /// Why this format cannot hold the tensor `info`, or `None` if it can: what the tensor is
+    /// (`a string tensor`, `complex128, which safetensors lacks`, `a LoD tensor, which
+    /// safetensors cannot describe`, ...). Decided from the description alone, so [`export`]
+    /// checks every tensor before it writes a byte.
+    pub fn cannot_hold(self, info: &TensorInfo) -> Option<String> {
+        (self.exporter().cannot_hold)(info)
+    }
+
+    /// Whether the format stores metadata ([`ExportOptions::metadata`]); formats that do not
+    /// leave it out, counted in [`ExportReport::metadata_dropped`].
+    pub fn carries_metadata(self) -> bool {
+        self.exporter().carries_metadata
+    }
+
+    fn exporter(self) -> &'static Exporter {
+        // EXPORTERS holds one row per variant in declaration order (asserted at compile time
+        // below), so the discriminant is the row's index.
+        &EXPORTERS[self as usize]
+    }
+}
+
+/// One output format's writer and rules: a row of `EXPORTERS`.
+struct Exporter {
+    format: OutputFormat,
+    /// Why the format cannot hold a tensor, if it cannot ([`OutputFormat::cannot_hold`]).
+    cannot_hold: fn(&TensorInfo) -> Option<String>,
+    /// Whether it writes the job's metadata.
+    carries_metadata: bool,
+    /// Writes every tensor of the job's store.
+    write: fn(&ExportJob<'_>) -> Result<Written>,
+}
+
+/// Every output format's writer, in [`OutputFormat`]'s declaration order.
+const EXPORTERS: &[Exporter] = &[
+    Exporter {
+        format: OutputFormat::Native,
+        cannot_hold: numeric_only,
+        carries_metadata: true,
+        write: native::export,
+    },
+    Exporter {
+        format: OutputFormat::TensorFlow,
+        cannot_hold: tf::cannot_hold,
+        carries_metadata: false,
+        write: tf::export,
+    },
+    Exporter {
+        format: OutputFormat::PaddleCombined,
+        cannot_hold: numeric_only,
+        carries_metadata: false,
+        write: paddle::export_combined,
+    },
+    Exporter {
+        format: OutputFormat::PaddleTensors,
+        cannot_hold: numeric_only,
+        carries_metadata: false,
+        write: paddle::export_tensor_files,
+    },
+    Exporter {
+        format: OutputFormat::Safetensors,
+        cannot_hold: safetensors::cannot_hold,
+        carries_metadata: true,
+        write: safetensors::export,
+    },
+];
+
+// The table is complete and in order: `OutputFormat::exporter` indexes it by discriminant.
+const _: () = {
+    assert!(EXPORTERS.len() == OutputFormat::ALL.len());
+    let mut i = 0;
+    while i < EXPORTERS.len() {
+        assert!(EXPORTERS[i].format as usize == i);
+        assert!(OutputFormat::ALL[i] as usize == i);
+        i += 1;
+    }
+};
+
+/// The rule of formats made of Paddle records (native files, Paddle outputs): numeric tensors
+/// only (no strings, nothing paramdex does not decode).
+fn numeric_only(info: &TensorInfo) -> Option<String> {
+    info.kind.not_numeric()
+}
+
+/// How to [`export`] (and [`crate::interop::merge`]).
+#[derive(Clone, Default)]
+pub struct ExportOptions<'a> {
+    /// Layout of native output (ignored by other formats).
+    pub writer: WriterOptions,
+    /// The metadata to write; `None`: the input's own ([`TensorStore::metadata`]; for a merge,
+    /// the inputs' merged metadata). Formats without metadata leave it out
+    /// ([`OutputFormat::carries_metadata`]).
+    pub metadata: Option<&'a Metadata>,
+    /// Leave out the tensors the format cannot hold, listing them in
+    /// [`ExportReport::skipped`], instead of refusing the input.
+    pub skip_unsupported: bool,
+    /// Told the data bytes to write ([`Unit::Bytes`], the sum of [`TensorInfo::nbytes`] of the
+    /// tensors written) before the first is written, then each tensor's bytes once written.
+    pub progress: Option<&'a dyn Progress>,
+}
+
+impl std::fmt::Debug for ExportOptions<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExportOptions")
+            .field("writer", &self.writer)
+            .field("metadata", &self.metadata)
+            .field("skip_unsupported", &self.skip_unsupported)
+            .field("progress", &self.progress.is_some())
+            .finish()
+    }
+}
+
+/// A tensor left out of an export because the format cannot hold it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Skipped {
+    /// Its name.
+    pub name: Vec<u8>,
+    /// Why ([`OutputFormat::cannot_hold`]).
+    pub reason: String,
+}
+
+/// What [`export`] (or [`crate::interop::merge`]) wrote, whatever the format.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ExportReport {
+    /// The format written.
+    pub format: OutputFormat,
+    /// Tensors written.
+    pub tensors: u64,
+    /// Their data bytes (the sum of [`TensorInfo::nbytes`]).
+    pub data_bytes: u64,
+    /// The tensors left out ([`ExportOptions::skip_unsupported`]), in name order.
+    pub skipped: Vec<Skipped>,
+    /// Every file written: the native, safetensors or `.pdiparams` file; a TensorFlow
+    /// checkpoint's index and data file; each Paddle tensor file.
+    pub paths: Vec<PathBuf>,
+    /// Bytes of all the files written.
+    pub output_bytes: u64,
+    /// Metadata entries left out because the format has no metadata.
+    pub metadata_dropped: usize,
+    /// The native writer's figures (index blocks, records and index lengths), for native
+    /// output.
+    pub native: Option<FinishStats>,
+}
+
+/// Writes every tensor of `store` (and its metadata, where the format has metadata) as
+/// `format` at `dst`: a file, a checkpoint prefix or a directory, as [`OutputFormat`]'s
+/// variants say. Tensors are written in bytewise name order. Each file appears atomically
+/// (written under a temporary name, synced, renamed into place), so a failed export leaves no
+/// partial file, though [`OutputFormat::PaddleTensors`] may have written some of its files.
+///
+/// # Errors
+///
+/// Before anything is written: [`Error::Unsupported`] naming the first tensor the format
+/// cannot hold, unless [`ExportOptions::skip_unsupported`]; the input's listing errors. Then
+/// the format's own refusals (a TensorFlow name starting with a NUL byte, a Paddle tensor
+/// name that is not a safe relative path, an input with no tensors for Paddle output),
+/// the input's read errors (checksum mismatches, corruption) and I/O errors.
+pub fn export(
+    store: &dyn TensorStore,
+    format: OutputFormat,
+    dst: &Path,
+    opts: &ExportOptions<'_>,
+) -> Result<ExportReport> {
+    let survey = survey(store.scan(b"")?, format, opts.skip_unsupported)?;
+    let owned;
+    let metadata = match opts.metadata {
+        Some(m) => m,
+        None => {
+            owned = store.metadata()?;
+            &owned
+        }
+    };
+    let exporter = format.exporter();
+    let progress = opts.progress.unwrap_or(&NoProgress);
+    progress.start(survey.data_bytes, Unit::Bytes);
+    let holdable = Holdable {
+        inner: store,
+        format,
+    };
+    let written = (exporter.write)(&ExportJob {
+        store: &holdable,
+        dst,
+        writer: &opts.writer,
+        metadata,
+        progress,
+    })?;
+    Ok(ExportReport::new(format, written, survey.skipped, metadata))
+}
+
+impl ExportReport {
+    /// The report of a writer's work: what it wrote, what was `skipped` before, and the
+    /// `metadata` it was given (counted as dropped if the format has none).
+    pub(crate) fn new(
+        format: OutputFormat,
+        written: Written,
+        skipped: Vec<Skipped>,
+        metadata: &Metadata,
+    ) -> ExportReport {
+        ExportReport {
+            format,
+            tensors: written.tensors,
+            data_bytes: written.data_bytes,
+            skipped,
+            paths: written.paths,
+            output_bytes: written.output_bytes,
+            metadata_dropped: if format.carries_metadata() {
+                0
+            } else {
+                metadata.len()
+            },
+            native: written.native,
+        }
+    }
+}
+
+/// What one pass over the tensors to export found.
+#[derive(Debug, Default)]
+pub(crate) struct Survey {
+    /// The tensors the format cannot hold (left out).
+    pub(crate) skipped: Vec<Skipped>,
+    /// Data bytes of the others (saturating: a total for progress only).
+    pub(crate) data_bytes: u64,
+}
+
+/// Checks every tensor of `tensors` against `format`'s rules: the tensors it cannot hold are
+/// an error naming the first (and how many there are) unless `skip_unsupported`.
+pub(crate) fn survey(
+    tensors: impl Iterator<Item = Result<TensorInfo>>,
+    format: OutputFormat,
+    skip_unsupported: bool,
+) -> Result<Survey> {
+    let mut survey = Survey::default();
+    // Without skipping, only the first refusal is named: keep it and count the rest.
+    let mut first: Option<Skipped> = None;
+    let mut refused = 0u64;
+    for t in tensors {
+        let t = t?;
+        match format.cannot_hold(&t) {
+            None => survey.data_bytes = survey.data_bytes.saturating_add(t.nbytes),
+            Some(reason) => {
+                refused += 1;
+                let s = Skipped {
+                    name: t.name,
+                    reason,
+                };
+                if skip_unsupported {
+                    survey.skipped.push(s);
+                } else if first.is_none() {
+                    first = Some(s);
+                }
+            }
+        }
+    }
+    if let Some(first) = first {
+        return Err(Error::Unsupported(format!(
+            "tensor {} is {}, which {} output cannot hold{}; pass --skip-unsupported to leave \
+             such tensors out",
+            name::display(&first.name),
+            first.reason,
+            format.name(),
+            if refused > 1 {
+                format!(" ({refused} such tensors)")
+            } else {
+                String::new()
+            }
+        )));
+    }
+    Ok(survey)
+}
+
+/// The input as a format's writer sees it: only the tensors the format can hold.
+struct Holdable<'a> {
+    inner: &'a dyn TensorStore,
+    format: OutputFormat,
+}
+
+impl TensorStore for Holdable<'_> {
+    fn format(&self) -> Format {
+        self.inner.format()
+    }
+
+    fn scan(&self, start: &[u8]) -> Result<TensorInfos<'_>> {
+        let it = self.inner.scan(start)?;
+        Ok(Box::new(it.filter(|t| {
+            t.as_ref()
+                .map_or(true, |t| self.format.cannot_hold(t).is_none())
+        })))
+    }
+
+    fn metadata(&self) -> Result<Metadata> {
+        self.inner.metadata()
+    }
+
+    fn load(&self, name: &[u8]) -> Result<Option<LoadedTensor<'_>>> {
+        Ok(self
+            .inner
+            .load(name)?
+            .filter(|t| self.format.cannot_hold(&t.info).is_none()))
+    }
+
+    fn verify(&self, threads: usize) -> Result<VerifySummary> {
+        self.inner.verify(threads)
+    }
+
+    fn as_native(&self) -> Option<&Reader> {
+        // Not every tensor of the reader is visible here.
+        None
+    }
+}

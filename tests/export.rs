@@ -1,0 +1,562 @@
+//! Writing through the one export interface (`interop::export`) and merging
+//! (`interop::merge`): every output format read back through `open_any`, the rules of what each
+//! format can hold, progress, and merge conflicts.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use paramdex::interop::{
+    export, merge, open_any, ExportOptions, ExportReport, Kind, MergeInput, MergeOptions,
+    OutputFormat, TensorInfo, TensorStore,
+};
+use paramdex::{DType, Error, MetaValue, Metadata, Progress, Reader, Tensor, Unit, Writer};
+
+fn data(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(rel)
+}
+
+/// Bytes `0, 1, 2, ...` (wrapping), `n` of them; booleans would need 0/1, none are used.
+fn bytes(n: usize, seed: u8) -> Vec<u8> {
+    (0..n).map(|i| (i as u8).wrapping_mul(7) ^ seed).collect()
+}
+
+/// A native file holding what the output formats disagree on: plain tensors, complex128, a
+/// LoD tensor and a name that is not UTF-8, plus typed metadata.
+fn sample(dir: &Path) -> PathBuf {
+    let p = dir.join("sample.pdx");
+    let mut w = Writer::create(&p).unwrap();
+    w.add("a/b.w", Tensor::new(DType::Float32, &[2, 3], &bytes(24, 1)))
+        .unwrap();
+    w.add("a/c.bias", Tensor::new(DType::BFloat16, &[3], &bytes(6, 2)))
+        .unwrap();
+    w.add("cplx", Tensor::new(DType::Complex128, &[2], &bytes(32, 3)))
+        .unwrap();
+    w.add("i8", Tensor::new(DType::Int8, &[5], &bytes(5, 4)))
+        .unwrap();
+    let lod = [vec![0u64, 1, 4]];
+    w.add(
+        "lod",
+        Tensor::new(DType::Float32, &[4], &bytes(16, 5)).with_lod(&lod),
+    )
+    .unwrap();
+    w.add(b"raw\xff", Tensor::new(DType::UInt8, &[2], &[9, 8]))
+        .unwrap();
+    w.insert_metadata("step", 7i64).unwrap();
+    w.insert_metadata("name", "x").unwrap();
+    w.finish().unwrap();
+    p
+}
+
+/// Every tensor of a store: name -> (description, data bytes).
+fn contents(s: &dyn TensorStore) -> BTreeMap<Vec<u8>, (TensorInfo, Vec<u8>)> {
+    s.list()
+        .unwrap()
+        .into_iter()
+        .map(|t| {
+            let d = s.load(&t.name).unwrap().unwrap().data.raw_bytes().to_vec();
+            (t.name.clone(), (t, d))
+        })
+        .collect()
+}
+
+fn opts() -> ExportOptions<'static> {
+    ExportOptions::default()
+}
+
+fn skipping() -> ExportOptions<'static> {
+    ExportOptions {
+        skip_unsupported: true,
+        ..ExportOptions::default()
+    }
+}
+
+/// Records what it is told.
+#[derive(Default)]
+struct Recorder {
+    starts: Mutex<Vec<(u64, Unit)>>,
+    advanced: Mutex<u64>,
+}
+
+impl Progress for Recorder {
+    fn start(&self, total: u64, unit: Unit) {
+        self.starts.lock().unwrap().push((total, unit));
+    }
+    fn advance(&self, n: u64) {
+        *self.advanced.lock().unwrap() += n;
+    }
+}
+
+impl Recorder {
+    /// Checks one start with the bytes of what was written, and that much progress.
+    fn check(&self, rep: &ExportReport) {
+        assert_eq!(
+            *self.starts.lock().unwrap(),
+            [(rep.data_bytes, Unit::Bytes)],
+            "{:?}",
+            rep.format
+        );
+        assert_eq!(
+            *self.advanced.lock().unwrap(),
+            rep.data_bytes,
+            "{:?}",
+            rep.format
+        );
+    }
+}
+
+fn names(rep: &ExportReport) -> Vec<&[u8]> {
+    rep.skipped.iter().map(|s| s.name.as_slice()).collect()
+}
+
+#[test]
+fn every_format_round_trips_through_open_any() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = Reader::open(sample(dir.path())).unwrap();
+    let want = contents(&src);
+    let md = src.header().metadata.clone();
+    for format in OutputFormat::ALL {
+        let dst = dir.path().join(format!("out-{}", format.name()));
+        let progress = Recorder::default();
+        let rep = export(
+            &src,
+            format,
+            &dst,
+            &ExportOptions {
+                progress: Some(&progress),
+                ..skipping()
+            },
+        )
+        .unwrap();
+        progress.check(&rep);
+        assert_eq!(rep.format, format);
+        let len: u64 = rep
+            .paths
+            .iter()
+            .map(|p| fs::metadata(p).unwrap().len())
+            .sum();
+        assert_eq!(rep.output_bytes, len, "{format:?}");
+        let dropped = if format.carries_metadata() { 0 } else { 2 };
+        assert_eq!(rep.metadata_dropped, dropped, "{format:?}");
+        assert_eq!(rep.native.is_some(), format == OutputFormat::Native);
+        // What the format cannot hold is left out and said why; everything else comes back.
+        let left_out: Vec<&[u8]> = match format {
+            OutputFormat::Safetensors => vec![b"cplx", b"lod", b"raw\xff"],
+            _ => vec![],
+        };
+        assert_eq!(names(&rep), left_out, "{format:?}");
+        let mut kept = want.clone();
+        kept.retain(|n, _| !left_out.contains(&n.as_slice()));
+        assert_eq!(rep.tensors, kept.len() as u64, "{format:?}");
+        assert_eq!(
+            rep.data_bytes,
+            kept.values().map(|(t, _)| t.nbytes).sum::<u64>()
+        );
+        if format == OutputFormat::PaddleCombined {
+            // A combined file holds records only (the names are in a program): it is the
+            // tensor files of the same tensors, one after the other.
+            assert_eq!(rep.paths, [dir.path().join("out-paddle.pdiparams")]);
+            continue;
+        }
+        let back = open_any(&dst).unwrap();
+        let got = contents(back.as_ref());
+        assert_eq!(
+            got.keys().collect::<Vec<_>>(),
+            kept.keys().collect::<Vec<_>>(),
+            "{format:?}"
+        );
+        for (name, (t, d)) in &kept {
+            let (bt, bd) = &got[name];
+            assert_eq!(
+                (bt.kind, &bt.shape, bd),
+                (t.kind, &t.shape, d),
+                "{format:?}"
+            );
+            // TensorFlow has no LoD; the others keep it (safetensors left it out).
+            let lod = if format == OutputFormat::TensorFlow {
+                vec![]
+            } else {
+                t.lod.clone()
+            };
+            assert_eq!(bt.lod, lod, "{format:?}");
+        }
+        let back_md = back.metadata().unwrap();
+        match format {
+            OutputFormat::Native => assert_eq!(back_md, md),
+            OutputFormat::Safetensors => assert_eq!(
+                back_md,
+                Metadata::from_strings([("step", "7"), ("name", "x")]).unwrap()
+            ),
+            _ => assert!(back_md.is_empty(), "{format:?}"),
+        }
+    }
+    let mut concat = Vec::new();
+    for p in export(
+        &src,
+        OutputFormat::PaddleTensors,
+        &dir.path().join("again"),
+        &opts(),
+    )
+    .unwrap()
+    .paths
+    {
+        concat.extend(fs::read(p).unwrap());
+    }
+    assert_eq!(
+        fs::read(dir.path().join("out-paddle.pdiparams")).unwrap(),
+        concat
+    );
+}
+
+#[test]
+fn paddle_combined_round_trips_with_its_program() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = data("paddle/inference/legacy/model");
+    let src = open_any(&model).unwrap();
+    let out = dir.path().join("m");
+    let rep = export(src.as_ref(), OutputFormat::PaddleCombined, &out, &opts()).unwrap();
+    assert_eq!(rep.paths, [dir.path().join("m.pdiparams")]);
+    fs::copy(
+        data("paddle/inference/legacy/model.pdmodel"),
+        dir.path().join("m.pdmodel"),
+    )
+    .unwrap();
+    let back = open_any(&out).unwrap();
+    assert_eq!(contents(back.as_ref()), contents(src.as_ref()));
+}
+
+#[test]
+fn what_each_format_cannot_hold() {
+    let t = |name: &[u8], kind: Kind, lod: Vec<Vec<u64>>| TensorInfo {
+        name: name.to_vec(),
+        kind,
+        shape: vec![2],
+        lod,
+        nbytes: 0,
+    };
+    let qint8 = 11; // TensorFlow's DT_QINT8
+    let cases = [
+        t(b"f", Kind::Numeric(DType::Float32), vec![]),
+        t(b"c", Kind::Numeric(DType::Complex128), vec![]),
+        t(b"l", Kind::Numeric(DType::Float32), vec![vec![0, 2]]),
+        t(b"\xff", Kind::Numeric(DType::Float32), vec![]),
+        t(b"s", Kind::String, vec![]),
+        t(b"q", Kind::Opaque(qint8), vec![]),
+    ];
+    use OutputFormat::*;
+    // (format, which of the cases it refuses)
+    let refused = [
+        (Native, [false, false, false, false, true, true]),
+        (TensorFlow, [false, false, false, false, false, true]),
+        (PaddleCombined, [false, false, false, false, true, true]),
+        (PaddleTensors, [false, false, false, false, true, true]),
+        (Safetensors, [false, true, true, true, true, true]),
+    ];
+    for (format, want) in refused {
+        for (case, want) in cases.iter().zip(want) {
+            let why = format.cannot_hold(case);
+            assert_eq!(why.is_some(), want, "{format:?} {case:?}: {why:?}");
+        }
+    }
+    assert_eq!(
+        Safetensors.cannot_hold(&cases[1]).unwrap(),
+        "complex128, which safetensors lacks"
+    );
+    assert_eq!(
+        Native.cannot_hold(&cases[5]).unwrap(),
+        "a qint8 tensor, which paramdex does not decode"
+    );
+    assert_eq!(Native.cannot_hold(&cases[4]).unwrap(), "a string tensor");
+}
+
+#[test]
+fn unsupported_tensors_are_refused_before_anything_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = Reader::open(sample(dir.path())).unwrap();
+    let dst = dir.path().join("o.safetensors");
+    let e = export(&src, OutputFormat::Safetensors, &dst, &opts()).unwrap_err();
+    assert!(matches!(e, Error::Unsupported(_)), "{e}");
+    assert_eq!(
+        e.to_string(),
+        "unsupported: tensor cplx is complex128, which safetensors lacks, which safetensors \
+         output cannot hold (3 such tensors); pass --skip-unsupported to leave such tensors out"
+    );
+    assert_eq!(
+        fs::read_dir(dir.path()).unwrap().count(),
+        1,
+        "nothing written"
+    );
+
+    // String tensors: a native file, Paddle and safetensors refuse them; TensorFlow keeps them.
+    let strings = open_any(data("tf/strings/tf2/ckpt-1")).unwrap();
+    let graph = b"_CHECKPOINTABLE_OBJECT_GRAPH".as_slice();
+    for format in [
+        OutputFormat::Native,
+        OutputFormat::PaddleCombined,
+        OutputFormat::Safetensors,
+    ] {
+        let out = dir.path().join(format!("s-{}", format.name()));
+        let e = export(strings.as_ref(), format, &out, &opts()).unwrap_err();
+        let want = format!(
+            "tensor _CHECKPOINTABLE_OBJECT_GRAPH is a string tensor, which {} output cannot hold",
+            format.name()
+        );
+        assert!(e.to_string().contains(&want), "{e}");
+        let rep = export(strings.as_ref(), format, &out, &skipping()).unwrap();
+        assert!(names(&rep).contains(&graph), "{format:?}");
+        assert!(rep.skipped.iter().all(|s| s.reason == "a string tensor"));
+    }
+    let prefix = dir.path().join("s-tf");
+    let rep = export(strings.as_ref(), OutputFormat::TensorFlow, &prefix, &opts()).unwrap();
+    assert!(rep.skipped.is_empty());
+    assert_eq!(
+        contents(open_any(&prefix).unwrap().as_ref()),
+        contents(strings.as_ref())
+    );
+
+    // Opaque TensorFlow types: no output holds them.
+    let q = open_any(data("tf_opaque/quantized/ckpt")).unwrap();
+    for format in OutputFormat::ALL {
+        let out = dir.path().join(format!("q-{}", format.name()));
+        let e = export(q.as_ref(), format, &out, &opts()).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("q8 is a qint8 tensor, which paramdex does not decode"),
+            "{format:?}: {e}"
+        );
+    }
+}
+
+#[test]
+fn metadata_can_be_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = Reader::open(sample(dir.path())).unwrap();
+    let mut md = Metadata::new();
+    md.insert("only", true).unwrap();
+    let out = dir.path().join("m.pdx");
+    export(
+        &src,
+        OutputFormat::Native,
+        &out,
+        &ExportOptions {
+            metadata: Some(&md),
+            ..opts()
+        },
+    )
+    .unwrap();
+    assert_eq!(Reader::open(&out).unwrap().header().metadata, md);
+}
+
+/// Writes a native file of `tensors` (float32 [1] each: the value) and `metadata`.
+fn native(path: &Path, tensors: &[(&str, f32)], metadata: &[(&str, &str)]) -> PathBuf {
+    let mut w = Writer::create(path).unwrap();
+    for (n, v) in tensors {
+        w.add_slice(n, &[1], &[*v]).unwrap();
+    }
+    for (k, v) in metadata {
+        w.insert_metadata(*k, *v).unwrap();
+    }
+    w.finish().unwrap();
+    path.to_path_buf()
+}
+
+fn merged(
+    stores: &[(PathBuf, Box<dyn TensorStore>)],
+    dst: &Path,
+    opts: &MergeOptions<'_>,
+) -> paramdex::Result<paramdex::interop::MergeReport> {
+    let inputs: Vec<MergeInput<'_>> = stores
+        .iter()
+        .map(|(p, s)| MergeInput {
+            store: s.as_ref(),
+            path: p,
+        })
+        .collect();
+    merge(&inputs, dst, opts)
+}
+
+fn open_all(paths: &[PathBuf]) -> Vec<(PathBuf, Box<dyn TensorStore>)> {
+    paths
+        .iter()
+        .map(|p| (p.clone(), open_any(p).unwrap()))
+        .collect()
+}
+
+#[test]
+fn merge_conflicts_are_errors_unless_overridden() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let x = native(
+        &d.join("x.pdx"),
+        &[("shared", 1.0), ("x_only", 2.0)],
+        &[("from", "x"), ("same", "s")],
+    );
+    let y = native(
+        &d.join("y.pdx"),
+        &[("shared", 9.0)],
+        &[("from", "y"), ("same", "s")],
+    );
+    let z = native(&d.join("z.pdx"), &[("shared", 5.0), ("z_only", 3.0)], &[]);
+    let out = d.join("out.pdx");
+    // A tensor in two inputs is named first (with both inputs), then metadata.
+    let stores = open_all(&[x.clone(), y.clone(), z.clone()]);
+    let e = merged(&stores, &out, &MergeOptions::default()).unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "invalid argument: tensor shared is in both {} and {}; pass --allow-override to keep \
+             the later one",
+            x.display(),
+            y.display()
+        )
+    );
+    assert!(!out.exists());
+    // A metadata key with two values.
+    let w = native(&d.join("w.pdx"), &[("w_only", 0.5)], &[("from", "w")]);
+    let e = merged(&open_all(&[x.clone(), w]), &out, &MergeOptions::default()).unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+    assert!(
+        e.to_string().contains("metadata key \"from\" is \"x\" in"),
+        "{e}"
+    );
+    assert!(!out.exists());
+    // Overridden: the latest input wins, tensors and metadata.
+    let rep = merged(
+        &stores,
+        &out,
+        &MergeOptions {
+            allow_override: true,
+            ..MergeOptions::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(rep.replaced, 2);
+    assert_eq!(rep.written.tensors, 3);
+    assert_eq!(rep.written.paths, std::slice::from_ref(&out));
+    let r = Reader::open(&out).unwrap();
+    assert!(r.header().records_sorted);
+    assert_eq!(
+        r.tensor("shared").unwrap().as_slice::<f32>().unwrap(),
+        [5.0]
+    );
+    assert_eq!(
+        r.tensor("x_only").unwrap().as_slice::<f32>().unwrap(),
+        [2.0]
+    );
+    assert_eq!(
+        r.header().metadata.get("from"),
+        Some(&MetaValue::String("y".into()))
+    );
+    // Equal metadata values are no conflict; disjoint inputs need no flag.
+    let rep = merged(&open_all(&[x, z]), &out, &MergeOptions::default());
+    assert!(rep.is_err(), "shared is in both");
+    let v = native(&d.join("v.pdx"), &[("v_only", 1.5)], &[("same", "s")]);
+    let rep = merged(&open_all(&[y, v]), &out, &MergeOptions::default()).unwrap();
+    assert_eq!(rep.replaced, 0);
+    assert_eq!(rep.written.tensors, 2);
+}
+
+#[test]
+fn merge_checks_only_the_tensors_it_keeps() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let strings = data("tf/strings/tf2/ckpt-1");
+    let graph = "_CHECKPOINTABLE_OBJECT_GRAPH";
+    let out = d.join("out.pdx");
+    let stores = open_all(std::slice::from_ref(&strings));
+    let e = merged(&stores, &out, &MergeOptions::default()).unwrap_err();
+    assert!(matches!(e, Error::Unsupported(_)), "{e}");
+    let e = e.to_string();
+    assert!(e.contains(graph) && e.contains("(5 such tensors)"), "{e}");
+    assert!(!out.exists());
+    let progress = Recorder::default();
+    let rep = merged(
+        &stores,
+        &out,
+        &MergeOptions {
+            export: ExportOptions {
+                progress: Some(&progress),
+                ..skipping()
+            },
+            ..MergeOptions::default()
+        },
+    )
+    .unwrap();
+    progress.check(&rep.written);
+    assert!(names(&rep.written).contains(&graph.as_bytes()));
+    // A later numeric tensor of the same name replaces the string tensor: it is not refused
+    // (the first refused is the next string tensor, and there is one fewer).
+    let over = native(&d.join("over.pdx"), &[(graph, 1.0)], &[]);
+    let stores = open_all(&[strings, over]);
+    let e = merged(
+        &stores,
+        &out,
+        &MergeOptions {
+            allow_override: true,
+            ..MergeOptions::default()
+        },
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("tensor s_empty/.ATTRIBUTES/VARIABLE_VALUE is a string tensor")
+            && e.contains("(4 such tensors)"),
+        "{e}"
+    );
+}
+
+#[test]
+fn merge_interleaves_inputs_like_a_map() {
+    let dir = tempfile::tempdir().unwrap();
+    // Deterministic pseudo-random names over a small alphabet, spread over three inputs with
+    // overlaps; the model is a map where later inputs overwrite earlier ones.
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let mut model = BTreeMap::new();
+    let mut paths = Vec::new();
+    for input in 0..3u32 {
+        let mut tensors = BTreeMap::new();
+        for _ in 0..60 {
+            let r = next();
+            let name: String = (0..1 + r % 4)
+                .map(|i| (b'a' + ((r >> (8 * i + 8)) % 3) as u8) as char)
+                .collect();
+            tensors.insert(name, (input * 1000) as f32 + (r % 100) as f32);
+        }
+        let list: Vec<(&str, f32)> = tensors.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+        paths.push(native(&dir.path().join(format!("{input}.pdx")), &list, &[]));
+        model.extend(tensors);
+    }
+    let out = dir.path().join("out.pdx");
+    let rep = merged(
+        &open_all(&paths),
+        &out,
+        &MergeOptions {
+            allow_override: true,
+            ..MergeOptions::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(rep.written.tensors, model.len() as u64);
+    let r = Reader::open(&out).unwrap();
+    let got: BTreeMap<String, f32> = r
+        .iter()
+        .map(|t| {
+            let t = t.unwrap();
+            (
+                String::from_utf8(t.name().to_vec()).unwrap(),
+                t.as_slice::<f32>().unwrap()[0],
+            )
+        })
+        .collect();
+    assert_eq!(got, model);
+}
