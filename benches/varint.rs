@@ -29,7 +29,11 @@ fn values() -> Vec<u32> {
     let mut entries = 0u64;
     while v.len() < 10_000 {
         v.push(next(0, 40) as u32); // shared prefix length
-        v.push(if next(0, 10) == 0 { next(128, 300) } else { next(1, 64) } as u32);
+        v.push(if next(0, 10) == 0 {
+            next(128, 300)
+        } else {
+            next(1, 64)
+        } as u32);
         v.push(match next(0, 20) {
             0..=9 => next(0, 128),
             10..=16 => next(128, 1 << 14),

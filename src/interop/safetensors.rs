@@ -4,8 +4,9 @@
 //!   its header (offsets contiguous and within the file, sizes equal to shape × dtype, header at
 //!   most 100 MB), and serves the tensors zero-copy as a [`TensorStore`]. [`open_store`] is the
 //!   detector [`crate::interop::open_any`] uses: 8-byte little-endian header length, then `{`.
-//! * Writing: the exporter of [`OutputFormat::Safetensors`] writes any store with the crate's
-//!   serializer ([`crate::interop::export`]).
+//! * Writing: the exporter of
+//!   [`OutputFormat::Safetensors`](crate::interop::OutputFormat::Safetensors) writes any store
+//!   with the crate's serializer ([`crate::interop::export`]).
 //!
 //! Dtypes: every dtype both formats have (see [`to_safetensors_dtype`]); complex128 has no
 //! safetensors type, and safetensors' F4/F6/F8_E8M0/FNUZ types have no paramdex type: those
@@ -13,7 +14,7 @@
 //! [`Metadata`] of string values, and [`Metadata::to_strings`] turns metadata back into it
 //! (values that are not strings as their JSON text). safetensors has no LoD and no string
 //! tensors, and its names are UTF-8: tensors that need any of these cannot be exported to it
-//! ([`OutputFormat::cannot_hold`]).
+//! ([`OutputFormat::cannot_hold`](crate::interop::OutputFormat::cannot_hold)).
 
 use std::borrow::Cow;
 use std::io::Read;
@@ -29,8 +30,6 @@ use crate::interop::store::{
     scan_sorted, ExportJob, Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorInfos,
     TensorStore, VerifySummary, Written,
 };
-#[cfg(doc)]
-use crate::interop::OutputFormat;
 use crate::name;
 use crate::native::Metadata;
 use crate::native::Source;
