@@ -8,7 +8,7 @@
 
 use smallvec::SmallVec;
 
-use crate::error::{Error, Result};
+use crate::error::{ensure_within, Error, Result};
 use crate::format::{get_fixed32, get_varint32, get_varint64, put_varint32, put_varint64};
 
 /// Shape dimensions, inline up to rank 6.
@@ -238,14 +238,7 @@ fn decode_shape(buf: &[u8], at: u64, max_rank: usize) -> Result<Dims> {
                         dims.len()
                     )));
                 }
-                if dims.len() >= max_rank {
-                    return Err(Error::limit(
-                        "tensor rank",
-                        dims.len() as u64 + 1,
-                        max_rank as u64,
-                        Some(at),
-                    ));
-                }
+                ensure_within("tensor rank", dims.len() + 1, max_rank, Some(at))?;
                 dims.push(size as u64);
                 pos = end;
             }

@@ -24,7 +24,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde_json::{json, Number, Value};
 
-use crate::error::{Error, Result};
+use crate::error::{ensure_within, Error, Result};
 use crate::format::{get_fixed64, get_varint32, get_varint64};
 use crate::native::entry::skip_field;
 use crate::proto::paramdex as pb;
@@ -149,14 +149,7 @@ impl MetaValue {
     }
 
     fn from_json_at(v: &Value, depth: usize) -> Result<MetaValue> {
-        if depth > MAX_DEPTH {
-            return Err(Error::limit(
-                "metadata nesting depth",
-                depth as u64,
-                MAX_DEPTH as u64,
-                None,
-            ));
-        }
+        ensure_within("metadata nesting depth", depth, MAX_DEPTH, None)?;
         Ok(match v {
             Value::Null => {
                 return Err(invalid(
@@ -306,44 +299,16 @@ impl Metadata {
     /// Checks every limit of SPEC.md 8.1: entry count, key length, nesting depth, value count
     /// and encoded size.
     pub fn validate(&self) -> Result<()> {
-        if self.map.len() > MAX_ENTRIES {
-            return Err(Error::limit(
-                "metadata entries",
-                self.map.len() as u64,
-                MAX_ENTRIES as u64,
-                None,
-            ));
-        }
+        ensure_within("metadata entries", self.map.len(), MAX_ENTRIES, None)?;
         let (mut values, mut depth) = (0usize, 0usize);
         for (k, v) in &self.map {
             check_key(k, None)?;
             v.count(1, &mut values, &mut depth);
         }
-        if depth > MAX_DEPTH {
-            return Err(Error::limit(
-                "metadata nesting depth",
-                depth as u64,
-                MAX_DEPTH as u64,
-                None,
-            ));
-        }
-        if values > MAX_VALUES {
-            return Err(Error::limit(
-                "metadata values",
-                values as u64,
-                MAX_VALUES as u64,
-                None,
-            ));
-        }
+        ensure_within("metadata nesting depth", depth, MAX_DEPTH, None)?;
+        ensure_within("metadata values", values, MAX_VALUES, None)?;
         let len = self.encoded_len();
-        if len > MAX_ENCODED_LEN {
-            return Err(Error::limit(
-                "encoded metadata bytes",
-                len as u64,
-                MAX_ENCODED_LEN as u64,
-                None,
-            ));
-        }
+        ensure_within("encoded metadata bytes", len, MAX_ENCODED_LEN, None)?;
         Ok(())
     }
 
@@ -422,14 +387,7 @@ impl Metadata {
         let mut values = 0usize;
         let mut last: Option<String> = None;
         for (i, buf) in entries.into_iter().enumerate() {
-            if i >= MAX_ENTRIES {
-                return Err(Error::limit(
-                    "metadata entries",
-                    i as u64 + 1,
-                    MAX_ENTRIES as u64,
-                    Some(at),
-                ));
-            }
+            ensure_within("metadata entries", i + 1, MAX_ENTRIES, Some(at))?;
             let (k, v) = decode_entry(buf, at, i, &mut values)?;
             if let Some(prev) = &last {
                 if k.as_bytes() <= prev.as_bytes() {
@@ -468,14 +426,7 @@ fn check_key(key: &str, at: Option<u64>) -> Result<()> {
             None => invalid("metadata keys must not be empty".into()),
         });
     }
-    if key.len() > MAX_KEY_LEN {
-        return Err(Error::limit(
-            "metadata key length",
-            key.len() as u64,
-            MAX_KEY_LEN as u64,
-            at,
-        ));
-    }
+    ensure_within("metadata key length", key.len(), MAX_KEY_LEN, at)?;
     Ok(())
 }
 
@@ -542,23 +493,9 @@ fn decode_entry(buf: &[u8], at: u64, i: usize, values: &mut usize) -> Result<(St
 }
 
 fn decode_value(buf: &[u8], at: u64, depth: usize, values: &mut usize) -> Result<MetaValue> {
-    if depth > MAX_DEPTH {
-        return Err(Error::limit(
-            "metadata nesting depth",
-            depth as u64,
-            MAX_DEPTH as u64,
-            Some(at),
-        ));
-    }
+    ensure_within("metadata nesting depth", depth, MAX_DEPTH, Some(at))?;
     *values += 1;
-    if *values > MAX_VALUES {
-        return Err(Error::limit(
-            "metadata values",
-            *values as u64,
-            MAX_VALUES as u64,
-            Some(at),
-        ));
-    }
+    ensure_within("metadata values", *values, MAX_VALUES, Some(at))?;
     let e = |d: String| bad(at, d);
     let mut out: Option<MetaValue> = None;
     let mut pos = 0;

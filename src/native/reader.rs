@@ -8,7 +8,7 @@ use std::ops::Bound;
 use std::path::Path;
 
 use crate::dtype::DType;
-use crate::error::{path_str, Error, Result};
+use crate::error::{ensure_within, path_str, Corruption, Error, Result};
 use crate::name;
 use crate::native::entry::IndexEntry;
 use crate::native::header::FileHeader;
@@ -94,9 +94,10 @@ impl Reader {
         let index = TableIndex::open(file, &table_opts).map_err(|e| match e {
             Error::Corrupt {
                 what: "footer",
+                kind: Corruption::BadMagic,
                 detail,
                 ..
-            } if detail.contains("magic") => Error::UnrecognizedFormat {
+            } => Error::UnrecognizedFormat {
                 path: path.clone(),
                 detail: format!("not a paramdex file: {detail}"),
             },
@@ -245,14 +246,12 @@ impl Reader {
 
     /// Builds a view from an index value, checking it against the file.
     fn view<'r>(&'r self, key: &[u8], value: &[u8], at: u64) -> Result<TensorView<'r>> {
-        if key.len() > name::MAX_NAME_LEN {
-            return Err(Error::limit(
-                "tensor name length",
-                key.len() as u64,
-                name::MAX_NAME_LEN as u64,
-                Some(at),
-            ));
-        }
+        ensure_within(
+            "tensor name length",
+            key.len(),
+            name::MAX_NAME_LEN,
+            Some(at),
+        )?;
         let e = IndexEntry::decode(value, at, MAX_RANK)?;
         let shown = || name::display(key);
         let bad = |detail: String| {

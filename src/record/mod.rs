@@ -33,7 +33,7 @@
 use smallvec::SmallVec;
 
 use crate::dtype::DType;
-use crate::error::{Error, Result};
+use crate::error::{ensure_within, Error, Result};
 use crate::format::{
     crc32c, mask_crc, put_fixed32, put_fixed64, put_varint32, put_varint64, unmask_crc, varint_len,
     Cursor,
@@ -206,14 +206,15 @@ fn sniff(head: &[u8]) -> &'static str {
 /// # Errors
 ///
 /// [`Error::Corrupt`] for a malformed or truncated record (a version other than 0 says what the
-/// bytes probably are), [`Error::LimitExceeded`] for a LoD level count, desc size or rank above
+/// bytes probably are; a record that runs past the end of `buf` is of kind
+/// [`crate::error::Corruption::Truncated`]), [`Error::LimitExceeded`] for a LoD level count, desc size or rank above
 /// [`MAX_LOD_LEVELS`], [`MAX_DESC_LEN`] or [`MAX_RANK`], and [`Error::UnknownDType`] for a
 /// `data_type` that is not an element type. Every error carries the absolute offset of the bad
 /// field.
 pub fn decode_header<'a>(buf: &'a [u8], base: u64) -> Result<RecordHeader<'a>> {
     let mut c = Cursor::new(buf, base);
     let short = |c: &Cursor<'_>, what: &str, need: usize| {
-        Error::corrupt(
+        Error::truncated(
             "record",
             at(base, c.position()),
             format!(
@@ -239,14 +240,12 @@ pub fn decode_header<'a>(buf: &'a [u8], base: u64) -> Result<RecordHeader<'a>> {
 
     let lod_pos = c.position();
     let lod_level = c.u64_le().ok_or_else(|| short(&c, "lod_level", 8))?;
-    if lod_level > MAX_LOD_LEVELS {
-        return Err(Error::limit(
-            "LoD level count",
-            lod_level,
-            MAX_LOD_LEVELS,
-            Some(at(base, lod_pos)),
-        ));
-    }
+    ensure_within(
+        "LoD level count",
+        lod_level,
+        MAX_LOD_LEVELS,
+        Some(at(base, lod_pos)),
+    )?;
     let mut levels = SmallVec::new();
     for i in 0..lod_level {
         let len_pos = c.position();
@@ -264,7 +263,7 @@ pub fn decode_header<'a>(buf: &'a [u8], base: u64) -> Result<RecordHeader<'a>> {
             .ok()
             .and_then(|n| c.take(n))
             .ok_or_else(|| {
-                Error::corrupt(
+                Error::truncated(
                     "record",
                     at(base, len_pos),
                     format!(
@@ -296,20 +295,18 @@ pub fn decode_header<'a>(buf: &'a [u8], base: u64) -> Result<RecordHeader<'a>> {
         ));
     }
     let desc_len = desc_size.unsigned_abs();
-    if u64::from(desc_len) > MAX_DESC_LEN {
-        return Err(Error::limit(
-            "tensor desc size",
-            u64::from(desc_len),
-            MAX_DESC_LEN,
-            Some(at(base, size_pos)),
-        ));
-    }
+    ensure_within(
+        "tensor desc size",
+        desc_len,
+        MAX_DESC_LEN,
+        Some(at(base, size_pos)),
+    )?;
     let desc_pos = c.position();
     let desc = usize::try_from(desc_len)
         .ok()
         .and_then(|n| c.take(n))
         .ok_or_else(|| {
-            Error::corrupt(
+            Error::truncated(
                 "record",
                 at(base, size_pos),
                 format!(
@@ -334,6 +331,7 @@ pub fn decode_header<'a>(buf: &'a [u8], base: u64) -> Result<RecordHeader<'a>> {
                 len: covered.len() as u64,
                 stored,
                 computed,
+                context: None,
             });
         }
     }
@@ -350,7 +348,7 @@ pub fn decode_header<'a>(buf: &'a [u8], base: u64) -> Result<RecordHeader<'a>> {
     })?;
     let remaining = c.remaining();
     if usize::try_from(data_len).map_or(true, |n| n > remaining) {
-        return Err(Error::corrupt(
+        return Err(Error::truncated(
             "record",
             base,
             format!(
@@ -469,14 +467,7 @@ fn parse_desc<'a>(desc: &'a [u8], base: u64) -> Result<Desc<'a>> {
         if (v as i64) < 0 {
             return Err(bad(pos, format!("negative dimension {}", v as i64)));
         }
-        if dims.len() >= MAX_RANK {
-            return Err(Error::limit(
-                "tensor rank",
-                dims.len() as u64 + 1,
-                MAX_RANK as u64,
-                Some(at(base, pos)),
-            ));
-        }
+        ensure_within("tensor rank", dims.len() + 1, MAX_RANK, Some(at(base, pos)))?;
         dims.push(v);
         Ok(())
     };
@@ -713,22 +704,8 @@ pub fn encode_header(
             "alignment {alignment} is not a power of two in 1..={MAX_ALIGNMENT}"
         )));
     }
-    if spec.dims.len() > MAX_RANK {
-        return Err(Error::limit(
-            "tensor rank",
-            spec.dims.len() as u64,
-            MAX_RANK as u64,
-            None,
-        ));
-    }
-    if spec.lod.len() as u64 > MAX_LOD_LEVELS {
-        return Err(Error::limit(
-            "LoD level count",
-            spec.lod.len() as u64,
-            MAX_LOD_LEVELS,
-            None,
-        ));
-    }
+    ensure_within("tensor rank", spec.dims.len(), MAX_RANK, None)?;
+    ensure_within("LoD level count", spec.lod.len(), MAX_LOD_LEVELS, None)?;
     let invalid = |detail: String| Error::InvalidTensor {
         name: spec.name.map_or_else(|| "<unnamed>".to_string(), display),
         detail,
@@ -777,14 +754,7 @@ pub fn encode_header(
     })?;
     let pad = padding_field_len(unpadded_end, alignment);
     let desc_len = desc_len.saturating_add(pad);
-    if desc_len as u64 > MAX_DESC_LEN {
-        return Err(Error::limit(
-            "tensor desc size",
-            desc_len as u64,
-            MAX_DESC_LEN,
-            None,
-        ));
-    }
+    ensure_within("tensor desc size", desc_len, MAX_DESC_LEN, None)?;
     let header_len = unpadded + pad;
     if record_offset.checked_add(header_len as u64).is_none() {
         return Err(Error::InvalidArgument(format!(
