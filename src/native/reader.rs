@@ -9,6 +9,7 @@ use std::path::Path;
 
 use crate::dtype::DType;
 use crate::error::{ensure_within, path_str, Corruption, Error, Result};
+use crate::format::pbwire::{self, WireType};
 use crate::name;
 use crate::native::entry::IndexEntry;
 use crate::native::header::FileHeader;
@@ -120,7 +121,9 @@ impl Reader {
                 // TensorFlow's V1 checkpoints (TensorSliceWriter) are LevelDB tables too, and
                 // their "" entry is a SavedTensorSlices whose field 1 is a message, where a
                 // bundle header has the varint num_shards.
-                if value.first() == Some(&0x0a) {
+                let v1 = pbwire::read_tag(value, 0)
+                    .is_some_and(|(tag, _)| tag == pbwire::Tag::new(1, WireType::LEN));
+                if v1 {
                     Error::Unsupported(format!(
                         "{path}: a TensorFlow V1 checkpoint (TensorSliceWriter, \
                          tf.compat.v1.train.Saver(write_version=V1)), which paramdex does not \
