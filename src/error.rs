@@ -2,9 +2,10 @@
 //!
 //! Every variant is structured: what was wrong, and where (file offset, tensor name, path).
 //! Names are shown with [`crate::name::display`], which escapes bytes that are not UTF-8.
+//! Callers decide by variant and by the fields meant for it ([`Corruption`]), never by the
+//! message text, which is for people.
 
 use std::io;
-use std::path::PathBuf;
 
 /// Result alias used throughout the crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -39,15 +40,18 @@ pub enum Error {
         what: &'static str,
         /// Absolute file offset of the structure (or of the bad byte, where known).
         offset: u64,
-        /// What exactly is wrong.
+        /// The kind of damage, for callers that act on it.
+        kind: Corruption,
+        /// What exactly is wrong, and the context added by [`Error::context`].
         detail: String,
     },
 
     /// A stored checksum does not match the bytes it covers.
-    #[error(
-        "checksum mismatch in {what}{} at offset {offset} ({len} bytes): stored {stored:#010x}, computed {computed:#010x}",
-        name.as_deref().map(|n| format!(" of tensor {n}")).unwrap_or_default()
-    )]
+    ///
+    /// Shown as `checksum mismatch in WHAT [of tensor NAME] at offset OFFSET (LEN bytes): stored
+    /// S, computed C`, or, once [`Error::context`] added a context, as `corrupt WHAT at offset
+    /// OFFSET: CONTEXT: checksum mismatch [of tensor NAME] (LEN bytes): stored S, computed C`.
+    #[error("{}", checksum_message(what, name.as_deref(), *offset, *len, *stored, *computed, context.as_deref()))]
     ChecksumMismatch {
         /// What the checksum covers (`block`, `tensor data`, ...).
         what: &'static str,
@@ -61,6 +65,9 @@ pub enum Error {
         stored: u32,
         /// The checksum computed over the bytes.
         computed: u32,
+        /// Where it happened, as added by [`Error::context`] (a file, a tensor); `None` when the
+        /// error comes straight from the layer that found it.
+        context: Option<String>,
     },
 
     /// A number read from a file, or given by a caller, exceeds a documented limit (SPEC.md).
@@ -137,6 +144,43 @@ pub enum Error {
     Unsupported(String),
 }
 
+/// The kind of damage an [`Error::Corrupt`] reports: what a caller may act on. The message says
+/// the particulars.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Corruption {
+    /// The file (or the region being read) ends before the structure does: the bytes were cut
+    /// short. A length inside a structure that runs past the structure itself is
+    /// [`Corruption::Other`].
+    Truncated,
+    /// A magic number is wrong: the bytes are probably not this format at all.
+    BadMagic,
+    /// Any other damage: a malformed encoding, a value out of range, an inconsistency.
+    Other,
+}
+
+/// The text of [`Error::ChecksumMismatch`] (see the variant).
+fn checksum_message(
+    what: &str,
+    name: Option<&str>,
+    offset: u64,
+    len: u64,
+    stored: u32,
+    computed: u32,
+    context: Option<&str>,
+) -> String {
+    let name = name.map(|n| format!(" of tensor {n}")).unwrap_or_default();
+    let sums = format!("stored {stored:#010x}, computed {computed:#010x}");
+    match context {
+        None => {
+            format!("checksum mismatch in {what}{name} at offset {offset} ({len} bytes): {sums}")
+        }
+        Some(ctx) => {
+            format!("corrupt {what} at offset {offset}: {ctx}: checksum mismatch{name} ({len} bytes): {sums}")
+        }
+    }
+}
+
 impl Error {
     /// Wraps an I/O error with what was being done.
     pub fn io(context: impl Into<String>, source: io::Error) -> Self {
@@ -146,11 +190,23 @@ impl Error {
         }
     }
 
-    /// Shorthand for [`Error::Corrupt`].
+    /// Shorthand for [`Error::Corrupt`] of kind [`Corruption::Other`].
     pub fn corrupt(what: &'static str, offset: u64, detail: impl Into<String>) -> Self {
         Error::Corrupt {
             what,
             offset,
+            kind: Corruption::Other,
+            detail: detail.into(),
+        }
+    }
+
+    /// Shorthand for [`Error::Corrupt`] of kind [`Corruption::Truncated`]: the bytes end before
+    /// the structure `what` at `offset` does.
+    pub fn truncated(what: &'static str, offset: u64, detail: impl Into<String>) -> Self {
+        Error::Corrupt {
+            what,
+            offset,
+            kind: Corruption::Truncated,
             detail: detail.into(),
         }
     }
@@ -164,22 +220,31 @@ impl Error {
             at,
         }
     }
-}
 
-impl Error {
+    /// The kind of damage, for an [`Error::Corrupt`]; `None` for every other variant.
+    pub fn corruption(&self) -> Option<Corruption> {
+        match self {
+            Error::Corrupt { kind, .. } => Some(*kind),
+            _ => None,
+        }
+    }
+
     /// Says where a lower layer's error happened: prefixes `ctx` (a file, a tensor, an entry)
-    /// to the message. Structural errors keep their variant; a block checksum mismatch, whose
-    /// variant has no text to carry the context, becomes [`Error::Corrupt`] with the same
-    /// figures. Other errors (limits carry their own offset) pass through unchanged.
+    /// to the message. Every error keeps its variant and its figures: [`Error::Corrupt`] and
+    /// [`Error::UnknownDType`] carry the context in their text, [`Error::ChecksumMismatch`] in
+    /// its `context` field (an earlier context stays after the new one). Other errors (limits
+    /// carry their own offset) pass through unchanged.
     pub fn context(self, ctx: &str) -> Error {
         match self {
             Error::Corrupt {
                 what,
                 offset,
+                kind,
                 detail,
             } => Error::Corrupt {
                 what,
                 offset,
+                kind,
                 detail: format!("{ctx}: {detail}"),
             },
             Error::UnknownDType {
@@ -189,12 +254,8 @@ impl Error {
             } => Error::UnknownDType {
                 system,
                 code,
-                location: Some(match location {
-                    Some(l) => format!("{ctx}: {l}"),
-                    None => ctx.to_string(),
-                }),
+                location: Some(prefix(ctx, location)),
             },
-
             Error::ChecksumMismatch {
                 what,
                 name,
@@ -202,16 +263,69 @@ impl Error {
                 len,
                 stored,
                 computed,
-            } => Error::Corrupt {
+                context,
+            } => Error::ChecksumMismatch {
                 what,
+                name,
                 offset,
-                detail: format!(
-                    "{ctx}: checksum mismatch{} ({len} bytes): stored {stored:#010x}, computed {computed:#010x}",
-                    name.map(|n| format!(" of tensor {n}")).unwrap_or_default()
-                ),
+                len,
+                stored,
+                computed,
+                context: Some(prefix(ctx, context)),
             },
             other => other,
         }
+    }
+}
+
+/// `ctx`, then `: ` and an earlier context if there is one.
+fn prefix(ctx: &str, earlier: Option<String>) -> String {
+    match earlier {
+        Some(e) => format!("{ctx}: {e}"),
+        None => ctx.to_string(),
+    }
+}
+
+/// Fails with [`Error::LimitExceeded`] when `value` is above `limit` (the check behind every
+/// documented limit, SPEC.md 8.1). `at` is the file offset when the value was read from a file,
+/// `None` when a caller gave it.
+#[inline]
+pub(crate) fn ensure_within(
+    what: &'static str,
+    value: impl Count,
+    limit: impl Count,
+    at: Option<u64>,
+) -> Result<()> {
+    let (value, limit) = (value.count(), limit.count());
+    if value > limit {
+        return Err(Error::limit(what, value, limit, at));
+    }
+    Ok(())
+}
+
+/// An unsigned count or size that widens to `u64` without loss (the types limits are checked
+/// on).
+pub(crate) trait Count: Copy {
+    /// The value as a `u64`.
+    fn count(self) -> u64;
+}
+
+impl Count for u64 {
+    fn count(self) -> u64 {
+        self
+    }
+}
+
+impl Count for u32 {
+    fn count(self) -> u64 {
+        u64::from(self)
+    }
+}
+
+impl Count for usize {
+    fn count(self) -> u64 {
+        // usize is at most 64 bits on every target this crate builds for (memmap2, u64 offsets).
+        self as u64
     }
 }
 
@@ -232,9 +346,98 @@ pub fn path_str(p: &std::path::Path) -> String {
     p.display().to_string()
 }
 
-#[allow(dead_code)]
-fn _assert_send_sync() {
-    fn is<T: Send + Sync + 'static>() {}
-    is::<Error>();
-    let _ = PathBuf::new();
+// Errors cross threads (parallel verify, the CLI's worker pools): a compile-time check.
+const _: () = {
+    const fn send_sync<T: Send + Sync + 'static>() {}
+    send_sync::<Error>();
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mismatch() -> Error {
+        Error::ChecksumMismatch {
+            what: "record header",
+            name: Some("w".into()),
+            offset: 64,
+            len: 30,
+            stored: 1,
+            computed: 2,
+            context: None,
+        }
+    }
+
+    #[test]
+    fn context_keeps_a_checksum_mismatch_a_checksum_mismatch() {
+        let plain = mismatch();
+        assert_eq!(
+            plain.to_string(),
+            "checksum mismatch in record header of tensor w at offset 64 (30 bytes): \
+             stored 0x00000001, computed 0x00000002"
+        );
+        let e = mismatch().context("a.pdiparams: tensor w").context("model");
+        assert!(
+            matches!(
+                &e,
+                Error::ChecksumMismatch {
+                    what: "record header",
+                    offset: 64,
+                    len: 30,
+                    stored: 1,
+                    computed: 2,
+                    context: Some(c),
+                    ..
+                } if c == "model: a.pdiparams: tensor w"
+            ),
+            "{e:?}"
+        );
+        // The message names what and where, as the context-free one does, plus the context.
+        assert_eq!(
+            e.to_string(),
+            "corrupt record header at offset 64: model: a.pdiparams: tensor w: checksum \
+             mismatch of tensor w (30 bytes): stored 0x00000001, computed 0x00000002"
+        );
+        assert_eq!(e.corruption(), None);
+    }
+
+    #[test]
+    fn context_keeps_the_corruption_kind() {
+        let e = Error::truncated("record", 12, "cut").context("f");
+        assert_eq!(e.corruption(), Some(Corruption::Truncated));
+        assert_eq!(e.to_string(), "corrupt record at offset 12: f: cut");
+        let e = Error::corrupt("record", 12, "bad").context("f");
+        assert_eq!(e.corruption(), Some(Corruption::Other));
+        let e = Error::limit("tensor rank", 300, 254, Some(9)).context("f");
+        assert!(matches!(e, Error::LimitExceeded { at: Some(9), .. }));
+        let e = Error::UnknownDType {
+            system: "paddle",
+            code: 99,
+            location: None,
+        };
+        assert_eq!(
+            e.context("t").context("f").to_string(),
+            "unknown paddle dtype number 99 (f: t)"
+        );
+    }
+
+    #[test]
+    fn ensure_within_checks_above_the_limit_only() {
+        assert!(ensure_within("x", 4usize, 4usize, None).is_ok());
+        assert!(ensure_within("x", 0u32, 0u64, None).is_ok());
+        let e = ensure_within("tensor rank", 255usize, 254u64, Some(7)).unwrap_err();
+        assert!(matches!(
+            e,
+            Error::LimitExceeded {
+                what: "tensor rank",
+                value: 255,
+                limit: 254,
+                at: Some(7)
+            }
+        ));
+        assert_eq!(
+            e.to_string(),
+            "tensor rank is 255, above the limit of 254 (at offset 7)"
+        );
+    }
 }

@@ -28,7 +28,7 @@
 //! * At the root, the engine: [`Reader`] (open, `get`, scans, [`Reader::verify_with`]),
 //!   [`TensorView`], [`Writer`] and [`TensorWriter`], [`Metadata`], [`rewrite_in_place`],
 //!   [`recover_any`], the vocabulary ([`DType`], [`Element`], [`Lod`], [`name`]) and one
-//!   [`Error`].
+//!   [`Error`] (with [`Corruption`], the kind of a corrupt-file error).
 //! * [`interop`]: every other format behind one [`interop::TensorStore`] trait, detected by
 //!   [`interop::open_any`], and the writers of every output format.
 //! * [`raw`]: the byte-level layers (table, records, codecs) for tests, fuzzers, benchmarks and
@@ -73,7 +73,7 @@ pub mod raw;
 
 pub use dtype::DType;
 pub use element::Element;
-pub use error::{Error, Result};
+pub use error::{Corruption, Error, Result};
 pub use native::{
     last_complete_len, recover, recover_any, rewrite_in_place, EarlySync, FileHeader, FinishStats,
     Iter, MetaValue, Metadata, ReadOptions, Reader, RecoverReport, Recovered, RewriteReport,

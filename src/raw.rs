@@ -5,7 +5,7 @@
 //!
 //! | module | holds |
 //! |---|---|
-//! | [`mod@format`] | fixed-width integers, varints, CRC32C (masked, combined), a bounds-checked cursor |
+//! | [`mod@format`] | fixed-width integers, varints, CRC32C (masked, combined), a bounds-checked cursor, the protobuf wire format ([`format::pbwire`]) |
 //! | [`record`] | Paddle DenseTensor records: decode, encode, walk (SPEC.md 3) |
 //! | [`table`] | the LevelDB/TensorFlow table: blocks, footer, builder, reader (SPEC.md 4) |
 //! | [`entry`] | the index values of a native file: tensor entries and the header (SPEC.md 5) |

@@ -473,6 +473,36 @@ fn truncated_last_tensor() {
     }
 }
 
+/// The "cut short" hint on the last tensor is decided by the error's kind, not by its text:
+/// every cut inside the last record gets it (also a cut inside its desc, whose message does not
+/// say "truncated"), and a damaged last record in a directory named `truncated` does not.
+#[test]
+fn truncation_hint_follows_the_error_kind() {
+    let t = tmp();
+    let p = legacy_params();
+    let last = paramdex::raw::record::walk(&p, 0)
+        .map(|r| r.unwrap().0)
+        .last()
+        .unwrap() as usize;
+    for n in last + 1..p.len() {
+        let s = open_err(&model_with_params(t.path(), &p[..n]));
+        assert!(
+            s.contains("record 3 of 4, the last") && s.contains("the file is cut short"),
+            "cut at {n}: {s}"
+        );
+    }
+    let d = t.path().join("truncated");
+    fs::create_dir(&d).unwrap();
+    let mut bad = p.clone();
+    bad[last] = 1; // outer version 1: damaged, not cut short
+    let s = open_err(&model_with_params(&d, &bad));
+    assert!(
+        s.contains("record 3 of 4, the last") && s.contains("outer (DenseTensor) version is 1"),
+        "{s}"
+    );
+    assert!(!s.contains("the file is cut short"), "{s}");
+}
+
 #[test]
 fn trailing_bytes() {
     let t = tmp();

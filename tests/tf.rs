@@ -359,6 +359,7 @@ fn data_corruption_names_file_tensor_offset_and_both_checksums() {
             len,
             stored,
             computed,
+            ..
         } => {
             assert_eq!(*what, "tensor data");
             let n = name.as_deref().unwrap();

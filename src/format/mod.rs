@@ -7,6 +7,7 @@
 mod crc;
 mod cursor;
 mod fixed;
+pub mod pbwire;
 mod varint;
 
 pub use crc::{

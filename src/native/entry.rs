@@ -2,14 +2,15 @@
 //!
 //! A tensor entry is a protobuf message whose fields 1-7 are TensorFlow's `BundleEntryProto` and
 //! whose fields 16-17 are paramdex's (`proto/paramdex.proto`, SPEC.md 5.2). It is
-//! encoded and decoded by hand here, because `get` decodes one per lookup and must not allocate;
-//! tests cross-check this codec against prost's generated code. The header is decoded with prost
-//! (once per open).
+//! encoded and decoded by hand here (on [`crate::format::pbwire`]), because `get` decodes one
+//! per lookup and must not allocate; tests cross-check this codec against prost's generated
+//! code. The header is decoded with prost (once per open).
 
 use smallvec::SmallVec;
 
-use crate::error::{Error, Result};
-use crate::format::{get_fixed32, get_varint32, get_varint64, put_varint32, put_varint64};
+use crate::error::{ensure_within, Error, Result};
+use crate::format::pbwire::{self, Tag, WireType};
+use crate::format::{put_varint64, varint_len};
 
 /// Shape dimensions, inline up to rank 6.
 pub type Dims = SmallVec<[u64; 6]>;
@@ -37,34 +38,22 @@ pub struct IndexEntry {
     pub lod_levels: u32,
 }
 
-const WT_VARINT: u32 = 0;
-const WT_FIXED64: u32 = 1;
-const WT_LEN: u32 = 2;
-const WT_FIXED32: u32 = 5;
-
-fn put_tag(dst: &mut Vec<u8>, field: u32, wire: u32) {
-    put_varint32(dst, (field << 3) | wire);
-}
-
 /// Appends a `TensorShapeProto` (field 2 of the entry) for `dims`, as TensorFlow writes it:
-/// always present (a scalar is `12 00`), one `Dim` per dimension, a zero dimension as an empty `Dim`.
+/// always present (a scalar is `12 00`), one `Dim` (field 2) per dimension, a zero dimension as
+/// an empty `Dim`, any other as `Dim.size` (field 1). A `Dim` is at most 11 bytes, so its length
+/// takes one byte.
 fn put_shape(dst: &mut Vec<u8>, dims: &[u64]) {
-    let mut body: SmallVec<[u8; 64]> = SmallVec::new();
+    let dim_len = |d: u64| if d == 0 { 0 } else { 1 + varint_len(d) };
+    let body: usize = dims.iter().map(|&d| 2 + dim_len(d)).sum();
+    pbwire::put_tag(dst, 2, WireType::LEN);
+    put_varint64(dst, body as u64);
     for &d in dims {
-        body.push(0x12);
-        if d == 0 {
-            body.push(0);
-        } else {
-            let mut v = Vec::with_capacity(11);
-            v.push(0x08);
-            put_varint64(&mut v, d);
-            body.push(u8::try_from(v.len()).expect("a Dim is at most 11 bytes"));
-            body.extend_from_slice(&v);
+        pbwire::put_tag(dst, 2, WireType::LEN);
+        put_varint64(dst, dim_len(d) as u64);
+        if d != 0 {
+            pbwire::put_varint_field(dst, 1, d);
         }
     }
-    put_tag(dst, 2, WT_LEN);
-    put_varint64(dst, body.len() as u64);
-    dst.extend_from_slice(&body);
 }
 
 impl IndexEntry {
@@ -77,31 +66,24 @@ impl IndexEntry {
             "IndexEntry::encode does not write slices"
         );
         if self.tf_dtype != 0 {
-            put_tag(dst, 1, WT_VARINT);
-            put_varint64(dst, self.tf_dtype as i64 as u64);
+            pbwire::put_varint_field(dst, 1, self.tf_dtype as i64 as u64);
         }
         put_shape(dst, &self.shape);
         if self.shard_id != 0 {
-            put_tag(dst, 3, WT_VARINT);
-            put_varint64(dst, self.shard_id as i64 as u64);
+            pbwire::put_varint_field(dst, 3, self.shard_id as i64 as u64);
         }
         if self.offset != 0 {
-            put_tag(dst, 4, WT_VARINT);
-            put_varint64(dst, self.offset);
+            pbwire::put_varint_field(dst, 4, self.offset);
         }
         if self.size != 0 {
-            put_tag(dst, 5, WT_VARINT);
-            put_varint64(dst, self.size);
+            pbwire::put_varint_field(dst, 5, self.size);
         }
-        put_tag(dst, 6, WT_FIXED32);
-        dst.extend_from_slice(&self.crc32c.to_le_bytes());
+        pbwire::put_fixed32_field(dst, 6, self.crc32c);
         if self.record_header_len != 0 {
-            put_tag(dst, 16, WT_VARINT);
-            put_varint32(dst, self.record_header_len);
+            pbwire::put_varint_field(dst, 16, u64::from(self.record_header_len));
         }
         if self.lod_levels != 0 {
-            put_tag(dst, 17, WT_VARINT);
-            put_varint32(dst, self.lod_levels);
+            pbwire::put_varint_field(dst, 17, u64::from(self.lod_levels));
         }
     }
 
@@ -113,14 +95,11 @@ impl IndexEntry {
         let mut e = IndexEntry::default();
         let mut pos = 0usize;
         while pos < buf.len() {
-            let (key, n) = get_varint32(&buf[pos..]).ok_or_else(|| bad("bad field tag"))?;
-            pos += n;
-            let (field, wire) = (key >> 3, key & 7);
-            match (field, wire) {
-                (1 | 3 | 4 | 5 | 16 | 17, WT_VARINT) => {
-                    let (v, n) = get_varint64(&buf[pos..]).ok_or_else(|| bad("bad varint"))?;
-                    pos += n;
-                    match field {
+            let (tag, p) = pbwire::read_tag(buf, pos).ok_or_else(|| bad("bad field tag"))?;
+            pos = match (tag.field, tag.wire) {
+                (1 | 3 | 4 | 5 | 16 | 17, WireType::VARINT) => {
+                    let (v, p) = pbwire::read_varint(buf, p).ok_or_else(|| bad("bad varint"))?;
+                    match tag.field {
                         // int32 fields: a negative value is a sign-extended 64-bit varint.
                         1 => {
                             e.tf_dtype =
@@ -144,32 +123,29 @@ impl IndexEntry {
                                 u32::try_from(v).map_err(|_| bad("lod_levels too large"))?
                         }
                     }
+                    p
                 }
-                (6, WT_FIXED32) => {
-                    e.crc32c = get_fixed32(buf, pos).ok_or_else(|| bad("truncated crc32c"))?;
-                    pos += 4;
+                (6, WireType::FIXED32) => {
+                    let (v, p) =
+                        pbwire::read_fixed32(buf, p).ok_or_else(|| bad("truncated crc32c"))?;
+                    e.crc32c = v;
+                    p
                 }
-                (2 | 7, WT_LEN) => {
-                    let (len, n) = get_varint64(&buf[pos..]).ok_or_else(|| bad("bad length"))?;
-                    pos += n;
-                    let end = usize::try_from(len)
-                        .ok()
-                        .and_then(|l| pos.checked_add(l))
-                        .filter(|&end| end <= buf.len())
+                (2 | 7, WireType::LEN) => {
+                    let (len, p) = pbwire::read_varint(buf, p).ok_or_else(|| bad("bad length"))?;
+                    let (body, p) = pbwire::read_bytes(buf, p, len)
                         .ok_or_else(|| bad("field runs past the entry"))?;
-                    if field == 2 {
-                        e.shape = decode_shape(&buf[pos..end], at, max_rank)?;
+                    if tag.field == 2 {
+                        e.shape = decode_shape(body, at, max_rank)?;
                     } else {
                         e.num_slices = e.num_slices.saturating_add(1);
                     }
-                    pos = end;
+                    p
                 }
                 (0, _) => return Err(bad("field number 0")),
-                _ => {
-                    pos =
-                        skip_field(buf, pos, wire).ok_or_else(|| bad("malformed unknown field"))?
-                }
-            }
+                (_, wire) => pbwire::skip_field(buf, p, wire)
+                    .ok_or_else(|| bad("malformed unknown field"))?,
+            };
         }
         Ok(e)
     }
@@ -182,55 +158,33 @@ impl IndexEntry {
     }
 }
 
-/// Skips one field's payload of wire type `wire` starting at `pos`; returns the new position.
-pub(crate) fn skip_field(buf: &[u8], pos: usize, wire: u32) -> Option<usize> {
-    match wire {
-        WT_VARINT => Some(pos + get_varint64(buf.get(pos..)?)?.1),
-        WT_FIXED64 => pos.checked_add(8).filter(|&e| e <= buf.len()),
-        WT_FIXED32 => pos.checked_add(4).filter(|&e| e <= buf.len()),
-        WT_LEN => {
-            let (len, n) = get_varint64(buf.get(pos..)?)?;
-            let start = pos + n;
-            usize::try_from(len)
-                .ok()
-                .and_then(|l| start.checked_add(l))
-                .filter(|&e| e <= buf.len())
-        }
-        _ => None, // groups (3, 4) and undefined wire types
-    }
-}
-
 fn decode_shape(buf: &[u8], at: u64, max_rank: usize) -> Result<Dims> {
     let bad = |detail: String| Error::corrupt("index entry shape", at, detail);
     let mut dims = Dims::new();
     let mut pos = 0usize;
     while pos < buf.len() {
-        let (key, n) = get_varint32(&buf[pos..]).ok_or_else(|| bad("bad tag".into()))?;
-        pos += n;
-        match (key >> 3, key & 7) {
-            (2, WT_LEN) => {
-                let (len, n) = get_varint64(&buf[pos..]).ok_or_else(|| bad("bad length".into()))?;
-                pos += n;
-                let end = usize::try_from(len)
-                    .ok()
-                    .and_then(|l| pos.checked_add(l))
-                    .filter(|&e| e <= buf.len())
+        let (tag, p) = pbwire::read_tag(buf, pos).ok_or_else(|| bad("bad tag".into()))?;
+        pos = match (tag.field, tag.wire) {
+            (2, WireType::LEN) => {
+                let (len, p) =
+                    pbwire::read_varint(buf, p).ok_or_else(|| bad("bad length".into()))?;
+                let (dim, p) = pbwire::read_bytes(buf, p, len)
                     .ok_or_else(|| bad("dim runs past the shape".into()))?;
+                // A Dim: size (field 1), other fields (the name) skipped; the last size wins.
                 let mut size: i64 = 0;
-                let mut p = pos;
-                while p < end {
-                    let (k, n) =
-                        get_varint32(&buf[p..end]).ok_or_else(|| bad("bad dim tag".into()))?;
-                    p += n;
-                    if k == 0x08 {
-                        let (v, n) =
-                            get_varint64(&buf[p..end]).ok_or_else(|| bad("bad dim size".into()))?;
-                        p += n;
+                let mut q = 0usize;
+                while q < dim.len() {
+                    let (t, r) =
+                        pbwire::read_tag(dim, q).ok_or_else(|| bad("bad dim tag".into()))?;
+                    q = if t == Tag::new(1, WireType::VARINT) {
+                        let (v, r) = pbwire::read_varint(dim, r)
+                            .ok_or_else(|| bad("bad dim size".into()))?;
                         size = v as i64;
+                        r
                     } else {
-                        p = skip_field(&buf[..end], p, k & 7)
-                            .ok_or_else(|| bad("malformed dim field".into()))?;
-                    }
+                        pbwire::skip_field(dim, r, t.wire)
+                            .ok_or_else(|| bad("malformed dim field".into()))?
+                    };
                 }
                 if size < 0 {
                     return Err(bad(format!(
@@ -238,28 +192,21 @@ fn decode_shape(buf: &[u8], at: u64, max_rank: usize) -> Result<Dims> {
                         dims.len()
                     )));
                 }
-                if dims.len() >= max_rank {
-                    return Err(Error::limit(
-                        "tensor rank",
-                        dims.len() as u64 + 1,
-                        max_rank as u64,
-                        Some(at),
-                    ));
-                }
+                ensure_within("tensor rank", dims.len() + 1, max_rank, Some(at))?;
                 dims.push(size as u64);
-                pos = end;
+                p
             }
-            (3, WT_VARINT) => {
-                let (v, n) = get_varint64(&buf[pos..]).ok_or_else(|| bad("bad varint".into()))?;
-                pos += n;
+            (3, WireType::VARINT) => {
+                let (v, p) = pbwire::read_varint(buf, p).ok_or_else(|| bad("bad varint".into()))?;
                 if v != 0 {
                     return Err(bad("unknown rank is not allowed in a checkpoint".into()));
                 }
+                p
             }
             (_, wire) => {
-                pos = skip_field(buf, pos, wire).ok_or_else(|| bad("malformed field".into()))?
+                pbwire::skip_field(buf, p, wire).ok_or_else(|| bad("malformed field".into()))?
             }
-        }
+        };
     }
     Ok(dims)
 }

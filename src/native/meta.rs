@@ -25,9 +25,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde_json::{json, Number, Value};
 
-use crate::error::{Error, Result};
-use crate::format::{get_fixed64, get_varint32, get_varint64};
-use crate::native::entry::skip_field;
+use crate::error::{ensure_within, Error, Result};
+use crate::format::pbwire::{self, WireType};
 use crate::proto::paramdex as pb;
 
 /// Most metadata entries a file may hold.
@@ -150,14 +149,7 @@ impl MetaValue {
     }
 
     fn from_json_at(v: &Value, depth: usize) -> Result<MetaValue> {
-        if depth > MAX_DEPTH {
-            return Err(Error::limit(
-                "metadata nesting depth",
-                depth as u64,
-                MAX_DEPTH as u64,
-                None,
-            ));
-        }
+        ensure_within("metadata nesting depth", depth, MAX_DEPTH, None)?;
         Ok(match v {
             Value::Null => {
                 return Err(invalid(
@@ -307,44 +299,16 @@ impl Metadata {
     /// Checks every limit of SPEC.md 8.1: entry count, key length, nesting depth, value count
     /// and encoded size.
     pub fn validate(&self) -> Result<()> {
-        if self.map.len() > MAX_ENTRIES {
-            return Err(Error::limit(
-                "metadata entries",
-                self.map.len() as u64,
-                MAX_ENTRIES as u64,
-                None,
-            ));
-        }
+        ensure_within("metadata entries", self.map.len(), MAX_ENTRIES, None)?;
         let (mut values, mut depth) = (0usize, 0usize);
         for (k, v) in &self.map {
             check_key(k, None)?;
             v.count(1, &mut values, &mut depth);
         }
-        if depth > MAX_DEPTH {
-            return Err(Error::limit(
-                "metadata nesting depth",
-                depth as u64,
-                MAX_DEPTH as u64,
-                None,
-            ));
-        }
-        if values > MAX_VALUES {
-            return Err(Error::limit(
-                "metadata values",
-                values as u64,
-                MAX_VALUES as u64,
-                None,
-            ));
-        }
+        ensure_within("metadata nesting depth", depth, MAX_DEPTH, None)?;
+        ensure_within("metadata values", values, MAX_VALUES, None)?;
         let len = self.encoded_len();
-        if len > MAX_ENCODED_LEN {
-            return Err(Error::limit(
-                "encoded metadata bytes",
-                len as u64,
-                MAX_ENCODED_LEN as u64,
-                None,
-            ));
-        }
+        ensure_within("encoded metadata bytes", len, MAX_ENCODED_LEN, None)?;
         Ok(())
     }
 
@@ -423,14 +387,7 @@ impl Metadata {
         let mut values = 0usize;
         let mut last: Option<String> = None;
         for (i, buf) in entries.into_iter().enumerate() {
-            if i >= MAX_ENTRIES {
-                return Err(Error::limit(
-                    "metadata entries",
-                    i as u64 + 1,
-                    MAX_ENTRIES as u64,
-                    Some(at),
-                ));
-            }
+            ensure_within("metadata entries", i + 1, MAX_ENTRIES, Some(at))?;
             let (k, v) = decode_entry(buf, at, i, &mut values)?;
             if let Some(prev) = &last {
                 if k.as_bytes() <= prev.as_bytes() {
@@ -469,36 +426,12 @@ fn check_key(key: &str, at: Option<u64>) -> Result<()> {
             None => invalid("metadata keys must not be empty".into()),
         });
     }
-    if key.len() > MAX_KEY_LEN {
-        return Err(Error::limit(
-            "metadata key length",
-            key.len() as u64,
-            MAX_KEY_LEN as u64,
-            at,
-        ));
-    }
+    ensure_within("metadata key length", key.len(), MAX_KEY_LEN, at)?;
     Ok(())
 }
 
 fn bad(at: u64, detail: String) -> Error {
     Error::corrupt("header metadata", at, detail)
-}
-
-/// Reads one length-delimited field payload at `pos`; returns it and the position after it.
-fn len_field(buf: &[u8], pos: usize) -> Option<(&[u8], usize)> {
-    let (len, n) = get_varint64(buf.get(pos..)?)?;
-    let start = pos + n;
-    let end = usize::try_from(len)
-        .ok()
-        .and_then(|l| start.checked_add(l))
-        .filter(|&e| e <= buf.len())?;
-    Some((&buf[start..end], end))
-}
-
-/// Iterates the fields of a message: yields (field number, wire type, payload position).
-fn next_tag(buf: &[u8], pos: usize) -> Option<(u32, u32, usize)> {
-    let (key, n) = get_varint32(buf.get(pos..)?)?;
-    Some((key >> 3, key & 7, pos + n))
 }
 
 fn decode_entry(buf: &[u8], at: u64, i: usize, values: &mut usize) -> Result<(String, MetaValue)> {
@@ -507,10 +440,11 @@ fn decode_entry(buf: &[u8], at: u64, i: usize, values: &mut usize) -> Result<(St
     let mut value: Option<MetaValue> = None;
     let mut pos = 0;
     while pos < buf.len() {
-        let (field, wire, p) = next_tag(buf, pos).ok_or_else(|| e("bad field tag"))?;
-        match (field, wire) {
-            (1, 2) => {
-                let (b, end) = len_field(buf, p).ok_or_else(|| e("key runs past the entry"))?;
+        let (tag, p) = pbwire::read_tag(buf, pos).ok_or_else(|| e("bad field tag"))?;
+        match (tag.field, tag.wire) {
+            (1, WireType::LEN) => {
+                let (b, end) =
+                    pbwire::read_len(buf, p).ok_or_else(|| e("key runs past the entry"))?;
                 if key.is_some() {
                     return Err(e("key given twice"));
                 }
@@ -519,8 +453,9 @@ fn decode_entry(buf: &[u8], at: u64, i: usize, values: &mut usize) -> Result<(St
                 key = Some(k.to_string());
                 pos = end;
             }
-            (2, 2) => {
-                let (b, end) = len_field(buf, p).ok_or_else(|| e("value runs past the entry"))?;
+            (2, WireType::LEN) => {
+                let (b, end) =
+                    pbwire::read_len(buf, p).ok_or_else(|| e("value runs past the entry"))?;
                 if value.is_some() {
                     return Err(e("value given twice"));
                 }
@@ -532,7 +467,8 @@ fn decode_entry(buf: &[u8], at: u64, i: usize, values: &mut usize) -> Result<(St
             }
             _ => {
                 return Err(e(&format!(
-                    "unexpected field {field} (wire type {wire}) in MetaEntry"
+                    "unexpected field {} (wire type {}) in MetaEntry",
+                    tag.field, tag.wire
                 )))
             }
         }
@@ -543,34 +479,20 @@ fn decode_entry(buf: &[u8], at: u64, i: usize, values: &mut usize) -> Result<(St
 }
 
 fn decode_value(buf: &[u8], at: u64, depth: usize, values: &mut usize) -> Result<MetaValue> {
-    if depth > MAX_DEPTH {
-        return Err(Error::limit(
-            "metadata nesting depth",
-            depth as u64,
-            MAX_DEPTH as u64,
-            Some(at),
-        ));
-    }
+    ensure_within("metadata nesting depth", depth, MAX_DEPTH, Some(at))?;
     *values += 1;
-    if *values > MAX_VALUES {
-        return Err(Error::limit(
-            "metadata values",
-            *values as u64,
-            MAX_VALUES as u64,
-            Some(at),
-        ));
-    }
+    ensure_within("metadata values", *values, MAX_VALUES, Some(at))?;
     let e = |d: String| bad(at, d);
     let mut out: Option<MetaValue> = None;
     let mut pos = 0;
     while pos < buf.len() {
-        let (field, wire, p) =
-            next_tag(buf, pos).ok_or_else(|| e("bad field tag in a value".into()))?;
-        let (v, end) = match (field, wire) {
-            (1 | 5 | 6, 2) => {
-                let (b, end) =
-                    len_field(buf, p).ok_or_else(|| e("a value runs past its message".into()))?;
-                let v = match field {
+        let (tag, p) =
+            pbwire::read_tag(buf, pos).ok_or_else(|| e("bad field tag in a value".into()))?;
+        let (v, end) = match (tag.field, tag.wire) {
+            (1 | 5 | 6, WireType::LEN) => {
+                let (b, end) = pbwire::read_len(buf, p)
+                    .ok_or_else(|| e("a value runs past its message".into()))?;
+                let v = match tag.field {
                     1 => MetaValue::String(
                         std::str::from_utf8(b)
                             .map_err(|_| e("a string value is not UTF-8".into()))?
@@ -581,22 +503,24 @@ fn decode_value(buf: &[u8], at: u64, depth: usize, values: &mut usize) -> Result
                 };
                 (v, end)
             }
-            (2 | 4, 0) => {
-                let (n, len) = get_varint64(&buf[p..]).ok_or_else(|| e("bad varint".into()))?;
-                let v = if field == 2 {
+            (2 | 4, WireType::VARINT) => {
+                let (n, end) = pbwire::read_varint(buf, p).ok_or_else(|| e("bad varint".into()))?;
+                let v = if tag.field == 2 {
                     MetaValue::Int(((n >> 1) as i64) ^ -((n & 1) as i64))
                 } else {
                     MetaValue::Bool(n != 0)
                 };
-                (v, p + len)
+                (v, end)
             }
-            (3, 1) => {
-                let bits = get_fixed64(buf, p).ok_or_else(|| e("truncated double".into()))?;
-                (MetaValue::Float(f64::from_bits(bits)), p + 8)
+            (3, WireType::FIXED64) => {
+                let (bits, end) =
+                    pbwire::read_fixed64(buf, p).ok_or_else(|| e("truncated double".into()))?;
+                (MetaValue::Float(f64::from_bits(bits)), end)
             }
             _ => {
                 return Err(e(format!(
-                    "unknown field {field} (wire type {wire}) in MetaValue"
+                    "unknown field {} (wire type {}) in MetaValue",
+                    tag.field, tag.wire
                 )))
             }
         };
@@ -613,28 +537,31 @@ fn decode_list(buf: &[u8], at: u64, depth: usize, values: &mut usize) -> Result<
     let mut out = Vec::new();
     let mut pos = 0;
     while pos < buf.len() {
-        let (field, wire, p) =
-            next_tag(buf, pos).ok_or_else(|| bad(at, "bad field tag in a list".into()))?;
-        if (field, wire) != (1, 2) {
+        let (tag, p) =
+            pbwire::read_tag(buf, pos).ok_or_else(|| bad(at, "bad field tag in a list".into()))?;
+        if tag != pbwire::Tag::new(1, WireType::LEN) {
             return Err(bad(
                 at,
-                format!("unknown field {field} (wire type {wire}) in MetaList"),
+                format!(
+                    "unknown field {} (wire type {}) in MetaList",
+                    tag.field, tag.wire
+                ),
             ));
         }
-        let (b, end) =
-            len_field(buf, p).ok_or_else(|| bad(at, "a list element runs past the list".into()))?;
+        let (b, end) = pbwire::read_len(buf, p)
+            .ok_or_else(|| bad(at, "a list element runs past the list".into()))?;
         out.push(decode_value(b, at, depth + 1, values)?);
         pos = end;
     }
     Ok(out)
 }
 
-/// Splits a header entry value into the bytes of every field except 21 (for prost) and the
-/// payloads of field 21 (for [`Metadata::decode_entries`]). `None` if the value is not
-/// well-formed protobuf.
 /// A header value split by [`split_header`]: the other fields, and the field-21 payloads.
 pub(crate) type SplitHeader<'a> = (std::borrow::Cow<'a, [u8]>, Vec<&'a [u8]>);
 
+/// Splits a header entry value into the bytes of every field except 21 (for prost) and the
+/// payloads of field 21 (for [`Metadata::decode_entries`]). `None` if the value is not
+/// well-formed protobuf.
 pub(crate) fn split_header(buf: &[u8]) -> Option<SplitHeader<'_>> {
     let mut rest: Vec<u8> = Vec::new();
     let mut metas = Vec::new();
@@ -642,18 +569,18 @@ pub(crate) fn split_header(buf: &[u8]) -> Option<SplitHeader<'_>> {
     let mut copied_to = 0;
     while pos < buf.len() {
         let start = pos;
-        let (field, wire, p) = next_tag(buf, pos)?;
-        if field == 0 {
+        let (tag, p) = pbwire::read_tag(buf, pos)?;
+        if tag.field == 0 {
             return None;
         }
-        if field == 21 && wire == 2 {
-            let (b, end) = len_field(buf, p)?;
+        if tag == pbwire::Tag::new(21, WireType::LEN) {
+            let (b, end) = pbwire::read_len(buf, p)?;
             rest.extend_from_slice(&buf[copied_to..start]);
             copied_to = end;
             metas.push(b);
             pos = end;
         } else {
-            pos = skip_field(buf, p, wire)?;
+            pos = pbwire::skip_field(buf, p, tag.wire)?;
         }
     }
     if metas.is_empty() {

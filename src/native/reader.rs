@@ -8,7 +8,8 @@ use std::ops::Bound;
 use std::path::Path;
 
 use crate::dtype::DType;
-use crate::error::{path_str, Error, Result};
+use crate::error::{ensure_within, path_str, Corruption, Error, Result};
+use crate::format::pbwire::{self, WireType};
 use crate::name;
 use crate::native::entry::IndexEntry;
 use crate::native::header::FileHeader;
@@ -94,9 +95,10 @@ impl Reader {
         let index = TableIndex::open(file, &table_opts).map_err(|e| match e {
             Error::Corrupt {
                 what: "footer",
+                kind: Corruption::BadMagic,
                 detail,
                 ..
-            } if detail.contains("magic") => Error::UnrecognizedFormat {
+            } => Error::UnrecognizedFormat {
                 path: path.clone(),
                 detail: format!("not a paramdex file: {detail}"),
             },
@@ -119,7 +121,9 @@ impl Reader {
                 // TensorFlow's V1 checkpoints (TensorSliceWriter) are LevelDB tables too, and
                 // their "" entry is a SavedTensorSlices whose field 1 is a message, where a
                 // bundle header has the varint num_shards.
-                if value.first() == Some(&0x0a) {
+                let v1 = pbwire::read_tag(value, 0)
+                    .is_some_and(|(tag, _)| tag == pbwire::Tag::new(1, WireType::LEN));
+                if v1 {
                     Error::Unsupported(format!(
                         "{path}: a TensorFlow V1 checkpoint (TensorSliceWriter, \
                          tf.compat.v1.train.Saver(write_version=V1)), which paramdex does not \
@@ -245,14 +249,12 @@ impl Reader {
 
     /// Builds a view from an index value, checking it against the file.
     fn view<'r>(&'r self, key: &[u8], value: &[u8], at: u64) -> Result<TensorView<'r>> {
-        if key.len() > name::MAX_NAME_LEN {
-            return Err(Error::limit(
-                "tensor name length",
-                key.len() as u64,
-                name::MAX_NAME_LEN as u64,
-                Some(at),
-            ));
-        }
+        ensure_within(
+            "tensor name length",
+            key.len(),
+            name::MAX_NAME_LEN,
+            Some(at),
+        )?;
         let e = IndexEntry::decode(value, at, MAX_RANK)?;
         let shown = || name::display(key);
         let bad = |detail: String| {

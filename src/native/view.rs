@@ -133,6 +133,7 @@ impl<'a> TensorView<'a> {
                 len: self.data.len() as u64,
                 stored,
                 computed,
+                context: None,
             });
         }
         Ok(())

@@ -12,7 +12,7 @@ use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use crate::dtype::DType;
-use crate::error::{Error, IoContext, Result};
+use crate::error::{ensure_within, Error, IoContext, Result};
 use crate::format::mask_crc;
 use crate::name::{self, MAX_NAME_LEN};
 use crate::native::backend::WriteBackend;
@@ -250,14 +250,7 @@ impl Writer {
         if name.is_empty() {
             return Err(Error::EmptyName);
         }
-        if name.len() > MAX_NAME_LEN {
-            return Err(Error::limit(
-                "tensor name length",
-                name.len() as u64,
-                MAX_NAME_LEN as u64,
-                None,
-            ));
-        }
+        ensure_within("tensor name length", name.len(), MAX_NAME_LEN, None)?;
         self.pending_hash = None;
         let Some(last) = self.entries.len().checked_sub(1) else {
             return Ok(());

@@ -34,10 +34,10 @@
 use smallvec::SmallVec;
 
 use crate::dtype::DType;
-use crate::error::{Error, Result};
+use crate::error::{ensure_within, Error, Result};
+use crate::format::pbwire::{self, Tag, WireType};
 use crate::format::{
-    crc32c, mask_crc, put_fixed32, put_fixed64, put_varint32, put_varint64, unmask_crc, varint_len,
-    Cursor,
+    crc32c, mask_crc, put_fixed32, put_fixed64, put_varint64, unmask_crc, varint_len, Cursor,
 };
 use crate::name::display;
 
@@ -65,11 +65,6 @@ pub const FIELD_HEADER_CRC: u32 = 1003;
 const FIELD_DATA_TYPE: u32 = 1;
 /// TensorDesc field number of Paddle's `dims`.
 const FIELD_DIMS: u32 = 2;
-
-const WIRE_VARINT: u32 = 0;
-const WIRE_FIXED64: u32 = 1;
-const WIRE_LEN: u32 = 2;
-const WIRE_FIXED32: u32 = 5;
 
 /// Bytes before the LoD payloads: outer version (4) + lod_level (8).
 const PREFIX_LEN: usize = 12;
@@ -207,14 +202,15 @@ fn sniff(head: &[u8]) -> &'static str {
 /// # Errors
 ///
 /// [`Error::Corrupt`] for a malformed or truncated record (a version other than 0 says what the
-/// bytes probably are), [`Error::LimitExceeded`] for a LoD level count, desc size or rank above
+/// bytes probably are; a record that runs past the end of `buf` is of kind
+/// [`crate::error::Corruption::Truncated`]), [`Error::LimitExceeded`] for a LoD level count, desc size or rank above
 /// [`MAX_LOD_LEVELS`], [`MAX_DESC_LEN`] or [`MAX_RANK`], and [`Error::UnknownDType`] for a
 /// `data_type` that is not an element type. Every error carries the absolute offset of the bad
 /// field.
 pub fn decode_header<'a>(buf: &'a [u8], base: u64) -> Result<RecordHeader<'a>> {
     let mut c = Cursor::new(buf, base);
     let short = |c: &Cursor<'_>, what: &str, need: usize| {
-        Error::corrupt(
+        Error::truncated(
             "record",
             at(base, c.position()),
             format!(
@@ -240,14 +236,12 @@ pub fn decode_header<'a>(buf: &'a [u8], base: u64) -> Result<RecordHeader<'a>> {
 
     let lod_pos = c.position();
     let lod_level = c.u64_le().ok_or_else(|| short(&c, "lod_level", 8))?;
-    if lod_level > MAX_LOD_LEVELS {
-        return Err(Error::limit(
-            "LoD level count",
-            lod_level,
-            MAX_LOD_LEVELS,
-            Some(at(base, lod_pos)),
-        ));
-    }
+    ensure_within(
+        "LoD level count",
+        lod_level,
+        MAX_LOD_LEVELS,
+        Some(at(base, lod_pos)),
+    )?;
     let mut levels = SmallVec::new();
     for i in 0..lod_level {
         let len_pos = c.position();
@@ -265,7 +259,7 @@ pub fn decode_header<'a>(buf: &'a [u8], base: u64) -> Result<RecordHeader<'a>> {
             .ok()
             .and_then(|n| c.take(n))
             .ok_or_else(|| {
-                Error::corrupt(
+                Error::truncated(
                     "record",
                     at(base, len_pos),
                     format!(
@@ -297,20 +291,18 @@ pub fn decode_header<'a>(buf: &'a [u8], base: u64) -> Result<RecordHeader<'a>> {
         ));
     }
     let desc_len = desc_size.unsigned_abs();
-    if u64::from(desc_len) > MAX_DESC_LEN {
-        return Err(Error::limit(
-            "tensor desc size",
-            u64::from(desc_len),
-            MAX_DESC_LEN,
-            Some(at(base, size_pos)),
-        ));
-    }
+    ensure_within(
+        "tensor desc size",
+        desc_len,
+        MAX_DESC_LEN,
+        Some(at(base, size_pos)),
+    )?;
     let desc_pos = c.position();
     let desc = usize::try_from(desc_len)
         .ok()
         .and_then(|n| c.take(n))
         .ok_or_else(|| {
-            Error::corrupt(
+            Error::truncated(
                 "record",
                 at(base, size_pos),
                 format!(
@@ -335,6 +327,7 @@ pub fn decode_header<'a>(buf: &'a [u8], base: u64) -> Result<RecordHeader<'a>> {
                 len: covered.len() as u64,
                 stored,
                 computed,
+                context: None,
             });
         }
     }
@@ -351,7 +344,7 @@ pub fn decode_header<'a>(buf: &'a [u8], base: u64) -> Result<RecordHeader<'a>> {
     })?;
     let remaining = c.remaining();
     if usize::try_from(data_len).map_or(true, |n| n > remaining) {
-        return Err(Error::corrupt(
+        return Err(Error::truncated(
             "record",
             base,
             format!(
@@ -457,7 +450,6 @@ struct Desc<'a> {
 /// Parses a TensorDesc (`base` = absolute offset of its first byte).
 fn parse_desc<'a>(desc: &'a [u8], base: u64) -> Result<Desc<'a>> {
     let bad = |pos: usize, detail: String| Error::corrupt("tensor desc", at(base, pos), detail);
-    let mut c = Cursor::new(desc, base);
     let mut data_type: Option<(u64, usize)> = None;
     let mut dims: SmallVec<[u64; 6]> = SmallVec::new();
     let mut name = None;
@@ -470,24 +462,17 @@ fn parse_desc<'a>(desc: &'a [u8], base: u64) -> Result<Desc<'a>> {
         if (v as i64) < 0 {
             return Err(bad(pos, format!("negative dimension {}", v as i64)));
         }
-        if dims.len() >= MAX_RANK {
-            return Err(Error::limit(
-                "tensor rank",
-                dims.len() as u64 + 1,
-                MAX_RANK as u64,
-                Some(at(base, pos)),
-            ));
-        }
+        ensure_within("tensor rank", dims.len() + 1, MAX_RANK, Some(at(base, pos)))?;
         dims.push(v);
         Ok(())
     };
 
-    while c.remaining() > 0 {
-        let pos = c.position();
-        let tag = c
-            .varint32()
-            .ok_or_else(|| bad(pos, "malformed field tag".into()))?;
-        let (field, wire) = (tag >> 3, tag & 7);
+    // Every error names the offset of the field's tag.
+    let mut next = 0usize;
+    while next < desc.len() {
+        let pos = next;
+        let (Tag { field, wire }, p) =
+            pbwire::read_tag(desc, pos).ok_or_else(|| bad(pos, "malformed field tag".into()))?;
         if field == 0 {
             return Err(bad(pos, "field number 0".into()));
         }
@@ -512,61 +497,75 @@ fn parse_desc<'a>(desc: &'a [u8], base: u64) -> Result<Desc<'a>> {
                 after_crc.1 || field == FIELD_PADDING,
             );
         }
-        let varint = |c: &mut Cursor<'_>| {
-            c.varint64()
+        let varint = |p: usize| {
+            pbwire::read_varint(desc, p)
                 .ok_or_else(|| bad(pos, format!("field {field}: malformed varint")))
         };
-        let bytes = |c: &mut Cursor<'a>| -> Result<&'a [u8]> {
-            let len = c
-                .varint64()
+        let bytes = |p: usize| -> Result<(&'a [u8], usize)> {
+            let (len, p) = pbwire::read_varint(desc, p)
                 .ok_or_else(|| bad(pos, format!("field {field}: malformed length")))?;
-            usize::try_from(len)
-                .ok()
-                .and_then(|n| c.take(n))
-                .ok_or_else(|| {
-                    bad(
-                        pos,
-                        format!(
-                            "field {field}: length {len} runs past the end of the desc ({} bytes remain)",
-                            c.remaining()
-                        ),
-                    )
-                })
+            pbwire::read_bytes(desc, p, len).ok_or_else(|| {
+                bad(
+                    pos,
+                    format!(
+                        "field {field}: length {len} runs past the end of the desc ({} bytes remain)",
+                        desc.len() - p
+                    ),
+                )
+            })
         };
-        let fixed = |c: &mut Cursor<'a>, n: usize| -> Result<&'a [u8]> {
-            c.take(n)
-                .ok_or_else(|| bad(pos, format!("field {field}: truncated fixed{}", n * 8)))
+        let fixed32 = |p: usize| {
+            pbwire::read_fixed32(desc, p)
+                .ok_or_else(|| bad(pos, format!("field {field}: truncated fixed32")))
         };
-        match (field, wire) {
-            (FIELD_DATA_TYPE, WIRE_VARINT) => data_type = Some((varint(&mut c)?, pos)),
-            (FIELD_DIMS, WIRE_VARINT) => {
-                let v = varint(&mut c)?;
-                push_dim(&mut dims, v, pos)?;
+        let fixed64 = |p: usize| {
+            pbwire::read_fixed64(desc, p)
+                .ok_or_else(|| bad(pos, format!("field {field}: truncated fixed64")))
+        };
+        next = match (field, wire) {
+            (FIELD_DATA_TYPE, WireType::VARINT) => {
+                let (v, p) = varint(p)?;
+                data_type = Some((v, pos));
+                p
             }
-            (FIELD_DIMS, WIRE_LEN) => {
-                let packed = bytes(&mut c)?;
-                let mut p = Cursor::new(packed, 0);
-                while p.remaining() > 0 {
-                    let v = p
-                        .varint64()
+            (FIELD_DIMS, WireType::VARINT) => {
+                let (v, p) = varint(p)?;
+                push_dim(&mut dims, v, pos)?;
+                p
+            }
+            (FIELD_DIMS, WireType::LEN) => {
+                let (packed, p) = bytes(p)?;
+                let mut q = 0usize;
+                while q < packed.len() {
+                    let (v, r) = pbwire::read_varint(packed, q)
                         .ok_or_else(|| bad(pos, "packed dims: malformed varint".into()))?;
                     push_dim(&mut dims, v, pos)?;
+                    q = r;
                 }
+                p
             }
-            (FIELD_NAME, WIRE_LEN) => name = Some(bytes(&mut c)?),
-            (FIELD_DATA_CRC, WIRE_FIXED32) => {
-                let b = fixed(&mut c, 4)?;
-                data_crc = Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+            (FIELD_NAME, WireType::LEN) => {
+                let (b, p) = bytes(p)?;
+                name = Some(b);
+                p
             }
-            (FIELD_HEADER_CRC, WIRE_FIXED32) => {
-                let b = fixed(&mut c, 4)?;
-                header_crc = Some((u32::from_le_bytes([b[0], b[1], b[2], b[3]]), pos));
+            (FIELD_DATA_CRC, WireType::FIXED32) => {
+                let (v, p) = fixed32(p)?;
+                data_crc = Some(v);
+                p
             }
-            (FIELD_PADDING, WIRE_LEN) => {
+            (FIELD_HEADER_CRC, WireType::FIXED32) => {
+                let (v, p) = fixed32(p)?;
+                header_crc = Some((v, pos));
+                p
+            }
+            (FIELD_PADDING, WireType::LEN) => {
                 // Zeros only: no byte of a paramdex header goes unchecked.
-                if let Some(i) = bytes(&mut c)?.iter().position(|&b| b != 0) {
+                let (b, p) = bytes(p)?;
+                if let Some(i) = b.iter().position(|&b| b != 0) {
                     return Err(bad(pos, format!("padding byte {i} is not zero")));
                 }
+                p
             }
             (
                 FIELD_DATA_TYPE | FIELD_DIMS | FIELD_NAME | FIELD_DATA_CRC | FIELD_PADDING
@@ -578,25 +577,19 @@ fn parse_desc<'a>(desc: &'a [u8], base: u64) -> Result<Desc<'a>> {
                     format!("field {field} has wrong wire type {wire}"),
                 ));
             }
-            (_, WIRE_VARINT) => {
-                varint(&mut c)?;
-            }
-            (_, WIRE_FIXED64) => {
-                fixed(&mut c, 8)?;
-            }
-            (_, WIRE_LEN) => {
-                bytes(&mut c)?;
-            }
-            (_, WIRE_FIXED32) => {
-                fixed(&mut c, 4)?;
-            }
+            // Unknown fields (Paddle's, or a later paramdex's) are skipped, each wire type
+            // with its own message.
+            (_, WireType::VARINT) => varint(p)?.1,
+            (_, WireType::FIXED64) => fixed64(p)?.1,
+            (_, WireType::LEN) => bytes(p)?.1,
+            (_, WireType::FIXED32) => fixed32(p)?.1,
             _ => {
                 return Err(bad(
                     pos,
                     format!("field {field}: unsupported wire type {wire}"),
                 ))
             }
-        }
+        };
     }
 
     let (code, code_pos) =
@@ -679,14 +672,9 @@ fn put_padding(out: &mut Vec<u8>, t: usize) {
         return;
     }
     let len = if t <= 130 { t - 3 } else { t - 4 };
-    put_varint32(out, (FIELD_PADDING << 3) | WIRE_LEN);
+    pbwire::put_tag(out, FIELD_PADDING, WireType::LEN);
     put_varint64(out, len as u64);
     out.resize(out.len() + len, 0);
-}
-
-/// Bytes of a field tag.
-fn tag_len(field: u32) -> usize {
-    varint_len(u64::from(field << 3))
 }
 
 /// Appends the header of a record (everything up to the first data byte) to `out`.
@@ -714,22 +702,8 @@ pub fn encode_header(
             "alignment {alignment} is not a power of two in 1..={MAX_ALIGNMENT}"
         )));
     }
-    if spec.dims.len() > MAX_RANK {
-        return Err(Error::limit(
-            "tensor rank",
-            spec.dims.len() as u64,
-            MAX_RANK as u64,
-            None,
-        ));
-    }
-    if spec.lod.len() as u64 > MAX_LOD_LEVELS {
-        return Err(Error::limit(
-            "LoD level count",
-            spec.lod.len() as u64,
-            MAX_LOD_LEVELS,
-            None,
-        ));
-    }
+    ensure_within("tensor rank", spec.dims.len(), MAX_RANK, None)?;
+    ensure_within("LoD level count", spec.lod.len(), MAX_LOD_LEVELS, None)?;
     let invalid = |detail: String| Error::InvalidTensor {
         name: spec.name.map_or_else(|| "<unnamed>".to_string(), display),
         detail,
@@ -756,18 +730,18 @@ pub fn encode_header(
             .ok_or_else(|| invalid("LoD too large".into()))?;
     }
     let code = u64::from(spec.dtype.paddle_code().unsigned_abs()); // codes are >= 0
-    let mut desc_len = tag_len(FIELD_DATA_TYPE) + varint_len(code);
+    let mut desc_len = pbwire::tag_len(FIELD_DATA_TYPE) + varint_len(code);
     desc_len += spec
         .dims
         .iter()
-        .map(|&d| tag_len(FIELD_DIMS) + varint_len(d))
+        .map(|&d| pbwire::tag_len(FIELD_DIMS) + varint_len(d))
         .sum::<usize>();
     let name_len = spec.name.map_or(0, |n| {
-        tag_len(FIELD_NAME) + varint_len(n.len() as u64) + n.len()
+        pbwire::tag_len(FIELD_NAME) + varint_len(n.len() as u64) + n.len()
     });
     // The data CRC comes with the header CRC just before it.
     let crc_len = spec.data_crc.map_or(0, |_| {
-        tag_len(FIELD_HEADER_CRC) + 4 + tag_len(FIELD_DATA_CRC) + 4
+        pbwire::tag_len(FIELD_HEADER_CRC) + 4 + pbwire::tag_len(FIELD_DATA_CRC) + 4
     });
     desc_len = desc_len.saturating_add(name_len).saturating_add(crc_len);
     let unpadded = (PREFIX_LEN + MIDDLE_LEN)
@@ -778,14 +752,7 @@ pub fn encode_header(
     })?;
     let pad = padding_field_len(unpadded_end, alignment);
     let desc_len = desc_len.saturating_add(pad);
-    if desc_len as u64 > MAX_DESC_LEN {
-        return Err(Error::limit(
-            "tensor desc size",
-            desc_len as u64,
-            MAX_DESC_LEN,
-            None,
-        ));
-    }
+    ensure_within("tensor desc size", desc_len, MAX_DESC_LEN, None)?;
     let header_len = unpadded + pad;
     if record_offset.checked_add(header_len as u64).is_none() {
         return Err(Error::InvalidArgument(format!(
@@ -808,23 +775,18 @@ pub fn encode_header(
         out,
         u32::try_from(desc_len).expect("desc_len <= MAX_DESC_LEN was checked above"),
     );
-    put_varint32(out, (FIELD_DATA_TYPE << 3) | WIRE_VARINT);
-    put_varint64(out, code);
+    pbwire::put_varint_field(out, FIELD_DATA_TYPE, code);
     for &d in spec.dims {
-        put_varint32(out, (FIELD_DIMS << 3) | WIRE_VARINT);
-        put_varint64(out, d);
+        pbwire::put_varint_field(out, FIELD_DIMS, d);
     }
     if let Some(n) = spec.name {
-        put_varint32(out, (FIELD_NAME << 3) | WIRE_LEN);
-        put_varint64(out, n.len() as u64);
-        out.extend_from_slice(n);
+        pbwire::put_len_field(out, FIELD_NAME, n);
     }
     let mut crc_pos = None;
     if let Some(crc) = spec.data_crc {
         let header_crc = mask_crc(crc32c(&out[start..]));
-        put_varint32(out, (FIELD_HEADER_CRC << 3) | WIRE_FIXED32);
-        put_fixed32(out, header_crc);
-        put_varint32(out, (FIELD_DATA_CRC << 3) | WIRE_FIXED32);
+        pbwire::put_fixed32_field(out, FIELD_HEADER_CRC, header_crc);
+        pbwire::put_tag(out, FIELD_DATA_CRC, WireType::FIXED32);
         crc_pos = Some(out.len() - start);
         put_fixed32(out, crc);
     }

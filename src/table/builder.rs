@@ -5,7 +5,7 @@ use std::io::Write;
 use super::block::BlockBuilder;
 use super::footer::{BlockHandle, Footer};
 use super::{Compression, BLOCK_TRAILER_LEN, MAX_BLOCK_LEN};
-use crate::error::{Error, Result};
+use crate::error::{ensure_within, Error, Result};
 use crate::format::{crc32c, crc32c_extend, mask_crc};
 
 /// Options for [`TableBuilder`].
@@ -173,14 +173,7 @@ impl<W: Write> TableBuilder<W> {
         let entry_len = key.len().saturating_add(value.len());
         // Largest entry that fits, alone, in a block the reader accepts.
         let max_entry = MAX_BLOCK_LEN - ENTRY_OVERHEAD - 8;
-        if entry_len > max_entry {
-            return Err(Error::limit(
-                "table entry size (key + value)",
-                entry_len as u64,
-                max_entry as u64,
-                None,
-            ));
-        }
+        ensure_within("table entry size (key + value)", entry_len, max_entry, None)?;
         let r = self.add_inner(key, value, entry_len);
         if r.is_err() {
             self.failed = true;
@@ -221,14 +214,7 @@ impl<W: Write> TableBuilder<W> {
             + 4
             + self.last_key.len()
             + self.handle_buf.len();
-        if est > MAX_BLOCK_LEN {
-            return Err(Error::limit(
-                "index block length",
-                est as u64,
-                MAX_BLOCK_LEN as u64,
-                None,
-            ));
-        }
+        ensure_within("index block length", est, MAX_BLOCK_LEN, None)?;
         self.index_block.add(&self.last_key, &self.handle_buf);
         Ok(())
     }

@@ -1,7 +1,7 @@
 //! Block handles and the 48-byte table footer.
 
 use super::{FOOTER_LEN, TABLE_MAGIC};
-use crate::error::{Error, Result};
+use crate::error::{Corruption, Error, Result};
 use crate::format::{put_fixed64, put_varint64, Cursor};
 
 /// Where a block lives: absolute file offset and stored length (excluding the 5-byte trailer).
@@ -79,14 +79,15 @@ impl Footer {
             _ => 0,
         };
         if magic != TABLE_MAGIC {
-            return Err(Error::corrupt(
-                "footer",
-                file_offset.saturating_add(MAGIC_POS as u64),
-                format!(
+            return Err(Error::Corrupt {
+                what: "footer",
+                offset: file_offset.saturating_add(MAGIC_POS as u64),
+                kind: Corruption::BadMagic,
+                detail: format!(
                     "bad magic number: found {}, expected 57fb808b247547db (not a LevelDB/TensorFlow table)",
                     crate::name::to_hex(magic_bytes)
                 ),
-            ));
+            });
         }
         let mut cur = Cursor::new(&bytes[..MAGIC_POS], file_offset);
         let metaindex = BlockHandle::decode(&mut cur)

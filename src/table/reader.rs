@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use super::block::{key_lt, scan_entries, EntryCursor, Layout};
 use super::footer::{BlockHandle, Footer};
 use super::{Compression, BLOCK_TRAILER_LEN, FOOTER_LEN, MAX_BLOCK_LEN};
-use crate::error::{Error, Result};
+use crate::error::{ensure_within, Error, Result};
 use crate::format::{crc32c, crc32c_extend, get_fixed32, unmask_crc, Cursor};
 use crate::name::display;
 
@@ -151,14 +151,7 @@ fn decompress(contents: &[u8], offset: u64) -> Result<Vec<u8>> {
         return Err(bad("empty".into()));
     }
     let n = snap::raw::decompress_len(contents).map_err(|e| bad(e.to_string()))?;
-    if n > MAX_BLOCK_LEN {
-        return Err(Error::limit(
-            "decompressed block length",
-            n as u64,
-            MAX_BLOCK_LEN as u64,
-            Some(offset),
-        ));
-    }
+    ensure_within("decompressed block length", n, MAX_BLOCK_LEN, Some(offset))?;
     if !matches!(contents.len().checked_mul(32), Some(m) if n <= m) {
         return Err(bad(format!(
             "claims {n} bytes from {} compressed bytes",
@@ -178,7 +171,7 @@ fn decompress(contents: &[u8], offset: u64) -> Result<Vec<u8>> {
 /// The block's stored bytes, type byte and stored (masked) CRC, bounds-checked against `file`.
 fn read_raw<'f>(file: &'f [u8], h: &BlockHandle) -> Result<(&'f [u8], u8, u32)> {
     let out_of_file = || {
-        Error::corrupt(
+        Error::truncated(
             "block",
             h.offset,
             format!(
@@ -214,7 +207,7 @@ impl TableIndex {
     pub fn open(file: &[u8], opts: &TableReadOptions) -> Result<TableIndex> {
         let len = file.len();
         if len < FOOTER_LEN {
-            return Err(Error::corrupt(
+            return Err(Error::truncated(
                 "table",
                 0,
                 format!("file is too short to be a table ({len} bytes, the footer alone is {FOOTER_LEN})"),
@@ -249,14 +242,7 @@ impl TableIndex {
             ("index block length", idx),
             ("metaindex block length", meta),
         ] {
-            if h.size > MAX_BLOCK_LEN as u64 {
-                return Err(Error::limit(
-                    what,
-                    h.size,
-                    MAX_BLOCK_LEN as u64,
-                    Some(h.offset),
-                ));
-            }
+            ensure_within(what, h.size, MAX_BLOCK_LEN, Some(h.offset))?;
         }
 
         // The index block: always checksummed.
@@ -289,14 +275,12 @@ impl TableIndex {
             let key_start = keys.len();
             keys.extend_from_within(prev_key.start..prev_key.start + shared);
             keys.extend_from_slice(suffix);
-            if keys.len() > MAX_INDEX_KEY_BYTES {
-                return Err(Error::limit(
-                    "index block key bytes",
-                    keys.len() as u64,
-                    MAX_INDEX_KEY_BYTES as u64,
-                    Some(idx.offset),
-                ));
-            }
+            ensure_within(
+                "index block key bytes",
+                keys.len(),
+                MAX_INDEX_KEY_BYTES,
+                Some(idx.offset),
+            )?;
             let (before, key) = keys.split_at(key_start);
             if n > 0 && !key_lt(&before[prev_key.clone()], key) {
                 return Err(lay.error(pos, "keys not strictly increasing"));
@@ -317,14 +301,7 @@ impl TableIndex {
                     vc.remaining()
                 )));
             }
-            if h.size > MAX_BLOCK_LEN as u64 {
-                return Err(Error::limit(
-                    "data block length",
-                    h.size,
-                    MAX_BLOCK_LEN as u64,
-                    Some(h.offset),
-                ));
-            }
+            ensure_within("data block length", h.size, MAX_BLOCK_LEN, Some(h.offset))?;
             if let Some(pe) = prev_end {
                 if h.offset < pe {
                     return Err(bad(format!(
@@ -645,6 +622,7 @@ fn verify_crc(h: &BlockHandle, contents: &[u8], ty: u8, stored_masked: u32) -> R
             len: h.size,
             stored,
             computed,
+            context: None,
         });
     }
     Ok(())

@@ -9,7 +9,7 @@
 use std::path::Path;
 
 use crate::dtype::DType;
-use crate::error::{Error, Result};
+use crate::error::{Corruption, Error, Result};
 use crate::name::display;
 use crate::record::{decode_record, walk};
 
@@ -49,6 +49,7 @@ pub(crate) fn in_file(e: Error, path: &Path, tensor: &[u8]) -> Error {
         } => Error::Corrupt {
             what: "record",
             offset,
+            kind: Corruption::Other,
             detail: format!("{ctx}: {what} is {value}, above the limit of {limit}"),
         },
         e => e.context(&ctx),
@@ -180,16 +181,19 @@ fn count_records(buf: &[u8], base: u64) -> (usize, bool) {
     (n, true)
 }
 
-/// Adds a hint to a truncation error on the last tensor (the case Paddle itself misses).
+/// Adds a hint to a truncation error on the last tensor (the case Paddle itself misses): the
+/// record runs past the end of the file.
 fn hint_truncated(e: Error) -> Error {
     match e {
         Error::Corrupt {
             what,
             offset,
+            kind: kind @ Corruption::Truncated,
             detail,
-        } if detail.contains("truncated") => Error::Corrupt {
+        } => Error::Corrupt {
             what,
             offset,
+            kind,
             detail: format!(
                 "{detail}; the file is cut short (Paddle would load the missing tail as garbage)"
             ),

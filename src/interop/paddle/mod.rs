@@ -40,7 +40,7 @@ use std::fs;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, Result};
+use crate::error::{ensure_within, Error, Result};
 use crate::interop::store::{Format, TensorStore};
 use crate::name::{display, MAX_NAME_LEN};
 use crate::native::Source;
@@ -272,10 +272,12 @@ fn open_model_with(params: &Path, src: Source, program: &Path) -> Result<PaddleS
             Error::Corrupt {
                 what,
                 offset,
+                kind,
                 detail,
             } if other.is_file() => Error::Corrupt {
                 what,
                 offset,
+                kind,
                 detail: format!(
                     "{detail} ({} was used; {} exists too: give it explicitly to use it)",
                     program.display(),
@@ -464,14 +466,7 @@ fn scan_dir(
     depth: usize,
     out: &mut Vec<(Vec<u8>, PathBuf, u64)>,
 ) -> Result<()> {
-    if depth > MAX_DIR_DEPTH {
-        return Err(Error::limit(
-            "per-variable directory depth",
-            depth as u64,
-            MAX_DIR_DEPTH as u64,
-            None,
-        ));
-    }
+    ensure_within("per-variable directory depth", depth, MAX_DIR_DEPTH, None)?;
     let listing = |e| Error::io(format!("listing {}", dir.display()), e);
     for ent in fs::read_dir(dir).map_err(listing)? {
         let ent = ent.map_err(listing)?;
@@ -505,22 +500,13 @@ fn scan_dir(
             scan_dir(&path, name, depth + 1, out)?;
             continue;
         }
-        if name.len() > MAX_NAME_LEN {
-            return Err(Error::limit(
-                "tensor name length",
-                name.len() as u64,
-                MAX_NAME_LEN as u64,
-                None,
-            ));
-        }
-        if out.len() >= MAX_DIR_FILES {
-            return Err(Error::limit(
-                "files in a per-variable directory",
-                out.len() as u64 + 1,
-                MAX_DIR_FILES as u64,
-                None,
-            ));
-        }
+        ensure_within("tensor name length", name.len(), MAX_NAME_LEN, None)?;
+        ensure_within(
+            "files in a per-variable directory",
+            out.len() + 1,
+            MAX_DIR_FILES,
+            None,
+        )?;
         let len = ent
             .metadata()
             .map_err(|e| Error::io(format!("reading metadata of {}", path.display()), e))?

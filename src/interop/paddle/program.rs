@@ -21,7 +21,7 @@ use prost::Message;
 use serde_json::Value;
 
 use crate::dtype::DType;
-use crate::error::{Error, IoContext, Result};
+use crate::error::{ensure_within, Error, IoContext, Result};
 use crate::name::{display, MAX_NAME_LEN};
 use crate::proto::paddle::ProgramDesc;
 
@@ -127,14 +127,7 @@ pub fn load_program(path: &Path) -> Result<Program> {
     let len = std::fs::metadata(path)
         .ctx("reading metadata of", path)?
         .len();
-    if len > MAX_PROGRAM_LEN {
-        return Err(Error::limit(
-            "program file size",
-            len,
-            MAX_PROGRAM_LEN,
-            None,
-        ));
-    }
+    ensure_within("program file size", len, MAX_PROGRAM_LEN, None)?;
     let bytes = std::fs::read(path).ctx("reading", path)?;
     let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
     let json_name = path.extension().is_some_and(|e| e == "json");

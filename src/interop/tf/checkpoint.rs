@@ -341,7 +341,7 @@ impl TfCheckpoint {
             .and_then(|(o, s)| Some(o..o.checked_add(s)?))
             .filter(|r| r.end <= src.len());
         let Some(range) = range else {
-            return Err(Error::corrupt(
+            return Err(Error::truncated(
                 "tensor data",
                 e.offset,
                 format!(
@@ -393,6 +393,7 @@ impl TfCheckpoint {
                 len: e.size,
                 stored: e.crc,
                 computed,
+                context: None,
             });
         }
         Ok(data)

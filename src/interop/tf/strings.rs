@@ -105,6 +105,7 @@ pub fn read_lengths(
             len: lengths_len as u64,
             stored,
             computed: crc,
+            context: None,
         });
     }
     pos += 4;
