@@ -920,3 +920,59 @@ fn export_tf_explains_inputs_that_are_not_native() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("no such file"));
     assert!(std::fs::read_dir(out.path()).unwrap().next().is_none());
 }
+
+/// A records region hiding a record that no index entry names: every block and tensor checksum
+/// matches and every indexed record agrees with its entry, but the records do not tile the
+/// region (SPEC.md 2, 8.2). `paramdex verify` once ran its own copy of the verify loop and
+/// passed such a file; it now runs `Reader::verify_with`, and both refuse it.
+#[test]
+fn verify_catches_a_record_no_entry_names_in_the_library_and_the_cli() {
+    use paramdex::raw::entry::FileHeader;
+    use paramdex::raw::table::{Table, TableBuilder, TableOptions, TableReadOptions};
+
+    let dir = tempfile::tempdir().unwrap();
+    let full = dir.path().join("full.pdx");
+    let mut w = Writer::create(&full).unwrap();
+    for name in ["a", "hidden", "z"] {
+        w.add(name, Tensor::new(DType::Float32, &[2], &[0u8; 8]))
+            .unwrap();
+    }
+    w.finish().unwrap();
+    let bytes = std::fs::read(&full).unwrap();
+    let records_len = Reader::open(&full).unwrap().header().records_len;
+
+    // The same records, behind a new index that leaves "hidden" out.
+    let table = Table::open(&bytes, TableReadOptions::default()).unwrap();
+    let mut out = bytes[..records_len as usize].to_vec();
+    let mut builder = TableBuilder::new(&mut out, records_len, TableOptions::default()).unwrap();
+    let mut it = table.iter();
+    while it.next().unwrap() {
+        if it.key().is_empty() {
+            let mut h = FileHeader::decode(it.value(), 0).unwrap();
+            h.tensor_count -= 1;
+            builder.add(b"", &h.encode()).unwrap();
+        } else if it.key() != b"hidden" {
+            builder.add(it.key(), it.value()).unwrap();
+        }
+    }
+    builder.finish().unwrap();
+    let bad = dir.path().join("hidden.pdx");
+    std::fs::write(&bad, &out).unwrap();
+
+    // Every tensor the index names reads back and checks out...
+    let r = Reader::open(&bad).unwrap();
+    assert_eq!(r.len(), 2);
+    for v in r.iter() {
+        let v = v.unwrap();
+        v.verify_crc().unwrap();
+        v.check_record().unwrap();
+    }
+    // ...but the library's verify and the CLI's refuse the file, the same way.
+    let e = r.verify().unwrap_err();
+    assert!(matches!(e, paramdex::Error::Corrupt { .. }), "{e}");
+    assert!(e.to_string().contains("has no index entry"), "{e}");
+    let o = run(&[&"verify", &bad], 3);
+    let se = String::from_utf8_lossy(&o.stderr);
+    assert!(se.contains("has no index entry"), "{se}");
+    run(&[&"verify", &full], 0);
+}
