@@ -14,6 +14,15 @@ pub const MAX_NAME_LEN: usize = 65_536;
 /// except control characters (C0, DEL, C1: a terminal would act on them or drop them), which
 /// are shown as the `\xNN` of their UTF-8 bytes like the bytes that are not UTF-8.
 pub fn display(name: &[u8]) -> String {
+    // The common case, printable ASCII without `\`, shows as is (listings call this per row).
+    if name
+        .iter()
+        .all(|&b| (0x20..0x7f).contains(&b) && b != b'\\')
+    {
+        if let Ok(s) = std::str::from_utf8(name) {
+            return s.to_owned();
+        }
+    }
     let mut out = String::with_capacity(name.len());
     for chunk in name.utf8_chunks() {
         for c in chunk.valid().chars() {

@@ -11,7 +11,9 @@ use crate::interop::store::{
     Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorInfos, TensorStore, VerifySummary,
 };
 use crate::name;
-use crate::native::{FinishStats, Metadata, Reader, Tensor, VerifyOptions, Writer, WriterOptions};
+use crate::native::{
+    FinishStats, Metadata, Reader, Tensor, TensorView, VerifyOptions, Writer, WriterOptions,
+};
 
 impl TensorStore for Reader {
     fn format(&self) -> Format {
@@ -21,16 +23,12 @@ impl TensorStore for Reader {
     fn scan(&self, start: &[u8]) -> Result<TensorInfos<'_>> {
         // Streams the index from `start`: one data block at a time, nothing collected.
         let it = self.range(Bound::Included(start.to_vec()), Bound::Unbounded);
-        Ok(Box::new(it.map(|t| {
-            let t = t?;
-            Ok(TensorInfo {
-                name: t.name().to_vec(),
-                kind: Kind::Numeric(t.dtype()),
-                shape: t.shape().to_vec(),
-                lod: t.lod()?.to_vec(),
-                nbytes: t.data().len() as u64,
-            })
-        })))
+        Ok(Box::new(it.map(|t| info(&t?))))
+    }
+
+    fn scan_prefix(&self, prefix: &[u8]) -> Result<TensorInfos<'_>> {
+        // Stops at the end of the prefix's key range, before building a view past it.
+        Ok(Box::new(self.prefix(prefix).map(|t| info(&t?))))
     }
 
     fn metadata(&self) -> Result<Metadata> {
@@ -43,13 +41,7 @@ impl TensorStore for Reader {
         };
         t.verify_crc()?;
         Ok(Some(LoadedTensor {
-            info: TensorInfo {
-                name: t.name().to_vec(),
-                kind: Kind::Numeric(t.dtype()),
-                shape: t.shape().to_vec(),
-                lod: t.lod()?.to_vec(),
-                nbytes: t.data().len() as u64,
-            },
+            info: info(&t)?,
             data: TensorData::Bytes(Cow::Borrowed(t.data())),
         }))
     }
@@ -69,6 +61,18 @@ impl TensorStore for Reader {
     fn as_native(&self) -> Option<&Reader> {
         Some(self)
     }
+}
+
+/// What a listing says of a tensor. Reads only its index entry, unless it has LoD: only then is
+/// its record header read (`TensorView::lod`), so listing touches no record of a tensor without.
+fn info(t: &TensorView<'_>) -> Result<TensorInfo> {
+    Ok(TensorInfo {
+        name: t.name().to_vec(),
+        kind: Kind::Numeric(t.dtype()),
+        shape: t.shape().to_vec(),
+        lod: t.lod()?.to_vec(),
+        nbytes: t.data().len() as u64,
+    })
 }
 
 /// The registry's detector for native files.
