@@ -471,7 +471,26 @@ pub fn stdout_for(json: bool) -> std::io::BufWriter<Box<dyn Write>> {
     } else {
         Box::new(anstream::stdout().lock())
     };
-    std::io::BufWriter::new(w)
+    std::io::BufWriter::with_capacity(OUT_BUFFER, w)
+}
+
+/// Bytes gathered before a write to standard output: listings of millions of lines go out in
+/// few system calls.
+const OUT_BUFFER: usize = 64 << 10;
+
+/// Standard output for a listing that may run to millions of lines, and whether to style it.
+/// With colour off (off a terminal, NO_COLOR, `--color never`) the bytes go out as written:
+/// passing them through anstream only to strip styles that are not there costs more than the
+/// listing itself. The caller writes styles only when told to, and text escaped by
+/// `name::display` (no control characters), so the output is what `stdout_for(false)` gives.
+pub fn listing_stdout() -> (std::io::BufWriter<Box<dyn Write>>, bool) {
+    let colour = anstream::AutoStream::choice(&std::io::stdout()) != anstream::ColorChoice::Never;
+    let w: Box<dyn Write> = if colour {
+        Box::new(anstream::stdout().lock())
+    } else {
+        Box::new(std::io::stdout().lock())
+    };
+    (std::io::BufWriter::with_capacity(OUT_BUFFER, w), colour)
 }
 
 /// Prints `paramdex: error: MSG` on standard error.
@@ -568,6 +587,14 @@ pub fn os_bytes(s: &OsString) -> Vec<u8> {
 
 /// Human-readable byte count (binary units).
 pub fn human_bytes(n: u64) -> String {
+    let mut s = String::new();
+    write_human_bytes(&mut s, n);
+    s
+}
+
+/// Appends [`human_bytes`] of `n` to `out` (`ls` reuses one buffer for millions of rows).
+pub fn write_human_bytes(out: &mut String, n: u64) {
+    use std::fmt::Write as _;
     const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
     let mut v = n as f64;
     let mut u = 0;
@@ -575,11 +602,12 @@ pub fn human_bytes(n: u64) -> String {
         v /= 1024.0;
         u += 1;
     }
-    if u == 0 {
-        format!("{n} B")
+    // Writing to a String cannot fail.
+    let _ = if u == 0 {
+        write!(out, "{n} B")
     } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
+        write!(out, "{v:.1} {}", UNITS[u])
+    };
 }
 
 /// The metadata of an open store: a native file's header metadata, a safetensors file's
