@@ -596,6 +596,12 @@ pub fn human_bytes(n: u64) -> String {
 pub fn write_human_bytes(out: &mut String, n: u64) {
     use std::fmt::Write as _;
     const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    if n < 1024 {
+        // Most tensors of a checkpoint with millions are this small: no float formatting.
+        inspect::push_u64(out, n);
+        out.push_str(" B");
+        return;
+    }
     let mut v = n as f64;
     let mut u = 0;
     while v >= 1024.0 && u + 1 < UNITS.len() {
