@@ -9,13 +9,14 @@
 #
 # Measured, per binary: time to the first line of `ls` (read through a pipe that is then
 # closed, as `ls | head -1`), and for `ls`, `ls --json`, `ls --prefix` (one layer: 9
-# tensors), `stat`, `verify` and `diff F F` (output to /dev/null) the wall time, the peak
-# resident set size (GNU time's "Maximum resident set size": it counts the pages of the mapped
-# file that were touched, page cache shared with every other reader) and the peak anonymous
-# (heap) memory (RssAnon, sampled every 10 ms). Every figure is the median of REPS runs
-# (default 3), the two binaries interleaved so that a noisy machine affects both alike. A
-# command running past LIMIT seconds (default 300) is stopped and reported as such, so the
-# run time is bounded. Nothing here asserts a time. Needs Linux (/proc) and GNU time.
+# tensors), `stat`, `verify` and `diff F F` (output to /dev/null) the wall time, the CPU time
+# (user + system), the peak resident set size (GNU time's "Maximum resident set size": it
+# counts the pages of the mapped file that were touched, page cache shared with every other
+# reader) and the peak anonymous (heap) memory (RssAnon, sampled every 10 ms, so a run shorter
+# than that shows about 0). Every figure is the median of REPS runs (default 3), the two
+# binaries interleaved so that a noisy machine affects both alike. A command running past
+# LIMIT seconds (default 300) is stopped and reported as such, so the run time is bounded.
+# Nothing here asserts a time. Needs Linux (/proc) and GNU time.
 set -euo pipefail
 
 if [[ $# -lt 2 ]]; then
@@ -43,7 +44,8 @@ PREFIX="model.layers.$LAYER."
 # now_ns: nanoseconds since the epoch.
 now_ns() { date +%s%N; }
 
-# measure CMD...: runs CMD (stdout to /dev/null), prints "seconds max_rss_kib peak_anon_kib";
+# measure CMD...: runs CMD (stdout to /dev/null), prints "seconds cpu_seconds max_rss_kib
+# peak_anon_kib" (CPU time: user + system, which other processes on the machine disturb less);
 # "timeout" instead of the seconds if it ran past LIMIT, "failed" if it exited non-zero
 # (diff exits 5 when the inputs differ; `diff F F` must not).
 measure() {
@@ -51,7 +53,7 @@ measure() {
     # The wall time is taken around GNU time (whose own %e has 10 ms steps).
     (
         t0=$(now_ns)
-        "$GNU_TIME" -f "%M %x" -o "$tf" "$@" > /dev/null 2> "$WORK/err" || true
+        "$GNU_TIME" -f "%M %x %U %S" -o "$tf" "$@" > /dev/null 2> "$WORK/err" || true
         t1=$(now_ns)
         echo $((t1 - t0)) > "$WORK/ns"
     ) &
@@ -74,15 +76,16 @@ measure() {
         sleep 0.01
     done
     wait "$pid" || true
-    local secs rss code
-    read -r rss code < <(tail -n 1 "$tf")
+    local secs rss code user sys cpu
+    read -r rss code user sys < <(tail -n 1 "$tf")
+    cpu=$(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.2f\n", u + s }')
     secs=$(awk -v n="$(cat "$WORK/ns")" 'BEGIN { printf "%.4f\n", n / 1e9 }')
     if ((stopped)); then
         secs=timeout
     elif [[ ${code:-1} != 0 ]]; then
         secs=failed
     fi
-    echo "$secs $rss $anon"
+    echo "$secs $cpu $rss $anon"
 }
 
 # first_line BIN: seconds until the first line of `ls` arrives through a pipe; the reader then
@@ -138,19 +141,22 @@ echo "| \`ls\`: first line | $(fmt_s "$a") | $(fmt_s "$b") | $(ratio "$a" "$b") 
 row() {
     local what=$1
     shift
-    local -a ot=() orss=() oanon=() nt=() nrss=() nanon=()
-    local r t m an
+    local -a ot=() ocpu=() orss=() oanon=() nt=() ncpu=() nrss=() nanon=()
+    local r t c m an
     for ((r = 0; r < REPS; r++)); do
         echo "$what, run $((r + 1))" >&2
-        read -r t m an < <(measure "$OLD" "$@")
-        ot+=("$t") orss+=("$m") oanon+=("$an")
-        read -r t m an < <(measure "$NEW" "$@")
-        nt+=("$t") nrss+=("$m") nanon+=("$an")
+        read -r t c m an < <(measure "$OLD" "$@")
+        ot+=("$t") ocpu+=("$c") orss+=("$m") oanon+=("$an")
+        read -r t c m an < <(measure "$NEW" "$@")
+        nt+=("$t") ncpu+=("$c") nrss+=("$m") nanon+=("$an")
     done
     local a b
     a=$(median "${ot[@]}")
     b=$(median "${nt[@]}")
     echo "| $what: time | $(fmt_s "$a") | $(fmt_s "$b") | $(ratio "$a" "$b") |"
+    a=$(median "${ocpu[@]}")
+    b=$(median "${ncpu[@]}")
+    echo "| $what: CPU time | $(fmt_s "$a") | $(fmt_s "$b") | $(ratio "$a" "$b") |"
     a=$(median "${orss[@]}")
     b=$(median "${nrss[@]}")
     echo "| $what: peak RSS | $(fmt_kib "$a") | $(fmt_kib "$b") | $(ratio "$a" "$b") |"
