@@ -650,9 +650,11 @@ impl Progress for Bar {
 /// progress over the data bytes.
 fn verify_native(ui: Ui, r: &Reader, threads: usize) -> Result<Verified> {
     let bar = Bar(ui.bytes_bar(0, "verifying"));
+    // A progress hook costs the library a first pass over the index (for the total): give one
+    // only when the bar is drawn.
     let rep = r.verify_with(VerifyOptions {
         threads,
-        progress: Some(&bar),
+        progress: (!bar.0.is_hidden()).then_some(&bar as &dyn Progress),
     });
     bar.0.finish_and_clear();
     let rep = rep?;
