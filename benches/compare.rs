@@ -2,8 +2,8 @@
 //! limits (a plain sequential write, a bare CRC32C pass), in one run.
 //!
 //! ```sh
-//! cargo run --release --example compare                 # the full run (a few minutes)
-//! cargo run --release --example compare -- --quick      # up to 100k tensors, 256 MiB write
+//! cargo bench --bench compare                 # the full run (a few minutes)
+//! cargo bench --bench compare -- --quick      # up to 100k tensors, 256 MiB write
 //! ```
 //!
 //! Options: `--max-tensors N` (largest tiny-tensor file, default 1000000), `--write-mib M`
@@ -643,6 +643,8 @@ fn main() -> Res<()> {
             "--dir" => dir_arg = Some(PathBuf::from(val()?)),
             "--plot" => plot_path = Some(PathBuf::from(val()?)),
             "--no-plot" => plot_path = None,
+            // `cargo bench` adds this to every bench binary's arguments.
+            "--bench" => {}
             other => return Err(format!("unknown argument {other}").into()),
         }
     }

@@ -530,6 +530,40 @@ fn a_record_hidden_between_entries_fails_verify() {
     assert!(err.to_string().contains("has no index entry"), "{err}");
 }
 
+/// verify pairs each record with its index entry by walking the index alongside the records
+/// when they are in name order, and by looking the name up otherwise: both find the same faults.
+#[test]
+fn records_in_any_order_tile_and_a_second_copy_of_a_record_fails_verify() {
+    for order in [["a", "b", "c"], ["c", "a", "b"], ["b", "c", "a"]] {
+        let tensors: Vec<(&str, Vec<u8>)> =
+            order.iter().map(|&n| (n, n.as_bytes().repeat(5))).collect();
+        let r = Reader::from_bytes(write_file(&tensors)).unwrap();
+        assert_eq!(r.verify().unwrap().tensors, 3, "{order:?}");
+    }
+    // Records a, b, b: the index points b at the second copy; the first is one it does not list.
+    let file = write_file(&[("a", vec![1; 10]), ("b", vec![2; 10])]);
+    let r = Reader::from_bytes(file.clone()).unwrap();
+    let b = r.tensor("b").unwrap();
+    let b_record = b.record().to_vec();
+    let mut records = r.records().to_vec();
+    let second = records.len() as u64;
+    records.extend_from_slice(&b_record);
+    let mut entries = entries_of(&file);
+    let mut e = paramdex::raw::entry::IndexEntry::decode(&entries[1].1, 0, 254).unwrap();
+    e.offset = second + u64::from(e.record_header_len);
+    let mut value = Vec::new();
+    e.encode(&mut value);
+    entries[1].1 = value;
+    let r = Reader::from_bytes(assemble(&r, &records, &entries)).unwrap();
+    assert_eq!(r.tensor("b").unwrap().data(), &[2; 10]);
+    let err = r.verify().unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("is not the one its index entry points at"),
+        "{err}"
+    );
+}
+
 #[test]
 fn overlapping_records_fail_verify() {
     // Tensor a's data is itself a complete record of tensor b; the forged index points b into

@@ -191,6 +191,96 @@ fn a_name_starting_with_nul_is_a_tensor_unless_a_partitioned_tensor_lists_it() {
     assert_eq!(p.verify(1).unwrap().tensors, p.list().unwrap().len() as u64);
 }
 
+/// The listing streams from the `.index` (a slice key is hidden by looking its tensor up, not
+/// by a first pass over every entry): it hides exactly the slice keys a partitioned tensor
+/// lists, whatever precedes them, and a scan from any key or prefix is the listing's tail.
+#[test]
+fn streamed_listing_hides_exactly_the_listed_slice_keys() {
+    let tmp = tempfile::tempdir().unwrap();
+    let key = |name: &[u8], s: i64, l: i64| {
+        slice_key::encode(
+            name,
+            &[
+                KeyExtent {
+                    start: s,
+                    length: l,
+                },
+                KeyExtent::FULL,
+            ],
+        )
+    };
+    let r = |a: f32| f32_bytes(&[a, a + 1.0, a + 2.0, a + 3.0]);
+    let mut data = r(0.0);
+    data.extend_from_slice(&r(4.0));
+    let full = BundleEntryProto {
+        dtype: 1,
+        shape: shape(&[4, 2]),
+        slices: vec![slice(&[(0, 2), (0, -1)]), slice(&[(2, 2), (0, -1)])],
+        ..Default::default()
+    };
+    let whole =
+        |off: i64, n: usize| entry(1, &[n as i64, 2], 0, off, &data[off as usize..][..n * 8]);
+    let entries: Entries = vec![
+        (b"v".to_vec(), full.encode_to_vec()),
+        (key(b"v", 0, 2), whole(0, 2).encode_to_vec()),
+        (key(b"v", 2, 2), whole(16, 2).encode_to_vec()),
+        // Slice-shaped keys that no partitioned tensor lists are tensors: another slice of v,
+        // a slice of a whole tensor, of a missing tensor, of the header's empty name, and a
+        // NUL-led name that is no slice key at all.
+        (key(b"v", 1, 1), whole(8, 1).encode_to_vec()),
+        (key(b"w", 0, 1), whole(0, 1).encode_to_vec()),
+        (key(b"zz", 0, 1), whole(0, 1).encode_to_vec()),
+        (key(b"", 0, 1), whole(0, 1).encode_to_vec()),
+        (b"\x00lead".to_vec(), whole(0, 1).encode_to_vec()),
+        (b"a".to_vec(), whole(0, 1).encode_to_vec()),
+        (b"w".to_vec(), whole(0, 2).encode_to_vec()),
+    ];
+    let p = craft(tmp.path(), header(1), entries, &[data.clone()]);
+    let ck = TfCheckpoint::open(&p).unwrap();
+    let names: Vec<Vec<u8>> = ck.list().unwrap().into_iter().map(|t| t.name).collect();
+    let mut want = vec![
+        key(b"v", 1, 1),
+        key(b"w", 0, 1),
+        key(b"zz", 0, 1),
+        key(b"", 0, 1),
+        b"\x00lead".to_vec(),
+        b"a".to_vec(),
+        b"v".to_vec(),
+        b"w".to_vec(),
+    ];
+    want.sort();
+    assert_eq!(names, want);
+    assert_eq!(ck.verify(1).unwrap().tensors, want.len() as u64);
+    let all = ck.list().unwrap();
+    let mut starts: Vec<Vec<u8>> = all.iter().map(|t| t.name.clone()).collect();
+    starts.extend([
+        key(b"v", 0, 2),
+        key(b"v", 2, 2),
+        vec![0],
+        vec![0xff],
+        b"b".to_vec(),
+    ]);
+    for start in &starts {
+        let tail: Vec<_> = ck.scan(start).unwrap().map(Result::unwrap).collect();
+        let from = all.partition_point(|t| t.name < *start);
+        assert_eq!(tail, all[from..], "scan from {start:?}");
+        for len in 0..=start.len() {
+            let prefix = &start[..len];
+            let got: Vec<_> = ck
+                .scan_prefix(prefix)
+                .unwrap()
+                .map(Result::unwrap)
+                .collect();
+            let want: Vec<_> = all
+                .iter()
+                .filter(|t| t.name.starts_with(prefix))
+                .cloned()
+                .collect();
+            assert_eq!(got, want, "prefix {prefix:?}");
+        }
+    }
+}
+
 #[test]
 fn directories_and_checkpoint_state_files() {
     let dir = root().join("tests/data/tf/partitioned/v1");

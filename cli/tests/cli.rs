@@ -976,3 +976,54 @@ fn verify_catches_a_record_no_entry_names_in_the_library_and_the_cli() {
     assert!(se.contains("has no index entry"), "{se}");
     run(&[&"verify", &full], 0);
 }
+
+/// `diff` reads both listings side by side (a merge of two sorted streams) yet prints as it
+/// always has: every name only in A, then every name only in B, then the differences of
+/// common tensors in name order, then metadata.
+#[test]
+fn diff_prints_in_the_same_order_whatever_the_interleaving() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.pdx");
+    let b = dir.path().join("b.pdx");
+    let mut w = Writer::create(&a).unwrap();
+    for (n, v) in [
+        ("a1", 1.0f32),
+        ("c", 1.0),
+        ("d4", 1.0),
+        ("f", 1.0),
+        ("h", 1.0),
+    ] {
+        w.add_slice(n, &[1], &[v]).unwrap();
+    }
+    w.finish().unwrap();
+    let mut w = Writer::create(&b).unwrap();
+    for (n, v) in [
+        ("a0", 1.0f32),
+        ("b1", 1.0),
+        ("c", 2.0),
+        ("e5", 1.0),
+        ("f", 1.0),
+        ("h", 4.0),
+    ] {
+        w.add_slice(n, &[1], &[v]).unwrap();
+    }
+    w.insert_metadata("k", 1i64).unwrap();
+    w.finish().unwrap();
+    let t = stdout(&run(&[&"diff", &a, &b], 5));
+    let expected = format!(
+        "A {} (paramdex)\nB {} (paramdex)\n\
+         only in A: a1 (float32 [1])\nonly in A: d4 (float32 [1])\n\
+         only in B: a0 (float32 [1])\nonly in B: b1 (float32 [1])\nonly in B: e5 (float32 [1])\n\
+         values: c: 1 of 1 elements differ, max |a-b| = 1e0\n\
+         values: h: 1 of 1 elements differ, max |a-b| = 3e0\n\
+         metadata: k: (absent) vs 1\n\
+         differ: 2 only in A, 3 only in B, 0 dtype, 0 shape, 0 LoD, 2 values, 1 metadata; 1 tensors identical\n",
+        a.display(),
+        b.display()
+    );
+    assert_eq!(t, expected);
+    let d = json(&run(&[&"diff", &a, &b, &"--json"], 5));
+    assert_eq!(d["only_in_a"], serde_json::json!(["a1", "d4"]));
+    assert_eq!(d["only_in_b"], serde_json::json!(["a0", "b1", "e5"]));
+    assert_eq!(d["values"][1]["name"], "h");
+}

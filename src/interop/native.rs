@@ -13,7 +13,7 @@ use crate::interop::store::{
     VerifySummary, Written,
 };
 use crate::name;
-use crate::native::{Metadata, Reader, Tensor, VerifyOptions, Writer, WriterOptions};
+use crate::native::{Metadata, Reader, Tensor, TensorView, VerifyOptions, Writer, WriterOptions};
 use crate::progress::Progress;
 
 impl TensorStore for Reader {
@@ -24,16 +24,12 @@ impl TensorStore for Reader {
     fn scan(&self, start: &[u8]) -> Result<TensorInfos<'_>> {
         // Streams the index from `start`: one data block at a time, nothing collected.
         let it = self.range(Bound::Included(start.to_vec()), Bound::Unbounded);
-        Ok(Box::new(it.map(|t| {
-            let t = t?;
-            Ok(TensorInfo {
-                name: t.name().to_vec(),
-                kind: Kind::Numeric(t.dtype()),
-                shape: t.shape().to_vec(),
-                lod: t.lod()?.to_vec(),
-                nbytes: t.data().len() as u64,
-            })
-        })))
+        Ok(Box::new(it.map(|t| info(&t?))))
+    }
+
+    fn scan_prefix(&self, prefix: &[u8]) -> Result<TensorInfos<'_>> {
+        // Stops at the end of the prefix's key range, before building a view past it.
+        Ok(Box::new(self.prefix(prefix).map(|t| info(&t?))))
     }
 
     fn metadata(&self) -> Result<Metadata> {
@@ -46,13 +42,7 @@ impl TensorStore for Reader {
         };
         t.verify_crc()?;
         Ok(Some(LoadedTensor {
-            info: TensorInfo {
-                name: t.name().to_vec(),
-                kind: Kind::Numeric(t.dtype()),
-                shape: t.shape().to_vec(),
-                lod: t.lod()?.to_vec(),
-                nbytes: t.data().len() as u64,
-            },
+            info: info(&t)?,
             data: TensorData::Bytes(Cow::Borrowed(t.data())),
         }))
     }
@@ -72,6 +62,18 @@ impl TensorStore for Reader {
     fn as_native(&self) -> Option<&Reader> {
         Some(self)
     }
+}
+
+/// What a listing says of a tensor. Reads only its index entry, unless it has LoD: only then is
+/// its record header read (`TensorView::lod`), so listing touches no record of a tensor without.
+fn info(t: &TensorView<'_>) -> Result<TensorInfo> {
+    Ok(TensorInfo {
+        name: t.name().to_vec(),
+        kind: Kind::Numeric(t.dtype()),
+        shape: t.shape().to_vec(),
+        lod: t.lod()?.to_vec(),
+        nbytes: t.data().len() as u64,
+    })
 }
 
 /// The registry's detector for native files.

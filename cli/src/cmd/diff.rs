@@ -1,17 +1,17 @@
 //! `diff A B`.
 
-use std::collections::BTreeMap;
+use std::cmp::Ordering;
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
-use paramdex::interop::{open_any, Kind, TensorData, TensorInfo};
+use paramdex::interop::{open_any, Kind, TensorData, TensorInfo, TensorInfos};
 use paramdex::{name, DType, Result};
 use serde_json::{json, Value};
 
 use super::inspect::shape_str;
 use super::style::{BAD, DIM, GOOD, HEAD};
-use super::{metadata_of, stdout_err, Ui, EXIT_DIFFER};
+use super::{stdout_err, Ui, EXIT_DIFFER};
 
 /// Element `i` of `b` (of `dtype`) as a complex number (real types: imaginary 0).
 fn value(dtype: DType, b: &[u8], i: usize) -> (f64, f64) {
@@ -88,7 +88,42 @@ struct Report {
     values: Vec<Value>,
     metadata: Vec<Value>,
     identical: u64,
+    /// Text lines, kept apart by kind so that they print in the order they always have (names
+    /// only in A, then only in B, then the common tensors' differences in name order, then
+    /// metadata) while the two listings are read side by side.
+    lines_only_a: Vec<String>,
+    lines_only_b: Vec<String>,
     lines: Vec<String>,
+}
+
+/// Pairs two listings sorted by name (each name once): `(Some, Some)` for a name in both,
+/// else the side it is in. Holds one pending item of each side, so memory does not grow with
+/// the number of tensors.
+struct MergeJoin<'a> {
+    a: std::iter::Peekable<TensorInfos<'a>>,
+    b: std::iter::Peekable<TensorInfos<'a>>,
+}
+
+impl Iterator for MergeJoin<'_> {
+    type Item = Result<(Option<TensorInfo>, Option<TensorInfo>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let order = match (self.a.peek(), self.b.peek()) {
+            (None, None) => return None,
+            // An error is passed on as soon as it is next on either side.
+            (Some(Err(_)), _) | (Some(Ok(_)), None) => Ordering::Less,
+            (_, Some(Err(_))) | (None, Some(Ok(_))) => Ordering::Greater,
+            (Some(Ok(x)), Some(Ok(y))) => x.name.cmp(&y.name),
+        };
+        match order {
+            Ordering::Less => self.a.next().map(|x| x.map(|x| (Some(x), None))),
+            Ordering::Greater => self.b.next().map(|y| y.map(|y| (None, Some(y)))),
+            Ordering::Equal => {
+                let (x, y) = (self.a.next()?, self.b.next()?);
+                Some(x.and_then(|x| Ok((Some(x), Some(y?)))))
+            }
+        }
+    }
 }
 
 pub fn diff(
@@ -100,38 +135,40 @@ pub fn diff(
 ) -> Result<ExitCode> {
     let a = open_any(a_path)?;
     let b = open_any(b_path)?;
-    let la: BTreeMap<Vec<u8>, TensorInfo> =
-        a.list()?.into_iter().map(|t| (t.name.clone(), t)).collect();
-    let lb: BTreeMap<Vec<u8>, TensorInfo> =
-        b.list()?.into_iter().map(|t| (t.name.clone(), t)).collect();
     let mut r = Report::default();
     let (red, dim) = (BAD, DIM);
-    for (n, t) in &la {
-        if !lb.contains_key(n) {
-            let s = name::display(n);
-            r.lines.push(format!(
-                "{red}only in A:{red:#} {s} {dim}({} {}){dim:#}",
-                t.kind.name(),
-                shape_str(&t.shape)
-            ));
-            r.only_a.push(s);
-        }
-    }
-    for (n, t) in &lb {
-        if !la.contains_key(n) {
-            let s = name::display(n);
-            r.lines.push(format!(
-                "{red}only in B:{red:#} {s} {dim}({} {}){dim:#}",
-                t.kind.name(),
-                shape_str(&t.shape)
-            ));
-            r.only_b.push(s);
-        }
-    }
-    for (n, ta) in &la {
-        let Some(tb) = lb.get(n) else { continue };
-        let s = name::display(n);
+    let pairs = MergeJoin {
+        a: a.scan(b"")?.peekable(),
+        b: b.scan(b"")?.peekable(),
+    };
+    for pair in pairs {
+        let (ta, tb) = match pair? {
+            (Some(ta), Some(tb)) => (ta, tb),
+            (Some(t), None) => {
+                let s = name::display(&t.name);
+                r.lines_only_a.push(format!(
+                    "{red}only in A:{red:#} {s} {dim}({} {}){dim:#}",
+                    t.kind.name(),
+                    shape_str(&t.shape)
+                ));
+                r.only_a.push(s);
+                continue;
+            }
+            (None, Some(t)) => {
+                let s = name::display(&t.name);
+                r.lines_only_b.push(format!(
+                    "{red}only in B:{red:#} {s} {dim}({} {}){dim:#}",
+                    t.kind.name(),
+                    shape_str(&t.shape)
+                ));
+                r.only_b.push(s);
+                continue;
+            }
+            (None, None) => unreachable!("the join yields at least one side"),
+        };
+        let n = &ta.name;
         if ta.kind != tb.kind {
+            let s = name::display(n);
             r.lines.push(format!(
                 "{red}dtype:{red:#} {s}: {} vs {}",
                 ta.kind.name(),
@@ -142,6 +179,7 @@ pub fn diff(
             continue;
         }
         if ta.shape != tb.shape {
+            let s = name::display(n);
             r.lines.push(format!(
                 "{red}shape:{red:#} {s}: {} vs {}",
                 shape_str(&ta.shape),
@@ -153,6 +191,7 @@ pub fn diff(
         }
         let lod_differs = ta.lod != tb.lod;
         if lod_differs {
+            let s = name::display(n);
             r.lines.push(format!(
                 "{red}lod:{red:#} {s}: {:?} vs {:?}",
                 ta.lod, tb.lod
@@ -167,6 +206,7 @@ pub fn diff(
                     r.identical += u64::from(!lod_differs);
                     continue;
                 }
+                let s = name::display(n);
                 let (count, max) = compare(d, x, y);
                 let numel = x.len() / d.size().max(1);
                 let max_json = if max.is_nan() {
@@ -200,6 +240,7 @@ pub fn diff(
                     r.identical += u64::from(!lod_differs);
                     continue;
                 }
+                let s = name::display(n);
                 let count = x.iter().zip(y).filter(|(p, q)| p != q).count();
                 r.lines.push(format!(
                     "{red}values:{red:#} {s}: {count} of {} strings differ",
@@ -214,6 +255,7 @@ pub fn diff(
                 }));
             }
             _ => {
+                let s = name::display(n);
                 r.lines
                     .push(format!("{red}values:{red:#} {s}: stored differently"));
                 r.values.push(json!({"name": s, "dtype": ta.kind.name()}));
@@ -221,8 +263,8 @@ pub fn diff(
         }
     }
     if !no_meta {
-        let ma = metadata_of(a.as_ref(), a_path)?;
-        let mb = metadata_of(b.as_ref(), b_path)?;
+        let ma = a.metadata()?;
+        let mb = b.metadata()?;
         let keys: std::collections::BTreeSet<&str> =
             ma.iter().chain(mb.iter()).map(|(k, _)| k).collect();
         for k in keys {
@@ -279,7 +321,7 @@ pub fn diff(
             b.format().name()
         )
         .map_err(stdout_err)?;
-        for l in &r.lines {
+        for l in r.lines_only_a.iter().chain(&r.lines_only_b).chain(&r.lines) {
             writeln!(out, "{l}").map_err(stdout_err)?;
         }
         if differ {

@@ -9,11 +9,11 @@ use std::time::Instant;
 
 use paramdex::interop::{json as values, open_any, Format, Kind, TensorData, TensorInfo};
 use paramdex::raw::table::{Table, TableReadOptions};
-use paramdex::{name, Error, Reader, Recovered, Result, VerifyOptions, WriterOptions};
+use paramdex::{name, Error, Progress, Reader, Recovered, Result, VerifyOptions, WriterOptions};
 use serde_json::{json, Map, Value};
 
 use super::style::{DIM, DTYPE, GOOD, HEAD};
-use super::{human_bytes, metadata_of, os_bytes, stdout_err, Bar, GetFormat, Ui};
+use super::{human_bytes, os_bytes, stdout_err, Bar, GetFormat, Ui};
 
 fn io_err(what: &str, e: std::io::Error) -> Error {
     Error::io(what.to_string(), e)
@@ -43,93 +43,262 @@ pub fn shape_str(shape: &[u64]) -> String {
     format!("{shape:?}")
 }
 
-/// Writes a table of left-/right-aligned columns (`right[i]` for numbers), a bold heading.
-fn write_table(
-    out: &mut dyn Write,
-    head: &[&str],
-    right: &[bool],
-    rows: &[Vec<String>],
-) -> std::io::Result<()> {
-    // Terminal columns, not chars: CJK and emoji names take two columns, combining marks none.
-    let cols = |s: &str| unicode_width::UnicodeWidthStr::width(s);
-    let mut width: Vec<usize> = head.iter().map(|h| cols(h)).collect();
-    for row in rows {
-        for (i, c) in row.iter().enumerate() {
-            width[i] = width[i].max(cols(c));
-        }
+/// `ls`'s columns: heading, and whether each is right-aligned (numbers).
+const LS_HEAD: [&str; 5] = ["NAME", "DTYPE", "SHAPE", "LOD", "SIZE"];
+const LS_RIGHT: [bool; 5] = [false, false, false, true, true];
+
+/// `ls` sets its column widths from the heading and this many first rows, printed once they
+/// are in; later rows keep those widths (a wider cell just pushes its line wider), so a
+/// listing of millions of tensors starts at once and holds only this window in memory.
+const LS_WIDTH_WINDOW: usize = 4096;
+
+/// Terminal columns, not chars: CJK and emoji names take two columns, combining marks none.
+fn cols(s: &str) -> usize {
+    // Printable ASCII is one column a byte: the common case, without a table look-up per char.
+    // (A fold without early exit, which the compiler vectorizes.)
+    if s.bytes()
+        .fold(true, |ok, b| ok & (b.wrapping_sub(0x20) < 0x5f))
+    {
+        s.len()
+    } else {
+        unicode_width::UnicodeWidthStr::width(s)
     }
-    let line = |out: &mut dyn Write, cells: &[String], heading: bool| -> std::io::Result<()> {
-        let last = cells.len() - 1;
-        for (i, c) in cells.iter().enumerate() {
-            let pad = width[i].saturating_sub(cols(c));
-            let sep = if i == last { "" } else { "  " };
-            let (s, e) = match (heading, i) {
-                (true, _) => (HEAD.render().to_string(), HEAD.render_reset().to_string()),
-                (false, 1) => (DTYPE.render().to_string(), DTYPE.render_reset().to_string()),
-                _ => (String::new(), String::new()),
-            };
-            if right[i] {
-                write!(out, "{}{s}{c}{e}{sep}", " ".repeat(pad))?;
-            } else if i == last {
-                write!(out, "{s}{c}{e}")?;
-            } else {
-                write!(out, "{s}{c}{e}{}{sep}", " ".repeat(pad))?;
-            }
-        }
-        writeln!(out)
-    };
-    let head: Vec<String> = head.iter().map(|s| s.to_string()).collect();
-    line(out, &head, true)?;
-    for row in rows {
-        line(out, row, false)?;
+}
+
+/// Writes `n` spaces.
+fn pad<W: Write + ?Sized>(out: &mut W, mut n: usize) -> std::io::Result<()> {
+    const SPACES: &[u8; 64] = &[b' '; 64];
+    while n > 0 {
+        let k = n.min(SPACES.len());
+        out.write_all(&SPACES[..k])?;
+        n -= k;
     }
     Ok(())
 }
 
+/// Appends the decimal digits of `v`.
+pub fn push_u64(s: &mut String, mut v: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    s.push_str(std::str::from_utf8(&digits[i..]).unwrap_or_default());
+}
+
+/// One row of `ls`'s table, its cells kept between rows so that a row allocates little.
+#[derive(Clone, Default)]
+struct LsRow {
+    name: String,
+    dtype: &'static str,
+    shape: String,
+    lod: String,
+    size: String,
+}
+
+impl LsRow {
+    fn set(&mut self, t: &TensorInfo) {
+        self.name = name::display(&t.name);
+        self.dtype = t.kind.name();
+        // As `shape_str`: `[2, 3]`.
+        self.shape.clear();
+        self.shape.push('[');
+        for (i, &d) in t.shape.iter().enumerate() {
+            if i > 0 {
+                self.shape.push_str(", ");
+            }
+            push_u64(&mut self.shape, d);
+        }
+        self.shape.push(']');
+        self.lod.clear();
+        push_u64(&mut self.lod, t.lod.len() as u64);
+        self.size.clear();
+        super::write_human_bytes(&mut self.size, t.nbytes);
+    }
+
+    fn cells(&self) -> [&str; 5] {
+        [&self.name, self.dtype, &self.shape, &self.lod, &self.size]
+    }
+}
+
+/// A style's start and end codes, rendered once; empty when colour is off.
+struct Codes(String, String);
+
+impl Codes {
+    fn of(style: anstyle::Style, colour: bool) -> Codes {
+        if colour {
+            Codes(style.render().to_string(), style.render_reset().to_string())
+        } else {
+            Codes(String::new(), String::new())
+        }
+    }
+}
+
+/// `ls`'s table: fixed column widths, and the styles it uses.
+struct LsTable {
+    width: [usize; 5],
+    head: Codes,
+    dtype: Codes,
+}
+
+impl LsTable {
+    /// Widths from the heading and `rows`.
+    fn new(rows: &[LsRow], colour: bool) -> LsTable {
+        let mut width = LS_HEAD.map(cols);
+        for row in rows {
+            for (w, c) in width.iter_mut().zip(row.cells()) {
+                *w = (*w).max(cols(c));
+            }
+        }
+        LsTable {
+            width,
+            head: Codes::of(HEAD, colour),
+            dtype: Codes::of(DTYPE, colour),
+        }
+    }
+
+    /// One line: cells padded to the widths (never cut), two spaces apart, the last left-aligned
+    /// one without trailing spaces.
+    fn line<W: Write + ?Sized>(
+        &self,
+        out: &mut W,
+        cells: [&str; 5],
+        heading: bool,
+    ) -> std::io::Result<()> {
+        let last = cells.len() - 1;
+        for (i, c) in cells.into_iter().enumerate() {
+            let gap = self.width[i].saturating_sub(cols(c));
+            let codes = match (heading, i) {
+                (true, _) => Some(&self.head),
+                (false, 1) => Some(&self.dtype),
+                _ => None,
+            };
+            if LS_RIGHT[i] {
+                pad(out, gap)?;
+            }
+            match codes {
+                Some(Codes(s, e)) => {
+                    out.write_all(s.as_bytes())?;
+                    out.write_all(c.as_bytes())?;
+                    out.write_all(e.as_bytes())?;
+                }
+                None => out.write_all(c.as_bytes())?,
+            }
+            if i != last {
+                if !LS_RIGHT[i] {
+                    pad(out, gap)?;
+                }
+                out.write_all(b"  ")?;
+            }
+        }
+        out.write_all(b"\n")
+    }
+}
+
+/// Writes `t` as `ls --json` does: the object [`describe`] gives, in serde_json's compact form
+/// and key order (sorted), without building it.
+fn write_json_info(out: &mut dyn Write, t: &TensorInfo) -> std::io::Result<()> {
+    fn array(out: &mut dyn Write, v: &[u64]) -> std::io::Result<()> {
+        out.write_all(b"[")?;
+        for (i, x) in v.iter().enumerate() {
+            if i > 0 {
+                out.write_all(b",")?;
+            }
+            write!(out, "{x}")?;
+        }
+        out.write_all(b"]")
+    }
+    out.write_all(b"{\"dtype\":")?;
+    serde_json::to_writer(&mut *out, t.kind.name())?;
+    out.write_all(b",\"lod\":[")?;
+    for (i, level) in t.lod.iter().enumerate() {
+        if i > 0 {
+            out.write_all(b",")?;
+        }
+        array(out, level)?;
+    }
+    out.write_all(b"],\"name\":")?;
+    match name::as_utf8(&t.name) {
+        Some(s) => serde_json::to_writer(&mut *out, s)?,
+        None => {
+            serde_json::to_writer(&mut *out, &name::display(&t.name))?;
+            out.write_all(b",\"name_hex\":")?;
+            serde_json::to_writer(&mut *out, &name::to_hex(&t.name))?;
+        }
+    }
+    write!(out, ",\"nbytes\":{},\"shape\":", t.nbytes)?;
+    array(out, &t.shape)?;
+    out.write_all(b"}")
+}
+
 pub fn ls(file: &Path, as_json: bool, prefix: Option<OsString>) -> Result<ExitCode> {
     let store = open_any(file)?;
-    let mut list = store.list()?;
-    if let Some(p) = &prefix {
-        let p = os_bytes(p);
-        list.retain(|t| t.name.starts_with(&p));
-    }
-    let mut out = super::stdout_for(as_json);
+    let tensors = match &prefix {
+        Some(p) => store.scan_prefix(&os_bytes(p))?,
+        None => store.scan(b"")?,
+    };
     if as_json {
-        let all: Vec<Value> = list.iter().map(|t| Value::Object(describe(t))).collect();
-        serde_json::to_writer(&mut out, &Value::Array(all))
-            .map_err(|e| io_err("writing JSON", e.into()))?;
-        writeln!(out).map_err(stdout_err)?;
-    } else {
-        let total: u64 = list.iter().map(|t| t.nbytes).sum();
-        let rows: Vec<Vec<String>> = list
-            .iter()
-            .map(|t| {
-                vec![
-                    name::display(&t.name),
-                    t.kind.name().to_string(),
-                    shape_str(&t.shape),
-                    t.lod.len().to_string(),
-                    human_bytes(t.nbytes),
-                ]
-            })
-            .collect();
-        write_table(
-            &mut out,
-            &["NAME", "DTYPE", "SHAPE", "LOD", "SIZE"],
-            &[false, false, false, true, true],
-            &rows,
-        )
-        .map_err(stdout_err)?;
-        writeln!(
-            out,
-            "{DIM}{} tensors, {} of data ({} bytes), {}{DIM:#}",
-            rows.len(),
-            human_bytes(total),
-            total,
-            store.format().name()
-        )
-        .map_err(stdout_err)?;
+        // The array streams out as the store is read: the same bytes serde_json writes for the
+        // whole array.
+        let mut out = super::stdout_for(true);
+        out.write_all(b"[").map_err(stdout_err)?;
+        for (i, t) in tensors.enumerate() {
+            let t = t?;
+            if i > 0 {
+                out.write_all(b",").map_err(stdout_err)?;
+            }
+            write_json_info(&mut out, &t).map_err(stdout_err)?;
+        }
+        out.write_all(b"]\n").map_err(stdout_err)?;
+        out.flush().map_err(stdout_err)?;
+        return Ok(ExitCode::SUCCESS);
     }
+    let (mut out, colour) = super::listing_stdout();
+    let mut count = 0u64;
+    let mut total = 0u64;
+    let mut tensors = tensors.inspect(|t| {
+        if let Ok(t) = t {
+            count += 1;
+            total = total.saturating_add(t.nbytes);
+        }
+    });
+    let mut window = Vec::new();
+    for t in tensors.by_ref().take(LS_WIDTH_WINDOW) {
+        let mut row = LsRow::default();
+        row.set(&t?);
+        window.push(row);
+    }
+    let table = LsTable::new(&window, colour);
+    table.line(&mut out, LS_HEAD, true).map_err(stdout_err)?;
+    for row in &window {
+        table
+            .line(&mut out, row.cells(), false)
+            .map_err(stdout_err)?;
+    }
+    let mut row = window.pop().unwrap_or_default();
+    drop(window);
+    for t in tensors.by_ref() {
+        row.set(&t?);
+        table
+            .line(&mut out, row.cells(), false)
+            .map_err(stdout_err)?;
+    }
+    drop(tensors);
+    let dim = Codes::of(DIM, colour);
+    writeln!(
+        out,
+        "{}{count} tensors, {} of data ({total} bytes), {}{}",
+        dim.0,
+        human_bytes(total),
+        store.format().name(),
+        dim.1
+    )
+    .map_err(stdout_err)?;
     out.flush().map_err(stdout_err)?;
     Ok(ExitCode::SUCCESS)
 }
@@ -282,16 +451,19 @@ fn table_figures(bytes: &[u8]) -> Result<TableFigures> {
 
 pub fn stat(file: &Path, as_json: bool) -> Result<ExitCode> {
     let store = open_any(file)?;
-    let list = store.list()?;
-    let metadata = metadata_of(store.as_ref(), file)?;
+    let metadata = store.metadata()?;
+    // One pass over the listing: counts and bytes by dtype, nothing kept per tensor.
     let mut by_dtype: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
-    for t in &list {
+    let mut n = 0u64;
+    let mut data_bytes = 0u64;
+    for t in store.scan(b"")? {
+        let t = t?;
         let e = by_dtype.entry(t.kind.name()).or_default();
         e.0 += 1;
-        e.1 += t.nbytes;
+        e.1 = e.1.saturating_add(t.nbytes);
+        n += 1;
+        data_bytes = data_bytes.saturating_add(t.nbytes);
     }
-    let data_bytes: u64 = list.iter().map(|t| t.nbytes).sum();
-    let n = list.len() as u64;
     let mut o = Map::new();
     o.insert("file".into(), json!(file.display().to_string()));
     o.insert("format".into(), json!(store.format().name()));
@@ -464,9 +636,11 @@ struct Verified {
 /// progress over the data bytes.
 fn verify_native(ui: Ui, r: &Reader, threads: usize) -> Result<Verified> {
     let bar = Bar(ui.bytes_bar(0, "verifying"));
+    // A progress hook costs the library a first pass over the index (for the total): give one
+    // only when the bar is drawn.
     let rep = r.verify_with(VerifyOptions {
         threads,
-        progress: Some(&bar),
+        progress: (!bar.0.is_hidden()).then_some(&bar as &dyn Progress),
     });
     bar.0.finish_and_clear();
     let rep = rep?;
@@ -580,4 +754,78 @@ pub fn recover(ui: Ui, torn: &Path, out: &Path) -> Result<ExitCode> {
         ))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(name: &[u8], shape: &[u64], lod: Vec<Vec<u64>>) -> TensorInfo {
+        TensorInfo {
+            name: name.to_vec(),
+            kind: Kind::Numeric(paramdex::DType::Float32),
+            shape: shape.to_vec(),
+            lod,
+            nbytes: 4 * shape.iter().product::<u64>(),
+        }
+    }
+
+    #[test]
+    fn streamed_json_is_what_serde_json_writes() {
+        let cases = [
+            info(b"a.weight", &[2, 3], vec![]),
+            info(b"scalar", &[], vec![]),
+            info(b"lod", &[5, 1], vec![vec![0, 2, 5], vec![0, 1, 3, 4, 5, 5]]),
+            info(b"q\"uote\\ \x01 \xe6\x97\xa5", &[0], vec![]),
+            info(b"not utf-8 \xff\xfe", &[1], vec![]),
+            info(b"", &[1], vec![vec![]]),
+        ];
+        for t in &cases {
+            let mut ours = Vec::new();
+            write_json_info(&mut ours, t).unwrap();
+            let theirs = serde_json::to_vec(&Value::Object(describe(t))).unwrap();
+            assert_eq!(
+                String::from_utf8_lossy(&ours),
+                String::from_utf8_lossy(&theirs)
+            );
+        }
+    }
+
+    #[test]
+    fn rows_render_as_shape_str_and_human_bytes() {
+        let mut row = LsRow::default();
+        for (shape, nbytes) in [(vec![], 4), (vec![0], 0), (vec![7, 1 << 40], 3 << 30)] {
+            let mut t = info(b"x", &shape, vec![vec![0, 1]]);
+            t.nbytes = nbytes;
+            row.set(&t);
+            assert_eq!(row.shape, shape_str(&shape));
+            assert_eq!(row.size, human_bytes(nbytes));
+            assert_eq!(row.lod, "1");
+        }
+        let mut digits = String::new();
+        for v in [0, 9, 10, 12345, u64::MAX] {
+            digits.clear();
+            push_u64(&mut digits, v);
+            assert_eq!(digits, v.to_string());
+        }
+    }
+
+    #[test]
+    fn later_rows_keep_the_window_widths() {
+        let mut short = LsRow::default();
+        short.set(&info(b"ab", &[1], vec![]));
+        let table = LsTable::new(std::slice::from_ref(&short), false);
+        let mut out = Vec::new();
+        table.line(&mut out, LS_HEAD, true).unwrap();
+        table.line(&mut out, short.cells(), false).unwrap();
+        let mut long = LsRow::default();
+        long.set(&info(b"a much longer name", &[1], vec![]));
+        table.line(&mut out, long.cells(), false).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "NAME  DTYPE    SHAPE  LOD  SIZE");
+        assert_eq!(lines[1], "ab    float32  [1]      0   4 B");
+        // Wider than the window: the line is pushed wider, nothing is cut.
+        assert_eq!(lines[2], "a much longer name  float32  [1]      0   4 B");
+    }
 }

@@ -8,7 +8,7 @@ use paramdex::interop::open_any;
 use paramdex::{Error, MetaValue, Result};
 
 use super::style::{DIM, DTYPE, HEAD};
-use super::{human_bytes, metadata_of, stdout_err, Ui};
+use super::{human_bytes, stdout_err, Ui};
 
 /// Longest string shown whole in the table (the JSON form is always whole).
 const SHOW_MAX: usize = 120;
@@ -28,7 +28,7 @@ pub fn meta(
     as_json: bool,
 ) -> Result<ExitCode> {
     let store = open_any(file)?;
-    let mut md = metadata_of(store.as_ref(), file)?;
+    let mut md = store.metadata()?;
     let changing = !(set.is_empty() && set_str.is_empty() && unset.is_empty());
     if changing {
         if store.as_native().is_none() {

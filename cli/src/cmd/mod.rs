@@ -9,14 +9,13 @@ mod meta;
 
 use std::ffi::OsString;
 use std::io::{IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
-use paramdex::interop::{Format, TensorStore};
-use paramdex::{Error, Metadata};
+use paramdex::Error;
 
 /// Exit status: an error (I/O, bad arguments to a library call, unreadable input).
 pub const EXIT_ERROR: u8 = 1;
@@ -498,7 +497,26 @@ pub fn stdout_for(json: bool) -> std::io::BufWriter<Box<dyn Write>> {
     } else {
         Box::new(anstream::stdout().lock())
     };
-    std::io::BufWriter::new(w)
+    std::io::BufWriter::with_capacity(OUT_BUFFER, w)
+}
+
+/// Bytes gathered before a write to standard output: listings of millions of lines go out in
+/// few system calls.
+const OUT_BUFFER: usize = 64 << 10;
+
+/// Standard output for a listing that may run to millions of lines, and whether to style it.
+/// With colour off (off a terminal, NO_COLOR, `--color never`) the bytes go out as written:
+/// passing them through anstream only to strip styles that are not there costs more than the
+/// listing itself. The caller writes styles only when told to, and text escaped by
+/// `name::display` (no control characters), so the output is what `stdout_for(false)` gives.
+pub fn listing_stdout() -> (std::io::BufWriter<Box<dyn Write>>, bool) {
+    let colour = anstream::AutoStream::choice(&std::io::stdout()) != anstream::ColorChoice::Never;
+    let w: Box<dyn Write> = if colour {
+        Box::new(anstream::stdout().lock())
+    } else {
+        Box::new(std::io::stdout().lock())
+    };
+    (std::io::BufWriter::with_capacity(OUT_BUFFER, w), colour)
 }
 
 /// Prints `paramdex: error: MSG` on standard error.
@@ -595,28 +613,31 @@ pub fn os_bytes(s: &OsString) -> Vec<u8> {
 
 /// Human-readable byte count (binary units).
 pub fn human_bytes(n: u64) -> String {
+    let mut s = String::new();
+    write_human_bytes(&mut s, n);
+    s
+}
+
+/// Appends [`human_bytes`] of `n` to `out` (`ls` reuses one buffer for millions of rows).
+pub fn write_human_bytes(out: &mut String, n: u64) {
+    use std::fmt::Write as _;
     const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    if n < 1024 {
+        // Most tensors of a checkpoint with millions are this small: no float formatting.
+        inspect::push_u64(out, n);
+        out.push_str(" B");
+        return;
+    }
     let mut v = n as f64;
     let mut u = 0;
     while v >= 1024.0 && u + 1 < UNITS.len() {
         v /= 1024.0;
         u += 1;
     }
-    if u == 0 {
-        format!("{n} B")
+    // Writing to a String cannot fail.
+    let _ = if u == 0 {
+        write!(out, "{n} B")
     } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
-}
-
-/// The metadata of an open store: a native file's header metadata, a safetensors file's
-/// `__metadata__`; other formats have none.
-pub fn metadata_of(store: &dyn TensorStore, path: &Path) -> paramdex::Result<Metadata> {
-    if let Some(r) = store.as_native() {
-        return Ok(r.header().metadata.clone());
-    }
-    if store.format() == Format::Safetensors {
-        return paramdex::interop::safetensors::SafetensorsStore::open(path)?.metadata();
-    }
-    Ok(Metadata::new())
+        write!(out, "{v:.1} {}", UNITS[u])
+    };
 }

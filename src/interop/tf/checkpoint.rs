@@ -17,13 +17,12 @@ use crate::dtype::DType;
 use crate::error::{path_str, Error, Result};
 use crate::format::{crc32c, unmask_crc};
 use crate::interop::store::{
-    scan_sorted, Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorInfos, TensorStore,
-    VerifySummary,
+    Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorInfos, TensorStore, VerifySummary,
 };
 use crate::name::display;
 use crate::native::Source;
 use crate::proto::tensorflow::{BundleEntryProto, BundleHeaderProto, TensorSliceProto};
-use crate::table::{Table, TableIndex, TableReadOptions};
+use crate::table::{Table, TableIndex, TableIter, TableReadOptions};
 
 /// Largest tensor rank TensorFlow accepts (`TensorShape::kMaxDimensions`).
 pub const MAX_RANK: usize = 254;
@@ -617,35 +616,116 @@ fn describe_extents(ext: &[Extent]) -> String {
     parts.join(":")
 }
 
+/// [`TfCheckpoint`]'s listing, streamed from its `.index` in key order: each entry is parsed as
+/// it is reached, so memory does not grow with the number of tensors.
+///
+/// As TensorFlow's `CheckpointReader`, the slice keys hidden are exactly those that a
+/// partitioned tensor's entry lists; any other key (one starting with a NUL byte included) is a
+/// tensor. A key that a partitioned tensor `T` lists decodes to `T`'s name ([`slice_key::decode`]
+/// inverts [`slice_key::encode`] exactly), so whether a slice key is hidden is decided by looking
+/// `T` up: no pass over the whole index first. The slice keys of one tensor are adjacent (the
+/// name comes first in the key), so the last tensor looked up is kept.
+struct Scan<'a> {
+    ck: &'a TfCheckpoint,
+    it: TableIter<'a>,
+    /// Where to seek before the first entry.
+    start: Option<Vec<u8>>,
+    /// Stop at the first key without this prefix.
+    prefix: Option<Vec<u8>>,
+    done: bool,
+    /// The partitioned tensor last looked up for a slice key, and the slice keys it lists.
+    owner: Option<(Vec<u8>, Vec<Vec<u8>>)>,
+}
+
+impl<'a> Scan<'a> {
+    fn new(ck: &'a TfCheckpoint, start: &[u8], prefix: Option<&[u8]>) -> Scan<'a> {
+        Scan {
+            ck,
+            it: ck.table().into_iter_owned(),
+            start: Some(start.to_vec()),
+            prefix: prefix.map(<[u8]>::to_vec),
+            done: false,
+            owner: None,
+        }
+    }
+
+    /// Whether slice key `key` is listed by its partitioned tensor's entry (so not a tensor).
+    fn is_listed_slice(&mut self, key: &[u8]) -> Result<bool> {
+        let Some(k) = slice_key::decode(key) else {
+            return Ok(false);
+        };
+        // The header (empty key) lists no slices.
+        if k.name.is_empty() {
+            return Ok(false);
+        }
+        if self.owner.as_ref().is_none_or(|(name, _)| *name != k.name) {
+            let listed = match self.ck.entry(&k.name)? {
+                Some(full) => referenced_slice_keys(&k.name, &full).collect(),
+                None => Vec::new(),
+            };
+            self.owner = Some((k.name, listed));
+        }
+        Ok(self
+            .owner
+            .as_ref()
+            .is_some_and(|(_, listed)| listed.iter().any(|l| l == key)))
+    }
+
+    fn step(&mut self) -> Result<Option<TensorInfo>> {
+        let ck = self.ck;
+        loop {
+            match self.start.take() {
+                Some(start) => self.it.seek(&start),
+                None => self.it.next().map(drop),
+            }
+            .map_err(|e| e.context(&ck.index_path))?;
+            if !self.it.valid() {
+                return Ok(None);
+            }
+            let key = self.it.key();
+            if self.prefix.as_ref().is_some_and(|p| !key.starts_with(p)) {
+                return Ok(None);
+            }
+            if key.is_empty() {
+                continue; // the header
+            }
+            let e = ck.parse_entry(key, self.it.value(), self.it.block_offset())?;
+            if !slice_key::is_slice_key(key) {
+                return ck.info(key, &e).map(Some);
+            }
+            let key = key.to_vec();
+            if !self.is_listed_slice(&key)? {
+                return ck.info(&key, &e).map(Some);
+            }
+        }
+    }
+}
+
+impl Iterator for Scan<'_> {
+    type Item = Result<TensorInfo>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let r = self.step().transpose();
+        // Nothing follows the end or an error.
+        self.done = !matches!(r, Some(Ok(_)));
+        r
+    }
+}
+
 impl TensorStore for TfCheckpoint {
     fn format(&self) -> Format {
         Format::TensorFlow
     }
 
     fn scan(&self, start: &[u8]) -> Result<TensorInfos<'_>> {
-        Ok(scan_sorted(self.list()?, start))
+        Ok(Box::new(Scan::new(self, start, None)))
     }
 
-    fn list(&self) -> Result<Vec<TensorInfo>> {
-        // As TensorFlow's CheckpointReader: the slice keys hidden are exactly those that the
-        // partitioned tensors' entries list; any other key (one starting with a NUL byte
-        // included) is a tensor.
-        let mut entries = Vec::new();
-        let mut referenced = BTreeSet::new();
-        self.for_each_entry(|key, value, at| {
-            if key.is_empty() {
-                return Ok(());
-            }
-            let e = self.parse_entry(key, value, at)?;
-            referenced.extend(referenced_slice_keys(key, &e));
-            entries.push((key.to_vec(), e));
-            Ok(())
-        })?;
-        entries
-            .iter()
-            .filter(|(key, _)| !(slice_key::is_slice_key(key) && referenced.contains(key)))
-            .map(|(key, e)| self.info(key, e))
-            .collect()
+    fn scan_prefix(&self, prefix: &[u8]) -> Result<TensorInfos<'_>> {
+        Ok(Box::new(Scan::new(self, prefix, Some(prefix))))
     }
 
     fn load(&self, name: &[u8]) -> Result<Option<LoadedTensor<'_>>> {
