@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use paramdex::interop::paddle::program::{parse_pir_json, parse_program_desc, ParamDecl};
+use paramdex::interop::paddle::{parse_pir_json, parse_program_desc, ParamDecl};
 use paramdex::interop::TensorStore;
 
 fn dir() -> &'static PathBuf {

@@ -8,7 +8,7 @@
 //!   it, as the program path with its `.pdiparams` beside it, or as a directory holding exactly
 //!   one such pair. The old inference layout `__model__` + `__params__` (or `params`) works too.
 //!   When both `PREFIX.json` and `PREFIX.pdmodel` exist, the `.json` (Paddle 3's default) is
-//!   used. The parameter names come from the program ([`program`]); the records are matched to
+//!   used. The parameter names come from the program ([`Program`]); the records are matched to
 //!   them strictly, in bytewise name order.
 //! - **A tensor file** (`save_dense_tensor`, the `save` op): exactly one record, ending at EOF.
 //!   Its tensor name is the file name.
@@ -31,7 +31,7 @@
 //! (`convert --to paddle-tensor`, names as [`relative_path`]s).
 
 mod combined;
-pub mod program;
+mod program;
 mod store;
 mod write;
 
@@ -46,7 +46,10 @@ use crate::name::{display, MAX_NAME_LEN};
 use crate::native::Source;
 use crate::record::MAX_LOD_LEVELS;
 
-pub use program::{load_program, ParamDecl, Program, ProgramKind};
+pub use program::{
+    load_program, parse_pir_json, parse_program_desc, ParamDecl, Program, ProgramKind,
+    MAX_PROGRAM_LEN,
+};
 pub use store::PaddleStore;
 pub use write::{combined_path, relative_path};
 pub(crate) use write::{export_combined, export_tensor_files};

@@ -10,9 +10,10 @@
 //!   a plain TensorFlow bundle; [`export_tf`] makes a native paramdex file loadable by
 //!   TensorFlow without copying a byte (hard links).
 //!
-//! Layout of the modules: [`checkpoint`] (the reader), [`slice_key`] (TensorFlow's ordered-code
-//! keys of partitioned-tensor slices), [`slices`] (assembling partitioned tensors), [`strings`]
-//! (`DT_STRING` data), and the private `export` module (writers).
+//! Layout of the modules: the private `checkpoint` (the reader, [`TfCheckpoint`]),
+//! [`slice_key`] (TensorFlow's ordered-code keys of partitioned-tensor slices), [`slices`]
+//! (assembling partitioned tensors), [`strings`] (`DT_STRING` data), and the private `export`
+//! module (writers).
 // TensorFlow's ordered-code slice keys and big-endian checkpoints are big-endian by definition.
 #![allow(clippy::big_endian_bytes)]
 
@@ -21,7 +22,7 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::interop::store::TensorStore;
 
-pub mod checkpoint;
+mod checkpoint;
 mod export;
 pub mod slice_key;
 pub mod slices;
