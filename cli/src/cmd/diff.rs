@@ -126,6 +126,17 @@ impl Iterator for MergeJoin<'_> {
     }
 }
 
+/// Records a tensor found in one input only: its name, and its report line.
+fn only_in(side: &str, t: &TensorInfo, names: &mut Vec<String>, lines: &mut Vec<String>) {
+    let s = name::display(&t.name);
+    lines.push(format!(
+        "{BAD}only in {side}:{BAD:#} {s} {DIM}({} {}){DIM:#}",
+        t.kind.name(),
+        shape_str(&t.shape)
+    ));
+    names.push(s);
+}
+
 pub fn diff(
     ui: Ui,
     a_path: &Path,
@@ -136,7 +147,7 @@ pub fn diff(
     let a = open_any(a_path)?;
     let b = open_any(b_path)?;
     let mut r = Report::default();
-    let (red, dim) = (BAD, DIM);
+    let red = BAD;
     let pairs = MergeJoin {
         a: a.scan(b"")?.peekable(),
         b: b.scan(b"")?.peekable(),
@@ -145,23 +156,11 @@ pub fn diff(
         let (ta, tb) = match pair? {
             (Some(ta), Some(tb)) => (ta, tb),
             (Some(t), None) => {
-                let s = name::display(&t.name);
-                r.lines_only_a.push(format!(
-                    "{red}only in A:{red:#} {s} {dim}({} {}){dim:#}",
-                    t.kind.name(),
-                    shape_str(&t.shape)
-                ));
-                r.only_a.push(s);
+                only_in("A", &t, &mut r.only_a, &mut r.lines_only_a);
                 continue;
             }
             (None, Some(t)) => {
-                let s = name::display(&t.name);
-                r.lines_only_b.push(format!(
-                    "{red}only in B:{red:#} {s} {dim}({} {}){dim:#}",
-                    t.kind.name(),
-                    shape_str(&t.shape)
-                ));
-                r.only_b.push(s);
+                only_in("B", &t, &mut r.only_b, &mut r.lines_only_b);
                 continue;
             }
             (None, None) => unreachable!("the join yields at least one side"),
