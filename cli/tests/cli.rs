@@ -2,126 +2,16 @@
 //! checkpoints, Paddle models / tensor files / per-variable directories, safetensors files.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Command;
 
 use paramdex::MetaValue;
 use paramdex::{DType, Reader, Tensor, Writer};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-const BIN: &str = env!("CARGO_BIN_EXE_paramdex");
-
-fn data(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .join("tests/data")
-        .join(rel)
-}
-
-/// Runs the binary; checks that the exit code is one of `codes` and that nothing looks like a
-/// panic; an error exit prints exactly one `paramdex: error:` line.
-fn run_codes(args: &[&dyn AsRef<std::ffi::OsStr>], codes: &[i32]) -> Output {
-    let out = Command::new(BIN)
-        .args(args.iter().map(|a| a.as_ref()))
-        .env_remove("CLICOLOR_FORCE")
-        .output()
-        .expect("the binary runs");
-    let (so, se) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    let code = out.status.code().unwrap_or(-1);
-    assert!(
-        codes.contains(&code),
-        "paramdex {:?} exited {code}, expected {codes:?}\nstdout: {so}\nstderr: {se}",
-        args.iter().map(|a| a.as_ref()).collect::<Vec<_>>()
-    );
-    assert!(!se.contains("panicked"), "panic message: {se}");
-    assert!(
-        !so.contains('\x1b') && !se.contains('\x1b'),
-        "colour off a terminal"
-    );
-    if code != 0 && code != 5 {
-        let lines: Vec<&str> = se.lines().collect();
-        assert_eq!(lines.len(), 1, "one error line: {se}");
-        assert!(lines[0].starts_with("paramdex: error: "), "{se}");
-    }
-    out
-}
-
-/// [`run_codes`] with exactly one expected exit code.
-fn run(args: &[&dyn AsRef<std::ffi::OsStr>], code: i32) -> Output {
-    run_codes(args, &[code])
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8(o.stdout.clone()).unwrap()
-}
-
-fn json(o: &Output) -> Value {
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", stdout(o)))
-}
-
-/// A native file with metadata, a LoD tensor, a non-UTF-8 name and several dtypes.
-fn native(dir: &Path) -> PathBuf {
-    let p = dir.join("native.pdx");
-    let mut w = Writer::create(&p).unwrap();
-    w.add_slice("a.weight", &[2, 3], &[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0])
-        .unwrap();
-    w.add_slice("a.bias", &[3], &[half::bf16::from_f32(0.5); 3])
-        .unwrap();
-    w.add_slice("steps", &[], &[42i64]).unwrap();
-    let lod = vec![vec![0u64, 1, 3]];
-    w.add(
-        "seq",
-        Tensor::new(DType::Int32, &[3, 1], &[1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0]).with_lod(&lod),
-    )
-    .unwrap();
-    w.add(b"raw\xff", Tensor::new(DType::UInt8, &[1], &[7]))
-        .unwrap();
-    w.insert_metadata("step", 100i64).unwrap();
-    w.insert_metadata("model", "tiny").unwrap();
-    w.finish().unwrap();
-    p
-}
-
-/// Every input kind, with the name of one numeric tensor in it.
-fn inputs(dir: &Path) -> Vec<(&'static str, PathBuf, String)> {
-    vec![
-        ("paramdex", native(dir), "a.weight".into()),
-        (
-            "tensorflow checkpoint",
-            data("tf/basic/v1/model.ckpt"),
-            "layer1/W".into(),
-        ),
-        (
-            "tensorflow checkpoint",
-            data("tf/basic/tf2"),
-            "v_float32/.ATTRIBUTES/VARIABLE_VALUE".into(),
-        ),
-        (
-            "paddle model",
-            data("paddle/models/legacy/m"),
-            "layer.2.b".into(),
-        ),
-        (
-            "paddle tensor file",
-            data("paddle/lod/lod1_f32.lodtensor"),
-            String::new(),
-        ),
-        (
-            "paddle per-variable directory",
-            data("paddle/models/separate_legacy"),
-            "beta_b".into(),
-        ),
-        (
-            "safetensors",
-            data("safetensors/model.safetensors"),
-            "model.layers.0.weight".into(),
-        ),
-    ]
-}
+mod common;
+use common::*;
 
 #[test]
 fn every_command_reads_every_input_kind() {
