@@ -827,13 +827,11 @@ impl TensorStore for TfCheckpoint {
         crate::parallel::try_each(&with_data, threads, |(k, e)| self.checked(k, e).map(drop))?;
         let mut referenced = BTreeSet::new();
         for (name, e) in &partitioned {
-            match e.kind.numeric() {
-                Some(d) => {
-                    self.assemble(name, e, d, false)?;
-                }
-                // Not assembled (get refuses them): the slices must be there, with the right
-                // type and shape; their data was checksummed above, string layouts by info.
-                None => {}
+            // Tensors not assembled (get refuses them) are checked by `info` below: the slices
+            // must be there, with the right type and shape; their data was checksummed
+            // above, string layouts by info.
+            if let Some(d) = e.kind.numeric() {
+                self.assemble(name, e, d, false)?;
             }
             data_bytes = data_bytes.saturating_add(self.info(name, e)?.nbytes);
             referenced.extend(referenced_slice_keys(name, e));
