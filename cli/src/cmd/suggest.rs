@@ -38,9 +38,10 @@ fn max_edits(len: usize) -> usize {
     }
 }
 
-/// A lower bound of the edit distance between two strings: the larger count of characters
-/// one has and the other has not (as multisets), over ASCII bytes; costs one pass, so the
-/// exact distance is computed only for names that may be near.
+/// A lower bound of the edit distance between two strings: the larger count of bytes one has
+/// and the other has not (as multisets; an edit changes at most one character, at most 4
+/// bytes, on each side). One pass, so the exact distance is computed only for names that may
+/// be near.
 fn bag_distance(a: &[u8], b: &[u8]) -> usize {
     let mut h = [0i32; 256];
     for &x in a {
@@ -50,14 +51,14 @@ fn bag_distance(a: &[u8], b: &[u8]) -> usize {
         h[usize::from(x)] -= 1;
     }
     let (mut pos, mut neg) = (0usize, 0usize);
-    for v in h {
+    for &x in a.iter().chain(b) {
+        let v = std::mem::take(&mut h[usize::from(x)]);
         if v > 0 {
             pos += v as usize;
         } else {
-            neg += (-v) as usize;
+            neg += v.unsigned_abs() as usize;
         }
     }
-    // A multibyte character counts for up to 4 bytes: scale down so the bound stays a bound.
     let bound = pos.max(neg);
     if a.is_ascii() && b.is_ascii() {
         bound
@@ -66,42 +67,81 @@ fn bag_distance(a: &[u8], b: &[u8]) -> usize {
     }
 }
 
+/// The name asked for, as names are compared with it.
+struct Wanted {
+    /// NFKC, lower case.
+    fold: String,
+    chars: usize,
+    /// Edits allowed.
+    limit: usize,
+}
+
+impl Wanted {
+    fn new(wanted: &[u8]) -> Wanted {
+        let fold = fold(&String::from_utf8_lossy(wanted));
+        let chars = fold.chars().count();
+        Wanted {
+            chars,
+            limit: max_edits(chars),
+            fold,
+        }
+    }
+
+    /// How near `name` is (0 lookalike, 1 prefix, 1 + d at edit distance d), if near at all.
+    /// ASCII names, the common case, are compared without allocating unless they may be a
+    /// typo's reading.
+    fn rank(&self, name: &[u8]) -> Option<usize> {
+        let w = self.fold.as_bytes();
+        let folded;
+        let (f, chars): (&[u8], usize) = if name.is_ascii() && self.fold.is_ascii() {
+            if name.eq_ignore_ascii_case(w) {
+                return Some(0);
+            }
+            if name.len() > w.len()
+                && name[..w.len()].eq_ignore_ascii_case(w)
+                && matches!(name[w.len()], b'/' | b'.' | b':')
+            {
+                return Some(1);
+            }
+            if name.len().abs_diff(w.len()) > self.limit {
+                return None;
+            }
+            folded = name.to_ascii_lowercase();
+            (&folded, name.len())
+        } else {
+            folded = fold(&String::from_utf8_lossy(name)).into_bytes();
+            if folded == w {
+                return Some(0);
+            }
+            if folded.len() > w.len()
+                && folded.starts_with(w)
+                && matches!(folded[w.len()], b'/' | b'.' | b':')
+            {
+                return Some(1);
+            }
+            let chars = String::from_utf8_lossy(&folded).chars().count();
+            (&folded, chars)
+        };
+        if chars.abs_diff(self.chars) > self.limit || bag_distance(f, w) > self.limit {
+            return None;
+        }
+        let d = strsim::osa_distance(&String::from_utf8_lossy(f), &self.fold);
+        (d <= self.limit).then_some(1 + d)
+    }
+}
+
 /// The few names of `names` nearest `wanted`: of the best rank found (above), at most [`MAX`],
 /// in name order.
 pub fn near(wanted: &[u8], names: TensorInfos<'_>) -> Result<Vec<Vec<u8>>> {
-    let wanted_fold = fold(&String::from_utf8_lossy(wanted));
-    let wanted_chars = wanted_fold.chars().count();
-    let limit = max_edits(wanted_chars);
-    // (rank, name): rank 0 lookalike, 1 prefix, 1 + d edit distance d.
+    let wanted = Wanted::new(wanted);
+    // (rank, name), best first; ties in the order the names stream in (name order).
     let mut best: Vec<(usize, Vec<u8>)> = Vec::new();
-    let worst = |best: &Vec<(usize, Vec<u8>)>| {
-        if best.len() < MAX {
-            usize::MAX
-        } else {
-            best.last().map_or(usize::MAX, |b| b.0)
-        }
-    };
     for t in names {
         let name = t?.name;
-        let f = fold(&String::from_utf8_lossy(&name));
-        let rank = if f == wanted_fold {
-            Some(0)
-        } else if f.len() > wanted_fold.len()
-            && f.starts_with(&wanted_fold)
-            && matches!(f.as_bytes()[wanted_fold.len()], b'/' | b'.' | b':')
-        {
-            Some(1)
-        } else if f.chars().count().abs_diff(wanted_chars) <= limit
-            && bag_distance(f.as_bytes(), wanted_fold.as_bytes()) <= limit
-        {
-            let d = strsim::osa_distance(&f, &wanted_fold);
-            (d <= limit).then_some(1 + d)
-        } else {
-            None
+        let Some(rank) = wanted.rank(&name) else {
+            continue;
         };
-        let Some(rank) = rank else { continue };
-        // Names stream in order, so a tie never displaces an earlier name.
-        if rank >= worst(&best) {
+        if best.len() == MAX && best.last().is_some_and(|b| b.0 <= rank) {
             continue;
         }
         let at = best.partition_point(|b| b.0 <= rank);
