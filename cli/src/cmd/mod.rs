@@ -179,8 +179,9 @@ enum Command {
         exclude: Vec<String>,
     },
     /// Compare two inputs (any formats): names only in one, dtype, shape and LoD differences,
-    /// and for common tensors whether the bytes are equal, else how many elements differ and
-    /// the largest absolute difference. Exit code 0 when equal, 5 when they differ.
+    /// and for common tensors whether the bytes are equal, else how many elements differ (those
+    /// with a NaN or an infinity counted apart) and the largest absolute difference over pairs
+    /// of finite numbers. Exit code 0 when equal, 5 when they differ.
     Diff {
         /// First input.
         a: PathBuf,
