@@ -9,8 +9,8 @@ use std::ops::Bound;
 
 use crate::error::{Error, Result};
 use crate::interop::store::{
-    ExportJob, Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorInfos, TensorStore,
-    VerifySummary, Written,
+    DataLocation, ExportJob, Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorInfos,
+    TensorStore, VerifySummary, Written,
 };
 use crate::name;
 use crate::native::{Metadata, Reader, Tensor, TensorView, VerifyOptions, Writer, WriterOptions};
@@ -61,6 +61,15 @@ impl TensorStore for Reader {
 
     fn as_native(&self) -> Option<&Reader> {
         Some(self)
+    }
+
+    fn data_location(&self, name: &[u8]) -> Result<Option<DataLocation>> {
+        Ok(self.get(name)?.map(|t| DataLocation {
+            path: self.path().into(),
+            offset: t.data_offset(),
+            len: t.data().len() as u64,
+            crc32c: Some(crate::format::unmask_crc(t.stored_crc())),
+        }))
     }
 }
 

@@ -27,8 +27,8 @@ use safetensors::{Dtype as StDtype, SafeTensors, View};
 use crate::dtype::DType;
 use crate::error::{path_str, Error, Result};
 use crate::interop::store::{
-    scan_sorted, ExportJob, Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorInfos,
-    TensorStore, VerifySummary, Written,
+    scan_sorted, DataLocation, ExportJob, Format, Kind, LoadedTensor, TensorData, TensorInfo,
+    TensorInfos, TensorStore, VerifySummary, Written,
 };
 use crate::name;
 use crate::native::Metadata;
@@ -220,6 +220,22 @@ impl TensorStore for SafetensorsStore {
             data_bytes: list.iter().map(|t| t.nbytes).sum(),
             checksums: 0,
         })
+    }
+
+    fn data_location(&self, name: &[u8]) -> Result<Option<DataLocation>> {
+        let Ok(name) = std::str::from_utf8(name) else {
+            return Ok(None);
+        };
+        if self.meta.info(name).is_none() {
+            return Ok(None);
+        }
+        let (_, start, end) = self.info(name)?;
+        Ok(Some(DataLocation {
+            path: self.path.clone().into(),
+            offset: start as u64,
+            len: (end - start) as u64,
+            crc32c: None,
+        }))
     }
 }
 

@@ -131,12 +131,31 @@ impl Format {
     }
 }
 
+/// Where a tensor's data is stored, and the checksum its format stores for it
+/// ([`TensorStore::data_location`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DataLocation {
+    /// The file holding the data: the native file, a TensorFlow data shard, the `.pdiparams`,
+    /// a Paddle tensor file, the safetensors file.
+    pub path: PathBuf,
+    /// Byte offset of the data's first byte in that file.
+    pub offset: u64,
+    /// Bytes stored there (TensorFlow strings: with their lengths and the lengths' checksum).
+    pub len: u64,
+    /// The CRC32C (Castagnoli, unmasked) the format stores for those bytes: a native entry's
+    /// or a TensorFlow bundle entry's checksum; `None` for formats without checksums (Paddle,
+    /// safetensors).
+    pub crc32c: Option<u32>,
+}
+
 /// Summary of a [`TensorStore::verify`] run.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct VerifySummary {
     /// Tensors checked.
     pub tensors: u64,
-    /// Data bytes read.
+    /// Bytes of tensor data checked, counted as [`TensorInfo::nbytes`] counts them (strings:
+    /// the sum of their lengths), so that it is the sum of the listing's `nbytes`.
     pub data_bytes: u64,
     /// Checksums compared (blocks and tensors); 0 for formats without checksums.
     pub checksums: u64,
@@ -177,6 +196,14 @@ pub trait TensorStore: Send + Sync {
     fn load(&self, name: &[u8]) -> Result<Option<LoadedTensor<'_>>>;
     /// Reads and checks everything the format lets one check.
     fn verify(&self, threads: usize) -> Result<VerifySummary>;
+    /// Where the data of tensor `name` is stored and the checksum stored with it, from the
+    /// index alone (no data is read). `Ok(None)` when the tensor is absent, when its data is
+    /// not one run of bytes in one file (a partitioned TensorFlow variable: see its slices),
+    /// or when the store does not say (the default).
+    fn data_location(&self, name: &[u8]) -> Result<Option<DataLocation>> {
+        let _ = name;
+        Ok(None)
+    }
     /// The native reader, when the store is a native file (zero-copy access, records).
     fn as_native(&self) -> Option<&Reader> {
         None

@@ -6,12 +6,178 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
+use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
 use paramdex::interop::{
-    export, open_any, ExportOptions, ExportReport, MergeInput, MergeOptions, OutputFormat,
+    export, open_any, ExportOptions, ExportReport, Format, LoadedTensor, MergeInput, MergeOptions,
+    OutputFormat, TensorInfos, TensorStore, VerifySummary,
 };
-use paramdex::{name, Error, Result};
+use paramdex::{name, Error, Metadata, Reader, Result};
 
+use super::output::{a_format, count, count_s};
 use super::{human_bytes, Bar, LayoutArgs, Target, Ui};
+
+/// `convert --include/--exclude`: the glob patterns choosing the tensors to copy.
+#[derive(Debug, Default)]
+pub struct Select {
+    /// Copy only names matching one of these (all names when empty).
+    pub include: Vec<String>,
+    /// Leave out names matching one of these.
+    pub exclude: Vec<String>,
+}
+
+/// [`Select`] compiled: one automaton per list.
+struct Patterns {
+    include: Option<GlobSet>,
+    exclude: GlobSet,
+}
+
+/// A glob over a whole tensor name: `*` runs across `/` and `.` (names are not paths), `\`
+/// escapes.
+fn glob(flag: &str, p: &str) -> Result<Glob> {
+    GlobBuilder::new(p)
+        .literal_separator(false)
+        .backslash_escape(true)
+        .build()
+        .map_err(|e| Error::InvalidArgument(format!("{flag} {p:?}: {e}")))
+}
+
+fn glob_set(flag: &str, patterns: &[String]) -> Result<GlobSet> {
+    let mut b = GlobSetBuilder::new();
+    for p in patterns {
+        b.add(glob(flag, p)?);
+    }
+    b.build()
+        .map_err(|e| Error::InvalidArgument(format!("{flag}: {e}")))
+}
+
+impl Patterns {
+    fn new(sel: &Select) -> Result<Patterns> {
+        Ok(Patterns {
+            include: if sel.include.is_empty() {
+                None
+            } else {
+                Some(glob_set("--include", &sel.include)?)
+            },
+            exclude: glob_set("--exclude", &sel.exclude)?,
+        })
+    }
+
+    /// Whether `name` is copied. Names are matched as bytes (not UTF-8 ones too).
+    fn selects(&self, name: &[u8]) -> bool {
+        let c = candidate(name);
+        self.include
+            .as_ref()
+            .is_none_or(|s| s.is_match_candidate(&c))
+            && !self.exclude.is_match_candidate(&c)
+    }
+}
+
+fn candidate(name: &[u8]) -> globset::Candidate<'_> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        globset::Candidate::new(std::ffi::OsStr::from_bytes(name))
+    }
+    #[cfg(not(unix))]
+    {
+        globset::Candidate::new(String::from_utf8_lossy(name).into_owned())
+    }
+}
+
+/// The input as `convert --include/--exclude` copies it: only the selected tensors.
+struct Selected<'a> {
+    inner: &'a dyn TensorStore,
+    patterns: &'a Patterns,
+}
+
+impl TensorStore for Selected<'_> {
+    fn format(&self) -> Format {
+        self.inner.format()
+    }
+
+    fn scan(&self, start: &[u8]) -> Result<TensorInfos<'_>> {
+        let it = self.inner.scan(start)?;
+        Ok(Box::new(it.filter(|t| {
+            t.as_ref().map_or(true, |t| self.patterns.selects(&t.name))
+        })))
+    }
+
+    fn metadata(&self) -> Result<Metadata> {
+        self.inner.metadata()
+    }
+
+    fn load(&self, name: &[u8]) -> Result<Option<LoadedTensor<'_>>> {
+        if !self.patterns.selects(name) {
+            return Ok(None);
+        }
+        self.inner.load(name)
+    }
+
+    fn verify(&self, threads: usize) -> Result<VerifySummary> {
+        self.inner.verify(threads)
+    }
+
+    fn as_native(&self) -> Option<&Reader> {
+        // Not every tensor of the reader is visible here.
+        None
+    }
+}
+
+/// Checks `sel` against the input's names before anything is written: a note for each
+/// pattern that matches no name; an error when no tensor would be copied. Returns the
+/// compiled patterns and (selected, all) tensor counts.
+fn survey_selection(ui: Ui, store: &dyn TensorStore, sel: &Select) -> Result<(Patterns, u64, u64)> {
+    let patterns = Patterns::new(sel)?;
+    // Every pattern in one automaton, to see which match some name.
+    let flags: Vec<(&str, &String)> = sel
+        .include
+        .iter()
+        .map(|p| ("--include", p))
+        .chain(sel.exclude.iter().map(|p| ("--exclude", p)))
+        .collect();
+    let mut b = GlobSetBuilder::new();
+    for (flag, p) in &flags {
+        b.add(glob(flag, p)?);
+    }
+    let every = b
+        .build()
+        .map_err(|e| Error::InvalidArgument(format!("--include/--exclude: {e}")))?;
+    let mut hit = vec![false; flags.len()];
+    let mut matched = Vec::new();
+    let (mut selected, mut all) = (0u64, 0u64);
+    for t in store.scan(b"")? {
+        let t = t?;
+        all += 1;
+        if patterns.selects(&t.name) {
+            selected += 1;
+        }
+        every.matches_candidate_into(&candidate(&t.name), &mut matched);
+        for &i in &matched {
+            hit[i] = true;
+        }
+    }
+    let unmatched: Vec<String> = hit
+        .iter()
+        .zip(&flags)
+        .filter(|(hit, _)| !**hit)
+        .map(|(_, (flag, p))| format!("{flag} {p:?} matches no tensor name"))
+        .collect();
+    if selected == 0 {
+        let why = if unmatched.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", unmatched.join("; "))
+        };
+        return Err(Error::InvalidArgument(format!(
+            "--include/--exclude select none of the input's {}{why}; nothing written",
+            count_s(all, "tensor")
+        )));
+    }
+    for u in unmatched {
+        ui.note(u);
+    }
+    Ok((patterns, selected, all))
+}
 
 /// Notes what the export left behind: each tensor left out, metadata the format cannot carry.
 fn note_left_out(ui: Ui, rep: &ExportReport) {
@@ -30,8 +196,12 @@ fn note_left_out(ui: Ui, rep: &ExportReport) {
             _ => rep.format.name(),
         };
         ui.note(format!(
-            "{} metadata entries are not carried into {into}",
-            rep.metadata_dropped
+            "{} not carried into {into}",
+            count(
+                rep.metadata_dropped as u64,
+                "metadata entry is",
+                Some("metadata entries are")
+            )
         ));
     }
 }
@@ -43,12 +213,29 @@ pub fn convert(
     to: Target,
     layout: LayoutArgs,
     skip_unsupported: bool,
+    sel: &Select,
 ) -> Result<ExitCode> {
     let store = open_any(src)?;
     let start = Instant::now();
+    let selection = if sel.include.is_empty() && sel.exclude.is_empty() {
+        None
+    } else {
+        Some(survey_selection(ui, store.as_ref(), sel)?)
+    };
+    let selected;
+    let input: &dyn TensorStore = match &selection {
+        Some((patterns, ..)) => {
+            selected = Selected {
+                inner: store.as_ref(),
+                patterns,
+            };
+            &selected
+        }
+        None => store.as_ref(),
+    };
     let bar = Bar(ui.bytes_bar(0, "writing"));
     let rep = export(
-        store.as_ref(),
+        input,
         to.format(),
         dst,
         &ExportOptions {
@@ -61,28 +248,35 @@ pub fn convert(
     bar.0.finish_and_clear();
     let rep = rep?;
     note_left_out(ui, &rep);
-    let from = store.format().name();
+    let from = match &selection {
+        Some((_, selected, all)) => format!(
+            "{} (selected {selected} of {})",
+            store.format().name(),
+            count_s(*all, "tensor")
+        ),
+        None => store.format().name().to_string(),
+    };
     let took = start.elapsed();
-    let (dst, n) = (dst.display(), rep.tensors);
+    let (dst, n) = (dst.display(), count_s(rep.tensors, "tensor"));
     ui.say(match to {
         Target::Paramdex => format!(
-            "wrote {dst} ({n} tensors, {}) from {from} in {took:.1?}",
+            "wrote {dst} ({n}, {}) from {from} in {took:.1?}",
             human_bytes(rep.output_bytes)
         ),
         Target::Safetensors => format!(
-            "wrote safetensors {dst} ({n} tensors, {}) from {from} in {took:.1?}",
+            "wrote safetensors {dst} ({n}, {}) from {from} in {took:.1?}",
             human_bytes(rep.output_bytes)
         ),
         Target::Tf => {
-            format!("wrote TensorFlow checkpoint {dst} ({n} tensors) from {from} in {took:.1?}")
+            format!("wrote TensorFlow checkpoint {dst} ({n}) from {from} in {took:.1?}")
         }
         Target::Paddle => format!(
-            "wrote {} from {from} in {took:.1?}",
+            "wrote {} ({n}) from {from} in {took:.1?}",
             rep.paths.first().map_or(dst, |p| p.display())
         ),
         Target::PaddleTensor => format!(
-            "wrote {} Paddle tensor file(s) under {dst} from {from} in {took:.1?}",
-            rep.paths.len()
+            "wrote {} under {dst} from {from} in {took:.1?}",
+            count_s(rep.paths.len() as u64, "Paddle tensor file"),
         ),
     })?;
     Ok(ExitCode::SUCCESS)
@@ -129,10 +323,10 @@ pub fn merge(
         String::new()
     };
     ui.say(format!(
-        "merged {} inputs into {} ({} tensors{replaced}, {}) in {:.1?}",
-        inputs.len(),
+        "merged {} into {} ({}{replaced}, {}) in {:.1?}",
+        count_s(inputs.len() as u64, "input"),
         out.display(),
-        rep.written.tensors,
+        count_s(rep.written.tensors, "tensor"),
         human_bytes(rep.written.output_bytes),
         start.elapsed()
     ))?;
@@ -146,10 +340,10 @@ pub fn export_tf(ui: Ui, file: &Path, prefix: &Path) -> Result<ExitCode> {
             let store = open_any(file)?;
             return Err(Error::InvalidArgument(format!(
                 "export-tf makes a native paramdex file loadable by TensorFlow without copying; \
-                 {} is a {}: convert it first (`paramdex convert {} out.pdx`), or write a plain \
+                 {} is {}: convert it first (`paramdex convert {} out.pdx`), or write a plain \
                  TensorFlow bundle with `paramdex convert {} PREFIX --to tf`",
                 file.display(),
-                store.format().name(),
+                a_format(store.format()),
                 file.display(),
                 file.display()
             )));

@@ -7,6 +7,7 @@ use std::time::Instant;
 use paramdex::{DType, Reader, Result, Tensor, Writer};
 
 use super::human_bytes;
+use super::output::count_s;
 
 /// `println!` that reports a failed write (a closed pipe) as an error instead of panicking.
 macro_rules! out {
@@ -146,9 +147,9 @@ pub fn run(dir: Option<PathBuf>, tensors: Option<u64>) -> Result<ExitCode> {
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
 
     out!(
-        "writing {} ({} tensors + 1 LoD tensor)",
+        "writing {} ({} + 1 LoD tensor)",
         path.display(),
-        planned.len()
+        count_s(planned.len() as u64, "tensor")
     );
     let t0 = Instant::now();
     let mut w = Writer::create(&path)?;
@@ -169,12 +170,14 @@ pub fn run(dir: Option<PathBuf>, tensors: Option<u64>) -> Result<ExitCode> {
     let stats = w.finish()?;
     let write_time = t0.elapsed();
     out!(
-        "  wrote {} tensors, {} of data, {} file ({} index, {} index blocks) in {:.1?} ({}/s)",
-        stats.tensors,
+        "  wrote {}, {} of data, {} file ({} index in {}: {} + metaindex + index) in {:.1?} ({}/s)",
+        count_s(stats.tensors, "tensor"),
         human_bytes(data_bytes),
         human_bytes(stats.file_len),
         human_bytes(stats.index_len),
-        stats.data_blocks,
+        // As `stat` and `verify` count them: every block of the index table has a checksum.
+        count_s(stats.data_blocks + 2, "index block"),
+        count_s(stats.data_blocks, "data block"),
         write_time,
         human_bytes((data_bytes as f64 / write_time.as_secs_f64().max(1e-9)) as u64)
     );
@@ -182,9 +185,9 @@ pub fn run(dir: Option<PathBuf>, tensors: Option<u64>) -> Result<ExitCode> {
     let t0 = Instant::now();
     let r = Reader::open(&path)?;
     out!(
-        "opened in {:.1?}: {} tensors, alignment {}",
+        "opened in {:.1?}: {}, alignment {}",
         t0.elapsed(),
-        r.len(),
+        count_s(r.len(), "tensor"),
         r.header().alignment
     );
 
@@ -228,9 +231,9 @@ pub fn run(dir: Option<PathBuf>, tensors: Option<u64>) -> Result<ExitCode> {
     let t0 = Instant::now();
     let rep = r.verify()?;
     out!(
-        "verified {} tensors and {} index blocks ({} checksummed) in {:.1?}: OK",
-        rep.tensors,
-        rep.blocks,
+        "verified {} and {} ({} checksummed) in {:.1?}: OK",
+        count_s(rep.tensors, "tensor"),
+        count_s(rep.blocks, "index block"),
         human_bytes(rep.data_bytes),
         t0.elapsed()
     );

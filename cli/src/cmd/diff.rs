@@ -6,76 +6,32 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use paramdex::interop::{open_any, Kind, TensorData, TensorInfo, TensorInfos};
-use paramdex::{name, DType, Result};
+use paramdex::{name, Result};
 use serde_json::{json, Value};
 
 use super::inspect::shape_str;
+use super::numbers::{compare, Tolerance};
+use super::output::{count, count_s, write_json};
 use super::style::{BAD, DIM, GOOD, HEAD};
 use super::{stdout_err, Ui, EXIT_DIFFER};
 
-/// Element `i` of `b` (of `dtype`) as a complex number (real types: imaginary 0).
-fn value(dtype: DType, b: &[u8], i: usize) -> (f64, f64) {
-    let s = dtype.size();
-    let e = &b[i * s..(i + 1) * s];
-    let f32_at = |o: usize| f64::from(f32::from_le_bytes([e[o], e[o + 1], e[o + 2], e[o + 3]]));
-    let f64_at = |o: usize| {
-        let mut a = [0u8; 8];
-        a.copy_from_slice(&e[o..o + 8]);
-        f64::from_le_bytes(a)
-    };
-    let mut a8 = [0u8; 8];
-    a8[..s.min(8)].copy_from_slice(&e[..s.min(8)]);
-    let re = match dtype {
-        DType::Bool | DType::UInt8 => f64::from(e[0]),
-        DType::Int8 => f64::from(e[0] as i8),
-        DType::Int16 => f64::from(i16::from_le_bytes([e[0], e[1]])),
-        DType::UInt16 => f64::from(u16::from_le_bytes([e[0], e[1]])),
-        DType::Int32 => f64::from(i32::from_le_bytes([e[0], e[1], e[2], e[3]])),
-        DType::UInt32 => f64::from(u32::from_le_bytes([e[0], e[1], e[2], e[3]])),
-        DType::Int64 => i64::from_le_bytes(a8) as f64,
-        DType::UInt64 => u64::from_le_bytes(a8) as f64,
-        DType::Float16 => half::f16::from_le_bytes([e[0], e[1]]).to_f64(),
-        DType::BFloat16 => half::bf16::from_le_bytes([e[0], e[1]]).to_f64(),
-        DType::Float32 | DType::Complex64 => f32_at(0),
-        DType::Float64 | DType::Complex128 => f64_at(0),
-        DType::Float8E4M3FN => f64::from(paramdex::interop::json::f8_e4m3fn_to_f32(e[0])),
-        DType::Float8E5M2 => f64::from(paramdex::interop::json::f8_e5m2_to_f32(e[0])),
-        _ => f64::NAN,
-    };
-    let im = match dtype {
-        DType::Complex64 => f32_at(4),
-        DType::Complex128 => f64_at(8),
-        _ => 0.0,
-    };
-    (re, im)
+/// A name in JSON output: itself when it is UTF-8 (JSON escapes it, once), else its escaped
+/// display form (`name::display`, which `ls --json` also gives with `name_hex`).
+fn json_name(n: &[u8]) -> String {
+    name::as_utf8(n).map_or_else(|| name::display(n), str::to_owned)
 }
 
-/// How two same-dtype, same-shape data buffers differ: elements whose bytes differ, and the
-/// largest absolute difference (NaN when a NaN meets a number; `|a − b|` for complex).
-fn compare(dtype: DType, a: &[u8], b: &[u8]) -> (u64, f64) {
-    let s = dtype.size();
-    let n = a.len().min(b.len()) / s;
-    let mut count = 0u64;
-    let mut max = 0f64;
-    for i in 0..n {
-        if a[i * s..(i + 1) * s] == b[i * s..(i + 1) * s] {
-            continue;
-        }
-        count += 1;
-        let (ar, ai) = value(dtype, a, i);
-        let (br, bi) = value(dtype, b, i);
-        let d = if ar.is_nan() && br.is_nan() && ai == bi {
-            0.0 // two NaNs with different payloads
-        } else {
-            (ar - br).hypot(ai - bi)
-        };
-        if d.is_nan() || max.is_nan() {
-            max = f64::NAN;
-        } else if d > max {
-            max = d;
-        }
+/// A JSON object about tensor `n`: `name` (and `name_hex` when not UTF-8) and `fields`.
+fn about(n: &[u8], fields: Value) -> Value {
+    let mut o = serde_json::Map::new();
+    o.insert("name".into(), json!(json_name(n)));
+    if name::as_utf8(n).is_none() {
+        o.insert("name_hex".into(), json!(name::to_hex(n)));
     }
-    (count, max)
+    if let Value::Object(f) = fields {
+        o.extend(f);
+    }
+    Value::Object(o)
 }
 
 #[derive(Default)]
@@ -88,6 +44,8 @@ struct Report {
     values: Vec<Value>,
     metadata: Vec<Value>,
     identical: u64,
+    /// Tensors whose bytes differ but whose every element is equal under the tolerance.
+    within_tolerance: u64,
     /// Text lines, kept apart by kind so that they print in the order they always have (names
     /// only in A, then only in B, then the common tensors' differences in name order, then
     /// metadata) while the two listings are read side by side.
@@ -134,7 +92,7 @@ fn only_in(side: &str, t: &TensorInfo, names: &mut Vec<String>, lines: &mut Vec<
         t.kind.name(),
         shape_str(&t.shape)
     ));
-    names.push(s);
+    names.push(json_name(&t.name));
 }
 
 pub fn diff(
@@ -143,6 +101,7 @@ pub fn diff(
     b_path: &Path,
     as_json: bool,
     no_meta: bool,
+    tol: Tolerance,
 ) -> Result<ExitCode> {
     let a = open_any(a_path)?;
     let b = open_any(b_path)?;
@@ -174,7 +133,7 @@ pub fn diff(
                 tb.kind.name()
             ));
             r.dtype
-                .push(json!({"name": s, "a": ta.kind.name(), "b": tb.kind.name()}));
+                .push(about(n, json!({"a": ta.kind.name(), "b": tb.kind.name()})));
             continue;
         }
         if ta.shape != tb.shape {
@@ -185,7 +144,7 @@ pub fn diff(
                 shape_str(&tb.shape)
             ));
             r.shape
-                .push(json!({"name": s, "a": ta.shape, "b": tb.shape}));
+                .push(about(n, json!({"a": ta.shape, "b": tb.shape})));
             continue;
         }
         let lod_differs = ta.lod != tb.lod;
@@ -195,7 +154,7 @@ pub fn diff(
                 "{red}lod:{red:#} {s}: {:?} vs {:?}",
                 ta.lod, tb.lod
             ));
-            r.lod.push(json!({"name": s, "a": ta.lod, "b": tb.lod}));
+            r.lod.push(about(n, json!({"a": ta.lod, "b": tb.lod})));
         }
         let da = a.load(n)?.ok_or_else(|| missing(n, a_path))?;
         let db = b.load(n)?.ok_or_else(|| missing(n, b_path))?;
@@ -205,29 +164,51 @@ pub fn diff(
                     r.identical += u64::from(!lod_differs);
                     continue;
                 }
+                let c = compare(d, x, y, tol);
+                if c.differing == 0 {
+                    // Every element within the tolerance.
+                    r.within_tolerance += u64::from(!lod_differs);
+                    continue;
+                }
                 let s = name::display(n);
-                let (count, max) = compare(d, x, y);
-                let numel = x.len() / d.size().max(1);
-                let max_json = if max.is_nan() {
-                    json!("NaN")
+                let numel = (x.len() / d.size().max(1)) as u64;
+                let mut special = Vec::new();
+                if c.nan > 0 {
+                    special.push(format!("{} with NaN", c.nan));
+                }
+                if c.inf > 0 {
+                    special.push(format!("{} with an infinity", c.inf));
+                }
+                let special = if special.is_empty() {
+                    String::new()
                 } else {
-                    json!(max)
+                    format!(" ({})", special.join(", "))
                 };
-                let shown = if max.is_nan() {
-                    "NaN (a NaN against a number)".to_string()
-                } else {
-                    format!("{max:e}")
+                // Over the pairs of finite numbers: NaNs and infinities are counted above.
+                let max = match c.max_abs_diff {
+                    Some(m) => format!(", max |a-b| = {m:e}"),
+                    None => String::new(),
                 };
                 r.lines.push(format!(
-                    "{red}values:{red:#} {s}: {count} of {numel} elements differ, max |a-b| = {shown}"
+                    "{red}values:{red:#} {s}: {} of {numel} {}{special}{max}",
+                    c.differing,
+                    if c.differing == 1 {
+                        "elements differs"
+                    } else {
+                        "elements differ"
+                    },
                 ));
-                r.values.push(json!({
-                    "name": s,
-                    "dtype": d.name(),
-                    "differing_elements": count,
-                    "elements": numel,
-                    "max_abs_diff": max_json,
-                }));
+                r.values.push(about(
+                    n,
+                    json!({
+                        "dtype": d.name(),
+                        "differing_elements": c.differing,
+                        "elements": numel,
+                        "nan_mismatches": c.nan,
+                        "inf_mismatches": c.inf,
+                        "max_abs_diff": c.max_abs_diff,
+                    }),
+                ));
             }
             // Not decoded (TensorFlow variant, quantized types): byte-equal or not.
             (TensorData::Bytes(x), TensorData::Bytes(y), Kind::Opaque(_)) if x == y => {
@@ -242,22 +223,31 @@ pub fn diff(
                 let s = name::display(n);
                 let count = x.iter().zip(y).filter(|(p, q)| p != q).count();
                 r.lines.push(format!(
-                    "{red}values:{red:#} {s}: {count} of {} strings differ",
-                    x.len()
+                    "{red}values:{red:#} {s}: {count} of {} {}",
+                    x.len(),
+                    if count == 1 {
+                        "strings differs"
+                    } else {
+                        "strings differ"
+                    },
                 ));
-                r.values.push(json!({
-                    "name": s,
-                    "dtype": "string",
-                    "differing_elements": count,
-                    "elements": x.len(),
-                    "max_abs_diff": Value::Null,
-                }));
+                r.values.push(about(
+                    n,
+                    json!({
+                        "dtype": "string",
+                        "differing_elements": count,
+                        "elements": x.len(),
+                        "nan_mismatches": 0,
+                        "inf_mismatches": 0,
+                        "max_abs_diff": Value::Null,
+                    }),
+                ));
             }
             _ => {
                 let s = name::display(n);
                 r.lines
                     .push(format!("{red}values:{red:#} {s}: stored differently"));
-                r.values.push(json!({"name": s, "dtype": ta.kind.name()}));
+                r.values.push(about(n, json!({"dtype": ta.kind.name()})));
             }
         }
     }
@@ -306,10 +296,14 @@ pub fn diff(
             "values": r.values,
             "metadata": r.metadata,
             "identical": r.identical,
+            "within_tolerance": r.within_tolerance,
+            "tolerance": if tol.numeric() {
+                json!({"atol": tol.atol, "rtol": tol.rtol, "equal_nan": tol.equal_nan})
+            } else {
+                Value::Null
+            },
         });
-        serde_json::to_writer_pretty(&mut out, &o)
-            .map_err(|e| stdout_err(std::io::Error::other(e)))?;
-        writeln!(out).map_err(stdout_err)?;
+        write_json(&mut out, &o).map_err(stdout_err)?;
     } else if !ui.quiet {
         writeln!(
             out,
@@ -323,10 +317,18 @@ pub fn diff(
         for l in r.lines_only_a.iter().chain(&r.lines_only_b).chain(&r.lines) {
             writeln!(out, "{l}").map_err(stdout_err)?;
         }
+        let close = if r.within_tolerance > 0 {
+            format!(
+                ", {} within tolerance",
+                count(r.within_tolerance, "tensor", None)
+            )
+        } else {
+            String::new()
+        };
         if differ {
             writeln!(
                 out,
-                "{red}differ:{red:#} {} only in A, {} only in B, {} dtype, {} shape, {} LoD, {} values, {} metadata; {} tensors identical",
+                "{red}differ:{red:#} {} only in A, {} only in B, {} dtype, {} shape, {} LoD, {} values, {} metadata; {} identical{close}",
                 r.only_a.len(),
                 r.only_b.len(),
                 r.dtype.len(),
@@ -334,14 +336,14 @@ pub fn diff(
                 r.lod.len(),
                 r.values.len(),
                 r.metadata.len(),
-                r.identical
+                count_s(r.identical, "tensor"),
             )
             .map_err(stdout_err)?;
         } else {
             writeln!(
                 out,
-                "{GOOD}equal:{GOOD:#} {} tensors identical",
-                r.identical
+                "{GOOD}equal:{GOOD:#} {} identical{close}",
+                count_s(r.identical, "tensor")
             )
             .map_err(stdout_err)?;
         }
@@ -358,34 +360,5 @@ fn missing(n: &[u8], p: &Path) -> paramdex::Error {
     paramdex::Error::NotFound {
         name: name::display(n),
         path: p.display().to_string(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn compare_counts_and_measures() {
-        let a: Vec<u8> = [1.0f32, 2.0, 3.0]
-            .iter()
-            .flat_map(|x| x.to_le_bytes())
-            .collect();
-        let b: Vec<u8> = [1.0f32, 2.5, 1.0]
-            .iter()
-            .flat_map(|x| x.to_le_bytes())
-            .collect();
-        assert_eq!(compare(DType::Float32, &a, &b), (2, 2.0));
-        let n: Vec<u8> = [1.0f32, f32::NAN, 3.0]
-            .iter()
-            .flat_map(|x| x.to_le_bytes())
-            .collect();
-        let (c, m) = compare(DType::Float32, &a, &n);
-        assert_eq!(c, 1);
-        assert!(m.is_nan());
-        let a: Vec<u8> = [3.0f64, 0.0].iter().flat_map(|x| x.to_le_bytes()).collect();
-        let b: Vec<u8> = [0.0f64, 4.0].iter().flat_map(|x| x.to_le_bytes()).collect();
-        assert_eq!(compare(DType::Complex128, &a, &b), (1, 5.0));
-        assert_eq!(compare(DType::Int8, &[1, 0xff], &[1, 1]), (1, 2.0));
     }
 }

@@ -7,11 +7,14 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
-use paramdex::interop::{json as values, open_any, Format, Kind, TensorData, TensorInfo};
+use paramdex::interop::{
+    json as values, open_any, DataLocation, Format, Kind, TensorData, TensorInfo, TensorStore,
+};
 use paramdex::raw::table::{Table, TableReadOptions};
 use paramdex::{name, Error, Progress, Reader, Recovered, Result, VerifyOptions, WriterOptions};
 use serde_json::{json, Map, Value};
 
+use super::output::{count, count_s, write_inline, write_json};
 use super::style::{DIM, DTYPE, GOOD, HEAD};
 use super::{human_bytes, os_bytes, stdout_err, Bar, GetFormat, Ui};
 
@@ -38,14 +41,38 @@ pub fn describe(t: &TensorInfo) -> Map<String, Value> {
     m
 }
 
+#[cfg(test)]
+/// [`describe`] and, for `ls --long`, where the data is: data_file, data_offset, crc32c (null
+/// where the store does not say).
+fn describe_long(t: &TensorInfo, loc: Option<&DataLocation>) -> Map<String, Value> {
+    let mut m = describe(t);
+    m.insert(
+        "data_file".into(),
+        json!(loc.map(|l| l.path.display().to_string())),
+    );
+    m.insert("data_offset".into(), json!(loc.map(|l| l.offset)));
+    m.insert("crc32c".into(), json!(loc.and_then(|l| l.crc32c)));
+    m
+}
+
 /// A shape as `[2, 3]`.
 pub fn shape_str(shape: &[u64]) -> String {
     format!("{shape:?}")
 }
 
-/// `ls`'s columns: heading, and whether each is right-aligned (numbers).
-const LS_HEAD: [&str; 5] = ["NAME", "DTYPE", "SHAPE", "LOD", "SIZE"];
-const LS_RIGHT: [bool; 5] = [false, false, false, true, true];
+/// `ls`'s columns (the first 5; `--long`: all): heading, and whether each is right-aligned
+/// (numbers).
+const LS_HEAD: [&str; 8] = [
+    "NAME", "DTYPE", "SHAPE", "LOD", "SIZE", "OFFSET", "CRC32C", "FILE",
+];
+const LS_RIGHT: [bool; 8] = [false, false, false, true, true, true, false, false];
+/// Columns of `ls`, and of `ls --long`.
+const LS_COLUMNS: usize = 5;
+const LS_LONG_COLUMNS: usize = 8;
+
+/// On a terminal, `ls` shortens names to the columns left by the other cells, but not below
+/// this many.
+const LS_NAME_MIN: usize = 24;
 
 /// `ls` sets its column widths from the heading and this many first rows, printed once they
 /// are in; later rows keep those widths (a wider cell just pushes its line wider), so a
@@ -99,9 +126,37 @@ struct LsRow {
     shape: String,
     lod: String,
     size: String,
+    offset: String,
+    crc: String,
+    file: String,
 }
 
 impl LsRow {
+    /// The `--long` cells: where the data is, "-" where the store does not say.
+    fn set_location(&mut self, loc: Option<&DataLocation>) {
+        use std::fmt::Write as _;
+        self.offset.clear();
+        self.crc.clear();
+        self.file.clear();
+        match loc {
+            Some(l) => {
+                push_u64(&mut self.offset, l.offset);
+                match l.crc32c {
+                    // Writing to a String cannot fail.
+                    Some(c) => drop(write!(self.crc, "{c:08x}")),
+                    None => self.crc.push('-'),
+                }
+                let file = l.path.file_name().unwrap_or(l.path.as_os_str());
+                self.file.push_str(&name::display(&os_bytes(&file.into())));
+            }
+            None => {
+                self.offset.push('-');
+                self.crc.push('-');
+                self.file.push('-');
+            }
+        }
+    }
+
     fn set(&mut self, t: &TensorInfo) {
         self.name = name::display(&t.name);
         self.dtype = t.kind.name();
@@ -121,8 +176,17 @@ impl LsRow {
         super::write_human_bytes(&mut self.size, t.nbytes);
     }
 
-    fn cells(&self) -> [&str; 5] {
-        [&self.name, self.dtype, &self.shape, &self.lod, &self.size]
+    fn cells(&self) -> [&str; 8] {
+        [
+            &self.name,
+            self.dtype,
+            &self.shape,
+            &self.lod,
+            &self.size,
+            &self.offset,
+            &self.crc,
+            &self.file,
+        ]
     }
 }
 
@@ -139,39 +203,59 @@ impl Codes {
     }
 }
 
-/// `ls`'s table: fixed column widths, and the styles it uses.
+/// `ls`'s table: its columns, fixed column widths, and the styles it uses.
 struct LsTable {
-    width: [usize; 5],
+    columns: usize,
+    width: [usize; 8],
+    /// On a terminal, the widest a name may be (longer ones are shortened with `…`).
+    name_max: Option<usize>,
     head: Codes,
     dtype: Codes,
 }
 
 impl LsTable {
-    /// Widths from the heading and `rows`.
-    fn new(rows: &[LsRow], colour: bool) -> LsTable {
+    /// Widths from the heading and `rows`, for the first `columns` columns; on a terminal
+    /// `terminal` columns wide, the name column gets what the others leave (at least
+    /// [`LS_NAME_MIN`]).
+    fn new(rows: &[LsRow], columns: usize, terminal: Option<usize>, colour: bool) -> LsTable {
         let mut width = LS_HEAD.map(cols);
         for row in rows {
             for (w, c) in width.iter_mut().zip(row.cells()) {
                 *w = (*w).max(cols(c));
             }
         }
+        let name_max = terminal.map(|t| {
+            let others: usize = width[1..columns].iter().map(|w| w + 2).sum();
+            t.saturating_sub(others).max(LS_NAME_MIN)
+        });
+        if let Some(m) = name_max {
+            width[0] = width[0].min(m);
+        }
         LsTable {
+            columns,
             width,
+            name_max,
             head: Codes::of(HEAD, colour),
             dtype: Codes::of(DTYPE, colour),
         }
     }
 
-    /// One line: cells padded to the widths (never cut), two spaces apart, the last left-aligned
-    /// one without trailing spaces.
+    /// One line: cells padded to the widths (never cut, but for names on a terminal), two
+    /// spaces apart, the last left-aligned one without trailing spaces.
     fn line<W: Write + ?Sized>(
         &self,
         out: &mut W,
-        cells: [&str; 5],
+        cells: [&str; 8],
         heading: bool,
     ) -> std::io::Result<()> {
-        let last = cells.len() - 1;
-        for (i, c) in cells.into_iter().enumerate() {
+        let short;
+        let mut cells = cells;
+        if let Some(m) = self.name_max.filter(|&m| !heading && cols(cells[0]) > m) {
+            short = super::output::shorten(cells[0], m);
+            cells[0] = &short;
+        }
+        let last = self.columns - 1;
+        for (i, c) in cells.into_iter().take(self.columns).enumerate() {
             let gap = self.width[i].saturating_sub(cols(c));
             let codes = match (heading, i) {
                 (true, _) => Some(&self.head),
@@ -200,80 +284,118 @@ impl LsTable {
     }
 }
 
-/// Writes `t` as `ls --json` does: the object [`describe`] gives, in serde_json's compact form
-/// and key order (sorted), without building it.
-fn write_json_info(out: &mut dyn Write, t: &TensorInfo) -> std::io::Result<()> {
+/// Writes `t` as `ls --json` writes an element: the object [`describe`] (or, for `--long`,
+/// [`describe_long`]) gives, on one line as [`write_inline`] lays it out, keys in order,
+/// without building it.
+fn write_json_info(
+    out: &mut dyn Write,
+    t: &TensorInfo,
+    long: Option<Option<&DataLocation>>,
+) -> std::io::Result<()> {
     fn array(out: &mut dyn Write, v: &[u64]) -> std::io::Result<()> {
         out.write_all(b"[")?;
         for (i, x) in v.iter().enumerate() {
             if i > 0 {
-                out.write_all(b",")?;
+                out.write_all(b", ")?;
             }
             write!(out, "{x}")?;
         }
         out.write_all(b"]")
     }
-    out.write_all(b"{\"dtype\":")?;
+    out.write_all(b"{")?;
+    if let Some(loc) = long {
+        out.write_all(b"\"crc32c\": ")?;
+        match loc.and_then(|l| l.crc32c) {
+            Some(c) => write!(out, "{c}")?,
+            None => out.write_all(b"null")?,
+        }
+        out.write_all(b", \"data_file\": ")?;
+        match loc {
+            Some(l) => serde_json::to_writer(&mut *out, &l.path.display().to_string())?,
+            None => out.write_all(b"null")?,
+        }
+        out.write_all(b", \"data_offset\": ")?;
+        match loc {
+            Some(l) => write!(out, "{}", l.offset)?,
+            None => out.write_all(b"null")?,
+        }
+        out.write_all(b", ")?;
+    }
+    out.write_all(b"\"dtype\": ")?;
     serde_json::to_writer(&mut *out, t.kind.name())?;
-    out.write_all(b",\"lod\":[")?;
+    out.write_all(b", \"lod\": [")?;
     for (i, level) in t.lod.iter().enumerate() {
         if i > 0 {
-            out.write_all(b",")?;
+            out.write_all(b", ")?;
         }
         array(out, level)?;
     }
-    out.write_all(b"],\"name\":")?;
+    out.write_all(b"], \"name\": ")?;
     match name::as_utf8(&t.name) {
         Some(s) => serde_json::to_writer(&mut *out, s)?,
         None => {
             serde_json::to_writer(&mut *out, &name::display(&t.name))?;
-            out.write_all(b",\"name_hex\":")?;
+            out.write_all(b", \"name_hex\": ")?;
             serde_json::to_writer(&mut *out, &name::to_hex(&t.name))?;
         }
     }
-    write!(out, ",\"nbytes\":{},\"shape\":", t.nbytes)?;
+    write!(out, ", \"nbytes\": {}, \"shape\": ", t.nbytes)?;
     array(out, &t.shape)?;
     out.write_all(b"}")
 }
 
-pub fn ls(file: &Path, as_json: bool, prefix: Option<OsString>) -> Result<ExitCode> {
+pub fn ls(file: &Path, as_json: bool, prefix: Option<OsString>, long: bool) -> Result<ExitCode> {
     let store = open_any(file)?;
     let tensors = match &prefix {
         Some(p) => store.scan_prefix(&os_bytes(p))?,
         None => store.scan(b"")?,
     };
-    if as_json {
-        // The array streams out as the store is read: the same bytes serde_json writes for the
-        // whole array.
-        let mut out = super::stdout_for(true);
-        out.write_all(b"[").map_err(stdout_err)?;
-        for (i, t) in tensors.enumerate() {
-            let t = t?;
-            if i > 0 {
-                out.write_all(b",").map_err(stdout_err)?;
-            }
-            write_json_info(&mut out, &t).map_err(stdout_err)?;
+    let locate = |t: &TensorInfo| -> Result<Option<DataLocation>> {
+        if long {
+            store.data_location(&t.name)
+        } else {
+            Ok(None)
         }
-        out.write_all(b"]\n").map_err(stdout_err)?;
+    };
+    if as_json {
+        // The array streams out as the store is read, one tensor a line: the layout of
+        // `output::write_json` for the whole array.
+        let mut out = super::stdout_for(true);
+        let mut first = true;
+        for t in tensors {
+            let t = t?;
+            let loc = locate(&t)?;
+            out.write_all(if first { b"[\n  " } else { b",\n  " })
+                .map_err(stdout_err)?;
+            first = false;
+            write_json_info(&mut out, &t, long.then_some(loc.as_ref())).map_err(stdout_err)?;
+        }
+        out.write_all(if first { b"[]\n" } else { b"\n]\n" })
+            .map_err(stdout_err)?;
         out.flush().map_err(stdout_err)?;
         return Ok(ExitCode::SUCCESS);
     }
     let (mut out, colour) = super::listing_stdout();
-    let mut count = 0u64;
+    let columns = if long { LS_LONG_COLUMNS } else { LS_COLUMNS };
+    let mut n = 0u64;
     let mut total = 0u64;
     let mut tensors = tensors.inspect(|t| {
         if let Ok(t) = t {
-            count += 1;
+            n += 1;
             total = total.saturating_add(t.nbytes);
         }
     });
     let mut window = Vec::new();
     for t in tensors.by_ref().take(LS_WIDTH_WINDOW) {
+        let t = t?;
         let mut row = LsRow::default();
-        row.set(&t?);
+        row.set(&t);
+        if long {
+            row.set_location(locate(&t)?.as_ref());
+        }
         window.push(row);
     }
-    let table = LsTable::new(&window, colour);
+    let table = LsTable::new(&window, columns, super::output::terminal_columns(), colour);
     table.line(&mut out, LS_HEAD, true).map_err(stdout_err)?;
     for row in &window {
         table
@@ -283,7 +405,11 @@ pub fn ls(file: &Path, as_json: bool, prefix: Option<OsString>) -> Result<ExitCo
     let mut row = window.pop().unwrap_or_default();
     drop(window);
     for t in tensors.by_ref() {
-        row.set(&t?);
+        let t = t?;
+        row.set(&t);
+        if long {
+            row.set_location(locate(&t)?.as_ref());
+        }
         table
             .line(&mut out, row.cells(), false)
             .map_err(stdout_err)?;
@@ -292,9 +418,11 @@ pub fn ls(file: &Path, as_json: bool, prefix: Option<OsString>) -> Result<ExitCo
     let dim = Codes::of(DIM, colour);
     writeln!(
         out,
-        "{}{count} tensors, {} of data ({total} bytes), {}{}",
+        "{}{}, {} of data ({}), {}{}",
         dim.0,
+        count_s(n, "tensor"),
         human_bytes(total),
+        count_s(total, "byte"),
         store.format().name(),
         dim.1
     )
@@ -331,7 +459,15 @@ pub fn get(
     format: GetFormat,
     output: Option<PathBuf>,
     limit: usize,
+    stats: bool,
 ) -> Result<ExitCode> {
+    if stats && matches!(format, GetFormat::Raw | GetFormat::Npy) {
+        super::print_error(
+            "--stats prints statistics as json or text; it does not go with --format raw or npy \
+             (see paramdex get --help)",
+        );
+        return Ok(ExitCode::from(super::EXIT_USAGE));
+    }
     let key = if hex {
         let s = name_arg.to_string_lossy();
         name::from_hex(&s)
@@ -340,10 +476,9 @@ pub fn get(
         os_bytes(&name_arg)
     };
     let store = open_any(file)?;
-    let t = store.load(&key)?.ok_or_else(|| Error::NotFound {
-        name: name::display(&key),
-        path: file.display().to_string(),
-    })?;
+    let Some(t) = store.load(&key)? else {
+        return not_found(&key, file, store.as_ref());
+    };
     let owned: Vec<u8>;
     let raw;
     let (head, payload): (Vec<u8>, &[u8]) = match format {
@@ -361,34 +496,8 @@ pub fn get(
             };
             (paramdex::interop::npy::header(d, &t.info.shape), b)
         }
-        GetFormat::Json => {
-            let mut m = describe(&t.info);
-            let (vals, cut) = match (&t.data, t.info.kind) {
-                (TensorData::Bytes(b), Kind::Numeric(d)) => {
-                    values::to_json(d, &t.info.shape, b, limit)
-                }
-                (TensorData::Strings(s), _) => strings_json(s, &t.info.shape, limit),
-                (TensorData::Bytes(_), Kind::String) => (Value::Null, false),
-                (TensorData::Bytes(_), Kind::Opaque(_)) => {
-                    m.insert(
-                        "note".into(),
-                        json!(format!(
-                            "paramdex does not decode {} tensors; --format raw gives the bytes \
-                             TensorFlow stored",
-                            t.info.kind.name()
-                        )),
-                    );
-                    (Value::Null, false)
-                }
-            };
-            m.insert("data".into(), vals);
-            if cut {
-                m.insert("truncated".into(), json!(true));
-            }
-            let mut s = serde_json::to_vec_pretty(&Value::Object(m))
-                .map_err(|e| io_err("encoding JSON", e.into()))?;
-            s.push(b'\n');
-            owned = s;
+        GetFormat::Json | GetFormat::Text => {
+            owned = shown(&t, format, limit, stats)?;
             (Vec::new(), &owned)
         }
     };
@@ -404,7 +513,8 @@ pub fn get(
         }
         None => {
             use std::io::IsTerminal;
-            if format != GetFormat::Json && std::io::stdout().is_terminal() {
+            if matches!(format, GetFormat::Raw | GetFormat::Npy) && std::io::stdout().is_terminal()
+            {
                 return Err(Error::InvalidArgument(
                     "not writing binary tensor data to a terminal: use -o FILE or redirect standard output".into(),
                 ));
@@ -417,6 +527,147 @@ pub fn get(
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `get` of a name that is not there: the error, with the near names the store holds when
+/// there are any (one line; exit code 4 either way).
+fn not_found(key: &[u8], file: &Path, store: &dyn TensorStore) -> Result<ExitCode> {
+    let e = Error::NotFound {
+        name: name::display(key),
+        path: file.display().to_string(),
+    };
+    // Suggestions are a courtesy: a listing that fails here leaves the plain error.
+    let near = store
+        .scan(b"")
+        .and_then(|names| super::suggest::near(key, names))
+        .unwrap_or_default();
+    if near.is_empty() {
+        return Err(e);
+    }
+    let names: Vec<String> = near.iter().map(|n| name::display(n)).collect();
+    let which = match names.as_slice() {
+        [one] => one.clone(),
+        _ => format!("one of {}", names.join(", ")),
+    };
+    super::print_error(format!("{e}; did you mean {which}?"));
+    Ok(ExitCode::from(super::EXIT_NOT_FOUND))
+}
+
+/// What `get --format json|text` prints: the description and the values (at most `limit`,
+/// with how many were left out) or, with `stats`, their statistics.
+fn shown(
+    t: &paramdex::interop::LoadedTensor<'_>,
+    format: GetFormat,
+    limit: usize,
+    stats: bool,
+) -> Result<Vec<u8>> {
+    let what = |k: Kind| -> String {
+        k.not_numeric()
+            .unwrap_or_else(|| format!("a {} tensor", k.name()))
+    };
+    let mut m = describe(&t.info);
+    let mut note = None;
+    if stats {
+        let s = match (&t.data, t.info.kind) {
+            (TensorData::Bytes(b), Kind::Numeric(d)) => super::numbers::stats(d, b),
+            _ => None,
+        };
+        let s = s.ok_or_else(|| {
+            Error::Unsupported(format!(
+                "tensor {} is {}: --stats summarizes real numbers only",
+                name::display(&t.info.name),
+                what(t.info.kind)
+            ))
+        })?;
+        m.insert("stats".into(), s);
+    } else {
+        let (vals, numel) = match (&t.data, t.info.kind) {
+            (TensorData::Bytes(b), Kind::Numeric(d)) => (
+                Some(values::to_json(d, &t.info.shape, b, limit)),
+                b.len() / d.size().max(1),
+            ),
+            (TensorData::Strings(s), _) => (Some(strings_json(s, &t.info.shape, limit)), s.len()),
+            (TensorData::Bytes(_), Kind::String) => (None, 0),
+            (TensorData::Bytes(_), Kind::Opaque(_)) => {
+                note = Some(format!(
+                    "paramdex does not decode {} tensors; --format raw gives the bytes \
+                     TensorFlow stored",
+                    t.info.kind.name()
+                ));
+                (None, 0)
+            }
+        };
+        let (vals, cut) = vals.unwrap_or((Value::Null, false));
+        m.insert("data".into(), vals);
+        if cut {
+            m.insert("truncated".into(), json!(true));
+            m.insert("omitted".into(), json!(numel.saturating_sub(limit)));
+        }
+        if let Some(n) = &note {
+            m.insert("note".into(), json!(n));
+        }
+    }
+    let mut out = Vec::new();
+    let w = if format == GetFormat::Json {
+        write_json(&mut out, &Value::Object(m))
+    } else {
+        write_text(&mut out, &t.info, &m, limit)
+    };
+    w.map_err(|e| io_err("formatting the tensor", e))?;
+    Ok(out)
+}
+
+/// `get --format text`: one `key  value` line per field, values on one line.
+fn write_text(
+    out: &mut Vec<u8>,
+    info: &TensorInfo,
+    m: &Map<String, Value>,
+    limit: usize,
+) -> std::io::Result<()> {
+    let mut rows: Vec<(&str, String)> = vec![
+        ("name", name::display(&info.name)),
+        ("dtype", info.kind.name().to_string()),
+        ("shape", shape_str(&info.shape)),
+    ];
+    if !info.lod.is_empty() {
+        rows.push(("lod", format!("{:?}", info.lod)));
+    }
+    rows.push((
+        "size",
+        format!(
+            "{} ({})",
+            human_bytes(info.nbytes),
+            count_s(info.nbytes, "byte")
+        ),
+    ));
+    let inline = |v: &Value| {
+        let mut b = Vec::new();
+        let _ = write_inline(&mut b, v);
+        String::from_utf8_lossy(&b).into_owned()
+    };
+    if let Some(st) = m.get("stats") {
+        for k in ["count", "finite", "nan", "inf", "min", "max", "mean", "std"] {
+            let v = st.get(k).unwrap_or(&Value::Null);
+            rows.push((k, if v.is_null() { "-".into() } else { inline(v) }));
+        }
+    } else if let Some(d) = m.get("data").filter(|d| !d.is_null()) {
+        let mut v = inline(d);
+        if let Some(o) = m.get("omitted").and_then(Value::as_u64) {
+            v.push_str(&format!(
+                " (the first {limit}; {} more omitted: --limit N shows more)",
+                o
+            ));
+        }
+        rows.push(("values", v));
+    }
+    if let Some(n) = m.get("note").and_then(Value::as_str) {
+        rows.push(("note", n.to_string()));
+    }
+    let w = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
+    for (k, v) in rows {
+        writeln!(out, "{k:<w$}  {v}")?;
+    }
+    Ok(())
 }
 
 /// Figures of a LevelDB/TensorFlow table (a native index or a TensorFlow `.index`).
@@ -484,7 +735,10 @@ pub fn stat(file: &Path, as_json: bool) -> Result<ExitCode> {
             "index_bytes_per_tensor".into(),
             json!(index_bytes as f64 / n.max(1) as f64),
         );
-        o.insert("index_blocks".into(), json!(f.data_blocks));
+        // A table's blocks, each with its own CRC32C (what `verify` counts): its data blocks,
+        // its metaindex block and its index block.
+        o.insert("index_blocks".into(), json!(f.data_blocks + 2));
+        o.insert("index_data_blocks".into(), json!(f.data_blocks));
         let comp = match f.snappy_blocks {
             0 => "none",
             k if k == f.data_blocks => "snappy",
@@ -540,9 +794,7 @@ pub fn stat(file: &Path, as_json: bool) -> Result<ExitCode> {
     o.insert("metadata_entries".into(), json!(metadata.len()));
     let mut out = super::stdout_for(as_json);
     if as_json {
-        serde_json::to_writer_pretty(&mut out, &Value::Object(o))
-            .map_err(|e| io_err("writing JSON", e.into()))?;
-        writeln!(out).map_err(stdout_err)?;
+        write_json(&mut out, &Value::Object(o)).map_err(stdout_err)?;
     } else {
         let get = |k: &str| o.get(k).cloned().unwrap_or(Value::Null);
         let num = |k: &str| get(k).as_u64();
@@ -564,11 +816,7 @@ pub fn stat(file: &Path, as_json: bool) -> Result<ExitCode> {
         for (d, (c, b)) in &by_dtype {
             rows.push((
                 format!("  {d}"),
-                format!(
-                    "{} in {c} tensor{}",
-                    human_bytes(*b),
-                    if *c == 1 { "" } else { "s" }
-                ),
+                format!("{} in {}", human_bytes(*b), count_s(*c, "tensor")),
             ));
         }
         if let Some(f) = num("file_bytes") {
@@ -585,7 +833,14 @@ pub fn stat(file: &Path, as_json: bool) -> Result<ExitCode> {
             ));
         }
         if let Some(b) = num("index_blocks") {
-            rows.push(("index blocks".into(), b.to_string()));
+            let data = num("index_data_blocks").unwrap_or(0);
+            rows.push((
+                "index blocks".into(),
+                format!(
+                    "{b} ({}, the metaindex and the index block)",
+                    count_s(data, "data block")
+                ),
+            ));
             rows.push((
                 "compression".into(),
                 format!(
@@ -615,7 +870,10 @@ pub fn stat(file: &Path, as_json: bool) -> Result<ExitCode> {
                 if s { "yes" } else { "no" }.to_string(),
             ));
         }
-        rows.push(("metadata".into(), format!("{} entries", metadata.len())));
+        rows.push((
+            "metadata".into(),
+            count(metadata.len() as u64, "entry", Some("entries")),
+        ));
         let w = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
         for (k, v) in rows {
             writeln!(out, "{HEAD}{k:<w$}{HEAD:#}  {v}").map_err(stdout_err)?;
@@ -684,18 +942,18 @@ pub fn verify(ui: Ui, file: &Path, threads: usize, as_json: bool) -> Result<Exit
                     "checksums": v.checksums,
                     "seconds": secs,
                 });
-                writeln!(std::io::stdout().lock(), "{o}").map_err(stdout_err)?;
+                write_json(&mut std::io::stdout().lock(), &o).map_err(stdout_err)?;
             } else {
                 let checks = if v.checksums == 0 {
                     format!("structure checked ({} has no checksums)", format.name())
                 } else {
-                    format!("{} checksums matched", v.checksums)
+                    format!("{} matched", count_s(v.checksums, "checksum"))
                 };
                 ui.say(format!(
-                    "{}: {GOOD}OK{GOOD:#} ({}): {} tensors, {} of data, {checks} in {secs:.2} s",
+                    "{}: {GOOD}OK{GOOD:#} ({}): {}, {} of data, {checks} in {secs:.2} s",
                     file.display(),
                     format.name(),
-                    v.tensors,
+                    count_s(v.tensors, "tensor"),
                     human_bytes(v.data_bytes),
                 ))?;
             }
@@ -709,7 +967,7 @@ pub fn verify(ui: Ui, file: &Path, threads: usize, as_json: bool) -> Result<Exit
                     "error": e.to_string(),
                     "exit_code": super::exit_status(&e),
                 });
-                writeln!(std::io::stdout().lock(), "{o}").map_err(stdout_err)?;
+                write_json(&mut std::io::stdout().lock(), &o).map_err(stdout_err)?;
             }
             Err(e)
         }
@@ -771,7 +1029,7 @@ mod tests {
     }
 
     #[test]
-    fn streamed_json_is_what_serde_json_writes() {
+    fn streamed_json_is_the_one_json_layout() {
         let cases = [
             info(b"a.weight", &[2, 3], vec![]),
             info(b"scalar", &[], vec![]),
@@ -780,15 +1038,48 @@ mod tests {
             info(b"not utf-8 \xff\xfe", &[1], vec![]),
             info(b"", &[1], vec![vec![]]),
         ];
+        let loc: Option<DataLocation> = paramdex::interop::open_any(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../tests/data/tf/basic/v1/model.ckpt"),
+        )
+        .unwrap()
+        .data_location(b"layer1/W")
+        .unwrap();
+        assert!(loc.as_ref().is_some_and(|l| l.crc32c.is_some()));
         for t in &cases {
             let mut ours = Vec::new();
-            write_json_info(&mut ours, t).unwrap();
-            let theirs = serde_json::to_vec(&Value::Object(describe(t))).unwrap();
+            write_json_info(&mut ours, t, None).unwrap();
+            let mut theirs = Vec::new();
+            write_inline(&mut theirs, &Value::Object(describe(t))).unwrap();
             assert_eq!(
                 String::from_utf8_lossy(&ours),
                 String::from_utf8_lossy(&theirs)
             );
+            for l in [None, loc.as_ref()] {
+                let mut ours = Vec::new();
+                write_json_info(&mut ours, t, Some(l)).unwrap();
+                let mut theirs = Vec::new();
+                write_inline(&mut theirs, &Value::Object(describe_long(t, l))).unwrap();
+                assert_eq!(
+                    String::from_utf8_lossy(&ours),
+                    String::from_utf8_lossy(&theirs)
+                );
+            }
         }
+        // The streamed array is the whole array as write_json lays it out.
+        let whole = super::super::output::json_bytes(&Value::Array(
+            cases.iter().map(|t| Value::Object(describe(t))).collect(),
+        ));
+        let mut streamed = Vec::new();
+        for (i, t) in cases.iter().enumerate() {
+            streamed.extend_from_slice(if i == 0 { b"[\n  " } else { b",\n  " });
+            write_json_info(&mut streamed, t, None).unwrap();
+        }
+        streamed.extend_from_slice(b"\n]\n");
+        assert_eq!(
+            String::from_utf8_lossy(&streamed),
+            String::from_utf8_lossy(&whole)
+        );
     }
 
     #[test]
@@ -814,7 +1105,7 @@ mod tests {
     fn later_rows_keep_the_window_widths() {
         let mut short = LsRow::default();
         short.set(&info(b"ab", &[1], vec![]));
-        let table = LsTable::new(std::slice::from_ref(&short), false);
+        let table = LsTable::new(std::slice::from_ref(&short), LS_COLUMNS, None, false);
         let mut out = Vec::new();
         table.line(&mut out, LS_HEAD, true).unwrap();
         table.line(&mut out, short.cells(), false).unwrap();
@@ -827,5 +1118,34 @@ mod tests {
         assert_eq!(lines[1], "ab    float32  [1]      0   4 B");
         // Wider than the window: the line is pushed wider, nothing is cut.
         assert_eq!(lines[2], "a much longer name  float32  [1]      0   4 B");
+    }
+
+    #[test]
+    fn on_a_terminal_long_names_are_shortened_to_its_width() {
+        let mut rows = vec![LsRow::default(), LsRow::default()];
+        rows[0].set(&info(b"short", &[1], vec![]));
+        let long = format!("model.{}.weight", "x".repeat(300));
+        rows[1].set(&info(long.as_bytes(), &[1], vec![]));
+        for width in [None, Some(60)] {
+            let table = LsTable::new(&rows, LS_COLUMNS, width, false);
+            let mut out = Vec::new();
+            table.line(&mut out, LS_HEAD, true).unwrap();
+            for r in &rows {
+                table.line(&mut out, r.cells(), false).unwrap();
+            }
+            let text = String::from_utf8(out).unwrap();
+            let widest = text.lines().map(cols).max().unwrap();
+            match width {
+                None => assert!(text.contains(&long) && widest > 300, "{text}"),
+                Some(w) => {
+                    assert_eq!(widest, w, "{text}");
+                    assert!(
+                        text.contains("model.xx")
+                            && text.contains("…")
+                            && text.contains("x.weight")
+                    );
+                }
+            }
+        }
     }
 }

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use paramdex::interop::open_any;
 use paramdex::{Error, MetaValue, Result};
 
+use super::output::{a_format, count, write_json};
 use super::style::{DIM, DTYPE, HEAD};
 use super::{human_bytes, stdout_err, Ui};
 
@@ -33,9 +34,9 @@ pub fn meta(
     if changing {
         if store.as_native().is_none() {
             return Err(Error::Unsupported(format!(
-                "{} is a {}; `meta --set` changes native paramdex files only (convert it first: paramdex convert {} OUT.pdx)",
+                "{} is {}; `meta --set` changes native paramdex files only (convert it first: paramdex convert {} OUT.pdx)",
                 file.display(),
-                store.format().name(),
+                a_format(store.format()),
                 file.display()
             )));
         }
@@ -62,9 +63,9 @@ pub fn meta(
         drop(store); // release the mapping before appending
         let rep = paramdex::rewrite_in_place(file, &md, true)?;
         ui.say(format!(
-            "updated {}: {} metadata entries; appended a {} index (records untouched), {} dead bytes",
+            "updated {}: {}; appended a {} index (records untouched), {} dead bytes",
             file.display(),
-            md.len(),
+            count(md.len() as u64, "metadata entry", Some("metadata entries")),
             human_bytes(rep.index_len),
             human_bytes(rep.dead_bytes)
         ))?;
@@ -74,9 +75,7 @@ pub fn meta(
     }
     let mut out = super::stdout_for(as_json);
     if as_json {
-        serde_json::to_writer_pretty(&mut out, &md.to_json())
-            .map_err(|e| stdout_err(std::io::Error::other(e)))?;
-        writeln!(out).map_err(stdout_err)?;
+        write_json(&mut out, &md.to_json()).map_err(stdout_err)?;
     } else if md.is_empty() {
         writeln!(out, "{DIM}no metadata ({}){DIM:#}", store_name(file)).map_err(stdout_err)?;
     } else {

@@ -6,6 +6,9 @@ mod demo;
 mod diff;
 mod inspect;
 mod meta;
+mod numbers;
+mod output;
+mod suggest;
 
 use std::ffi::OsString;
 use std::io::{IsTerminal, Write};
@@ -40,6 +43,8 @@ Exit codes:
   3  corrupt data or checksum mismatch
   4  tensor not found
   5  diff: the inputs differ
+
+JSON output (every --json, and `get`) is one document: an object's members one per line, indented two spaces a level, keys in order; an array holding no objects (a shape, values, LoD) on one line, as `[4096, 4096]`; an array of objects one object a line (`ls --json`: one tensor a line).
 
 Errors are one line on standard error: `paramdex: error: ...`. Progress bars and colour appear \
 only on a terminal (colour also obeys NO_COLOR and --color); --quiet turns off progress bars and \
@@ -93,6 +98,11 @@ enum Command {
         /// Only names starting with this prefix.
         #[arg(long)]
         prefix: Option<OsString>,
+        /// Also where each tensor's data is: the data file, the byte offset of the data in it,
+        /// and the CRC32C stored for it ("-" for formats without checksums). JSON: data_file,
+        /// data_offset, crc32c (null where unknown).
+        #[arg(short, long)]
+        long: bool,
     },
     /// Print or extract one tensor.
     Get {
@@ -109,9 +119,14 @@ enum Command {
         /// NAME is the name's bytes in hex (for names that are not valid UTF-8; see `ls --json`).
         #[arg(long)]
         hex: bool,
-        /// At most this many values in JSON output (more are cut, and "truncated" is set).
-        #[arg(long, default_value_t = 1000)]
+        /// At most this many values in json and text output (when there are more, the first
+        /// N are shown as a flat list, "truncated" is set and "omitted" counts the others).
+        #[arg(long, default_value_t = 100)]
         limit: usize,
+        /// Instead of the values: count, NaN and infinity counts, and min, max, mean and
+        /// standard deviation of the finite values (json or text format).
+        #[arg(long)]
+        stats: bool,
     },
     /// Summarize a checkpoint: tensors, bytes by dtype, index size and blocks, compression,
     /// alignment, format version, shards, metadata.
@@ -154,10 +169,19 @@ enum Command {
         /// tensors and names that are not UTF-8) instead of failing.
         #[arg(long = "skip-unsupported")]
         skip_unsupported: bool,
+        /// Copy only tensors whose names match this glob pattern (`*` any run of characters,
+        /// `/` and `.` included; `?` one character; `[abc]`; `{a,b}`). Repeatable: any matches.
+        #[arg(long, value_name = "PATTERN")]
+        include: Vec<String>,
+        /// Leave out tensors whose names match this glob pattern (wins over --include).
+        /// Repeatable.
+        #[arg(long, value_name = "PATTERN")]
+        exclude: Vec<String>,
     },
     /// Compare two inputs (any formats): names only in one, dtype, shape and LoD differences,
-    /// and for common tensors whether the bytes are equal, else how many elements differ and
-    /// the largest absolute difference. Exit code 0 when equal, 5 when they differ.
+    /// and for common tensors whether the bytes are equal, else how many elements differ (those
+    /// with a NaN or an infinity counted apart) and the largest absolute difference over pairs
+    /// of finite numbers. Exit code 0 when equal, 5 when they differ.
     Diff {
         /// First input.
         a: PathBuf,
@@ -169,6 +193,17 @@ enum Command {
         /// Do not compare metadata.
         #[arg(long = "ignore-metadata")]
         ignore_metadata: bool,
+        /// Absolute tolerance: elements a, b are equal when |a - b| <= atol + rtol * |b| (as
+        /// numpy.allclose). Without --atol, --rtol or --equal-nan, elements are equal when
+        /// their bytes are.
+        #[arg(long, value_name = "ATOL", value_parser = tolerance)]
+        atol: Option<f64>,
+        /// Relative tolerance (times |b|, the element of B).
+        #[arg(long, value_name = "RTOL", value_parser = tolerance)]
+        rtol: Option<f64>,
+        /// With tolerance, a NaN equals a NaN (else a NaN equals nothing).
+        #[arg(long = "equal-nan")]
+        equal_nan: bool,
     },
     /// Combine several inputs (any formats) into one native file. A name in more than one
     /// input, or a metadata key with different values, is an error unless --allow-override
@@ -311,6 +346,8 @@ pub enum GetFormat {
     /// Name, dtype, shape, LoD and values, pretty-printed (NaN and infinities as strings,
     /// complex as [re, im]; at most --limit values).
     Json,
+    /// The same as aligned text lines, for reading.
+    Text,
 }
 
 /// What every command needs to know about the session.
@@ -418,7 +455,12 @@ pub fn run(cli: Cli) -> paramdex::Result<ExitCode> {
     let ui = Ui { quiet: cli.quiet };
     match cli.command {
         Command::Demo { dir, tensors } => demo::run(dir, tensors),
-        Command::Ls { file, json, prefix } => inspect::ls(&file, json, prefix),
+        Command::Ls {
+            file,
+            json,
+            prefix,
+            long,
+        } => inspect::ls(&file, json, prefix, long),
         Command::Get {
             file,
             name,
@@ -426,7 +468,8 @@ pub fn run(cli: Cli) -> paramdex::Result<ExitCode> {
             output,
             hex,
             limit,
-        } => inspect::get(&file, name, hex, format, output, limit),
+            stats,
+        } => inspect::get(&file, name, hex, format, output, limit, stats),
         Command::Stat { file, json } => inspect::stat(&file, json),
         Command::Verify {
             file,
@@ -439,13 +482,38 @@ pub fn run(cli: Cli) -> paramdex::Result<ExitCode> {
             to,
             layout,
             skip_unsupported,
-        } => convert::convert(ui, &src, &dst, to, layout, skip_unsupported),
+            include,
+            exclude,
+        } => convert::convert(
+            ui,
+            &src,
+            &dst,
+            to,
+            layout,
+            skip_unsupported,
+            &convert::Select { include, exclude },
+        ),
         Command::Diff {
             a,
             b,
             json,
             ignore_metadata,
-        } => diff::diff(ui, &a, &b, json, ignore_metadata),
+            atol,
+            rtol,
+            equal_nan,
+        } => diff::diff(
+            ui,
+            &a,
+            &b,
+            json,
+            ignore_metadata,
+            numbers::Tolerance {
+                atol: atol.unwrap_or(0.0),
+                rtol: rtol.unwrap_or(0.0),
+                equal_nan,
+                given: atol.is_some() || rtol.is_some() || equal_nan,
+            },
+        ),
         Command::Merge {
             out,
             inputs,
@@ -595,6 +663,14 @@ fn usage_error(e: clap::Error) -> ExitCode {
             print_error(format!("{first}{usage}"));
             ExitCode::from(EXIT_USAGE)
         }
+    }
+}
+
+/// A tolerance of `diff`: a finite number, at least 0.
+fn tolerance(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!("{s:?} is not a finite number >= 0")),
     }
 }
 

@@ -7,8 +7,8 @@ use std::sync::OnceLock;
 
 use crate::error::{Error, Result};
 use crate::interop::store::{
-    scan_sorted, Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorInfos, TensorStore,
-    VerifySummary,
+    scan_sorted, DataLocation, Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorInfos,
+    TensorStore, VerifySummary,
 };
 use crate::name::display;
 use crate::native::Source;
@@ -252,5 +252,14 @@ impl TensorStore for PaddleStore {
             sum.data_bytes += data.len() as u64;
         }
         Ok(sum)
+    }
+
+    fn data_location(&self, name: &[u8]) -> Result<Option<DataLocation>> {
+        Ok(self.find(name).map(|e| DataLocation {
+            path: self.files[e.file].path.clone(),
+            offset: e.rec.offset.saturating_add(e.rec.header_len as u64),
+            len: e.rec.data_len,
+            crc32c: None,
+        }))
     }
 }

@@ -17,7 +17,8 @@ use crate::dtype::DType;
 use crate::error::{path_str, Error, Result};
 use crate::format::{crc32c, unmask_crc};
 use crate::interop::store::{
-    Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorInfos, TensorStore, VerifySummary,
+    DataLocation, Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorInfos, TensorStore,
+    VerifySummary,
 };
 use crate::name::display;
 use crate::native::Source;
@@ -787,6 +788,7 @@ impl TensorStore for TfCheckpoint {
         let mut partitioned: Vec<(Vec<u8>, Entry)> = Vec::new();
         let mut slice_entries: BTreeMap<Vec<u8>, (u64, Entry)> = BTreeMap::new();
         let mut tensors = 0u64;
+        let mut data_bytes = 0u64;
         let mut first = true;
         self.for_each_entry(|key, value, at| {
             if first {
@@ -809,9 +811,10 @@ impl TensorStore for TfCheckpoint {
                 slice_entries.insert(key.to_vec(), (at, e.clone()));
             } else {
                 tensors += 1;
-                if let Kind::String = e.kind {
-                    // Decoding checks the layout and the checksum of the lengths.
-                    self.info(key, &e)?;
+                // Counted as the listing counts it. Partitioned tensors are counted below.
+                if e.slices.is_empty() {
+                    // For strings, decoding checks the layout and the checksum of the lengths.
+                    data_bytes = data_bytes.saturating_add(self.info(key, &e)?.nbytes);
                 }
             }
             if e.slices.is_empty() {
@@ -824,16 +827,13 @@ impl TensorStore for TfCheckpoint {
         crate::parallel::try_each(&with_data, threads, |(k, e)| self.checked(k, e).map(drop))?;
         let mut referenced = BTreeSet::new();
         for (name, e) in &partitioned {
-            match e.kind.numeric() {
-                Some(d) => {
-                    self.assemble(name, e, d, false)?;
-                }
-                // Not assembled (get refuses them): the slices must be there, with the right
-                // type and shape; their data was checksummed above, string layouts by info.
-                None => {
-                    self.info(name, e)?;
-                }
+            // Tensors not assembled (get refuses them) are checked by `info` below: the slices
+            // must be there, with the right type and shape; their data was checksummed
+            // above, string layouts by info.
+            if let Some(d) = e.kind.numeric() {
+                self.assemble(name, e, d, false)?;
             }
+            data_bytes = data_bytes.saturating_add(self.info(name, e)?.nbytes);
             referenced.extend(referenced_slice_keys(name, e));
         }
         // A key that looks like a slice key but that no partitioned tensor lists is a tensor of
@@ -843,14 +843,27 @@ impl TensorStore for TfCheckpoint {
             .filter(|(k, _)| !referenced.contains(*k))
         {
             tensors += 1;
-            if let Kind::String = e.kind {
-                self.info(key, e)?;
-            }
+            data_bytes = data_bytes.saturating_add(self.info(key, e)?.nbytes);
         }
         Ok(VerifySummary {
             tensors,
-            data_bytes: with_data.iter().map(|(_, e)| e.size).sum(),
+            data_bytes,
             checksums: blocks + with_data.len() as u64,
         })
+    }
+
+    fn data_location(&self, name: &[u8]) -> Result<Option<DataLocation>> {
+        if name.is_empty() || self.is_listed_slice(name)? {
+            return Ok(None);
+        }
+        Ok(self
+            .entry(name)?
+            .filter(|e| e.slices.is_empty())
+            .map(|e| DataLocation {
+                path: self.data_path(e.shard),
+                offset: e.offset,
+                len: e.size,
+                crc32c: Some(e.crc),
+            }))
     }
 }

@@ -182,7 +182,7 @@ pub(crate) fn export(job: &ExportJob<'_>) -> Result<Written> {
         let info = info?;
         if info.name.first().is_none_or(|&b| b == 0) {
             return Err(Error::InvalidArgument(format!(
-                "tensor name {:?} cannot be written to a TensorFlow checkpoint: TensorFlow reserves the empty key for the header and keys starting with a NUL byte for slices",
+                "tensor name {} cannot be written to a TensorFlow checkpoint: TensorFlow reserves the empty key for the header and keys starting with a NUL byte for slices",
                 display(&info.name)
             )));
         }

@@ -1,0 +1,815 @@
+//! Issue 13, defect 8 (output that disagrees with itself or the README) and the habits of good
+//! tools: one JSON layout, short default `get`, counts that agree between commands, plurals,
+//! names escaped once, `ls` within the terminal, near-name suggestions, `diff --atol/--rtol`,
+//! `get --stats`, `ls --long`, `convert --include/--exclude`.
+
+mod common;
+use common::*;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use paramdex::{DType, Tensor, Writer};
+use serde_json::{json, Value};
+
+/// The JSON layout `--help` states, written independently of the binary's: objects one member
+/// a line (two spaces a level), arrays without objects on one line, arrays with objects one
+/// element a line, object elements of arrays on one line.
+fn layout(v: &Value) -> String {
+    fn flat(v: &Value) -> bool {
+        match v {
+            Value::Object(_) => false,
+            Value::Array(a) => a.iter().all(flat),
+            _ => true,
+        }
+    }
+    fn inline(v: &Value) -> String {
+        match v {
+            Value::Array(a) => format!("[{}]", a.iter().map(inline).collect::<Vec<_>>().join(", ")),
+            Value::Object(m) => format!(
+                "{{{}}}",
+                m.iter()
+                    .map(|(k, x)| format!("{}: {}", json!(k), inline(x)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            _ => v.to_string(),
+        }
+    }
+    fn block(v: &Value, level: usize) -> String {
+        let pad = |l: usize| "  ".repeat(l);
+        match v {
+            Value::Object(m) if !m.is_empty() => format!(
+                "{{\n{}\n{}}}",
+                m.iter()
+                    .map(|(k, x)| format!(
+                        "{}{}: {}",
+                        pad(level + 1),
+                        json!(k),
+                        block(x, level + 1)
+                    ))
+                    .collect::<Vec<_>>()
+                    .join(",\n"),
+                pad(level)
+            ),
+            Value::Array(a) if !flat(v) => format!(
+                "[\n{}\n{}]",
+                a.iter()
+                    .map(|x| format!(
+                        "{}{}",
+                        pad(level + 1),
+                        if x.is_object() {
+                            inline(x)
+                        } else {
+                            block(x, level + 1)
+                        }
+                    ))
+                    .collect::<Vec<_>>()
+                    .join(",\n"),
+                pad(level)
+            ),
+            _ => inline(v),
+        }
+    }
+    block(v, 0) + "\n"
+}
+
+/// Checks that `out` is JSON laid out by the rule, and returns it parsed.
+fn laid_out(out: &std::process::Output) -> Value {
+    let v = json(out);
+    assert_eq!(stdout(out), layout(&v), "not the documented JSON layout");
+    v
+}
+
+/// CRC32C (Castagnoli), bit by bit: the checksum `ls --long` reports.
+fn crc32c(data: &[u8]) -> u32 {
+    let mut c = !0u32;
+    for &b in data {
+        c ^= u32::from(b);
+        for _ in 0..8 {
+            c = (c >> 1) ^ (0x82f6_3b78 & (c & 1).wrapping_neg());
+        }
+    }
+    !c
+}
+
+/// Runs the binary and checks that it exits 2 (an invalid command line), without a panic.
+fn usage_error(args: &[&dyn AsRef<std::ffi::OsStr>]) {
+    let o = Command::new(BIN)
+        .args(args.iter().map(|a| a.as_ref()))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("panicked"));
+}
+
+fn stderr(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn every_json_output_has_the_one_documented_layout() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = native(dir.path());
+    let st = data("safetensors/model.safetensors");
+    // get: shape, LoD and values on one line, as the README shows.
+    let g = run(&[&"get", &p, &"a.weight"], 0);
+    laid_out(&g);
+    let text = stdout(&g);
+    assert!(text.contains("\n  \"shape\": [2, 3]\n"), "{text}");
+    assert!(
+        text.contains("\n  \"data\": [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]],\n"),
+        "{text}"
+    );
+    let g = run(&[&"get", &p, &"seq"], 0);
+    assert!(
+        stdout(&g).contains("\"lod\": [[0, 1, 3]]"),
+        "{}",
+        stdout(&g)
+    );
+    laid_out(&g);
+    // meta --json: a list on one line.
+    let m = tempfile::tempdir().unwrap();
+    let q = native(m.path());
+    run(
+        &[&"meta", &q, &"--set", &"stages=[\"warmup\",\"cosine\"]"],
+        0,
+    );
+    let o = run(&[&"meta", &q, &"--json"], 0);
+    laid_out(&o);
+    assert!(stdout(&o).contains("\"stages\": [\"warmup\", \"cosine\"]"));
+    // stat, verify (one line before), diff: pretty objects.
+    for args in [
+        vec![&"stat" as &dyn AsRef<std::ffi::OsStr>, &p, &"--json"],
+        vec![&"verify", &p, &"--json"],
+        vec![&"stat", &st, &"--json"],
+        vec![&"verify", &st, &"--json"],
+    ] {
+        let o = run(&args, 0);
+        laid_out(&o);
+        assert!(stdout(&o).lines().count() > 5, "{}", stdout(&o));
+    }
+    let d = run(&[&"diff", &p, &q, &"--json"], 5);
+    laid_out(&d);
+    // ls --json: one tensor a line, between `[` and `]` lines.
+    let o = run(&[&"ls", &st, &"--json"], 0);
+    let v = laid_out(&o);
+    let n = v.as_array().unwrap().len();
+    assert_eq!(stdout(&o).lines().count(), n + 2);
+    let o = run(&[&"ls", &p, &"--json", &"--prefix", &"zzz"], 0);
+    assert_eq!(stdout(&o), "[]\n");
+    // The rule is in --help.
+    let help = stdout(&run(&[&"--help"], 0));
+    assert!(
+        help.contains("JSON output") && help.contains("one object a line"),
+        "{help}"
+    );
+}
+
+#[test]
+fn default_get_of_a_big_tensor_is_a_few_lines_and_says_what_it_left_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("big.pdx");
+    let mut w = Writer::create(&p).unwrap();
+    let n = 1024 * 1024;
+    let values: Vec<f32> = (0..n).map(|i| i as f32 * 0.5).collect();
+    w.add_slice("big", &[1024, 1024], &values).unwrap();
+    w.finish().unwrap();
+    let o = run(&[&"get", &p, &"big"], 0);
+    let lines = stdout(&o).lines().count();
+    assert!(lines <= 12, "{lines} lines");
+    let v = laid_out(&o);
+    let shown = v["data"].as_array().unwrap().len();
+    assert!(shown > 0 && shown <= 256, "{shown} values by default");
+    assert_eq!(v["truncated"], true);
+    assert_eq!(v["omitted"], (n - shown) as u64);
+    assert_eq!(v["data"][3], 1.5);
+    // Text says it too.
+    let t = stdout(&run(
+        &[&"get", &p, &"big", &"--format", &"text", &"--limit", &"3"],
+        0,
+    ));
+    assert!(
+        t.contains("[0.0, 0.5, 1.0]") && t.contains(&format!("{} more omitted", n - 3)),
+        "{t}"
+    );
+    // Not cut: no omitted count.
+    let v = json(&run(&[&"get", &p, &"big", &"--limit", &(n.to_string())], 0));
+    assert!(v.get("omitted").is_none() && v.get("truncated").is_none());
+}
+
+#[test]
+fn stat_verify_and_ls_count_the_same_things_alike() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut all = inputs(dir.path());
+    all.push((
+        "tensorflow checkpoint",
+        data("tf/strings/tf2"),
+        String::new(),
+    ));
+    all.push((
+        "tensorflow checkpoint",
+        data("tf/partitioned/v1"),
+        String::new(),
+    ));
+    for (_, path, _) in &all {
+        let stat = json(&run(&[&"stat", path, &"--json"], 0));
+        let ver = json(&run(&[&"verify", path, &"--json"], 0));
+        let list = json(&run(&[&"ls", path, &"--json"], 0));
+        let list = list.as_array().unwrap();
+        let sum: u64 = list.iter().map(|t| t["nbytes"].as_u64().unwrap()).sum();
+        let what = path.display();
+        assert_eq!(stat["tensors"], list.len(), "{what}");
+        assert_eq!(ver["tensors"], list.len(), "{what}");
+        assert_eq!(stat["data_bytes"], sum, "{what}: stat");
+        assert_eq!(ver["data_bytes"], sum, "{what}: verify");
+        let table = stdout(&run(&[&"ls", path], 0));
+        let last = table.lines().last().unwrap();
+        assert!(last.contains(&format!("({sum} byte")), "{what}: {last}");
+    }
+    // Index blocks: each has a checksum, and verify counts them with the tensors' own.
+    let p = native(dir.path());
+    for (path, tensors_checked) in [
+        (p.clone(), 5),
+        (data("tf/basic/v1/model.ckpt"), 20),
+        (data("tf/basic/tf2"), 21),
+    ] {
+        let stat = json(&run(&[&"stat", &path, &"--json"], 0));
+        let ver = json(&run(&[&"verify", &path, &"--json"], 0));
+        assert_eq!(
+            stat["index_blocks"].as_u64().unwrap() + tensors_checked,
+            ver["checksums"].as_u64().unwrap(),
+            "{}",
+            path.display()
+        );
+        assert_eq!(
+            stat["index_blocks"].as_u64().unwrap(),
+            stat["index_data_blocks"].as_u64().unwrap() + 2
+        );
+    }
+    // demo says the same number of index blocks when it writes and when it verifies, and
+    // stat agrees.
+    let demo = stdout(&run(&[&"demo", &"--dir", &dir.path()], 0));
+    let blocks: Vec<u64> = demo
+        .split(" index block")
+        .filter_map(|s| s.rsplit(' ').next().and_then(|n| n.parse().ok()))
+        .collect();
+    let stat = json(&run(&[&"stat", &dir.path().join("demo.pdx"), &"--json"], 0));
+    assert_eq!(blocks.len(), 2, "{demo}");
+    assert!(blocks.iter().all(|&b| b == stat["index_blocks"]), "{demo}");
+}
+
+#[test]
+fn one_of_a_thing_is_singular() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("one.pdx");
+    let mut w = Writer::create(&p).unwrap();
+    w.add_slice("w", &[1], &[1.0f32]).unwrap();
+    w.insert_metadata("k", 1i64).unwrap();
+    w.finish().unwrap();
+    let ls = stdout(&run(&[&"ls", &p], 0));
+    assert!(ls.lines().last().unwrap().starts_with("1 tensor, "), "{ls}");
+    let v = stdout(&run(&[&"verify", &p], 0));
+    assert!(v.contains(": 1 tensor, "), "{v}");
+    let st = stdout(&run(&[&"stat", &p], 0));
+    assert!(
+        st.contains("1 entry") && st.contains("in 1 tensor\n"),
+        "{st}"
+    );
+    let c = stdout(&run(&[&"convert", &p, &dir.path().join("c.pdx")], 0));
+    assert!(c.contains("(1 tensor, "), "{c}");
+    let m = stdout(&run(&[&"merge", &dir.path().join("m.pdx"), &p], 0));
+    assert!(
+        m.contains("merged 1 input ") && m.contains("(1 tensor, "),
+        "{m}"
+    );
+    let d = stdout(&run(&[&"diff", &p, &dir.path().join("c.pdx")], 0));
+    assert!(d.contains("1 tensor identical"), "{d}");
+    let set = stdout(&run(&[&"meta", &p, &"--set", &"k=2"], 0));
+    assert!(set.contains("1 metadata entry;"), "{set}");
+    let demo = stdout(&run(
+        &[&"demo", &"--dir", &dir.path(), &"--tensors", &"1"],
+        0,
+    ));
+    for l in demo.lines() {
+        assert!(
+            !l.contains(" 1 tensors") && !l.contains(" 1 index blocks"),
+            "{l}"
+        );
+    }
+}
+
+#[test]
+fn formats_are_named_as_things() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = dir.path().join("m.safetensors");
+    std::fs::copy(data("safetensors/model.safetensors"), &st).unwrap();
+    let o = run(&[&"meta", &st, &"--set", &"a=1"], 1);
+    assert!(
+        stderr(&o).contains("is a safetensors file;"),
+        "{}",
+        stderr(&o)
+    );
+    let o = run(&[&"export-tf", &st, &dir.path().join("ck")], 1);
+    assert!(
+        stderr(&o).contains("is a safetensors file:"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn names_are_escaped_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("b.pdx");
+    let mut w = Writer::create(&p).unwrap();
+    w.add(b"\0a\\b", Tensor::new(DType::UInt8, &[1], &[1]))
+        .unwrap();
+    w.add(b"c\\d", Tensor::new(DType::UInt8, &[1], &[2]))
+        .unwrap();
+    w.finish().unwrap();
+    // An error naming a name: each byte escaped once (`\x00`, `\\`).
+    let o = run(&[&"convert", &p, &dir.path().join("ck"), &"--to", &"tf"], 1);
+    let e = stderr(&o);
+    assert!(e.contains(r"tensor name \x00a\\b cannot"), "{e}");
+    assert!(!e.contains(r"\\x00") && !e.contains(r"\\\\"), "{e}");
+    let o = run(&[&"get", &p, &"e\\f"], 4);
+    assert!(
+        stderr(&o).contains(r"no tensor named e\\f in"),
+        "{}",
+        stderr(&o)
+    );
+    // JSON carries the name itself, escaped by JSON alone.
+    let q = dir.path().join("q.pdx");
+    Writer::create(&q).unwrap().finish().unwrap();
+    let d = json(&run(&[&"diff", &p, &q, &"--json"], 5));
+    assert_eq!(d["only_in_a"], json!(["\u{0}a\\b", "c\\d"]));
+    let l = json(&run(&[&"ls", &p, &"--json"], 0));
+    assert_eq!(l[1]["name"], "c\\d");
+}
+
+/// Runs `paramdex ARGS` with standard output on a pseudo-terminal `columns` wide (util-linux
+/// `script`), returning what it printed.
+fn on_a_terminal(args: &[&str], columns: usize) -> String {
+    let mut cmd = BIN.to_string();
+    for a in args {
+        cmd.push_str(&format!(" '{a}'"));
+    }
+    let o = Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .env("COLUMNS", columns.to_string())
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("util-linux script runs");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout).unwrap().replace("\r\n", "\n")
+}
+
+#[test]
+fn on_a_terminal_a_long_name_is_shortened_and_nowhere_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("long.pdx");
+    let long = format!("model.{}.weight", "x".repeat(288));
+    assert_eq!(long.len(), 301);
+    let mut w = Writer::create(&p).unwrap();
+    w.add_slice(&long, &[2, 2], &[0u8; 4]).unwrap();
+    w.add_slice("bias", &[3], &[0.5f32; 3]).unwrap();
+    w.add_slice("日本語の名前", &[1], &[1.0f32]).unwrap();
+    w.finish().unwrap();
+    let path = p.to_str().unwrap();
+    for width in [80, 60] {
+        let t = on_a_terminal(&["ls", path], width);
+        let widest = t
+            .lines()
+            .map(unicode_width::UnicodeWidthStr::width)
+            .max()
+            .unwrap();
+        assert!(
+            widest <= width,
+            "{widest} columns on a {width}-column terminal:\n{t}"
+        );
+        assert!(
+            t.contains("model.xxx") && t.contains("…") && t.contains("xxx.weight"),
+            "{t}"
+        );
+        assert!(t.contains("bias") && t.contains("日本語の名前"), "{t}");
+    }
+    // --long too.
+    let t = on_a_terminal(&["ls", path, "--long"], 100);
+    assert!(
+        t.lines()
+            .all(|l| unicode_width::UnicodeWidthStr::width(l) <= 100),
+        "{t}"
+    );
+    // JSON, even on a terminal, and any output off a terminal: whole names.
+    let t = on_a_terminal(&["ls", path, "--json"], 80);
+    assert!(t.contains(&long) && !t.contains('…'), "{t}");
+    let t = stdout(&run(&[&"ls", &p], 0));
+    assert!(t.contains(&long) && !t.contains('…'), "{t}");
+}
+
+#[test]
+fn get_of_a_missing_name_suggests_near_names() {
+    let dir = tempfile::tempdir().unwrap();
+    // TF2 object-graph names.
+    let o = run(&[&"get", &data("tf/basic/tf2"), &"save_counter"], 4);
+    assert!(
+        stderr(&o).contains("; did you mean save_counter/.ATTRIBUTES/VARIABLE_VALUE?"),
+        "{}",
+        stderr(&o)
+    );
+    let p = dir.path().join("n.pdx");
+    let mut w = Writer::create(&p).unwrap();
+    for n in [
+        "Dense/Kernel",
+        "caf\u{e9}",
+        "model.layers.0.weight",
+        "model.layers.1.weight",
+    ] {
+        w.add_slice(n, &[1], &[1.0f32]).unwrap();
+    }
+    w.finish().unwrap();
+    for (asked, want) in [
+        ("dense/kernel", "Dense/Kernel"),                   // case
+        ("cafe\u{301}", "caf\u{e9}"),                       // NFC lookalike
+        ("ｄｅｎｓｅ/ｋｅｒｎｅｌ", "Dense/Kernel"),        // NFKC (fullwidth) lookalike
+        ("model.layers.0.wieght", "model.layers.0.weight"), // a transposition
+    ] {
+        let o = run(&[&"get", &p, &asked], 4);
+        let e = stderr(&o);
+        assert!(
+            e.contains(&format!("; did you mean {want}?")),
+            "{asked}: {e}"
+        );
+    }
+    let o = run(&[&"get", &p, &"model.layers.5.weight"], 4);
+    assert!(
+        stderr(&o).contains("did you mean one of model.layers.0.weight, model.layers.1.weight?"),
+        "{}",
+        stderr(&o)
+    );
+    let o = run(&[&"get", &p, &"nothing_like_it"], 4);
+    assert!(!stderr(&o).contains("did you mean"), "{}", stderr(&o));
+}
+
+#[test]
+fn diff_tolerances_and_nans_that_do_not_hide_the_largest_difference() {
+    let dir = tempfile::tempdir().unwrap();
+    let other_nan = f32::from_bits(f32::NAN.to_bits() | 1);
+    let write = |name: &str, x: &[f32], y: &[f32]| -> PathBuf {
+        let p = dir.path().join(name);
+        let mut w = Writer::create(&p).unwrap();
+        w.add_slice("x", &[x.len() as u64], x).unwrap();
+        w.add_slice("y", &[y.len() as u64], y).unwrap();
+        w.finish().unwrap();
+        p
+    };
+    let a = write(
+        "a.pdx",
+        &[1.0, f32::NAN, 3.0, f32::INFINITY],
+        &[1.0, f32::NAN],
+    );
+    let b = write(
+        "b.pdx",
+        &[1.5, 2.0, 3.0, f32::INFINITY],
+        &[1.0 + 1e-6, other_nan],
+    );
+    // Exact: the NaN is counted apart, the largest difference is over the numbers.
+    let d = laid_out(&run(&[&"diff", &a, &b, &"--json"], 5));
+    let x = &d["values"][0];
+    assert_eq!(x["name"], "x");
+    assert_eq!(x["differing_elements"], 2);
+    assert_eq!(x["nan_mismatches"], 1);
+    assert_eq!(x["inf_mismatches"], 0);
+    assert_eq!(x["max_abs_diff"], 0.5);
+    assert_eq!(d["tolerance"], Value::Null);
+    let t = stdout(&run(&[&"diff", &a, &b], 5));
+    assert!(
+        t.contains("values: x: 2 of 4 elements differ (1 with NaN), max |a-b| = 5e-1"),
+        "{t}"
+    );
+    // numpy.allclose: |a - b| <= atol + rtol * |b|; NaN equals NaN only with --equal-nan.
+    let d = json(&run(
+        &[
+            &"diff", &a, &b, &"--json", &"--rtol", &"0.5", &"--atol", &"1e-5",
+        ],
+        5,
+    ));
+    let by_name = |d: &Value, n: &str| {
+        d["values"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == n)
+            .cloned()
+    };
+    let x = by_name(&d, "x").unwrap();
+    assert_eq!(
+        (x["differing_elements"].clone(), x["nan_mismatches"].clone()),
+        (json!(1), json!(1))
+    );
+    assert_eq!(x["max_abs_diff"], Value::Null);
+    assert_eq!(by_name(&d, "y").unwrap()["nan_mismatches"], 1);
+    assert_eq!(
+        d["tolerance"],
+        json!({"atol": 1e-5, "rtol": 0.5, "equal_nan": false})
+    );
+    let d = json(&run(
+        &[
+            &"diff",
+            &a,
+            &b,
+            &"--json",
+            &"--atol",
+            &"1e-5",
+            &"--equal-nan",
+        ],
+        5,
+    ));
+    assert!(by_name(&d, "y").is_none());
+    assert_eq!(d["within_tolerance"], 1);
+    // Everything within tolerance: equal, exit 0.
+    let c = write(
+        "c.pdx",
+        &[1.0, f32::NAN, 3.0, f32::INFINITY],
+        &[1.0, f32::NAN],
+    );
+    let e = write(
+        "e.pdx",
+        &[1.01, f32::NAN, 3.0, f32::INFINITY],
+        &[1.0, other_nan],
+    );
+    run(&[&"diff", &c, &e], 5);
+    let t = stdout(&run(
+        &[&"diff", &c, &e, &"--atol", &"0.02", &"--equal-nan"],
+        0,
+    ));
+    assert!(
+        t.contains("equal: 0 tensors identical, 2 tensors within tolerance"),
+        "{t}"
+    );
+    // A file equals itself, NaNs included, whatever the tolerance.
+    run(&[&"diff", &a, &a, &"--atol", &"0"], 0);
+    // Bad tolerances are usage errors.
+    usage_error(&[&"diff", &a, &b, &"--atol", &"-1"]);
+    usage_error(&[&"diff", &a, &b, &"--rtol", &"nan"]);
+}
+
+#[test]
+fn get_stats_summarizes_every_numeric_dtype() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("s.pdx");
+    let mut w = Writer::create(&p).unwrap();
+    w.add_slice(
+        "f32",
+        &[6],
+        &[1.0f32, 2.0, 3.0, 4.0, f32::NAN, f32::NEG_INFINITY],
+    )
+    .unwrap();
+    w.add_slice("i64", &[3], &[i64::MIN, 0, i64::MAX]).unwrap();
+    w.add_slice("u8", &[4], &[1u8, 2, 3, 4]).unwrap();
+    let h: Vec<half::f16> = [0.5f32, -2.0, 8.0].map(half::f16::from_f32).to_vec();
+    w.add_slice("f16", &[3], &h).unwrap();
+    let b: Vec<half::bf16> = [1.0f32, 3.0].map(half::bf16::from_f32).to_vec();
+    w.add_slice("bf16", &[2], &b).unwrap();
+    // float8 e4m3fn: 1.0 (0x38), 2.0 (0x40), NaN (0x7f).
+    w.add(
+        "f8",
+        Tensor::new(DType::Float8E4M3FN, &[3], &[0x38, 0x40, 0x7f]),
+    )
+    .unwrap();
+    w.add("empty", Tensor::new(DType::Float32, &[0], &[]))
+        .unwrap();
+    w.add("c64", Tensor::new(DType::Complex64, &[1], &[0; 8]))
+        .unwrap();
+    w.finish().unwrap();
+    let stats = |n: &str| {
+        let v = laid_out(&run(&[&"get", &p, &n, &"--stats"], 0));
+        assert!(v.get("data").is_none());
+        v["stats"].clone()
+    };
+    assert_eq!(
+        stats("f32"),
+        json!({"count": 6, "finite": 4, "nan": 1, "inf": 1, "min": 1.0, "max": 4.0,
+               "mean": 2.5, "std": 1.25f64.sqrt()})
+    );
+    let s = stats("i64");
+    assert_eq!((&s["min"], &s["max"]), (&json!(i64::MIN), &json!(i64::MAX)));
+    assert_eq!(s["mean"], 0.0);
+    let s = stats("u8");
+    assert_eq!(
+        (&s["min"], &s["max"], &s["mean"]),
+        (&json!(1), &json!(4), &json!(2.5))
+    );
+    let s = stats("f16");
+    assert_eq!((&s["min"], &s["max"]), (&json!(-2.0), &json!(8.0)));
+    assert!(
+        (s["mean"].as_f64().unwrap() - 6.5 / 3.0).abs() < 1e-12,
+        "{s}"
+    );
+    assert_eq!(stats("bf16")["std"], 1.0);
+    let s = stats("f8");
+    assert_eq!(
+        (&s["nan"], &s["finite"], &s["mean"]),
+        (&json!(1), &json!(2), &json!(1.5))
+    );
+    let s = stats("empty");
+    assert_eq!(
+        (&s["count"], &s["min"], &s["std"]),
+        (&json!(0), &Value::Null, &Value::Null)
+    );
+    let t = stdout(&run(
+        &[&"get", &p, &"f32", &"--stats", &"--format", &"text"],
+        0,
+    ));
+    for l in [
+        "count   6",
+        "nan     1",
+        "inf     1",
+        "min     1.0",
+        "max     4.0",
+        "mean    2.5",
+    ] {
+        assert!(t.contains(l), "{l:?} in\n{t}");
+    }
+    // Not real numbers: said so. With raw or npy: a usage error.
+    run(&[&"get", &p, &"c64", &"--stats"], 1);
+    let o = run(
+        &[
+            &"get",
+            &data("tf/strings/tf2"),
+            &"_CHECKPOINTABLE_OBJECT_GRAPH",
+            &"--stats",
+        ],
+        1,
+    );
+    assert!(stderr(&o).contains("string tensor"), "{}", stderr(&o));
+    usage_error(&[
+        &"get",
+        &p,
+        &"f32",
+        &"--stats",
+        &"--format",
+        &"npy",
+        &"-o",
+        &dir.path().join("x"),
+    ]);
+    assert!(!dir.path().join("x").exists());
+}
+
+#[test]
+fn ls_long_says_where_each_tensors_data_is_and_its_stored_crc() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut all = inputs(dir.path());
+    all.push((
+        "tensorflow checkpoint",
+        data("tf/sharded/v1"),
+        String::new(),
+    ));
+    for (format, path, _) in &all {
+        let list = laid_out(&run(&[&"ls", path, &"--json", &"--long"], 0));
+        let checksummed = matches!(*format, "paramdex" | "tensorflow checkpoint");
+        let mut files = std::collections::BTreeSet::new();
+        for t in list.as_array().unwrap() {
+            let name = t["name"].as_str().unwrap();
+            if t["dtype"] == "string" || t.get("name_hex").is_some() {
+                continue;
+            }
+            // (Not `run`: raw data may hold any byte, ESC included.)
+            let raw = Command::new(BIN)
+                .args([
+                    "get".as_ref(),
+                    path.as_os_str(),
+                    name.as_ref(),
+                    "--format".as_ref(),
+                    "raw".as_ref(),
+                ])
+                .output()
+                .unwrap();
+            assert!(raw.status.success());
+            let raw = raw.stdout;
+            let file = Path::new(t["data_file"].as_str().unwrap());
+            files.insert(file.to_path_buf());
+            let at = t["data_offset"].as_u64().unwrap() as usize;
+            let bytes = std::fs::read(file).unwrap();
+            let stored = &bytes[at..at + raw.len()];
+            assert_eq!(stored, &raw[..], "{}: {name}", path.display());
+            if checksummed {
+                assert_eq!(t["crc32c"], crc32c(stored), "{}: {name}", path.display());
+            } else {
+                assert_eq!(t["crc32c"], Value::Null);
+            }
+        }
+        if path.ends_with("sharded/v1") {
+            assert!(files.len() > 1, "shards: {files:?}");
+        }
+        let text = stdout(&run(&[&"ls", path, &"-l"], 0));
+        let head = text.lines().next().unwrap();
+        assert!(
+            head.contains("OFFSET") && head.contains("CRC32C") && head.contains("FILE"),
+            "{head}"
+        );
+        if !checksummed {
+            assert!(text.lines().nth(1).unwrap().contains("  -  "), "{text}");
+        }
+    }
+}
+
+#[test]
+fn convert_copies_the_tensors_patterns_select_to_every_target() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = native(dir.path());
+    for (to, out) in [
+        ("paramdex", "o.pdx"),
+        ("tf", "ck"),
+        ("safetensors", "o.safetensors"),
+        ("paddle-tensor", "pt"),
+        ("paddle", "pp"),
+    ] {
+        let dst = dir.path().join(out);
+        let o = run(
+            &[
+                &"convert",
+                &p,
+                &dst,
+                &"--to",
+                &to,
+                &"--include",
+                &"a.*",
+                &"--include",
+                &"st*",
+                &"--exclude",
+                &"*.bias",
+            ],
+            0,
+        );
+        let said = stdout(&o);
+        let two = if to == "paddle-tensor" {
+            "2 Paddle tensor files"
+        } else {
+            "(2 tensors"
+        };
+        assert!(
+            said.contains(two) && said.contains("selected 2 of 5 tensors"),
+            "{to}: {said}"
+        );
+        if to == "paddle" {
+            continue; // a bare .pdiparams has no names to list
+        }
+        let names: Vec<String> = json(&run(&[&"ls", &dst, &"--json"], 0))
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(names, ["a.weight", "steps"], "{to}");
+    }
+    // A pattern that matches nothing is reported; a selection of nothing writes nothing.
+    let o = run(
+        &[
+            &"convert",
+            &p,
+            &dir.path().join("n.pdx"),
+            &"--include",
+            &"a.*",
+            &"--exclude",
+            &"zz*",
+        ],
+        0,
+    );
+    assert!(
+        stderr(&o).contains("--exclude \"zz*\" matches no tensor name"),
+        "{}",
+        stderr(&o)
+    );
+    let empty = dir.path().join("e.pdx");
+    let o = run(&[&"convert", &p, &empty, &"--include", &"nope*"], 1);
+    assert!(
+        stderr(&o).contains("select none of the input's 5 tensors"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!empty.exists());
+    // `*` runs across `/`: TensorFlow names.
+    let o = run(
+        &[
+            &"convert",
+            &data("tf/basic/v1/model.ckpt"),
+            &dir.path().join("l.pdx"),
+            &"--include",
+            &"layer1*",
+        ],
+        0,
+    );
+    assert!(stdout(&o).contains("selected"), "{}", stdout(&o));
+    run(
+        &[
+            &"convert",
+            &p,
+            &dir.path().join("b.pdx"),
+            &"--include",
+            &"a[.*",
+        ],
+        1,
+    );
+}
