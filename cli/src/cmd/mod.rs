@@ -418,7 +418,7 @@ pub fn run(cli: Cli) -> paramdex::Result<ExitCode> {
     let ui = Ui { quiet: cli.quiet };
     match cli.command {
         Command::Demo { dir, tensors } => demo::run(dir, tensors),
-        Command::Ls { file, json, prefix } => inspect::ls(&file, json, prefix),
+        Command::Ls { file, json, prefix } => inspect::ls(ui, &file, json, prefix),
         Command::Get {
             file,
             name,
@@ -427,7 +427,7 @@ pub fn run(cli: Cli) -> paramdex::Result<ExitCode> {
             hex,
             limit,
         } => inspect::get(&file, name, hex, format, output, limit),
-        Command::Stat { file, json } => inspect::stat(&file, json),
+        Command::Stat { file, json } => inspect::stat(ui, &file, json),
         Command::Verify {
             file,
             threads,

@@ -1,0 +1,211 @@
+//! Issue 13, inputs: TensorFlow 2 checkpoints with a missing or damaged data shard, merging TF2
+//! checkpoints, directories holding an input one level down, and `convert --to paddle` keeping
+//! the tensor names (in a program beside the parameters).
+mod common;
+use common::*;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+const GRAPH: &str = "_CHECKPOINTABLE_OBJECT_GRAPH";
+
+/// Runs the binary, returning its output whatever the exit code (for commands that print a
+/// listing and notes before their error line).
+fn raw(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
+    let out = Command::new(BIN)
+        .args(args.iter().map(|a| a.as_ref()))
+        .output()
+        .expect("the binary runs");
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
+    out
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A copy of the TF2 checkpoint `tests/data/tf/basic/tf2` in `dir`; returns its prefix.
+fn tf2_copy(dir: &Path) -> PathBuf {
+    let src = data("tf/basic/tf2");
+    for f in fs::read_dir(&src).unwrap() {
+        let f = f.unwrap();
+        fs::copy(f.path(), dir.join(f.file_name())).unwrap();
+    }
+    dir.join("ckpt-1")
+}
+
+fn names(listing: &Value) -> Vec<String> {
+    listing
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The names `ls --json` gives for the intact fixture.
+fn full_names() -> Vec<String> {
+    names(&json(&run(&[&"ls", &data("tf/basic/tf2"), &"--json"], 0)))
+}
+
+/// `ls` and `stat` of a TF2 checkpoint whose only data shard is missing: every tensor the index
+/// describes is listed, and the one whose size needs the shard (the object graph, a string) is
+/// named with the missing file; the exit status is that of the error (1, an I/O error). `get`
+/// of a numeric tensor names the missing shard file.
+#[test]
+fn tf2_index_only_lists_what_the_index_describes() {
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = tf2_copy(dir.path());
+    let shard = dir.path().join("ckpt-1.data-00000-of-00001");
+    fs::remove_file(&shard).unwrap();
+    let want: Vec<String> = full_names().into_iter().filter(|n| n != GRAPH).collect();
+    assert_eq!(want.len(), 20);
+
+    let o = raw(&[&"ls", &prefix, &"--json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let listed: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(names(&listed), want);
+    let e = stderr(&o);
+    assert_eq!(e.lines().count(), 1, "{e}");
+    assert!(
+        e.starts_with("paramdex: error: listed 20 tensors; 1 error:")
+            && e.contains("ckpt-1.data-00000-of-00001")
+            && e.contains(GRAPH),
+        "{e}"
+    );
+
+    // The table, with its totals line.
+    let o = raw(&[&"ls", &prefix]);
+    assert_eq!(o.status.code(), Some(1));
+    let table = String::from_utf8(o.stdout).unwrap();
+    assert!(
+        table.contains("v_float32/.ATTRIBUTES/VARIABLE_VALUE"),
+        "{table}"
+    );
+    assert!(table.contains("20 tensors"), "{table}");
+    assert!(!table.contains(GRAPH), "{table}");
+
+    // stat: the figures of what it could list.
+    let o = raw(&[&"stat", &prefix, &"--json"]);
+    assert_eq!(o.status.code(), Some(1));
+    let s: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(s["tensors"], 20);
+    assert!(s["by_dtype"].get("string").is_none(), "{s}");
+    assert!(stderr(&o).contains("ckpt-1.data-00000-of-00001"));
+
+    // get: the shard file is named.
+    let e = stderr(&run(
+        &[&"get", &prefix, &"v_float32/.ATTRIBUTES/VARIABLE_VALUE"],
+        1,
+    ));
+    assert!(
+        e.contains("ckpt-1.data-00000-of-00001")
+            && e.contains("v_float32/.ATTRIBUTES/VARIABLE_VALUE"),
+        "{e}"
+    );
+}
+
+/// The data shard holding the object graph is damaged where the graph's string lengths are:
+/// the numeric tensors are listed (their dtype and shape are in the index), the graph is named
+/// as corrupt (exit 3); the numeric tensors stored before the damage still read.
+#[test]
+fn tf2_damaged_object_graph_lists_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = tf2_copy(dir.path());
+    let shard = dir.path().join("ckpt-1.data-00000-of-00001");
+    // TensorFlow writes the object graph last: its data starts after every numeric tensor's.
+    let listing = json(&run(&[&"ls", &prefix, &"--json"], 0));
+    let graph = listing
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == GRAPH)
+        .unwrap()
+        .clone();
+    let mut bytes = fs::read(&shard).unwrap();
+    let numeric: u64 = listing
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["name"] != GRAPH)
+        .map(|t| t["nbytes"].as_u64().unwrap())
+        .sum();
+    // The graph's entry is a scalar string: a varint length, 4 checksum bytes, the bytes.
+    assert_eq!(
+        bytes.len() as u64,
+        numeric + graph["nbytes"].as_u64().unwrap() + 2 + 4,
+        "layout of the fixture"
+    );
+    // Overwrite the length varint with an over-long one (11 continuation bytes).
+    let at = numeric as usize;
+    bytes.truncate(at);
+    bytes.extend_from_slice(&[0xff; 16]);
+    fs::write(&shard, &bytes).unwrap();
+
+    let o = raw(&[&"ls", &prefix, &"--json"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let listed: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let want: Vec<String> = full_names().into_iter().filter(|n| n != GRAPH).collect();
+    assert_eq!(names(&listed), want);
+    let e = stderr(&o);
+    assert!(
+        e.contains(GRAPH) && e.contains("ckpt-1.data-00000-of-00001"),
+        "{e}"
+    );
+    let o = raw(&[&"stat", &prefix]);
+    assert_eq!(o.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("tensors       20"));
+    // Numeric tensors before the damage read and check.
+    run(
+        &[&"get", &prefix, &"v_float32/.ATTRIBUTES/VARIABLE_VALUE"],
+        0,
+    );
+    // The graph itself: corrupt, exit 3.
+    run(&[&"get", &prefix, &GRAPH], 3);
+}
+
+/// Two TF2 checkpoints both hold a `_CHECKPOINTABLE_OBJECT_GRAPH` string tensor; with
+/// `--skip-unsupported` it is left out of both, so it is no conflict. A name that is a string
+/// in one input and a number in another is not either: the number is kept.
+#[test]
+fn merge_skip_unsupported_ignores_skipped_duplicates() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = data("tf/dtypes/tf2");
+    let b = data("tf/sharded/policy");
+    let out = dir.path().join("m.pdx");
+    // Without skipping: refused (string tensors), nothing written.
+    run(&[&"merge", &out, &a, &b], 1);
+    assert!(!out.exists());
+    let o = run(&[&"merge", &out, &a, &b, &"--skip-unsupported"], 0);
+    let notes = stderr(&o);
+    assert!(
+        notes.contains(&format!(
+            "left out {GRAPH} (a string tensor, in {}",
+            a.display()
+        )),
+        "{notes}"
+    );
+    let merged = json(&run(&[&"ls", &out, &"--json"], 0));
+    let numeric = |p: &Path| -> Vec<String> {
+        json(&run(&[&"ls", &p, &"--json"], 0))
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["dtype"] != "string")
+            .map(|t| t["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let mut want = numeric(&a);
+    want.extend(numeric(&b));
+    want.sort();
+    assert_eq!(names(&merged), want);
+    run(&[&"verify", &out], 0);
+
+    // A real duplicate among the kept tensors is still a conflict.
+    let twice = dir.path().join("twice.pdx");
+    let e = stderr(&run(&[&"merge", &twice, &a, &a, &"--skip-unsupported"], 1));
+    assert!(e.contains("is in both") && !e.contains(GRAPH), "{e}");
+}
