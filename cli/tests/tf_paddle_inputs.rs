@@ -209,3 +209,118 @@ fn merge_skip_unsupported_ignores_skipped_duplicates() {
     let e = stderr(&run(&[&"merge", &twice, &a, &a, &"--skip-unsupported"], 1));
     assert!(e.contains("is in both") && !e.contains(GRAPH), "{e}");
 }
+
+/// Copies the directory `src` (recursively) to `dst`.
+fn copy_dir(src: &Path, dst: &Path) {
+    fs::create_dir_all(dst).unwrap();
+    for f in fs::read_dir(src).unwrap() {
+        let f = f.unwrap();
+        let to = dst.join(f.file_name());
+        if f.file_type().unwrap().is_dir() {
+            copy_dir(&f.path(), &to);
+        } else {
+            fs::copy(f.path(), &to).unwrap();
+        }
+    }
+}
+
+/// A directory whose only input is in a subdirectory opens it, for every input kind that is a
+/// directory (a Paddle model directory, a per-variable directory with its program, a
+/// TensorFlow checkpoint directory, a SavedModel); the listing is that of the subdirectory.
+/// The case: `DIR/legacy/` holding `model.pdmodel` and `model.pdiparams`. (Plain
+/// tensor files in subdirectories are one per-variable directory with `/` in the names, as
+/// `save_vars` writes names with `/`: see the end.)
+#[test]
+fn a_directory_opens_its_only_input_one_level_down() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: Vec<(&str, PathBuf)> = vec![
+        ("legacy", data("paddle/inference/legacy")),
+        ("pir", data("paddle/inference/pir")),
+        ("separate", data("paddle/models/separate_legacy")),
+        ("tf2", data("tf/basic/tf2")),
+        ("sharded", data("tf/sharded/policy")),
+    ];
+    for (i, (sub, src)) in cases.iter().enumerate() {
+        let outer = dir.path().join(format!("outer{i}"));
+        copy_dir(src, &outer.join(sub));
+        fs::write(outer.join("README.txt"), "notes beside the model\n").unwrap();
+        // Hidden directories are left aside.
+        fs::create_dir_all(outer.join(".cache")).unwrap();
+        let o = run(&[&"ls", &outer, &"--json"], 0);
+        let want = run(&[&"ls", &outer.join(sub), &"--json"], 0);
+        assert_eq!(json(&o), json(&want), "{sub}");
+        assert!(!json(&o).as_array().unwrap().is_empty(), "{sub}");
+        // Every command takes it.
+        run(&[&"verify", &outer], 0);
+        run(&[&"stat", &outer], 0);
+    }
+    // A SavedModel one level down: `saved/variables/variables.{index,data-*}`.
+    let outer = dir.path().join("with_saved");
+    let vars = outer.join("saved").join("variables");
+    fs::create_dir_all(&vars).unwrap();
+    for f in fs::read_dir(data("tf/basic/tf2")).unwrap() {
+        let f = f.unwrap();
+        let name = f
+            .file_name()
+            .to_string_lossy()
+            .replace("ckpt-1", "variables");
+        if name != "checkpoint" {
+            fs::copy(f.path(), vars.join(name)).unwrap();
+        }
+    }
+    assert_eq!(
+        json(&run(&[&"ls", &outer, &"--json"], 0)),
+        json(&run(&[&"ls", &data("tf/basic/tf2"), &"--json"], 0))
+    );
+    // Tensor files without a program one level down: the outer directory is itself a
+    // per-variable directory, the subdirectory part of each name.
+    let outer = dir.path().join("plain");
+    copy_dir(&data("paddle/models/pervar_nested"), &outer.join("vars"));
+    let inner = names(&json(&run(&[&"ls", &outer.join("vars"), &"--json"], 0)));
+    let prefixed: Vec<String> = inner.iter().map(|n| format!("vars/{n}")).collect();
+    assert_eq!(names(&json(&run(&[&"ls", &outer, &"--json"], 0))), prefixed);
+}
+
+/// Several inputs one level down: an error listing each with its format (exit 1), not a
+/// message about one of their files. The old message blamed `legacy/model.pdiparams` for a
+/// missing program that was beside it.
+#[test]
+fn a_directory_of_several_inputs_lists_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let outer = dir.path().join("inference");
+    copy_dir(&data("paddle/inference"), &outer);
+    let e = stderr(&run(&[&"ls", &outer], 1));
+    let legacy = outer.join("legacy");
+    let pir = outer.join("pir");
+    assert!(
+        e.contains(&format!("{} (paddle model)", legacy.display()))
+            && e.contains(&format!("{} (paddle model)", pir.display()))
+            && e.contains("2 of its subdirectories"),
+        "{e}"
+    );
+    assert!(!e.contains("must be beside"), "{e}");
+    // Other kinds side by side are listed the same way.
+    let mixed = dir.path().join("mixed");
+    copy_dir(&data("tf/basic/tf2"), &mixed.join("ckpt"));
+    copy_dir(&data("paddle/models/separate_pir"), &mixed.join("vars"));
+    let e = stderr(&run(&[&"ls", &mixed], 1));
+    assert!(
+        e.contains("ckpt (tensorflow checkpoint)")
+            && e.contains("vars (paddle per-variable directory)"),
+        "{e}"
+    );
+    // A damaged model as the only input one level down: its own error, naming its file.
+    let one = dir.path().join("one");
+    copy_dir(&data("paddle/inference/legacy"), &one.join("legacy"));
+    let params = one.join("legacy/model.pdiparams");
+    let mut b = fs::read(&params).unwrap();
+    b.truncate(b.len() - 3);
+    fs::write(&params, b).unwrap();
+    let e = stderr(&run(&[&"ls", &one], 3));
+    assert!(e.contains("model.pdiparams"), "{e}");
+    // Nothing anywhere: the directory is named, and so is where paramdex looked.
+    let empty = dir.path().join("empty");
+    fs::create_dir_all(empty.join("sub")).unwrap();
+    let e = stderr(&run(&[&"ls", &empty], 1));
+    assert!(e.contains("none of its subdirectories"), "{e}");
+}
