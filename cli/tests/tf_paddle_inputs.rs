@@ -324,3 +324,209 @@ fn a_directory_of_several_inputs_lists_them() {
     let e = stderr(&run(&[&"ls", &empty], 1));
     assert!(e.contains("none of its subdirectories"), "{e}");
 }
+
+/// Names of the numeric tensors of `ls --json` of `p`.
+fn numeric_names(p: &Path) -> Vec<String> {
+    json(&run(&[&"ls", &p, &"--json"], 0))
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["dtype"] != "string")
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// `convert --to paddle` from inputs without a program (a TF2 checkpoint, safetensors, a
+/// native file) writes the names in `OUT.pdmodel` beside `OUT.pdiparams`: `ls OUT` reads them
+/// back, and every tensor equals its source.
+#[test]
+fn convert_to_paddle_keeps_the_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let sources = [
+        data("tf/basic/tf2"),
+        data("safetensors/model.safetensors"),
+        data("tf/sharded/policy"),
+    ];
+    for (i, src) in sources.iter().enumerate() {
+        let out = dir.path().join(format!("out{i}"));
+        let o = run(
+            &[
+                &"convert",
+                src,
+                &out,
+                &"--to",
+                &"paddle",
+                &"--skip-unsupported",
+            ],
+            0,
+        );
+        let said = stdout(&o);
+        assert!(
+            said.contains(&format!("out{i}.pdiparams and "))
+                && said.contains(&format!("out{i}.pdmodel")),
+            "{said}"
+        );
+        assert!(dir.path().join(format!("out{i}.pdmodel")).is_file());
+        let want = numeric_names(src);
+        assert!(!want.is_empty());
+        let back = json(&run(&[&"ls", &out, &"--json"], 0));
+        assert_eq!(names(&back), want, "{}", src.display());
+        // The values, dtypes and shapes too: diff sees only the string tensors left out.
+        let d = json(&run_codes(&[&"diff", src, &out, &"--json"], &[0, 5]));
+        assert_eq!(d["values"], Value::Array(vec![]), "{d}");
+        assert_eq!(d["dtype"], Value::Array(vec![]), "{d}");
+        assert_eq!(d["shape"], Value::Array(vec![]), "{d}");
+        assert_eq!(d["only_in_b"], Value::Array(vec![]), "{d}");
+        // The prefix, the .pdiparams and the program all open the model.
+        for p in [
+            dir.path().join(format!("out{i}.pdiparams")),
+            dir.path().join(format!("out{i}.pdmodel")),
+        ] {
+            assert_eq!(json(&run(&[&"ls", &p, &"--json"], 0)), back);
+        }
+        run(&[&"verify", &out], 0);
+    }
+}
+
+/// Names a Paddle program cannot declare are refused before anything is written, naming the
+/// tensor and why; with `--skip-unsupported` they are left out with a note. Never dropped
+/// silently.
+#[test]
+fn convert_to_paddle_refuses_names_a_program_cannot_hold() {
+    let dir = tempfile::tempdir().unwrap();
+    // native() holds `raw\xff`, a name that is not UTF-8.
+    let src = native(dir.path());
+    let out = dir.path().join("out");
+    let e = stderr(&run(&[&"convert", &src, &out, &"--to", &"paddle"], 1));
+    assert!(
+        e.contains("raw\\xff") && e.contains("not UTF-8") && e.contains("--skip-unsupported"),
+        "{e}"
+    );
+    assert!(!dir.path().join("out.pdiparams").exists());
+    assert!(!dir.path().join("out.pdmodel").exists());
+    let o = run(
+        &[
+            &"convert",
+            &src,
+            &out,
+            &"--to",
+            &"paddle",
+            &"--skip-unsupported",
+        ],
+        0,
+    );
+    let notes = stderr(&o);
+    assert!(
+        notes.contains("left out raw\\xff") && notes.contains("not UTF-8"),
+        "{notes}"
+    );
+    let back = names(&json(&run(&[&"ls", &out, &"--json"], 0)));
+    assert_eq!(back, ["a.bias", "a.weight", "seq", "steps"]);
+    // The LoD tensor keeps its LoD.
+    let l = json(&run(&[&"ls", &out, &"--json", &"--prefix", &"seq"], 0));
+    assert_eq!(l[0]["lod"], serde_json::json!([[0, 1, 3]]));
+
+    // `feed` and `fetch` are the variables Paddle's executor keeps its lists in.
+    let vars = dir.path().join("vars");
+    fs::create_dir_all(&vars).unwrap();
+    let plain = data("paddle/lod/plain_f32.lodtensor");
+    for n in ["fetch", "w"] {
+        fs::copy(&plain, vars.join(n)).unwrap();
+    }
+    let out = dir.path().join("fv");
+    let e = stderr(&run(&[&"convert", &vars, &out, &"--to", &"paddle"], 1));
+    assert!(e.contains("tensor fetch is named like"), "{e}");
+    run(
+        &[
+            &"convert",
+            &vars,
+            &out,
+            &"--to",
+            &"paddle",
+            &"--skip-unsupported",
+        ],
+        0,
+    );
+    assert_eq!(names(&json(&run(&[&"ls", &out, &"--json"], 0))), ["w"]);
+}
+
+/// A Paddle model converted `--to paddle` keeps its own program (copied byte for byte, legacy
+/// or PIR), so the output is that model again; a program already at the output prefix that
+/// declares the same tensors is kept; a model's graph that declares others is never replaced
+/// by a parameters-only program (refused before anything is written), while paramdex's own
+/// parameters-only program is.
+#[test]
+fn convert_to_paddle_keeps_a_matching_program() {
+    let dir = tempfile::tempdir().unwrap();
+    for (model, ext) in [
+        ("paddle/inference/legacy/model", "pdmodel"),
+        ("paddle/inference/pir/model", "json"),
+    ] {
+        let src = data(model);
+        let out = dir.path().join(format!("copy-{ext}"));
+        run(&[&"convert", &src, &out, &"--to", &"paddle"], 0);
+        let prog = fs::read(dir.path().join(format!("copy-{ext}.{ext}"))).unwrap();
+        assert_eq!(prog, fs::read(data(&format!("{model}.{ext}"))).unwrap());
+        run(&[&"diff", &src, &out], 0);
+    }
+
+    // New weights beside a model's own program: the program is kept.
+    let m = dir.path().join("m");
+    fs::copy(
+        data("paddle/inference/legacy/model.pdmodel"),
+        dir.path().join("m.pdmodel"),
+    )
+    .unwrap();
+    let graph = fs::read(dir.path().join("m.pdmodel")).unwrap();
+    let pdx = dir.path().join("w.pdx");
+    run(
+        &[&"convert", &data("paddle/inference/legacy/model"), &pdx],
+        0,
+    );
+    let said = stdout(&run(&[&"convert", &pdx, &m, &"--to", &"paddle"], 0));
+    assert!(said.contains("kept"), "{said}");
+    assert_eq!(fs::read(dir.path().join("m.pdmodel")).unwrap(), graph);
+    run(&[&"diff", &pdx, &m], 0);
+
+    // Other tensors beside that graph: refused, the graph and the old parameters untouched.
+    let params = fs::read(dir.path().join("m.pdiparams")).unwrap();
+    let other = data("tf/basic/tf2");
+    let e = stderr(&run(
+        &[
+            &"convert",
+            &other,
+            &m,
+            &"--to",
+            &"paddle",
+            &"--skip-unsupported",
+        ],
+        1,
+    ));
+    assert!(e.contains("m.pdmodel") && e.contains("left alone"), "{e}");
+    assert_eq!(fs::read(dir.path().join("m.pdmodel")).unwrap(), graph);
+    assert_eq!(fs::read(dir.path().join("m.pdiparams")).unwrap(), params);
+
+    // paramdex's own parameters-only program is replaced when the tensors change.
+    let g = dir.path().join("g");
+    let small = dir.path().join("small.pdx");
+    run(
+        &[&"convert", &data("paddle/inference/pir/model"), &small],
+        0,
+    );
+    run(&[&"convert", &small, &g, &"--to", &"paddle"], 0);
+    run(
+        &[
+            &"convert",
+            &other,
+            &g,
+            &"--to",
+            &"paddle",
+            &"--skip-unsupported",
+        ],
+        0,
+    );
+    assert_eq!(
+        names(&json(&run(&[&"ls", &g, &"--json"], 0))),
+        numeric_names(&other)
+    );
+}

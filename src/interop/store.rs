@@ -186,6 +186,12 @@ pub trait TensorStore: Send + Sync {
     fn as_native(&self) -> Option<&Reader> {
         None
     }
+    /// The file that declares these tensors beside their data, when the format has one: a
+    /// Paddle model's program (`.pdmodel`, PIR `.json`, `__model__`). A Paddle writer copies it
+    /// when it declares exactly the tensors written.
+    fn program_file(&self) -> Option<&Path> {
+        None
+    }
 }
 
 /// [`TensorStore::scan`] for a store that holds its whole list in memory (sorted by name): the

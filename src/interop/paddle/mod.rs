@@ -51,8 +51,8 @@ pub use program::{
     MAX_PROGRAM_LEN,
 };
 pub use store::PaddleStore;
-pub use write::{combined_path, relative_path};
-pub(crate) use write::{export_combined, export_tensor_files};
+pub(crate) use write::{cannot_hold_combined, export_combined, export_tensor_files};
+pub use write::{combined_path, program_path, relative_path};
 
 use store::{Entry, FileSlot};
 

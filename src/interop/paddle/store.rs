@@ -253,4 +253,8 @@ impl TensorStore for PaddleStore {
         }
         Ok(sum)
     }
+
+    fn program_file(&self) -> Option<&Path> {
+        self.program.as_ref().map(|p| p.path.as_path())
+    }
 }
