@@ -202,8 +202,10 @@ pub struct ExportReport {
     pub data_bytes: u64,
     /// The tensors left out ([`ExportOptions::skip_unsupported`]), in name order.
     pub skipped: Vec<Skipped>,
-    /// Every file written: the native, safetensors or `.pdiparams` file; a TensorFlow
-    /// checkpoint's index and data file; each Paddle tensor file.
+    /// Every file written: the native or safetensors file; the `.pdiparams` and the program
+    /// beside it (unless a program already there was kept, see
+    /// [`OutputFormat::PaddleCombined`]); a TensorFlow checkpoint's index and data file; each
+    /// Paddle tensor file.
     pub paths: Vec<PathBuf>,
     /// Bytes of all the files written.
     pub output_bytes: u64,
