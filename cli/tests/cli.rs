@@ -686,8 +686,28 @@ fn convert_to_every_target() {
     run(&[&"convert", &p, &pt, &"--to", &"paddle-tensor"], 0);
     run(&[&"diff", &p, &pt, &"--ignore-metadata"], 0);
     let pd = dir.path().join("pdout");
-    run(&[&"convert", &p, &pd, &"--to", &"paddle"], 0);
+    // The names go into a program beside the parameters; one that is not UTF-8 cannot.
+    run(&[&"convert", &p, &pd, &"--to", &"paddle"], 1);
+    run(
+        &[
+            &"convert",
+            &p,
+            &pd,
+            &"--to",
+            &"paddle",
+            &"--skip-unsupported",
+        ],
+        0,
+    );
     assert!(dir.path().join("pdout.pdiparams").is_file());
+    assert!(dir.path().join("pdout.pdmodel").is_file());
+    assert_eq!(
+        json(&run(&[&"ls", &pd, &"--json"], 0))
+            .as_array()
+            .unwrap()
+            .len(),
+        4
+    );
     let exp = dir.path().join("exp");
     run(&[&"export-tf", &p, &exp], 0);
     run(&[&"ls", &exp], 0);

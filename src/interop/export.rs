@@ -34,8 +34,10 @@ pub enum OutputFormat {
     /// A plain TensorFlow checkpoint `DST.index` + `DST.data-00000-of-00001` (numeric and
     /// string tensors; no LoD, no metadata).
     TensorFlow,
-    /// A Paddle combined parameter file `DST.pdiparams` (or `DST` if it ends in `.pdiparams`),
-    /// records in bytewise name order (numeric tensors only; no metadata).
+    /// A Paddle model: the combined parameter file `DST.pdiparams` (or `DST` if it ends in
+    /// `.pdiparams`), records in bytewise name order, and beside it the program naming them
+    /// (`DST.pdmodel`; see [`paddle::program_path`] for which program), so the names are kept
+    /// (numeric tensors whose names a Paddle program can declare; no metadata).
     PaddleCombined,
     /// Paddle tensor files: one tensor as the file `DST` (or `DST/NAME` if `DST` is a
     /// directory), several as a per-variable directory `DST/NAME...` (numeric tensors only; no
@@ -116,7 +118,7 @@ const EXPORTERS: &[Exporter] = &[
     },
     Exporter {
         format: OutputFormat::PaddleCombined,
-        cannot_hold: numeric_only,
+        cannot_hold: paddle::cannot_hold_combined,
         carries_metadata: false,
         write: paddle::export_combined,
     },
@@ -200,8 +202,10 @@ pub struct ExportReport {
     pub data_bytes: u64,
     /// The tensors left out ([`ExportOptions::skip_unsupported`]), in name order.
     pub skipped: Vec<Skipped>,
-    /// Every file written: the native, safetensors or `.pdiparams` file; a TensorFlow
-    /// checkpoint's index and data file; each Paddle tensor file.
+    /// Every file written: the native or safetensors file; the `.pdiparams` and the program
+    /// beside it (unless a program already there was kept, see
+    /// [`OutputFormat::PaddleCombined`]); a TensorFlow checkpoint's index and data file; each
+    /// Paddle tensor file.
     pub paths: Vec<PathBuf>,
     /// Bytes of all the files written.
     pub output_bytes: u64,
@@ -375,5 +379,10 @@ impl TensorStore for Holdable<'_> {
     fn as_native(&self) -> Option<&Reader> {
         // Not every tensor of the reader is visible here.
         None
+    }
+
+    fn program_file(&self) -> Option<&Path> {
+        // A writer checks that the program declares exactly the tensors it writes.
+        self.inner.program_file()
     }
 }

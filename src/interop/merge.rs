@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::interop::export::{survey, ExportOptions, ExportReport, OutputFormat};
+use crate::interop::export::{survey, ExportOptions, ExportReport, OutputFormat, Skipped};
 use crate::interop::native::write_native;
 use crate::interop::store::{TensorInfo, TensorInfos, TensorStore};
 use crate::name;
@@ -60,8 +60,11 @@ pub struct MergeReport {
 /// order, with the inputs' metadata merged (or [`ExportOptions::metadata`]). A name in several
 /// inputs, or a metadata key with different values in several inputs, is an error unless
 /// [`MergeOptions::allow_override`]: then the latest input holding it wins. Tensors a native
-/// file cannot hold (not numeric) are an error naming the first, or left out with
-/// [`ExportOptions::skip_unsupported`]; only the tensor that wins is checked.
+/// file cannot hold (not numeric) are an error naming the first (only the tensor that wins is
+/// checked), or, with [`ExportOptions::skip_unsupported`], left out: they then take no part in
+/// the merge at all, so a name that several inputs hold only as such tensors (the
+/// `_CHECKPOINTABLE_OBJECT_GRAPH` string of every TensorFlow 2 checkpoint) is no conflict, and
+/// the tensor of a name is the latest one that is kept.
 ///
 /// # Errors
 ///
@@ -75,24 +78,47 @@ pub fn merge(
     opts: &MergeOptions<'_>,
 ) -> Result<MergeReport> {
     let format = OutputFormat::Native;
+    let skip = opts.export.skip_unsupported;
     // Pass 1: every conflict and every tensor the format cannot hold, before a byte is written.
     let mut replaced = 0u64;
-    let winners = Union::new(inputs)?.map(|u| {
-        let u = u?;
-        if let Some(second) = u.second {
-            if !opts.allow_override {
-                return Err(Error::InvalidArgument(format!(
-                    "tensor {} is in both {} and {}; pass --allow-override to keep the later one",
-                    name::display(&u.info.name),
-                    inputs[u.first].path.display(),
-                    inputs[second].path.display()
-                )));
-            }
-            replaced += u.holders - 1;
+    let mut skipped = Vec::new();
+    let winners = Union::new(inputs)?.filter_map(|u| {
+        let u = match u {
+            Ok(u) => u,
+            Err(e) => return Some(Err(e)),
+        };
+        let (kept, left_out) = u.split(format, skip);
+        for (i, t) in left_out {
+            let reason = format.cannot_hold(&t).unwrap_or_default();
+            // The tensor of a name that another input's tensor replaces is not written either:
+            // say whose it was.
+            let reason = if u.holders.len() > 1 {
+                format!("{reason}, in {}", inputs[i].path.display())
+            } else {
+                reason
+            };
+            skipped.push(Skipped {
+                name: t.name,
+                reason,
+            });
         }
-        Ok(u.info)
+        if let [(first, _), (second, _), ..] = kept.as_slice() {
+            if !opts.allow_override {
+                return Some(Err(Error::InvalidArgument(format!(
+                    "tensor {} is in both {} and {}; pass --allow-override to keep the later one",
+                    name::display(&u.name),
+                    inputs[*first].path.display(),
+                    inputs[*second].path.display()
+                ))));
+            }
+        }
+        replaced += kept.len().saturating_sub(1) as u64;
+        // Without skipping, the winner is checked (and refused) by the survey.
+        kept.into_iter().last().map(|(_, t)| Ok(t))
     });
-    let survey = survey(winners, format, opts.export.skip_unsupported)?;
+    // What is left is kept: the survey refuses a winner the format cannot hold (there is none
+    // when skipping) and totals the bytes. `skipped` is in name order, as the union is.
+    let survey = survey(winners, format, false)?;
     let owned;
     let metadata = match opts.export.metadata {
         Some(m) => m,
@@ -106,14 +132,17 @@ pub fn merge(
     // Pass 2: each winner the format holds, loaded from the input it comes from.
     let tensors = Union::new(inputs)?.filter_map(|u| match u {
         Err(e) => Some(Err(e)),
-        Ok(u) => format
-            .cannot_hold(&u.info)
-            .is_none()
-            .then(|| Ok((inputs[u.winner].store, u.info))),
+        Ok(u) => u
+            .split(format, skip)
+            .0
+            .into_iter()
+            .last()
+            .filter(|(_, t)| format.cannot_hold(t).is_none())
+            .map(|(i, t)| Ok((inputs[i].store, t))),
     });
     let written = write_native(tensors, dst, &opts.export.writer, metadata, progress)?;
     Ok(MergeReport {
-        written: ExportReport::new(format, written, survey.skipped, metadata),
+        written: ExportReport::new(format, written, skipped, metadata),
         replaced,
     })
 }
@@ -155,16 +184,24 @@ struct Union<'a> {
 
 /// One name of a [`Union`].
 struct Held {
-    /// The tensor as the winning input lists it.
-    info: TensorInfo,
-    /// The last input holding the name (the one that wins).
-    winner: usize,
-    /// The first input holding it.
-    first: usize,
-    /// The second input holding it, if there is one (a conflict).
-    second: Option<usize>,
-    /// How many inputs hold it.
-    holders: u64,
+    /// The name.
+    name: Vec<u8>,
+    /// Each input holding it (index, its tensor), in input order: the last one wins.
+    holders: Vec<(usize, TensorInfo)>,
+}
+
+/// Holders of one name: those that take part in a merge into `format`, and those left out.
+type Split = (Vec<(usize, TensorInfo)>, Vec<(usize, TensorInfo)>);
+
+impl Held {
+    /// With `skip`, the holders whose tensor `format` cannot hold are left out (they take no
+    /// part in conflicts or in choosing the winner); otherwise every holder takes part.
+    fn split(&self, format: OutputFormat, skip: bool) -> Split {
+        self.holders
+            .iter()
+            .cloned()
+            .partition(|(_, t)| !skip || format.cannot_hold(t).is_none())
+    }
 }
 
 impl<'a> Union<'a> {
@@ -197,30 +234,22 @@ impl Iterator for Union<'_> {
             .filter_map(|i| self.heads[i].as_ref().map(|t| (i, t)))
             .min_by(|(_, a), (_, b)| a.name.cmp(&b.name))?
             .0;
-        let mut info = match self.advance(first) {
+        let info = match self.advance(first) {
             Ok(Some(t)) => t,
             Ok(None) => return None,
             Err(e) => return Some(Err(e)),
         };
-        let (mut winner, mut second, mut holders) = (first, None, 1);
+        let name = info.name.clone();
+        let mut holders = vec![(first, info)];
         for j in first + 1..self.heads.len() {
-            if self.heads[j].as_ref().is_some_and(|t| t.name == info.name) {
+            if self.heads[j].as_ref().is_some_and(|t| t.name == name) {
                 match self.advance(j) {
-                    Ok(Some(t)) => info = t,
+                    Ok(Some(t)) => holders.push((j, t)),
                     Ok(None) => {}
                     Err(e) => return Some(Err(e)),
                 }
-                second.get_or_insert(j);
-                winner = j;
-                holders += 1;
             }
         }
-        Some(Ok(Held {
-            info,
-            winner,
-            first,
-            second,
-            holders,
-        }))
+        Some(Ok(Held { name, holders }))
     }
 }

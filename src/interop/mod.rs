@@ -7,7 +7,7 @@
 //! depends on no format; each format module depends on `store` and the layers below; the
 //! registries (`OPENERS` here, `EXPORTERS` in `export`) and `merge` sit above them all.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 
@@ -40,12 +40,16 @@ const OPENERS: &[Opener] = &[
 ];
 
 /// Opens any supported input, detecting its format by content (not by extension).
+///
+/// A directory that no format claims itself (it is not a checkpoint directory, a Paddle model
+/// directory or a directory of tensor files) is looked into one level down, the same way for
+/// every format: its subdirectories (hidden ones, starting with `.`, left aside) are tried as
+/// inputs, and when exactly one of them is one, it is opened, so `DIR` opens `DIR/legacy/` when
+/// that holds the only model. Several are an error listing them.
 pub fn open_any(path: impl AsRef<Path>) -> Result<Box<dyn TensorStore>> {
     let path = path.as_ref();
-    for open in OPENERS {
-        if let Some(store) = open(path)? {
-            return Ok(store);
-        }
+    if let Some(store) = detect(path)? {
+        return Ok(store);
     }
     if !path.exists() {
         return Err(Error::io(
@@ -56,12 +60,17 @@ pub fn open_any(path: impl AsRef<Path>) -> Result<Box<dyn TensorStore>> {
             ),
         ));
     }
+    if path.is_dir() {
+        if let Some(store) = one_level_down(path)? {
+            return Ok(store);
+        }
+    }
     let kinds = "a paramdex file, a safetensors file, a TensorFlow checkpoint or a Paddle model/tensor file";
     let detail = match std::fs::metadata(path) {
         Ok(m) if m.is_file() && m.len() == 0 => format!("the file is empty: not {kinds}"),
         Ok(m) if m.is_dir() => format!(
             "a directory holding no checkpoint, model or tensor files: not {kinds}, nor a \
-             directory of them"
+             directory of them, and none of its subdirectories is one"
         ),
         _ => format!("not {kinds}"),
     };
@@ -69,4 +78,64 @@ pub fn open_any(path: impl AsRef<Path>) -> Result<Box<dyn TensorStore>> {
         path: path.display().to_string(),
         detail,
     })
+}
+
+/// The store of the first format that claims `path`, if one does.
+fn detect(path: &Path) -> Result<Option<Box<dyn TensorStore>>> {
+    for open in OPENERS {
+        if let Some(store) = open(path)? {
+            return Ok(Some(store));
+        }
+    }
+    Ok(None)
+}
+
+/// Most subdirectories [`open_any`] tries as inputs when it looks into a directory.
+pub const MAX_SUBDIRS_TRIED: usize = 4096;
+
+/// The one input among the subdirectories of `dir`, if there is exactly one; an error listing
+/// them if there are several. A subdirectory that a format claims but cannot open (a damaged
+/// model) counts as an input: when it is the only one, its error is the result.
+fn one_level_down(dir: &Path) -> Result<Option<Box<dyn TensorStore>>> {
+    let listing = |e| Error::io(format!("listing {}", dir.display()), e);
+    let mut subdirs = Vec::new();
+    for ent in std::fs::read_dir(dir).map_err(listing)? {
+        let ent = ent.map_err(listing)?;
+        let hidden = ent.file_name().to_string_lossy().starts_with('.');
+        // Symbolic links to directories are followed (one level only: no recursion).
+        if !hidden && ent.path().is_dir() {
+            subdirs.push(ent.path());
+            crate::error::ensure_within(
+                "subdirectories to look into for an input",
+                subdirs.len(),
+                MAX_SUBDIRS_TRIED,
+                None,
+            )?;
+        }
+    }
+    subdirs.sort();
+    let mut found: Vec<(PathBuf, Result<Box<dyn TensorStore>>)> = Vec::new();
+    for sub in subdirs {
+        match detect(&sub) {
+            Ok(None) => {}
+            Ok(Some(store)) => found.push((sub, Ok(store))),
+            Err(e) => found.push((sub, Err(e))),
+        }
+    }
+    if found.len() <= 1 {
+        return found.pop().map(|(_, r)| r).transpose();
+    }
+    let list: Vec<String> = found
+        .iter()
+        .map(|(p, r)| match r {
+            Ok(s) => format!("{} ({})", p.display(), s.format().name()),
+            Err(_) => format!("{} (cannot be opened)", p.display()),
+        })
+        .collect();
+    Err(Error::InvalidArgument(format!(
+        "{} is not an input itself, and {} of its subdirectories are: {}; give one of them",
+        dir.display(),
+        found.len(),
+        list.join(", ")
+    )))
 }

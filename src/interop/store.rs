@@ -177,6 +177,11 @@ pub trait TensorStore: Send + Sync {
     /// whose index is sorted on disk (native files, TensorFlow checkpoints) seeks to `start`
     /// and reads its index only as the stream is consumed, so the first item costs the same at
     /// any tensor count and memory stays bounded; others sort what they hold in memory.
+    ///
+    /// An `Err` item about one tensor only (its description needs data that cannot be read,
+    /// as the size of a TensorFlow string tensor whose data shard is missing or damaged) is
+    /// followed by the tensors after it, so a listing can show everything it can and then name
+    /// what it could not read; after an error of the index itself the stream ends.
     fn scan(&self, start: &[u8]) -> Result<TensorInfos<'_>>;
     /// The tensors whose names start with `prefix`, as a stream (a [`TensorStore::scan`] from
     /// `prefix`, stopped at the first name past it).
@@ -206,6 +211,12 @@ pub trait TensorStore: Send + Sync {
     }
     /// The native reader, when the store is a native file (zero-copy access, records).
     fn as_native(&self) -> Option<&Reader> {
+        None
+    }
+    /// The file that declares these tensors beside their data, when the format has one: a
+    /// Paddle model's program (`.pdmodel`, PIR `.json`, `__model__`). A Paddle writer copies it
+    /// when it declares exactly the tensors written.
+    fn program_file(&self) -> Option<&Path> {
         None
     }
 }

@@ -15,11 +15,16 @@ mismatch:
 4. the records region of native files (alignment 64 and 4096, names and CRCs in every record):
    `load_dense_tensor` on each record cut out at the offsets paramdex reports, and combined loads
    over the whole region (load_inference_model with the program, and the load_combine function
-   on LoD tensors).
+   on LoD tensors);
+5. `--to paddle` from inputs without a program (a TF2 checkpoint, a safetensors file with names
+   holding `/`, spaces, tabs, non-ASCII, `@`): paramdex reads the names back from the program it
+   wrote, and Paddle (`load_inference_model`, `load_program_state`) loads every tensor by name
+   with its dtype, shape and bytes.
 
 Paddle runs in two worker subprocesses (PIR mode and legacy mode: the IR mode is fixed at import).
 """
 
+import contextlib
 import hashlib
 import json
 import os
@@ -73,6 +78,10 @@ def tensor_matches(t, want):
     }
     exp = {k: want[k] for k in got}
     return got == exp, f"paddle sees {got}, expected {exp}"
+
+
+# dtypes Paddle 3.3.1 loads but cannot convert to numpy ("cannot be expose to Python").
+NOT_EXPOSED = {"uint16", "uint32", "uint64", "float8_e4m3fn", "float8_e5m2"}
 
 
 def worker(mode, jobs_path):
@@ -132,6 +141,41 @@ def worker(mode, jobs_path):
                 if len(outs) == 2:
                     report(label + " (same output as Paddle's own files)", outs[0] == outs[1],
                            "outputs differ")
+            elif job["kind"] == "named":
+                # A --to paddle pair (program + .pdiparams) written from an input without a
+                # program: Paddle itself reads the names from the program and the values by
+                # name. Paddle 3 (PIR mode) reads a legacy .pdmodel under OldIrGuard.
+                guard = paddle.pir_utils.OldIrGuard() if mode == "pir" else contextlib.nullcontext()
+                want = {e["name"]: e for e in job["expect"]}
+                with guard:
+                    scope = paddle.static.Scope()
+                    with paddle.static.scope_guard(scope):
+                        prog, feeds, fetches = static.load_inference_model(job["prefix"], exe)
+                        names = [v.name for v in prog.list_vars() if v.persistable]
+                        bad = [] if sorted(names) == sorted(want) else [f"program names {names}"]
+                        for n in names:
+                            if n not in want:
+                                continue
+                            t = scope.find_var(n).get_tensor()
+                            if want[n]["dtype"] in NOT_EXPOSED:
+                                # Paddle loads these but cannot hand them to numpy.
+                                got = (paddle_dtype(t), list(t.shape()))
+                                if got != (want[n]["dtype"], want[n]["shape"]):
+                                    bad.append(f"{n}: {got}")
+                                continue
+                            ok, msg = tensor_matches(t, want[n])
+                            if not ok:
+                                bad.append(f"{n}: {msg}")
+                    report(label + " (load_inference_model, by name)", not bad, "; ".join(bad))
+                    if job.get("program_state"):
+                        prog = static.deserialize_program(open(job["prefix"] + ".pdmodel", "rb").read())
+                        state = static.load_program_state(
+                            job["prefix"] + ".pdiparams",
+                            var_list=[v for v in prog.list_vars() if v.persistable])
+                        got = {k: sha(np.ascontiguousarray(v).tobytes()) for k, v in state.items()}
+                        exp = {k: e["sha256"] for k, e in want.items()}
+                        report(label + " (load_program_state: a dict by name)", got == exp,
+                               f"{got} != {exp}")
             else:
                 report(label, False, f"unknown job kind {job['kind']}")
         except Exception as e:  # noqa: BLE001 - any Paddle error is a failed check
@@ -434,6 +478,48 @@ def drive(work, jobs):
                 })
         except Exception as e:  # noqa: BLE001
             report(f"models/{d['dir']}: paramdex side", False, str(e))
+
+    # 5. --to paddle from inputs without a program (a TF2 checkpoint; a safetensors file with
+    # names that need care: `/`, spaces, non-ASCII, `@`): paramdex writes the names in a
+    # program beside the records. paramdex reads the pair back; Paddle loads it by name.
+    try:
+        import numpy as np
+        from safetensors.numpy import save_file
+
+        odd = os.path.join(work, "odd.safetensors")
+        save_file({
+            "enc/layer 0/w": np.arange(6, dtype=np.float32).reshape(2, 3),
+            "ünï.b@GRAD": np.array([1.5, -2.0], dtype=np.float64),
+            "emb\tx": np.arange(4, dtype=np.int64),
+            "z": np.array(7, dtype=np.int32),
+        }, odd)
+    except Exception as e:  # noqa: BLE001
+        report("names: write the safetensors input", False, str(e))
+        odd = None
+    sources = [("tf/basic/tf2", os.path.join(ROOT, "tests", "data", "tf", "basic", "tf2"), False)]
+    if odd:
+        sources.append(("safetensors with odd names", odd, True))
+    for i, (label, src, state) in enumerate(sources):
+        try:
+            out = os.path.join(work, f"named{i}", "out")
+            os.makedirs(os.path.dirname(out))
+            pdx("convert", src, out, "--to", "paddle", "--skip-unsupported")
+            want = []
+            for t in ls_json(src):
+                if t["dtype"] == "string":
+                    continue
+                t = dict(t)
+                t["sha256"] = sha(pdx("get", src, t["name"], "--format", "raw"))
+                want.append(t)
+            report(f"--to paddle from {label}: wrote a program beside the parameters",
+                   os.path.isfile(out + ".pdmodel"))
+            check_read(f"--to paddle from {label}: paramdex reads the names back", out, want)
+            for mode in ["pir", "legacy"]:
+                jobs[mode].append({"kind": "named", "prefix": out, "expect": want,
+                                   "program_state": state,
+                                   "label": f"--to paddle from {label}: Paddle loads the names and values"})
+        except Exception as e:  # noqa: BLE001
+            report(f"--to paddle from {label}: paramdex side", False, str(e))
 
     # 3. --to paddle-tensor for every single-tensor fixture, LoD included.
     for t in lod_files:

@@ -270,10 +270,18 @@ pub fn convert(
         Target::Tf => {
             format!("wrote TensorFlow checkpoint {dst} ({n}) from {from} in {took:.1?}")
         }
-        Target::Paddle => format!(
-            "wrote {} ({n}) from {from} in {took:.1?}",
-            rep.paths.first().map_or(dst, |p| p.display())
-        ),
+        Target::Paddle => {
+            let files: Vec<String> = rep.paths.iter().map(|p| p.display().to_string()).collect();
+            let kept = if rep.paths.len() == 1 {
+                " (the program beside it declares these tensors: kept)"
+            } else {
+                ""
+            };
+            format!(
+                "wrote {} ({n}){kept} from {from} in {took:.1?}",
+                files.join(" and ")
+            )
+        }
         Target::PaddleTensor => format!(
             "wrote {} under {dst} from {from} in {took:.1?}",
             count_s(rep.paths.len() as u64, "Paddle tensor file"),

@@ -344,7 +344,72 @@ fn write_json_info(
     out.write_all(b"}")
 }
 
-pub fn ls(file: &Path, as_json: bool, prefix: Option<OsString>, long: bool) -> Result<ExitCode> {
+/// The tensors a listing could not describe. A store's listing goes on after an error about
+/// one tensor (`TensorStore::scan`: a TensorFlow string tensor whose data shard is missing or
+/// damaged), so `ls` and `stat` show everything else, then name what they could not read, and
+/// exit with the status of the first such error.
+#[derive(Default)]
+struct Unlisted {
+    first: Option<Error>,
+    /// The errors after the first, up to [`UNLISTED_NOTES`].
+    others: Vec<Error>,
+    count: u64,
+}
+
+/// Most errors after the first that a listing notes one by one.
+const UNLISTED_NOTES: usize = 20;
+
+impl Unlisted {
+    /// The tensors of `items` that could be described; the errors are kept here.
+    fn filter<'a, I>(&'a mut self, items: I) -> impl Iterator<Item = TensorInfo> + 'a
+    where
+        I: Iterator<Item = Result<TensorInfo>> + 'a,
+    {
+        items.filter_map(move |t| match t {
+            Ok(t) => Some(t),
+            Err(e) => {
+                self.count += 1;
+                if self.first.is_none() {
+                    self.first = Some(e);
+                } else if self.others.len() < UNLISTED_NOTES {
+                    self.others.push(e);
+                }
+                None
+            }
+        })
+    }
+
+    /// Success if every tensor was described; otherwise notes the errors after the first,
+    /// prints the first as the error line (with how many tensors were listed) and returns its
+    /// exit status.
+    fn finish(self, ui: Ui, listed: u64) -> ExitCode {
+        let Some(first) = self.first else {
+            return ExitCode::SUCCESS;
+        };
+        for e in &self.others {
+            ui.note(format!("could not list: {e}"));
+        }
+        let unnoted = self.count - 1 - self.others.len() as u64;
+        if unnoted > 0 {
+            ui.note(format!("{unnoted} more tensors could not be listed"));
+        }
+        let errors = match self.count {
+            1 => "1 error".to_string(),
+            n => format!("{n} errors, the others noted above; the first"),
+        };
+        let s = if listed == 1 { "" } else { "s" };
+        super::print_error(format!("listed {listed} tensor{s}; {errors}: {first}"));
+        super::exit_code_for(&first)
+    }
+}
+
+pub fn ls(
+    ui: Ui,
+    file: &Path,
+    as_json: bool,
+    prefix: Option<OsString>,
+    long: bool,
+) -> Result<ExitCode> {
     let store = open_any(file)?;
     let tensors = match &prefix {
         Some(p) => store.scan_prefix(&os_bytes(p))?,
@@ -357,14 +422,17 @@ pub fn ls(file: &Path, as_json: bool, prefix: Option<OsString>, long: bool) -> R
             Ok(None)
         }
     };
+    let mut unlisted = Unlisted::default();
+    let tensors = unlisted.filter(tensors);
     if as_json {
         // The array streams out as the store is read, one tensor a line: the layout of
         // `output::write_json` for the whole array.
         let mut out = super::stdout_for(true);
         let mut first = true;
+        let mut count = 0u64;
         for t in tensors {
-            let t = t?;
             let loc = locate(&t)?;
+            count += 1;
             out.write_all(if first { b"[\n  " } else { b",\n  " })
                 .map_err(stdout_err)?;
             first = false;
@@ -373,21 +441,18 @@ pub fn ls(file: &Path, as_json: bool, prefix: Option<OsString>, long: bool) -> R
         out.write_all(if first { b"[]\n" } else { b"\n]\n" })
             .map_err(stdout_err)?;
         out.flush().map_err(stdout_err)?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(unlisted.finish(ui, count));
     }
     let (mut out, colour) = super::listing_stdout();
     let columns = if long { LS_LONG_COLUMNS } else { LS_COLUMNS };
     let mut n = 0u64;
     let mut total = 0u64;
     let mut tensors = tensors.inspect(|t| {
-        if let Ok(t) = t {
-            n += 1;
-            total = total.saturating_add(t.nbytes);
-        }
+        n += 1;
+        total = total.saturating_add(t.nbytes);
     });
     let mut window = Vec::new();
     for t in tensors.by_ref().take(LS_WIDTH_WINDOW) {
-        let t = t?;
         let mut row = LsRow::default();
         row.set(&t);
         if long {
@@ -405,7 +470,6 @@ pub fn ls(file: &Path, as_json: bool, prefix: Option<OsString>, long: bool) -> R
     let mut row = window.pop().unwrap_or_default();
     drop(window);
     for t in tensors.by_ref() {
-        let t = t?;
         row.set(&t);
         if long {
             row.set_location(locate(&t)?.as_ref());
@@ -428,7 +492,7 @@ pub fn ls(file: &Path, as_json: bool, prefix: Option<OsString>, long: bool) -> R
     )
     .map_err(stdout_err)?;
     out.flush().map_err(stdout_err)?;
-    Ok(ExitCode::SUCCESS)
+    Ok(unlisted.finish(ui, n))
 }
 
 /// JSON for string elements: UTF-8 as strings, other bytes as {"hex": "..."} (lossless).
@@ -700,15 +764,15 @@ fn table_figures(bytes: &[u8]) -> Result<TableFigures> {
     Ok(f)
 }
 
-pub fn stat(file: &Path, as_json: bool) -> Result<ExitCode> {
+pub fn stat(ui: Ui, file: &Path, as_json: bool) -> Result<ExitCode> {
     let store = open_any(file)?;
     let metadata = store.metadata()?;
     // One pass over the listing: counts and bytes by dtype, nothing kept per tensor.
     let mut by_dtype: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
     let mut n = 0u64;
     let mut data_bytes = 0u64;
-    for t in store.scan(b"")? {
-        let t = t?;
+    let mut unlisted = Unlisted::default();
+    for t in unlisted.filter(store.scan(b"")?) {
         let e = by_dtype.entry(t.kind.name()).or_default();
         e.0 += 1;
         e.1 = e.1.saturating_add(t.nbytes);
@@ -880,7 +944,7 @@ pub fn stat(file: &Path, as_json: bool) -> Result<ExitCode> {
         }
     }
     out.flush().map_err(stdout_err)?;
-    Ok(ExitCode::SUCCESS)
+    Ok(unlisted.finish(ui, n))
 }
 
 /// What `verify` found.

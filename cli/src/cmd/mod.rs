@@ -460,7 +460,7 @@ pub fn run(cli: Cli) -> paramdex::Result<ExitCode> {
             json,
             prefix,
             long,
-        } => inspect::ls(&file, json, prefix, long),
+        } => inspect::ls(ui, &file, json, prefix, long),
         Command::Get {
             file,
             name,
@@ -470,7 +470,7 @@ pub fn run(cli: Cli) -> paramdex::Result<ExitCode> {
             limit,
             stats,
         } => inspect::get(&file, name, hex, format, output, limit, stats),
-        Command::Stat { file, json } => inspect::stat(&file, json),
+        Command::Stat { file, json } => inspect::stat(ui, &file, json),
         Command::Verify {
             file,
             threads,

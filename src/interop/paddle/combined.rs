@@ -218,15 +218,28 @@ pub(crate) fn single_record(buf: &[u8], path: &Path, name: &[u8]) -> Result<Reco
         if more > 0 && clean {
             // A valid file of another kind, not a damaged one: say what it is (exit 1, not 3).
             let stem = path.with_extension("");
+            let programs = [stem.with_extension("json"), stem.with_extension("pdmodel")];
+            let hint = match programs.iter().find(|p| p.is_file()) {
+                // Read as one tensor file although its program is there (given as a member
+                // of a directory of tensor files): say which model it is.
+                Some(prog) => format!(
+                    "its names are in the program {} beside it: give the model as {} (its \
+                     prefix), or the directory holding only that model",
+                    prog.display(),
+                    stem.display()
+                ),
+                None => format!(
+                    "its names are in the model's program, which must be beside it as {} or {}",
+                    programs[0].display(),
+                    programs[1].display()
+                ),
+            };
             return Err(Error::UnrecognizedFormat {
                 path: path.display().to_string(),
                 detail: format!(
                     "holds {} records, not one: this is a combined parameter stream (a \
-                     .pdiparams), and its names are in the model's program, which must be \
-                     beside it as {}.json or {}.pdmodel",
-                    more + 1,
-                    stem.display(),
-                    stem.display()
+                     .pdiparams); {hint}",
+                    more + 1
                 ),
             });
         }

@@ -51,8 +51,8 @@ pub use program::{
     MAX_PROGRAM_LEN,
 };
 pub use store::PaddleStore;
-pub use write::{combined_path, relative_path};
-pub(crate) use write::{export_combined, export_tensor_files};
+pub(crate) use write::{cannot_hold_combined, export_combined, export_tensor_files};
+pub use write::{combined_path, program_path, relative_path};
 
 use store::{Entry, FileSlot};
 
@@ -363,7 +363,7 @@ pub fn open_dir(dir: &Path) -> Result<PaddleStore> {
         unrecognized(
             dir,
             "not a directory of Paddle per-variable files (none of its files is a tensor \
-             record)"
+             record, or it holds Paddle models, TensorFlow checkpoints or paramdex files)"
                 .into(),
         )
     })
@@ -389,29 +389,68 @@ fn open_dir_detect(dir: &Path) -> Result<Option<PaddleStore>> {
     let Some(sample) = sample else {
         return Ok(None);
     };
+    // A file that belongs to an input of its own (a Paddle model, a TensorFlow checkpoint, a
+    // native file) means the directory holds inputs, not tensor files: it is not claimed, so
+    // that `open_any` looks into its subdirectories. Every file is looked at before the first
+    // error of a stray file is reported, as such a file may be part of one of those inputs.
     let mut slots = Vec::with_capacity(files.len());
     let mut entries = Vec::with_capacity(files.len());
+    let mut first_error = None;
     for (i, (name, path, _)) in files.into_iter().enumerate() {
-        let src = Source::map(&path)?;
-        check_pickle(&path, &src)?;
-        if !looks_like_record(&src) {
-            return Err(unrecognized(
-                dir,
-                format!(
-                    "read as a directory of Paddle per-variable files ({} is a tensor record), \
-                     but {} is not a tensor record ({} bytes); remove it or give the files one \
-                     by one",
-                    sample.display(),
-                    path.display(),
-                    src.len()
-                ),
-            ));
+        if is_model_file(&path) {
+            return Ok(None);
         }
-        let rec = combined::single_record(&src, &path, &name)?;
-        slots.push(FileSlot::lazy(path, src.len() as u64));
-        entries.push(Entry { name, file: i, rec });
+        let src = Source::map(&path)?;
+        if ends_with_table_magic(&src) {
+            return Ok(None);
+        }
+        if first_error.is_some() {
+            continue;
+        }
+        let rec = check_pickle(&path, &src).and_then(|()| {
+            if !looks_like_record(&src) {
+                return Err(unrecognized(
+                    dir,
+                    format!(
+                        "read as a directory of Paddle per-variable files ({} is a tensor \
+                         record), but {} is not a tensor record ({} bytes); remove it or give \
+                         the files one by one",
+                        sample.display(),
+                        path.display(),
+                        src.len()
+                    ),
+                ));
+            }
+            combined::single_record(&src, &path, &name)
+        });
+        match rec {
+            Ok(rec) => {
+                slots.push(FileSlot::lazy(path, src.len() as u64));
+                entries.push(Entry { name, file: i, rec });
+            }
+            Err(e) => first_error = Some(e),
+        }
+    }
+    if let Some(e) = first_error {
+        return Err(e);
     }
     PaddleStore::new(Format::PaddleDir, None, slots, entries).map(Some)
+}
+
+/// Whether `path` is part of a Paddle model: a program of an inference directory
+/// (`__model__`, `__model__.json`) or a `.pdiparams` with its program beside it.
+fn is_model_file(path: &Path) -> bool {
+    let fname = path.file_name().unwrap_or_default();
+    fname == "__model__"
+        || fname == "__model__.json"
+        || (path.extension().is_some_and(|e| e == "pdiparams")
+            && find_program(&path.with_extension("")).is_some())
+}
+
+/// Whether `buf` ends with the LevelDB table magic: a TensorFlow checkpoint's `.index` or a
+/// native paramdex file, never a Paddle tensor file.
+fn ends_with_table_magic(buf: &[u8]) -> bool {
+    buf.len() >= 8 && buf[buf.len() - 8..] == crate::table::TABLE_MAGIC.to_le_bytes()
 }
 
 /// A directory of per-variable files whose names come from a program (`__model__`).

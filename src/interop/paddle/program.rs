@@ -23,7 +23,8 @@ use serde_json::Value;
 use crate::dtype::DType;
 use crate::error::{ensure_within, Error, IoContext, Result};
 use crate::name::{display, MAX_NAME_LEN};
-use crate::proto::paddle::ProgramDesc;
+use crate::proto::paddle::var_type::{DenseTensorDesc, TensorDesc};
+use crate::proto::paddle::{BlockDesc, ProgramDesc, VarDesc, VarType};
 
 /// Largest program file read (bytes). Programs hold no weights; this only bounds memory.
 pub const MAX_PROGRAM_LEN: u64 = 1 << 30;
@@ -234,6 +235,118 @@ pub fn parse_program_desc(bytes: &[u8], path: &Path) -> Result<Vec<ParamDecl>> {
         });
     }
     finish(params, path)
+}
+
+/// Whether `bytes` is a legacy `ProgramDesc` that declares variables only (one block, no ops):
+/// a program as paramdex writes beside `convert --to paddle` output, not a model's graph.
+pub(crate) fn is_parameters_only(bytes: &[u8]) -> bool {
+    ProgramDesc::decode(bytes).is_ok_and(|p| p.blocks.len() == 1 && p.blocks[0].ops.is_empty())
+}
+
+/// Why a legacy `ProgramDesc` cannot name a tensor called `name`, or `None` if it can: the
+/// name must be UTF-8 (Paddle reads variable names as text: Python's `Variable.name` of a
+/// name that is not UTF-8 fails), not empty, and not `feed` or `fetch`, the variables
+/// Paddle's executor keeps its feed and fetch lists in (a tensor by those names breaks every
+/// later `Executor.run`; checked with Paddle 3.3.1).
+pub(crate) fn cannot_name(name: &[u8]) -> Option<&'static str> {
+    if name.is_empty() {
+        Some("unnamed (a Paddle program cannot declare a variable without a name)")
+    } else if std::str::from_utf8(name).is_err() {
+        Some("named by bytes that are not UTF-8 (a Paddle program names its variables in UTF-8)")
+    } else if name == b"feed" || name == b"fetch" {
+        Some(
+            "named like a list of Paddle's executor (it keeps what it feeds and fetches in the \
+             variables `feed` and `fetch`)",
+        )
+    } else {
+        None
+    }
+}
+
+/// The variable paramdex declares for a parameter in the program it writes: a persistable
+/// dense tensor with its dtype, dims and LoD level count, as `paddle.static` declares one
+/// (`Block.create_var(persistable=True)` in Paddle 3.3.1 gives the same fields).
+///
+/// # Errors
+///
+/// [`Error::InvalidArgument`] for a dimension above `i64::MAX` or more LoD levels than an
+/// `int32` holds (a record cannot have either).
+pub(crate) fn param_var(
+    name: &[u8],
+    dtype: DType,
+    dims: &[u64],
+    lod_levels: usize,
+) -> Result<VarDesc> {
+    let bad = |what: &str| {
+        Error::InvalidArgument(format!(
+            "tensor {}: {what} does not fit a Paddle program",
+            display(name)
+        ))
+    };
+    let dims = dims
+        .iter()
+        .map(|&d| i64::try_from(d).map_err(|_| bad("a dimension")))
+        .collect::<Result<Vec<i64>>>()?;
+    let lod = i32::try_from(lod_levels).map_err(|_| bad("the LoD level count"))?;
+    Ok(VarDesc {
+        name: name.to_vec(),
+        r#type: Some(VarType {
+            r#type: DENSE_TENSOR,
+            selected_rows: None,
+            dense_tensor: Some(DenseTensorDesc {
+                tensor: Some(TensorDesc {
+                    data_type: dtype.paddle_code(),
+                    dims,
+                }),
+                // Paddle leaves the default (0) out.
+                legacy_lod_level: (lod > 0).then_some(lod),
+            }),
+        }),
+        persistable: Some(true),
+    })
+}
+
+/// Tag of `BlockDesc.vars` (field 3, length-delimited) and of `ProgramDesc.blocks` (field 1).
+const VARS_TAG: u8 = (3 << 3) | 2;
+const BLOCKS_TAG: u8 = (1 << 3) | 2;
+
+/// Bytes `var` takes in its block: tag, length, message.
+pub(crate) fn var_len(var: &VarDesc) -> u64 {
+    let n = var.encoded_len();
+    (1 + prost::length_delimiter_len(n) + n) as u64
+}
+
+/// Appends `var` as an element of `BlockDesc.vars`.
+pub(crate) fn put_var(var: &VarDesc, out: &mut Vec<u8>) {
+    out.push(VARS_TAG);
+    // Writing to a Vec cannot fail (it grows as needed).
+    let _ = var.encode_length_delimited(out);
+}
+
+/// The bytes of a parameters-only `ProgramDesc` (block 0, no ops) before its variables, when
+/// they take `vars_len` bytes ([`var_len`] of each); the variables follow ([`put_var`]), and
+/// nothing after them. Written as a stream so that a program of millions of variables is never
+/// held in memory.
+pub(crate) fn program_head(vars_len: u64) -> Vec<u8> {
+    let block = BlockDesc {
+        idx: 0,
+        parent_idx: -1,
+        vars: Vec::new(),
+        ops: Vec::new(),
+    };
+    let fields = block.encode_to_vec();
+    let block_len = (fields.len() as u64).saturating_add(vars_len);
+    let mut out = vec![BLOCKS_TAG];
+    // A length above usize::MAX cannot be written; the caller bounds it by MAX_PROGRAM_LEN.
+    let _ =
+        prost::encode_length_delimiter(usize::try_from(block_len).unwrap_or(usize::MAX), &mut out);
+    out.extend_from_slice(&fields);
+    out
+}
+
+/// The size of the program [`program_head`] starts, with variables of `vars_len` bytes.
+pub(crate) fn program_len(vars_len: u64) -> u64 {
+    (program_head(vars_len).len() as u64).saturating_add(vars_len)
 }
 
 /// Name of a non-element `VarType.Type`, for messages.
@@ -461,6 +574,47 @@ mod tests {
         // Deep nesting is refused by serde_json's recursion limit, not by a stack overflow.
         let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
         assert!(parse_pir_json(deep.as_bytes(), p()).is_err());
+    }
+
+    /// The program paramdex writes, streamed as head + variables, parses back to the same
+    /// declarations, in the same (bytewise) order, and counts as parameters-only.
+    #[test]
+    fn written_program_desc_reads_back() {
+        let vars = [
+            param_var(b"a.w", DType::Float32, &[2, 3], 0).unwrap(),
+            param_var(b"z seq", DType::Int64, &[5, 1], 2).unwrap(),
+            param_var("ünï/b".as_bytes(), DType::BFloat16, &[], 0).unwrap(),
+        ];
+        let vars_len: u64 = vars.iter().map(var_len).sum();
+        let mut bytes = program_head(vars_len);
+        for v in &vars {
+            put_var(v, &mut bytes);
+        }
+        assert_eq!(bytes.len() as u64, program_len(vars_len));
+        let params = parse_program_desc(&bytes, p()).unwrap();
+        type Decl<'a> = (&'a [u8], Option<DType>, Option<Vec<i64>>);
+        let got: Vec<Decl<'_>> = params
+            .iter()
+            .map(|d| (d.name.as_slice(), d.dtype, d.dims.clone()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (&b"a.w"[..], Some(DType::Float32), Some(vec![2, 3])),
+                (b"z seq", Some(DType::Int64), Some(vec![5, 1])),
+                ("ünï/b".as_bytes(), Some(DType::BFloat16), Some(vec![])),
+            ]
+        );
+        let prog = ProgramDesc::decode(bytes.as_slice()).unwrap();
+        let lod = prog.blocks[0].vars[1].r#type.as_ref().unwrap();
+        assert_eq!(lod.dense_tensor.as_ref().unwrap().legacy_lod_level, Some(2));
+        assert!(is_parameters_only(&bytes));
+        assert!(!is_parameters_only(b"\xff\xff"));
+        assert_eq!(cannot_name(b"ok/name"), None);
+        for bad in [&b""[..], b"\xff", b"feed", b"fetch"] {
+            assert!(cannot_name(bad).is_some(), "{bad:?}");
+        }
+        assert!(param_var(b"x", DType::Float32, &[u64::MAX], 0).is_err());
     }
 
     #[test]

@@ -262,4 +262,8 @@ impl TensorStore for PaddleStore {
             crc32c: None,
         }))
     }
+
+    fn program_file(&self) -> Option<&Path> {
+        self.program.as_ref().map(|p| p.path.as_path())
+    }
 }

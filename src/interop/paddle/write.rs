@@ -1,6 +1,6 @@
-//! Writing what Paddle reads: the exporters of a combined `.pdiparams` ([`export_combined`],
-//! [`OutputFormat::PaddleCombined`]) and of tensor files ([`export_tensor_files`],
-//! [`OutputFormat::PaddleTensors`]).
+//! Writing what Paddle reads: the exporters of a model, a combined `.pdiparams` with the
+//! program naming its tensors ([`export_combined`], [`OutputFormat::PaddleCombined`]), and of
+//! tensor files ([`export_tensor_files`], [`OutputFormat::PaddleTensors`]).
 //!
 //! Records are plain Paddle records (no name, no CRC, alignment 1), byte-identical to what
 //! Paddle's `save_combine` / `save` ops write for the same tensors. Every file is written to a
@@ -10,6 +10,8 @@ use std::collections::HashSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use super::find_program;
+use super::program::{self, load_program, ParamDecl, ProgramKind, MAX_PROGRAM_LEN};
 use crate::error::{Error, IoContext, Result};
 use crate::interop::store::{ExportJob, Kind, TensorData, TensorInfo, TensorStore, Written};
 #[cfg(doc)]
@@ -33,44 +35,317 @@ pub fn combined_path(out: &Path) -> PathBuf {
     }
 }
 
-/// The exporter of [`OutputFormat::PaddleCombined`]: the job's store as a Paddle combined
-/// parameter file, one plain record per tensor, in bytewise name order (the order
-/// `load_combine` expects), nothing else, streaming the store's listing. The output is
-/// [`combined_path`]`(dst)`, which Paddle's `load_inference_model` reads together with the
-/// model's original program placed beside it as `DST.pdmodel` or `DST.json`.
+/// The path of the program [`OutputFormat::PaddleCombined`] writes beside [`combined_path`]`(out)`
+/// when it writes one: the model prefix (`out` without `.pdiparams`) with `.pdmodel`.
+pub fn program_path(out: &Path) -> PathBuf {
+    with_ext(&model_prefix(out), "pdmodel")
+}
+
+/// The model prefix of an output: `out` without a final `.pdiparams`.
+fn model_prefix(out: &Path) -> PathBuf {
+    if out.extension().is_some_and(|e| e == PARAMS_EXT) {
+        out.with_extension("")
+    } else {
+        out.to_path_buf()
+    }
+}
+
+/// `prefix` with `.ext` appended (not replacing an extension: `m.v2` gives `m.v2.pdmodel`).
+fn with_ext(prefix: &Path, ext: &str) -> PathBuf {
+    let mut s = prefix.as_os_str().to_os_string();
+    s.push(".");
+    s.push(ext);
+    PathBuf::from(s)
+}
+
+/// Why [`OutputFormat::PaddleCombined`] cannot hold a tensor: not numeric, or a name the
+/// program beside the parameters cannot declare ([`program::cannot_name`]).
+pub(crate) fn cannot_hold_combined(info: &TensorInfo) -> Option<String> {
+    info.kind
+        .not_numeric()
+        .or_else(|| program::cannot_name(&info.name).map(str::to_string))
+}
+
+/// The exporter of [`OutputFormat::PaddleCombined`]: the job's store as a Paddle model, the
+/// parameters in [`combined_path`]`(dst)` and their names in a program beside them, so that
+/// paramdex (`ls DST`) and Paddle read the names back.
+///
+/// The parameters: one plain record per tensor, in bytewise name order (the order
+/// `load_combine` expects), nothing else, streaming the store's listing. The program, chosen
+/// before anything is written, is the one Paddle and paramdex read with it (`DST.json`, else
+/// `DST.pdmodel`):
+///
+/// 1. a program already there that declares exactly the tensors written (same names; dtype
+///    and dims where it states them) is kept, so new weights can be written beside a model's
+///    own program;
+/// 2. otherwise, when the input is a Paddle model whose program declares exactly the tensors
+///    written, that program is copied (as `DST.pdmodel` or `DST.json`, after its kind), so the
+///    output is that model again;
+/// 3. otherwise paramdex writes [`program_path`]`(dst)`: a legacy `ProgramDesc` whose block 0
+///    declares each tensor, in record order, as a persistable dense tensor with its dtype,
+///    dims and LoD level count, and holds no ops. Paddle loads the pair by name (with
+///    `paddle.pir_utils.OldIrGuard()` under Paddle 3's default PIR mode):
+///    `paddle.static.load_inference_model(DST, exe)` puts each tensor in the scope under its
+///    name, and `paddle.static.load_program_state(DST.pdiparams, var_list)` returns them as
+///    a dict.
+///
+/// A program already there that declares other tensors is replaced by the input's own
+/// program when that is of the same kind, or by a generated one when it is a parameters-only
+/// program (as paramdex writes); a model's graph is never replaced by a parameters-only
+/// program, nor left to shadow the new one: that is an error. Names a program cannot declare (not UTF-8, empty,
+/// `feed`, `fetch`) are refused by [`OutputFormat::cannot_hold`] before this runs.
 ///
 /// # Errors
 ///
-/// [`Error::Unsupported`] for a store without tensors or with tensors that are not numeric;
-/// [`Error::DuplicateName`] (or [`Error::InvalidArgument`]) for a store listing a name twice
-/// (or out of order); [`Error::InvalidTensor`] for data whose length does not match dtype and
-/// shape; I/O errors.
+/// [`Error::Unsupported`] for a store without tensors or with tensors that are not numeric, or
+/// a program that would exceed [`MAX_PROGRAM_LEN`]; [`Error::InvalidArgument`] for a program
+/// at the output prefix that declares other tensors and is not paramdex's, for a name listed
+/// twice or out of order; [`Error::InvalidTensor`] for data whose length does not match dtype
+/// and shape; the input's program and read errors; I/O errors.
 pub(crate) fn export_combined(job: &ExportJob<'_>) -> Result<Written> {
     let store = job.store;
-    let mut tensors = store.scan(b"")?.peekable();
-    if tensors.peek().is_none() {
+    let dst = combined_path(job.dst);
+    let prefix = model_prefix(job.dst);
+    // The candidates: the program at the output prefix, and the input's own.
+    let existing = find_program(&prefix).map(|p| {
+        let parsed = load_program(&p);
+        (p, parsed)
+    });
+    let source = match store.program_file() {
+        Some(p) => Some(load_program(p)?),
+        None => None,
+    };
+    // Pass 1, over the listing only: order, the generated program's size, which candidate
+    // declares exactly these tensors.
+    let mut count = 0u64;
+    let mut vars_len = 0u64;
+    let mut previous: Option<Vec<u8>> = None;
+    let mut keep = existing
+        .as_ref()
+        .and_then(|(_, r)| r.as_ref().ok())
+        .map(|p| Matcher::new(&p.params));
+    let mut copy = source.as_ref().map(|p| Matcher::new(&p.params));
+    for info in store.scan(b"")? {
+        let info = info?;
+        check_order(previous.as_deref(), &info.name)?;
+        let var = var_of(&info)?;
+        vars_len = vars_len.saturating_add(program::var_len(&var));
+        for m in [&mut keep, &mut copy].into_iter().flatten() {
+            m.see(&info);
+        }
+        count += 1;
+        previous = Some(info.name);
+    }
+    if count == 0 {
         return Err(no_tensors());
     }
-    let dst = combined_path(job.dst);
-    let mut written = Written::default();
-    atomic_write(&dst, |w| {
-        let mut offset = 0u64;
-        let mut previous: Option<Vec<u8>> = None;
-        for info in tensors {
-            let info = info?;
-            check_order(previous.as_deref(), &info.name)?;
-            let len = write_record(w, store, &info, offset)?;
-            offset = offset.saturating_add(len);
-            written.tensors += 1;
-            written.data_bytes = written.data_bytes.saturating_add(info.nbytes);
-            job.progress.advance(info.nbytes);
-            previous = Some(info.name);
+    let kept = keep.as_ref().filter(|m| m.matches());
+    let copied = copy.as_ref().filter(|m| m.matches());
+    let plan = match (&existing, kept, copied) {
+        (Some(_), Some(_), _) => Plan::Keep,
+        (Some((path, parsed)), None, copied) => {
+            let existing_kind = if path.extension().is_some_and(|e| e == "json") {
+                ProgramKind::PirJson
+            } else {
+                ProgramKind::ProgramDesc
+            };
+            let ours = existing_kind == ProgramKind::ProgramDesc
+                && std::fs::read(path).is_ok_and(|b| program::is_parameters_only(&b));
+            match (copied, &source) {
+                // The input's own program, in the place of one of its kind.
+                (Some(_), Some(src)) if src.kind == existing_kind => {
+                    Plan::Copy(src.path.clone(), path.clone())
+                }
+                _ if ours => Plan::Generate(path.clone()),
+                _ => {
+                    let why = match (parsed, &keep) {
+                        (Err(e), _) => format!("it cannot be read ({e})"),
+                        (Ok(_), Some(m)) => m.difference(count),
+                        (Ok(_), None) => "it declares other tensors".into(),
+                    };
+                    return Err(Error::InvalidArgument(format!(
+                        "{} is the program Paddle and paramdex would read with {}, but {why}; \
+                         it is not a parameters-only program as paramdex writes, so it is \
+                         left alone: remove it, or write to another prefix",
+                        path.display(),
+                        dst.display()
+                    )));
+                }
+            }
         }
-        written.output_bytes = offset;
-        Ok(())
-    })?;
+        (None, _, Some(_)) => {
+            let src = source.as_ref().map(|s| (s.path.clone(), s.kind));
+            match src {
+                Some((p, ProgramKind::PirJson)) => Plan::Copy(p, with_ext(&prefix, "json")),
+                Some((p, ProgramKind::ProgramDesc)) => Plan::Copy(p, program_path(job.dst)),
+                None => Plan::Generate(program_path(job.dst)),
+            }
+        }
+        (None, _, None) => Plan::Generate(program_path(job.dst)),
+    };
+    let program_bytes = program::program_len(vars_len);
+    if matches!(plan, Plan::Generate(_)) && program_bytes > MAX_PROGRAM_LEN {
+        return Err(Error::Unsupported(format!(
+            "the program naming the {count} tensors would take {program_bytes} bytes, above \
+             the {MAX_PROGRAM_LEN} bytes of a program paramdex reads back"
+        )));
+    }
+
+    // Pass 2: the records, and the generated program's variables alongside.
+    let mut written = Written::default();
+    let mut params = stage(&dst)?;
+    let mut generated = match &plan {
+        Plan::Generate(path) => {
+            let mut w = stage(path)?;
+            w.write_all(&program::program_head(vars_len))
+                .map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
+            Some((w, path.clone()))
+        }
+        _ => None,
+    };
+    let mut offset = 0u64;
+    let mut var = Vec::new();
+    let mut previous: Option<Vec<u8>> = None;
+    let mut vars_written = 0u64;
+    for info in store.scan(b"")? {
+        let info = info?;
+        check_order(previous.as_deref(), &info.name)?;
+        let len = write_record(&mut params, store, &info, offset)?;
+        offset = offset.saturating_add(len);
+        if let Some((w, path)) = &mut generated {
+            var.clear();
+            program::put_var(&var_of(&info)?, &mut var);
+            vars_written = vars_written.saturating_add(var.len() as u64);
+            w.write_all(&var)
+                .map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
+        }
+        written.tensors += 1;
+        written.data_bytes = written.data_bytes.saturating_add(info.nbytes);
+        job.progress.advance(info.nbytes);
+        previous = Some(info.name);
+    }
+    if written.tensors != count || (generated.is_some() && vars_written != vars_len) {
+        return Err(Error::InvalidArgument(
+            "the input listed other tensors the second time it was read".into(),
+        ));
+    }
+    written.output_bytes = offset;
+    commit(params, &dst)?;
     written.paths.push(dst);
+    match plan {
+        Plan::Generate(path) => {
+            if let Some((w, _)) = generated {
+                commit(w, &path)?;
+            }
+            written.output_bytes = written.output_bytes.saturating_add(program_bytes);
+            written.paths.push(path);
+        }
+        Plan::Copy(from, to) => {
+            let bytes = std::fs::read(&from).ctx("reading", &from)?;
+            let mut w = stage(&to)?;
+            w.write_all(&bytes)
+                .map_err(|e| Error::io(format!("writing {}", to.display()), e))?;
+            commit(w, &to)?;
+            written.output_bytes = written.output_bytes.saturating_add(bytes.len() as u64);
+            written.paths.push(to);
+        }
+        Plan::Keep => {}
+    }
     Ok(written)
+}
+
+/// Which program [`export_combined`] leaves beside the parameters.
+enum Plan {
+    /// The one at the output prefix declares exactly the tensors written: left as it is.
+    Keep,
+    /// The input's own program (from, to).
+    Copy(PathBuf, PathBuf),
+    /// A parameters-only program written at this path.
+    Generate(PathBuf),
+}
+
+/// The variable the generated program declares for `info`.
+fn var_of(info: &TensorInfo) -> Result<crate::proto::paddle::VarDesc> {
+    let dtype = info.kind.numeric().ok_or_else(|| {
+        Error::Unsupported(format!(
+            "tensor {} is {}; Paddle records hold numeric tensors only",
+            display(&info.name),
+            info.kind.not_numeric().unwrap_or_default()
+        ))
+    })?;
+    program::param_var(&info.name, dtype, &info.shape, info.lod.len())
+}
+
+/// Follows a listing against the parameters a program declares (both in bytewise order).
+struct Matcher<'p> {
+    params: &'p [ParamDecl],
+    seen: usize,
+    /// The first tensor that the program does not declare as it is, for messages.
+    first_difference: Option<String>,
+}
+
+impl<'p> Matcher<'p> {
+    fn new(params: &'p [ParamDecl]) -> Matcher<'p> {
+        Matcher {
+            params,
+            seen: 0,
+            first_difference: None,
+        }
+    }
+
+    fn see(&mut self, info: &TensorInfo) {
+        if self.first_difference.is_none() {
+            let what = match (self.params.get(self.seen), info.kind.numeric()) {
+                (Some(p), Some(d)) if p.name == info.name => {
+                    (!p.accepts(d, &info.shape)).then(|| {
+                        format!(
+                            "it declares tensor {} with another dtype or shape than {} {:?}",
+                            display(&info.name),
+                            d.name(),
+                            info.shape
+                        )
+                    })
+                }
+                _ => Some(format!(
+                    "it does not declare tensor {} (or not in that place)",
+                    display(&info.name)
+                )),
+            };
+            self.first_difference = what;
+        }
+        self.seen += 1;
+    }
+
+    fn matches(&self) -> bool {
+        self.first_difference.is_none() && self.seen == self.params.len()
+    }
+
+    /// How the program differs from the `count` tensors written.
+    fn difference(&self, count: u64) -> String {
+        self.first_difference.clone().unwrap_or_else(|| {
+            format!(
+                "it declares {} parameters and {count} tensors are written",
+                self.params.len()
+            )
+        })
+    }
+}
+
+/// A temporary file beside `dst`, to be [`commit`]ted there.
+fn stage(dst: &Path) -> Result<std::io::BufWriter<tempfile::NamedTempFile>> {
+    let tmp = crate::native::staging::temp_beside(dst, ".pdx-tmp")?;
+    Ok(std::io::BufWriter::new(tmp))
+}
+
+/// Flushes, syncs and renames a [`stage`]d file into place.
+fn commit(w: std::io::BufWriter<tempfile::NamedTempFile>, dst: &Path) -> Result<()> {
+    let tmp = w
+        .into_inner()
+        .map_err(|e| Error::io(format!("writing {}", dst.display()), e.into_error()))?;
+    tmp.as_file().sync_all().ctx("syncing", dst)?;
+    tmp.persist(dst)
+        .map_err(|e| Error::io(format!("renaming into {}", dst.display()), e.error))?;
+    Ok(())
 }
 
 /// The exporter of [`OutputFormat::PaddleTensors`]: the job's store as Paddle tensor files
@@ -258,16 +533,9 @@ fn write_record(
 /// Writes `dst` through a temporary file in its directory: `fill`, flush, fsync, rename. On
 /// error the temporary file is removed and `dst` is untouched.
 fn atomic_write(dst: &Path, fill: impl FnOnce(&mut dyn Write) -> Result<()>) -> Result<()> {
-    let tmp = crate::native::staging::temp_beside(dst, ".pdx-tmp")?;
-    let mut w = std::io::BufWriter::new(tmp);
+    let mut w = stage(dst)?;
     fill(&mut w)?;
-    let tmp = w
-        .into_inner()
-        .map_err(|e| Error::io(format!("writing {}", dst.display()), e.into_error()))?;
-    tmp.as_file().sync_all().ctx("syncing", dst)?;
-    tmp.persist(dst)
-        .map_err(|e| Error::io(format!("renaming into {}", dst.display()), e.error))?;
-    Ok(())
+    commit(w, dst)
 }
 
 /// A tensor name as a safe relative path, as [`OutputFormat::PaddleTensors`] needs it: not

@@ -626,6 +626,10 @@ fn describe_extents(ext: &[Extent]) -> String {
 /// inverts [`slice_key::encode`] exactly), so whether a slice key is hidden is decided by looking
 /// `T` up: no pass over the whole index first. The slice keys of one tensor are adjacent (the
 /// name comes first in the key), so the last tensor looked up is kept.
+///
+/// Listing needs the `.index` only, except for the size of a string tensor (the sum of its
+/// element lengths, stored in its data shard): when that shard is missing or damaged, that
+/// tensor's item is the error (naming the shard file and the tensor) and the listing goes on.
 struct Scan<'a> {
     ck: &'a TfCheckpoint,
     it: TableIter<'a>,
@@ -634,6 +638,8 @@ struct Scan<'a> {
     /// Stop at the first key without this prefix.
     prefix: Option<Vec<u8>>,
     done: bool,
+    /// Set when the index itself could not be read further: nothing follows that error.
+    broken: bool,
     /// The partitioned tensor last looked up for a slice key, and the slice keys it lists.
     owner: Option<(Vec<u8>, Vec<Vec<u8>>)>,
 }
@@ -646,6 +652,7 @@ impl<'a> Scan<'a> {
             start: Some(start.to_vec()),
             prefix: prefix.map(<[u8]>::to_vec),
             done: false,
+            broken: false,
             owner: None,
         }
     }
@@ -675,11 +682,14 @@ impl<'a> Scan<'a> {
     fn step(&mut self) -> Result<Option<TensorInfo>> {
         let ck = self.ck;
         loop {
-            match self.start.take() {
+            let moved = match self.start.take() {
                 Some(start) => self.it.seek(&start),
                 None => self.it.next().map(drop),
+            };
+            if let Err(e) = moved {
+                self.broken = true;
+                return Err(e.context(&ck.index_path));
             }
-            .map_err(|e| e.context(&ck.index_path))?;
             if !self.it.valid() {
                 return Ok(None);
             }
@@ -710,8 +720,10 @@ impl Iterator for Scan<'_> {
             return None;
         }
         let r = self.step().transpose();
-        // Nothing follows the end or an error.
-        self.done = !matches!(r, Some(Ok(_)));
+        // Nothing follows the end or an error of the index itself. An error about one entry
+        // (its description does not parse, or a string tensor's lengths cannot be read from
+        // its data shard) is that entry's item: the entries after it are still listed.
+        self.done = r.is_none() || self.broken;
         r
     }
 }
