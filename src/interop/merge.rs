@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::interop::export::{survey, ExportOptions, ExportReport, OutputFormat};
+use crate::interop::export::{check_outputs, survey, ExportOptions, ExportReport, OutputFormat};
 use crate::interop::native::write_native;
 use crate::interop::store::{TensorInfo, TensorInfos, TensorStore};
 use crate::name;
@@ -65,6 +65,8 @@ pub struct MergeReport {
 ///
 /// # Errors
 ///
+/// Before anything is read: [`Error::OutputExists`] when `dst` exists and
+/// [`ExportOptions::overwrite`] is off, [`Error::InvalidArgument`] when it is a directory.
 /// Before anything is written: [`Error::InvalidArgument`] for a conflict (naming the tensor
 /// or key and the two inputs), [`Error::Unsupported`] for a tensor a native file cannot hold,
 /// the inputs' listing and metadata errors. Then the inputs' read errors and I/O errors; the
@@ -75,6 +77,7 @@ pub fn merge(
     opts: &MergeOptions<'_>,
 ) -> Result<MergeReport> {
     let format = OutputFormat::Native;
+    check_outputs(format, dst, opts.export.overwrite)?;
     // Pass 1: every conflict and every tensor the format cannot hold, before a byte is written.
     let mut replaced = 0u64;
     let winners = Union::new(inputs)?.map(|u| {

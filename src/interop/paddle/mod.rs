@@ -51,8 +51,8 @@ pub use program::{
     MAX_PROGRAM_LEN,
 };
 pub use store::PaddleStore;
+pub(crate) use write::{combined_outputs, export_combined, export_tensor_files};
 pub use write::{combined_path, relative_path};
-pub(crate) use write::{export_combined, export_tensor_files};
 
 use store::{Entry, FileSlot};
 

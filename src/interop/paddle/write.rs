@@ -4,9 +4,11 @@
 //!
 //! Records are plain Paddle records (no name, no CRC, alignment 1), byte-identical to what
 //! Paddle's `save_combine` / `save` ops write for the same tensors. Every file is written to a
-//! temporary file in its destination directory, synced, and renamed into place.
+//! temporary file in its destination directory, synced, and renamed into place; a directory of
+//! tensor files is written whole under a temporary name and renamed into place when complete.
 
 use std::collections::HashSet;
+use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -15,6 +17,7 @@ use crate::interop::store::{ExportJob, Kind, TensorData, TensorInfo, TensorStore
 #[cfg(doc)]
 use crate::interop::OutputFormat;
 use crate::name::display;
+use crate::native::staging;
 use crate::record::{data_len, encode_header, RecordSpec};
 
 /// Extension of a combined parameter file.
@@ -31,6 +34,11 @@ pub fn combined_path(out: &Path) -> PathBuf {
         s.push(PARAMS_EXT);
         PathBuf::from(s)
     }
+}
+
+/// The paths [`OutputFormat::PaddleCombined`] writes for `out`: [`combined_path`].
+pub(crate) fn combined_outputs(out: &Path) -> Vec<PathBuf> {
+    vec![combined_path(out)]
 }
 
 /// The exporter of [`OutputFormat::PaddleCombined`]: the job's store as a Paddle combined
@@ -77,53 +85,40 @@ pub(crate) fn export_combined(job: &ExportJob<'_>) -> Result<Written> {
 /// (each one record, as `paddle.base.core.save_dense_tensor` and the `save` op write, LoD
 /// included):
 ///
-/// - one tensor: the file `dst`; if `dst` is an existing directory, the file `dst/NAME`;
-/// - several tensors: the directory `dst` (created if needed) with one file per tensor at the
-///   relative path NAME, as `paddle.static.save_vars(filename=None)` lays them out (a `/` in a
-///   name makes a subdirectory). Names must be safe relative paths ([`relative_path`]); a name
-///   may not also be a directory of another name (`a` and `a/b`). All names are checked
-///   before anything is written (the listing is held in memory for that: one name per file).
+/// - one tensor: the file `dst` (which may not be an existing directory);
+/// - several tensors: the directory `dst` with one file per tensor at the relative path NAME,
+///   as `paddle.static.save_vars(filename=None)` lays them out (a `/` in a name makes a
+///   subdirectory). The directory is written under a temporary name beside `dst` and renamed
+///   into place when complete (replacing an existing `dst`, which [`crate::interop::export`]
+///   allows only with [`ExportOptions::overwrite`](crate::interop::ExportOptions::overwrite)).
+///   Names must be safe relative paths ([`relative_path`]); a name may not also be a directory
+///   of another name (`a` and `a/b`). All names are checked before anything is written (the
+///   listing is held in memory for that: one name per file).
 ///
 /// # Errors
 ///
 /// [`Error::Unsupported`] for a store without tensors or with tensors that are not numeric;
 /// [`Error::InvalidArgument`] for an unsafe or conflicting name, or `dst` being an existing
-/// file when several tensors are written; [`Error::InvalidTensor`] for inconsistent data; I/O
+/// directory when one tensor is written; [`Error::InvalidTensor`] for inconsistent data; I/O
 /// errors.
 pub(crate) fn export_tensor_files(job: &ExportJob<'_>) -> Result<Written> {
     let (store, out) = (job.store, job.dst);
     let list = numeric_list(store)?;
     let mut written = Written::default();
-    let mut write = |info: &TensorInfo, dst: PathBuf| -> Result<()> {
-        written.output_bytes = written
-            .output_bytes
-            .saturating_add(write_one(store, info, &dst)?);
-        written.tensors += 1;
-        written.data_bytes = written.data_bytes.saturating_add(info.nbytes);
-        written.paths.push(dst);
-        job.progress.advance(info.nbytes);
-        Ok(())
-    };
     if let [info] = list.as_slice() {
-        let dst = if out.is_dir() {
-            let dst = out.join(relative_path(&info.name)?);
-            if let Some(parent) = dst.parent() {
-                std::fs::create_dir_all(parent).ctx("creating directory", parent)?;
-            }
-            dst
-        } else {
-            out.to_path_buf()
-        };
-        write(info, dst)?;
+        if out.is_dir() {
+            return Err(Error::InvalidArgument(format!(
+                "{} is a directory: the input holds one tensor, which is written as one Paddle \
+                 tensor file; name the file to write",
+                out.display()
+            )));
+        }
+        written.output_bytes = write_one(store, info, out)?;
+        written.tensors = 1;
+        written.data_bytes = info.nbytes;
+        written.paths.push(out.to_path_buf());
+        job.progress.advance(info.nbytes);
         return Ok(written);
-    }
-    if out.exists() && !out.is_dir() {
-        return Err(Error::InvalidArgument(format!(
-            "{}: the input holds {} tensors, so --to paddle-tensor writes a directory of \
-             per-variable files, but this path is an existing file",
-            out.display(),
-            list.len()
-        )));
     }
     let mut rels = Vec::with_capacity(list.len());
     for info in &list {
@@ -143,14 +138,35 @@ pub(crate) fn export_tensor_files(job: &ExportJob<'_>) -> Result<Written> {
             }
         }
     }
-    std::fs::create_dir_all(out).ctx("creating directory", out)?;
+    // The whole directory is staged: an error or an interruption removes it, and `out`
+    // changes only when every file is written.
+    let staged = staging::stage_dir(out, ".paddle-tmp")?;
     for (info, rel) in list.iter().zip(rels) {
-        let dst = out.join(rel);
-        if let Some(parent) = dst.parent() {
-            std::fs::create_dir_all(parent).ctx("creating directory", parent)?;
+        let file = staged.path().join(&rel);
+        let final_path = out.join(rel);
+        if let Some(parent) = file.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| {
+                Error::io(
+                    format!("creating the directory of {}", final_path.display()),
+                    e,
+                )
+            })?;
         }
-        write(info, dst)?;
+        let f = File::create(&file).ctx("creating", &final_path)?;
+        let mut w = std::io::BufWriter::new(f);
+        let len = write_record(&mut w, store, info, 0)?;
+        let f = w
+            .into_inner()
+            .map_err(|e| Error::io(format!("writing {}", final_path.display()), e.into_error()))?;
+        f.sync_all().ctx("syncing", &final_path)?;
+        written.output_bytes = written.output_bytes.saturating_add(len);
+        written.tensors += 1;
+        written.data_bytes = written.data_bytes.saturating_add(info.nbytes);
+        written.paths.push(final_path);
+        job.progress.advance(info.nbytes);
     }
+    staging::commit([(staged, out)])?;
+    staging::sync_parent(out)?;
     Ok(written)
 }
 
@@ -255,19 +271,10 @@ fn write_record(
     Ok((header.len() as u64).saturating_add(data.len() as u64))
 }
 
-/// Writes `dst` through a temporary file in its directory: `fill`, flush, fsync, rename. On
+/// Writes `dst` through a staged temporary file beside it: `fill`, flush, fsync, rename. On
 /// error the temporary file is removed and `dst` is untouched.
 fn atomic_write(dst: &Path, fill: impl FnOnce(&mut dyn Write) -> Result<()>) -> Result<()> {
-    let tmp = crate::native::staging::temp_beside(dst, ".pdx-tmp")?;
-    let mut w = std::io::BufWriter::new(tmp);
-    fill(&mut w)?;
-    let tmp = w
-        .into_inner()
-        .map_err(|e| Error::io(format!("writing {}", dst.display()), e.into_error()))?;
-    tmp.as_file().sync_all().ctx("syncing", dst)?;
-    tmp.persist(dst)
-        .map_err(|e| Error::io(format!("renaming into {}", dst.display()), e.error))?;
-    Ok(())
+    staging::write_staged(dst, ".paddle-tmp", fill)
 }
 
 /// A tensor name as a safe relative path, as [`OutputFormat::PaddleTensors`] needs it: not
