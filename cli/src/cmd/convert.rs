@@ -36,6 +36,16 @@ fn note_left_out(ui: Ui, rep: &ExportReport) {
     }
 }
 
+/// The library's refusal to replace an output, with the flag that allows it.
+fn force_hint(e: Error) -> Error {
+    match e {
+        Error::OutputExists { path } => {
+            Error::InvalidArgument(format!("{path} already exists; pass --force to replace it"))
+        }
+        e => e,
+    }
+}
+
 pub fn convert(
     ui: Ui,
     src: &Path,
@@ -43,7 +53,10 @@ pub fn convert(
     to: Target,
     layout: LayoutArgs,
     skip_unsupported: bool,
+    force: bool,
 ) -> Result<ExitCode> {
+    // Before the input is even opened (export checks again, just before it starts).
+    to.format().check_outputs(dst, force).map_err(force_hint)?;
     let store = open_any(src)?;
     let start = Instant::now();
     let bar = Bar(ui.bytes_bar(0, "writing"));
@@ -56,10 +69,11 @@ pub fn convert(
             metadata: None,
             skip_unsupported,
             progress: Some(&bar),
+            overwrite: force,
         },
     );
     bar.0.finish_and_clear();
-    let rep = rep?;
+    let rep = rep.map_err(force_hint)?;
     note_left_out(ui, &rep);
     let from = store.format().name();
     let took = start.elapsed();
@@ -95,7 +109,11 @@ pub fn merge(
     allow_override: bool,
     layout: LayoutArgs,
     skip_unsupported: bool,
+    force: bool,
 ) -> Result<ExitCode> {
+    OutputFormat::Native
+        .check_outputs(out, force)
+        .map_err(force_hint)?;
     let start = Instant::now();
     let stores = inputs.iter().map(open_any).collect::<Result<Vec<_>>>()?;
     let merged: Vec<MergeInput<'_>> = stores
@@ -116,12 +134,13 @@ pub fn merge(
                 metadata: None,
                 skip_unsupported,
                 progress: Some(&bar),
+                overwrite: force,
             },
             allow_override,
         },
     );
     bar.0.finish_and_clear();
-    let rep = rep?;
+    let rep = rep.map_err(force_hint)?;
     note_left_out(ui, &rep.written);
     let replaced = if rep.replaced > 0 {
         format!(", {} replaced by later inputs", rep.replaced)
