@@ -504,12 +504,17 @@ fn get_o_dash_writes_standard_output() {
     assert!(!d.join("-").exists(), "a file named - was created");
 }
 
+/// `get -o` replaces the name, never the bytes of the old file in place: another name of
+/// the old file (a hard link, a backup made with `ln`) keeps its contents, as with every
+/// atomic replacement (the old code truncated the shared file).
 #[test]
-fn get_o_replaces_a_file_whole() {
+fn get_o_replaces_a_file_by_renaming_a_complete_one() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     native(d);
-    std::fs::write(d.join("w.npy"), vec![b'x'; 10_000]).unwrap();
+    let old = vec![b'x'; 10_000];
+    std::fs::write(d.join("w.npy"), &old).unwrap();
+    std::fs::hard_link(d.join("w.npy"), d.join("backup.npy")).unwrap();
     run_in(
         d,
         &[
@@ -525,9 +530,14 @@ fn get_o_replaces_a_file_whole() {
     );
     let got = std::fs::read(d.join("w.npy")).unwrap();
     assert!(got.starts_with(b"\x93NUMPY") && got.len() < 10_000);
+    assert_eq!(std::fs::read(d.join("backup.npy")).unwrap(), old);
     assert_eq!(
         names(d),
-        BTreeSet::from(["native.pdx".to_string(), "w.npy".to_string()])
+        BTreeSet::from([
+            "backup.npy".to_string(),
+            "native.pdx".to_string(),
+            "w.npy".to_string()
+        ])
     );
 }
 
