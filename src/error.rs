@@ -142,6 +142,14 @@ pub enum Error {
     /// The operation cannot be performed on this input (a format limit, not corruption).
     #[error("unsupported: {0}")]
     Unsupported(String),
+
+    /// An output already exists and the caller did not ask to replace it (see
+    /// `interop::ExportOptions::overwrite`). Nothing was read or written.
+    #[error("{path} already exists; not replacing it")]
+    OutputExists {
+        /// The existing output (as the caller named it).
+        path: String,
+    },
 }
 
 /// The kind of damage an [`Error::Corrupt`] reports: what a caller may act on. The message says

@@ -27,7 +27,8 @@
 //!
 //! * At the root, the engine: [`Reader`] (open, `get`, scans, [`Reader::verify_with`]),
 //!   [`TensorView`], [`Writer`] and [`TensorWriter`], [`Metadata`], [`rewrite_in_place`],
-//!   [`recover_any`], the vocabulary ([`DType`], [`Element`], [`Lod`], [`name`]) and one
+//!   [`recover_any`], [`write_atomically`], [`remove_staged`] (for programs that stop on a
+//!   signal: every output being written is staged and can be removed), the vocabulary ([`DType`], [`Element`], [`Lod`], [`name`]) and one
 //!   [`Error`] (with [`Corruption`], the kind of a corrupt-file error).
 //! * [`interop`]: every other format behind one [`interop::TensorStore`] trait, detected by
 //!   [`interop::open_any`], and the writers of every output format.
@@ -75,10 +76,11 @@ pub use dtype::DType;
 pub use element::Element;
 pub use error::{Corruption, Error, Result};
 pub use native::{
-    last_complete_len, recover, recover_any, rewrite_in_place, EarlySync, FileHeader, FinishStats,
-    Iter, MetaValue, Metadata, ReadOptions, Reader, RecoverReport, Recovered, RewriteReport,
-    Tensor, TensorView, TensorWriter, VerifyOptions, VerifyReport, WriteBackend, Writer,
-    WriterOptions, DEFAULT_ALIGNMENT, DEFAULT_BLOCK_SIZE, FORMAT_VERSION,
+    last_complete_len, recover, recover_any, remove_staged, rewrite_in_place, write_atomically,
+    EarlySync, FileHeader, FinishStats, Iter, MetaValue, Metadata, ReadOptions, Reader,
+    RecoverReport, Recovered, RewriteReport, Tensor, TensorView, TensorWriter, VerifyOptions,
+    VerifyReport, WriteBackend, Writer, WriterOptions, DEFAULT_ALIGNMENT, DEFAULT_BLOCK_SIZE,
+    FORMAT_VERSION,
 };
 pub use progress::{NoProgress, Progress, Unit};
 pub use record::Lod;

@@ -465,11 +465,26 @@ fn merge_conflicts_are_errors_unless_overridden() {
         r.header().metadata.get("from"),
         Some(&MetaValue::String("y".into()))
     );
+    // An existing output is replaced only when asked, before anything is read.
+    let e = merged(
+        &open_all(std::slice::from_ref(&y)),
+        &out,
+        &MergeOptions::default(),
+    )
+    .unwrap_err();
+    assert!(matches!(e, Error::OutputExists { .. }), "{e}");
+    let replacing = MergeOptions {
+        export: ExportOptions {
+            overwrite: true,
+            ..opts()
+        },
+        ..MergeOptions::default()
+    };
     // Equal metadata values are no conflict; disjoint inputs need no flag.
-    let rep = merged(&open_all(&[x, z]), &out, &MergeOptions::default());
-    assert!(rep.is_err(), "shared is in both");
+    let e = merged(&open_all(&[x, z]), &out, &replacing).unwrap_err();
+    assert!(e.to_string().contains("shared"), "shared is in both: {e}");
     let v = native(&d.join("v.pdx"), &[("v_only", 1.5)], &[("same", "s")]);
-    let rep = merged(&open_all(&[y, v]), &out, &MergeOptions::default()).unwrap();
+    let rep = merged(&open_all(&[y, v]), &out, &replacing).unwrap();
     assert_eq!(rep.replaced, 0);
     assert_eq!(rep.written.tensors, 2);
 }
@@ -511,7 +526,10 @@ fn merge_checks_only_the_tensors_it_keeps() {
         &out,
         &MergeOptions {
             allow_override: true,
-            ..MergeOptions::default()
+            export: ExportOptions {
+                overwrite: true,
+                ..opts()
+            },
         },
     )
     .unwrap_err()
@@ -573,4 +591,72 @@ fn merge_interleaves_inputs_like_a_map() {
         })
         .collect();
     assert_eq!(got, model);
+}
+
+/// Every format's outputs: an existing one is refused before anything is read (the store here
+/// could not even be listed), unless `overwrite`; then it is replaced by the new output. A file
+/// output never replaces a directory. Missing parent directories are created.
+#[test]
+fn existing_outputs_are_replaced_only_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = Reader::open(sample(dir.path())).unwrap();
+    for format in OutputFormat::ALL {
+        let dst = dir.path().join(format!("new/dir/out-{}", format.name()));
+        let outputs = format.outputs(&dst);
+        assert!(!outputs.is_empty());
+        // Written into directories that do not exist yet.
+        let rep = export(&src, format, &dst, &skipping()).unwrap();
+        for p in &outputs {
+            assert!(p.exists(), "{format:?}: {}", p.display());
+        }
+        let before: Vec<_> = rep.paths.iter().map(|p| fs::read(p).unwrap()).collect();
+        let e = export(&src, format, &dst, &skipping()).unwrap_err();
+        match &e {
+            Error::OutputExists { path } => {
+                assert_eq!(path, &outputs[0].display().to_string(), "{format:?}")
+            }
+            e => panic!("{format:?}: {e}"),
+        }
+        let after: Vec<_> = rep.paths.iter().map(|p| fs::read(p).unwrap()).collect();
+        assert_eq!(before, after, "{format:?}: untouched");
+        let again = ExportOptions {
+            overwrite: true,
+            ..skipping()
+        };
+        let rep2 = export(&src, format, &dst, &again).unwrap();
+        if format == OutputFormat::PaddleCombined {
+            // The program written the first time declares exactly these tensors: it is kept,
+            // and only the parameters are written again.
+            assert_eq!(rep2.paths, rep.paths[..1], "{format:?}");
+            assert_eq!(fs::read(&rep.paths[1]).unwrap(), before[1]);
+        } else {
+            assert_eq!(rep2.paths, rep.paths, "{format:?}");
+        }
+        // Nothing staged is left beside the outputs.
+        let parent = outputs[0].parent().unwrap();
+        for e in fs::read_dir(parent).unwrap() {
+            let n = e.unwrap().file_name();
+            assert!(!n.to_string_lossy().starts_with('.'), "{format:?}: {n:?}");
+        }
+        fs::remove_dir_all(dir.path().join("new")).unwrap();
+    }
+    // A directory where a file output goes is refused, even with overwrite.
+    let d = dir.path().join("a-directory");
+    fs::create_dir(&d).unwrap();
+    for format in [OutputFormat::Native, OutputFormat::Safetensors] {
+        for overwrite in [false, true] {
+            let o = ExportOptions {
+                overwrite,
+                ..skipping()
+            };
+            let e = export(&src, format, &d, &o).unwrap_err();
+            assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+            assert!(e.to_string().contains("is a directory"), "{e}");
+        }
+    }
+    // A stale TensorFlow shard of the prefix counts as an output.
+    let prefix = dir.path().join("ckpt");
+    fs::write(dir.path().join("ckpt.data-00001-of-00002"), b"old").unwrap();
+    let e = export(&src, OutputFormat::TensorFlow, &prefix, &skipping()).unwrap_err();
+    assert!(e.to_string().contains("ckpt.data-00001-of-00002"), "{e}");
 }

@@ -289,20 +289,22 @@ fn open_err(p: &Path) -> String {
     }
 }
 
+/// The tests write the same outputs again and again: replacing them is asked for.
+fn replacing() -> ExportOptions<'static> {
+    ExportOptions {
+        overwrite: true,
+        ..ExportOptions::default()
+    }
+}
+
 fn to_native(store: &dyn TensorStore, out: &Path) {
-    export(store, OutputFormat::Native, out, &ExportOptions::default()).unwrap();
+    export(store, OutputFormat::Native, out, &replacing()).unwrap();
 }
 
 /// Writes `store` as a Paddle combined parameter file for `out`, with the program naming its
 /// tensors; returns the parameters' path. The output reads back as the same tensors.
 fn write_combined(store: &dyn TensorStore, out: &Path) -> PathBuf {
-    let rep = export(
-        store,
-        OutputFormat::PaddleCombined,
-        out,
-        &ExportOptions::default(),
-    )
-    .unwrap();
+    let rep = export(store, OutputFormat::PaddleCombined, out, &replacing()).unwrap();
     // Two files, or one when the program already beside `out` declares these tensors.
     assert!(matches!(rep.paths.len(), 1 | 2), "{:?}", rep.paths);
     let back = open_any(&rep.paths[0]).unwrap();
@@ -315,8 +317,7 @@ fn write_combined(store: &dyn TensorStore, out: &Path) -> PathBuf {
 
 /// Writes `store` as Paddle tensor files at `out`; returns the paths written.
 fn write_tensor_files(store: &dyn TensorStore, out: &Path) -> paramdex::Result<Vec<PathBuf>> {
-    let opts = ExportOptions::default();
-    export(store, OutputFormat::PaddleTensors, out, &opts).map(|r| r.paths)
+    export(store, OutputFormat::PaddleTensors, out, &replacing()).map(|r| r.paths)
 }
 
 #[test]
@@ -370,11 +371,12 @@ fn tensor_files_round_trip_byte_exact() {
             "{}",
             p.display()
         );
-        // Into an existing directory: DIR/NAME.
+        // One tensor is a file: it does not replace an existing directory.
         let d = t.path().join("into");
         fs::create_dir_all(&d).unwrap();
-        let written = write_tensor_files(&r, &d).unwrap();
-        assert_eq!(written, [d.join(p.file_name().unwrap())]);
+        let e = write_tensor_files(&r, &d).unwrap_err();
+        assert!(e.to_string().contains("is a directory"), "{e}");
+        assert_eq!(fs::read_dir(&d).unwrap().count(), 0);
     }
     // Several tensors: a per-variable directory, nested names as subdirectories.
     let src = support::data("paddle").join("models/pervar_nested");
@@ -393,11 +395,15 @@ fn tensor_files_round_trip_byte_exact() {
     }
     let back = open_any(&out).unwrap();
     assert_eq!(back.list().unwrap(), store.list().unwrap());
-    // An existing file cannot become the directory.
+    // An existing file becomes the directory only when replacing is asked for.
     let f = t.path().join("file");
     fs::write(&f, b"x").unwrap();
-    let e = write_tensor_files(store.as_ref(), &f).unwrap_err();
-    assert!(e.to_string().contains("existing file"), "{e}");
+    let opts = ExportOptions::default();
+    let e = export(store.as_ref(), OutputFormat::PaddleTensors, &f, &opts).unwrap_err();
+    assert!(matches!(e, Error::OutputExists { .. }), "{e}");
+    assert_eq!(fs::read(&f).unwrap(), b"x");
+    write_tensor_files(store.as_ref(), &f).unwrap();
+    assert_eq!(open_any(&f).unwrap().list().unwrap(), store.list().unwrap());
 }
 
 #[test]

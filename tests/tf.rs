@@ -1255,8 +1255,15 @@ fn export_tf_hard_links_and_tensorflow_layout_reads_back() {
     .unwrap_err();
     assert!(matches!(e, Error::UnrecognizedFormat { .. }), "{e}");
     assert!(!tf::index_path(&tmp.path().join("x")).exists());
-    // A missing directory is an error, not a panic.
-    assert!(tf::export_tf(&native, &tmp.path().join("no/such/dir/p")).is_err());
+    // Missing directories of the prefix are created.
+    let rep = tf::export_tf(&native, &tmp.path().join("no/such/dir/p")).unwrap();
+    assert_eq!(
+        fs::read(&rep.index_path).unwrap(),
+        fs::read(&native).unwrap()
+    );
+    // Where a directory cannot be made, an error, not a panic.
+    fs::write(tmp.path().join("file"), b"").unwrap();
+    assert!(tf::export_tf(&native, &tmp.path().join("file/p")).is_err());
 }
 
 mod props {

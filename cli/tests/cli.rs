@@ -647,7 +647,7 @@ fn quiet_and_progress_stay_off_the_output() {
     let out = dir.path().join("q.pdx");
     let o = run(&[&"--quiet", &"convert", &p, &out], 0);
     assert!(o.stdout.is_empty() && o.stderr.is_empty());
-    let o = run(&[&"convert", &p, &out], 0);
+    let o = run(&[&"convert", &p, &out, &"--force"], 0);
     assert!(stdout(&o).starts_with("wrote "));
     // Off a terminal there is no progress bar, even for a large input.
     let big = dir.path().join("big.pdx");
@@ -658,7 +658,7 @@ fn quiet_and_progress_stay_off_the_output() {
     )
     .unwrap();
     w.finish().unwrap();
-    let o = run(&[&"convert", &big, &out], 0);
+    let o = run(&[&"convert", &big, &out, &"--force"], 0);
     assert!(
         o.stderr.is_empty(),
         "{}",

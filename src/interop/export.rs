@@ -39,9 +39,8 @@ pub enum OutputFormat {
     /// (`DST.pdmodel`; see [`paddle::program_path`] for which program), so the names are kept
     /// (numeric tensors whose names a Paddle program can declare; no metadata).
     PaddleCombined,
-    /// Paddle tensor files: one tensor as the file `DST` (or `DST/NAME` if `DST` is a
-    /// directory), several as a per-variable directory `DST/NAME...` (numeric tensors only; no
-    /// metadata).
+    /// Paddle tensor files: one tensor as the file `DST`, several as a per-variable directory
+    /// `DST/NAME...` (numeric tensors only; no metadata).
     PaddleTensors,
     /// A safetensors file (no complex128, LoD, string tensors or names that are not UTF-8;
     /// metadata as `__metadata__` strings).
@@ -84,6 +83,15 @@ impl OutputFormat {
         self.exporter().carries_metadata
     }
 
+    /// The paths an export to `dst` writes: `dst` itself (a native or safetensors file, Paddle
+    /// tensor file or directory), `DST.pdiparams`, or a TensorFlow checkpoint's
+    /// `PREFIX.index` and `PREFIX.data-00000-of-00001` (with any other `PREFIX.data-*` shard
+    /// already there). [`export`] refuses to start when one exists, unless
+    /// [`ExportOptions::overwrite`].
+    pub fn outputs(self, dst: &Path) -> Vec<PathBuf> {
+        (self.exporter().outputs)(dst)
+    }
+
     fn exporter(self) -> &'static Exporter {
         // EXPORTERS holds one row per variant in declaration order (asserted at compile time
         // below), so the discriminant is the row's index.
@@ -98,6 +106,10 @@ struct Exporter {
     cannot_hold: fn(&TensorInfo) -> Option<String>,
     /// Whether it writes the job's metadata.
     carries_metadata: bool,
+    /// The paths an export to a destination writes ([`OutputFormat::outputs`]).
+    outputs: fn(&Path) -> Vec<PathBuf>,
+    /// Whether the output at the destination is a file (not a directory) whatever the input.
+    file_output: bool,
     /// Writes every tensor of the job's store.
     write: fn(&ExportJob<'_>) -> Result<Written>,
 }
@@ -108,30 +120,41 @@ const EXPORTERS: &[Exporter] = &[
         format: OutputFormat::Native,
         cannot_hold: numeric_only,
         carries_metadata: true,
+        outputs: just_dst,
+        file_output: true,
         write: native::export,
     },
     Exporter {
         format: OutputFormat::TensorFlow,
         cannot_hold: tf::cannot_hold,
         carries_metadata: false,
+        outputs: tf::outputs,
+        file_output: true,
         write: tf::export,
     },
     Exporter {
         format: OutputFormat::PaddleCombined,
         cannot_hold: paddle::cannot_hold_combined,
         carries_metadata: false,
+        outputs: paddle::combined_outputs,
+        file_output: true,
         write: paddle::export_combined,
     },
     Exporter {
         format: OutputFormat::PaddleTensors,
         cannot_hold: numeric_only,
         carries_metadata: false,
+        outputs: just_dst,
+        // One tensor is a file, several a directory.
+        file_output: false,
         write: paddle::export_tensor_files,
     },
     Exporter {
         format: OutputFormat::Safetensors,
         cannot_hold: safetensors::cannot_hold,
         carries_metadata: true,
+        outputs: just_dst,
+        file_output: true,
         write: safetensors::export,
     },
 ];
@@ -146,6 +169,11 @@ const _: () = {
         i += 1;
     }
 };
+
+/// The outputs of formats that write `dst` itself.
+fn just_dst(dst: &Path) -> Vec<PathBuf> {
+    vec![dst.to_path_buf()]
+}
 
 /// The rule of formats made of Paddle records (native files, Paddle outputs): numeric tensors
 /// only (no strings, nothing paramdex does not decode).
@@ -168,6 +196,11 @@ pub struct ExportOptions<'a> {
     /// Told the data bytes to write ([`Unit::Bytes`], the sum of [`TensorInfo::nbytes`] of the
     /// tensors written) before the first is written, then each tensor's bytes once written.
     pub progress: Option<&'a dyn Progress>,
+    /// Replace outputs that already exist ([`OutputFormat::outputs`]). Without it, [`export`]
+    /// and [`crate::interop::merge`] return [`Error::OutputExists`] before reading a tensor
+    /// when one exists. Either way an output changes only when the new one is complete: a
+    /// file is renamed over the old one, a directory swapped in for it.
+    pub overwrite: bool,
 }
 
 impl std::fmt::Debug for ExportOptions<'_> {
@@ -177,6 +210,7 @@ impl std::fmt::Debug for ExportOptions<'_> {
             .field("metadata", &self.metadata)
             .field("skip_unsupported", &self.skip_unsupported)
             .field("progress", &self.progress.is_some())
+            .field("overwrite", &self.overwrite)
             .finish()
     }
 }
@@ -218,13 +252,19 @@ pub struct ExportReport {
 
 /// Writes every tensor of `store` (and its metadata, where the format has metadata) as
 /// `format` at `dst`: a file, a checkpoint prefix or a directory, as [`OutputFormat`]'s
-/// variants say. Tensors are written in bytewise name order. Each file appears atomically
-/// (written under a temporary name, synced, renamed into place), so a failed export leaves no
-/// partial file, though [`OutputFormat::PaddleTensors`] may have written some of its files.
+/// variants say. Tensors are written in bytewise name order. Every output is staged (written
+/// under a temporary name beside it, synced, renamed into place; a directory is written whole
+/// under a temporary name), so a failed or interrupted export ([`crate::remove_staged`])
+/// leaves no partial output and the previous one, if any, untouched. Missing parent
+/// directories of `dst` are created (and removed again if the export fails and they are
+/// empty).
 ///
 /// # Errors
 ///
-/// Before anything is written: [`Error::Unsupported`] naming the first tensor the format
+/// Before anything is read: [`Error::OutputExists`] when an output exists
+/// ([`OutputFormat::outputs`]) and [`ExportOptions::overwrite`] is off;
+/// [`Error::InvalidArgument`] when a file output would replace a directory. Before anything
+/// is written: [`Error::Unsupported`] naming the first tensor the format
 /// cannot hold, unless [`ExportOptions::skip_unsupported`]; the input's listing errors. Then
 /// the format's own refusals (a TensorFlow name starting with a NUL byte, a Paddle tensor
 /// name that is not a safe relative path, an input with no tensors for Paddle output),
@@ -235,6 +275,7 @@ pub fn export(
     dst: &Path,
     opts: &ExportOptions<'_>,
 ) -> Result<ExportReport> {
+    check_outputs(format, dst, opts.overwrite)?;
     let survey = survey(store.scan(b"")?, format, opts.skip_unsupported)?;
     let owned;
     let metadata = match opts.metadata {
@@ -257,6 +298,7 @@ pub fn export(
         writer: &opts.writer,
         metadata,
         progress,
+        overwrite: opts.overwrite,
     })?;
     Ok(ExportReport::new(format, written, survey.skipped, metadata))
 }
@@ -284,6 +326,40 @@ impl ExportReport {
             },
             native: written.native,
         }
+    }
+}
+
+/// [`OutputFormat::check_outputs`], the check [`export`] and [`crate::interop::merge`] begin with.
+pub(crate) fn check_outputs(format: OutputFormat, dst: &Path, overwrite: bool) -> Result<()> {
+    format.check_outputs(dst, overwrite)
+}
+
+impl OutputFormat {
+    /// The check [`export`] (and, for native output, [`crate::interop::merge`]) begins with,
+    /// for callers that want it before they even open the input: [`Error::OutputExists`] if
+    /// one of [`OutputFormat::outputs`]`(dst)` exists and `overwrite` is off;
+    /// [`Error::InvalidArgument`] if a file output would replace a directory (whatever
+    /// `overwrite` says: a file does not replace a directory).
+    pub fn check_outputs(self, dst: &Path, overwrite: bool) -> Result<()> {
+        for p in self.outputs(dst) {
+            let Ok(m) = std::fs::symlink_metadata(&p) else {
+                continue;
+            };
+            if m.is_dir() && self.exporter().file_output {
+                return Err(Error::InvalidArgument(format!(
+                    "{} is a directory; {} output is a file there: name a path that is not a \
+                 directory",
+                    p.display(),
+                    self.name()
+                )));
+            }
+            if !overwrite {
+                return Err(Error::OutputExists {
+                    path: p.display().to_string(),
+                });
+            }
+        }
+        Ok(())
     }
 }
 

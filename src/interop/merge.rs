@@ -10,7 +10,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::interop::export::{survey, ExportOptions, ExportReport, OutputFormat, Skipped};
+use crate::interop::export::{
+    check_outputs, survey, ExportOptions, ExportReport, OutputFormat, Skipped,
+};
 use crate::interop::native::write_native;
 use crate::interop::store::{TensorInfo, TensorInfos, TensorStore};
 use crate::name;
@@ -68,6 +70,8 @@ pub struct MergeReport {
 ///
 /// # Errors
 ///
+/// Before anything is read: [`Error::OutputExists`] when `dst` exists and
+/// [`ExportOptions::overwrite`] is off, [`Error::InvalidArgument`] when it is a directory.
 /// Before anything is written: [`Error::InvalidArgument`] for a conflict (naming the tensor
 /// or key and the two inputs), [`Error::Unsupported`] for a tensor a native file cannot hold,
 /// the inputs' listing and metadata errors. Then the inputs' read errors and I/O errors; the
@@ -78,6 +82,7 @@ pub fn merge(
     opts: &MergeOptions<'_>,
 ) -> Result<MergeReport> {
     let format = OutputFormat::Native;
+    check_outputs(format, dst, opts.export.overwrite)?;
     let skip = opts.export.skip_unsupported;
     // Pass 1: every conflict and every tensor the format cannot hold, before a byte is written.
     let mut replaced = 0u64;

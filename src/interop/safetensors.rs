@@ -31,6 +31,7 @@ use crate::interop::store::{
     TensorInfos, TensorStore, VerifySummary, Written,
 };
 use crate::name;
+use crate::native::staging;
 use crate::native::Metadata;
 use crate::native::Source;
 use crate::progress::Progress;
@@ -408,34 +409,33 @@ pub(crate) fn export(job: &ExportJob<'_>) -> Result<Written> {
             },
         ));
     }
-    let temp = crate::native::staging::temp_beside(dst, ".safetensors-tmp")?.into_temp_path();
-    // serialize_to_file writes its own temporary file and renames it over `temp`, with that
-    // file's owner-only mode and without fsync: keep the mode `temp` was created with (0666
-    // less the umask) and sync before the rename into place.
-    let mode = std::fs::metadata(&temp)
-        .map_err(|e| Error::io(format!("reading metadata of {}", temp.display()), e))?
-        .permissions();
+    // serialize_to_file writes a temporary file of its own beside the path it is given and
+    // renames it over that path, with the owner-only mode and without fsync. Given a path
+    // inside a staged directory, its temporary file is staged too (an interruption removes
+    // the whole directory); `inner` is created first to learn the mode an ordinary new file
+    // gets (0666 less the umask), which is restored before the sync and the rename into place.
+    let staged = staging::stage_dir(dst, ".safetensors-tmp")?;
+    let inner_name = "out.safetensors";
+    let inner = staged.path().join(inner_name);
+    let probe =
+        new_file_mode(&inner).map_err(|e| Error::io(format!("writing {}", dst.display()), e))?;
     let info = (!job.metadata.is_empty()).then(|| job.metadata.to_strings());
-    let written = safetensors::serialize_to_file(views, info, &temp);
+    let written = safetensors::serialize_to_file(views, info, &inner);
     if let Some(e) = failed.into_inner().unwrap_or_else(|p| p.into_inner()) {
         return Err(e);
     }
     written.map_err(|e| match e {
-        safetensors::SafeTensorError::IoError(io) => {
-            Error::io(format!("writing {}", dst.display()), io)
-        }
+        safetensors::SafeTensorError::IoError(io) => Error::io(
+            format!("writing {}", dst.display()),
+            staging::without_path(io),
+        ),
         other => Error::InvalidArgument(format!("writing {}: {other}", dst.display())),
     })?;
-    std::fs::set_permissions(&temp, mode)
-        .and_then(|()| std::fs::File::open(&temp)?.sync_all())
-        .map_err(|e| Error::io(format!("syncing {}", temp.display()), e))?;
-    temp.persist(dst).map_err(|e| {
-        Error::io(
-            format!("renaming the temporary file to {}", dst.display()),
-            e.error,
-        )
-    })?;
-    crate::native::staging::sync_parent(dst)?;
+    std::fs::set_permissions(&inner, probe)
+        .and_then(|()| std::fs::File::open(&inner)?.sync_all())
+        .map_err(|e| Error::io(format!("syncing {}", dst.display()), e))?;
+    staging::commit([(staged.commit_entry(inner_name), dst)])?;
+    staging::sync_parent(dst)?;
     let file_len = std::fs::metadata(dst)
         .map_err(|e| Error::io(format!("reading metadata of {}", dst.display()), e))?
         .len();
@@ -446,6 +446,19 @@ pub(crate) fn export(job: &ExportJob<'_>) -> Result<Written> {
         output_bytes: file_len,
         native: None,
     })
+}
+
+/// Creates the empty file `p` as any new file is created (on Unix mode 0666 less the umask) and
+/// returns its permissions.
+fn new_file_mode(p: &Path) -> std::io::Result<std::fs::Permissions> {
+    let mut o = std::fs::OpenOptions::new();
+    o.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        o.mode(0o666);
+    }
+    Ok(o.open(p)?.metadata()?.permissions())
 }
 
 #[cfg(test)]

@@ -245,6 +245,9 @@ pub(crate) struct ExportJob<'a> {
     /// Told [`TensorInfo::nbytes`] of each tensor once it is written (`interop::export` has
     /// already called [`Progress::start`] with the total).
     pub(crate) progress: &'a dyn Progress,
+    /// Existing outputs may be replaced ([`crate::interop::ExportOptions::overwrite`]);
+    /// `interop::export` has already refused them when not.
+    pub(crate) overwrite: bool,
 }
 
 /// What a format's writer wrote; `interop::export` adds what it knows (skipped tensors,

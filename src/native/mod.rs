@@ -15,7 +15,7 @@
 //! | `reader`, `view` | [`Reader`], [`TensorView`], [`Iter`] |
 //! | `verify` | [`Reader::verify_with`]: the one verify implementation |
 //! | `writer`, `stream`, `backend` | [`Writer`], [`TensorWriter`], [`WriteBackend`] |
-//! | `staging` | temporary files beside a target, renamed into place after fsync |
+//! | `staging` | staged outputs: temporaries beside a target (parents created), a registry that [`remove_staged`] empties, commit by rename |
 //! | `rewrite` | [`rewrite_in_place`]: new metadata without touching records |
 //! | `recover` | rebuilding a file from a torn one, and the policy of what to do |
 //!
@@ -54,6 +54,7 @@ pub use recover::{
 };
 pub use rewrite::{rewrite_in_place, RewriteReport};
 pub use source::Source;
+pub use staging::{remove_staged, write_atomically};
 pub use stream::TensorWriter;
 pub use verify::{VerifyOptions, VerifyReport};
 pub use view::TensorView;

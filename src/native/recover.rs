@@ -154,7 +154,10 @@ pub fn recover_any(input: &Path, output: &Path, opts: WriterOptions) -> Result<R
         let source = Source::map(input)?;
         if let Some(len) = last_complete_len(&source) {
             let end = usize::try_from(len).expect("a prefix of the mapped file");
-            staging::write_atomically(&source[..end], output)?;
+            staging::write_staged(output, ".tmp", |w| {
+                w.write_all(&source[..end])
+                    .map_err(|e| crate::Error::io(format!("writing {}", output.display()), e))
+            })?;
             Reader::open(output)?.verify()?;
             return Ok(Recovered::PreviousFile {
                 len,

@@ -3,8 +3,10 @@
 //! Records are appended to a temporary file in the destination directory as tensors arrive;
 //! [`Writer::finish`] appends the sorted index table and footer, syncs, and renames the file
 //! into place. Until then the final path is untouched, and dropping the writer removes the
-//! temporary file. A crash leaves the temporary file behind; `recover` rebuilds a complete
-//! file from its self-describing records (SPEC.md 10).
+//! temporary file (so does [`crate::remove_staged`], which also makes `finish` fail). Missing
+//! parent directories of the destination are created (and removed again if the file is never
+//! finished and they are empty). A crash leaves the temporary file behind; `recover` rebuilds
+//! a complete file from its self-describing records (SPEC.md 10).
 
 use std::fs::File;
 use std::hash::BuildHasher;
@@ -125,8 +127,8 @@ struct Pending {
 pub struct Writer {
     final_path: PathBuf,
     out: BufWriter<Box<dyn WriteBackend>>,
-    /// Deletes the temporary file when dropped; taken by `finish`.
-    temp: Option<tempfile::TempPath>,
+    /// Removes the temporary file when dropped; taken by `finish`.
+    temp: Option<staging::Staged>,
     opts: WriterOptions,
     /// End of the records written so far (= next record's offset).
     pos: u64,
@@ -161,7 +163,8 @@ impl std::fmt::Debug for Writer {
 }
 
 impl Writer {
-    /// Starts a file that will appear at `path` when [`Writer::finish`] succeeds.
+    /// Starts a file that will appear at `path` when [`Writer::finish`] succeeds (replacing
+    /// an existing file atomically). Missing parent directories are created.
     pub fn create(path: impl AsRef<Path>) -> Result<Writer> {
         Self::create_with(path, WriterOptions::default())
     }
@@ -194,12 +197,11 @@ impl Writer {
             compression: opts.compression,
         }
         .validate()?;
-        let temp = staging::temp_beside(path, ".pdx-tmp")?;
-        let (file, temp_path) = temp.into_parts();
+        let (file, temp) = staging::stage_file(path, ".pdx-tmp")?;
         Ok(Writer {
             final_path: path.to_path_buf(),
             out: BufWriter::with_capacity(1 << 20, wrap(file)),
-            temp: Some(temp_path),
+            temp: Some(temp),
             opts,
             pos: 0,
             names: Vec::new(),
@@ -217,7 +219,7 @@ impl Writer {
 
     /// Path of the temporary file being written (what `recover` reads after a crash).
     pub fn temp_path(&self) -> Option<&Path> {
-        self.temp.as_deref()
+        self.temp.as_ref().map(staging::Staged::path)
     }
 
     /// Tensors added so far.
@@ -554,12 +556,7 @@ impl Writer {
             .temp
             .take()
             .expect("the temporary path is present until finish");
-        temp.persist(&path).map_err(|e| {
-            Error::io(
-                format!("renaming the temporary file to {}", path.display()),
-                e.error,
-            )
-        })?;
+        staging::commit([(temp, path.as_path())])?;
         if self.opts.sync {
             staging::sync_parent(&path)?;
         }

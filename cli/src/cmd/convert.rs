@@ -206,15 +206,42 @@ fn note_left_out(ui: Ui, rep: &ExportReport) {
     }
 }
 
-pub fn convert(
-    ui: Ui,
-    src: &Path,
-    dst: &Path,
-    to: Target,
-    layout: LayoutArgs,
-    skip_unsupported: bool,
-    sel: &Select,
-) -> Result<ExitCode> {
+/// The library's refusal to replace an output, with the flag that allows it.
+fn force_hint(e: Error) -> Error {
+    match e {
+        Error::OutputExists { path } => {
+            Error::InvalidArgument(format!("{path} already exists; pass --force to replace it"))
+        }
+        e => e,
+    }
+}
+
+/// What `convert` is asked to write, besides its input and output paths.
+#[derive(Debug)]
+pub struct ConvertOptions {
+    /// `--to`.
+    pub to: Target,
+    /// `--align`, `--compress`, `--block-size`.
+    pub layout: LayoutArgs,
+    /// `--skip-unsupported`.
+    pub skip_unsupported: bool,
+    /// `--include`, `--exclude`.
+    pub select: Select,
+    /// `--force`.
+    pub force: bool,
+}
+
+pub fn convert(ui: Ui, src: &Path, dst: &Path, opts: ConvertOptions) -> Result<ExitCode> {
+    let ConvertOptions {
+        to,
+        layout,
+        skip_unsupported,
+        select,
+        force,
+    } = opts;
+    let sel = &select;
+    // Before the input is even opened (export checks again, just before it starts).
+    to.format().check_outputs(dst, force).map_err(force_hint)?;
     let store = open_any(src)?;
     let start = Instant::now();
     let selection = if sel.include.is_empty() && sel.exclude.is_empty() {
@@ -243,10 +270,11 @@ pub fn convert(
             metadata: None,
             skip_unsupported,
             progress: Some(&bar),
+            overwrite: force,
         },
     );
     bar.0.finish_and_clear();
-    let rep = rep?;
+    let rep = rep.map_err(force_hint)?;
     note_left_out(ui, &rep);
     let from = match &selection {
         Some((_, selected, all)) => format!(
@@ -297,7 +325,11 @@ pub fn merge(
     allow_override: bool,
     layout: LayoutArgs,
     skip_unsupported: bool,
+    force: bool,
 ) -> Result<ExitCode> {
+    OutputFormat::Native
+        .check_outputs(out, force)
+        .map_err(force_hint)?;
     let start = Instant::now();
     let stores = inputs.iter().map(open_any).collect::<Result<Vec<_>>>()?;
     let merged: Vec<MergeInput<'_>> = stores
@@ -318,12 +350,13 @@ pub fn merge(
                 metadata: None,
                 skip_unsupported,
                 progress: Some(&bar),
+                overwrite: force,
             },
             allow_override,
         },
     );
     bar.0.finish_and_clear();
-    let rep = rep?;
+    let rep = rep.map_err(force_hint)?;
     note_left_out(ui, &rep.written);
     let replaced = if rep.replaced > 0 {
         format!(", {} replaced by later inputs", rep.replaced)

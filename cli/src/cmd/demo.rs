@@ -127,11 +127,8 @@ pub fn run(dir: Option<PathBuf>, tensors: Option<u64>) -> Result<ExitCode> {
     let temp;
     let keep = dir.is_some();
     let dir = match dir {
-        Some(d) => {
-            std::fs::create_dir_all(&d)
-                .map_err(|e| paramdex::Error::io(format!("creating {}", d.display()), e))?;
-            d
-        }
+        // Created (with missing parents) by the writer, as every output's directory is.
+        Some(d) => d,
         None => {
             temp = tempfile::tempdir()
                 .map_err(|e| paramdex::Error::io("creating a temporary directory", e))?;

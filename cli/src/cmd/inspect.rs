@@ -565,19 +565,21 @@ pub fn get(
             (Vec::new(), &owned)
         }
     };
+    // `-o -` is standard output, asked for explicitly (so even binary data to a terminal).
+    let to_stdout = output.as_deref().is_some_and(|p| p == Path::new("-"));
     match output {
-        Some(p) => {
-            let write = || -> std::io::Result<()> {
-                let mut f = std::io::BufWriter::new(std::fs::File::create(&p)?);
-                f.write_all(&head)?;
-                f.write_all(payload)?;
-                f.flush()
-            };
-            write().map_err(|e| io_err(&format!("writing {}", p.display()), e))?
+        Some(p) if !to_stdout => {
+            // A complete file or none, even if interrupted: staged by the library.
+            paramdex::write_atomically(&p, |w| {
+                w.write_all(&head)?;
+                w.write_all(payload)
+            })?
         }
-        None => {
+        _ => {
             use std::io::IsTerminal;
-            if matches!(format, GetFormat::Raw | GetFormat::Npy) && std::io::stdout().is_terminal()
+            if !to_stdout
+                && matches!(format, GetFormat::Raw | GetFormat::Npy)
+                && std::io::stdout().is_terminal()
             {
                 return Err(Error::InvalidArgument(
                     "not writing binary tensor data to a terminal: use -o FILE or redirect standard output".into(),

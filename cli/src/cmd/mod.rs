@@ -5,6 +5,7 @@ mod convert;
 mod demo;
 mod diff;
 mod inspect;
+mod interrupt;
 mod meta;
 mod numbers;
 mod output;
@@ -113,7 +114,8 @@ enum Command {
         /// Output format.
         #[arg(long, value_enum, default_value_t = GetFormat::Json)]
         format: GetFormat,
-        /// Write to this file instead of standard output.
+        /// Write to this file instead of standard output (atomically: a complete file or
+        /// none; missing directories are created). `-o -` writes to standard output.
         #[arg(short = 'o', long = "output")]
         output: Option<PathBuf>,
         /// NAME is the name's bytes in hex (for names that are not valid UTF-8; see `ls --json`).
@@ -177,6 +179,10 @@ enum Command {
         /// Repeatable.
         #[arg(long, value_name = "PATTERN")]
         exclude: Vec<String>,
+        /// Replace outputs that already exist (without it, convert refuses before doing any
+        /// work); the old output is replaced only by a complete new one.
+        #[arg(long)]
+        force: bool,
     },
     /// Compare two inputs (any formats): names only in one, dtype, shape and LoD differences,
     /// and for common tensors whether the bytes are equal, else how many elements differ (those
@@ -223,6 +229,10 @@ enum Command {
         /// tensors only): string tensors, and TensorFlow types paramdex does not decode.
         #[arg(long = "skip-unsupported")]
         skip_unsupported: bool,
+        /// Replace OUT if it exists (without it, merge refuses before doing any work); the old
+        /// file is replaced only by a complete new one.
+        #[arg(long)]
+        force: bool,
     },
     /// Show or change typed metadata (string, int, float, bool, bytes, lists). Changing it
     /// appends a new index and footer to a native file; records are never rewritten.
@@ -267,32 +277,84 @@ enum Command {
     },
 }
 
-/// Layout options of native output (`convert`, `merge`).
+/// Layout options of native output (`convert`, `merge`). Options, not defaults, so that giving
+/// one with a `--to` that is not native is refused ([`check_args`]); the help shows the
+/// defaults.
 #[derive(clap::Args, Debug, Clone, Copy)]
 pub struct LayoutArgs {
-    /// Data alignment of native output (power of two, 1..=4096).
-    #[arg(long = "align", default_value_t = paramdex::DEFAULT_ALIGNMENT)]
-    pub align: u64,
-    /// Compression of native index blocks.
-    #[arg(long, value_enum, default_value_t = CompressArg::None)]
-    pub compress: CompressArg,
-    /// Index data block size of native output, in bytes.
-    #[arg(long = "block-size", default_value_t = paramdex::DEFAULT_BLOCK_SIZE)]
-    pub block_size: usize,
+    // Data alignment of native output.
+    #[arg(long = "align", help = format!(
+        "Data alignment of native output (power of two, 1..=4096) [default: {}]",
+        paramdex::DEFAULT_ALIGNMENT
+    ))]
+    pub align: Option<u64>,
+    // Compression of native index blocks.
+    #[arg(
+        long,
+        value_enum,
+        help = "Compression of native index blocks [default: none]"
+    )]
+    pub compress: Option<CompressArg>,
+    // Index data block size of native output.
+    #[arg(long = "block-size", help = format!(
+        "Index data block size of native output, in bytes [default: {}]",
+        paramdex::DEFAULT_BLOCK_SIZE
+    ))]
+    pub block_size: Option<usize>,
 }
 
 impl LayoutArgs {
     /// The writer options these select.
     pub fn writer_options(&self) -> paramdex::WriterOptions {
+        let default = paramdex::WriterOptions::default();
         paramdex::WriterOptions {
-            alignment: self.align,
-            block_size: self.block_size,
+            alignment: self.align.unwrap_or(default.alignment),
+            block_size: self.block_size.unwrap_or(default.block_size),
             compression: match self.compress {
-                CompressArg::None => paramdex::Compression::None,
-                CompressArg::Snappy => paramdex::Compression::Snappy,
+                None => default.compression,
+                Some(CompressArg::None) => paramdex::Compression::None,
+                Some(CompressArg::Snappy) => paramdex::Compression::Snappy,
             },
-            ..paramdex::WriterOptions::default()
+            ..default
         }
+    }
+
+    /// The first layout option given, by its flag.
+    fn first_given(&self) -> Option<&'static str> {
+        [
+            self.align.map(|_| "--align"),
+            self.compress.map(|_| "--compress"),
+            self.block_size.map(|_| "--block-size"),
+        ]
+        .into_iter()
+        .flatten()
+        .next()
+    }
+}
+
+/// Usage errors clap cannot express by itself: a native layout option with a `--to` that is
+/// not native.
+fn check_args(cli: &Cli) -> Result<(), clap::Error> {
+    let Command::Convert { to, layout, .. } = &cli.command else {
+        return Ok(());
+    };
+    match layout.first_given() {
+        Some(flag) if *to != Target::Paramdex => {
+            let mut cmd = Cli::command();
+            cmd.build();
+            let convert = cmd
+                .find_subcommand_mut("convert")
+                .expect("convert is a subcommand");
+            Err(convert.error(
+                clap::error::ErrorKind::ArgumentConflict,
+                format!(
+                    "{flag} sets the layout of native paramdex output; it cannot be used with \
+                     --to {}",
+                    to.format().name()
+                ),
+            ))
+        }
+        _ => Ok(()),
     }
 }
 
@@ -484,14 +546,18 @@ pub fn run(cli: Cli) -> paramdex::Result<ExitCode> {
             skip_unsupported,
             include,
             exclude,
+            force,
         } => convert::convert(
             ui,
             &src,
             &dst,
-            to,
-            layout,
-            skip_unsupported,
-            &convert::Select { include, exclude },
+            convert::ConvertOptions {
+                to,
+                layout,
+                skip_unsupported,
+                select: convert::Select { include, exclude },
+                force,
+            },
         ),
         Command::Diff {
             a,
@@ -520,7 +586,16 @@ pub fn run(cli: Cli) -> paramdex::Result<ExitCode> {
             allow_override,
             layout,
             skip_unsupported,
-        } => convert::merge(ui, &out, &inputs, allow_override, layout, skip_unsupported),
+            force,
+        } => convert::merge(
+            ui,
+            &out,
+            &inputs,
+            allow_override,
+            layout,
+            skip_unsupported,
+            force,
+        ),
         Command::Meta {
             file,
             set,
@@ -617,6 +692,10 @@ pub fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => return usage_error(e),
     };
+    if let Err(e) = check_args(&cli) {
+        return usage_error(e);
+    }
+    interrupt::watch();
     match cli.color {
         ColorArg::Auto => {}
         ColorArg::Always => anstream::ColorChoice::Always.write_global(),

@@ -51,7 +51,9 @@ pub use program::{
     MAX_PROGRAM_LEN,
 };
 pub use store::PaddleStore;
-pub(crate) use write::{cannot_hold_combined, export_combined, export_tensor_files};
+pub(crate) use write::{
+    cannot_hold_combined, combined_outputs, export_combined, export_tensor_files,
+};
 pub use write::{combined_path, program_path, relative_path};
 
 use store::{Entry, FileSlot};

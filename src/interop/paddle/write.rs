@@ -4,9 +4,11 @@
 //!
 //! Records are plain Paddle records (no name, no CRC, alignment 1), byte-identical to what
 //! Paddle's `save_combine` / `save` ops write for the same tensors. Every file is written to a
-//! temporary file in its destination directory, synced, and renamed into place.
+//! temporary file in its destination directory, synced, and renamed into place; a directory of
+//! tensor files is written whole under a temporary name and renamed into place when complete.
 
 use std::collections::HashSet;
+use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -17,6 +19,7 @@ use crate::interop::store::{ExportJob, Kind, TensorData, TensorInfo, TensorStore
 #[cfg(doc)]
 use crate::interop::OutputFormat;
 use crate::name::display;
+use crate::native::staging;
 use crate::record::{data_len, encode_header, RecordSpec};
 
 /// Extension of a combined parameter file.
@@ -33,6 +36,14 @@ pub fn combined_path(out: &Path) -> PathBuf {
         s.push(PARAMS_EXT);
         PathBuf::from(s)
     }
+}
+
+/// The output [`OutputFormat::PaddleCombined`] refuses to replace unless asked: [`combined_path`].
+/// The program beside it is [`export_combined`]'s to judge: one already there that declares
+/// exactly the tensors written is kept (nothing is replaced), another is replaced only when
+/// asked.
+pub(crate) fn combined_outputs(out: &Path) -> Vec<PathBuf> {
+    vec![combined_path(out)]
 }
 
 /// The path of the program [`OutputFormat::PaddleCombined`] writes beside [`combined_path`]`(out)`
@@ -91,8 +102,10 @@ pub(crate) fn cannot_hold_combined(info: &TensorInfo) -> Option<String> {
 ///
 /// A program already there that declares other tensors is replaced by the input's own
 /// program when that is of the same kind, or by a generated one when it is a parameters-only
-/// program (as paramdex writes); a model's graph is never replaced by a parameters-only
-/// program, nor left to shadow the new one: that is an error. Names a program cannot declare (not UTF-8, empty,
+/// program (as paramdex writes), and only when replacing outputs was asked for
+/// ([`ExportOptions::overwrite`](crate::interop::ExportOptions::overwrite); otherwise
+/// [`Error::OutputExists`]); a model's graph is never replaced by a parameters-only program,
+/// nor left to shadow the new one: that is an error. Names a program cannot declare (not UTF-8, empty,
 /// `feed`, `fetch`) are refused by [`OutputFormat::cannot_hold`] before this runs.
 ///
 /// # Errors
@@ -151,24 +164,36 @@ pub(crate) fn export_combined(job: &ExportJob<'_>) -> Result<Written> {
             };
             let ours = existing_kind == ProgramKind::ProgramDesc
                 && std::fs::read(path).is_ok_and(|b| program::is_parameters_only(&b));
-            match (copied, &source) {
+            let mismatch = || match (parsed, &keep) {
+                (Err(e), _) => format!("it cannot be read ({e})"),
+                (Ok(_), Some(m)) => m.difference(count),
+                (Ok(_), None) => "it declares other tensors".into(),
+            };
+            let replacement = match (copied, &source) {
                 // The input's own program, in the place of one of its kind.
                 (Some(_), Some(src)) if src.kind == existing_kind => {
-                    Plan::Copy(src.path.clone(), path.clone())
+                    Some(Plan::Copy(src.path.clone(), path.clone()))
                 }
-                _ if ours => Plan::Generate(path.clone()),
-                _ => {
-                    let why = match (parsed, &keep) {
-                        (Err(e), _) => format!("it cannot be read ({e})"),
-                        (Ok(_), Some(m)) => m.difference(count),
-                        (Ok(_), None) => "it declares other tensors".into(),
-                    };
+                // A parameters-only program as paramdex writes.
+                _ if ours => Some(Plan::Generate(path.clone())),
+                // A model's graph is never replaced by a parameters-only program.
+                _ => None,
+            };
+            match replacement {
+                Some(plan) if job.overwrite => plan,
+                Some(_) => {
+                    return Err(Error::OutputExists {
+                        path: path.display().to_string(),
+                    })
+                }
+                None => {
                     return Err(Error::InvalidArgument(format!(
-                        "{} is the program Paddle and paramdex would read with {}, but {why}; \
+                        "{} is the program Paddle and paramdex would read with {}, but {}; \
                          it is not a parameters-only program as paramdex writes, so it is \
                          left alone: remove it, or write to another prefix",
                         path.display(),
-                        dst.display()
+                        dst.display(),
+                        mismatch()
                     )));
                 }
             }
@@ -193,13 +218,12 @@ pub(crate) fn export_combined(job: &ExportJob<'_>) -> Result<Written> {
 
     // Pass 2: the records, and the generated program's variables alongside.
     let mut written = Written::default();
-    let mut params = stage(&dst)?;
+    let mut params = StagedOut::new(&dst)?;
     let mut generated = match &plan {
         Plan::Generate(path) => {
-            let mut w = stage(path)?;
-            w.write_all(&program::program_head(vars_len))
-                .map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
-            Some((w, path.clone()))
+            let mut w = StagedOut::new(path)?;
+            w.write_all(&program::program_head(vars_len))?;
+            Some(w)
         }
         _ => None,
     };
@@ -210,14 +234,13 @@ pub(crate) fn export_combined(job: &ExportJob<'_>) -> Result<Written> {
     for info in store.scan(b"")? {
         let info = info?;
         check_order(previous.as_deref(), &info.name)?;
-        let len = write_record(&mut params, store, &info, offset)?;
+        let len = write_record(&mut params.w, store, &info, offset)?;
         offset = offset.saturating_add(len);
-        if let Some((w, path)) = &mut generated {
+        if let Some(w) = &mut generated {
             var.clear();
             program::put_var(&var_of(&info)?, &mut var);
             vars_written = vars_written.saturating_add(var.len() as u64);
-            w.write_all(&var)
-                .map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
+            w.write_all(&var)?;
         }
         written.tensors += 1;
         written.data_bytes = written.data_bytes.saturating_add(info.nbytes);
@@ -230,27 +253,31 @@ pub(crate) fn export_combined(job: &ExportJob<'_>) -> Result<Written> {
         ));
     }
     written.output_bytes = offset;
-    commit(params, &dst)?;
+    // The parameters and their program are renamed into place together, under one hold of
+    // the staging registry: an interrupt sees both staged or both committed.
+    let mut outputs = vec![params.finish()?];
     written.paths.push(dst);
     match plan {
         Plan::Generate(path) => {
-            if let Some((w, _)) = generated {
-                commit(w, &path)?;
+            if let Some(w) = generated {
+                outputs.push(w.finish()?);
             }
             written.output_bytes = written.output_bytes.saturating_add(program_bytes);
             written.paths.push(path);
         }
         Plan::Copy(from, to) => {
             let bytes = std::fs::read(&from).ctx("reading", &from)?;
-            let mut w = stage(&to)?;
-            w.write_all(&bytes)
-                .map_err(|e| Error::io(format!("writing {}", to.display()), e))?;
-            commit(w, &to)?;
+            let mut w = StagedOut::new(&to)?;
+            w.write_all(&bytes)?;
+            outputs.push(w.finish()?);
             written.output_bytes = written.output_bytes.saturating_add(bytes.len() as u64);
             written.paths.push(to);
         }
         Plan::Keep => {}
     }
+    let (staged, targets): (Vec<_>, Vec<_>) = outputs.into_iter().unzip();
+    staging::commit(staged.into_iter().zip(targets.iter().map(PathBuf::as_path)))?;
+    staging::sync_parent(&targets[0])?;
     Ok(written)
 }
 
@@ -331,74 +358,78 @@ impl<'p> Matcher<'p> {
     }
 }
 
-/// A temporary file beside `dst`, to be [`commit`]ted there.
-fn stage(dst: &Path) -> Result<std::io::BufWriter<tempfile::NamedTempFile>> {
-    let tmp = crate::native::staging::temp_beside(dst, ".pdx-tmp")?;
-    Ok(std::io::BufWriter::new(tmp))
+/// A file of [`export_combined`]'s output being written under a staged name beside it.
+struct StagedOut {
+    w: std::io::BufWriter<std::fs::File>,
+    staged: staging::Staged,
+    dst: PathBuf,
 }
 
-/// Flushes, syncs and renames a [`stage`]d file into place.
-fn commit(w: std::io::BufWriter<tempfile::NamedTempFile>, dst: &Path) -> Result<()> {
-    let tmp = w
-        .into_inner()
-        .map_err(|e| Error::io(format!("writing {}", dst.display()), e.into_error()))?;
-    tmp.as_file().sync_all().ctx("syncing", dst)?;
-    tmp.persist(dst)
-        .map_err(|e| Error::io(format!("renaming into {}", dst.display()), e.error))?;
-    Ok(())
+impl StagedOut {
+    fn new(dst: &Path) -> Result<StagedOut> {
+        let (file, staged) = staging::stage_file(dst, ".paddle-tmp")?;
+        Ok(StagedOut {
+            w: std::io::BufWriter::with_capacity(1 << 20, file),
+            staged,
+            dst: dst.to_path_buf(),
+        })
+    }
+
+    fn write_all(&mut self, bytes: &[u8]) -> Result<()> {
+        self.w
+            .write_all(bytes)
+            .map_err(|e| Error::io(format!("writing {}", self.dst.display()), e))
+    }
+
+    /// Flushes and syncs the staged file; it is then ready to be committed.
+    fn finish(self) -> Result<(staging::Staged, PathBuf)> {
+        let file = self
+            .w
+            .into_inner()
+            .map_err(|e| Error::io(format!("writing {}", self.dst.display()), e.into_error()))?;
+        file.sync_all().ctx("syncing", &self.dst)?;
+        Ok((self.staged, self.dst))
+    }
 }
 
 /// The exporter of [`OutputFormat::PaddleTensors`]: the job's store as Paddle tensor files
 /// (each one record, as `paddle.base.core.save_dense_tensor` and the `save` op write, LoD
 /// included):
 ///
-/// - one tensor: the file `dst`; if `dst` is an existing directory, the file `dst/NAME`;
-/// - several tensors: the directory `dst` (created if needed) with one file per tensor at the
-///   relative path NAME, as `paddle.static.save_vars(filename=None)` lays them out (a `/` in a
-///   name makes a subdirectory). Names must be safe relative paths ([`relative_path`]); a name
-///   may not also be a directory of another name (`a` and `a/b`). All names are checked
-///   before anything is written (the listing is held in memory for that: one name per file).
+/// - one tensor: the file `dst` (which may not be an existing directory);
+/// - several tensors: the directory `dst` with one file per tensor at the relative path NAME,
+///   as `paddle.static.save_vars(filename=None)` lays them out (a `/` in a name makes a
+///   subdirectory). The directory is written under a temporary name beside `dst` and renamed
+///   into place when complete (replacing an existing `dst`, which [`crate::interop::export`]
+///   allows only with [`ExportOptions::overwrite`](crate::interop::ExportOptions::overwrite)).
+///   Names must be safe relative paths ([`relative_path`]); a name may not also be a directory
+///   of another name (`a` and `a/b`). All names are checked before anything is written (the
+///   listing is held in memory for that: one name per file).
 ///
 /// # Errors
 ///
 /// [`Error::Unsupported`] for a store without tensors or with tensors that are not numeric;
 /// [`Error::InvalidArgument`] for an unsafe or conflicting name, or `dst` being an existing
-/// file when several tensors are written; [`Error::InvalidTensor`] for inconsistent data; I/O
+/// directory when one tensor is written; [`Error::InvalidTensor`] for inconsistent data; I/O
 /// errors.
 pub(crate) fn export_tensor_files(job: &ExportJob<'_>) -> Result<Written> {
     let (store, out) = (job.store, job.dst);
     let list = numeric_list(store)?;
     let mut written = Written::default();
-    let mut write = |info: &TensorInfo, dst: PathBuf| -> Result<()> {
-        written.output_bytes = written
-            .output_bytes
-            .saturating_add(write_one(store, info, &dst)?);
-        written.tensors += 1;
-        written.data_bytes = written.data_bytes.saturating_add(info.nbytes);
-        written.paths.push(dst);
-        job.progress.advance(info.nbytes);
-        Ok(())
-    };
     if let [info] = list.as_slice() {
-        let dst = if out.is_dir() {
-            let dst = out.join(relative_path(&info.name)?);
-            if let Some(parent) = dst.parent() {
-                std::fs::create_dir_all(parent).ctx("creating directory", parent)?;
-            }
-            dst
-        } else {
-            out.to_path_buf()
-        };
-        write(info, dst)?;
+        if out.is_dir() {
+            return Err(Error::InvalidArgument(format!(
+                "{} is a directory: the input holds one tensor, which is written as one Paddle \
+                 tensor file; name the file to write",
+                out.display()
+            )));
+        }
+        written.output_bytes = write_one(store, info, out)?;
+        written.tensors = 1;
+        written.data_bytes = info.nbytes;
+        written.paths.push(out.to_path_buf());
+        job.progress.advance(info.nbytes);
         return Ok(written);
-    }
-    if out.exists() && !out.is_dir() {
-        return Err(Error::InvalidArgument(format!(
-            "{}: the input holds {} tensors, so --to paddle-tensor writes a directory of \
-             per-variable files, but this path is an existing file",
-            out.display(),
-            list.len()
-        )));
     }
     let mut rels = Vec::with_capacity(list.len());
     for info in &list {
@@ -418,14 +449,42 @@ pub(crate) fn export_tensor_files(job: &ExportJob<'_>) -> Result<Written> {
             }
         }
     }
-    std::fs::create_dir_all(out).ctx("creating directory", out)?;
+    // The whole directory is staged: an error or an interruption removes it, and `out`
+    // changes only when every file is written.
+    let staged = staging::stage_dir(out, ".paddle-tmp")?;
     for (info, rel) in list.iter().zip(rels) {
-        let dst = out.join(rel);
-        if let Some(parent) = dst.parent() {
-            std::fs::create_dir_all(parent).ctx("creating directory", parent)?;
+        let file = staged.path().join(&rel);
+        let final_path = out.join(&rel);
+        // Subdirectories one at a time below the staged root, never the root itself: if an
+        // interrupt has removed it, creating fails here instead of bringing it back.
+        let mut at = staged.path().to_path_buf();
+        for part in rel.parent().into_iter().flat_map(Path::components) {
+            at.push(part);
+            match std::fs::create_dir(&at) {
+                Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+                    return Err(Error::io(
+                        format!("creating the directory of {}", final_path.display()),
+                        e,
+                    ))
+                }
+                _ => {}
+            }
         }
-        write(info, dst)?;
+        let f = File::create(&file).ctx("creating", &final_path)?;
+        let mut w = std::io::BufWriter::new(f);
+        let len = write_record(&mut w, store, info, 0)?;
+        let f = w
+            .into_inner()
+            .map_err(|e| Error::io(format!("writing {}", final_path.display()), e.into_error()))?;
+        f.sync_all().ctx("syncing", &final_path)?;
+        written.output_bytes = written.output_bytes.saturating_add(len);
+        written.tensors += 1;
+        written.data_bytes = written.data_bytes.saturating_add(info.nbytes);
+        written.paths.push(final_path);
+        job.progress.advance(info.nbytes);
     }
+    staging::commit([(staged, out)])?;
+    staging::sync_parent(out)?;
     Ok(written)
 }
 
@@ -530,12 +589,10 @@ fn write_record(
     Ok((header.len() as u64).saturating_add(data.len() as u64))
 }
 
-/// Writes `dst` through a temporary file in its directory: `fill`, flush, fsync, rename. On
+/// Writes `dst` through a staged temporary file beside it: `fill`, flush, fsync, rename. On
 /// error the temporary file is removed and `dst` is untouched.
 fn atomic_write(dst: &Path, fill: impl FnOnce(&mut dyn Write) -> Result<()>) -> Result<()> {
-    let mut w = stage(dst)?;
-    fill(&mut w)?;
-    commit(w, dst)
+    staging::write_staged(dst, ".paddle-tmp", fill)
 }
 
 /// A tensor name as a safe relative path, as [`OutputFormat::PaddleTensors`] needs it: not

@@ -34,21 +34,6 @@ pub struct ExportTfReport {
     pub copied: bool,
 }
 
-/// The directory that holds `path` (`.` for a bare file name), which must exist.
-fn existing_dir(path: &Path) -> Result<PathBuf> {
-    let dir = staging::parent_dir(path);
-    if !dir.is_dir() {
-        return Err(Error::io(
-            format!("writing checkpoint {}", path.display()),
-            std::io::Error::new(
-                std::io::ErrorKind::NotFound,
-                format!("directory {} does not exist", dir.display()),
-            ),
-        ));
-    }
-    Ok(dir)
-}
-
 /// Whether `a` and `b` exist and are the same file (same device and inode).
 fn same_file(a: &Path, b: &Path) -> bool {
     #[cfg(unix)]
@@ -65,41 +50,31 @@ fn same_file(a: &Path, b: &Path) -> bool {
     }
 }
 
-/// Makes `target` the same file as `src`: a hard link when possible, else a copy. The new name
-/// appears atomically (link or copy under a temporary name, then rename). Returns whether the
-/// bytes were copied.
-fn place(src: &Path, target: &Path) -> Result<bool> {
-    if same_file(src, target) {
-        return Ok(false);
+/// Stages a file beside `target` that is the same file as `src`: a hard link when possible,
+/// else a copy (returned `true`).
+fn stage_same(src: &Path, target: &Path) -> Result<(staging::Staged, bool)> {
+    if let Ok(link) = staging::stage_link(src, target, ".tf-tmp") {
+        return Ok((link, false));
     }
-    // A unique unused name: create a temporary file, then replace it by the link.
-    let tmp = staging::temp_beside(target, ".tf-tmp")?.into_temp_path();
-    std::fs::remove_file(&tmp).ctx("removing", &tmp)?;
-    let copied = match std::fs::hard_link(src, &tmp) {
-        Ok(()) => false,
-        Err(_) => {
-            std::fs::copy(src, &tmp).map_err(|e| {
-                Error::io(format!("copying {} to {}", src.display(), tmp.display()), e)
-            })?;
-            File::open(&tmp)
-                .and_then(|f| f.sync_all())
-                .ctx("syncing", &tmp)?;
-            true
-        }
+    let (mut tmp, staged) = staging::stage_file(target, ".tf-tmp")?;
+    let mut copy = || -> std::io::Result<()> {
+        std::io::copy(&mut File::open(src)?, &mut tmp)?;
+        tmp.sync_all()
     };
-    tmp.persist(target).map_err(|e| {
+    copy().map_err(|e| {
         Error::io(
-            format!("renaming {} to {}", e.path.display(), target.display()),
-            e.error,
+            format!("copying {} to {}", src.display(), target.display()),
+            e,
         )
     })?;
-    Ok(copied)
+    Ok((staged, true))
 }
 
 /// Makes the native file `native` loadable by TensorFlow as checkpoint `prefix`:
 /// `PREFIX.index` and `PREFIX.data-00000-of-00001` become hard links to it (copies when the
 /// file system cannot link them, reported in [`ExportTfReport::copied`]). Existing files of those
-/// names are replaced atomically. The file is opened and validated as a native file first.
+/// names are replaced, both in one step under the staging lock; missing parent directories of
+/// the prefix are created. The file is opened and validated as a native file first.
 ///
 /// TensorFlow sees every tensor with its name, dtype, shape and bytes; it does not see LoD,
 /// alignment or the Paddle record headers.
@@ -124,17 +99,62 @@ pub fn export_tf(native: &Path, prefix: &Path) -> Result<ExportTfReport> {
     Reader::open(native)?;
     let index = index_path(prefix);
     let data = data_path(prefix, 0, 1);
-    let dir = existing_dir(&index)?;
-    let mut copied = place(native, &index)?;
-    // Linking the data name to the index name: when the index had to be copied, the data name
-    // shares that copy instead of making a second one.
-    copied |= place(&index, &data)?;
+    let dir = staging::parent_dir(&index);
+    let mut copied = false;
+    let mut moves = Vec::new();
+    // Each name that is not already the native file gets a staged link (or copy). When the
+    // index had to be copied, the data name links to that copy instead of making a second one.
+    let mut data_src = native.to_path_buf();
+    if !same_file(native, &index) {
+        let (staged, c) = stage_same(native, &index)?;
+        if c {
+            data_src = staged.path().to_path_buf();
+        }
+        copied |= c;
+        moves.push((staged, index.as_path()));
+    }
+    if !same_file(native, &data) {
+        let (staged, c) = stage_same(&data_src, &data)?;
+        copied |= c;
+        moves.push((staged, data.as_path()));
+    }
+    staging::commit(moves)?;
     staging::sync_dir(&dir)?;
     Ok(ExportTfReport {
         index_path: index,
         data_path: data,
         copied,
     })
+}
+
+/// The paths a TensorFlow export to `prefix` writes, `PREFIX.index` and
+/// `PREFIX.data-00000-of-00001`, and any other data shard `PREFIX.data-*` already there (a new
+/// checkpoint written over an old one would sit beside its stale shards).
+pub(crate) fn outputs(prefix: &Path) -> Vec<PathBuf> {
+    let mut v = vec![index_path(prefix), data_path(prefix, 0, 1)];
+    let (Some(dir), Some(name)) = (prefix.parent(), prefix.file_name()) else {
+        return v;
+    };
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let mut shard_prefix = name.to_os_string();
+    shard_prefix.push(".data-");
+    let shard_prefix = shard_prefix.as_encoded_bytes();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            let n = e.file_name();
+            if n.as_encoded_bytes().starts_with(shard_prefix) {
+                let p = prefix.with_file_name(&n);
+                if !v.contains(&p) {
+                    v.push(p);
+                }
+            }
+        }
+    }
+    v
 }
 
 /// Why a TensorFlow bundle cannot hold `t`, if it cannot: it holds numeric and string tensors,
@@ -150,19 +170,19 @@ pub(crate) fn cannot_hold(t: &TensorInfo) -> Option<String> {
 /// `PREFIX.data-00000-of-00001` (the raw bytes of each tensor, in name order, unaligned, as
 /// TensorFlow's `BundleWriter` writes them; string tensors in TensorFlow's `DT_STRING` layout)
 /// and `PREFIX.index` (a table byte-compatible with TensorFlow's), streaming the store's
-/// listing. Both are written under temporary names, synced, then renamed (data file first).
+/// listing. Both are written under temporary names, synced, then renamed together.
 /// Partitioned inputs are written as whole tensors; LoD and metadata are dropped (TensorFlow
 /// has neither).
 pub(crate) fn export(job: &ExportJob<'_>) -> Result<Written> {
     let (store, prefix) = (job.store, job.dst);
     let index_target = index_path(prefix);
     let data_target = data_path(prefix, 0, 1);
-    let dir = existing_dir(&index_target)?;
+    let dir = staging::parent_dir(&index_target);
 
-    let data_tmp = staging::temp_beside(&data_target, ".tf-tmp")?;
-    let index_tmp = staging::temp_beside(&index_target, ".tf-tmp")?;
-    let mut data_out = BufWriter::with_capacity(8 << 20, data_tmp.as_file());
-    let mut index_out = BufWriter::new(index_tmp.as_file());
+    let (data_file, data_tmp) = staging::stage_file(&data_target, ".tf-tmp")?;
+    let (index_file, index_tmp) = staging::stage_file(&index_target, ".tf-tmp")?;
+    let mut data_out = BufWriter::with_capacity(8 << 20, &data_file);
+    let mut index_out = BufWriter::new(&index_file);
     let mut table = TableBuilder::new(&mut index_out, 0, TableOptions::default())?;
     let header = BundleHeaderProto {
         num_shards: 1,
@@ -230,19 +250,13 @@ pub(crate) fn export(job: &ExportJob<'_>) -> Result<Written> {
     drop(index_out);
     data_out.flush().ctx("writing", &data_target)?;
     drop(data_out);
-    data_tmp.as_file().sync_all().ctx("syncing", &data_target)?;
-    index_tmp
-        .as_file()
-        .sync_all()
-        .ctx("syncing", &index_target)?;
-    for (tmp, target) in [(data_tmp, &data_target), (index_tmp, &index_target)] {
-        tmp.persist(target).map_err(|e| {
-            Error::io(
-                format!("renaming a temporary file to {}", target.display()),
-                e.error,
-            )
-        })?;
-    }
+    data_file.sync_all().ctx("syncing", &data_target)?;
+    index_file.sync_all().ctx("syncing", &index_target)?;
+    // Both names in one commit: an interruption leaves both old files or both new ones.
+    staging::commit([
+        (data_tmp, data_target.as_path()),
+        (index_tmp, index_target.as_path()),
+    ])?;
     staging::sync_dir(&dir)?;
     for path in [index_target, data_target] {
         let len = std::fs::metadata(&path)

@@ -29,7 +29,7 @@ pub mod slices;
 pub mod strings;
 
 pub use checkpoint::{data_path, index_path, TfCheckpoint};
-pub(crate) use export::{cannot_hold, export};
+pub(crate) use export::{cannot_hold, export, outputs};
 pub use export::{export_tf, ExportTfReport};
 
 /// Opens `path` as a TensorFlow checkpoint, or returns `Ok(None)` if it does not name one (see
