@@ -41,7 +41,9 @@ Exit codes:
   4  tensor not found
   5  diff: the inputs differ
 
-Errors are one line on standard error: `paramdex: error: ...`. Progress bars and colour appear \
+Errors are one line on standard error, `paramdex: error: ...`, except an invalid command line \
+(exit 2), reported in full as `error: ...` with the valid values or a suggestion and the usage \
+line. Progress bars and colour appear \
 only on a terminal (colour also obeys NO_COLOR and --color); --quiet turns off progress bars and \
 messages.";
 
@@ -567,34 +569,15 @@ pub fn main() -> ExitCode {
     }
 }
 
-/// Help and version go to standard output as clap prints them; a usage error becomes one line.
+/// Help and version go to standard output as clap prints them; a usage error goes to standard
+/// error whole, as clap renders it (what is wrong, the valid values or a "did you mean" tip, the
+/// usage line), with exit status 2.
 fn usage_error(e: clap::Error) -> ExitCode {
     use clap::error::ErrorKind;
+    let _ = e.print();
     match e.kind() {
-        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
-            let _ = e.print();
-            ExitCode::SUCCESS
-        }
-        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
-            let _ = e.print();
-            ExitCode::from(EXIT_USAGE)
-        }
-        _ => {
-            let text = e.render().to_string();
-            let first = text
-                .lines()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("invalid command line")
-                .trim_start_matches("error: ")
-                .to_string();
-            let usage = text
-                .lines()
-                .find_map(|l| l.trim().strip_prefix("Usage: "))
-                .map(|u| format!(" (usage: {u}; see --help)"))
-                .unwrap_or_else(|| " (see paramdex --help)".into());
-            print_error(format!("{first}{usage}"));
-            ExitCode::from(EXIT_USAGE)
-        }
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => ExitCode::SUCCESS,
+        _ => ExitCode::from(EXIT_USAGE),
     }
 }
 
