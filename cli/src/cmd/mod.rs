@@ -80,8 +80,9 @@ enum Command {
         /// Directory for demo.pdx (default: a temporary directory, removed afterwards).
         #[arg(long)]
         dir: Option<PathBuf>,
-        /// Number of tensors to write (default: a small 4-layer model).
-        #[arg(long)]
+        /// Write N tiny tensors instead of a small 4-layer model (1 to 10000000, about 240
+        /// bytes of file each; refused up front when the directory has less space free).
+        #[arg(long, value_name = "N", value_parser = demo::parse_tensors)]
         tensors: Option<u64>,
     },
     /// List tensors in name order: name, dtype, shape, LoD levels, size; then totals.
@@ -344,6 +345,18 @@ impl Ui {
         pb
     }
 
+    /// A progress bar counting `total` items (`unit`: "tensors"); hidden off a terminal or with
+    /// --quiet.
+    pub fn count_bar(&self, total: u64, what: &str, unit: &str) -> ProgressBar {
+        if !self.show_progress() {
+            return ProgressBar::hidden();
+        }
+        let pb = ProgressBar::new(total);
+        pb.set_style(count_style(unit));
+        pb.set_message(what.to_string());
+        pb
+    }
+
     /// A spinner for work of unknown size; hidden off a terminal or with --quiet.
     pub fn spinner(&self, what: &str) -> ProgressBar {
         if !self.show_progress() {
@@ -375,6 +388,15 @@ impl Ui {
             let _ = writeln!(anstream::stderr().lock(), "paramdex: {s}note:{s:#} {msg}");
         }
     }
+}
+
+/// The style of a bar counting items of `unit`.
+fn count_style(unit: &str) -> ProgressStyle {
+    ProgressStyle::with_template(&format!(
+        "{{msg}} [{{bar:32}}] {{human_pos}}/{{human_len}} {unit} ({{elapsed}}, {{eta}} left)"
+    ))
+    .unwrap_or_else(|_| ProgressStyle::default_bar())
+    .progress_chars("=> ")
 }
 
 /// The library's progress reports ([`paramdex::Progress`]), drawn as an indicatif bar (hidden
@@ -419,7 +441,7 @@ pub fn stdout_err(e: std::io::Error) -> Error {
 pub fn run(cli: Cli) -> paramdex::Result<ExitCode> {
     let ui = Ui { quiet: cli.quiet };
     match cli.command {
-        Command::Demo { dir, tensors } => demo::run(dir, tensors),
+        Command::Demo { dir, tensors } => demo::run(ui, dir, tensors),
         Command::Ls { file, json, prefix } => inspect::ls(&file, json, prefix),
         Command::Get {
             file,
