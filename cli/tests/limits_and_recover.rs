@@ -148,3 +148,155 @@ fn a_large_demo_shows_progress_on_a_terminal_only() {
     assert_eq!((code, tty.as_str()), (0, ""), "--quiet: no bar");
     silent(&[&"demo", &"--tensors", &"20000", &"--dir", &d], 0);
 }
+
+// ---- recover ----
+
+/// Checks that `recover IN OUT` fails with `code`, writes nothing, and says `says`.
+fn refused(input: &Path, out: &Path, code: i32, says: &[&str]) {
+    let o = run(&[&"recover", &input, &out], code);
+    let e = stderr(&o);
+    for s in says {
+        assert!(e.contains(s), "{s:?} missing: {e}");
+    }
+    assert!(!out.exists(), "{} written", out.display());
+    let dir = out.parent().unwrap();
+    let litter: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| n.to_string_lossy().starts_with('.'))
+        .collect();
+    assert!(litter.is_empty(), "temporary files left: {litter:?}");
+}
+
+#[test]
+fn recover_refuses_inputs_of_other_formats_naming_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("o").join("out.pdx");
+    std::fs::create_dir(out.parent().unwrap()).unwrap();
+    let tf = data("tf/basic/v1/model.ckpt.index");
+    let cases: [(&Path, &str); 5] = [
+        (&tf, "is a TensorFlow checkpoint, not a paramdex file"),
+        (
+            &data("tf/basic/v1/model.ckpt.data-00000-of-00001"),
+            "is a TensorFlow checkpoint",
+        ),
+        (
+            &data("paddle/models/legacy/m.pdiparams"),
+            "is a Paddle model",
+        ),
+        (
+            &data("paddle/lod/lod1_f32.lodtensor"),
+            "is a Paddle tensor file",
+        ),
+        (
+            &data("safetensors/model.safetensors"),
+            "is a safetensors file",
+        ),
+    ];
+    for (input, what) in cases {
+        let verify = format!("paramdex verify {}", input.display());
+        refused(input, &out, 1, &[what, "recover rebuilds", &verify]);
+    }
+    // A directory holding a checkpoint is named as such; another directory as a directory.
+    refused(
+        &data("tf/basic/v1"),
+        &out,
+        1,
+        &["is a TensorFlow checkpoint"],
+    );
+    refused(dir.path(), &out, 1, &["a directory, not a paramdex file"]);
+}
+
+#[test]
+fn recover_refuses_bytes_that_are_no_paramdex_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("o").join("out.pdx");
+    std::fs::create_dir(out.parent().unwrap()).unwrap();
+    let empty = dir.path().join("empty");
+    std::fs::write(&empty, b"").unwrap();
+    refused(
+        &empty,
+        &out,
+        1,
+        &["the file is empty", "no record to recover"],
+    );
+    let random = dir.path().join("random.bin");
+    let bytes: Vec<u8> = (0..4096u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8 | 1)
+        .collect();
+    std::fs::write(&random, &bytes).unwrap();
+    refused(
+        &random,
+        &out,
+        1,
+        &[
+            "does not start with a paramdex record",
+            "not a paramdex file",
+        ],
+    );
+    // A paramdex file cut inside its first record holds nothing to recover: corrupt (3).
+    let full = std::fs::read(native(dir.path())).unwrap();
+    let cut = dir.path().join("cut");
+    std::fs::write(&cut, &full[..20]).unwrap();
+    refused(&cut, &out, 3, &["ends inside its first record"]);
+}
+
+#[test]
+fn recover_of_a_complete_file_says_it_needs_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = native(dir.path());
+    let out = dir.path().join("o").join("out.pdx");
+    std::fs::create_dir(out.parent().unwrap()).unwrap();
+    refused(
+        &p,
+        &out,
+        1,
+        &[
+            "is a complete paramdex file (5 tensors",
+            "needs no recovery",
+        ],
+    );
+}
+
+#[test]
+fn recover_of_a_torn_writer_file_says_where_the_tail_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = native(dir.path());
+    let r = paramdex::Reader::open(&p).unwrap();
+    let mut ends: Vec<u64> = r
+        .iter()
+        .map(|t| {
+            let t = t.unwrap();
+            t.data_offset() + t.data().len() as u64
+        })
+        .collect();
+    ends.sort_unstable();
+    let records_len = r.header().records_len;
+    drop(r);
+    let full = std::fs::read(&p).unwrap();
+    // Cut inside the last record, as a crash while writing leaves a writer's temporary file.
+    let cut = ends[ends.len() - 1] - 2;
+    assert!(cut < records_len);
+    let torn = dir.path().join(".native.pdx.abc123.pdx-tmp");
+    std::fs::write(&torn, &full[..cut as usize]).unwrap();
+    let out = dir.path().join("rebuilt.pdx");
+    let o = silent(&[&"recover", &torn, &out], 0);
+    let text = stdout(&o);
+    let good = ends[ends.len() - 2];
+    assert!(
+        text.contains(&format!("recovered 4 tensors ({good} bytes of records)")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "the torn tail starts at offset {good} ({} bytes dropped)",
+            cut - good
+        )),
+        "{text}"
+    );
+    for alarming in ["corrupt", "not a Paddle tensor stream", "scan stopped"] {
+        assert!(!text.contains(alarming), "{alarming}: {text}");
+    }
+    assert_eq!(count(&out), 4);
+    run(&[&"verify", &out], 0);
+}

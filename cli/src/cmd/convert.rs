@@ -9,7 +9,7 @@ use std::time::Instant;
 use paramdex::interop::{
     export, open_any, ExportOptions, ExportReport, MergeInput, MergeOptions, OutputFormat,
 };
-use paramdex::{name, Error, Result};
+use paramdex::{name, Error, Progress, Result};
 
 use super::{human_bytes, Bar, LayoutArgs, Target, Ui};
 
@@ -46,7 +46,7 @@ pub fn convert(
 ) -> Result<ExitCode> {
     let store = open_any(src)?;
     let start = Instant::now();
-    let bar = Bar(ui.bytes_bar(0, "writing"));
+    let bar = Bar::new(ui, "writing");
     let rep = export(
         store.as_ref(),
         to.format(),
@@ -55,10 +55,10 @@ pub fn convert(
             writer: layout.writer_options(),
             metadata: None,
             skip_unsupported,
-            progress: Some(&bar),
+            progress: bar.visible().then_some(&bar as &dyn Progress),
         },
     );
-    bar.0.finish_and_clear();
+    bar.finish();
     let rep = rep?;
     note_left_out(ui, &rep);
     let from = store.format().name();
@@ -106,7 +106,7 @@ pub fn merge(
             path,
         })
         .collect();
-    let bar = Bar(ui.bytes_bar(0, "writing"));
+    let bar = Bar::new(ui, "writing");
     let rep = paramdex::interop::merge(
         &merged,
         out,
@@ -115,12 +115,12 @@ pub fn merge(
                 writer: layout.writer_options(),
                 metadata: None,
                 skip_unsupported,
-                progress: Some(&bar),
+                progress: bar.visible().then_some(&bar as &dyn Progress),
             },
             allow_override,
         },
     );
-    bar.0.finish_and_clear();
+    bar.finish();
     let rep = rep?;
     note_left_out(ui, &rep.written);
     let replaced = if rep.replaced > 0 {

@@ -220,8 +220,11 @@ enum Command {
         /// The checkpoint prefix to create (PREFIX.index, PREFIX.data-00000-of-00001).
         prefix: PathBuf,
     },
-    /// Rebuild a complete file from a torn one: a writer's temporary file after a crash, or a
-    /// file whose `meta --set` was interrupted (then the previous file is restored exactly).
+    /// Rebuild a complete file from a torn one: a writer's temporary file after a crash (its
+    /// complete records are kept; the report says where the torn tail starts), or a file whose
+    /// `meta --set` was interrupted (then the previous file is restored exactly). Exit 1, writing
+    /// nothing, when the input is not a paramdex file (it says what the input is) or is complete
+    /// and every checksum matches (it needs no recovery); 3 when it holds no complete record.
     Recover {
         /// The torn file.
         torn: PathBuf,
@@ -328,23 +331,6 @@ impl Ui {
         !self.quiet && std::io::stderr().is_terminal()
     }
 
-    /// A progress bar counting bytes; hidden off a terminal or with --quiet.
-    pub fn bytes_bar(&self, total: u64, what: &str) -> ProgressBar {
-        if !self.show_progress() {
-            return ProgressBar::hidden();
-        }
-        let pb = ProgressBar::new(total);
-        pb.set_style(
-            ProgressStyle::with_template(
-                "{msg} [{bar:32}] {binary_bytes}/{binary_total_bytes} ({binary_bytes_per_sec}, {eta})",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
-        );
-        pb.set_message(what.to_string());
-        pb
-    }
-
     /// A progress bar counting `total` items (`unit`: "tensors"); hidden off a terminal or with
     /// --quiet.
     pub fn count_bar(&self, total: u64, what: &str, unit: &str) -> ProgressBar {
@@ -399,17 +385,73 @@ fn count_style(unit: &str) -> ProgressStyle {
     .progress_chars("=> ")
 }
 
-/// The library's progress reports ([`paramdex::Progress`]), drawn as an indicatif bar (hidden
-/// off a terminal or with --quiet when made by [`Ui::bytes_bar`]).
-pub struct Bar(pub ProgressBar);
+/// The library's progress reports ([`paramdex::Progress`]) drawn on standard error: a spinner
+/// until the first pass starts, then a bar per pass, in the pass's unit (bytes for data
+/// written or checked, labelled `what`; tensors, or bytes of an index, for a listing, labelled
+/// "listing"). Hidden off a terminal and with --quiet.
+pub struct Bar {
+    pb: ProgressBar,
+    what: String,
+}
+
+impl Bar {
+    /// A bar for work described by `what` ("writing", "verifying").
+    pub fn new(ui: Ui, what: &str) -> Bar {
+        let pb = ui.spinner(what);
+        Bar {
+            pb,
+            what: what.to_string(),
+        }
+    }
+
+    /// Whether the bar is drawn (on a terminal, without --quiet): callers give the library a
+    /// progress sink only then, so that nothing is counted for nobody.
+    pub fn visible(&self) -> bool {
+        !self.pb.is_hidden()
+    }
+
+    /// Runs `f` (which writes to the terminal) with the bar cleared, then draws it again.
+    pub fn suspend<R>(&self, f: impl FnOnce() -> R) -> R {
+        self.pb.suspend(f)
+    }
+
+    /// Removes the bar from the terminal.
+    pub fn finish(&self) {
+        self.pb.finish_and_clear();
+    }
+}
 
 impl paramdex::Progress for Bar {
-    fn start(&self, total: u64, _unit: paramdex::Unit) {
-        self.0.set_length(total);
+    fn start(&self, total: u64, unit: paramdex::Unit) {
+        if self.pb.is_hidden() {
+            return;
+        }
+        let (style, what) = match unit {
+            paramdex::Unit::Bytes => (bytes_style(""), self.what.as_str()),
+            paramdex::Unit::Tensors => (count_style("tensors"), "listing"),
+            paramdex::Unit::IndexBytes => (bytes_style(" of index"), "listing"),
+            _ => (count_style(""), self.what.as_str()),
+        };
+        self.pb.disable_steady_tick();
+        self.pb.set_style(style);
+        self.pb.set_message(what.to_string());
+        self.pb.set_length(total);
+        self.pb.set_position(0);
+        self.pb.reset_eta();
     }
     fn advance(&self, n: u64) {
-        self.0.inc(n);
+        self.pb.inc(n);
     }
+}
+
+/// The style of a bar counting bytes (`what`: text after the byte counts).
+fn bytes_style(what: &str) -> ProgressStyle {
+    ProgressStyle::with_template(&format!(
+        "{{msg}} [{{bar:32}}] {{binary_bytes}}/{{binary_total_bytes}}{what} \
+         ({{binary_bytes_per_sec}}, {{eta}} left)"
+    ))
+    .unwrap_or_else(|_| ProgressStyle::default_bar())
+    .progress_chars("=> ")
 }
 
 /// Styles (anstream strips them when colour is off).
