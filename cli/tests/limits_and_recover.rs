@@ -300,3 +300,138 @@ fn recover_of_a_torn_writer_file_says_where_the_tail_starts() {
     assert_eq!(count(&out), 4);
     run(&[&"verify", &out], 0);
 }
+
+// ---- limits of output formats, checked before anything is written ----
+
+/// Files in `dir` (names), to check that nothing was left.
+fn files_in(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_safetensors_header_over_the_limit_is_refused_before_writing() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("long_names.pdx");
+    // 1,600 names of 64,000 bytes: a 102.4 MB safetensors header, above the format's 100 MB.
+    let mut w = paramdex::Writer::create(&src).unwrap();
+    for i in 0..1600u32 {
+        let name = format!("{}{i:05}", "n".repeat(63_995));
+        w.add_slice(name.as_str(), &[1], &[1u8]).unwrap();
+    }
+    w.finish().unwrap();
+
+    let out_dir = dir.path().join("out");
+    std::fs::create_dir(&out_dir).unwrap();
+    let out = out_dir.join("x.safetensors");
+    let o = run(&[&"convert", &src, &out, &"--to", &"safetensors"], 1);
+    let e = stderr(&o);
+    // The limit, and the size needed (names, dtypes, shapes, offsets, padding).
+    assert!(e.contains("safetensors header"), "{e}");
+    assert!(e.contains("above the limit of 100000000"), "{e}");
+    let needed: u64 = e
+        .split("bytes is ")
+        .nth(1)
+        .and_then(|r| r.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("the size needed: {e}"));
+    assert!((102_400_000..103_000_000).contains(&needed), "{needed}");
+    assert!(files_in(&out_dir).is_empty(), "{:?}", files_in(&out_dir));
+}
+
+/// A safetensors file holding `a` (float32 [1]) and `z` of rank `rank` (float32, all 1s).
+fn safetensors_with_rank(path: &Path, rank: usize) {
+    let shape: Vec<String> = vec!["1".to_string(); rank];
+    let header = format!(
+        r#"{{"a":{{"dtype":"F32","shape":[1],"data_offsets":[0,4]}},"z":{{"dtype":"F32","shape":[{}],"data_offsets":[4,8]}}}}"#,
+        shape.join(",")
+    );
+    let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+    bytes.extend_from_slice(header.as_bytes());
+    bytes.extend_from_slice(&[0, 0, 128, 63, 0, 0, 0, 64]);
+    std::fs::write(path, bytes).unwrap();
+}
+
+#[test]
+fn a_rank_the_output_cannot_hold_is_refused_up_front_naming_the_tensor() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("rank300.safetensors");
+    safetensors_with_rank(&src, 300);
+    let out_dir = dir.path().join("out");
+    std::fs::create_dir(&out_dir).unwrap();
+    for to in ["paramdex", "paddle", "tf"] {
+        let out = out_dir.join(format!("x-{to}"));
+        let o = run(&[&"convert", &src, &out, &"--to", &to], 1);
+        let e = stderr(&o);
+        assert!(
+            e.contains("tensor z is of rank 300 (at most 254 dimensions), which"),
+            "{to}: {e}"
+        );
+        assert!(e.contains("--skip-unsupported"), "{to}: {e}");
+        assert!(
+            files_in(&out_dir).is_empty(),
+            "{to}: {:?}",
+            files_in(&out_dir)
+        );
+        // Left out with a note instead; the rest is written.
+        let o = run(
+            &[&"convert", &src, &out, &"--to", &to, &"--skip-unsupported"],
+            0,
+        );
+        assert!(
+            stderr(&o).contains("left out z (of rank 300 "),
+            "{}",
+            stderr(&o)
+        );
+        let listed = if to == "paddle" {
+            out_dir.join(format!("x-{to}.pdiparams"))
+        } else {
+            out.clone()
+        };
+        if to != "paddle" {
+            assert_eq!(count(&listed), 1, "{to}");
+        }
+        for f in files_in(&out_dir) {
+            let p = out_dir.join(f);
+            if p.is_dir() {
+                std::fs::remove_dir_all(p).unwrap();
+            } else {
+                std::fs::remove_file(p).unwrap();
+            }
+        }
+    }
+}
+
+#[test]
+fn a_name_tensorflow_reserves_is_refused_before_writing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("out");
+    std::fs::create_dir(&out_dir).unwrap();
+    let out = out_dir.join("ckpt");
+    let src = data("tf_nul");
+    let o = run(&[&"convert", &src, &out, &"--to", &"tf"], 1);
+    let e = stderr(&o);
+    assert!(
+        e.contains(r"tensor \x00lead is named with an empty name or one starting with a NUL byte"),
+        "{e}"
+    );
+    assert!(e.contains("--skip-unsupported"), "{e}");
+    assert!(files_in(&out_dir).is_empty(), "{:?}", files_in(&out_dir));
+    let o = run(
+        &[
+            &"convert",
+            &src,
+            &out,
+            &"--to",
+            &"tf",
+            &"--skip-unsupported",
+        ],
+        0,
+    );
+    assert!(stderr(&o).contains(r"left out \x00lead"), "{}", stderr(&o));
+    assert_eq!(count(&out), 1);
+}

@@ -18,10 +18,10 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::interop::store::{record_limits, Format, NoLimit, OutputLimit, VerifySummary, Written};
 use crate::interop::store::{ExportJob, LoadedTensor, TensorInfo, TensorInfos, TensorStore};
-use crate::interop::store::{Format, VerifySummary, Written};
 use crate::interop::{native, paddle, safetensors, tf};
-use crate::name;
+use crate::name::{self, MAX_NAME_LEN};
 use crate::native::{FinishStats, Metadata, Reader, WriterOptions};
 use crate::progress::{NoProgress, Progress, Unit};
 
@@ -96,6 +96,8 @@ struct Exporter {
     cannot_hold: fn(&TensorInfo) -> Option<String>,
     /// Whether it writes the job's metadata.
     carries_metadata: bool,
+    /// What it can hold as a whole, checked in the survey.
+    limit: fn() -> Box<dyn OutputLimit>,
     /// Writes every tensor of the job's store.
     write: fn(&ExportJob<'_>) -> Result<Written>,
 }
@@ -104,32 +106,37 @@ struct Exporter {
 const EXPORTERS: &[Exporter] = &[
     Exporter {
         format: OutputFormat::Native,
-        cannot_hold: numeric_only,
+        cannot_hold: native_records,
         carries_metadata: true,
+        limit: no_limit,
         write: native::export,
     },
     Exporter {
         format: OutputFormat::TensorFlow,
         cannot_hold: tf::cannot_hold,
         carries_metadata: false,
+        limit: no_limit,
         write: tf::export,
     },
     Exporter {
         format: OutputFormat::PaddleCombined,
-        cannot_hold: numeric_only,
+        cannot_hold: paddle_records,
         carries_metadata: false,
+        limit: no_limit,
         write: paddle::export_combined,
     },
     Exporter {
         format: OutputFormat::PaddleTensors,
-        cannot_hold: numeric_only,
+        cannot_hold: paddle_records,
         carries_metadata: false,
+        limit: no_limit,
         write: paddle::export_tensor_files,
     },
     Exporter {
         format: OutputFormat::Safetensors,
         cannot_hold: safetensors::cannot_hold,
         carries_metadata: true,
+        limit: safetensors::header_limit,
         write: safetensors::export,
     },
 ];
@@ -145,10 +152,33 @@ const _: () = {
     }
 };
 
-/// The rule of formats made of Paddle records (native files, Paddle outputs): numeric tensors
-/// only (no strings, nothing paramdex does not decode).
-fn numeric_only(info: &TensorInfo) -> Option<String> {
-    info.kind.not_numeric()
+/// The rule of Paddle outputs (records without names): numeric tensors only (no strings,
+/// nothing paramdex does not decode), within the limits of a record header (rank, LoD levels,
+/// dimensions; SPEC.md 8.1), so that a tensor the output cannot hold is found before anything
+/// is written.
+fn paddle_records(info: &TensorInfo) -> Option<String> {
+    info.kind.not_numeric().or_else(|| record_limits(info))
+}
+
+/// The rule of native output: [`paddle_records`]'s, and a name of 1 to
+/// [`MAX_NAME_LEN`] bytes.
+fn native_records(info: &TensorInfo) -> Option<String> {
+    paddle_records(info).or_else(|| {
+        if info.name.is_empty() {
+            Some("named with the empty name (reserved for the file header)".into())
+        } else if info.name.len() > MAX_NAME_LEN {
+            Some(format!(
+                "named with {} bytes (at most {MAX_NAME_LEN})",
+                info.name.len()
+            ))
+        } else {
+            None
+        }
+    })
+}
+
+fn no_limit() -> Box<dyn OutputLimit> {
+    Box::new(NoLimit)
 }
 
 /// How to [`export`] (and [`crate::interop::merge`]).
@@ -221,7 +251,10 @@ pub struct ExportReport {
 /// # Errors
 ///
 /// Before anything is written: [`Error::Unsupported`] naming the first tensor the format
-/// cannot hold, unless [`ExportOptions::skip_unsupported`]; the input's listing errors. Then
+/// cannot hold (its kind, or a limit of the format: rank, LoD levels, dimensions, name),
+/// unless [`ExportOptions::skip_unsupported`]; [`Error::LimitExceeded`] when the output as a
+/// whole would exceed a limit of the format (the safetensors header size); the input's
+/// listing errors. Then
 /// the format's own refusals (a TensorFlow name starting with a NUL byte, a Paddle tensor
 /// name that is not a safe relative path, an input with no tensors for Paddle output),
 /// the input's read errors (checksum mismatches, corruption) and I/O errors.
@@ -231,7 +264,6 @@ pub fn export(
     dst: &Path,
     opts: &ExportOptions<'_>,
 ) -> Result<ExportReport> {
-    let survey = survey(store.scan(b"")?, format, opts.skip_unsupported)?;
     let owned;
     let metadata = match opts.metadata {
         Some(m) => m,
@@ -241,6 +273,14 @@ pub fn export(
         }
     };
     let exporter = format.exporter();
+    let mut limit = (exporter.limit)();
+    let survey = survey(
+        store.scan(b"")?,
+        format,
+        opts.skip_unsupported,
+        limit.as_mut(),
+    )?;
+    limit.check(metadata)?;
     let progress = opts.progress.unwrap_or(&NoProgress);
     progress.start(survey.data_bytes, Unit::Bytes);
     let holdable = Holdable {
@@ -298,6 +338,7 @@ pub(crate) fn survey(
     tensors: impl Iterator<Item = Result<TensorInfo>>,
     format: OutputFormat,
     skip_unsupported: bool,
+    limit: &mut dyn OutputLimit,
 ) -> Result<Survey> {
     let mut survey = Survey::default();
     // Without skipping, only the first refusal is named: keep it and count the rest.
@@ -306,7 +347,10 @@ pub(crate) fn survey(
     for t in tensors {
         let t = t?;
         match format.cannot_hold(&t) {
-            None => survey.data_bytes = survey.data_bytes.saturating_add(t.nbytes),
+            None => {
+                survey.data_bytes = survey.data_bytes.saturating_add(t.nbytes);
+                limit.add(&t);
+            }
             Some(reason) => {
                 refused += 1;
                 let s = Skipped {

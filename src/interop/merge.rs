@@ -12,7 +12,7 @@ use std::path::Path;
 use crate::error::{Error, Result};
 use crate::interop::export::{survey, ExportOptions, ExportReport, OutputFormat};
 use crate::interop::native::write_native;
-use crate::interop::store::{TensorInfo, TensorInfos, TensorStore};
+use crate::interop::store::{NoLimit, TensorInfo, TensorInfos, TensorStore};
 use crate::name;
 use crate::native::Metadata;
 use crate::progress::{NoProgress, Unit};
@@ -92,7 +92,7 @@ pub fn merge(
         }
         Ok(u.info)
     });
-    let survey = survey(winners, format, opts.export.skip_unsupported)?;
+    let survey = survey(winners, format, opts.export.skip_unsupported, &mut NoLimit)?;
     let owned;
     let metadata = match opts.export.metadata {
         Some(m) => m,

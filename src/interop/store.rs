@@ -9,6 +9,7 @@ use crate::dtype::DType;
 use crate::error::Result;
 use crate::native::{FinishStats, Metadata, Reader, WriterOptions};
 use crate::progress::Progress;
+use crate::record::{MAX_LOD_LEVELS, MAX_RANK};
 
 /// The element type of a tensor from any format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -223,4 +224,52 @@ pub(crate) struct Written {
     pub(crate) output_bytes: u64,
     /// The native writer's figures (native output only).
     pub(crate) native: Option<FinishStats>,
+}
+
+/// Why a record header (native or Paddle) cannot describe `info`, if it cannot: a rank above
+/// [`MAX_RANK`], more than [`MAX_LOD_LEVELS`] LoD levels, a dimension above `i64::MAX`.
+pub(crate) fn record_limits(info: &TensorInfo) -> Option<String> {
+    if info.lod.len() as u64 > MAX_LOD_LEVELS {
+        Some(format!(
+            "a tensor with {} LoD levels (at most {MAX_LOD_LEVELS})",
+            info.lod.len()
+        ))
+    } else {
+        shape_limits(info)
+    }
+}
+
+/// Why a shape of at most [`MAX_RANK`] dimensions, each at most `i64::MAX` (TensorFlow's
+/// shapes, and record headers), cannot describe `info`, if it cannot.
+pub(crate) fn shape_limits(info: &TensorInfo) -> Option<String> {
+    if info.shape.len() > MAX_RANK {
+        return Some(format!(
+            "of rank {} (at most {MAX_RANK} dimensions)",
+            info.shape.len()
+        ));
+    }
+    info.shape
+        .iter()
+        .find(|&&d| d > i64::MAX as u64)
+        .map(|d| format!("of dimension {d} (at most i64::MAX)"))
+}
+
+/// What an output format can hold as a whole, beyond each tensor's rules (the safetensors
+/// header size): `interop::export`'s survey adds every tensor to be written, then checks the total
+/// with the metadata, before a byte is written.
+pub(crate) trait OutputLimit {
+    /// Counts a tensor that will be written.
+    fn add(&mut self, t: &TensorInfo);
+    /// Fails with [`crate::Error::LimitExceeded`] if the tensors added and `metadata` exceed the limit.
+    fn check(&mut self, metadata: &Metadata) -> Result<()>;
+}
+
+/// The limit of formats that have no whole-output limit.
+pub(crate) struct NoLimit;
+
+impl OutputLimit for NoLimit {
+    fn add(&mut self, _: &TensorInfo) {}
+    fn check(&mut self, _: &Metadata) -> Result<()> {
+        Ok(())
+    }
 }
