@@ -193,8 +193,10 @@ pub struct ExportOptions<'a> {
     /// Leave out the tensors the format cannot hold, listing them in
     /// [`ExportReport::skipped`], instead of refusing the input.
     pub skip_unsupported: bool,
-    /// Told the data bytes to write ([`Unit::Bytes`], the sum of [`TensorInfo::nbytes`] of the
-    /// tensors written) before the first is written, then each tensor's bytes once written.
+    /// Told two passes: the input's listing, which is checked before anything is written
+    /// (as [`TensorStore::scan_with_progress`] reports it), then the data bytes to write
+    /// ([`Unit::Bytes`], the sum of [`TensorInfo::nbytes`] of the tensors written), each
+    /// tensor's bytes once written.
     pub progress: Option<&'a dyn Progress>,
 }
 
@@ -274,13 +276,15 @@ pub fn export(
     };
     let exporter = format.exporter();
     let mut limit = (exporter.limit)();
-    let survey = survey(
-        store.scan(b"")?,
-        format,
-        opts.skip_unsupported,
-        limit.as_mut(),
-    )?;
+    // Pass 1, the listing: reported when someone asks (a store that streams its listing
+    // reports it as it streams; others list it in memory, as they do anyway).
+    let listing = match opts.progress {
+        Some(p) => store.scan_with_progress(p)?,
+        None => store.scan(b"")?,
+    };
+    let survey = survey(listing, format, opts.skip_unsupported, limit.as_mut())?;
     limit.check(metadata)?;
+    // Pass 2, writing: the data bytes.
     let progress = opts.progress.unwrap_or(&NoProgress);
     progress.start(survey.data_bytes, Unit::Bytes);
     let holdable = Holdable {
@@ -395,6 +399,14 @@ impl TensorStore for Holdable<'_> {
 
     fn scan(&self, start: &[u8]) -> Result<TensorInfos<'_>> {
         let it = self.inner.scan(start)?;
+        Ok(Box::new(it.filter(|t| {
+            t.as_ref()
+                .map_or(true, |t| self.format.cannot_hold(t).is_none())
+        })))
+    }
+
+    fn scan_with_progress<'a>(&'a self, progress: &'a dyn Progress) -> Result<TensorInfos<'a>> {
+        let it = self.inner.scan_with_progress(progress)?;
         Ok(Box::new(it.filter(|t| {
             t.as_ref()
                 .map_or(true, |t| self.format.cannot_hold(t).is_none())

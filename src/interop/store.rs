@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::native::{FinishStats, Metadata, Reader, WriterOptions};
-use crate::progress::Progress;
+use crate::progress::{Progress, Unit};
 use crate::record::{MAX_LOD_LEVELS, MAX_RANK};
 
 /// The element type of a tensor from any format.
@@ -167,6 +167,21 @@ pub trait TensorStore: Send + Sync {
         let it = self.scan(&prefix)?;
         Ok(Box::new(it.take_while(move |t| {
             t.as_ref().map_or(true, |t| t.name.starts_with(&prefix))
+        })))
+    }
+    /// The whole listing, as [`TensorStore::scan`] from the first name gives it, telling
+    /// `progress` how far it has got: [`Progress::start`] once with the total, then
+    /// [`Progress::advance`] as items come. The total is the tensor count ([`Unit::Tensors`])
+    /// where the store knows it without reading its listing (a native file's header, formats
+    /// held in memory), else the bytes of the index it reads ([`Unit::IndexBytes`], a
+    /// TensorFlow checkpoint). The default collects [`TensorStore::list`]: stores that stream
+    /// their listing override it.
+    fn scan_with_progress<'a>(&'a self, progress: &'a dyn Progress) -> Result<TensorInfos<'a>> {
+        let list = self.list()?;
+        progress.start(list.len() as u64, Unit::Tensors);
+        Ok(Box::new(list.into_iter().map(move |t| {
+            progress.advance(1);
+            Ok(t)
         })))
     }
     /// The store's typed metadata: a native file's header metadata, a safetensors file's
