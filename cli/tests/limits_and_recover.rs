@@ -132,7 +132,7 @@ fn a_large_demo_shows_progress_on_a_terminal_only() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().join("d");
     let (code, tty) = on_terminal(
-        &[&"demo", &"--tensors", &"20000", &"--dir", &d],
+        &[&"demo", &"--tensors", &"3000", &"--dir", &d],
         &dir.path().join("out"),
     );
     assert_eq!(code, 0, "{tty}");
@@ -140,13 +140,13 @@ fn a_large_demo_shows_progress_on_a_terminal_only() {
         tty.contains("writing [") && tty.contains("tensors"),
         "{tty}"
     );
-    assert!(tty.contains("/19,999 tensors"), "a determinate bar: {tty}");
+    assert!(tty.contains("/2,999 tensors"), "a determinate bar: {tty}");
     let (code, tty) = on_terminal(
-        &[&"--quiet", &"demo", &"--tensors", &"20000", &"--dir", &d],
+        &[&"--quiet", &"demo", &"--tensors", &"3000", &"--dir", &d],
         &dir.path().join("out"),
     );
     assert_eq!((code, tty.as_str()), (0, ""), "--quiet: no bar");
-    silent(&[&"demo", &"--tensors", &"20000", &"--dir", &d], 0);
+    silent(&[&"demo", &"--tensors", &"3000", &"--dir", &d], 0);
 }
 
 // ---- recover ----
@@ -434,4 +434,125 @@ fn a_name_tensorflow_reserves_is_refused_before_writing() {
     );
     assert!(stderr(&o).contains(r"left out \x00lead"), "{}", stderr(&o));
     assert_eq!(count(&out), 1);
+}
+
+// ---- progress of long commands: on a terminal only ----
+
+#[test]
+fn long_commands_draw_a_determinate_bar_on_a_terminal_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let work = d.join("w");
+    silent(&[&"demo", &"--tensors", &"3000", &"--dir", &work], 0);
+    let pdx = work.join("demo.pdx");
+    let tf = work.join("tf");
+    silent(&[&"convert", &pdx, &tf, &"--to", &"tf"], 0);
+    let full = std::fs::read(&pdx).unwrap();
+    let torn = work.join("torn");
+    std::fs::write(&torn, &full[..full.len() / 2]).unwrap();
+    let out = d.join("stdout");
+    let fresh = |name: &str| {
+        let p = work.join(name);
+        let _ = std::fs::remove_file(&p);
+        p
+    };
+    type Args = Vec<Box<dyn AsRef<std::ffi::OsStr>>>;
+    let cases: Vec<(Args, i32, &[&str])> = vec![
+        (
+            vec![Box::new("ls"), Box::new(pdx.clone())],
+            0,
+            &["listing [", "/3,000 tensors"],
+        ),
+        (
+            vec![Box::new("ls"), Box::new(pdx.clone()), Box::new("--json")],
+            0,
+            &["listing [", "/3,000 tensors"],
+        ),
+        (
+            vec![Box::new("ls"), Box::new(tf.clone())],
+            0,
+            &["listing [", "of index"],
+        ),
+        (
+            vec![Box::new("stat"), Box::new(pdx.clone())],
+            0,
+            &["listing [", "/3,000 tensors"],
+        ),
+        (
+            vec![
+                Box::new("diff"),
+                Box::new(pdx.clone()),
+                Box::new(tf.clone()),
+            ],
+            5,
+            &["comparing [", "%"],
+        ),
+        (
+            vec![
+                Box::new("recover"),
+                Box::new(torn.clone()),
+                Box::new(fresh("r.pdx")),
+            ],
+            0,
+            &["recovering [", "MiB"],
+        ),
+        (
+            vec![
+                Box::new("convert"),
+                Box::new(pdx.clone()),
+                Box::new(work.join("t2")),
+                Box::new("--to"),
+                Box::new("tf"),
+            ],
+            0,
+            &["listing [", "/3,000 tensors", "writing ["],
+        ),
+        (
+            vec![
+                Box::new("convert"),
+                Box::new(tf.clone()),
+                Box::new(work.join("p")),
+                Box::new("--to"),
+                Box::new("paddle"),
+            ],
+            0,
+            &["listing [", "of index", "writing ["],
+        ),
+    ];
+    for (args, code, bar) in &cases {
+        let a: Vec<&dyn AsRef<std::ffi::OsStr>> = args.iter().map(|b| b.as_ref()).collect();
+        let what = format!("{:?}", a.iter().map(|x| x.as_ref()).collect::<Vec<_>>());
+        let _ = std::fs::remove_file(work.join("r.pdx"));
+        let (got, tty) = on_terminal(&a, &out);
+        assert_eq!(got, *code, "{what}: {tty}");
+        for b in *bar {
+            assert!(tty.contains(b), "{what}: {b:?} missing: {tty}");
+        }
+        // Standard output holds no bar.
+        let text = std::fs::read_to_string(&out).unwrap();
+        assert!(
+            !text.contains('\r') && !text.contains('\x1b'),
+            "{what}: {text}"
+        );
+        for b in ["listing [", "comparing [", "recovering [", "writing ["] {
+            assert!(!text.contains(b), "{what}: {text}");
+        }
+        // --quiet: no bar.
+        let _ = std::fs::remove_file(work.join("r.pdx"));
+        let mut q = vec![&"--quiet" as &dyn AsRef<std::ffi::OsStr>];
+        q.extend(a.iter().copied());
+        let (got, tty) = on_terminal(&q, &out);
+        assert_eq!((got, tty.as_str()), (*code, ""), "{what} --quiet");
+        // Off a terminal: standard error stays empty.
+        let _ = std::fs::remove_file(work.join("r.pdx"));
+        silent(&a, *code);
+    }
+    // The listing on standard output is whole: the heading, a line per tensor, the totals.
+    let (_, _) = on_terminal(&[&"ls", &pdx], &out);
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert_eq!(text.lines().count(), 3_002);
+    assert!(
+        text.lines().last().unwrap().starts_with("3000 tensors"),
+        "{text}"
+    );
 }

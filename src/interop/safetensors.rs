@@ -340,7 +340,7 @@ impl HeaderSize {
     /// The header's length once padded, with `metadata` as `__metadata__`.
     fn len(&mut self, metadata: &Metadata) -> u64 {
         // A stable sort keeps name order within a dtype, as the crate's sort by (dtype, name).
-        self.tensors.sort_by(|a, b| b.0.cmp(&a.0));
+        self.tensors.sort_by_key(|t| std::cmp::Reverse(t.0));
         let mut total = self.fixed;
         let mut offset = 0u64;
         for &(_, n) in &self.tensors {

@@ -238,16 +238,20 @@ fn write_json_info(out: &mut dyn Write, t: &TensorInfo) -> std::io::Result<()> {
     out.write_all(b"}")
 }
 
-pub fn ls(file: &Path, as_json: bool, prefix: Option<OsString>) -> Result<ExitCode> {
+pub fn ls(ui: Ui, file: &Path, as_json: bool, prefix: Option<OsString>) -> Result<ExitCode> {
     let store = open_any(file)?;
+    // Progress on standard error, cleared around each write to standard output and before the
+    // totals line.
+    let bar = Bar::new(ui, "listing");
     let tensors = match &prefix {
         Some(p) => store.scan_prefix(&os_bytes(p))?,
+        None if bar.visible() => store.scan_with_progress(&bar)?,
         None => store.scan(b"")?,
     };
     if as_json {
         // The array streams out as the store is read: the same bytes serde_json writes for the
         // whole array.
-        let mut out = super::stdout_for(true);
+        let mut out = super::around_bar(super::stdout_for(true), &bar);
         out.write_all(b"[").map_err(stdout_err)?;
         for (i, t) in tensors.enumerate() {
             let t = t?;
@@ -256,11 +260,13 @@ pub fn ls(file: &Path, as_json: bool, prefix: Option<OsString>) -> Result<ExitCo
             }
             write_json_info(&mut out, &t).map_err(stdout_err)?;
         }
+        bar.finish();
         out.write_all(b"]\n").map_err(stdout_err)?;
         out.flush().map_err(stdout_err)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let (mut out, colour) = super::listing_stdout();
+    let (out, colour) = super::listing_stdout();
+    let mut out = super::around_bar(out, &bar);
     let mut count = 0u64;
     let mut total = 0u64;
     let mut tensors = tensors.inspect(|t| {
@@ -291,6 +297,7 @@ pub fn ls(file: &Path, as_json: bool, prefix: Option<OsString>) -> Result<ExitCo
             .map_err(stdout_err)?;
     }
     drop(tensors);
+    bar.finish();
     let dim = Codes::of(DIM, colour);
     writeln!(
         out,
@@ -451,14 +458,20 @@ fn table_figures(bytes: &[u8]) -> Result<TableFigures> {
     Ok(f)
 }
 
-pub fn stat(file: &Path, as_json: bool) -> Result<ExitCode> {
+pub fn stat(ui: Ui, file: &Path, as_json: bool) -> Result<ExitCode> {
     let store = open_any(file)?;
     let metadata = store.metadata()?;
     // One pass over the listing: counts and bytes by dtype, nothing kept per tensor.
     let mut by_dtype: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
     let mut n = 0u64;
     let mut data_bytes = 0u64;
-    for t in store.scan(b"")? {
+    let bar = Bar::new(ui, "reading");
+    let listing = if bar.visible() {
+        store.scan_with_progress(&bar)?
+    } else {
+        store.scan(b"")?
+    };
+    for t in listing {
         let t = t?;
         let e = by_dtype.entry(t.kind.name()).or_default();
         e.0 += 1;
@@ -466,6 +479,7 @@ pub fn stat(file: &Path, as_json: bool) -> Result<ExitCode> {
         n += 1;
         data_bytes = data_bytes.saturating_add(t.nbytes);
     }
+    bar.finish();
     let mut o = Map::new();
     o.insert("file".into(), json!(file.display().to_string()));
     o.insert("format".into(), json!(store.format().name()));

@@ -343,6 +343,22 @@ impl Ui {
         pb
     }
 
+    /// A bar of the fraction done (percent), for work measured in several units at once;
+    /// hidden off a terminal or with --quiet.
+    pub fn fraction_bar(&self, total: u64, what: &str) -> ProgressBar {
+        if !self.show_progress() {
+            return ProgressBar::hidden();
+        }
+        let pb = ProgressBar::new(total);
+        pb.set_style(
+            ProgressStyle::with_template("{msg} [{wide_bar}] {percent}% ({elapsed}, {eta} left)")
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> "),
+        );
+        pb.set_message(what.to_string());
+        pb
+    }
+
     /// A spinner for work of unknown size; hidden off a terminal or with --quiet.
     pub fn spinner(&self, what: &str) -> ProgressBar {
         if !self.show_progress() {
@@ -379,7 +395,7 @@ impl Ui {
 /// The style of a bar counting items of `unit`.
 fn count_style(unit: &str) -> ProgressStyle {
     ProgressStyle::with_template(&format!(
-        "{{msg}} [{{bar:32}}] {{human_pos}}/{{human_len}} {unit} ({{elapsed}}, {{eta}} left)"
+        "{{msg}} [{{wide_bar}}] {{human_pos}}/{{human_len}} {unit} ({{elapsed}}, {{eta}} left)"
     ))
     .unwrap_or_else(|_| ProgressStyle::default_bar())
     .progress_chars("=> ")
@@ -390,8 +406,11 @@ fn count_style(unit: &str) -> ProgressStyle {
 /// written or checked, labelled `what`; tensors, or bytes of an index, for a listing, labelled
 /// "listing"). Hidden off a terminal and with --quiet.
 pub struct Bar {
-    pb: ProgressBar,
+    /// The bar drawn now: a spinner, then one bar per pass (replaced whole, so that no frame
+    /// mixes two passes).
+    pb: std::sync::RwLock<ProgressBar>,
     what: String,
+    visible: bool,
 }
 
 impl Bar {
@@ -399,31 +418,36 @@ impl Bar {
     pub fn new(ui: Ui, what: &str) -> Bar {
         let pb = ui.spinner(what);
         Bar {
-            pb,
+            visible: !pb.is_hidden(),
+            pb: std::sync::RwLock::new(pb),
             what: what.to_string(),
         }
+    }
+
+    fn current(&self) -> ProgressBar {
+        self.pb.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Whether the bar is drawn (on a terminal, without --quiet): callers give the library a
     /// progress sink only then, so that nothing is counted for nobody.
     pub fn visible(&self) -> bool {
-        !self.pb.is_hidden()
+        self.visible
     }
 
     /// Runs `f` (which writes to the terminal) with the bar cleared, then draws it again.
     pub fn suspend<R>(&self, f: impl FnOnce() -> R) -> R {
-        self.pb.suspend(f)
+        self.current().suspend(f)
     }
 
     /// Removes the bar from the terminal.
     pub fn finish(&self) {
-        self.pb.finish_and_clear();
+        self.current().finish_and_clear();
     }
 }
 
 impl paramdex::Progress for Bar {
     fn start(&self, total: u64, unit: paramdex::Unit) {
-        if self.pb.is_hidden() {
+        if !self.visible {
             return;
         }
         let (style, what) = match unit {
@@ -432,22 +456,23 @@ impl paramdex::Progress for Bar {
             paramdex::Unit::IndexBytes => (bytes_style(" of index"), "listing"),
             _ => (count_style(""), self.what.as_str()),
         };
-        self.pb.disable_steady_tick();
-        self.pb.set_style(style);
-        self.pb.set_message(what.to_string());
-        self.pb.set_length(total);
-        self.pb.set_position(0);
-        self.pb.reset_eta();
+        let next = ProgressBar::new(total)
+            .with_style(style)
+            .with_message(what.to_string());
+        let mut pb = self.pb.write().unwrap_or_else(|p| p.into_inner());
+        pb.finish_and_clear();
+        *pb = next;
+        pb.tick();
     }
     fn advance(&self, n: u64) {
-        self.pb.inc(n);
+        self.pb.read().unwrap_or_else(|p| p.into_inner()).inc(n);
     }
 }
 
 /// The style of a bar counting bytes (`what`: text after the byte counts).
 fn bytes_style(what: &str) -> ProgressStyle {
     ProgressStyle::with_template(&format!(
-        "{{msg}} [{{bar:32}}] {{binary_bytes}}/{{binary_total_bytes}}{what} \
+        "{{msg}} [{{wide_bar}}] {{binary_bytes}}/{{binary_total_bytes}}{what} \
          ({{binary_bytes_per_sec}}, {{eta}} left)"
     ))
     .unwrap_or_else(|_| ProgressStyle::default_bar())
@@ -484,7 +509,7 @@ pub fn run(cli: Cli) -> paramdex::Result<ExitCode> {
     let ui = Ui { quiet: cli.quiet };
     match cli.command {
         Command::Demo { dir, tensors } => demo::run(ui, dir, tensors),
-        Command::Ls { file, json, prefix } => inspect::ls(&file, json, prefix),
+        Command::Ls { file, json, prefix } => inspect::ls(ui, &file, json, prefix),
         Command::Get {
             file,
             name,
@@ -493,7 +518,7 @@ pub fn run(cli: Cli) -> paramdex::Result<ExitCode> {
             hex,
             limit,
         } => inspect::get(&file, name, hex, format, output, limit),
-        Command::Stat { file, json } => inspect::stat(&file, json),
+        Command::Stat { file, json } => inspect::stat(ui, &file, json),
         Command::Verify {
             file,
             threads,
@@ -583,6 +608,34 @@ pub fn listing_stdout() -> (std::io::BufWriter<Box<dyn Write>>, bool) {
         Box::new(std::io::stdout().lock())
     };
     (std::io::BufWriter::with_capacity(OUT_BUFFER, w), colour)
+}
+
+/// A writer of `out` (buffered standard output, as [`stdout_for`] or [`listing_stdout`] give)
+/// that clears `bar` from the terminal around each write it passes on, so that rows and the
+/// bar do not mix when both go to one terminal.
+pub fn around_bar<'a>(
+    out: std::io::BufWriter<Box<dyn Write>>,
+    bar: &'a Bar,
+) -> std::io::BufWriter<Box<dyn Write + 'a>> {
+    struct Around<'a> {
+        inner: Box<dyn Write>,
+        bar: &'a Bar,
+    }
+    impl Write for Around<'_> {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.bar.suspend(|| self.inner.write(buf))
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            self.bar.suspend(|| self.inner.flush())
+        }
+    }
+    let capacity = out.capacity();
+    // An unused BufWriter holds no bytes: taking its writer back cannot lose output.
+    let inner = match out.into_inner() {
+        Ok(w) => w,
+        Err(e) => e.into_inner().into_parts().0,
+    };
+    std::io::BufWriter::with_capacity(capacity, Box::new(Around { inner, bar }))
 }
 
 /// Prints `paramdex: error: MSG` on standard error.
