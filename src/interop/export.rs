@@ -12,8 +12,9 @@
 //!
 //! Adding an output format: a variant of [`OutputFormat`] (with its name), a function
 //! `fn(&ExportJob) -> Result<Written>` and a rule `fn(&TensorInfo) -> Option<String>` in the
-//! format's module, and one row in `EXPORTERS` (in the variant's position: checked when the
-//! crate compiles).
+//! format's module (and an `OutputLimit` if the output as a whole has a limit, such as the
+//! safetensors header size, which the survey checks), and one row in `EXPORTERS` (in the
+//! variant's position: checked when the crate compiles).
 
 use std::path::{Path, PathBuf};
 
