@@ -43,8 +43,8 @@ Exit codes:
 
 Errors are one line on standard error, `paramdex: error: ...`, except an invalid command line \
 (exit 2), reported in full as `error: ...` with the valid values or a suggestion and the usage \
-line. Progress bars and colour appear \
-only on a terminal (colour also obeys NO_COLOR and --color); --quiet turns off progress bars and \
+line. Progress bars (on standard error) and \
+colour appear only on a terminal (colour also obeys NO_COLOR and --color); --quiet turns off progress bars and \
 messages.";
 
 /// paramdex: look into, check, compare and convert tensor checkpoints (native paramdex,
