@@ -76,11 +76,11 @@ pub use dtype::DType;
 pub use element::Element;
 pub use error::{Corruption, Error, Result};
 pub use native::{
-    last_complete_len, recover, recover_any, remove_staged, rewrite_in_place, write_atomically,
-    EarlySync, FileHeader, FinishStats, Iter, MetaValue, Metadata, ReadOptions, Reader,
-    RecoverReport, Recovered, RewriteReport, Tensor, TensorView, TensorWriter, VerifyOptions,
-    VerifyReport, WriteBackend, Writer, WriterOptions, DEFAULT_ALIGNMENT, DEFAULT_BLOCK_SIZE,
-    FORMAT_VERSION,
+    last_complete_len, recover, recover_any, recover_any_with, remove_staged, rewrite_in_place,
+    write_atomically, EarlySync, FileHeader, FinishStats, Iter, MetaValue, Metadata, ReadOptions,
+    Reader, RecoverOptions, RecoverReport, Recovered, RewriteReport, Tensor, TensorView,
+    TensorWriter, VerifyOptions, VerifyReport, WriteBackend, Writer, WriterOptions,
+    DEFAULT_ALIGNMENT, DEFAULT_BLOCK_SIZE, FORMAT_VERSION,
 };
 pub use progress::{NoProgress, Progress, Unit};
 pub use record::Lod;

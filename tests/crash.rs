@@ -251,6 +251,20 @@ fn check_recovery(temp_bytes: &[u8], reference: &[u8], items: &[Item], dir: &Pat
     let torn = dir.join("torn.tmp");
     let out = dir.join("recovered.pdx");
     std::fs::write(&torn, temp_bytes).unwrap();
+    if expected.is_empty() {
+        // No complete record: nothing to recover, an error, and no (empty) file written.
+        let e = recover(&torn, &out, opts()).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                paramdex::Error::UnrecognizedFormat { .. } | paramdex::Error::Corrupt { .. }
+            ),
+            "{e}"
+        );
+        assert!(!out.exists());
+        std::fs::remove_file(&torn).unwrap();
+        return;
+    }
     let report = recover(&torn, &out, opts()).unwrap();
     assert_eq!(report.recovered as usize, expected.len());
     let r = Reader::open(&out).unwrap();

@@ -5,7 +5,10 @@ use std::collections::BTreeMap;
 mod support;
 
 use paramdex::raw::format::{crc32c, mask_crc};
-use paramdex::{Compression, DType, Error, ReadOptions, Reader, Tensor, Writer, WriterOptions};
+use paramdex::{
+    Compression, Corruption, DType, Error, ReadOptions, Reader, Recovered, Tensor, Writer,
+    WriterOptions,
+};
 use proptest::prelude::*;
 use support::f32_bytes;
 
@@ -419,8 +422,22 @@ fn recover_restores_complete_records_of_a_torn_file() {
         let torn = dir.path().join("torn");
         std::fs::write(&torn, &full[..cut]).unwrap();
         let out = dir.path().join("out.pdx");
-        let rep = paramdex::recover(&torn, &out, WriterOptions::default()).unwrap();
         let complete = ends.iter().filter(|&&e| e as usize <= cut).count();
+        let rep = paramdex::recover(&torn, &out, WriterOptions::default());
+        if complete == 0 {
+            // Nothing to recover: an error, and no empty file written.
+            let e = rep.unwrap_err();
+            let want = if cut == 0 {
+                None
+            } else {
+                Some(Corruption::Truncated)
+            };
+            assert_eq!(e.corruption(), want, "cut at {cut}: {e}");
+            assert!(!out.exists(), "cut at {cut}");
+            continue;
+        }
+        let rep = rep.unwrap();
+        assert_eq!(rep.good_bytes, ends[complete - 1], "cut at {cut}");
         assert_eq!(rep.recovered as usize, complete, "cut at {cut}");
         let r2 = Reader::open(&out).unwrap();
         assert_eq!(r2.len() as usize, complete);
@@ -438,6 +455,46 @@ fn recover_restores_complete_records_of_a_torn_file() {
     let rep =
         paramdex::recover(&torn, &dir.path().join("o2.pdx"), WriterOptions::default()).unwrap();
     assert_eq!(rep.recovered, 9);
+}
+
+#[test]
+fn recover_any_refuses_what_is_no_paramdex_file_and_leaves_intact_files_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.pdx");
+    let path = dir.path().join("full.pdx");
+    let mut w = Writer::create(&path).unwrap();
+    w.add("a", Tensor::new(DType::Int8, &[2], &[1, 2])).unwrap();
+    w.finish().unwrap();
+    // Complete and every checksum matching: nothing to do, nothing written.
+    let rep = paramdex::recover_any(&path, &out, WriterOptions::default()).unwrap();
+    assert_eq!(rep, Recovered::Intact { tensors: 1 });
+    assert!(!out.exists());
+    // Not paramdex at all: decided by variant, nothing written.
+    let paddle = dir.path().join("x.pdiparams");
+    let mut plain = Vec::new();
+    let spec = paramdex::raw::record::RecordSpec {
+        dtype: DType::Int8,
+        dims: &[2],
+        lod: &[],
+        name: None,
+        data_crc: None,
+    };
+    paramdex::raw::record::encode_header(&spec, 0, 1, &mut plain).unwrap();
+    plain.extend_from_slice(&[1, 2]);
+    std::fs::write(&paddle, &plain).unwrap();
+    let empty = dir.path().join("empty");
+    std::fs::write(&empty, b"").unwrap();
+    let text = dir.path().join("text");
+    std::fs::write(&text, b"hello, world").unwrap();
+    for input in [&paddle, &empty, &text, &dir.path().to_path_buf()] {
+        let e = paramdex::recover_any(input, &out, WriterOptions::default()).unwrap_err();
+        assert!(
+            matches!(e, Error::UnrecognizedFormat { .. }),
+            "{}: {e}",
+            input.display()
+        );
+        assert!(!out.exists());
+    }
 }
 
 #[test]

@@ -74,37 +74,31 @@ fn skipping() -> ExportOptions<'static> {
     }
 }
 
-/// Records what it is told.
+/// Records what it is told: each pass's total, unit and progress.
 #[derive(Default)]
 struct Recorder {
-    starts: Mutex<Vec<(u64, Unit)>>,
-    advanced: Mutex<u64>,
+    passes: Mutex<Vec<(u64, Unit, u64)>>,
 }
 
 impl Progress for Recorder {
     fn start(&self, total: u64, unit: Unit) {
-        self.starts.lock().unwrap().push((total, unit));
+        self.passes.lock().unwrap().push((total, unit, 0));
     }
     fn advance(&self, n: u64) {
-        *self.advanced.lock().unwrap() += n;
+        self.passes.lock().unwrap().last_mut().expect("started").2 += n;
     }
 }
 
 impl Recorder {
-    /// Checks one start with the bytes of what was written, and that much progress.
-    fn check(&self, rep: &ExportReport) {
-        assert_eq!(
-            *self.starts.lock().unwrap(),
-            [(rep.data_bytes, Unit::Bytes)],
-            "{:?}",
-            rep.format
-        );
-        assert_eq!(
-            *self.advanced.lock().unwrap(),
-            rep.data_bytes,
-            "{:?}",
-            rep.format
-        );
+    /// Checks the passes: the listing of `listed` tensors first, if given, then the bytes of
+    /// what was written, each run to its end.
+    fn check(&self, rep: &ExportReport, listed: Option<u64>) {
+        let mut want = Vec::new();
+        if let Some(n) = listed {
+            want.push((n, Unit::Tensors, n));
+        }
+        want.push((rep.data_bytes, Unit::Bytes, rep.data_bytes));
+        assert_eq!(*self.passes.lock().unwrap(), want, "{:?}", rep.format);
     }
 }
 
@@ -131,7 +125,7 @@ fn every_format_round_trips_through_open_any() {
             },
         )
         .unwrap();
-        progress.check(&rep);
+        progress.check(&rep, Some(src.len()));
         assert_eq!(rep.format, format);
         let len: u64 = rep
             .paths
@@ -515,7 +509,7 @@ fn merge_checks_only_the_tensors_it_keeps() {
         },
     )
     .unwrap();
-    progress.check(&rep.written);
+    progress.check(&rep.written, None);
     assert!(names(&rep.written).contains(&graph.as_bytes()));
     // A later numeric tensor of the same name replaces the string tensor: it is not refused
     // (the first refused is the next string tensor, and there is one fewer).
@@ -659,4 +653,40 @@ fn existing_outputs_are_replaced_only_when_asked() {
     fs::write(dir.path().join("ckpt.data-00001-of-00002"), b"old").unwrap();
     let e = export(&src, OutputFormat::TensorFlow, &prefix, &skipping()).unwrap_err();
     assert!(e.to_string().contains("ckpt.data-00001-of-00002"), "{e}");
+}
+
+#[test]
+fn listings_report_their_progress_in_the_unit_each_store_knows() {
+    let dir = tempfile::tempdir().unwrap();
+    let native_path = sample(dir.path());
+    let tf = data("tf/basic/v1/model.ckpt");
+    let tf_index = fs::metadata(data("tf/basic/v1/model.ckpt.index"))
+        .unwrap()
+        .len();
+    for (input, unit) in [
+        (native_path, Unit::Tensors),
+        (data("safetensors/model.safetensors"), Unit::Tensors),
+        (data("paddle/models/legacy/m"), Unit::Tensors),
+        (tf, Unit::IndexBytes),
+    ] {
+        let store = open_any(&input).unwrap();
+        let plain: Vec<_> = store.scan(b"").unwrap().map(Result::unwrap).collect();
+        let progress = Recorder::default();
+        let reported: Vec<_> = store
+            .scan_with_progress(&progress)
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(reported, plain, "{}", input.display());
+        let total = match unit {
+            Unit::IndexBytes => tf_index,
+            _ => plain.len() as u64,
+        };
+        assert_eq!(
+            *progress.passes.lock().unwrap(),
+            [(total, unit, total)],
+            "{}",
+            input.display()
+        );
+    }
 }

@@ -12,16 +12,17 @@
 //!
 //! Adding an output format: a variant of [`OutputFormat`] (with its name), a function
 //! `fn(&ExportJob) -> Result<Written>` and a rule `fn(&TensorInfo) -> Option<String>` in the
-//! format's module, and one row in `EXPORTERS` (in the variant's position: checked when the
-//! crate compiles).
+//! format's module (and an `OutputLimit` if the output as a whole has a limit, such as the
+//! safetensors header size, which the survey checks), and one row in `EXPORTERS` (in the
+//! variant's position: checked when the crate compiles).
 
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::interop::store::{record_limits, Format, NoLimit, OutputLimit, VerifySummary, Written};
 use crate::interop::store::{ExportJob, LoadedTensor, TensorInfo, TensorInfos, TensorStore};
-use crate::interop::store::{Format, VerifySummary, Written};
 use crate::interop::{native, paddle, safetensors, tf};
-use crate::name;
+use crate::name::{self, MAX_NAME_LEN};
 use crate::native::{FinishStats, Metadata, Reader, WriterOptions};
 use crate::progress::{NoProgress, Progress, Unit};
 
@@ -110,6 +111,8 @@ struct Exporter {
     outputs: fn(&Path) -> Vec<PathBuf>,
     /// Whether the output at the destination is a file (not a directory) whatever the input.
     file_output: bool,
+    /// What it can hold as a whole, checked in the survey.
+    limit: fn() -> Box<dyn OutputLimit>,
     /// Writes every tensor of the job's store.
     write: fn(&ExportJob<'_>) -> Result<Written>,
 }
@@ -118,10 +121,11 @@ struct Exporter {
 const EXPORTERS: &[Exporter] = &[
     Exporter {
         format: OutputFormat::Native,
-        cannot_hold: numeric_only,
+        cannot_hold: native_records,
         carries_metadata: true,
         outputs: just_dst,
         file_output: true,
+        limit: no_limit,
         write: native::export,
     },
     Exporter {
@@ -130,23 +134,26 @@ const EXPORTERS: &[Exporter] = &[
         carries_metadata: false,
         outputs: tf::outputs,
         file_output: true,
+        limit: no_limit,
         write: tf::export,
     },
     Exporter {
         format: OutputFormat::PaddleCombined,
-        cannot_hold: paddle::cannot_hold_combined,
+        cannot_hold: paddle_combined,
         carries_metadata: false,
         outputs: paddle::combined_outputs,
         file_output: true,
+        limit: no_limit,
         write: paddle::export_combined,
     },
     Exporter {
         format: OutputFormat::PaddleTensors,
-        cannot_hold: numeric_only,
+        cannot_hold: paddle_records,
         carries_metadata: false,
         outputs: just_dst,
         // One tensor is a file, several a directory.
         file_output: false,
+        limit: no_limit,
         write: paddle::export_tensor_files,
     },
     Exporter {
@@ -155,6 +162,7 @@ const EXPORTERS: &[Exporter] = &[
         carries_metadata: true,
         outputs: just_dst,
         file_output: true,
+        limit: safetensors::header_limit,
         write: safetensors::export,
     },
 ];
@@ -175,10 +183,39 @@ fn just_dst(dst: &Path) -> Vec<PathBuf> {
     vec![dst.to_path_buf()]
 }
 
-/// The rule of formats made of Paddle records (native files, Paddle outputs): numeric tensors
-/// only (no strings, nothing paramdex does not decode).
-fn numeric_only(info: &TensorInfo) -> Option<String> {
-    info.kind.not_numeric()
+/// The rule of Paddle outputs (records without names): numeric tensors only (no strings,
+/// nothing paramdex does not decode), within the limits of a record header (rank, LoD levels,
+/// dimensions; SPEC.md 8.1), so that a tensor the output cannot hold is found before anything
+/// is written.
+fn paddle_records(info: &TensorInfo) -> Option<String> {
+    info.kind.not_numeric().or_else(|| record_limits(info))
+}
+
+/// The rule of native output: [`paddle_records`]'s, and a name of 1 to
+/// [`MAX_NAME_LEN`] bytes.
+fn native_records(info: &TensorInfo) -> Option<String> {
+    paddle_records(info).or_else(|| {
+        if info.name.is_empty() {
+            Some("named with the empty name (reserved for the file header)".into())
+        } else if info.name.len() > MAX_NAME_LEN {
+            Some(format!(
+                "named with {} bytes (at most {MAX_NAME_LEN})",
+                info.name.len()
+            ))
+        } else {
+            None
+        }
+    })
+}
+
+fn no_limit() -> Box<dyn OutputLimit> {
+    Box::new(NoLimit)
+}
+
+/// The rule of a Paddle combined file with its program: [`paddle_records`]'s, and a name the
+/// program can declare.
+fn paddle_combined(info: &TensorInfo) -> Option<String> {
+    paddle_records(info).or_else(|| paddle::cannot_hold_combined(info))
 }
 
 /// How to [`export`] (and [`crate::interop::merge`]).
@@ -193,8 +230,10 @@ pub struct ExportOptions<'a> {
     /// Leave out the tensors the format cannot hold, listing them in
     /// [`ExportReport::skipped`], instead of refusing the input.
     pub skip_unsupported: bool,
-    /// Told the data bytes to write ([`Unit::Bytes`], the sum of [`TensorInfo::nbytes`] of the
-    /// tensors written) before the first is written, then each tensor's bytes once written.
+    /// Told two passes: the input's listing, which is checked before anything is written
+    /// (as [`TensorStore::scan_with_progress`] reports it), then the data bytes to write
+    /// ([`Unit::Bytes`], the sum of [`TensorInfo::nbytes`] of the tensors written), each
+    /// tensor's bytes once written.
     pub progress: Option<&'a dyn Progress>,
     /// Replace outputs that already exist ([`OutputFormat::outputs`]). Without it, [`export`]
     /// and [`crate::interop::merge`] return [`Error::OutputExists`] before reading a tensor
@@ -265,7 +304,10 @@ pub struct ExportReport {
 /// ([`OutputFormat::outputs`]) and [`ExportOptions::overwrite`] is off;
 /// [`Error::InvalidArgument`] when a file output would replace a directory. Before anything
 /// is written: [`Error::Unsupported`] naming the first tensor the format
-/// cannot hold, unless [`ExportOptions::skip_unsupported`]; the input's listing errors. Then
+/// cannot hold (its kind, or a limit of the format: rank, LoD levels, dimensions, name),
+/// unless [`ExportOptions::skip_unsupported`]; [`Error::LimitExceeded`] when the output as a
+/// whole would exceed a limit of the format (the safetensors header size); the input's
+/// listing errors. Then
 /// the format's own refusals (a TensorFlow name starting with a NUL byte, a Paddle tensor
 /// name that is not a safe relative path, an input with no tensors for Paddle output),
 /// the input's read errors (checksum mismatches, corruption) and I/O errors.
@@ -276,7 +318,6 @@ pub fn export(
     opts: &ExportOptions<'_>,
 ) -> Result<ExportReport> {
     check_outputs(format, dst, opts.overwrite)?;
-    let survey = survey(store.scan(b"")?, format, opts.skip_unsupported)?;
     let owned;
     let metadata = match opts.metadata {
         Some(m) => m,
@@ -286,6 +327,16 @@ pub fn export(
         }
     };
     let exporter = format.exporter();
+    let mut limit = (exporter.limit)();
+    // Pass 1, the listing: reported when someone asks (a store that streams its listing
+    // reports it as it streams; others list it in memory, as they do anyway).
+    let listing = match opts.progress {
+        Some(p) => store.scan_with_progress(p)?,
+        None => store.scan(b"")?,
+    };
+    let survey = survey(listing, format, opts.skip_unsupported, limit.as_mut())?;
+    limit.check(metadata)?;
+    // Pass 2, writing: the data bytes.
     let progress = opts.progress.unwrap_or(&NoProgress);
     progress.start(survey.data_bytes, Unit::Bytes);
     let holdable = Holdable {
@@ -378,6 +429,7 @@ pub(crate) fn survey(
     tensors: impl Iterator<Item = Result<TensorInfo>>,
     format: OutputFormat,
     skip_unsupported: bool,
+    limit: &mut dyn OutputLimit,
 ) -> Result<Survey> {
     let mut survey = Survey::default();
     // Without skipping, only the first refusal is named: keep it and count the rest.
@@ -386,7 +438,10 @@ pub(crate) fn survey(
     for t in tensors {
         let t = t?;
         match format.cannot_hold(&t) {
-            None => survey.data_bytes = survey.data_bytes.saturating_add(t.nbytes),
+            None => {
+                survey.data_bytes = survey.data_bytes.saturating_add(t.nbytes);
+                limit.add(&t);
+            }
             Some(reason) => {
                 refused += 1;
                 let s = Skipped {
@@ -431,6 +486,14 @@ impl TensorStore for Holdable<'_> {
 
     fn scan(&self, start: &[u8]) -> Result<TensorInfos<'_>> {
         let it = self.inner.scan(start)?;
+        Ok(Box::new(it.filter(|t| {
+            t.as_ref()
+                .map_or(true, |t| self.format.cannot_hold(t).is_none())
+        })))
+    }
+
+    fn scan_with_progress<'a>(&'a self, progress: &'a dyn Progress) -> Result<TensorInfos<'a>> {
+        let it = self.inner.scan_with_progress(progress)?;
         Ok(Box::new(it.filter(|t| {
             t.as_ref()
                 .map_or(true, |t| self.format.cannot_hold(t).is_none())

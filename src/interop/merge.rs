@@ -14,7 +14,7 @@ use crate::interop::export::{
     check_outputs, survey, ExportOptions, ExportReport, OutputFormat, Skipped,
 };
 use crate::interop::native::write_native;
-use crate::interop::store::{TensorInfo, TensorInfos, TensorStore};
+use crate::interop::store::{NoLimit, TensorInfo, TensorInfos, TensorStore};
 use crate::name;
 use crate::native::Metadata;
 use crate::progress::{NoProgress, Unit};
@@ -123,7 +123,7 @@ pub fn merge(
     });
     // What is left is kept: the survey refuses a winner the format cannot hold (there is none
     // when skipping) and totals the bytes. `skipped` is in name order, as the union is.
-    let survey = survey(winners, format, false)?;
+    let survey = survey(winners, format, false, &mut NoLimit)?;
     let owned;
     let metadata = match opts.export.metadata {
         Some(m) => m,

@@ -14,7 +14,7 @@ use crate::interop::store::{
 };
 use crate::name;
 use crate::native::{Metadata, Reader, Tensor, TensorView, VerifyOptions, Writer, WriterOptions};
-use crate::progress::Progress;
+use crate::progress::{Progress, Unit};
 
 impl TensorStore for Reader {
     fn format(&self) -> Format {
@@ -25,6 +25,15 @@ impl TensorStore for Reader {
         // Streams the index from `start`: one data block at a time, nothing collected.
         let it = self.range(Bound::Included(start.to_vec()), Bound::Unbounded);
         Ok(Box::new(it.map(|t| info(&t?))))
+    }
+
+    fn scan_with_progress<'a>(&'a self, progress: &'a dyn Progress) -> Result<TensorInfos<'a>> {
+        // The header holds the count: the listing streams as `scan` does.
+        progress.start(self.len(), Unit::Tensors);
+        Ok(Box::new(self.iter().map(move |t| {
+            progress.advance(1);
+            info(&t?)
+        })))
     }
 
     fn scan_prefix(&self, prefix: &[u8]) -> Result<TensorInfos<'_>> {

@@ -27,8 +27,8 @@ use safetensors::{Dtype as StDtype, SafeTensors, View};
 use crate::dtype::DType;
 use crate::error::{path_str, Error, Result};
 use crate::interop::store::{
-    scan_sorted, DataLocation, ExportJob, Format, Kind, LoadedTensor, TensorData, TensorInfo,
-    TensorInfos, TensorStore, VerifySummary, Written,
+    scan_sorted, DataLocation, ExportJob, Format, Kind, LoadedTensor, OutputLimit, TensorData,
+    TensorInfo, TensorInfos, TensorStore, VerifySummary, Written,
 };
 use crate::name;
 use crate::native::staging;
@@ -288,6 +288,131 @@ pub(crate) fn cannot_hold(t: &TensorInfo) -> Option<String> {
     }
 }
 
+/// The most bytes a safetensors header (its JSON, padded with spaces to a multiple of 8) may
+/// have: the `safetensors` crate's `MAX_HEADER_SIZE` (a private constant, 100,000,000 in
+/// safetensors 0.8.0, `src/tensor.rs`), which its writer and every reader built on it enforce.
+pub const MAX_HEADER_LEN: u64 = 100_000_000;
+
+/// Counts bytes written to it.
+struct Count(u64);
+
+impl std::io::Write for Count {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len() as u64;
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Bytes of a value as serde_json writes it compactly (as the crate does).
+macro_rules! json_len {
+    ($v:expr) => {{
+        let mut c = Count(0);
+        // Writing to a counter cannot fail, and these values always serialize.
+        let _ = serde_json::to_writer(&mut c, $v);
+        c.0
+    }};
+}
+
+/// Bytes of the string `s` as serde_json writes it: quoted, with `"`, `\\` and control
+/// characters escaped (short forms for backspace, tab, newline, form feed and carriage return,
+/// `\u00XX` for the others), everything else as is. Counted byte by byte: names may be long.
+fn json_str_len(s: &str) -> u64 {
+    2 + s
+        .bytes()
+        .map(|b| match b {
+            b'"' | b'\\' | 0x08 | 0x09 | 0x0a | 0x0c | 0x0d => 2,
+            0..=0x1f => 6,
+            _ => 1,
+        })
+        .sum::<u64>()
+}
+
+/// Decimal digits of `n`.
+fn digits(n: u64) -> u64 {
+    u64::from(n.checked_ilog10().unwrap_or(0)) + 1
+}
+
+/// The size of the safetensors header [`export`] will write, counted tensor by tensor as the
+/// export's survey lists them, and checked against [`MAX_HEADER_LEN`] before anything is
+/// written. Exact: the crate orders tensors by dtype (descending) then name, so the data
+/// offsets, whose digits count, are known once every tensor is listed; 16 bytes are kept per
+/// tensor for that.
+#[derive(Default)]
+pub(crate) struct HeaderSize {
+    /// Every byte but the offsets' digits and the separators between entries.
+    fixed: u64,
+    /// Each tensor's dtype and data length, in name order.
+    tensors: Vec<(StDtype, u64)>,
+}
+
+/// The safetensors exporter's [`OutputLimit`] (its row in `EXPORTERS`).
+pub(crate) fn header_limit() -> Box<dyn OutputLimit> {
+    Box::<HeaderSize>::default()
+}
+
+impl HeaderSize {
+    /// The header's length once padded, with `metadata` as `__metadata__`.
+    fn len(&mut self, metadata: &Metadata) -> u64 {
+        // A stable sort keeps name order within a dtype, as the crate's sort by (dtype, name).
+        self.tensors.sort_by_key(|t| std::cmp::Reverse(t.0));
+        let mut total = self.fixed;
+        let mut offset = 0u64;
+        for &(_, n) in &self.tensors {
+            let end = offset.saturating_add(n);
+            total = total.saturating_add(digits(offset) + digits(end));
+            offset = end;
+        }
+        let mut entries = self.tensors.len() as u64;
+        if !metadata.is_empty() {
+            entries += 1;
+            total = total
+                .saturating_add(json_len!("__metadata__") + 1)
+                .saturating_add(json_len!(&metadata.to_strings()));
+        }
+        // The braces, and a comma between entries.
+        total = total.saturating_add(2 + entries.saturating_sub(1));
+        total.div_ceil(8).saturating_mul(8)
+    }
+}
+
+impl OutputLimit for HeaderSize {
+    fn add(&mut self, t: &TensorInfo) {
+        // The survey adds only tensors `cannot_hold` accepts: numeric, a safetensors dtype, a
+        // UTF-8 name.
+        let (Some(dtype), Some(name)) = (
+            t.kind.numeric().and_then(to_safetensors_dtype),
+            name::as_utf8(&t.name),
+        ) else {
+            return;
+        };
+        let info = safetensors::tensor::TensorInfo {
+            dtype,
+            shape: t.shape.iter().map(|&d| d as usize).collect(),
+            data_offsets: (0, 0),
+        };
+        // `"name":{...,"data_offsets":[0,0]}` less the two zeros, which `len` counts.
+        let entry = json_str_len(name) + 1 + json_len!(&info) - 2;
+        self.fixed = self.fixed.saturating_add(entry);
+        self.tensors.push((dtype, t.nbytes));
+    }
+
+    fn check(&mut self, metadata: &Metadata) -> Result<()> {
+        let len = self.len(metadata);
+        if len > MAX_HEADER_LEN {
+            return Err(Error::limit(
+                "the safetensors header (JSON) in bytes",
+                len,
+                MAX_HEADER_LEN,
+                None,
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// One tensor of the source, loaded when the serializer asks for its bytes.
 struct LazyView<'s> {
     store: &'s dyn TensorStore,
@@ -429,6 +554,13 @@ pub(crate) fn export(job: &ExportJob<'_>) -> Result<Written> {
             format!("writing {}", dst.display()),
             staging::without_path(io),
         ),
+        // `export` checked the header size against this limit before anything was written.
+        safetensors::SafeTensorError::HeaderTooLarge => Error::limit(
+            "the safetensors header (JSON) in bytes",
+            MAX_HEADER_LEN + 1,
+            MAX_HEADER_LEN,
+            None,
+        ),
         other => Error::InvalidArgument(format!("writing {}: {other}", dst.display())),
     })?;
     std::fs::set_permissions(&inner, probe)
@@ -474,6 +606,89 @@ mod tests {
             }
         }
         assert_eq!(from_safetensors_dtype(StDtype::F8_E8M0), None);
+    }
+
+    /// The header length the crate writes for `tensors` (name, dtype, shape): its first 8 bytes.
+    fn written_header_len(tensors: &[(&str, StDtype, Vec<usize>)], metadata: &Metadata) -> u64 {
+        let data: Vec<Vec<u8>> = tensors
+            .iter()
+            .map(|t| {
+                vec![
+                    0u8;
+                    t.2.iter().product::<usize>() * from_safetensors_dtype(t.1).unwrap().size()
+                ]
+            })
+            .collect();
+        let views: Vec<(String, safetensors::tensor::TensorView<'_>)> = tensors
+            .iter()
+            .zip(&data)
+            .map(|(t, d)| {
+                let v = safetensors::tensor::TensorView::new(t.1, t.2.clone(), d).unwrap();
+                (t.0.to_string(), v)
+            })
+            .collect();
+        let info = (!metadata.is_empty()).then(|| metadata.to_strings());
+        let bytes = safetensors::serialize(views, info).unwrap();
+        u64::from_le_bytes(bytes[..8].try_into().unwrap())
+    }
+
+    #[test]
+    fn the_header_size_is_counted_exactly() {
+        let mut md = Metadata::new();
+        md.insert("format", "pt").unwrap();
+        md.insert("step", 12i64).unwrap();
+        md.insert("quote\"d \\ \u{1} ü", "日本").unwrap();
+        let cases: Vec<Vec<(&str, StDtype, Vec<usize>)>> = vec![
+            vec![],
+            vec![("a", StDtype::F32, vec![2, 3])],
+            vec![
+                ("z.weight", StDtype::F16, vec![4]),
+                ("a\"quoted\\name\u{7}", StDtype::F32, vec![]),
+                ("émoji 🎉", StDtype::I64, vec![0, 3]),
+                ("m", StDtype::BF16, vec![5000]),
+                ("b", StDtype::F32, vec![1; 40]),
+                ("c", StDtype::F32, vec![3, 1000]),
+                ("big", StDtype::U8, vec![1_234_567]),
+            ],
+        ];
+        for tensors in &cases {
+            for metadata in [Metadata::new(), md.clone()] {
+                // The survey lists tensors in name order.
+                let mut sorted = tensors.clone();
+                sorted.sort_by(|a, b| a.0.cmp(b.0));
+                let mut h = HeaderSize::default();
+                for (name, dtype, shape) in &sorted {
+                    let numel: usize = shape.iter().product();
+                    h.add(&TensorInfo {
+                        name: name.as_bytes().to_vec(),
+                        kind: Kind::Numeric(from_safetensors_dtype(*dtype).unwrap()),
+                        shape: shape.iter().map(|&d| d as u64).collect(),
+                        lod: Vec::new(),
+                        nbytes: (numel * from_safetensors_dtype(*dtype).unwrap().size()) as u64,
+                    });
+                }
+                let want = written_header_len(tensors, &metadata);
+                assert_eq!(h.len(&metadata), want, "{tensors:?} {metadata:?}");
+                assert!(h.check(&metadata).is_ok());
+            }
+        }
+    }
+
+    /// `MAX_HEADER_LEN` is the crate's limit (`MAX_HEADER_SIZE`, which its reader checks
+    /// before anything else, as its writer does): a header length one above it is "too
+    /// large", the limit itself is not.
+    #[test]
+    fn max_header_len_is_the_crate_limit() {
+        for (n, too_large) in [(MAX_HEADER_LEN, false), (MAX_HEADER_LEN + 1, true)] {
+            let mut bytes = n.to_le_bytes().to_vec();
+            bytes.extend_from_slice(b"{}");
+            let e = SafeTensors::read_metadata(&bytes).unwrap_err();
+            assert_eq!(
+                matches!(e, safetensors::SafeTensorError::HeaderTooLarge),
+                too_large,
+                "{n}: {e}"
+            );
+        }
     }
 
     #[test]

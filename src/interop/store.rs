@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::native::{FinishStats, Metadata, Reader, WriterOptions};
-use crate::progress::Progress;
+use crate::progress::{Progress, Unit};
+use crate::record::{MAX_LOD_LEVELS, MAX_RANK};
 
 /// The element type of a tensor from any format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -192,6 +193,21 @@ pub trait TensorStore: Send + Sync {
             t.as_ref().map_or(true, |t| t.name.starts_with(&prefix))
         })))
     }
+    /// The whole listing, as [`TensorStore::scan`] from the first name gives it, telling
+    /// `progress` how far it has got: [`Progress::start`] once with the total, then
+    /// [`Progress::advance`] as items come. The total is the tensor count ([`Unit::Tensors`])
+    /// where the store knows it without reading its listing (a native file's header, formats
+    /// held in memory), else the bytes of the index it reads ([`Unit::IndexBytes`], a
+    /// TensorFlow checkpoint). The default collects [`TensorStore::list`]: stores that stream
+    /// their listing override it.
+    fn scan_with_progress<'a>(&'a self, progress: &'a dyn Progress) -> Result<TensorInfos<'a>> {
+        let list = self.list()?;
+        progress.start(list.len() as u64, Unit::Tensors);
+        Ok(Box::new(list.into_iter().map(move |t| {
+            progress.advance(1);
+            Ok(t)
+        })))
+    }
     /// The store's typed metadata: a native file's header metadata, a safetensors file's
     /// `__metadata__` (strings); empty for formats that have none.
     fn metadata(&self) -> Result<Metadata> {
@@ -264,4 +280,52 @@ pub(crate) struct Written {
     pub(crate) output_bytes: u64,
     /// The native writer's figures (native output only).
     pub(crate) native: Option<FinishStats>,
+}
+
+/// Why a record header (native or Paddle) cannot describe `info`, if it cannot: a rank above
+/// [`MAX_RANK`], more than [`MAX_LOD_LEVELS`] LoD levels, a dimension above `i64::MAX`.
+pub(crate) fn record_limits(info: &TensorInfo) -> Option<String> {
+    if info.lod.len() as u64 > MAX_LOD_LEVELS {
+        Some(format!(
+            "a tensor with {} LoD levels (at most {MAX_LOD_LEVELS})",
+            info.lod.len()
+        ))
+    } else {
+        shape_limits(info)
+    }
+}
+
+/// Why a shape of at most [`MAX_RANK`] dimensions, each at most `i64::MAX` (TensorFlow's
+/// shapes, and record headers), cannot describe `info`, if it cannot.
+pub(crate) fn shape_limits(info: &TensorInfo) -> Option<String> {
+    if info.shape.len() > MAX_RANK {
+        return Some(format!(
+            "of rank {} (at most {MAX_RANK} dimensions)",
+            info.shape.len()
+        ));
+    }
+    info.shape
+        .iter()
+        .find(|&&d| d > i64::MAX as u64)
+        .map(|d| format!("of dimension {d} (at most i64::MAX)"))
+}
+
+/// What an output format can hold as a whole, beyond each tensor's rules (the safetensors
+/// header size): `interop::export`'s survey adds every tensor to be written, then checks the total
+/// with the metadata, before a byte is written.
+pub(crate) trait OutputLimit {
+    /// Counts a tensor that will be written.
+    fn add(&mut self, t: &TensorInfo);
+    /// Fails with [`crate::Error::LimitExceeded`] if the tensors added and `metadata` exceed the limit.
+    fn check(&mut self, metadata: &Metadata) -> Result<()>;
+}
+
+/// The limit of formats that have no whole-output limit.
+pub(crate) struct NoLimit;
+
+impl OutputLimit for NoLimit {
+    fn add(&mut self, _: &TensorInfo) {}
+    fn check(&mut self, _: &Metadata) -> Result<()> {
+        Ok(())
+    }
 }

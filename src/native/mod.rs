@@ -50,7 +50,8 @@ pub use header::FileHeader;
 pub use meta::{MetaValue, Metadata};
 pub use reader::{Iter, ReadOptions, Reader};
 pub use recover::{
-    last_complete_len, recover, recover_any, scan, FoundRecord, RecoverReport, Recovered,
+    last_complete_len, recover, recover_any, recover_any_with, scan, FoundRecord, RecoverOptions,
+    RecoverReport, Recovered,
 };
 pub use rewrite::{rewrite_in_place, RewriteReport};
 pub use source::Source;

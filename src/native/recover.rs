@@ -8,14 +8,16 @@
 
 use std::path::Path;
 
-use crate::error::Result;
+use crate::error::{Corruption, Error, Result};
 use crate::format::{crc32c, unmask_crc};
 use crate::native::header::FileHeader;
 use crate::native::reader::Reader;
 use crate::native::source::Source;
 use crate::native::staging;
+use crate::native::verify::VerifyOptions;
 use crate::native::writer::{Tensor, Writer, WriterOptions};
 use crate::native::FORMAT_VERSION;
+use crate::progress::{NoProgress, Progress, Unit};
 use crate::record;
 use crate::table::{Table, TableReadOptions, FOOTER_LEN, TABLE_MAGIC};
 
@@ -24,11 +26,13 @@ use crate::table::{Table, TableReadOptions, FOOTER_LEN, TABLE_MAGIC};
 pub struct RecoverReport {
     /// Complete records copied into the new file.
     pub recovered: u64,
-    /// Bytes of the input that were read as complete records.
+    /// Bytes of the input that were read as complete records: the offset where the valid
+    /// records end, and where the torn tail (if any) starts.
     pub good_bytes: u64,
-    /// Bytes after the last complete record (torn tail, index, or garbage).
+    /// Bytes after the last complete record (torn tail, index, or garbage), dropped.
     pub discarded_bytes: u64,
-    /// Why the scan stopped, when it stopped before the end of the input.
+    /// Why the scan stopped, when it stopped before the end of the input (for logs: what the
+    /// bytes at [`RecoverReport::good_bytes`] are; a torn tail usually does not decode).
     pub stopped_because: Option<String>,
     /// Complete records skipped because their name had already been recovered.
     pub duplicates_skipped: u64,
@@ -45,87 +49,211 @@ pub struct FoundRecord<'a> {
     pub data: &'a [u8],
 }
 
-/// Walks `bytes` from offset 0 and returns every leading complete record, plus why it stopped
-/// (`None` if the input ended exactly after a record).
-pub fn scan(bytes: &[u8]) -> (Vec<FoundRecord<'_>>, Option<String>) {
-    let mut found = Vec::new();
-    let mut pos = 0usize;
-    while pos < bytes.len() {
-        let decoded = record::decode_record(&bytes[pos..], pos as u64);
-        let (header, data) = match decoded {
+/// Why a walk over records stopped before the end of the input.
+#[derive(Debug)]
+enum Stop {
+    /// The bytes do not decode as a record (the error says why).
+    Undecodable(Error),
+    /// A record without paramdex's header checksum or name: a plain Paddle record.
+    NotParamdex(&'static str),
+    /// A paramdex record whose data does not match its checksum (a torn write).
+    DataMismatch,
+}
+
+impl Stop {
+    fn describe(&self, pos: u64) -> String {
+        match self {
+            Stop::Undecodable(e) => format!("at offset {pos}: {e}"),
+            Stop::NotParamdex(what) => {
+                format!("at offset {pos}: record {what} (not written by paramdex)")
+            }
+            Stop::DataMismatch => {
+                format!("at offset {pos}: record data does not match its checksum (torn write)")
+            }
+        }
+    }
+}
+
+/// The leading complete records of `bytes`, one at a time: each decodes (its header checksum
+/// matching), is named, and its data matches its checksum. Ends at the first that does not,
+/// keeping why in `stop`.
+struct Records<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+    stop: Option<Stop>,
+}
+
+impl<'a> Records<'a> {
+    fn new(bytes: &'a [u8]) -> Records<'a> {
+        Records {
+            bytes,
+            pos: 0,
+            stop: None,
+        }
+    }
+}
+
+impl<'a> Iterator for Records<'a> {
+    type Item = FoundRecord<'a>;
+
+    fn next(&mut self) -> Option<FoundRecord<'a>> {
+        if self.stop.is_some() || self.pos >= self.bytes.len() {
+            return None;
+        }
+        let pos = self.pos;
+        let (header, data) = match record::decode_record(&self.bytes[pos..], pos as u64) {
             Ok(x) => x,
-            Err(e) => return (found, Some(format!("at offset {pos}: {e}"))),
+            Err(e) => {
+                self.stop = Some(Stop::Undecodable(e));
+                return None;
+            }
         };
-        if header.header_crc.is_none() {
-            return (
-                found,
-                Some(format!(
-                    "at offset {pos}: record header has no checksum (not written by paramdex)"
-                )),
-            );
-        }
-        if header.name.is_none() {
-            return (
-                found,
-                Some(format!(
-                    "at offset {pos}: record has no name (not written by paramdex)"
-                )),
-            );
-        }
-        match header.data_crc {
-            Some(stored) if unmask_crc(stored) == crc32c(data) => {}
-            Some(_) => {
-                return (
-                    found,
-                    Some(format!(
-                        "at offset {pos}: record data does not match its checksum (torn write)"
-                    )),
-                )
-            }
-            None => {
-                return (
-                    found,
-                    Some(format!("at offset {pos}: record has no checksum")),
-                )
-            }
+        let stop = if header.header_crc.is_none() {
+            Some(Stop::NotParamdex("header has no checksum"))
+        } else if header.name.is_none() {
+            Some(Stop::NotParamdex("has no name"))
+        } else if header
+            .data_crc
+            .is_none_or(|stored| unmask_crc(stored) != crc32c(data))
+        {
+            Some(Stop::DataMismatch)
+        } else {
+            None
+        };
+        if stop.is_some() {
+            self.stop = stop;
+            return None;
         }
         let len = usize::try_from(header.record_len())
             .expect("decode_record checked that the record lies within the input");
-        found.push(FoundRecord {
+        self.pos += len;
+        Some(FoundRecord {
             offset: pos as u64,
             header,
             data,
-        });
-        pos += len;
+        })
     }
-    (found, None)
+}
+
+/// Walks `bytes` from offset 0 and returns every leading complete record, plus why it stopped
+/// (`None` if the input ended exactly after a record).
+pub fn scan(bytes: &[u8]) -> (Vec<FoundRecord<'_>>, Option<String>) {
+    let mut it = Records::new(bytes);
+    let found: Vec<_> = it.by_ref().collect();
+    let why = it.stop.map(|s| s.describe(it.pos as u64));
+    (found, why)
 }
 
 /// Reads the torn file `input` and writes every complete record into a new file at `output`.
+///
+/// # Errors
+///
+/// Before `output` is created: [`Error::UnrecognizedFormat`] when `input` is not a paramdex
+/// file at all (a directory, an empty file, bytes that do not start with a paramdex record,
+/// records without paramdex's names and checksums such as a Paddle `.pdiparams`), and
+/// [`Error::Corrupt`] when it starts like one but holds no complete record (kind
+/// [`Corruption::Truncated`] when it ends inside its first record). Then I/O errors.
 pub fn recover(input: &Path, output: &Path, opts: WriterOptions) -> Result<RecoverReport> {
-    let source = Source::map(input)?;
-    let (found, stopped) = scan(&source);
-    let mut w = Writer::create_with(output, opts)?;
-    let mut report = RecoverReport {
-        stopped_because: stopped,
-        ..Default::default()
+    let source = map_file(input)?;
+    recover_records(input, &source, output, opts, &NoProgress)
+}
+
+/// Maps `input`, refusing a directory.
+fn map_file(input: &Path) -> Result<Source> {
+    if input.is_dir() {
+        return Err(Error::UnrecognizedFormat {
+            path: input.display().to_string(),
+            detail: "a directory, not a paramdex file (recover reads one torn file)".into(),
+        });
+    }
+    Source::map(input)
+}
+
+/// [`recover`] of the mapped `source`, reporting its bytes to `progress` as records are copied.
+fn recover_records(
+    input: &Path,
+    source: &[u8],
+    output: &Path,
+    opts: WriterOptions,
+    progress: &dyn Progress,
+) -> Result<RecoverReport> {
+    let mut records = Records::new(source);
+    let Some(first) = records.next() else {
+        return Err(nothing_to_recover(input, source, records.stop.take()));
     };
+    progress.start(source.len() as u64, Unit::Bytes);
+    let mut w = Writer::create_with(output, opts)?;
+    let mut report = RecoverReport::default();
     let mut end = 0u64;
-    for r in &found {
-        end = r.offset + r.header.record_len();
+    for r in std::iter::once(first).chain(records.by_ref()) {
+        let len = r.header.record_len();
+        end = r.offset + len;
         let lod = r.header.lod.to_vec();
-        let name = r.header.name.expect("scan keeps only named records");
+        let name = r.header.name.expect("Records yields only named records");
         let t = Tensor::new(r.header.dtype, &r.header.dims, r.data).with_lod(&lod);
         match w.add(name, t) {
             Ok(()) => report.recovered += 1,
-            Err(crate::Error::DuplicateName { .. }) => report.duplicates_skipped += 1,
+            Err(Error::DuplicateName { .. }) => report.duplicates_skipped += 1,
             Err(e) => return Err(e),
         }
+        progress.advance(len);
     }
+    report.stopped_because = records.stop.take().map(|s| s.describe(end));
     report.good_bytes = end;
     report.discarded_bytes = source.len() as u64 - end;
     w.finish()?;
+    progress.advance(report.discarded_bytes);
     Ok(report)
+}
+
+/// Why a walk that found no complete record found none, as the error [`recover`] returns.
+fn nothing_to_recover(input: &Path, source: &[u8], stop: Option<Stop>) -> Error {
+    let path = input.display().to_string();
+    let unrecognized = |detail: String| Error::UnrecognizedFormat {
+        path: path.clone(),
+        detail,
+    };
+    if source.is_empty() {
+        return unrecognized(
+            "the file is empty: not a paramdex file, and no record to recover".into(),
+        );
+    }
+    let hint = "recover rebuilds a paramdex file from the records of a torn one";
+    match stop {
+        Some(Stop::Undecodable(e)) if e.corruption() == Some(Corruption::Truncated) => {
+            Error::Corrupt {
+                what: "record",
+                offset: 0,
+                kind: Corruption::Truncated,
+                detail: format!(
+                    "{path}: the file ({} bytes) ends inside its first record: no complete \
+                     record to recover ({e})",
+                    source.len()
+                ),
+            }
+        }
+        Some(Stop::Undecodable(_)) => {
+            let head: Vec<String> = source.iter().take(8).map(|b| format!("{b:02x}")).collect();
+            unrecognized(format!(
+                "does not start with a paramdex record (its first bytes are {}): not a paramdex \
+                 file; {hint}",
+                head.join(" ")
+            ))
+        }
+        Some(Stop::NotParamdex(what)) => unrecognized(format!(
+            "its first record {what}: a Paddle tensor stream (a .pdiparams or tensor file), not \
+             a paramdex file; {hint}"
+        )),
+        Some(Stop::DataMismatch) => Error::corrupt(
+            "record",
+            0,
+            format!(
+                "{path}: the data of the first record does not match its checksum: no complete \
+                 record to recover"
+            ),
+        ),
+        None => unrecognized(format!("no record found: not a paramdex file; {hint}")),
+    }
 }
 
 /// What [`recover_any`] did.
@@ -142,30 +270,100 @@ pub enum Recovered {
     },
     /// Tensors were rebuilt from the input's records.
     Records(RecoverReport),
+    /// The input is a complete native file whose every checksum matches ([`Reader::verify`]):
+    /// it needs no recovery, and nothing was written.
+    Intact {
+        /// Its tensors.
+        tensors: u64,
+    },
+}
+
+/// How to [`recover_any_with`].
+#[derive(Clone, Default)]
+pub struct RecoverOptions<'a> {
+    /// Layout of a file rebuilt from records.
+    pub writer: WriterOptions,
+    /// Told each pass over the input ([`Unit::Bytes`]): the check of a file that opens (its
+    /// data bytes, as [`Reader::verify_with`] reports them), then, if the input must be
+    /// rebuilt, the input's bytes as they are copied.
+    pub progress: Option<&'a dyn Progress>,
+}
+
+impl std::fmt::Debug for RecoverOptions<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecoverOptions")
+            .field("writer", &self.writer)
+            .field("progress", &self.progress.is_some())
+            .finish()
+    }
+}
+
+/// [`recover_any_with`] without progress reports.
+pub fn recover_any(input: &Path, output: &Path, opts: WriterOptions) -> Result<Recovered> {
+    recover_any_with(
+        input,
+        output,
+        &RecoverOptions {
+            writer: opts,
+            progress: None,
+        },
+    )
 }
 
 /// Rebuilds a complete native file at `output` from a torn one, choosing how (the policy the
-/// CLI's `recover` reports): a file that does not open but whose prefix is a complete file
-/// (an interrupted metadata rewrite) gets that previous file back exactly, checked by
-/// [`Reader::verify`]; otherwise every complete record is copied into a new file
-/// ([`recover`]). `output` appears only when it is complete.
-pub fn recover_any(input: &Path, output: &Path, opts: WriterOptions) -> Result<Recovered> {
-    if Reader::open(input).is_err() {
-        let source = Source::map(input)?;
-        if let Some(len) = last_complete_len(&source) {
-            let end = usize::try_from(len).expect("a prefix of the mapped file");
-            staging::write_staged(output, ".tmp", |w| {
-                w.write_all(&source[..end])
-                    .map_err(|e| crate::Error::io(format!("writing {}", output.display()), e))
-            })?;
-            Reader::open(output)?.verify()?;
-            return Ok(Recovered::PreviousFile {
-                len,
-                discarded: source.len() as u64 - len,
+/// CLI's `recover` reports):
+///
+/// 1. a file that opens and passes [`Reader::verify`] needs nothing: [`Recovered::Intact`],
+///    and `output` is not written;
+/// 2. a file that does not open but whose prefix is a complete file (an interrupted metadata
+///    rewrite) gets that previous file back exactly, checked by [`Reader::verify`];
+/// 3. otherwise (a writer's temporary file after a crash, a file whose index or data is
+///    damaged) every complete leading record is copied into a new file ([`recover`]).
+///
+/// `output` appears only when it is complete.
+///
+/// # Errors
+///
+/// As [`recover`]: an input that is not a paramdex file is [`Error::UnrecognizedFormat`] and
+/// nothing is written.
+pub fn recover_any_with(
+    input: &Path,
+    output: &Path,
+    opts: &RecoverOptions<'_>,
+) -> Result<Recovered> {
+    let progress = opts.progress.unwrap_or(&NoProgress);
+    let source = map_file(input)?;
+    match Reader::open(input) {
+        Ok(r) => {
+            let checked = r.verify_with(VerifyOptions {
+                progress: opts.progress,
+                ..VerifyOptions::default()
             });
+            if let Ok(rep) = checked {
+                return Ok(Recovered::Intact {
+                    tensors: rep.tensors,
+                });
+            }
+        }
+        Err(_) => {
+            if let Some(len) = last_complete_len(&source) {
+                let end = usize::try_from(len).expect("a prefix of the mapped file");
+                // One write (fast beside the checks): reported when done.
+                progress.start(len, Unit::Bytes);
+                staging::write_staged(output, ".tmp", |w| {
+                    w.write_all(&source[..end])
+                        .map_err(|e| crate::Error::io(format!("writing {}", output.display()), e))
+                })?;
+                progress.advance(len);
+                Reader::open(output)?.verify()?;
+                return Ok(Recovered::PreviousFile {
+                    len,
+                    discarded: source.len() as u64 - len,
+                });
+            }
         }
     }
-    recover(input, output, opts).map(Recovered::Records)
+    recover_records(input, &source, output, opts.writer.clone(), progress).map(Recovered::Records)
 }
 
 /// The length of the longest prefix of `bytes` that is a complete native file (footer, index

@@ -11,7 +11,7 @@ use paramdex::interop::{
     export, open_any, ExportOptions, ExportReport, Format, LoadedTensor, MergeInput, MergeOptions,
     OutputFormat, TensorInfos, TensorStore, VerifySummary,
 };
-use paramdex::{name, Error, Metadata, Reader, Result};
+use paramdex::{name, Error, Metadata, Progress, Reader, Result};
 
 use super::output::{a_format, count, count_s};
 use super::{human_bytes, Bar, LayoutArgs, Target, Ui};
@@ -260,7 +260,7 @@ pub fn convert(ui: Ui, src: &Path, dst: &Path, opts: ConvertOptions) -> Result<E
         }
         None => store.as_ref(),
     };
-    let bar = Bar(ui.bytes_bar(0, "writing"));
+    let bar = Bar::new(ui, "writing");
     let rep = export(
         input,
         to.format(),
@@ -269,11 +269,11 @@ pub fn convert(ui: Ui, src: &Path, dst: &Path, opts: ConvertOptions) -> Result<E
             writer: layout.writer_options(),
             metadata: None,
             skip_unsupported,
-            progress: Some(&bar),
+            progress: bar.visible().then_some(&bar as &dyn Progress),
             overwrite: force,
         },
     );
-    bar.0.finish_and_clear();
+    bar.finish();
     let rep = rep.map_err(force_hint)?;
     note_left_out(ui, &rep);
     let from = match &selection {
@@ -340,7 +340,7 @@ pub fn merge(
             path,
         })
         .collect();
-    let bar = Bar(ui.bytes_bar(0, "writing"));
+    let bar = Bar::new(ui, "writing");
     let rep = paramdex::interop::merge(
         &merged,
         out,
@@ -349,13 +349,13 @@ pub fn merge(
                 writer: layout.writer_options(),
                 metadata: None,
                 skip_unsupported,
-                progress: Some(&bar),
+                progress: bar.visible().then_some(&bar as &dyn Progress),
                 overwrite: force,
             },
             allow_override,
         },
     );
-    bar.0.finish_and_clear();
+    bar.finish();
     let rep = rep.map_err(force_hint)?;
     note_left_out(ui, &rep.written);
     let replaced = if rep.replaced > 0 {

@@ -6,8 +6,8 @@ use std::time::Instant;
 
 use paramdex::{DType, Reader, Result, Tensor, Writer};
 
-use super::human_bytes;
 use super::output::count_s;
+use super::{human_bytes, Ui};
 
 /// `println!` that reports a failed write (a closed pipe) as an error instead of panicking.
 macro_rules! out {
@@ -61,69 +61,128 @@ struct Planned {
     shape: Vec<u64>,
 }
 
-/// The tensors of a decoder-only transformer, layer by layer; `tiny` shrinks every shape so
-/// that millions of tensors stay small.
-fn plan(layers: u64, hidden: u64, inter: u64, vocab: u64, limit: Option<u64>) -> Vec<Planned> {
-    let mut v = vec![
-        Planned {
-            name: "model.embed_tokens.weight".into(),
-            dtype: DType::BFloat16,
-            shape: vec![vocab, hidden],
-        },
-        Planned {
-            name: "model.norm.weight".into(),
-            dtype: DType::Float32,
-            shape: vec![hidden],
-        },
-        Planned {
-            name: "lm_head.weight".into(),
-            dtype: DType::BFloat16,
-            shape: vec![vocab, hidden],
-        },
-        Planned {
-            name: "model.position_ids".into(),
-            dtype: DType::Int64,
-            shape: vec![1, 128],
-        },
-    ];
-    let per_layer: [(&str, DType, [u64; 2]); 9] = [
-        ("self_attn.q_proj.weight", DType::Float32, [hidden, hidden]),
-        ("self_attn.k_proj.weight", DType::Float32, [hidden, hidden]),
-        ("self_attn.v_proj.weight", DType::Float32, [hidden, hidden]),
-        ("self_attn.o_proj.weight", DType::Float32, [hidden, hidden]),
-        ("mlp.gate_proj.weight", DType::Float16, [inter, hidden]),
-        ("mlp.up_proj.weight", DType::Float16, [inter, hidden]),
-        ("mlp.down_proj.weight", DType::Float16, [hidden, inter]),
-        ("input_layernorm.weight", DType::Float32, [hidden, 0]),
-        (
-            "post_attention_layernorm.weight",
-            DType::Float32,
-            [hidden, 0],
-        ),
-    ];
-    let mut layer = 0;
-    while limit.map_or(layer < layers, |n| (v.len() as u64) < n) {
-        for (suffix, dtype, shape) in per_layer {
-            let shape = if shape[1] == 0 {
-                vec![shape[0]]
-            } else {
-                shape.to_vec()
-            };
-            v.push(Planned {
-                name: format!("model.layers.{layer}.{suffix}"),
-                dtype,
-                shape,
-            });
-        }
-        layer += 1;
+/// The most tensors `demo --tensors` writes: about 2.3 GiB of file (see [`BYTES_PER_TENSOR`]),
+/// more than the largest checkpoints it stands in for (3 million tensors in BENCHMARKS.md).
+pub const MAX_TENSORS: u64 = 10_000_000;
+
+/// File bytes per tiny tensor of `demo --tensors` (record, alignment padding and index entry;
+/// 228 measured at 300,000 tensors, names grow with the layer number), for the size estimate
+/// checked against the limit and the free disk space before anything is written.
+pub const BYTES_PER_TENSOR: u64 = 240;
+
+/// `--tensors N`: 1 to [`MAX_TENSORS`]; the message says why a value is refused.
+pub fn parse_tensors(s: &str) -> std::result::Result<u64, String> {
+    let n: u64 = s
+        .parse()
+        .map_err(|e| format!("{e} (a whole number from 1 to {MAX_TENSORS} is expected)"))?;
+    if n == 0 {
+        return Err(format!(
+            "the demo writes at least 1 tensor (its LoD tensor); give 1 to {MAX_TENSORS}"
+        ));
     }
-    if let Some(n) = limit {
-        v.truncate(n.saturating_sub(1) as usize);
+    if n > MAX_TENSORS {
+        return Err(format!(
+            "at most {MAX_TENSORS} tensors: each takes about {BYTES_PER_TENSOR} bytes of file, so \
+             {n} would need about {}",
+            human_bytes(n.saturating_mul(BYTES_PER_TENSOR))
+        ));
     }
-    v
+    Ok(n)
 }
 
-pub fn run(dir: Option<PathBuf>, tensors: Option<u64>) -> Result<ExitCode> {
+/// The shapes of the demo model: a real-sized small model by default, tiny shapes when a
+/// tensor count is asked for (so that millions of tensors stay small).
+#[derive(Clone, Copy)]
+struct Dims {
+    hidden: u64,
+    inter: u64,
+    vocab: u64,
+}
+
+/// Tensor `i` of a decoder-only transformer, layer by layer: 4 model-wide tensors, then 9 per
+/// layer. Computed from `i` alone, so that a plan of millions of tensors is never held.
+fn planned(i: u64, d: Dims) -> Planned {
+    let Dims {
+        hidden,
+        inter,
+        vocab,
+    } = d;
+    let p = |name: &str, dtype, shape: &[u64]| Planned {
+        name: name.to_string(),
+        dtype,
+        shape: shape.to_vec(),
+    };
+    match i {
+        0 => p(
+            "model.embed_tokens.weight",
+            DType::BFloat16,
+            &[vocab, hidden],
+        ),
+        1 => p("model.norm.weight", DType::Float32, &[hidden]),
+        2 => p("lm_head.weight", DType::BFloat16, &[vocab, hidden]),
+        3 => p("model.position_ids", DType::Int64, &[1, 128]),
+        _ => {
+            let (layer, j) = ((i - 4) / 9, (i - 4) % 9);
+            let (suffix, dtype, shape): (&str, DType, &[u64]) = match j {
+                0 => ("self_attn.q_proj.weight", DType::Float32, &[hidden, hidden]),
+                1 => ("self_attn.k_proj.weight", DType::Float32, &[hidden, hidden]),
+                2 => ("self_attn.v_proj.weight", DType::Float32, &[hidden, hidden]),
+                3 => ("self_attn.o_proj.weight", DType::Float32, &[hidden, hidden]),
+                4 => ("mlp.gate_proj.weight", DType::Float16, &[inter, hidden]),
+                5 => ("mlp.up_proj.weight", DType::Float16, &[inter, hidden]),
+                6 => ("mlp.down_proj.weight", DType::Float16, &[hidden, inter]),
+                7 => ("input_layernorm.weight", DType::Float32, &[hidden]),
+                _ => ("post_attention_layernorm.weight", DType::Float32, &[hidden]),
+            };
+            p(&format!("model.layers.{layer}.{suffix}"), dtype, shape)
+        }
+    }
+}
+
+/// Fails when the directory holding `path` has less free space than `need` bytes (where the
+/// free space can be known).
+fn check_free_space(path: &std::path::Path, need: u64) -> Result<()> {
+    #[cfg(unix)]
+    {
+        let dir = path.parent().unwrap_or(path);
+        if let Ok(st) = rustix::fs::statvfs(dir) {
+            let free = st.f_bavail.saturating_mul(st.f_frsize);
+            if free < need {
+                return Err(paramdex::Error::InvalidArgument(format!(
+                    "the demo file would take about {}, but {} has only {} free",
+                    human_bytes(need),
+                    dir.display(),
+                    human_bytes(free)
+                )));
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = (path, need);
+    Ok(())
+}
+
+pub fn run(ui: Ui, dir: Option<PathBuf>, tensors: Option<u64>) -> Result<ExitCode> {
+    // A real-sized small model by default (4 layers); N − 1 tiny tensors plus the LoD tensor
+    // when a count is asked for (1 ≤ N ≤ MAX_TENSORS, checked by `parse_tensors`).
+    let (count, dims) = match tensors {
+        None => (
+            4 + 4 * 9,
+            Dims {
+                hidden: 256,
+                inter: 688,
+                vocab: 1000,
+            },
+        ),
+        Some(n) => (
+            n.clamp(1, MAX_TENSORS) - 1,
+            Dims {
+                hidden: 4,
+                inter: 8,
+                vocab: 16,
+            },
+        ),
+    };
     let temp;
     let keep = dir.is_some();
     let dir = match dir {
@@ -136,27 +195,37 @@ pub fn run(dir: Option<PathBuf>, tensors: Option<u64>) -> Result<ExitCode> {
         }
     };
     let path = dir.join("demo.pdx");
-    // A real-sized small model by default; tiny shapes when a tensor count is asked for.
-    let planned = match tensors {
-        None => plan(4, 256, 688, 1000, None),
-        Some(n) => plan(0, 4, 8, 16, Some(n)),
-    };
+    if tensors.is_some() {
+        check_free_space(&path, (count + 1).saturating_mul(BYTES_PER_TENSOR))?;
+    }
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
 
     out!(
         "writing {} ({} + 1 LoD tensor)",
         path.display(),
-        count_s(planned.len() as u64, "tensor")
+        count_s(count, "tensor")
     );
     let t0 = Instant::now();
     let mut w = Writer::create(&path)?;
     let mut data_bytes = 0u64;
-    for p in &planned {
+    let bar = ui.count_bar(count, "writing", "tensors");
+    let mut last = None;
+    let mut down_proj = None;
+    for i in 0..count {
+        let p = planned(i, dims);
         let n: u64 = p.shape.iter().product();
         let data = fill(&mut rng, p.dtype, n);
         data_bytes += data.len() as u64;
         w.add(&p.name, Tensor::new(p.dtype, &p.shape, &data))?;
+        bar.inc(1);
+        if down_proj.is_none() && p.name.contains("down_proj") {
+            down_proj = Some(p.name.clone());
+        }
+        if i + 1 == count {
+            last = Some(p.name);
+        }
     }
+    bar.finish_and_clear();
     // A ragged batch of 4 token sequences (lengths 3, 4, 5, 2), as Paddle stores sequences.
     let lod = vec![vec![0u64, 3, 7, 12, 14]];
     let tokens: Vec<u8> = (0..14i64).flat_map(|t| (1000 + t).to_le_bytes()).collect();
@@ -189,16 +258,8 @@ pub fn run(dir: Option<PathBuf>, tensors: Option<u64>) -> Result<ExitCode> {
     );
 
     let mut names: Vec<String> = Vec::new();
-    if let Some(last) = planned.last() {
-        names.push(last.name.clone());
-    }
-    for p in planned
-        .iter()
-        .filter(|p| p.name.contains("down_proj"))
-        .take(1)
-    {
-        names.push(p.name.clone());
-    }
+    names.extend(last);
+    names.extend(down_proj);
     names.push("model.embed_tokens.weight".into());
     names.push("data.batch_tokens".into());
     names.push("model.layers.999999.mlp.up_proj.weight".into());

@@ -5,9 +5,11 @@ use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
+use indicatif::ProgressBar;
 use paramdex::interop::{open_any, Kind, TensorData, TensorInfo, TensorInfos};
-use paramdex::{name, Result};
+use paramdex::{name, Progress, Result};
 use serde_json::{json, Value};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use super::inspect::shape_str;
 use super::numbers::{compare, Tolerance};
@@ -95,6 +97,49 @@ fn only_in(side: &str, t: &TensorInfo, names: &mut Vec<String>, lines: &mut Vec<
     names.push(json_name(&t.name));
 }
 
+/// Steps of [`Sides`]' bar for each listing.
+const SIDE_STEPS: u64 = 1000;
+
+/// [`Sides`]' total of a listing that has not started.
+const NOT_STARTED: u64 = u64::MAX;
+
+/// One bar for the two listings `diff` reads side by side: each listing's fraction read (in its
+/// own unit, tensors or index bytes) counts for half.
+struct Sides {
+    bar: ProgressBar,
+    total: [AtomicU64; 2],
+    done: [AtomicU64; 2],
+}
+
+impl Sides {
+    fn update(&self) {
+        let step = |i: usize| {
+            let (t, d) = (self.total[i].load(Relaxed), self.done[i].load(Relaxed));
+            match t {
+                NOT_STARTED => 0,
+                0 => SIDE_STEPS,
+                t => (u128::from(d.min(t)) * u128::from(SIDE_STEPS) / u128::from(t)) as u64,
+            }
+        };
+        self.bar.set_position(step(0) + step(1));
+    }
+}
+
+/// The progress of listing `.1` (0: A, 1: B) of a [`Sides`].
+struct Side<'a>(&'a Sides, usize);
+
+impl Progress for Side<'_> {
+    fn start(&self, total: u64, _unit: paramdex::Unit) {
+        self.0.total[self.1].store(total, Relaxed);
+        self.0.done[self.1].store(0, Relaxed);
+        self.0.update();
+    }
+    fn advance(&self, n: u64) {
+        self.0.done[self.1].fetch_add(n, Relaxed);
+        self.0.update();
+    }
+}
+
 pub fn diff(
     ui: Ui,
     a_path: &Path,
@@ -107,9 +152,22 @@ pub fn diff(
     let b = open_any(b_path)?;
     let mut r = Report::default();
     let red = BAD;
-    let pairs = MergeJoin {
-        a: a.scan(b"")?.peekable(),
-        b: b.scan(b"")?.peekable(),
+    let sides = Sides {
+        bar: ui.fraction_bar(2 * SIDE_STEPS, "comparing"),
+        total: [AtomicU64::new(NOT_STARTED), AtomicU64::new(NOT_STARTED)],
+        done: Default::default(),
+    };
+    let (side_a, side_b) = (Side(&sides, 0), Side(&sides, 1));
+    let pairs = if sides.bar.is_hidden() {
+        MergeJoin {
+            a: a.scan(b"")?.peekable(),
+            b: b.scan(b"")?.peekable(),
+        }
+    } else {
+        MergeJoin {
+            a: a.scan_with_progress(&side_a)?.peekable(),
+            b: b.scan_with_progress(&side_b)?.peekable(),
+        }
     };
     for pair in pairs {
         let (ta, tb) = match pair? {
@@ -251,6 +309,7 @@ pub fn diff(
             }
         }
     }
+    sides.bar.finish_and_clear();
     if !no_meta {
         let ma = a.metadata()?;
         let mb = b.metadata()?;

@@ -11,7 +11,9 @@ use paramdex::interop::{
     json as values, open_any, DataLocation, Format, Kind, TensorData, TensorInfo, TensorStore,
 };
 use paramdex::raw::table::{Table, TableReadOptions};
-use paramdex::{name, Error, Progress, Reader, Recovered, Result, VerifyOptions, WriterOptions};
+use paramdex::{
+    name, Error, Progress, Reader, RecoverOptions, Recovered, Result, VerifyOptions, WriterOptions,
+};
 use serde_json::{json, Map, Value};
 
 use super::output::{count, count_s, write_inline, write_json};
@@ -411,8 +413,12 @@ pub fn ls(
     long: bool,
 ) -> Result<ExitCode> {
     let store = open_any(file)?;
+    // Progress on standard error, cleared around each write to standard output and before the
+    // totals line.
+    let bar = Bar::new(ui, "listing");
     let tensors = match &prefix {
         Some(p) => store.scan_prefix(&os_bytes(p))?,
+        None if bar.visible() => store.scan_with_progress(&bar)?,
         None => store.scan(b"")?,
     };
     let locate = |t: &TensorInfo| -> Result<Option<DataLocation>> {
@@ -427,7 +433,7 @@ pub fn ls(
     if as_json {
         // The array streams out as the store is read, one tensor a line: the layout of
         // `output::write_json` for the whole array.
-        let mut out = super::stdout_for(true);
+        let mut out = super::around_bar(super::stdout_for(true), &bar);
         let mut first = true;
         let mut count = 0u64;
         for t in tensors {
@@ -438,12 +444,14 @@ pub fn ls(
             first = false;
             write_json_info(&mut out, &t, long.then_some(loc.as_ref())).map_err(stdout_err)?;
         }
+        bar.finish();
         out.write_all(if first { b"[]\n" } else { b"\n]\n" })
             .map_err(stdout_err)?;
         out.flush().map_err(stdout_err)?;
         return Ok(unlisted.finish(ui, count));
     }
-    let (mut out, colour) = super::listing_stdout();
+    let (out, colour) = super::listing_stdout();
+    let mut out = super::around_bar(out, &bar);
     let columns = if long { LS_LONG_COLUMNS } else { LS_COLUMNS };
     let mut n = 0u64;
     let mut total = 0u64;
@@ -479,6 +487,7 @@ pub fn ls(
             .map_err(stdout_err)?;
     }
     drop(tensors);
+    bar.finish();
     let dim = Codes::of(DIM, colour);
     writeln!(
         out,
@@ -773,14 +782,21 @@ pub fn stat(ui: Ui, file: &Path, as_json: bool) -> Result<ExitCode> {
     let mut by_dtype: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
     let mut n = 0u64;
     let mut data_bytes = 0u64;
+    let bar = Bar::new(ui, "reading");
+    let listing = if bar.visible() {
+        store.scan_with_progress(&bar)?
+    } else {
+        store.scan(b"")?
+    };
     let mut unlisted = Unlisted::default();
-    for t in unlisted.filter(store.scan(b"")?) {
+    for t in unlisted.filter(listing) {
         let e = by_dtype.entry(t.kind.name()).or_default();
         e.0 += 1;
         e.1 = e.1.saturating_add(t.nbytes);
         n += 1;
         data_bytes = data_bytes.saturating_add(t.nbytes);
     }
+    bar.finish();
     let mut o = Map::new();
     o.insert("file".into(), json!(file.display().to_string()));
     o.insert("format".into(), json!(store.format().name()));
@@ -959,14 +975,14 @@ struct Verified {
 /// Verifies a native file with the library's one verify ([`Reader::verify_with`]), drawing its
 /// progress over the data bytes.
 fn verify_native(ui: Ui, r: &Reader, threads: usize) -> Result<Verified> {
-    let bar = Bar(ui.bytes_bar(0, "verifying"));
+    let bar = Bar::new(ui, "verifying");
     // A progress hook costs the library a first pass over the index (for the total): give one
     // only when the bar is drawn.
     let rep = r.verify_with(VerifyOptions {
         threads,
-        progress: (!bar.0.is_hidden()).then_some(&bar as &dyn Progress),
+        progress: bar.visible().then_some(&bar as &dyn Progress),
     });
-    bar.0.finish_and_clear();
+    bar.finish();
     let rep = rep?;
     Ok(Verified {
         tensors: rep.tensors,
@@ -1040,40 +1056,86 @@ pub fn verify(ui: Ui, file: &Path, threads: usize, as_json: bool) -> Result<Exit
     }
 }
 
+/// What an input is, with its article, for messages (`a TensorFlow checkpoint`).
+fn a_format(f: Format) -> String {
+    match f {
+        Format::Native => "a paramdex file".into(),
+        Format::TensorFlow => "a TensorFlow checkpoint".into(),
+        Format::PaddleModel => "a Paddle model".into(),
+        Format::PaddleTensor => "a Paddle tensor file".into(),
+        Format::PaddleDir => "a directory of Paddle per-variable files".into(),
+        Format::Safetensors => "a safetensors file".into(),
+        other => format!("a {} input", other.name()),
+    }
+}
+
+/// `recover TORN OUT`. Exit 0 when OUT was written; 1 when the input is not a paramdex file or
+/// needs no recovery (nothing is written then); 3 when it holds no complete record.
 pub fn recover(ui: Ui, torn: &Path, out: &Path) -> Result<ExitCode> {
-    let rep = match paramdex::recover_any(torn, out, WriterOptions::default())? {
-        Recovered::PreviousFile { len, discarded } => {
+    let bar = Bar::new(ui, "recovering");
+    let result = paramdex::recover_any_with(
+        torn,
+        out,
+        &RecoverOptions {
+            writer: WriterOptions::default(),
+            progress: bar.visible().then_some(&bar as &dyn Progress),
+        },
+    );
+    bar.finish();
+    let (t, o) = (torn.display(), out.display());
+    let rep = match result {
+        Ok(Recovered::PreviousFile { len, discarded }) => {
             ui.say(format!(
-                "{} ends with an incomplete index ({} bytes, an interrupted `meta --set`); \
-                 restored the previous complete file ({}) into {}",
-                torn.display(),
-                discarded,
+                "{t} ends with an incomplete index ({discarded} bytes, an interrupted `meta \
+                 --set`); restored the previous complete file ({}) into {o}",
                 human_bytes(len),
-                out.display()
             ))?;
             return Ok(ExitCode::SUCCESS);
         }
-        Recovered::Records(rep) => rep,
-        other => {
+        Ok(Recovered::Intact { tensors }) => {
+            super::print_error(format!(
+                "{t} is a complete paramdex file ({tensors} tensors, every checksum matches): it \
+                 needs no recovery, and {o} was not written"
+            ));
+            return Ok(ExitCode::from(super::EXIT_ERROR));
+        }
+        Ok(Recovered::Records(rep)) => rep,
+        Ok(other) => {
             return Err(Error::Unsupported(format!(
                 "recover: an outcome this paramdex cannot report: {other:?}"
             )))
         }
+        // Not a paramdex file: say what it is, if it is another input paramdex reads.
+        Err(e @ Error::UnrecognizedFormat { .. }) => {
+            return match open_any(torn) {
+                Ok(store) if store.format() != Format::Native => {
+                    super::print_error(format!(
+                        "{t} is {}, not a paramdex file: recover rebuilds paramdex files torn by \
+                         a crash ({o} was not written); to check it, run `paramdex verify {t}`",
+                        a_format(store.format())
+                    ));
+                    Ok(ExitCode::from(super::EXIT_ERROR))
+                }
+                _ => Err(e),
+            };
+        }
+        Err(e) => return Err(e),
+    };
+    let tail = if rep.discarded_bytes == 0 {
+        "the input ends after its last complete record (nothing dropped)".to_string()
+    } else {
+        format!(
+            "the torn tail starts at offset {} ({} bytes dropped)",
+            rep.good_bytes, rep.discarded_bytes
+        )
     };
     ui.say(format!(
-        "recovered {} tensors ({} of records) from {} into {}; discarded {}",
-        rep.recovered,
-        human_bytes(rep.good_bytes),
-        torn.display(),
-        out.display(),
-        human_bytes(rep.discarded_bytes)
+        "recovered {} tensors ({} bytes of records) from {t} into {o}; {tail}",
+        rep.recovered, rep.good_bytes,
     ))?;
-    if let Some(why) = rep.stopped_because {
-        ui.say(format!("scan stopped {why}"))?;
-    }
     if rep.duplicates_skipped > 0 {
         ui.say(format!(
-            "skipped {} records whose names were already recovered",
+            "skipped {} records whose names were already recovered (the first of each is kept)",
             rep.duplicates_skipped
         ))?;
     }

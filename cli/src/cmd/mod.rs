@@ -45,11 +45,17 @@ Exit codes:
   4  tensor not found
   5  diff: the inputs differ
 
-JSON output (every --json, and `get`) is one document: an object's members one per line, indented two spaces a level, keys in order; an array holding no objects (a shape, values, LoD) on one line, as `[4096, 4096]`; an array of objects one object a line (`ls --json`: one tensor a line).
+Errors are one line on standard error, `paramdex: error: ...`, except an invalid command line \
+(exit 2), reported in full as `error: ...` with the valid values or a suggestion and the usage \
+line.
 
-Errors are one line on standard error: `paramdex: error: ...`. Progress bars and colour appear \
-only on a terminal (colour also obeys NO_COLOR and --color); --quiet turns off progress bars and \
-messages.";
+JSON output (every --json, and `get`) is one document: an object's members one per line, \
+indented two spaces a level, keys in order; an array holding no objects (a shape, values, LoD) \
+on one line, as `[4096, 4096]`; an array of objects one object a line (`ls --json`: one tensor a \
+line).
+
+Progress bars (on standard error) and colour appear only on a terminal (colour also obeys \
+NO_COLOR and --color); --quiet turns off progress bars and messages.";
 
 /// paramdex: look into, check, compare and convert tensor checkpoints (native paramdex,
 /// TensorFlow, Paddle, safetensors).
@@ -84,8 +90,9 @@ enum Command {
         /// Directory for demo.pdx (default: a temporary directory, removed afterwards).
         #[arg(long)]
         dir: Option<PathBuf>,
-        /// Number of tensors to write (default: a small 4-layer model).
-        #[arg(long)]
+        /// Write N tiny tensors instead of a small 4-layer model (1 to 10000000, about 240
+        /// bytes of file each; refused up front when the directory has less space free).
+        #[arg(long, value_name = "N", value_parser = demo::parse_tensors)]
         tensors: Option<u64>,
     },
     /// List tensors in name order: name, dtype, shape, LoD levels, size; then totals.
@@ -262,8 +269,11 @@ enum Command {
         /// The checkpoint prefix to create (PREFIX.index, PREFIX.data-00000-of-00001).
         prefix: PathBuf,
     },
-    /// Rebuild a complete file from a torn one: a writer's temporary file after a crash, or a
-    /// file whose `meta --set` was interrupted (then the previous file is restored exactly).
+    /// Rebuild a complete file from a torn one: a writer's temporary file after a crash (its
+    /// complete records are kept; the report says where the torn tail starts), or a file whose
+    /// `meta --set` was interrupted (then the previous file is restored exactly). Exit 1, writing
+    /// nothing, when the input is not a paramdex file (it says what the input is) or is complete
+    /// and every checksum matches (it needs no recovery); 3 when it holds no complete record.
     Recover {
         /// The torn file.
         torn: PathBuf,
@@ -424,18 +434,29 @@ impl Ui {
         !self.quiet && std::io::stderr().is_terminal()
     }
 
-    /// A progress bar counting bytes; hidden off a terminal or with --quiet.
-    pub fn bytes_bar(&self, total: u64, what: &str) -> ProgressBar {
+    /// A progress bar counting `total` items (`unit`: "tensors"); hidden off a terminal or with
+    /// --quiet.
+    pub fn count_bar(&self, total: u64, what: &str, unit: &str) -> ProgressBar {
+        if !self.show_progress() {
+            return ProgressBar::hidden();
+        }
+        let pb = ProgressBar::new(total);
+        pb.set_style(count_style(unit));
+        pb.set_message(what.to_string());
+        pb
+    }
+
+    /// A bar of the fraction done (percent), for work measured in several units at once;
+    /// hidden off a terminal or with --quiet.
+    pub fn fraction_bar(&self, total: u64, what: &str) -> ProgressBar {
         if !self.show_progress() {
             return ProgressBar::hidden();
         }
         let pb = ProgressBar::new(total);
         pb.set_style(
-            ProgressStyle::with_template(
-                "{msg} [{bar:32}] {binary_bytes}/{binary_total_bytes} ({binary_bytes_per_sec}, {eta})",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
+            ProgressStyle::with_template("{msg} [{wide_bar}] {percent}% ({elapsed}, {eta} left)")
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> "),
         );
         pb.set_message(what.to_string());
         pb
@@ -474,17 +495,91 @@ impl Ui {
     }
 }
 
-/// The library's progress reports ([`paramdex::Progress`]), drawn as an indicatif bar (hidden
-/// off a terminal or with --quiet when made by [`Ui::bytes_bar`]).
-pub struct Bar(pub ProgressBar);
+/// The style of a bar counting items of `unit`.
+fn count_style(unit: &str) -> ProgressStyle {
+    ProgressStyle::with_template(&format!(
+        "{{msg}} [{{wide_bar}}] {{human_pos}}/{{human_len}} {unit} ({{elapsed}}, {{eta}} left)"
+    ))
+    .unwrap_or_else(|_| ProgressStyle::default_bar())
+    .progress_chars("=> ")
+}
+
+/// The library's progress reports ([`paramdex::Progress`]) drawn on standard error: a spinner
+/// until the first pass starts, then a bar per pass, in the pass's unit (bytes for data
+/// written or checked, labelled `what`; tensors, or bytes of an index, for a listing, labelled
+/// "listing"). Hidden off a terminal and with --quiet.
+pub struct Bar {
+    /// The bar drawn now: a spinner, then one bar per pass (replaced whole, so that no frame
+    /// mixes two passes).
+    pb: std::sync::RwLock<ProgressBar>,
+    what: String,
+    visible: bool,
+}
+
+impl Bar {
+    /// A bar for work described by `what` ("writing", "verifying").
+    pub fn new(ui: Ui, what: &str) -> Bar {
+        let pb = ui.spinner(what);
+        Bar {
+            visible: !pb.is_hidden(),
+            pb: std::sync::RwLock::new(pb),
+            what: what.to_string(),
+        }
+    }
+
+    fn current(&self) -> ProgressBar {
+        self.pb.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Whether the bar is drawn (on a terminal, without --quiet): callers give the library a
+    /// progress sink only then, so that nothing is counted for nobody.
+    pub fn visible(&self) -> bool {
+        self.visible
+    }
+
+    /// Runs `f` (which writes to the terminal) with the bar cleared, then draws it again.
+    pub fn suspend<R>(&self, f: impl FnOnce() -> R) -> R {
+        self.current().suspend(f)
+    }
+
+    /// Removes the bar from the terminal.
+    pub fn finish(&self) {
+        self.current().finish_and_clear();
+    }
+}
 
 impl paramdex::Progress for Bar {
-    fn start(&self, total: u64, _unit: paramdex::Unit) {
-        self.0.set_length(total);
+    fn start(&self, total: u64, unit: paramdex::Unit) {
+        if !self.visible {
+            return;
+        }
+        let (style, what) = match unit {
+            paramdex::Unit::Bytes => (bytes_style(""), self.what.as_str()),
+            paramdex::Unit::Tensors => (count_style("tensors"), "listing"),
+            paramdex::Unit::IndexBytes => (bytes_style(" of index"), "listing"),
+            _ => (count_style(""), self.what.as_str()),
+        };
+        let next = ProgressBar::new(total)
+            .with_style(style)
+            .with_message(what.to_string());
+        let mut pb = self.pb.write().unwrap_or_else(|p| p.into_inner());
+        pb.finish_and_clear();
+        *pb = next;
+        pb.tick();
     }
     fn advance(&self, n: u64) {
-        self.0.inc(n);
+        self.pb.read().unwrap_or_else(|p| p.into_inner()).inc(n);
     }
+}
+
+/// The style of a bar counting bytes (`what`: text after the byte counts).
+fn bytes_style(what: &str) -> ProgressStyle {
+    ProgressStyle::with_template(&format!(
+        "{{msg}} [{{wide_bar}}] {{binary_bytes}}/{{binary_total_bytes}}{what} \
+         ({{binary_bytes_per_sec}}, {{eta}} left)"
+    ))
+    .unwrap_or_else(|_| ProgressStyle::default_bar())
+    .progress_chars("=> ")
 }
 
 /// Styles (anstream strips them when colour is off).
@@ -516,7 +611,7 @@ pub fn stdout_err(e: std::io::Error) -> Error {
 pub fn run(cli: Cli) -> paramdex::Result<ExitCode> {
     let ui = Ui { quiet: cli.quiet };
     match cli.command {
-        Command::Demo { dir, tensors } => demo::run(dir, tensors),
+        Command::Demo { dir, tensors } => demo::run(ui, dir, tensors),
         Command::Ls {
             file,
             json,
@@ -662,6 +757,34 @@ pub fn listing_stdout() -> (std::io::BufWriter<Box<dyn Write>>, bool) {
     (std::io::BufWriter::with_capacity(OUT_BUFFER, w), colour)
 }
 
+/// A writer of `out` (buffered standard output, as [`stdout_for`] or [`listing_stdout`] give)
+/// that clears `bar` from the terminal around each write it passes on, so that rows and the
+/// bar do not mix when both go to one terminal.
+pub fn around_bar<'a>(
+    out: std::io::BufWriter<Box<dyn Write>>,
+    bar: &'a Bar,
+) -> std::io::BufWriter<Box<dyn Write + 'a>> {
+    struct Around<'a> {
+        inner: Box<dyn Write>,
+        bar: &'a Bar,
+    }
+    impl Write for Around<'_> {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.bar.suspend(|| self.inner.write(buf))
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            self.bar.suspend(|| self.inner.flush())
+        }
+    }
+    let capacity = out.capacity();
+    // An unused BufWriter holds no bytes: taking its writer back cannot lose output.
+    let inner = match out.into_inner() {
+        Ok(w) => w,
+        Err(e) => e.into_inner().into_parts().0,
+    };
+    std::io::BufWriter::with_capacity(capacity, Box::new(Around { inner, bar }))
+}
+
 /// Prints `paramdex: error: MSG` on standard error.
 fn print_error(msg: impl std::fmt::Display) {
     let s = style::ERROR;
@@ -714,34 +837,15 @@ pub fn main() -> ExitCode {
     }
 }
 
-/// Help and version go to standard output as clap prints them; a usage error becomes one line.
+/// Help and version go to standard output as clap prints them; a usage error goes to standard
+/// error whole, as clap renders it (what is wrong, the valid values or a "did you mean" tip, the
+/// usage line), with exit status 2.
 fn usage_error(e: clap::Error) -> ExitCode {
     use clap::error::ErrorKind;
+    let _ = e.print();
     match e.kind() {
-        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
-            let _ = e.print();
-            ExitCode::SUCCESS
-        }
-        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
-            let _ = e.print();
-            ExitCode::from(EXIT_USAGE)
-        }
-        _ => {
-            let text = e.render().to_string();
-            let first = text
-                .lines()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("invalid command line")
-                .trim_start_matches("error: ")
-                .to_string();
-            let usage = text
-                .lines()
-                .find_map(|l| l.trim().strip_prefix("Usage: "))
-                .map(|u| format!(" (usage: {u}; see --help)"))
-                .unwrap_or_else(|| " (see paramdex --help)".into());
-            print_error(format!("{first}{usage}"));
-            ExitCode::from(EXIT_USAGE)
-        }
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => ExitCode::SUCCESS,
+        _ => ExitCode::from(EXIT_USAGE),
     }
 }
 

@@ -1,5 +1,5 @@
 //! Helpers shared by the CLI's test files: run the real binary, check its exit code and the
-//! one-line error contract, and build inputs of every kind.
+//! error contract, and build inputs of every kind.
 #![allow(dead_code)] // each test file uses a different subset
 
 use std::path::{Path, PathBuf};
@@ -18,7 +18,9 @@ pub fn data(rel: &str) -> PathBuf {
 }
 
 /// Runs the binary; checks that the exit code is one of `codes` and that nothing looks like a
-/// panic; an error exit prints exactly one `paramdex: error:` line.
+/// panic; an error exit prints exactly one `paramdex: error:` line, except an invalid command
+/// line (exit 2), which prints clap's usage error whole (`error: ...`, ..., `For more information, try
+/// '--help'.`).
 pub fn run_codes(args: &[&dyn AsRef<std::ffi::OsStr>], codes: &[i32]) -> Output {
     let out = Command::new(BIN)
         .args(args.iter().map(|a| a.as_ref()))
@@ -40,7 +42,11 @@ pub fn run_codes(args: &[&dyn AsRef<std::ffi::OsStr>], codes: &[i32]) -> Output 
         !so.contains('\x1b') && !se.contains('\x1b'),
         "colour off a terminal"
     );
-    if code != 0 && code != 5 {
+    if code == 2 {
+        // An invalid command line: clap's usage error, whole (several lines).
+        assert!(se.starts_with("error: "), "clap's usage error: {se}");
+        assert!(se.contains("try '--help'"), "clap's usage error: {se}");
+    } else if code != 0 && code != 5 {
         let lines: Vec<&str> = se.lines().collect();
         assert_eq!(lines.len(), 1, "one error line: {se}");
         assert!(lines[0].starts_with("paramdex: error: "), "{se}");

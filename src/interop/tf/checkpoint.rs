@@ -22,6 +22,7 @@ use crate::interop::store::{
 };
 use crate::name::display;
 use crate::native::Source;
+use crate::progress::{Progress, Unit};
 use crate::proto::tensorflow::{BundleEntryProto, BundleHeaderProto, TensorSliceProto};
 use crate::table::{Table, TableIndex, TableIter, TableReadOptions};
 
@@ -728,6 +729,34 @@ impl Iterator for Scan<'_> {
     }
 }
 
+/// A [`Scan`] of the whole index that reports the index bytes it has passed
+/// ([`Unit::IndexBytes`]: a checkpoint's tensor count is not known before its index is read).
+struct ReportedScan<'a> {
+    scan: Scan<'a>,
+    progress: &'a dyn Progress,
+    /// Index bytes reported so far, and the index's length.
+    reported: u64,
+    total: u64,
+}
+
+impl Iterator for ReportedScan<'_> {
+    type Item = Result<TensorInfo>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let item = self.scan.next();
+        // At the end, the rest of the index (its last block, index block and footer) is read.
+        let at = match item {
+            Some(Ok(_)) => self.scan.it.block_offset(),
+            _ => self.total,
+        };
+        if at > self.reported {
+            self.progress.advance(at - self.reported);
+            self.reported = at;
+        }
+        item
+    }
+}
+
 impl TensorStore for TfCheckpoint {
     fn format(&self) -> Format {
         Format::TensorFlow
@@ -735,6 +764,17 @@ impl TensorStore for TfCheckpoint {
 
     fn scan(&self, start: &[u8]) -> Result<TensorInfos<'_>> {
         Ok(Box::new(Scan::new(self, start, None)))
+    }
+
+    fn scan_with_progress<'a>(&'a self, progress: &'a dyn Progress) -> Result<TensorInfos<'a>> {
+        let total = self.index_src.len() as u64;
+        progress.start(total, Unit::IndexBytes);
+        Ok(Box::new(ReportedScan {
+            scan: Scan::new(self, b"", None),
+            progress,
+            reported: 0,
+            total,
+        }))
     }
 
     fn scan_prefix(&self, prefix: &[u8]) -> Result<TensorInfos<'_>> {

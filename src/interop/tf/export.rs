@@ -158,12 +158,21 @@ pub(crate) fn outputs(prefix: &Path) -> Vec<PathBuf> {
 }
 
 /// Why a TensorFlow bundle cannot hold `t`, if it cannot: it holds numeric and string tensors,
-/// but not what paramdex does not decode (opaque types).
+/// but not what paramdex does not decode (opaque types); not a name that is empty or starts
+/// with a NUL byte (TensorFlow reserves the empty key for its header and keys starting with NUL
+/// for slices); not a rank above 254 or a dimension above `i64::MAX`.
 pub(crate) fn cannot_hold(t: &TensorInfo) -> Option<String> {
-    match t.kind {
-        Kind::Opaque(_) => t.kind.not_numeric(),
-        Kind::Numeric(_) | Kind::String => None,
+    if let Kind::Opaque(_) = t.kind {
+        return t.kind.not_numeric();
     }
+    if t.name.first().is_none_or(|&b| b == 0) {
+        return Some(
+            "named with an empty name or one starting with a NUL byte (TensorFlow's keys for \
+             its header and for slices)"
+                .into(),
+        );
+    }
+    crate::interop::store::shape_limits(t)
 }
 
 /// The TensorFlow exporter: every tensor of the job's store as a plain TensorFlow bundle,
