@@ -205,8 +205,9 @@ fn check_interrupted(
         .unwrap_or_else(|| panic!("no message naming what was removed: {se}"));
     assert!(
         line.starts_with(&format!(
-            "paramdex: interrupted; removed {} staged file(s): ",
-            r.removed.len()
+            "paramdex: interrupted; removed {} staged output{}: ",
+            r.removed.len(),
+            if r.removed.len() == 1 { "" } else { "s" }
         )),
         "{line}"
     );

@@ -45,8 +45,8 @@ fn message(removed: &[PathBuf]) -> String {
     }
     let paths: Vec<String> = removed.iter().map(|p| p.display().to_string()).collect();
     format!(
-        "interrupted; removed {} staged file(s): {}",
-        removed.len(),
+        "interrupted; removed {}: {}",
+        super::output::count_s(removed.len() as u64, "staged output"),
         paths.join(", ")
     )
 }
@@ -59,8 +59,12 @@ mod tests {
     fn messages() {
         assert_eq!(message(&[]), "interrupted; nothing was staged");
         assert_eq!(
+            message(&[PathBuf::from(".a.pdx.x.pdx-tmp")]),
+            "interrupted; removed 1 staged output: .a.pdx.x.pdx-tmp"
+        );
+        assert_eq!(
             message(&[PathBuf::from(".a.pdx.x.pdx-tmp"), PathBuf::from("o/.b.y")]),
-            "interrupted; removed 2 staged file(s): .a.pdx.x.pdx-tmp, o/.b.y"
+            "interrupted; removed 2 staged outputs: .a.pdx.x.pdx-tmp, o/.b.y"
         );
     }
 }
