@@ -36,7 +36,10 @@ fn run_in(dir: &Path, args: &[&dyn AsRef<OsStr>], code: i32) -> Output {
         let lines: Vec<&str> = se.lines().collect();
         if code == 2 {
             // Usage errors are clap's whole rendering.
-            assert!(lines[0].starts_with("error: ") && se.contains("--help"), "{se}");
+            assert!(
+                lines[0].starts_with("error: ") && se.contains("--help"),
+                "{se}"
+            );
         } else {
             assert_eq!(lines.len(), 1, "one error line: {se}");
             assert!(lines[0].starts_with("paramdex: error: "), "{se}");
