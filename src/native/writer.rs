@@ -696,14 +696,14 @@ impl Writer {
     /// # let dir = tempfile::tempdir().unwrap();
     /// # let path = dir.path().join("m.pdx");
     /// let mut w = paramdex::Writer::create(&path)?;
-    /// w.add_slice("w", &[2, 2], &[1.0f32, 2.0, 3.0, 4.0])?;
-    /// w.add_slice("h", &[2], &[half::f16::ONE, half::f16::ZERO])?;
+    /// w.add_values("w", &[2, 2], &[1.0f32, 2.0, 3.0, 4.0])?;
+    /// w.add_values("h", &[2], &[half::f16::ONE, half::f16::ZERO])?;
     /// w.finish()?;
     /// let r = paramdex::Reader::open(&path)?;
     /// assert_eq!(r.tensor("w")?.as_slice::<f32>()?, &[1.0, 2.0, 3.0, 4.0]);
     /// # Ok::<(), paramdex::Error>(())
     /// ```
-    pub fn add_slice<T: crate::element::Element>(
+    pub fn add_values<T: crate::element::Element>(
         &mut self,
         name: impl AsRef<[u8]>,
         shape: &[u64],
