@@ -76,9 +76,9 @@ pub use element::Element;
 pub use error::{Corruption, Error, Result};
 pub use native::{
     last_complete_len, recover, recover_any, rewrite_in_place, EarlySync, FileHeader, FinishStats,
-    Iter, MetaValue, Metadata, ReadOptions, Reader, RecoverReport, Recovered, RewriteReport,
-    Tensor, TensorView, TensorWriter, VerifyOptions, VerifyReport, WriteBackend, Writer,
-    WriterOptions, DEFAULT_ALIGNMENT, DEFAULT_BLOCK_SIZE, FORMAT_VERSION,
+    Iter, MetaValue, Metadata, ReadOptions, Reader, RecoverReport, Recovered, Region,
+    RewriteReport, Tensor, TensorView, TensorWriter, VerifyOptions, VerifyReport, WriteBackend,
+    Writer, WriterOptions, DEFAULT_ALIGNMENT, DEFAULT_BLOCK_SIZE, FORMAT_VERSION,
 };
 pub use progress::{NoProgress, Progress, Unit};
 pub use record::Lod;

@@ -18,6 +18,7 @@
 //! | `staging` | temporary files beside a target, renamed into place after fsync |
 //! | `rewrite` | [`rewrite_in_place`]: new metadata without touching records |
 //! | `recover` | rebuilding a file from a torn one, and the policy of what to do |
+//! | `slice_key`, `region` | slices: TensorFlow's slice keys, [`Region`] and its arithmetic |
 //!
 //! Modules of this layer import each other by file (`crate::native::reader::Reader`); layers
 //! above import this facade only.
@@ -29,7 +30,9 @@ mod header;
 mod meta;
 mod reader;
 mod recover;
+pub(crate) mod region;
 mod rewrite;
+pub mod slice_key;
 mod source;
 pub(crate) mod staging;
 mod stream;
@@ -52,6 +55,7 @@ pub use reader::{Iter, ReadOptions, Reader};
 pub use recover::{
     last_complete_len, recover, recover_any, scan, FoundRecord, RecoverReport, Recovered,
 };
+pub use region::Region;
 pub use rewrite::{rewrite_in_place, RewriteReport};
 pub use source::Source;
 pub use stream::TensorWriter;

@@ -10,8 +10,6 @@ use std::sync::OnceLock;
 
 use prost::Message;
 
-use super::slice_key::{self, Extent};
-use super::slices::{self, Region};
 use super::strings::{self, StringsAt};
 use crate::dtype::DType;
 use crate::error::{path_str, Error, Result};
@@ -20,8 +18,12 @@ use crate::interop::store::{
     Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorInfos, TensorStore, VerifySummary,
 };
 use crate::name::display;
+use crate::native::region::{self as slices, Region};
+use crate::native::slice_key::{self, Extent};
 use crate::native::Source;
-use crate::proto::tensorflow::{BundleEntryProto, BundleHeaderProto, TensorSliceProto};
+use crate::proto::tensorflow::{
+    tensor_slice_proto::extent::HasLength, BundleEntryProto, BundleHeaderProto, TensorSliceProto,
+};
 use crate::table::{Table, TableIndex, TableIter, TableReadOptions};
 
 /// Largest tensor rank TensorFlow accepts (`TensorShape::kMaxDimensions`).
@@ -425,8 +427,8 @@ impl TfCheckpoint {
         };
         let mut parts = Vec::with_capacity(full.slices.len());
         for (i, s) in full.slices.iter().enumerate() {
-            let extents = slices::extents_of(s, full.shape.len())
-                .map_err(|d| bad(format!("slice {i}: {d}")))?;
+            let extents =
+                extents_of(s, full.shape.len()).map_err(|d| bad(format!("slice {i}: {d}")))?;
             let region = slices::resolve(&extents, &full.shape)
                 .map_err(|d| bad(format!("slice {i}: {d}")))?;
             let key = slice_key::encode(name, &extents);
@@ -583,7 +585,7 @@ impl TfCheckpoint {
 /// The slice keys a partitioned tensor's entry lists (none for a whole tensor).
 fn referenced_slice_keys<'e>(name: &'e [u8], e: &'e Entry) -> impl Iterator<Item = Vec<u8>> + 'e {
     e.slices.iter().filter_map(move |s| {
-        slices::extents_of(s, e.shape.len())
+        extents_of(s, e.shape.len())
             .ok()
             .map(|ext| slice_key::encode(name, &ext))
     })
@@ -853,4 +855,29 @@ impl TensorStore for TfCheckpoint {
             checksums: blocks + with_data.len() as u64,
         })
     }
+}
+
+/// The extents of a `TensorSliceProto` (a missing length is the whole dimension), with the
+/// rank checked against the full tensor's.
+fn extents_of(slice: &TensorSliceProto, rank: usize) -> std::result::Result<Vec<Extent>, String> {
+    if slice.extent.len() != rank {
+        return Err(format!(
+            "slice has {} dimensions, the tensor {rank}",
+            slice.extent.len()
+        ));
+    }
+    Ok(slice
+        .extent
+        .iter()
+        .map(|e| match e.has_length {
+            Some(HasLength::Length(l)) => Extent {
+                start: e.start,
+                length: l,
+            },
+            None => Extent {
+                start: e.start,
+                length: -1,
+            },
+        })
+        .collect())
 }

@@ -13,6 +13,10 @@
 //!
 //! Every slice key starts with `00`, so slice keys sort right after the header entry and before
 //! every ordinary name. Decoding never reads past the key and rejects trailing bytes.
+//!
+//! TensorFlow checkpoints and native files of format version 2 (SPEC.md 13) key slices this way.
+// OrderedCode numbers are big-endian by definition; the casts take bytes out of them.
+#![allow(clippy::big_endian_bytes, clippy::cast_possible_truncation)]
 
 /// One dimension of a slice: `start` and `length`, where `length == -1` means the whole
 /// dimension (TensorFlow's `kFullExtent`, with `start == 0`).
