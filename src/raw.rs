@@ -31,7 +31,9 @@ pub mod table {
 
 /// The index values of a native file (SPEC.md 5).
 pub mod entry {
-    pub use crate::native::{Dims, FileHeader, IndexEntry, TF_BUNDLE_VERSION};
+    pub use crate::native::{
+        decode_slices, encode_partitioned, Dims, FileHeader, IndexEntry, TF_BUNDLE_VERSION,
+    };
 }
 
 /// Slices of partitioned tensors (SPEC.md 13): TensorFlow's slice keys and region arithmetic.

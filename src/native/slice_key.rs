@@ -224,6 +224,34 @@ pub fn decode(key: &[u8]) -> Option<SliceKey> {
     Some(SliceKey { name, extents })
 }
 
+/// A key as shown in messages: a slice key as `NAME (slice START,LENGTH:...)` (`-` for a whole
+/// dimension), other keys as [`crate::name::display`] shows names, with NUL bytes escaped.
+pub fn display_key(key: &[u8]) -> String {
+    match decode(key) {
+        Some(k) => format!(
+            "{} (slice {})",
+            crate::name::display(&k.name),
+            describe_extents(&k.extents)
+        ),
+        None => crate::name::display(key).replace('\0', "\\x00"),
+    }
+}
+
+/// Extents as `START,LENGTH:...`, `-` for a whole dimension.
+pub fn describe_extents(ext: &[Extent]) -> String {
+    let parts: Vec<String> = ext
+        .iter()
+        .map(|e| {
+            if e.length == -1 {
+                "-".to_string()
+            } else {
+                format!("{},{}", e.start, e.length)
+            }
+        })
+        .collect();
+    parts.join(":")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
