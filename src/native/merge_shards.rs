@@ -8,14 +8,17 @@
 //! 1. the new index under a temporary name, written and fsynced;
 //! 2. an existing `PREFIX.index` removed, the directory synced: from here the previous
 //!    checkpoint does not exist;
-//! 3. each pending shard renamed to its final name, the directory synced;
-//! 4. the new index renamed to `PREFIX.index`, the directory synced: the checkpoint exists;
-//! 5. data files of the previous checkpoint with another number of shards removed.
+//! 3. the previous checkpoint's data files that the new one does not replace (those with
+//!    another number of shards) removed, the directory synced;
+//! 4. each pending shard renamed to its final name, the directory synced;
+//! 5. the new index renamed to `PREFIX.index`, the directory synced: the checkpoint exists.
 //!
-//! A crash before step 2 leaves the previous checkpoint; from step 2 until step 4 there is no
-//! index, hence no checkpoint at the prefix (its data files are orphans, which
-//! [`shard_files`] reports); after step 4, the new one. A merge run again after a crash
-//! finishes the job: a shard of the save already under its final name is taken as it is.
+//! A crash before step 2 leaves the previous checkpoint; from step 2 until step 5 there is no
+//! index, hence no checkpoint at the prefix (the data files there are orphans, which
+//! [`shard_files`] reports); after step 5, the new one. A merge run again after a crash
+//! finishes the job: a shard of the save already under its final name is taken as it is, and
+//! when no shard is pending any more, the one save whose shards are there is merged (step 3
+//! makes it the only one).
 
 use std::collections::{BTreeSet, BinaryHeap, HashMap};
 use std::fs::File;
@@ -74,12 +77,13 @@ pub enum MergeStep {
     /// The previous checkpoint's `PREFIX.index` was removed: until [`MergeStep::Committed`]
     /// there is no checkpoint at the prefix.
     PreviousRemoved,
+    /// The previous checkpoint's data files that the new one does not replace (another number
+    /// of shards) are removed.
+    PreviousDataRemoved,
     /// Shard `k` has its final name.
     ShardRenamed(u32),
     /// `PREFIX.index` is in place and the directory synced: the checkpoint exists.
     Committed,
-    /// Data files of the previous checkpoint with another number of shards are removed.
-    LeftoversRemoved,
 }
 
 /// How [`merge_shards`] runs.
@@ -137,7 +141,8 @@ pub struct MergeShardsReport {
     pub shard_bytes: u64,
     /// Bytes of the index written.
     pub index_len: u64,
-    /// Files of the previous checkpoint removed (data files with another number of shards).
+    /// Data files of the previous checkpoint removed (those with another number of shards,
+    /// which the new ones do not replace).
     pub removed: Vec<PathBuf>,
     /// Pending shards of other saves, left in place.
     pub ignored: Vec<PathBuf>,
@@ -585,14 +590,18 @@ pub fn merge_shards(
         0 => match (opts.save_id, opts.num_shards) {
             // Every shard may already have its final name (a merge run again after a crash).
             (Some(s), Some(n)) => ((s, n), Vec::new()),
-            _ => {
-                return Err(Error::Shard {
-                    path: shown_prefix,
-                    problem: ShardProblem::Missing,
-                    detail: "no pending shards of a save to merge (PREFIX.data-k-of-N.pending)"
-                        .into(),
-                })
-            }
+            _ => (
+                orphan_save(prefix, &stem, &files, opts, &mut read)?.ok_or_else(|| {
+                    Error::Shard {
+                        path: shown_prefix.clone(),
+                        problem: ShardProblem::Missing,
+                        detail: "no pending shards of a save to merge \
+                                 (PREFIX.data-k-of-N.pending)"
+                            .into(),
+                    }
+                })?,
+                Vec::new(),
+            ),
         },
         _ => {
             let mut saves: Vec<String> = by_save
@@ -703,32 +712,7 @@ pub fn merge_shards(
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(Error::io(format!("removing {}", index.display()), e)),
     }
-    // 3. The shards under their final names.
-    let mut data_paths = Vec::with_capacity(n as usize);
-    for (k, from) in (0..n).zip(&renames) {
-        let to = data_path(prefix, k, n);
-        if let Some(from) = from {
-            std::fs::rename(from, &to).map_err(|e| {
-                Error::io(
-                    format!("renaming {} to {}", from.display(), to.display()),
-                    e,
-                )
-            })?;
-        }
-        step(opts, MergeStep::ShardRenamed(k));
-        data_paths.push(to);
-    }
-    sync_dir()?;
-    // 4. The checkpoint exists.
-    temp.persist(&index).map_err(|e| {
-        Error::io(
-            format!("renaming the new index to {}", index.display()),
-            e.error,
-        )
-    })?;
-    sync_dir()?;
-    step(opts, MergeStep::Committed);
-    // 5. Data files of the previous checkpoint with another number of shards.
+    // 3. The previous checkpoint's data files that the new one does not replace.
     let mut removed = Vec::new();
     for (path, name) in &files {
         if let Some((_, m, false)) = parse_data_name(name, &stem) {
@@ -744,7 +728,32 @@ pub fn merge_shards(
     if !removed.is_empty() {
         sync_dir()?;
     }
-    step(opts, MergeStep::LeftoversRemoved);
+    step(opts, MergeStep::PreviousDataRemoved);
+    // 4. The shards under their final names.
+    let mut data_paths = Vec::with_capacity(n as usize);
+    for (k, from) in (0..n).zip(&renames) {
+        let to = data_path(prefix, k, n);
+        if let Some(from) = from {
+            std::fs::rename(from, &to).map_err(|e| {
+                Error::io(
+                    format!("renaming {} to {}", from.display(), to.display()),
+                    e,
+                )
+            })?;
+        }
+        step(opts, MergeStep::ShardRenamed(k));
+        data_paths.push(to);
+    }
+    sync_dir()?;
+    // 5. The checkpoint exists.
+    temp.persist(&index).map_err(|e| {
+        Error::io(
+            format!("renaming the new index to {}", index.display()),
+            e.error,
+        )
+    })?;
+    sync_dir()?;
+    step(opts, MergeStep::Committed);
     Ok(MergeShardsReport {
         index_path: index,
         data_paths,
@@ -763,6 +772,46 @@ pub fn merge_shards(
 fn step(opts: &MergeShardsOptions<'_>, s: MergeStep) {
     if let Some(f) = opts.on_step {
         f(s);
+    }
+}
+
+/// When no shard is pending and no checkpoint is committed at the prefix (a merge stopped after
+/// renaming shards), the one save whose shards have their final names there, if there is
+/// exactly one: `(save, number of shards)`.
+fn orphan_save(
+    prefix: &Path,
+    stem: &[u8],
+    files: &[(PathBuf, Vec<u8>)],
+    opts: &MergeShardsOptions<'_>,
+    read: &mut u64,
+) -> Result<Option<(SaveId, u32)>> {
+    if index_path(prefix).exists() {
+        return Ok(None);
+    }
+    let mut saves = BTreeSet::new();
+    for (path, name) in files {
+        if let Some((_, _, false)) = parse_data_name(name, stem) {
+            if let Ok(s) = read_shard_index(path, read) {
+                if opts.save_id.is_none_or(|id| id == s.shard.save_id)
+                    && opts.num_shards.is_none_or(|n| n == s.shard.num_shards)
+                {
+                    saves.insert((s.shard.save_id, s.shard.num_shards));
+                }
+            }
+        }
+    }
+    match saves.len() {
+        0 => Ok(None),
+        1 => Ok(saves.pop_first()),
+        _ => Err(Error::Shard {
+            path: prefix.display().to_string(),
+            problem: ShardProblem::Leftover,
+            detail: format!(
+                "no pending shards, and the data files of {} saves without an index; name the \
+                 save to merge, or remove the leftovers (clean_shards)",
+                saves.len()
+            ),
+        }),
     }
 }
 

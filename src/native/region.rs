@@ -615,9 +615,9 @@ mod tests {
         }
         fn region_in(&mut self, shape: &[u64]) -> Region {
             let mut r = Region::full(shape);
-            for d in 0..shape.len() {
-                r.start[d] = self.below(shape[d] + 1);
-                r.len[d] = self.below(shape[d] - r.start[d] + 1);
+            for (d, &dim) in shape.iter().enumerate() {
+                r.start[d] = self.below(dim + 1);
+                r.len[d] = self.below(dim - r.start[d] + 1);
             }
             r
         }
@@ -707,10 +707,7 @@ mod tests {
             assert_eq!(got.is_some(), any, "{regions:?}");
             if let Some((i, j)) = got {
                 assert!(i < j && regions[i].overlaps(&regions[j]));
-                assert_eq!(
-                    regions[i].intersect(&regions[j]).unwrap().numel().unwrap() > 0,
-                    true
-                );
+                assert!(regions[i].intersect(&regions[j]).unwrap().numel().unwrap() > 0);
                 found += 1;
             }
         }

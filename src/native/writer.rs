@@ -765,9 +765,6 @@ impl Writer {
             name: name::display(name),
             detail,
         };
-        if full_shape.is_empty() {
-            return Err(invalid("a scalar has no slices".into()));
-        }
         if !region.is_within(full_shape) {
             return Err(invalid(format!(
                 "slice at {:?} of lengths {:?} does not lie inside the shape {full_shape:?}",
@@ -778,6 +775,9 @@ impl Writer {
         self.validate(name, dtype, full_shape, &[])?;
         if region.is_full(full_shape) {
             return Ok(None);
+        }
+        if full_shape.is_empty() {
+            return Err(invalid("a scalar has no slices".into()));
         }
         let data_len = self.validate(name, dtype, &region.len, &[])?;
         if name.is_empty() {
