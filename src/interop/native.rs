@@ -91,7 +91,7 @@ impl TensorStore for Reader {
         Ok(VerifySummary {
             tensors: r.tensors,
             data_bytes: r.data_bytes,
-            checksums: r.blocks + r.tensors,
+            checksums: r.blocks + r.records,
         })
     }
 

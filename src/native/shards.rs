@@ -174,6 +174,7 @@ impl Reader {
         })?;
         for r in reports.into_inner().unwrap_or_else(|p| p.into_inner()) {
             report.blocks += r.blocks;
+            report.records += r.records;
             report.data_bytes += r.data_bytes;
         }
         let (tensors, slices) = self.check_against_shards()?;

@@ -57,6 +57,8 @@ pub struct VerifyReport {
     pub tensors: u64,
     /// Slices of tensors stored in slices, each checked as a tensor is (SPEC.md 13).
     pub slices: u64,
+    /// Records checked, each with its data checksum: one per whole tensor and per slice.
+    pub records: u64,
     /// Tensor data bytes checksummed.
     pub data_bytes: u64,
 }
@@ -171,6 +173,7 @@ impl Reader {
             blocks,
             tensors: count,
             slices,
+            records: stored,
             data_bytes,
         })
     }

@@ -331,6 +331,7 @@ pub fn get(
     format: GetFormat,
     output: Option<PathBuf>,
     limit: usize,
+    slice: Option<String>,
 ) -> Result<ExitCode> {
     let key = if hex {
         let s = name_arg.to_string_lossy();
@@ -340,7 +341,11 @@ pub fn get(
         os_bytes(&name_arg)
     };
     let store = open_any(file)?;
-    let t = store.load(&key)?.ok_or_else(|| Error::NotFound {
+    let t = match &slice {
+        Some(spec) => super::shards::load_region(store.as_ref(), &key, spec)?,
+        None => store.load(&key)?,
+    };
+    let t = t.ok_or_else(|| Error::NotFound {
         name: name::display(&key),
         path: file.display().to_string(),
     })?;
@@ -450,7 +455,14 @@ fn table_figures(bytes: &[u8]) -> Result<TableFigures> {
 }
 
 pub fn stat(file: &Path, as_json: bool) -> Result<ExitCode> {
-    let store = open_any(file)?;
+    let store = match open_any(file) {
+        Ok(s) => s,
+        // A prefix where a save left files but no checkpoint: say what is there.
+        Err(e) => {
+            let ui = Ui { quiet: as_json };
+            return Err(super::shards::explain_leftovers(ui, file).unwrap_or(e));
+        }
+    };
     let metadata = store.metadata()?;
     // One pass over the listing: counts and bytes by dtype, nothing kept per tensor.
     let mut by_dtype: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
@@ -513,7 +525,7 @@ pub fn stat(file: &Path, as_json: bool) -> Result<ExitCode> {
                 json!(f.first_data_offset - h.records_len),
             );
             o.insert("alignment".into(), json!(h.alignment));
-            o.insert("shards".into(), json!(1));
+            super::shards::stat_fields(r, &mut o)?;
             o.insert("records_sorted".into(), json!(h.records_sorted));
         }
         Format::TensorFlow => {
@@ -609,6 +621,7 @@ pub fn stat(file: &Path, as_json: bool) -> Result<ExitCode> {
         if let Some(s) = num("shards") {
             rows.push(("shards".into(), s.to_string()));
         }
+        super::shards::stat_rows(&o, &mut rows);
         if let Some(s) = get("records_sorted").as_bool() {
             rows.push((
                 "records sorted".into(),
@@ -647,7 +660,7 @@ fn verify_native(ui: Ui, r: &Reader, threads: usize) -> Result<Verified> {
     Ok(Verified {
         tensors: rep.tensors,
         data_bytes: rep.data_bytes,
-        checksums: rep.blocks + rep.tensors,
+        checksums: rep.blocks + rep.records,
     })
 }
 
@@ -717,6 +730,9 @@ pub fn verify(ui: Ui, file: &Path, threads: usize, as_json: bool) -> Result<Exit
 }
 
 pub fn recover(ui: Ui, torn: &Path, out: &Path) -> Result<ExitCode> {
+    if let Some(e) = super::shards::explain_leftovers(ui, torn) {
+        return Err(e);
+    }
     let rep = match paramdex::recover_any(torn, out, WriterOptions::default())? {
         Recovered::PreviousFile { len, discarded } => {
             ui.say(format!(
