@@ -246,11 +246,7 @@ pub(crate) fn cut_region(
             name::display(name)
         )));
     }
-    let bytes = region
-        .numel()
-        .and_then(|n| n.checked_mul(d.size() as u64))
-        .and_then(|n| usize::try_from(n).ok())
-        .ok_or_else(|| Error::limit("region bytes", u64::MAX, u64::MAX, None))?;
+    let bytes = crate::native::region::byte_len(region, d.size())?;
     let mut out = vec![0u8; bytes];
     copy_region(
         data,

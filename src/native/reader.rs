@@ -465,10 +465,7 @@ impl Reader {
                         ),
                     });
                 }
-                let bytes = want
-                    .checked_mul(esize as u64)
-                    .and_then(|n| usize::try_from(n).ok())
-                    .ok_or_else(|| Error::limit("region bytes", want, u64::MAX, None))?;
+                let bytes = region::byte_len(region, esize)?;
                 let mut out = SliceData::owned(bytes, dtype, region, shown);
                 for (i, part) in &parts {
                     let r = &p.regions[*i];

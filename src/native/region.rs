@@ -136,6 +136,22 @@ impl Region {
     }
 }
 
+/// Bytes of `region` at `esize` bytes per element, as a buffer length: an error naming the
+/// region when they do not fit in memory (only on a 32-bit host: a region inside a checked
+/// shape has at most as many bytes as the tensor, which fit in 64 bits).
+pub(crate) fn byte_len(region: &Region, esize: usize) -> crate::error::Result<usize> {
+    region
+        .numel()
+        .and_then(|n| n.checked_mul(esize as u64))
+        .and_then(|n| usize::try_from(n).ok())
+        .ok_or_else(|| {
+            crate::error::Error::InvalidArgument(format!(
+                "the region at {:?} of lengths {:?} does not fit in memory",
+                region.start, region.len
+            ))
+        })
+}
+
 /// Resolves `extents` against `shape`: a full extent (length -1) is the whole dimension (and
 /// must start at 0); otherwise `0 <= start`, `0 <= length` and `start + length <= dim`.
 pub fn resolve(extents: &[Extent], shape: &[u64]) -> Result<Region, String> {

@@ -109,12 +109,17 @@ pub fn encode(name: &[u8], extents: &[Extent]) -> Vec<u8> {
 }
 
 /// Reads `NumIncreasing` from the front of `src`; returns the value and the bytes used.
+/// Rejects a leading zero byte (not what `put_num_increasing` writes), so decoding and
+/// encoding are inverse.
 fn get_num_increasing(src: &[u8]) -> Option<(u64, usize)> {
     let len = usize::from(*src.first()?);
     if len > 8 {
         return None;
     }
     let body = src.get(1..1 + len)?;
+    if body.first() == Some(&0) {
+        return None;
+    }
     let v = body.iter().fold(0u64, |acc, &b| (acc << 8) | u64::from(b));
     Some((v, 1 + len))
 }
@@ -336,6 +341,9 @@ mod tests {
             assert_eq!(decode(&long), None);
         }
         assert_eq!(decode(b"plain/name"), None);
+        // A rank written with a leading zero byte (01 00 for 0) is not TensorFlow's encoding.
+        assert_eq!(decode(&[0x00, 0x00, 0x01, 0x01, 0x00]), None);
+        assert!(decode(&[0x00, 0x00, 0x01, 0x00]).is_some());
         assert_eq!(
             decode(&[0x00, 0x61, 0x00, 0x01, 0x08, 0xff, 0xff, 0xff, 0xff]),
             None

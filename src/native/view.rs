@@ -317,11 +317,7 @@ impl<'a> SliceData<'a> {
                 return Ok(Self::borrowed(run, dtype, region, name));
             }
         }
-        let bytes = region
-            .numel()
-            .and_then(|n| n.checked_mul(esize))
-            .and_then(|n| usize::try_from(n).ok())
-            .ok_or_else(|| Error::limit("region bytes", u64::MAX, u64::MAX, None))?;
+        let bytes = region::byte_len(region, dtype.size())?;
         let mut out = Self::owned(bytes, dtype, region, name);
         region::copy_region(
             stored,

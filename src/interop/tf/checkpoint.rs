@@ -769,10 +769,7 @@ impl TensorStore for TfCheckpoint {
         }
         let esize = d.size();
         let want = region.numel().unwrap_or(u64::MAX);
-        let bytes = want
-            .checked_mul(esize as u64)
-            .and_then(|n| usize::try_from(n).ok())
-            .ok_or_else(|| Error::limit("region bytes", want, u64::MAX, None))?;
+        let bytes = slices::byte_len(region, esize)?;
         let zero = vec![0u64; region.rank()];
         let copy_err = |detail: String| {
             Error::corrupt(
