@@ -349,15 +349,16 @@ fn model() -> Vec<Planned> {
             &[HIDDEN, HIDDEN],
             Some(1),
         ));
+        // bfloat16, not float16: TensorFlow assembles slices of bfloat16 but not of float16.
         v.push(p(
             at("mlp.up_proj.weight"),
-            DType::Float16,
+            DType::BFloat16,
             &[MLP, HIDDEN],
             Some(0),
         ));
         v.push(p(
             at("mlp.down_proj.weight"),
-            DType::Float16,
+            DType::BFloat16,
             &[HIDDEN, MLP],
             Some(1),
         ));
@@ -399,7 +400,6 @@ fn push_element(out: &mut Vec<u8>, seed: u64, dtype: DType, i: u64) {
     let v = ((x >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 0.1;
     match dtype {
         DType::BFloat16 => out.extend_from_slice(&half::bf16::from_f32(v).to_le_bytes()),
-        DType::Float16 => out.extend_from_slice(&half::f16::from_f32(v).to_le_bytes()),
         _ => out.extend_from_slice(&v.to_le_bytes()),
     }
 }
