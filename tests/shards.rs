@@ -473,10 +473,16 @@ fn a_file_without_slices_or_shard_identity_is_version_1_and_one_with_them_versio
         )
         .is_err());
     assert!(w.add_values(b"\x00nul", &[1], &[1u8]).is_err());
+    // A shape the record cannot carry (a dimension above i64::MAX): refused, nothing listed.
+    let corner = Region::new(vec![0, 0], vec![1, 1]).unwrap();
+    assert!(w
+        .add_slice("huge", DType::UInt8, &[1 << 63, 1], &corner, &[0])
+        .is_err());
     w.add_slice("b", DType::UInt8, &[3], &first, &[1]).unwrap();
     assert_eq!(w.len(), 1);
     w.finish().unwrap();
     let r = Reader::open(&v2).unwrap();
+    r.verify().unwrap();
     assert_eq!(r.header().format_version, 2);
     assert_eq!((r.header().tensor_count, r.header().slice_count), (1, 2));
     let all = r.get_slice("b", &Region::full(&[3])).unwrap().unwrap();

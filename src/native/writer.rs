@@ -602,15 +602,18 @@ impl Writer {
         full_shape: &[u64],
         region: &Region,
     ) -> Result<BegunRecord> {
-        self.register_slice(plan, dtype, full_shape, region);
-        self.write_record_header(
+        let begun = self.write_record_header(
             &plan.key,
             dtype,
             &region.len,
             &[],
             Some(full_shape),
             plan.data_len,
-        )
+        )?;
+        // From here the slice's stream finishes or the writer is unusable (a dropped stream
+        // poisons it), so its tensor may list it.
+        self.register_slice(plan, dtype, full_shape, region);
+        Ok(begun)
     }
 
     /// Writes a record header whose data checksum is patched later.
@@ -771,8 +774,12 @@ impl Writer {
                 region.start, region.len
             )));
         }
-        // Validates the full shape (rank, byte count) as a tensor of its own would be.
+        // Validates the full shape (rank, byte count) as a tensor of its own would be; the
+        // record carries it, so every dimension must be an int64 as Paddle's dims are.
         self.validate(name, dtype, full_shape, &[])?;
+        if let Some(d) = full_shape.iter().find(|&&d| d > i64::MAX as u64) {
+            return Err(invalid(format!("dimension {d} exceeds i64::MAX")));
+        }
         if region.is_full(full_shape) {
             return Ok(None);
         }
@@ -893,13 +900,15 @@ impl Writer {
                 ),
             });
         }
-        self.register_slice(&plan, dtype, full_shape, region);
         self.write_tensor(
             &plan.key,
             Tensor::new(dtype, &region.len, data),
             plan.data_len,
             Some(full_shape),
-        )
+        )?;
+        // Only a slice whose record and entry are in is listed in its tensor's entry.
+        self.register_slice(&plan, dtype, full_shape, region);
+        Ok(())
     }
 
     /// Entry numbers in bytewise order of their names.
