@@ -15,14 +15,14 @@ fn main() -> Result<()> {
     let mut w = Writer::create(&path)?;
     for layer in 0..3 {
         let weight: Vec<f32> = (0..16).map(|i| (layer * 16 + i) as f32 * 0.01).collect();
-        w.add_slice(format!("layers.{layer}.weight"), &[4, 4], &weight)?;
-        w.add_slice(
+        w.add_values(format!("layers.{layer}.weight"), &[4, 4], &weight)?;
+        w.add_values(
             format!("layers.{layer}.bias"),
             &[4],
             &[f16::from_f32(0.5); 4],
         )?;
     }
-    w.add_slice(
+    w.add_values(
         "embed",
         &[2, 2],
         &[bf16::ONE, bf16::ZERO, bf16::NEG_ONE, bf16::MAX],

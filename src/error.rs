@@ -150,6 +150,78 @@ pub enum Error {
         /// The existing output (as the caller named it).
         path: String,
     },
+
+    /// The tensor is stored in slices (a partitioned tensor, SPEC.md 13): its bytes are not one
+    /// run that a zero-copy view could borrow. `Reader::get_slice` reads any region of it, the
+    /// whole tensor included; `TensorStore::load` assembles it.
+    #[error("tensor {name} in {path} is stored in {slices} slices: read it with get_slice (any region, the whole tensor included)")]
+    Sliced {
+        /// The tensor (displayable form).
+        name: String,
+        /// The file.
+        path: String,
+        /// How many slices hold it.
+        slices: u64,
+    },
+
+    /// A file of a sharded checkpoint is missing, is not the file its index records, or was
+    /// left behind by a save that did not finish; or the shards of a save cannot be merged
+    /// (SPEC.md 12).
+    #[error("{path}: {detail}")]
+    Shard {
+        /// The shard file (or the checkpoint's prefix, when no one file is at fault).
+        path: String,
+        /// What is wrong, for callers that act on it.
+        problem: ShardProblem,
+        /// The particulars.
+        detail: String,
+    },
+
+    /// The slices of a tensor do not fit together: they overlap, lie outside its shape,
+    /// disagree on dtype or shape, or leave elements without data (SPEC.md 13). The message
+    /// names the files that hold the slices at fault.
+    #[error("tensor {name}: {detail}")]
+    Slices {
+        /// The tensor (displayable form).
+        name: String,
+        /// What is wrong, for callers that act on it.
+        problem: SliceProblem,
+        /// The particulars, with the files involved.
+        detail: String,
+    },
+}
+
+/// What is wrong with a file of a sharded checkpoint (see [`Error::Shard`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ShardProblem {
+    /// The file does not exist.
+    Missing,
+    /// Its length is not the one the index records.
+    Length,
+    /// It is a shard of another save, or another shard than expected, or not a shard at all.
+    Identity,
+    /// A shard number is not below the number of shards, or the shards of a save disagree on
+    /// how many there are.
+    Count,
+    /// Files left by a save that did not finish (pending shards, shards no index refers to)
+    /// stand in the way.
+    Leftover,
+}
+
+/// What is wrong with the slices of a tensor (see [`Error::Slices`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum SliceProblem {
+    /// Two slices share elements, or two shards both hold the tensor.
+    Overlap,
+    /// A slice lies outside the tensor's shape.
+    OutOfBounds,
+    /// Slices disagree on the tensor's dtype or shape, or a tensor is whole in one place and
+    /// sliced in another.
+    Mismatch,
+    /// Some elements are in no slice (a partial tensor) where all were needed.
+    Gap,
 }
 
 /// The kind of damage an [`Error::Corrupt`] reports: what a caller may act on. The message says

@@ -74,13 +74,15 @@ pub mod raw;
 
 pub use dtype::DType;
 pub use element::Element;
-pub use error::{Corruption, Error, Result};
+pub use error::{Corruption, Error, Result, ShardProblem, SliceProblem};
 pub use native::{
-    last_complete_len, recover, recover_any, recover_any_with, remove_staged, rewrite_in_place,
-    write_atomically, EarlySync, FileHeader, FinishStats, Iter, MetaValue, Metadata, ReadOptions,
-    Reader, RecoverOptions, RecoverReport, Recovered, RewriteReport, Tensor, TensorView,
-    TensorWriter, VerifyOptions, VerifyReport, WriteBackend, Writer, WriterOptions,
-    DEFAULT_ALIGNMENT, DEFAULT_BLOCK_SIZE, FORMAT_VERSION,
+    clean_shards, last_complete_len, merge_shards, recover, recover_any, recover_any_with,
+    remove_staged, rewrite_in_place, shard_files, write_atomically, EarlySync, FileHeader,
+    FinishStats, Iter, MergeShardsOptions, MergeShardsReport, MergeStep, MetaValue, Metadata,
+    PartialTensors, ReadOptions, Reader, RecoverOptions, RecoverReport, Recovered, Region,
+    RewriteReport, SaveId, ShardFile, ShardFileKind, ShardOf, ShardRef, ShardWriter, ShardedSave,
+    SliceData, Tensor, TensorView, TensorWriter, VerifyOptions, VerifyReport, WriteBackend, Writer,
+    WriterOptions, DEFAULT_ALIGNMENT, DEFAULT_BLOCK_SIZE, FORMAT_VERSION, MAX_SHARDS, MAX_SLICES,
 };
 pub use progress::{NoProgress, Progress, Unit};
 pub use record::Lod;

@@ -5,7 +5,7 @@
 //! # let dir = tempfile::tempdir().unwrap();
 //! # let path = dir.path().join("m.pdx");
 //! let mut w = Writer::create(&path)?;
-//! w.add_slice("emb", &[2], &[bf16::from_f32(1.5), bf16::ZERO])?;
+//! w.add_values("emb", &[2], &[bf16::from_f32(1.5), bf16::ZERO])?;
 //! w.insert_metadata("step", 10i64)?;
 //! w.finish()?;
 //! let store = open_any(&path)?; // any supported format

@@ -9,6 +9,7 @@
 //! | [`record`] | Paddle DenseTensor records: decode, encode, walk (SPEC.md 3) |
 //! | [`table`] | the LevelDB/TensorFlow table: blocks, footer, builder, reader (SPEC.md 4) |
 //! | [`entry`] | the index values of a native file: tensor entries and the header (SPEC.md 5) |
+//! | [`slices`] | TensorFlow's slice keys and the region arithmetic of partitioned tensors (SPEC.md 13) |
 //! | [`source`] | the mapped bytes a [`crate::Reader`] reads |
 //! | [`recovery`] | the record scan behind [`crate::recover`] |
 //! | `proto` | the prost types generated from `proto/` (hidden: for cross-checking the hand codecs) |
@@ -30,7 +31,15 @@ pub mod table {
 
 /// The index values of a native file (SPEC.md 5).
 pub mod entry {
-    pub use crate::native::{Dims, FileHeader, IndexEntry, TF_BUNDLE_VERSION};
+    pub use crate::native::{
+        decode_slices, encode_partitioned, Dims, FileHeader, IndexEntry, TF_BUNDLE_VERSION,
+    };
+}
+
+/// Slices of partitioned tensors (SPEC.md 13): TensorFlow's slice keys and region arithmetic.
+pub mod slices {
+    pub use crate::native::region::{contiguous, copy_region, find_overlap, resolve, tile};
+    pub use crate::native::slice_key::{self, Extent, SliceKey};
 }
 
 /// The bytes a reader reads.

@@ -578,6 +578,7 @@ fn overlapping_records_fail_verify() {
         data_crc: Some(paramdex::raw::format::mask_crc(
             paramdex::raw::format::crc32c(&b_data),
         )),
+        full_shape: None,
     };
     let layout = record::encode_header(&spec, 0, 1, &mut b_record).unwrap();
     b_record.extend_from_slice(&b_data);

@@ -362,7 +362,7 @@ fn metadata_can_be_given() {
 fn native(path: &Path, tensors: &[(&str, f32)], metadata: &[(&str, &str)]) -> PathBuf {
     let mut w = Writer::create(path).unwrap();
     for (n, v) in tensors {
-        w.add_slice(n, &[1], &[*v]).unwrap();
+        w.add_values(n, &[1], &[*v]).unwrap();
     }
     for (k, v) in metadata {
         w.insert_metadata(*k, *v).unwrap();

@@ -16,6 +16,8 @@ mod paddle_program;
 mod reader;
 #[path = "../fuzz/checks/record.rs"]
 mod record;
+#[path = "../fuzz/checks/slices.rs"]
+mod slices;
 #[path = "../fuzz/checks/table.rs"]
 mod table;
 #[path = "../fuzz/checks/tf_bundle.rs"]
@@ -74,6 +76,11 @@ fn reader_inputs() {
 #[test]
 fn record_inputs() {
     assert!(replay("record", record::check) > 0);
+}
+
+#[test]
+fn slices_inputs() {
+    assert!(replay("slices", slices::check) > 0);
 }
 
 #[test]

@@ -26,7 +26,7 @@ fn golden_file_with_metadata_matches_spec() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("golden.pdx");
     let mut w = Writer::create(&path).unwrap();
-    w.add_slice("w", &[2], &[1.0f32, 2.0]).unwrap();
+    w.add_values("w", &[2], &[1.0f32, 2.0]).unwrap();
     w.insert_metadata("step", 5i64).unwrap();
     w.finish().unwrap();
     assert_eq!(
@@ -42,10 +42,10 @@ fn sample(path: &std::path::Path, opts: WriterOptions) -> Vec<u8> {
     let mut w = Writer::create_with(path, opts).unwrap();
     for i in 0..300u32 {
         let v: Vec<f32> = (0..17).map(|j| (i * 17 + j) as f32).collect();
-        w.add_slice(format!("layer.{i:03}.weight"), &[17], &v)
+        w.add_values(format!("layer.{i:03}.weight"), &[17], &v)
             .unwrap();
     }
-    w.add_slice("emb", &[2], &[half::bf16::ONE, half::bf16::MAX])
+    w.add_values("emb", &[2], &[half::bf16::ONE, half::bf16::MAX])
         .unwrap();
     w.insert_metadata("step", 1i64).unwrap();
     w.finish().unwrap();
@@ -216,12 +216,12 @@ fn writer_metadata_limits_and_typed_helpers() {
         deep = MetaValue::List(vec![deep]);
     }
     assert!(w.insert_metadata("deep", deep).is_err());
-    w.add_slice("c", &[1], &[[1.0f32, -1.0]]).unwrap();
-    w.add_slice("h", &[2], &[half::f16::from_f32(0.5), half::f16::NEG_ONE])
+    w.add_values("c", &[1], &[[1.0f32, -1.0]]).unwrap();
+    w.add_values("h", &[2], &[half::f16::from_f32(0.5), half::f16::NEG_ONE])
         .unwrap();
-    w.add_slice("b", &[3], &[1u8, 2, 3]).unwrap();
+    w.add_values("b", &[3], &[1u8, 2, 3]).unwrap();
     // Wrong element count for the shape.
-    assert!(w.add_slice("bad", &[4], &[1i32, 2]).is_err());
+    assert!(w.add_values("bad", &[4], &[1i32, 2]).is_err());
     w.insert_metadata("f", f64::NAN).unwrap();
     w.finish().unwrap();
     let r = Reader::open(&path).unwrap();

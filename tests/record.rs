@@ -84,6 +84,7 @@ fn check_record(what: &str, record: &[u8], want: &Expected) {
         lod: &lod,
         name: None,
         data_crc: None,
+        full_shape: None,
     };
     let mut out = Vec::new();
     let layout = encode_header(&spec, 0, 1, &mut out).unwrap();
@@ -103,6 +104,7 @@ fn check_record(what: &str, record: &[u8], want: &Expected) {
         let spec = RecordSpec {
             name: Some(name.as_bytes()),
             data_crc: Some(crc),
+            full_shape: None,
             ..spec
         };
         let mut out = Vec::new();

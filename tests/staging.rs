@@ -14,15 +14,15 @@ fn remove_staged_removes_everything_staged_and_blocks_later_commits() {
     // A finished file, to export from and to keep.
     let src = d.join("src.pdx");
     let mut w = Writer::create(&src).unwrap();
-    w.add_slice("a", &[2], &[1.0f32, 2.0]).unwrap();
-    w.add_slice("b", &[1], &[3i32]).unwrap();
+    w.add_values("a", &[2], &[1.0f32, 2.0]).unwrap();
+    w.add_values("b", &[1], &[3i32]).unwrap();
     w.finish().unwrap();
     let keep = fs::read(&src).unwrap();
 
     // A writer in progress, in a directory it had to create.
     let out = d.join("new/sub/out.pdx");
     let mut w = Writer::create(&out).unwrap();
-    w.add_slice("x", &[1], &[1.0f32]).unwrap();
+    w.add_values("x", &[1], &[1.0f32]).unwrap();
     let temp = w.temp_path().unwrap().to_path_buf();
     assert!(temp.exists() && d.join("new/sub").is_dir());
     // An existing output that a second writer would replace.

@@ -9,7 +9,6 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use paramdex::interop::tf::slice_key::{self, Extent as KeyExtent};
 use paramdex::interop::tf::{self, TfCheckpoint};
 use paramdex::interop::{
     export, open_any, ExportOptions, Format, Kind, OutputFormat, TensorData, TensorStore,
@@ -19,6 +18,7 @@ use paramdex::raw::proto::tensorflow::{
     tensor_shape_proto::Dim, tensor_slice_proto::extent::HasLength, tensor_slice_proto::Extent,
     BundleEntryProto, BundleHeaderProto, TensorShapeProto, TensorSliceProto, VersionDef,
 };
+use paramdex::raw::slices::slice_key::{self, Extent as KeyExtent};
 use paramdex::raw::table::{TableBuilder, TableOptions};
 use paramdex::{DType, Error, Reader, Tensor, Writer};
 use prost::Message;
@@ -1267,8 +1267,9 @@ fn export_tf_hard_links_and_tensorflow_layout_reads_back() {
 }
 
 mod props {
-    use paramdex::interop::tf::slice_key::{self, Extent};
-    use paramdex::interop::tf::slices::{tile, Region};
+    use paramdex::raw::slices::slice_key::{self, Extent};
+    use paramdex::raw::slices::tile;
+    use paramdex::Region;
     use proptest::prelude::*;
 
     /// A grid partition of `shape`: per axis, sorted cut points.

@@ -208,20 +208,20 @@ fn diff_reports_every_kind_of_difference() {
     let a = dir.path().join("a.pdx");
     let b = dir.path().join("b.pdx");
     let mut w = Writer::create(&a).unwrap();
-    w.add_slice("same", &[2], &[1.0f32, 2.0]).unwrap();
-    w.add_slice("vals", &[3], &[1.0f32, 2.0, 3.0]).unwrap();
-    w.add_slice("dt", &[1], &[1.0f32]).unwrap();
-    w.add_slice("sh", &[2], &[1i32, 2]).unwrap();
-    w.add_slice("ints", &[2], &[10i64, 20]).unwrap();
-    w.add_slice("only_a", &[1], &[1u8]).unwrap();
+    w.add_values("same", &[2], &[1.0f32, 2.0]).unwrap();
+    w.add_values("vals", &[3], &[1.0f32, 2.0, 3.0]).unwrap();
+    w.add_values("dt", &[1], &[1.0f32]).unwrap();
+    w.add_values("sh", &[2], &[1i32, 2]).unwrap();
+    w.add_values("ints", &[2], &[10i64, 20]).unwrap();
+    w.add_values("only_a", &[1], &[1u8]).unwrap();
     w.finish().unwrap();
     let mut w = Writer::create(&b).unwrap();
-    w.add_slice("same", &[2], &[1.0f32, 2.0]).unwrap();
-    w.add_slice("vals", &[3], &[1.0f32, 2.5, 0.0]).unwrap();
-    w.add_slice("dt", &[1], &[1.0f64]).unwrap();
-    w.add_slice("sh", &[1, 2], &[1i32, 2]).unwrap();
-    w.add_slice("ints", &[2], &[10i64, 13]).unwrap();
-    w.add_slice("only_b", &[1], &[1u8]).unwrap();
+    w.add_values("same", &[2], &[1.0f32, 2.0]).unwrap();
+    w.add_values("vals", &[3], &[1.0f32, 2.5, 0.0]).unwrap();
+    w.add_values("dt", &[1], &[1.0f64]).unwrap();
+    w.add_values("sh", &[1, 2], &[1i32, 2]).unwrap();
+    w.add_values("ints", &[2], &[10i64, 13]).unwrap();
+    w.add_values("only_b", &[1], &[1u8]).unwrap();
     w.insert_metadata("k", true).unwrap();
     w.finish().unwrap();
 
@@ -258,13 +258,13 @@ fn merge_combines_inputs_and_refuses_duplicates() {
     let dir = tempfile::tempdir().unwrap();
     let x = dir.path().join("x.pdx");
     let mut w = Writer::create(&x).unwrap();
-    w.add_slice("shared", &[1], &[1.0f32]).unwrap();
-    w.add_slice("x_only", &[1], &[2.0f32]).unwrap();
+    w.add_values("shared", &[1], &[1.0f32]).unwrap();
+    w.add_values("x_only", &[1], &[2.0f32]).unwrap();
     w.insert_metadata("from", "x").unwrap();
     w.finish().unwrap();
     let y = dir.path().join("y.pdx");
     let mut w = Writer::create(&y).unwrap();
-    w.add_slice("shared", &[1], &[9.0f32]).unwrap();
+    w.add_values("shared", &[1], &[9.0f32]).unwrap();
     w.insert_metadata("from", "y").unwrap();
     w.finish().unwrap();
     let st = data("safetensors/plain.safetensors");
@@ -787,7 +787,7 @@ fn verify_checks_large_tensors_in_pieces_on_several_threads() {
         Tensor::new(DType::UInt8, &[big.len() as u64], &big),
     )
     .unwrap();
-    w.add_slice("b.small", &[2], &[1.0f32, 2.0]).unwrap();
+    w.add_values("b.small", &[2], &[1.0f32, 2.0]).unwrap();
     w.add("c.empty", Tensor::new(DType::Float32, &[0], &[]))
         .unwrap();
     w.finish().unwrap();
@@ -906,7 +906,7 @@ fn diff_prints_in_the_same_order_whatever_the_interleaving() {
         ("f", 1.0),
         ("h", 1.0),
     ] {
-        w.add_slice(n, &[1], &[v]).unwrap();
+        w.add_values(n, &[1], &[v]).unwrap();
     }
     w.finish().unwrap();
     let mut w = Writer::create(&b).unwrap();
@@ -918,7 +918,7 @@ fn diff_prints_in_the_same_order_whatever_the_interleaving() {
         ("f", 1.0),
         ("h", 4.0),
     ] {
-        w.add_slice(n, &[1], &[v]).unwrap();
+        w.add_values(n, &[1], &[v]).unwrap();
     }
     w.insert_metadata("k", 1i64).unwrap();
     w.finish().unwrap();

@@ -342,8 +342,8 @@ fn sigint_during_get_o_leaves_no_partial_file() {
 fn corrupt_native(dir: &Path) -> PathBuf {
     let p = dir.join("corrupt.pdx");
     let mut w = Writer::create(&p).unwrap();
-    w.add_slice("a", &[4], &[1.0f32, 2.0, 3.0, 4.0]).unwrap();
-    w.add_slice("b", &[4], &[5.0f32, 6.0, 7.0, 8.0]).unwrap();
+    w.add_values("a", &[4], &[1.0f32, 2.0, 3.0, 4.0]).unwrap();
+    w.add_values("b", &[4], &[5.0f32, 6.0, 7.0, 8.0]).unwrap();
     w.finish().unwrap();
     let mut bytes = std::fs::read(&p).unwrap();
     let at = bytes
@@ -688,7 +688,7 @@ fn convert_onto_an_existing_directory_fails_up_front() {
     // --force; several make a directory, which --force replaces.
     let one = d.join("one.pdx");
     let mut w = Writer::create(&one).unwrap();
-    w.add_slice("only", &[1], &[1.0f32]).unwrap();
+    w.add_values("only", &[1], &[1.0f32]).unwrap();
     w.finish().unwrap();
     let o = run_in(
         d,

@@ -321,7 +321,7 @@ fn a_safetensors_header_over_the_limit_is_refused_before_writing() {
     let mut w = paramdex::Writer::create(&src).unwrap();
     for i in 0..1600u32 {
         let name = format!("{}{i:05}", "n".repeat(63_995));
-        w.add_slice(name.as_str(), &[1], &[1u8]).unwrap();
+        w.add_values(name.as_str(), &[1], &[1u8]).unwrap();
     }
     w.finish().unwrap();
 

@@ -173,7 +173,7 @@ fn default_get_of_a_big_tensor_is_a_few_lines_and_says_what_it_left_out() {
     let mut w = Writer::create(&p).unwrap();
     let n = 1024 * 1024;
     let values: Vec<f32> = (0..n).map(|i| i as f32 * 0.5).collect();
-    w.add_slice("big", &[1024, 1024], &values).unwrap();
+    w.add_values("big", &[1024, 1024], &values).unwrap();
     w.finish().unwrap();
     let o = run(&[&"get", &p, &"big"], 0);
     let lines = stdout(&o).lines().count();
@@ -264,7 +264,7 @@ fn one_of_a_thing_is_singular() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("one.pdx");
     let mut w = Writer::create(&p).unwrap();
-    w.add_slice("w", &[1], &[1.0f32]).unwrap();
+    w.add_values("w", &[1], &[1.0f32]).unwrap();
     w.insert_metadata("k", 1i64).unwrap();
     w.finish().unwrap();
     let ls = stdout(&run(&[&"ls", &p], 0));
@@ -372,9 +372,9 @@ fn on_a_terminal_a_long_name_is_shortened_and_nowhere_else() {
     let long = format!("model.{}.weight", "x".repeat(288));
     assert_eq!(long.len(), 301);
     let mut w = Writer::create(&p).unwrap();
-    w.add_slice(&long, &[2, 2], &[0u8; 4]).unwrap();
-    w.add_slice("bias", &[3], &[0.5f32; 3]).unwrap();
-    w.add_slice("日本語の名前", &[1], &[1.0f32]).unwrap();
+    w.add_values(&long, &[2, 2], &[0u8; 4]).unwrap();
+    w.add_values("bias", &[3], &[0.5f32; 3]).unwrap();
+    w.add_values("日本語の名前", &[1], &[1.0f32]).unwrap();
     w.finish().unwrap();
     let path = p.to_str().unwrap();
     for width in [80, 60] {
@@ -427,7 +427,7 @@ fn get_of_a_missing_name_suggests_near_names() {
         "model.layers.0.weight",
         "model.layers.1.weight",
     ] {
-        w.add_slice(n, &[1], &[1.0f32]).unwrap();
+        w.add_values(n, &[1], &[1.0f32]).unwrap();
     }
     w.finish().unwrap();
     for (asked, want) in [
@@ -460,8 +460,8 @@ fn diff_tolerances_and_nans_that_do_not_hide_the_largest_difference() {
     let write = |name: &str, x: &[f32], y: &[f32]| -> PathBuf {
         let p = dir.path().join(name);
         let mut w = Writer::create(&p).unwrap();
-        w.add_slice("x", &[x.len() as u64], x).unwrap();
-        w.add_slice("y", &[y.len() as u64], y).unwrap();
+        w.add_values("x", &[x.len() as u64], x).unwrap();
+        w.add_values("y", &[y.len() as u64], y).unwrap();
         w.finish().unwrap();
         p
     };
@@ -561,18 +561,18 @@ fn get_stats_summarizes_every_numeric_dtype() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("s.pdx");
     let mut w = Writer::create(&p).unwrap();
-    w.add_slice(
+    w.add_values(
         "f32",
         &[6],
         &[1.0f32, 2.0, 3.0, 4.0, f32::NAN, f32::NEG_INFINITY],
     )
     .unwrap();
-    w.add_slice("i64", &[3], &[i64::MIN, 0, i64::MAX]).unwrap();
-    w.add_slice("u8", &[4], &[1u8, 2, 3, 4]).unwrap();
+    w.add_values("i64", &[3], &[i64::MIN, 0, i64::MAX]).unwrap();
+    w.add_values("u8", &[4], &[1u8, 2, 3, 4]).unwrap();
     let h: Vec<half::f16> = [0.5f32, -2.0, 8.0].map(half::f16::from_f32).to_vec();
-    w.add_slice("f16", &[3], &h).unwrap();
+    w.add_values("f16", &[3], &h).unwrap();
     let b: Vec<half::bf16> = [1.0f32, 3.0].map(half::bf16::from_f32).to_vec();
-    w.add_slice("bf16", &[2], &b).unwrap();
+    w.add_values("bf16", &[2], &b).unwrap();
     // float8 e4m3fn: 1.0 (0x38), 2.0 (0x40), NaN (0x7f).
     w.add(
         "f8",

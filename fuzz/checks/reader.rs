@@ -1,11 +1,16 @@
 //! `Reader` over arbitrary bytes: open, iterate, get every name found and some that are not,
 //! prefix scans, LoD and record access, verify. Both with and without checksum verification.
 //!
+//! Format version 2 inputs (slices, shard identity, a sharded index read from memory) go through
+//! the same calls, plus `get_slice` of the stored slices and of regions taken from the input.
+//!
 //! Invariants beyond "no panic": every view's data and record lie inside the file at the offsets
-//! it reports; when iteration completes, `get` finds exactly the iterated names with the same
-//! data; when `verify` passes, every tensor's record agrees with its entry and its CRC matches.
+//! it reports; when iteration completes, `get` finds exactly the iterated whole tensors with the
+//! same data, refuses the tensors stored in slices (`Error::Sliced`), and `get_slice` of each
+//! stored slice's region gives its bytes; when `verify` passes, every tensor's record agrees
+//! with its entry and its CRC matches.
 
-use paramdex::{ReadOptions, Reader, TensorView};
+use paramdex::{Error, ReadOptions, Reader, Region, TensorView};
 
 fn check_view(file: &[u8], t: &TensorView<'_>) {
     let off = t.data_offset() as usize;
@@ -32,22 +37,47 @@ fn run(data: &[u8], verify_tensors: bool, verify_blocks: bool) {
     };
     assert!(r.records().len() <= data.len());
     let mut names: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    // Stored slices: (tensor name, region, bytes).
+    let mut slices: Vec<(Vec<u8>, Region, Vec<u8>)> = Vec::new();
     let mut complete = true;
+    let mut last: Option<Vec<u8>> = None;
     for t in r.iter() {
         match t {
             Ok(t) => {
                 check_view(data, &t);
-                if let Some((prev, _)) = names.last() {
-                    assert!(prev.as_slice() < t.name(), "names not strictly increasing");
+                let sliced = t.slice_start().map(<[u64]>::to_vec);
+                if let Some(prev) = &last {
+                    // The slices of one tensor come together, at its place in name order.
+                    let same_tensor = sliced.is_some()
+                        && slices
+                            .last()
+                            .is_some_and(|(n, _, _)| n.as_slice() == t.name());
+                    assert!(
+                        prev.as_slice() < t.name() || (same_tensor && prev.as_slice() == t.name()),
+                        "names not increasing"
+                    );
                 }
-                names.push((t.name().to_vec(), t.data().to_vec()));
+                last = Some(t.name().to_vec());
+                match sliced {
+                    Some(start) => {
+                        assert_eq!(start.len(), t.shape().len());
+                        assert_eq!(t.full_shape().len(), t.shape().len());
+                        let region = Region::new(start, t.shape().to_vec()).expect("one rank");
+                        assert!(
+                            region.is_within(t.full_shape()),
+                            "a slice outside its tensor"
+                        );
+                        slices.push((t.name().to_vec(), region, t.data().to_vec()));
+                    }
+                    None => names.push((t.name().to_vec(), t.data().to_vec())),
+                }
             }
             Err(_) => {
                 complete = false;
                 break;
             }
         }
-        if names.len() > 10_000 {
+        if names.len() + slices.len() > 10_000 {
             complete = false;
             break;
         }
@@ -76,6 +106,29 @@ fn run(data: &[u8], verify_tensors: bool, verify_blocks: bool) {
             Err(_) => {}
         }
         let _ = r.prefix(p).take(100).count();
+        // A region read from the input's bytes, of any tensor the probe names.
+        let dims: Vec<u64> = p.iter().take(3).map(|&b| u64::from(b % 5)).collect();
+        let region =
+            Region::new(dims.iter().map(|d| d / 2).collect(), dims.clone()).expect("one rank");
+        if let Ok(Some(s)) = r.get_slice(p, &region) {
+            assert_eq!(s.shape(), region.len.as_slice());
+            let n: u64 = region.len.iter().product();
+            assert_eq!(s.data().len() as u64, n * s.dtype().size() as u64);
+        }
+    }
+    for (n, region, bytes) in slices.iter().take(200) {
+        match r.get(n) {
+            Err(Error::Sliced { .. }) => {}
+            other => assert!(!complete, "get of a tensor stored in slices: {other:?}"),
+        }
+        match r.get_slice(n, region) {
+            Ok(Some(s)) => assert_eq!(
+                s.data(),
+                bytes.as_slice(),
+                "get_slice and iteration disagree"
+            ),
+            other => assert!(!complete, "get_slice of a stored slice: {other:?}"),
+        }
     }
     for (n, d) in names.iter().take(200) {
         // Until the iteration has seen (and order-checked) every key, a lookup's binary search
@@ -96,7 +149,7 @@ fn run(data: &[u8], verify_tensors: bool, verify_blocks: bool) {
         threads: 1,
         progress: None,
     }) {
-        assert!(complete || names.len() > 10_000);
+        assert!(complete || names.len() + slices.len() > 10_000);
         assert_eq!(report.tensors, r.len());
         for t in r.iter() {
             let t = t.expect("iteration after a passing verify");

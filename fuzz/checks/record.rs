@@ -12,6 +12,7 @@ fn round_trip(h: &record::RecordHeader<'_>, data: &[u8]) {
         lod: &lod,
         name: h.name,
         data_crc: h.data_crc,
+        full_shape: None,
     };
     for alignment in [1u64, 64] {
         let mut buf = Vec::new();

@@ -120,6 +120,29 @@ fn main() {
         let data = std::fs::read(data_name).unwrap();
         save("tf_bundle", &format!("tf-{tag}"), &framed(&index, &data));
     }
+    // Format version 2: a file with slices, a sharded checkpoint's index and one of its shards.
+    for (tag, file) in [
+        ("v2-slices", "native/v2/slices.pdx"),
+        ("v2-index", "native/v2/sharded/ckpt.index"),
+        ("v2-shard", "native/v2/sharded/ckpt.data-00002-of-00003"),
+    ] {
+        let bytes = std::fs::read(fixtures().join(file)).unwrap();
+        save("table", &format!("native-{tag}"), &bytes);
+        save("reader", &format!("native-{tag}"), &bytes);
+    }
+    // slices: a rank byte, then a partitioned entry, a slice key or a header (TensorFlow's
+    // bytes for a [4,2] tensor in two row slices, and its first slice's key).
+    let entry = [
+        0x08, 0x01, 0x12, 0x08, 0x12, 0x02, 0x08, 0x04, 0x12, 0x02, 0x08, 0x02, 0x3a, 0x06, 0x0a,
+        0x02, 0x10, 0x02, 0x0a, 0x00, 0x3a, 0x08, 0x0a, 0x04, 0x08, 0x02, 0x10, 0x02, 0x0a, 0x00,
+    ];
+    save("slices", "tf-entry", &[&[2u8][..], &entry].concat());
+    let key = [0x00, 0x76, 0x00, 0x01, 0x01, 0x02, 0x80, 0x82, 0x80, 0x7f];
+    save("slices", "tf-key", &[&[2u8][..], &key].concat());
+    let index = std::fs::read(fixtures().join("native/v2/sharded/ckpt.index")).unwrap();
+    let r = Reader::from_bytes(index).unwrap();
+    save("slices", "v2-header", &[&[3u8][..], &r.header().encode()].concat());
+
     // A native file seen as a TensorFlow bundle (index and data are the same file).
     let (_, one) = &natives[0];
     save("tf_bundle", "native-one", &framed(one, one));

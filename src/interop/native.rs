@@ -5,7 +5,6 @@
 use std::path::Path;
 
 use std::borrow::Cow;
-use std::ops::Bound;
 
 use crate::error::{Error, Result};
 use crate::interop::store::{
@@ -13,7 +12,9 @@ use crate::interop::store::{
     TensorStore, VerifySummary, Written,
 };
 use crate::name;
-use crate::native::{Metadata, Reader, Tensor, TensorView, VerifyOptions, Writer, WriterOptions};
+use crate::native::{
+    Listed, Metadata, Reader, Region, Tensor, TensorView, VerifyOptions, Writer, WriterOptions,
+};
 use crate::progress::{Progress, Unit};
 
 impl TensorStore for Reader {
@@ -22,9 +23,11 @@ impl TensorStore for Reader {
     }
 
     fn scan(&self, start: &[u8]) -> Result<TensorInfos<'_>> {
-        // Streams the index from `start`: one data block at a time, nothing collected.
-        let it = self.range(Bound::Included(start.to_vec()), Bound::Unbounded);
-        Ok(Box::new(it.map(|t| info(&t?))))
+        // Streams the index from `start`: one data block at a time, nothing collected; a
+        // tensor stored in slices once, from its entry alone.
+        Ok(Box::new(
+            self.listing(start, None).map(move |t| listed(self, t?)),
+        ))
     }
 
     fn scan_with_progress<'a>(&'a self, progress: &'a dyn Progress) -> Result<TensorInfos<'a>> {
@@ -37,8 +40,11 @@ impl TensorStore for Reader {
     }
 
     fn scan_prefix(&self, prefix: &[u8]) -> Result<TensorInfos<'_>> {
-        // Stops at the end of the prefix's key range, before building a view past it.
-        Ok(Box::new(self.prefix(prefix).map(|t| info(&t?))))
+        // Stops at the end of the prefix's key range, before reading an entry past it.
+        Ok(Box::new(
+            self.listing(prefix, Some(prefix))
+                .map(move |t| listed(self, t?)),
+        ))
     }
 
     fn metadata(&self) -> Result<Metadata> {
@@ -46,13 +52,43 @@ impl TensorStore for Reader {
     }
 
     fn load(&self, name: &[u8]) -> Result<Option<LoadedTensor<'_>>> {
-        let Some(t) = self.get(name)? else {
-            return Ok(None);
+        let t = match self.get(name) {
+            Ok(Some(t)) => t,
+            Ok(None) => return Ok(None),
+            // Stored in slices: assembled, every slice checked against its checksum first.
+            Err(Error::Sliced { .. }) => return self.assemble(name),
+            Err(e) => return Err(e),
         };
         t.verify_crc()?;
         Ok(Some(LoadedTensor {
             info: info(&t)?,
             data: TensorData::Bytes(Cow::Borrowed(t.data())),
+        }))
+    }
+
+    fn info(&self, name: &[u8]) -> Result<Option<TensorInfo>> {
+        match self.listing(name, Some(name)).next() {
+            Some(Ok(t)) if t.name == name => listed(self, t).map(Some),
+            Some(Err(e)) => Err(e),
+            _ => Ok(None),
+        }
+    }
+
+    fn load_slice(&self, name: &[u8], region: &Region) -> Result<Option<LoadedTensor<'_>>> {
+        let Some(s) = self.get_slice(name, region)? else {
+            return Ok(None);
+        };
+        let info = TensorInfo {
+            name: name.to_vec(),
+            kind: Kind::Numeric(s.dtype()),
+            shape: s.shape().to_vec(),
+            lod: Vec::new(),
+            nbytes: s.data().len() as u64,
+        };
+        let data = s.into_cow();
+        Ok(Some(LoadedTensor {
+            info,
+            data: TensorData::Bytes(data),
         }))
     }
 
@@ -64,7 +100,7 @@ impl TensorStore for Reader {
         Ok(VerifySummary {
             tensors: r.tensors,
             data_bytes: r.data_bytes,
-            checksums: r.blocks + r.tensors,
+            checksums: r.blocks + r.records,
         })
     }
 
@@ -78,6 +114,46 @@ impl TensorStore for Reader {
             offset: t.data_offset(),
             len: t.data().len() as u64,
             crc32c: Some(crate::format::unmask_crc(t.stored_crc())),
+        }))
+    }
+}
+
+/// What a listing says of a tensor listed from the index; its LoD, when it has one, is read
+/// from its record.
+fn listed(r: &Reader, t: Listed) -> Result<TensorInfo> {
+    let lod = if t.lod_levels > 0 {
+        r.tensor(&t.name)?.lod()?.to_vec()
+    } else {
+        Vec::new()
+    };
+    Ok(TensorInfo {
+        name: t.name,
+        kind: Kind::Numeric(t.dtype),
+        shape: t.shape.to_vec(),
+        lod,
+        nbytes: t.nbytes,
+    })
+}
+
+impl Reader {
+    /// A tensor stored in slices, assembled, every slice checked against its checksum.
+    fn assemble(&self, name: &[u8]) -> Result<Option<LoadedTensor<'_>>> {
+        let Some(info) = TensorStore::info(self, name)? else {
+            return Ok(None);
+        };
+        for piece in self.prefix(name) {
+            let piece = piece?;
+            if piece.name() != name {
+                break;
+            }
+            piece.verify_crc()?;
+        }
+        let Some(whole) = self.get_slice(name, &Region::full(&info.shape))? else {
+            return Ok(None);
+        };
+        Ok(Some(LoadedTensor {
+            info,
+            data: TensorData::Bytes(Cow::Owned(whole.into_vec())),
         }))
     }
 }
@@ -97,7 +173,18 @@ fn info(t: &TensorView<'_>) -> Result<TensorInfo> {
 /// The registry's detector for native files.
 pub(crate) fn open_native(path: &Path) -> Result<Option<Box<dyn TensorStore>>> {
     if !path.is_file() {
-        return Ok(None);
+        // A sharded native checkpoint named by its prefix. A prefix whose PREFIX.index is a
+        // TensorFlow index, or a single native file exported for TensorFlow (`export_tf`), is
+        // left to the TensorFlow opener.
+        let index = crate::native::index_path(path);
+        if !index.is_file() {
+            return Ok(None);
+        }
+        return match Reader::open(&index) {
+            Ok(r) if r.is_sharded() => Ok(Some(Box::new(r))),
+            Ok(_) | Err(Error::UnrecognizedFormat { .. }) => Ok(None),
+            Err(e) => Err(e),
+        };
     }
     match Reader::open(path) {
         Ok(r) => Ok(Some(Box::new(r))),

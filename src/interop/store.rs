@@ -6,8 +6,10 @@ use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
 use crate::dtype::DType;
-use crate::error::Result;
-use crate::native::{FinishStats, Metadata, Reader, WriterOptions};
+use crate::error::{Error, Result};
+use crate::name;
+use crate::native::region::copy_region;
+use crate::native::{FinishStats, Metadata, Reader, Region, WriterOptions};
 use crate::progress::{Progress, Unit};
 use crate::record::{MAX_LOD_LEVELS, MAX_RANK};
 
@@ -214,7 +216,51 @@ pub trait TensorStore: Send + Sync {
         Ok(Metadata::new())
     }
     /// One tensor by name; `Ok(None)` if absent. Checksums are checked where the format has them.
+    /// A tensor stored in slices (a partitioned tensor) is assembled, as TensorFlow's
+    /// `get_tensor` does.
     fn load(&self, name: &[u8]) -> Result<Option<LoadedTensor<'_>>>;
+    /// The description of one tensor by name; `Ok(None)` if absent. The default takes it from
+    /// a [`TensorStore::scan`] from `name`.
+    fn info(&self, name: &[u8]) -> Result<Option<TensorInfo>> {
+        match self.scan(name)?.next() {
+            Some(Ok(t)) if t.name == name => Ok(Some(t)),
+            Some(Err(e)) => Err(e),
+            _ => Ok(None),
+        }
+    }
+    /// The region `region` of numeric tensor `name` (`Ok(None)` if absent): `info.shape` is the
+    /// region's lengths, the data its row-major bytes (no LoD). Formats that store tensors in
+    /// slices (native files, TensorFlow checkpoints) read only the bytes inside the region,
+    /// from whichever stored tensor or slices hold them, and do not check data checksums, which
+    /// cover whole stored tensors ([`TensorStore::verify`] checks them). The default loads the
+    /// whole tensor and cuts the region out of it.
+    ///
+    /// Errors: [`Error::InvalidArgument`] for a region of another rank or outside the shape;
+    /// [`Error::Unsupported`] for a tensor that is not numeric; [`Error::Slices`] when some of
+    /// the region is stored nowhere (a partial tensor).
+    fn load_slice(&self, name: &[u8], region: &Region) -> Result<Option<LoadedTensor<'_>>> {
+        let Some(t) = self.load(name)? else {
+            return Ok(None);
+        };
+        let (Kind::Numeric(d), TensorData::Bytes(data)) = (t.info.kind, &t.data) else {
+            return Err(Error::Unsupported(format!(
+                "tensor {} is {}: only numeric tensors are read by region",
+                name::display(name),
+                t.info.kind.not_numeric().unwrap_or_default()
+            )));
+        };
+        let out = cut_region(name, d, &t.info.shape, data, region)?;
+        Ok(Some(LoadedTensor {
+            info: TensorInfo {
+                name: name.to_vec(),
+                kind: Kind::Numeric(d),
+                shape: region.len.clone(),
+                lod: Vec::new(),
+                nbytes: out.len() as u64,
+            },
+            data: TensorData::Bytes(Cow::Owned(out)),
+        }))
+    }
     /// Reads and checks everything the format lets one check.
     fn verify(&self, threads: usize) -> Result<VerifySummary>;
     /// Where the data of tensor `name` is stored and the checksum stored with it, from the
@@ -235,6 +281,41 @@ pub trait TensorStore: Send + Sync {
     fn program_file(&self) -> Option<&Path> {
         None
     }
+}
+
+/// The bytes of `region` of a whole numeric tensor `name` of dtype `d` and shape `shape`, held
+/// in `data`.
+pub(crate) fn cut_region(
+    name: &[u8],
+    d: DType,
+    shape: &[u64],
+    data: &[u8],
+    region: &Region,
+) -> Result<Vec<u8>> {
+    if !region.is_within(shape) {
+        return Err(Error::InvalidArgument(format!(
+            "region at {:?} of lengths {:?} does not lie inside tensor {} of shape {shape:?}",
+            region.start,
+            region.len,
+            name::display(name)
+        )));
+    }
+    let bytes = crate::native::region::byte_len(region, d.size())?;
+    let mut out = vec![0u8; bytes];
+    copy_region(
+        data,
+        shape,
+        &region.start,
+        &mut out,
+        &region.len,
+        &vec![0; region.rank()],
+        &region.len,
+        d.size(),
+    )
+    .map_err(|detail| {
+        Error::InvalidArgument(format!("tensor {}: {detail}", name::display(name)))
+    })?;
+    Ok(out)
 }
 
 /// [`TensorStore::scan`] for a store that holds its whole list in memory (sorted by name): the

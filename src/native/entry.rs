@@ -11,6 +11,8 @@ use smallvec::SmallVec;
 use crate::error::{ensure_within, Error, Result};
 use crate::format::pbwire::{self, Tag, WireType};
 use crate::format::{put_varint64, varint_len};
+use crate::native::slice_key::Extent;
+use crate::native::MAX_SLICES;
 
 /// Shape dimensions, inline up to rank 6.
 pub type Dims = SmallVec<[u64; 6]>;
@@ -158,6 +160,102 @@ impl IndexEntry {
     }
 }
 
+/// Appends the entry of a partitioned tensor as TensorFlow writes it (SPEC.md 13.1): dtype, the
+/// full shape, one `TensorSliceProto` (field 7) per slice, and nothing else (no data, so no
+/// shard, offset, size or checksum). An extent is written as `Extent{start, length}` with a
+/// zero start omitted and the length always present, a whole dimension as an empty `Extent`.
+pub fn encode_partitioned(dst: &mut Vec<u8>, tf_dtype: i32, shape: &[u64], slices: &[Vec<Extent>]) {
+    if tf_dtype != 0 {
+        pbwire::put_varint_field(dst, 1, tf_dtype as i64 as u64);
+    }
+    put_shape(dst, shape);
+    let mut extent = Vec::new();
+    let mut slice = Vec::new();
+    for s in slices {
+        slice.clear();
+        for e in s {
+            extent.clear();
+            if e.length != -1 {
+                if e.start != 0 {
+                    pbwire::put_varint_field(&mut extent, 1, e.start as u64);
+                }
+                pbwire::put_varint_field(&mut extent, 2, e.length as u64);
+            }
+            pbwire::put_len_field(&mut slice, 1, &extent);
+        }
+        pbwire::put_len_field(dst, 7, &slice);
+    }
+}
+
+/// The slices (field 7) of an entry whose tensor has rank `rank`: each a list of `rank`
+/// extents (a missing length is a whole dimension, length -1). At most [`MAX_SLICES`]; `at` is
+/// the file offset reported in errors.
+pub fn decode_slices(value: &[u8], at: u64, rank: usize) -> Result<Vec<Vec<Extent>>> {
+    let bad = |detail: String| Error::corrupt("index entry slices", at, detail);
+    let mut out: Vec<Vec<Extent>> = Vec::new();
+    let mut pos = 0usize;
+    while pos < value.len() {
+        let (tag, p) = pbwire::read_tag(value, pos).ok_or_else(|| bad("bad field tag".into()))?;
+        pos = if tag == Tag::new(7, WireType::LEN) {
+            let (body, p) = pbwire::read_len(value, p)
+                .ok_or_else(|| bad("slice runs past the entry".into()))?;
+            ensure_within("slices of a tensor", out.len() + 1, MAX_SLICES, Some(at))?;
+            out.push(
+                decode_slice(body, rank).map_err(|d| bad(format!("slice {}: {d}", out.len())))?,
+            );
+            p
+        } else {
+            pbwire::skip_field(value, p, tag.wire).ok_or_else(|| bad("malformed field".into()))?
+        };
+    }
+    Ok(out)
+}
+
+/// One `TensorSliceProto`: `rank` extents, each `{int64 start = 1; int64 length = 2}`.
+fn decode_slice(buf: &[u8], rank: usize) -> std::result::Result<Vec<Extent>, String> {
+    let mut extents = Vec::with_capacity(rank.min(buf.len() / 2 + 1));
+    let mut pos = 0usize;
+    while pos < buf.len() {
+        let (tag, p) = pbwire::read_tag(buf, pos).ok_or("bad field tag")?;
+        pos = if tag == Tag::new(1, WireType::LEN) {
+            let (ext, p) = pbwire::read_len(buf, p).ok_or("extent runs past the slice")?;
+            if extents.len() == rank {
+                return Err(format!("more than the tensor's {rank} dimensions"));
+            }
+            let mut e = Extent::FULL;
+            let mut q = 0usize;
+            while q < ext.len() {
+                let (t, r) = pbwire::read_tag(ext, q).ok_or("bad extent tag")?;
+                q = match (t.field, t.wire) {
+                    (1 | 2, WireType::VARINT) => {
+                        let (v, r) = pbwire::read_varint(ext, r).ok_or("bad extent varint")?;
+                        if t.field == 1 {
+                            e.start = v as i64;
+                        } else {
+                            e.length = v as i64;
+                        }
+                        r
+                    }
+                    (_, wire) => {
+                        pbwire::skip_field(ext, r, wire).ok_or("malformed extent field")?
+                    }
+                };
+            }
+            extents.push(e);
+            p
+        } else {
+            pbwire::skip_field(buf, p, tag.wire).ok_or("malformed slice field")?
+        };
+    }
+    if extents.len() != rank {
+        return Err(format!(
+            "{} dimensions, the tensor has {rank}",
+            extents.len()
+        ));
+    }
+    Ok(extents)
+}
+
 fn decode_shape(buf: &[u8], at: u64, max_rank: usize) -> Result<Dims> {
     let bad = |detail: String| Error::corrupt("index entry shape", at, detail);
     let mut dims = Dims::new();
@@ -293,6 +391,33 @@ mod tests {
     }
 
     #[test]
+    fn partitioned_entries_are_tensorflows_bytes() {
+        // Verified against TensorFlow 2.21: a [4,2] float tensor in two row slices.
+        let rows = |start: i64| vec![Extent { start, length: 2 }, Extent::FULL];
+        let mut buf = Vec::new();
+        encode_partitioned(&mut buf, 1, &[4, 2], &[rows(0), rows(2)]);
+        assert_eq!(
+            buf,
+            [
+                0x08, 0x01, 0x12, 0x08, 0x12, 0x02, 0x08, 0x04, 0x12, 0x02, 0x08, 0x02, 0x3a, 0x06,
+                0x0a, 0x02, 0x10, 0x02, 0x0a, 0x00, 0x3a, 0x08, 0x0a, 0x04, 0x08, 0x02, 0x10, 0x02,
+                0x0a, 0x00
+            ]
+        );
+        assert_eq!(decode_slices(&buf, 0, 2).unwrap(), vec![rows(0), rows(2)]);
+        let e = IndexEntry::decode(&buf, 0, 254).unwrap();
+        assert_eq!((e.num_slices, e.size, e.offset), (2, 0, 0));
+        let p = proto::paramdex::PdxEntry::decode(&buf[..]).unwrap();
+        assert_eq!(p.slices.len(), 2);
+        // A slice of another rank, and truncations, are errors, never panics.
+        assert!(decode_slices(&buf, 0, 3).is_err());
+        assert!(decode_slices(&buf, 0, 1).is_err());
+        for n in 0..buf.len() {
+            let _ = decode_slices(&buf[..n], 0, 2);
+        }
+    }
+
+    #[test]
     fn rejects_bad_entries() {
         // negative dim
         let p = proto::paramdex::PdxEntry {
@@ -337,6 +462,9 @@ mod tests {
             tensor_count: 3,
             records_sorted: true,
             metadata: crate::native::meta::Metadata::default(),
+            shard_of: None,
+            shards: Vec::new(),
+            slice_count: 0,
         };
         let b = h.encode();
         assert_eq!(FileHeader::decode(&b, 0).unwrap(), h);

@@ -1,9 +1,106 @@
 //! The header entry (key `""`, SPEC.md 5.1): TensorFlow's `BundleHeaderProto` fields, which make
 //! the index a valid TensorFlow bundle index, plus paramdex's own (format version, alignment,
-//! records region, tensor count, metadata).
+//! records region, tensor count, metadata; in version 2 a shard's identity, a sharded
+//! checkpoint's shard table and the slice count).
+
+use std::fmt;
+use std::hash::{BuildHasher, Hasher};
 
 use crate::error::{Error, Result};
 use crate::proto;
+
+/// The identity of one sharded save: 16 random bytes that every shard of the save carries in
+/// its header (SPEC.md 12.1), so that a shard of another save is never taken for one of this
+/// save. Shown and parsed as 32 hex digits.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SaveId(pub [u8; 16]);
+
+impl SaveId {
+    /// A new id, different from every other with overwhelming probability (unique, not secret:
+    /// it is drawn from the randomly keyed hashers of the standard library, the clock, the
+    /// process id and a counter).
+    pub fn random() -> SaveId {
+        static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let mut out = [0u8; 16];
+        for (i, half) in out.chunks_exact_mut(8).enumerate() {
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u128(nanos);
+            h.write_u32(std::process::id());
+            h.write_u64(n);
+            h.write_usize(i);
+            half.copy_from_slice(&h.finish().to_le_bytes());
+        }
+        SaveId(out)
+    }
+
+    /// Parses 32 hex digits.
+    pub fn from_hex(s: &str) -> Option<SaveId> {
+        let b = crate::name::from_hex(s)?;
+        Some(SaveId(b.try_into().ok()?))
+    }
+}
+
+impl fmt::Display for SaveId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&crate::name::to_hex(&self.0))
+    }
+}
+
+impl fmt::Debug for SaveId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SaveId({self})")
+    }
+}
+
+/// Which shard of which save a file is (header field 22, SPEC.md 12.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ShardOf {
+    /// The save the shard belongs to.
+    pub save_id: SaveId,
+    /// The shard's number, below `num_shards`.
+    pub shard_id: u32,
+    /// The save's number of shards.
+    pub num_shards: u32,
+}
+
+/// One data file of a sharded checkpoint as its index records it (header field 23): the file's
+/// length and the identity in its own header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ShardRef {
+    /// The file's length in bytes.
+    pub file_len: u64,
+    /// The identity the file's header carries.
+    pub shard: ShardOf,
+}
+
+impl ShardOf {
+    fn to_proto(self) -> proto::paramdex::ShardOf {
+        proto::paramdex::ShardOf {
+            save_id: self.save_id.0.to_vec(),
+            shard_id: self.shard_id,
+            num_shards: self.num_shards,
+        }
+    }
+
+    fn from_proto(p: &proto::paramdex::ShardOf, at: u64) -> Result<ShardOf> {
+        let save_id = <[u8; 16]>::try_from(p.save_id.as_slice()).map_err(|_| {
+            Error::corrupt(
+                "header entry",
+                at,
+                format!("a save id of {} bytes, not 16", p.save_id.len()),
+            )
+        })?;
+        Ok(ShardOf {
+            save_id: SaveId(save_id),
+            shard_id: p.shard_id,
+            num_shards: p.num_shards,
+        })
+    }
+}
 
 /// The decoded header entry (key `""`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -28,6 +125,14 @@ pub struct FileHeader {
     pub records_sorted: bool,
     /// Typed metadata (field 21; SPEC.md 5.3), empty when the file has none.
     pub metadata: crate::native::meta::Metadata,
+    /// In a shard file, which shard of which save it is (field 22; format version 2).
+    pub shard_of: Option<ShardOf>,
+    /// In the index of a sharded checkpoint, its data files in order (field 23; format
+    /// version 2); empty in every other file.
+    pub shards: Vec<ShardRef>,
+    /// Number of slice entries (field 24; format version 2): stored slices of partitioned
+    /// tensors, which `tensor_count` does not count.
+    pub slice_count: u64,
 }
 
 impl FileHeader {
@@ -48,6 +153,16 @@ impl FileHeader {
             tensor_count: self.tensor_count,
             records_sorted: self.records_sorted,
             metadata: self.metadata.to_proto(),
+            shard_of: self.shard_of.map(ShardOf::to_proto),
+            shards: self
+                .shards
+                .iter()
+                .map(|r| proto::paramdex::ShardRef {
+                    file_len: r.file_len,
+                    shard: Some(r.shard.to_proto()),
+                })
+                .collect(),
+            slice_count: self.slice_count,
         };
         msg.encode_to_vec()
     }
@@ -62,6 +177,21 @@ impl FileHeader {
         let msg = proto::paramdex::PdxHeader::decode(&rest[..])
             .map_err(|e| Error::corrupt("header entry", at, format!("not parseable: {e}")))?;
         let version = msg.version.unwrap_or_default();
+        let shard_of = msg
+            .shard_of
+            .as_ref()
+            .map(|s| ShardOf::from_proto(s, at))
+            .transpose()?;
+        let shards = msg
+            .shards
+            .iter()
+            .map(|r| {
+                Ok(ShardRef {
+                    file_len: r.file_len,
+                    shard: ShardOf::from_proto(&r.shard.clone().unwrap_or_default(), at)?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
         Ok(FileHeader {
             num_shards: msg.num_shards,
             big_endian: msg.endianness == 1,
@@ -73,6 +203,9 @@ impl FileHeader {
             tensor_count: msg.tensor_count,
             records_sorted: msg.records_sorted,
             metadata,
+            shard_of,
+            shards,
+            slice_count: msg.slice_count,
         })
     }
 }

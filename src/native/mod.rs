@@ -18,6 +18,10 @@
 //! | `staging` | staged outputs: temporaries beside a target (parents created), a registry that [`remove_staged`] empties, commit by rename |
 //! | `rewrite` | [`rewrite_in_place`]: new metadata without touching records |
 //! | `recover` | rebuilding a file from a torn one, and the policy of what to do |
+//! | `slice_key`, `region` | slices: TensorFlow's slice keys, [`Region`] and its arithmetic |
+//! | `shards` | sharded checkpoints: file names, the lazily checked data files, their verify |
+//! | `shard_writer` | [`ShardWriter`], [`ShardedSave`]: writing the shards of a save |
+//! | `merge_shards` | [`merge_shards`] (the commit), [`shard_files`], [`clean_shards`] |
 //!
 //! Modules of this layer import each other by file (`crate::native::reader::Reader`); layers
 //! above import this facade only.
@@ -26,10 +30,16 @@
 mod backend;
 mod entry;
 mod header;
+mod merge_shards;
 mod meta;
 mod reader;
 mod recover;
+pub(crate) mod region;
 mod rewrite;
+mod shard_table;
+mod shard_writer;
+mod shards;
+pub mod slice_key;
 mod source;
 pub(crate) mod staging;
 mod stream;
@@ -37,28 +47,45 @@ mod verify;
 mod view;
 mod writer;
 
-/// The native format version this build writes and the highest it reads (SPEC.md 11).
+/// The highest native format version this build reads (SPEC.md 11). Writers write the lowest
+/// version that holds what they write: 1 for a file without slices or shard identity (byte for
+/// byte what version 1 wrote), 2 for a file with either and for a sharded checkpoint's index.
 /// Version 1 files stay readable by every later version (`tests/compat.rs`).
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
+
+/// Most slices one partitioned tensor may have (SPEC.md 8.1).
+pub const MAX_SLICES: usize = 65_536;
+
+/// Most data files a sharded checkpoint may have (file names number them with at least five
+/// digits; the same bound as TensorFlow checkpoints).
+pub const MAX_SHARDS: u32 = 100_000;
 
 /// The `version.producer` written into the header, as TensorFlow's bundle writer does.
 pub const TF_BUNDLE_VERSION: i32 = 1;
 
 pub use backend::{EarlySync, WriteBackend};
-pub use entry::{Dims, IndexEntry};
-pub use header::FileHeader;
+pub use entry::{decode_slices, encode_partitioned, Dims, IndexEntry};
+pub use header::{FileHeader, SaveId, ShardOf, ShardRef};
+pub use merge_shards::{
+    clean_shards, merge_shards, shard_files, MergeShardsOptions, MergeShardsReport, MergeStep,
+    PartialTensors, ShardFile, ShardFileKind,
+};
 pub use meta::{MetaValue, Metadata};
+pub(crate) use reader::Listed;
 pub use reader::{Iter, ReadOptions, Reader};
 pub use recover::{
     last_complete_len, recover, recover_any, recover_any_with, scan, FoundRecord, RecoverOptions,
     RecoverReport, Recovered,
 };
+pub use region::Region;
 pub use rewrite::{rewrite_in_place, RewriteReport};
+pub(crate) use shard_table::{data_path, index_path};
+pub use shard_writer::{ShardWriter, ShardedSave};
 pub use source::Source;
 pub use staging::{remove_staged, write_atomically};
 pub use stream::TensorWriter;
 pub use verify::{VerifyOptions, VerifyReport};
-pub use view::TensorView;
+pub use view::{SliceData, TensorView};
 pub use writer::{
     FinishStats, Tensor, Writer, WriterOptions, DEFAULT_ALIGNMENT, DEFAULT_BLOCK_SIZE,
 };

@@ -1,20 +1,26 @@
-//! Reading a native paramdex file by name.
+//! Reading a native paramdex file, or a sharded checkpoint, by name.
 //!
 //! [`Reader::open`] maps the file and reads only the footer, the index block and the header
 //! entry; a lookup binary-searches the index block, then the restart points of one data block,
-//! and returns a [`TensorView`] borrowing the mapped bytes.
+//! and returns a [`TensorView`] borrowing the mapped bytes. A sharded checkpoint (SPEC.md 12) is
+//! opened by its prefix or its `PREFIX.index`; each data file is mapped and checked the first
+//! time a tensor in it is read (`native/shards.rs`). A tensor stored in slices (SPEC.md 13) is
+//! read by region with [`Reader::get_slice`].
 
 use std::ops::Bound;
 use std::path::Path;
 
 use crate::dtype::DType;
-use crate::error::{ensure_within, path_str, Corruption, Error, Result};
+use crate::error::{ensure_within, path_str, Corruption, Error, Result, SliceProblem};
 use crate::format::pbwire::{self, WireType};
 use crate::name;
-use crate::native::entry::IndexEntry;
+use crate::native::entry::{decode_slices, Dims, IndexEntry};
 use crate::native::header::FileHeader;
+use crate::native::region::{self, Region};
+use crate::native::shard_table::{self as shards, Shards};
+use crate::native::slice_key;
 use crate::native::source::Source;
-use crate::native::view::{NameBuf, TensorView};
+use crate::native::view::{NameBuf, SliceData, SlicePiece, TensorView};
 use crate::native::FORMAT_VERSION;
 use crate::record::{self, MAX_ALIGNMENT, MAX_RANK};
 use crate::table::{Table, TableIndex, TableIter, TableReadOptions, FOOTER_LEN};
@@ -26,6 +32,7 @@ pub struct ReadOptions {
     /// The index block itself is always checked at open.
     pub verify_blocks: bool,
     /// Check a tensor's data CRC32C on every `get` (default false; `verify` checks them all).
+    /// [`Reader::get_slice`] then checks every stored tensor or slice it reads from, whole.
     pub verify_tensors: bool,
     /// Bytes of decompressed index blocks kept for snappy-compressed files.
     pub block_cache_bytes: usize,
@@ -41,18 +48,56 @@ impl Default for ReadOptions {
     }
 }
 
-/// An open native paramdex file. `Send + Sync`: share it between threads by reference or `Arc`.
+/// An open native paramdex file, or sharded checkpoint. `Send + Sync`: share it between threads
+/// by reference or `Arc`.
 #[derive(Debug)]
 pub struct Reader {
-    source: Source,
+    pub(super) source: Source,
     pub(super) index: TableIndex,
     pub(super) header: FileHeader,
-    path: String,
-    opts: ReadOptions,
+    pub(super) path: String,
+    pub(super) opts: ReadOptions,
+    /// For the index of a sharded checkpoint: its data files, opened on first use.
+    pub(super) shards: Option<Shards<Reader>>,
 }
 
+/// A partitioned tensor's entry, checked: its slices lie inside its shape and do not overlap.
+#[derive(Clone, Debug)]
+pub(super) struct Partition {
+    pub(super) name: Vec<u8>,
+    pub(super) dtype: DType,
+    pub(super) shape: Dims,
+    pub(super) regions: Vec<Region>,
+    /// Offset of the data block holding the entry, for messages.
+    pub(super) at: u64,
+}
+
+/// What an index entry holds.
+pub(super) enum Found<'r> {
+    /// A tensor stored whole.
+    Whole(TensorView<'r>),
+    /// A tensor stored in slices.
+    Partitioned(Partition),
+}
+
+/// What the index says of one tensor (a partitioned tensor once), read without its data.
+#[derive(Clone, Debug)]
+pub(crate) struct Listed {
+    pub(crate) name: Vec<u8>,
+    pub(crate) dtype: DType,
+    pub(crate) shape: Dims,
+    pub(crate) lod_levels: u32,
+    pub(crate) nbytes: u64,
+}
+
+/// The smallest key that is not in the slice space of a version 2 file (names starting with a
+/// NUL byte are slice keys there, SPEC.md 13).
+const FIRST_NAME: &[u8] = b"\x01";
+
 impl Reader {
-    /// Maps the file at `path` and reads its footer, index block and header.
+    /// Opens a native file, or a sharded checkpoint by its prefix or its `PREFIX.index`: maps
+    /// the file and reads its footer, index block and header. The data files of a sharded
+    /// checkpoint are opened, and checked against its index, when first read.
     pub fn open(path: impl AsRef<Path>) -> Result<Reader> {
         Self::open_with(path, ReadOptions::default())
     }
@@ -60,11 +105,19 @@ impl Reader {
     /// Like [`Reader::open`] with explicit options.
     pub fn open_with(path: impl AsRef<Path>, opts: ReadOptions) -> Result<Reader> {
         let path = path.as_ref();
+        let index = shards::index_path(path);
+        let path = if !path.is_file() && index.is_file() {
+            index.as_path()
+        } else {
+            path
+        };
         let source = Source::map(path)?;
-        Self::from_source(source, path_str(path), opts)
+        Self::from_source(source, path_str(path), Some(path), opts)
     }
 
-    /// A reader over bytes in memory (tests, fuzzing, data not in a file).
+    /// A reader over bytes in memory (tests, fuzzing, data not in a file). The index of a
+    /// sharded checkpoint opens this way, but its tensors cannot be read (its data files are
+    /// found by its path).
     pub fn from_bytes(bytes: impl Into<std::sync::Arc<[u8]>>) -> Result<Reader> {
         Self::from_bytes_with(bytes, ReadOptions::default())
     }
@@ -74,17 +127,29 @@ impl Reader {
         bytes: impl Into<std::sync::Arc<[u8]>>,
         opts: ReadOptions,
     ) -> Result<Reader> {
-        Self::from_source(Source::Memory(bytes.into()), "<memory>".to_string(), opts)
+        Self::from_source(
+            Source::Memory(bytes.into()),
+            "<memory>".to_string(),
+            None,
+            opts,
+        )
     }
 
-    fn from_source(source: Source, path: String, opts: ReadOptions) -> Result<Reader> {
-        let file: &[u8] = &source;
-        if file.len() < FOOTER_LEN {
+    /// Opens the bytes of `source`, found at `file` (which locates a sharded checkpoint's data
+    /// files), shown as `path` in messages.
+    pub(super) fn from_source(
+        source: Source,
+        path: String,
+        file: Option<&Path>,
+        opts: ReadOptions,
+    ) -> Result<Reader> {
+        let bytes: &[u8] = &source;
+        if bytes.len() < FOOTER_LEN {
             return Err(Error::UnrecognizedFormat {
                 path,
                 detail: format!(
                     "{} bytes is too short to be a paramdex file (48-byte footer)",
-                    file.len()
+                    bytes.len()
                 ),
             });
         }
@@ -92,7 +157,7 @@ impl Reader {
             verify_checksums: opts.verify_blocks,
             cache_capacity: opts.block_cache_bytes,
         };
-        let index = TableIndex::open(file, &table_opts).map_err(|e| match e {
+        let index = TableIndex::open(bytes, &table_opts).map_err(|e| match e {
             Error::Corrupt {
                 what: "footer",
                 kind: Corruption::BadMagic,
@@ -104,7 +169,7 @@ impl Reader {
             },
             other => other,
         })?;
-        let table = Table::new(file, &index);
+        let table = Table::new(bytes, &index);
         let first_block = table.first_data_offset().unwrap_or(0);
         let header = {
             let mut it = table.iter();
@@ -149,12 +214,36 @@ impl Reader {
             });
         }
         let bad = |detail: String| Error::corrupt("header entry", first_block, detail);
-        if header.num_shards != 1 || header.big_endian {
-            return Err(bad(format!(
-                "a native file has one little-endian shard (num_shards {}, big_endian {})",
-                header.num_shards, header.big_endian
-            )));
+        if header.big_endian {
+            return Err(bad("native files are little-endian (big_endian set)".into()));
         }
+        if header.format_version < 2
+            && (header.shard_of.is_some() || !header.shards.is_empty() || header.slice_count != 0)
+        {
+            return Err(bad(
+                "a version 1 header with fields of version 2 (shard identity, shard table or \
+                 slice count)"
+                    .into(),
+            ));
+        }
+        let shards = if header.shards.is_empty() {
+            if header.num_shards != 1 {
+                return Err(bad(format!(
+                    "a native file has one shard (num_shards {})",
+                    header.num_shards
+                )));
+            }
+            if let Some(s) = &header.shard_of {
+                shards::check_shard_of(s, first_block)?;
+            }
+            None
+        } else {
+            shards::check_index_header(&header, first_block)?;
+            Some(Shards::new(
+                file.and_then(shards::prefix_of_index),
+                header.shards.len(),
+            ))
+        };
         if !u64::from(header.alignment).is_power_of_two()
             || u64::from(header.alignment) > MAX_ALIGNMENT
         {
@@ -175,6 +264,7 @@ impl Reader {
             header,
             path,
             opts,
+            shards,
         })
     }
 
@@ -187,12 +277,14 @@ impl Reader {
         &self.header
     }
 
-    /// The path the reader was opened on (`<memory>` for bytes).
+    /// The path the reader was opened on (`<memory>` for bytes; `PREFIX.index` for a sharded
+    /// checkpoint).
     pub fn path(&self) -> &str {
         &self.path
     }
 
-    /// Number of tensors, from the header (O(1)).
+    /// Number of tensors, from the header (O(1)): whole tensors, and each tensor stored in
+    /// slices once.
     pub fn len(&self) -> u64 {
         self.header.tensor_count
     }
@@ -202,13 +294,20 @@ impl Reader {
         self.header.tensor_count == 0
     }
 
-    /// The whole file.
+    /// Whether version 2 rules apply: names starting with a NUL byte are slice keys.
+    fn is_v2(&self) -> bool {
+        self.header.format_version >= 2
+    }
+
+    /// The whole file (for a sharded checkpoint, its `PREFIX.index`: each data file is a native
+    /// file of its own, [`Reader::shard`]).
     pub fn as_bytes(&self) -> &[u8] {
         &self.source
     }
 
     /// The records region: a Paddle combined-params stream (in name order when
-    /// `header().records_sorted`).
+    /// `header().records_sorted`). Empty for a sharded checkpoint's index, whose records are in
+    /// its data files ([`Reader::shard`]).
     pub fn records(&self) -> &[u8] {
         // records_len <= first data block offset <= file length, checked at open.
         let end = usize::try_from(self.header.records_len)
@@ -226,29 +325,191 @@ impl Reader {
         self.source.len() as u64 - self.header.records_len
     }
 
-    /// Looks a tensor up by name. `Ok(None)` if absent; an error if its entry is corrupt.
+    /// Looks a tensor up by name. `Ok(None)` if absent; an error if its entry is corrupt, and
+    /// [`Error::Sliced`] if it is stored in slices (read it with [`Reader::get_slice`]).
     pub fn get(&self, name: impl AsRef<[u8]>) -> Result<Option<TensorView<'_>>> {
         let name = name.as_ref();
-        if name.is_empty() {
-            return Ok(None); // the empty key is the header, never a tensor
+        match self.find(name)? {
+            None => Ok(None),
+            Some(Found::Whole(v)) => Ok(Some(v)),
+            Some(Found::Partitioned(p)) => Err(Error::Sliced {
+                name: name::display(name),
+                path: self.path.clone(),
+                slices: p.regions.len() as u64,
+            }),
         }
-        let found = self
-            .table()
-            .get(name, |value, at| self.view(name, value, at))?;
-        found.transpose()
     }
 
     /// Like [`Reader::get`], but a missing tensor is [`Error::NotFound`].
     pub fn tensor(&self, name: impl AsRef<[u8]>) -> Result<TensorView<'_>> {
         let name = name.as_ref();
-        self.get(name)?.ok_or_else(|| Error::NotFound {
-            name: name::display(name),
-            path: self.path.clone(),
-        })
+        self.get(name)?.ok_or_else(|| self.not_found(name))
     }
 
-    /// Builds a view from an index value, checking it against the file.
-    fn view<'r>(&'r self, key: &[u8], value: &[u8], at: u64) -> Result<TensorView<'r>> {
+    fn not_found(&self, name: &[u8]) -> Error {
+        Error::NotFound {
+            name: name::display(name),
+            path: self.path.clone(),
+        }
+    }
+
+    /// The entry of tensor `name`, if there is one. The empty name is the header's, and in a
+    /// version 2 file names starting with a NUL byte are slice keys: neither is a tensor.
+    pub(super) fn find(&self, name: &[u8]) -> Result<Option<Found<'_>>> {
+        if name.is_empty() || (self.is_v2() && name[0] == 0) {
+            return Ok(None);
+        }
+        self.table()
+            .get(name, |value, at| self.found(name, value, at))?
+            .transpose()
+    }
+
+    /// Reads the region `region` of tensor `name`, whether stored whole or in slices (a
+    /// checkpoint saved by 8 ranks loads into 3 this way). Only the bytes inside the region are
+    /// read, from whichever stored tensor or slices hold them: the result borrows the file when
+    /// one of them holds the region as one contiguous run, else it is one strided copy into an
+    /// owned buffer aligned for every element type.
+    ///
+    /// Data checksums cover whole stored tensors and slices, so they are not checked here
+    /// (unless [`ReadOptions::verify_tensors`] is set: then every stored tensor or slice read
+    /// from is checked whole); [`Reader::verify`] checks them all.
+    ///
+    /// `Ok(None)` if there is no such tensor. Errors: [`Error::InvalidArgument`] for a region
+    /// of another rank or outside the shape; [`Error::Slices`] ([`SliceProblem::Gap`]) when
+    /// some of the region is in no slice (a partial tensor).
+    pub fn get_slice(
+        &self,
+        name: impl AsRef<[u8]>,
+        region: &Region,
+    ) -> Result<Option<SliceData<'_>>> {
+        let name = name.as_ref();
+        let Some(found) = self.find(name)? else {
+            return Ok(None);
+        };
+        let (dtype, shape) = match &found {
+            Found::Whole(v) => (v.dtype(), v.shape()),
+            Found::Partitioned(p) => (p.dtype, p.shape.as_slice()),
+        };
+        if !region.is_within(shape) {
+            return Err(Error::InvalidArgument(format!(
+                "region at {:?} of lengths {:?} does not lie inside tensor {} of shape {shape:?}",
+                region.start,
+                region.len,
+                name::display(name)
+            )));
+        }
+        let esize = dtype.size();
+        let shown = name::display(name);
+        match found {
+            Found::Whole(v) => {
+                if self.opts.verify_tensors {
+                    v.verify_crc()?;
+                }
+                Ok(Some(SliceData::from_stored(
+                    v.data(),
+                    &v.shape,
+                    &region.start,
+                    region,
+                    dtype,
+                    shown,
+                )?))
+            }
+            Found::Partitioned(p) => {
+                let parts: Vec<(usize, Region)> = p
+                    .regions
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, r)| Some((i, r.intersect(region)?)))
+                    .collect();
+                if region.is_empty() {
+                    return Ok(Some(SliceData::borrowed(&[], dtype, region, shown)));
+                }
+                // One slice holding the whole region: read from it alone (borrowed if the
+                // region is one run of it).
+                if let Some((i, _)) = parts.iter().find(|(i, _)| p.regions[*i].contains(region)) {
+                    let r = &p.regions[*i];
+                    let piece = self.piece(&p, *i)?;
+                    if self.opts.verify_tensors {
+                        piece.verify_crc()?;
+                    }
+                    let local: Vec<u64> = region
+                        .start
+                        .iter()
+                        .zip(&r.start)
+                        .map(|(a, b)| a - b)
+                        .collect();
+                    return Ok(Some(SliceData::from_stored(
+                        piece.data(),
+                        &r.len,
+                        &local,
+                        region,
+                        dtype,
+                        shown,
+                    )?));
+                }
+                // Slices do not overlap (checked with the entry), so they hold the whole
+                // region exactly when their parts of it add up to it.
+                let have: u64 = parts
+                    .iter()
+                    .map(|(_, r)| r.numel().unwrap_or(0))
+                    .fold(0u64, u64::saturating_add);
+                let want = region.numel().unwrap_or(u64::MAX);
+                if have != want {
+                    return Err(Error::Slices {
+                        name: shown,
+                        problem: SliceProblem::Gap,
+                        detail: format!(
+                            "the region at {:?} of lengths {:?} holds {want} elements, the \
+                             stored slices only {have} of them (in {}: a partial tensor)",
+                            region.start, region.len, self.path
+                        ),
+                    });
+                }
+                let bytes = region::byte_len(region, esize)?;
+                let mut out = SliceData::owned(bytes, dtype, region, shown);
+                for (i, part) in &parts {
+                    let r = &p.regions[*i];
+                    let piece = self.piece(&p, *i)?;
+                    if self.opts.verify_tensors {
+                        piece.verify_crc()?;
+                    }
+                    let at_src: Vec<u64> = part
+                        .start
+                        .iter()
+                        .zip(&r.start)
+                        .map(|(a, b)| a - b)
+                        .collect();
+                    let at_dst: Vec<u64> = part
+                        .start
+                        .iter()
+                        .zip(&region.start)
+                        .map(|(a, b)| a - b)
+                        .collect();
+                    region::copy_region(
+                        piece.data(),
+                        &r.len,
+                        &at_src,
+                        out.bytes_mut(),
+                        &region.len,
+                        &at_dst,
+                        &part.len,
+                        esize,
+                    )
+                    .map_err(|d| {
+                        Error::corrupt(
+                            "slice",
+                            piece.data_offset(),
+                            format!("{}: {d}", piece.display_name()),
+                        )
+                    })?;
+                }
+                Ok(Some(out))
+            }
+        }
+    }
+
+    /// Checks an index entry against the file and says what it holds.
+    pub(super) fn found<'r>(&'r self, key: &[u8], value: &[u8], at: u64) -> Result<Found<'r>> {
         ensure_within(
             "tensor name length",
             key.len(),
@@ -256,20 +517,145 @@ impl Reader {
             Some(at),
         )?;
         let e = IndexEntry::decode(value, at, MAX_RANK)?;
-        let shown = || name::display(key);
-        let bad = |detail: String| {
-            Error::corrupt("index entry", at, format!("tensor {}: {detail}", shown()))
-        };
-        let dtype = DType::from_tf(e.tf_dtype.into()).ok_or_else(|| Error::UnknownDType {
+        let dtype = self.dtype_of(key, &e)?;
+        if e.num_slices != 0 {
+            return self
+                .partition(key, &e, dtype, value, at)
+                .map(Found::Partitioned);
+        }
+        self.data_view(key, key, e, dtype, at, None)
+            .map(Found::Whole)
+    }
+
+    fn dtype_of(&self, key: &[u8], e: &IndexEntry) -> Result<DType> {
+        DType::from_tf(e.tf_dtype.into()).ok_or_else(|| Error::UnknownDType {
             system: "tensorflow",
             code: e.tf_dtype.into(),
-            location: Some(format!("tensor {}", shown())),
-        })?;
-        if e.num_slices != 0 || e.shard_id != 0 {
+            location: Some(format!("tensor {}", slice_key::display_key(key))),
+        })
+    }
+
+    /// Checks a partitioned tensor's entry (SPEC.md 13.1): version 2, no data fields, at least
+    /// one slice, every slice of the tensor's rank, inside its shape, none overlapping another.
+    pub(super) fn partition(
+        &self,
+        key: &[u8],
+        e: &IndexEntry,
+        dtype: DType,
+        value: &[u8],
+        at: u64,
+    ) -> Result<Partition> {
+        let bad = |detail: String| {
+            Error::corrupt(
+                "index entry",
+                at,
+                format!("tensor {}: {detail}", name::display(key)),
+            )
+        };
+        if !self.is_v2() {
             return Err(bad(
-                "partitioned or sharded entries are not allowed in a native file".into(),
+                "partitioned entries are not allowed in a version 1 file".into(),
             ));
         }
+        if key.first() == Some(&0) {
+            return Err(bad("a slice key with slices of its own".into()));
+        }
+        if e.shard_id != 0
+            || e.offset != 0
+            || e.size != 0
+            || e.crc32c != 0
+            || e.record_header_len != 0
+            || e.lod_levels != 0
+        {
+            return Err(bad(
+                "the entry of a tensor stored in slices holds data fields".into(),
+            ));
+        }
+        if e.shape.is_empty() {
+            return Err(bad("a scalar stored in slices".into()));
+        }
+        if record::data_len(dtype, &e.shape).is_none() {
+            return Err(bad(format!("shape {:?} overflows", e.shape.as_slice())));
+        }
+        let extents = decode_slices(value, at, e.shape.len())?;
+        let mut regions = Vec::with_capacity(extents.len());
+        for (i, ext) in extents.iter().enumerate() {
+            regions
+                .push(region::resolve(ext, &e.shape).map_err(|d| bad(format!("slice {i}: {d}")))?);
+        }
+        if let Some((i, j)) = region::find_overlap(&regions) {
+            return Err(bad(format!(
+                "slices {i} ({}) and {j} ({}) overlap",
+                slice_key::describe_extents(&extents[i]),
+                slice_key::describe_extents(&extents[j])
+            )));
+        }
+        Ok(Partition {
+            name: key.to_vec(),
+            dtype,
+            shape: e.shape.clone(),
+            regions,
+            at,
+        })
+    }
+
+    /// The view of slice `i` of partitioned tensor `p`, whose entry must be there and agree
+    /// with the region (dtype, shape).
+    pub(super) fn piece<'r>(&'r self, p: &Partition, i: usize) -> Result<TensorView<'r>> {
+        let r = &p.regions[i];
+        let key = slice_key::encode(&p.name, &r.extents(&p.shape));
+        let bad = |detail: String| {
+            Error::corrupt(
+                "partitioned tensor",
+                p.at,
+                format!("{}: {detail}", slice_key::display_key(&key)),
+            )
+        };
+        let found =
+            self.table()
+                .get(&key, |value, at| -> Result<TensorView<'r>> {
+                    let e = IndexEntry::decode(value, at, MAX_RANK)?;
+                    let dtype = self.dtype_of(&key, &e)?;
+                    if e.num_slices != 0
+                        || dtype != p.dtype
+                        || e.shape.as_slice() != r.len.as_slice()
+                    {
+                        return Err(bad(format!(
+                    "the slice is stored as {dtype} {:?}{}, the tensor's entry says {} {:?}",
+                    e.shape.as_slice(),
+                    if e.num_slices != 0 { " with slices" } else { "" },
+                    p.dtype,
+                    r.len
+                )));
+                    }
+                    let piece = SlicePiece {
+                        key: key.clone(),
+                        full_shape: p.shape.clone(),
+                        start: Dims::from_slice(&r.start),
+                    };
+                    self.data_view(&key, &p.name, e, dtype, at, Some(Box::new(piece)))
+                })?;
+        found.unwrap_or_else(|| Err(bad("the slice's entry is missing".into())))
+    }
+
+    /// Builds a view of the data an entry (under index key `key`, of tensor `name`) points at,
+    /// checking it against the file (for a sharded checkpoint, against its data file).
+    fn data_view<'r>(
+        &'r self,
+        key: &[u8],
+        name: &[u8],
+        e: IndexEntry,
+        dtype: DType,
+        at: u64,
+        slice: Option<Box<SlicePiece>>,
+    ) -> Result<TensorView<'r>> {
+        let bad = |detail: String| {
+            Error::corrupt(
+                "index entry",
+                at,
+                format!("tensor {}: {detail}", slice_key::display_key(key)),
+            )
+        };
         let expected = record::data_len(dtype, &e.shape)
             .ok_or_else(|| bad(format!("shape {:?} overflows", e.shape.as_slice())))?;
         if expected != e.size {
@@ -279,15 +665,50 @@ impl Reader {
                 e.shape.as_slice()
             )));
         }
+        let (file, records_len, where_) = match &self.shards {
+            None => {
+                if e.shard_id != 0 {
+                    return Err(bad(format!(
+                        "shard_id {} in a file that is not a sharded checkpoint's index",
+                        e.shard_id
+                    )));
+                }
+                (&self.source, self.header.records_len, None)
+            }
+            Some(_) => {
+                let n = self.header.shards.len();
+                let k = u32::try_from(e.shard_id)
+                    .ok()
+                    .filter(|&k| (k as usize) < n)
+                    .ok_or_else(|| {
+                        bad(format!(
+                            "shard_id {} is not below the number of shards, {n}",
+                            e.shard_id
+                        ))
+                    })?;
+                let shard = self.shard(k)?;
+                (
+                    &shard.source,
+                    shard.header.records_len,
+                    Some(shard.path.as_str()),
+                )
+            }
+        };
         let end = e
             .offset
             .checked_add(e.size)
-            .filter(|&end| end <= self.header.records_len);
+            .filter(|&end| end <= records_len);
         let record_offset = e.offset.checked_sub(u64::from(e.record_header_len));
         let (Some(end), Some(record_offset)) = (end, record_offset) else {
             return Err(bad(format!(
-                "data range {}+{} (record header {}) is outside the records region of {} bytes",
-                e.offset, e.size, e.record_header_len, self.header.records_len
+                "data range {}+{} (record header {}) is outside the records region of {} bytes{}",
+                e.offset,
+                e.size,
+                e.record_header_len,
+                records_len,
+                where_
+                    .map(|p| format!(" of data file {p}"))
+                    .unwrap_or_default()
             )));
         };
         if e.record_header_len == 0 {
@@ -295,9 +716,9 @@ impl Reader {
         }
         // Both bounds are within the records region, itself within the file.
         let in_file = |v: u64| usize::try_from(v).expect("an offset inside the mapped file");
-        let data = &self.source[in_file(e.offset)..in_file(end)];
+        let data = &file[in_file(e.offset)..in_file(end)];
         let view = TensorView {
-            name: NameBuf::from_slice(key),
+            name: NameBuf::from_slice(name),
             dtype,
             shape: e.shape,
             data,
@@ -305,7 +726,8 @@ impl Reader {
             record_offset,
             crc32c: e.crc32c,
             lod_levels: e.lod_levels,
-            file: &self.source,
+            file,
+            slice,
         };
         if self.opts.verify_tensors {
             view.verify_crc()?;
@@ -313,19 +735,22 @@ impl Reader {
         Ok(view)
     }
 
-    /// Every tensor in bytewise name order.
+    /// Every stored tensor in bytewise name order: whole tensors, and each slice of a tensor
+    /// stored in slices (its view's [`TensorView::slice_start`] says where it sits), at its
+    /// tensor's place in the order.
     pub fn iter(&self) -> Iter<'_> {
         self.range(Bound::Unbounded, Bound::Unbounded)
     }
 
-    /// Tensors whose names start with `prefix`, in name order.
+    /// Stored tensors whose names start with `prefix`, in name order (see [`Reader::iter`]).
     pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Iter<'_> {
         let p = prefix.as_ref().to_vec();
         let end = prefix_successor(&p).map_or(Bound::Unbounded, Bound::Excluded);
         self.range(Bound::Included(p), end)
     }
 
-    /// Tensors whose names fall in the given bounds, in name order.
+    /// Stored tensors whose names fall in the given bounds, in name order (see
+    /// [`Reader::iter`]).
     pub fn range(&self, start: Bound<Vec<u8>>, end: Bound<Vec<u8>>) -> Iter<'_> {
         Iter {
             reader: self,
@@ -333,7 +758,109 @@ impl Reader {
             start: Some(start),
             end,
             done: false,
+            pieces: None,
         }
+    }
+
+    /// The tensors from `start` (stopping at the first name without `prefix`, when given), a
+    /// tensor stored in slices once, read from the index alone: no data file of a sharded
+    /// checkpoint is opened, and no slice entry is looked up.
+    pub(crate) fn listing(
+        &self,
+        start: &[u8],
+        prefix: Option<&[u8]>,
+    ) -> impl Iterator<Item = Result<Listed>> + '_ {
+        let mut it = self.table().into_iter_owned();
+        let mut first = Some(start.to_vec());
+        let prefix = prefix.map(<[u8]>::to_vec);
+        let mut done = false;
+        std::iter::from_fn(move || {
+            if done {
+                return None;
+            }
+            let r = (|| -> Result<Option<Listed>> {
+                match first.take() {
+                    Some(s) => it.seek(&s)?,
+                    None => {
+                        it.next()?;
+                    }
+                }
+                self.skip_non_names(&mut it)?;
+                if !it.valid() || prefix.as_ref().is_some_and(|p| !it.key().starts_with(p)) {
+                    return Ok(None);
+                }
+                let (key, value, at) = (it.key(), it.value(), it.block_offset());
+                ensure_within(
+                    "tensor name length",
+                    key.len(),
+                    name::MAX_NAME_LEN,
+                    Some(at),
+                )?;
+                let e = IndexEntry::decode(value, at, MAX_RANK)?;
+                let dtype = self.dtype_of(key, &e)?;
+                if e.num_slices != 0 {
+                    let p = self.partition(key, &e, dtype, value, at)?;
+                    let nbytes = record::data_len(dtype, &p.shape).unwrap_or(0);
+                    return Ok(Some(Listed {
+                        name: p.name,
+                        dtype,
+                        shape: p.shape,
+                        lod_levels: 0,
+                        nbytes,
+                    }));
+                }
+                let (lod_levels, nbytes) = (e.lod_levels, e.size);
+                let shape = e.shape.clone();
+                if self.shards.is_none() {
+                    // Every check a view makes (cheap: no data is read).
+                    self.data_view(key, key, e, dtype, at, None)?;
+                } else if record::data_len(dtype, &e.shape) != Some(e.size) {
+                    return Err(Error::corrupt(
+                        "index entry",
+                        at,
+                        format!(
+                            "tensor {}: stored size {} does not match shape {:?} of {dtype}",
+                            name::display(key),
+                            e.size,
+                            e.shape.as_slice()
+                        ),
+                    ));
+                }
+                Ok(Some(Listed {
+                    name: key.to_vec(),
+                    dtype,
+                    shape,
+                    lod_levels,
+                    nbytes,
+                }))
+            })();
+            match r {
+                Ok(Some(l)) => Some(Ok(l)),
+                Ok(None) => {
+                    done = true;
+                    None
+                }
+                Err(e) => {
+                    done = true;
+                    Some(Err(e))
+                }
+            }
+        })
+    }
+
+    /// Moves `it` past the header entry and, in a version 2 file, past the slice keys.
+    fn skip_non_names(&self, it: &mut TableIter<'_>) -> Result<()> {
+        while it.valid() {
+            let key = it.key();
+            if key.is_empty() {
+                it.next()?;
+            } else if self.is_v2() && key[0] == 0 {
+                it.seek(FIRST_NAME)?;
+            } else {
+                break;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -349,48 +876,61 @@ fn prefix_successor(p: &[u8]) -> Option<Vec<u8>> {
     None
 }
 
-/// Iterator over tensors in name order; see [`Reader::iter`].
+/// Iterator over stored tensors in name order; see [`Reader::iter`].
 pub struct Iter<'r> {
     reader: &'r Reader,
     inner: TableIter<'r>,
     start: Option<Bound<Vec<u8>>>,
     end: Bound<Vec<u8>>,
     done: bool,
+    /// The tensor stored in slices being walked, and its next slice.
+    pieces: Option<(Partition, usize)>,
 }
 
 impl<'r> Iter<'r> {
     fn step(&mut self) -> Result<Option<TensorView<'r>>> {
-        match self.start.take() {
-            Some(Bound::Unbounded) => self.inner.seek_to_first()?,
-            Some(Bound::Included(k)) => self.inner.seek(&k)?,
-            Some(Bound::Excluded(k)) => {
-                self.inner.seek(&k)?;
-                if self.inner.valid() && self.inner.key() == k.as_slice() {
+        loop {
+            if let Some((p, i)) = &mut self.pieces {
+                if *i < p.regions.len() {
+                    let v = self.reader.piece(p, *i)?;
+                    *i += 1;
+                    return Ok(Some(v));
+                }
+                self.pieces = None;
+            }
+            match self.start.take() {
+                Some(Bound::Unbounded) => self.inner.seek_to_first()?,
+                Some(Bound::Included(k)) => self.inner.seek(&k)?,
+                Some(Bound::Excluded(k)) => {
+                    self.inner.seek(&k)?;
+                    if self.inner.valid() && self.inner.key() == k.as_slice() {
+                        self.inner.next()?;
+                    }
+                }
+                None => {
                     self.inner.next()?;
                 }
             }
-            None => {
-                self.inner.next()?;
+            // Skip the header entry (and, in a version 2 file, the slice keys).
+            self.reader.skip_non_names(&mut self.inner)?;
+            if !self.inner.valid() {
+                return Ok(None);
+            }
+            let key = self.inner.key();
+            let past = match &self.end {
+                Bound::Unbounded => false,
+                Bound::Included(e) => key > e.as_slice(),
+                Bound::Excluded(e) => key >= e.as_slice(),
+            };
+            if past {
+                return Ok(None);
+            }
+            let at = self.inner.block_offset();
+            match self.reader.found(key, self.inner.value(), at)? {
+                Found::Whole(v) => return Ok(Some(v)),
+                Found::Partitioned(p) => self.pieces = Some((p, 0)),
             }
         }
-        // Skip the header entry.
-        while self.inner.valid() && self.inner.key().is_empty() {
-            self.inner.next()?;
-        }
-        if !self.inner.valid() {
-            return Ok(None);
-        }
-        let key = self.inner.key();
-        let past = match &self.end {
-            Bound::Unbounded => false,
-            Bound::Included(e) => key > e.as_slice(),
-            Bound::Excluded(e) => key >= e.as_slice(),
-        };
-        if past {
-            return Ok(None);
-        }
-        let at = self.inner.block_offset();
-        self.reader.view(key, self.inner.value(), at).map(Some)
     }
 }
 

@@ -4,7 +4,10 @@
 //! and of its data (SPEC.md, "Records"), so the records region can be re-read without the index.
 //! Recovery walks the records from offset 0 and keeps each one that decodes (its header checksum
 //! matching), is named, and whose data matches its checksum; it stops at the first record that
-//! does not (the torn tail, or the index table of a file that was in fact finished).
+//! does not (the torn tail, or the index table of a file that was in fact finished). A slice
+//! record (SPEC.md 13) names its slice key and carries its tensor's whole shape, so slices are
+//! recovered as slices. A shard's identity (SPEC.md 12.1) is in its index, which a torn file
+//! lacks: what is recovered from a torn shard is a file of its own, not a shard of its save.
 
 use std::path::Path;
 
@@ -12,6 +15,8 @@ use crate::error::{Corruption, Error, Result};
 use crate::format::{crc32c, unmask_crc};
 use crate::native::header::FileHeader;
 use crate::native::reader::Reader;
+use crate::native::region;
+use crate::native::slice_key;
 use crate::native::source::Source;
 use crate::native::staging;
 use crate::native::verify::VerifyOptions;
@@ -189,9 +194,29 @@ fn recover_records(
         let len = r.header.record_len();
         end = r.offset + len;
         let lod = r.header.lod.to_vec();
-        let name = r.header.name.expect("Records yields only named records");
-        let t = Tensor::new(r.header.dtype, &r.header.dims, r.data).with_lod(&lod);
-        match w.add(name, t) {
+        let name = r.header.name.expect("scan keeps only named records");
+        let added = match (&r.header.full_shape, slice_key::decode(name)) {
+            // A slice (SPEC.md 13): its record names its key and the whole tensor's shape.
+            (Some(full), Some(key)) => match region::resolve(&key.extents, full) {
+                Ok(region) if region.len.as_slice() == r.header.dims.as_slice() => {
+                    w.add_slice(&key.name, r.header.dtype, full, &region, r.data)
+                }
+                _ => Err(crate::Error::corrupt(
+                    "record",
+                    r.offset,
+                    format!(
+                        "slice {} does not fit the shape {:?} its record gives",
+                        slice_key::display_key(name),
+                        full.as_slice()
+                    ),
+                )),
+            },
+            _ => w.add(
+                name,
+                Tensor::new(r.header.dtype, &r.header.dims, r.data).with_lod(&lod),
+            ),
+        };
+        match added {
             Ok(()) => report.recovered += 1,
             Err(Error::DuplicateName { .. }) => report.duplicates_skipped += 1,
             Err(e) => return Err(e),

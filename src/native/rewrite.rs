@@ -59,7 +59,24 @@ impl<W: Write> Write for HoldBack<W> {
 /// restores the previous file. On an I/O error the file is truncated back to its old length.
 pub fn rewrite_in_place(path: &Path, metadata: &Metadata, sync: bool) -> Result<RewriteReport> {
     metadata.validate()?;
+    // A sharded checkpoint named by its prefix: its metadata is its index's.
+    let index = crate::native::shard_table::index_path(path);
+    let path = if !path.is_file() && index.is_file() {
+        index.as_path()
+    } else {
+        path
+    };
     let reader = Reader::open(path)?;
+    if let Some(s) = reader.header().shard_of {
+        return Err(Error::Unsupported(format!(
+            "{} is shard {} of {} of a sharded save: its length is recorded in its checkpoint's \
+             index, so it is not changed in place; change the metadata of the checkpoint (its \
+             PREFIX.index) instead",
+            path.display(),
+            s.shard_id,
+            s.num_shards
+        )));
+    }
     let bytes = reader.as_bytes();
     let old_len = bytes.len() as u64;
     let table = Table::open(bytes, TableReadOptions::default())?;

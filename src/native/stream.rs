@@ -8,6 +8,7 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::format::{crc32c_extend, mask_crc};
 use crate::name;
+use crate::native::region::Region;
 use crate::native::writer::Writer;
 
 /// A tensor being streamed into a [`Writer`]; see [`Writer::begin`].
@@ -44,6 +45,38 @@ impl Writer {
             dtype,
             shape: shape.to_vec(),
             lod_levels: lod.len(),
+            record_offset: record.record_offset,
+            header_len: record.header_len,
+            crc_offset: record.crc_offset,
+            expected: record.data_len,
+            written: 0,
+            crc: 0,
+            finished: false,
+            writer: self,
+        })
+    }
+
+    /// Starts a slice whose data arrives in chunks: the streamed form of
+    /// [`Writer::add_slice`], with the same checks, made before anything is written. Write
+    /// exactly the bytes of `region` (row-major) into the returned [`TensorWriter`], then call
+    /// [`TensorWriter::finish`]. A region that is the whole tensor starts an ordinary tensor.
+    pub fn begin_slice(
+        &mut self,
+        name: impl AsRef<[u8]>,
+        dtype: DType,
+        full_shape: &[u64],
+        region: &Region,
+    ) -> Result<TensorWriter<'_>> {
+        let name = name.as_ref();
+        let Some(plan) = self.check_slice(name, dtype, full_shape, region)? else {
+            return self.begin(name, dtype, full_shape, &[]);
+        };
+        let record = self.begin_slice_record(&plan, dtype, full_shape, region)?;
+        Ok(TensorWriter {
+            name: plan.key,
+            dtype,
+            shape: region.len.clone(),
+            lod_levels: 0,
             record_offset: record.record_offset,
             header_len: record.header_len,
             crc_offset: record.crc_offset,

@@ -49,10 +49,16 @@ impl std::fmt::Debug for VerifyOptions<'_> {
 /// What [`Reader::verify`] checked.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct VerifyReport {
-    /// Index blocks whose CRC32C matched (data blocks, metaindex and index block).
+    /// Index blocks whose CRC32C matched (data blocks, metaindex and index block; for a
+    /// sharded checkpoint, its index's and every data file's).
     pub blocks: u64,
-    /// Tensors whose data CRC32C matched and whose record agrees with the index.
+    /// Tensors whose data CRC32C matched and whose record agrees with the index (a tensor
+    /// stored in slices once, all its slices checked).
     pub tensors: u64,
+    /// Slices of tensors stored in slices, each checked as a tensor is (SPEC.md 13).
+    pub slices: u64,
+    /// Records checked, each with its data checksum: one per whole tensor and per slice.
+    pub records: u64,
     /// Tensor data bytes checksummed.
     pub data_bytes: u64,
 }
@@ -67,7 +73,13 @@ impl Reader {
     /// data checksum, that every record's header agrees with its index entry (dtype, shape,
     /// name, position), that the header's tensor count is right, and that the records tile the
     /// records region. The first error in name order is reported. The CLI's `verify` is this.
+    ///
+    /// For a sharded checkpoint, every data file is verified so (several at once), and the
+    /// index is checked against them: see [`Reader::shard`] and SPEC.md 12.4.
     pub fn verify_with(&self, opts: VerifyOptions<'_>) -> Result<VerifyReport> {
+        if self.shards.is_some() {
+            return self.verify_sharded(opts);
+        }
         let blocks = self.table().verify_all_blocks()?;
         let threads = resolve_threads(opts.threads);
         let progress = opts.progress;
@@ -86,6 +98,9 @@ impl Reader {
         let mut batch: Vec<TensorView<'_>> = Vec::with_capacity(BATCH_VIEWS);
         let mut batch_bytes = 0u64;
         let mut count = 0u64;
+        let mut slices = 0u64;
+        let mut stored = 0u64;
+        let mut last_sliced: Option<Vec<u8>> = None;
         let mut data_bytes = 0u64;
         let mut it = self.iter();
         loop {
@@ -94,7 +109,17 @@ impl Reader {
             for v in it.by_ref() {
                 match v.and_then(|v| v.check_record().map(|()| v)) {
                     Ok(v) => {
-                        count += 1;
+                        stored += 1;
+                        if v.slice_start().is_some() {
+                            slices += 1;
+                            // A tensor stored in slices counts once.
+                            if last_sliced.as_deref() != Some(v.name()) {
+                                count += 1;
+                                last_sliced = Some(v.name().to_vec());
+                            }
+                        } else {
+                            count += 1;
+                        }
                         batch_bytes += v.data.len() as u64;
                         batch.push(v);
                         if batch.len() >= BATCH_VIEWS || batch_bytes >= BATCH_BYTES {
@@ -129,12 +154,44 @@ impl Reader {
                 ),
             ));
         }
-        self.check_records_tile(count)?;
+        // Every slice key is one that a partitioned tensor lists (each listed one was reached
+        // above, and they are distinct since slices do not overlap).
+        let keyed = self.slice_keys()?;
+        if slices != self.header.slice_count || keyed != slices {
+            return Err(Error::corrupt(
+                "header entry",
+                self.index.first_data_offset().unwrap_or(0),
+                format!(
+                    "header says {} slices, the partitioned tensors list {slices}, the index \
+                     holds {keyed} slice keys",
+                    self.header.slice_count
+                ),
+            ));
+        }
+        self.check_records_tile(stored)?;
         Ok(VerifyReport {
             blocks,
             tensors: count,
+            slices,
+            records: stored,
             data_bytes,
         })
+    }
+
+    /// Number of keys in the slice space (starting with a NUL byte) of a version 2 file.
+    fn slice_keys(&self) -> Result<u64> {
+        if self.header.format_version < 2 {
+            return Ok(0);
+        }
+        let table = self.table();
+        let mut it = table.iter();
+        it.seek(b"\x00")?;
+        let mut n = 0u64;
+        while it.valid() && it.key().first() == Some(&0) {
+            n += 1;
+            it.next()?;
+        }
+        Ok(n)
     }
 
     /// Walks the records region from offset 0, record by record (O(1) memory), and checks that

@@ -1,17 +1,32 @@
-//! [`TensorView`]: a zero-copy view of one tensor inside a [`Reader`](crate::Reader)'s file,
-//! with the checks that tie it to its record (SPEC.md 8.2).
+//! [`TensorView`]: a zero-copy view of one stored tensor (or slice) inside a
+//! [`Reader`](crate::Reader)'s file, with the checks that tie it to its record (SPEC.md 8.2);
+//! [`SliceData`]: a region read by [`Reader::get_slice`](crate::Reader::get_slice).
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::format::{crc32c, unmask_crc};
 use crate::name;
 use crate::native::entry::Dims;
+use crate::native::region::{self, Region};
+use crate::native::slice_key;
 use crate::record::{self, Lod};
 
 /// A name kept inline up to 64 bytes (most are shorter): building a view does not allocate.
 pub(super) type NameBuf = smallvec::SmallVec<[u8; 64]>;
 
-/// A zero-copy view of one tensor inside a [`Reader`](crate::Reader)'s file.
+/// Where a stored slice sits in its tensor (SPEC.md 13).
+#[derive(Clone, Debug)]
+pub(super) struct SlicePiece {
+    /// The slice's index key (and record name).
+    pub(super) key: Vec<u8>,
+    /// The whole tensor's shape.
+    pub(super) full_shape: Dims,
+    /// The slice's first index in each dimension of the whole tensor.
+    pub(super) start: Dims,
+}
+
+/// A zero-copy view of one stored tensor inside a [`Reader`](crate::Reader)'s file: a whole
+/// tensor, or one slice of a tensor stored in slices ([`TensorView::slice_start`]).
 #[derive(Clone, Debug)]
 pub struct TensorView<'a> {
     pub(super) name: NameBuf,
@@ -23,17 +38,47 @@ pub struct TensorView<'a> {
     pub(super) crc32c: u32,
     pub(super) lod_levels: u32,
     pub(super) file: &'a [u8],
+    /// For a slice of a tensor stored in slices: where it sits.
+    pub(super) slice: Option<Box<SlicePiece>>,
 }
 
 impl<'a> TensorView<'a> {
-    /// The tensor's name.
+    /// The tensor's name (for a slice, the name of the tensor it is a slice of).
     pub fn name(&self) -> &[u8] {
         &self.name
     }
 
-    /// The name for display (lossless escapes for bytes that are not UTF-8).
+    /// The name for display (lossless escapes for bytes that are not UTF-8); a slice is shown
+    /// with its extents, `NAME (slice START,LENGTH:...)`.
     pub fn display_name(&self) -> String {
-        name::display(&self.name)
+        match &self.slice {
+            Some(s) => slice_key::display_key(&s.key),
+            None => name::display(&self.name),
+        }
+    }
+
+    /// The key of the view's index entry and the name in its record: the name, or for a slice
+    /// its slice key (SPEC.md 13).
+    pub fn key(&self) -> &[u8] {
+        match &self.slice {
+            Some(s) => &s.key,
+            None => &self.name,
+        }
+    }
+
+    /// For a slice of a tensor stored in slices, its first index in each dimension of the
+    /// whole tensor; `None` for a whole tensor.
+    pub fn slice_start(&self) -> Option<&[u64]> {
+        self.slice.as_ref().map(|s| s.start.as_slice())
+    }
+
+    /// The shape of the whole tensor: [`TensorView::shape`] for a whole tensor, the shape of
+    /// the tensor it is a slice of for a slice.
+    pub fn full_shape(&self) -> &[u64] {
+        match &self.slice {
+            Some(s) => &s.full_shape,
+            None => &self.shape,
+        }
     }
 
     /// Element type.
@@ -41,7 +86,7 @@ impl<'a> TensorView<'a> {
         self.dtype
     }
 
-    /// Dimensions, outermost first; empty for a scalar.
+    /// Dimensions, outermost first; empty for a scalar. For a slice, the slice's own.
     pub fn shape(&self) -> &[u64] {
         &self.shape
     }
@@ -171,9 +216,20 @@ impl<'a> TensorView<'a> {
             )));
         }
         if let Some(n) = h.name {
-            if n != self.name() {
-                return Err(bad(format!("record is named {}", name::display(n))));
+            if n != self.key() {
+                return Err(bad(format!(
+                    "record is named {}",
+                    slice_key::display_key(n)
+                )));
             }
+        }
+        let full = self.slice.as_ref().map(|s| s.full_shape.as_slice());
+        if h.full_shape.as_deref() != full {
+            return Err(bad(format!(
+                "record says it is a slice of a tensor of shape {:?}, the index says {:?}",
+                h.full_shape.as_deref(),
+                full
+            )));
         }
         if let Some(c) = h.data_crc {
             if c != self.crc32c {
@@ -188,5 +244,156 @@ impl<'a> TensorView<'a> {
     /// host is big-endian.
     pub fn as_slice<T: crate::element::Element>(&self) -> Result<&'a [T]> {
         crate::element::cast(self.dtype, self.data, &self.display_name())
+    }
+}
+
+/// The bytes of a [`SliceData`].
+#[derive(Clone, Debug)]
+enum SliceBytes<'a> {
+    /// Borrowed from the file: one stored tensor or slice holds the region as one run.
+    Borrowed(&'a [u8]),
+    /// Copied: 8-byte words (aligned for every element type), of which `len` bytes are used.
+    Owned { words: Vec<u64>, len: usize },
+}
+
+/// A region of a tensor, read by [`Reader::get_slice`](crate::Reader::get_slice): borrowed
+/// from the file when one stored tensor or slice holds it as one contiguous run, otherwise
+/// copied once into an owned buffer aligned for every element type.
+#[derive(Clone, Debug)]
+pub struct SliceData<'a> {
+    dtype: DType,
+    shape: Dims,
+    bytes: SliceBytes<'a>,
+    /// The tensor's name, for messages.
+    name: String,
+}
+
+impl<'a> SliceData<'a> {
+    pub(super) fn borrowed(data: &'a [u8], dtype: DType, region: &Region, name: String) -> Self {
+        SliceData {
+            dtype,
+            shape: Dims::from_slice(&region.len),
+            bytes: SliceBytes::Borrowed(data),
+            name,
+        }
+    }
+
+    /// A zeroed buffer of `len` bytes for the region, filled by the caller.
+    pub(super) fn owned(len: usize, dtype: DType, region: &Region, name: String) -> Self {
+        SliceData {
+            dtype,
+            shape: Dims::from_slice(&region.len),
+            bytes: SliceBytes::Owned {
+                words: vec![0u64; len.div_ceil(8)],
+                len,
+            },
+            name,
+        }
+    }
+
+    /// The region `region` of the tensor, read from `stored` (a row-major array of shape
+    /// `stored_shape`, the region starting at `at` in it): borrowed when it is one run there.
+    pub(super) fn from_stored(
+        stored: &'a [u8],
+        stored_shape: &[u64],
+        at: &[u64],
+        region: &Region,
+        dtype: DType,
+        name: String,
+    ) -> Result<Self> {
+        let esize = dtype.size() as u64;
+        let local = Region {
+            start: at.to_vec(),
+            len: region.len.clone(),
+        };
+        if let Some((first, n)) = region::contiguous(stored_shape, &local) {
+            // The region lies inside the stored array, whose bytes are all there.
+            let range = first
+                .checked_mul(esize)
+                .zip(n.checked_mul(esize))
+                .and_then(|(s, l)| Some((usize::try_from(s).ok()?, usize::try_from(l).ok()?)))
+                .and_then(|(s, l)| stored.get(s..s.checked_add(l)?));
+            if let Some(run) = range {
+                return Ok(Self::borrowed(run, dtype, region, name));
+            }
+        }
+        let bytes = region::byte_len(region, dtype.size())?;
+        let mut out = Self::owned(bytes, dtype, region, name);
+        region::copy_region(
+            stored,
+            stored_shape,
+            at,
+            out.bytes_mut(),
+            &region.len,
+            &vec![0; region.rank()],
+            &region.len,
+            dtype.size(),
+        )
+        .map_err(|d| Error::corrupt("tensor data", 0, format!("{}: {d}", out.name)))?;
+        Ok(out)
+    }
+
+    /// The owned bytes, to fill (empty for borrowed data).
+    pub(super) fn bytes_mut(&mut self) -> &mut [u8] {
+        match &mut self.bytes {
+            SliceBytes::Borrowed(_) => &mut [],
+            SliceBytes::Owned { words, len } => {
+                &mut bytemuck::cast_slice_mut::<u64, u8>(words)[..*len]
+            }
+        }
+    }
+
+    /// Element type.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// The region's lengths: the shape of the data.
+    pub fn shape(&self) -> &[u64] {
+        &self.shape
+    }
+
+    /// The region's little-endian, row-major bytes.
+    pub fn data(&self) -> &[u8] {
+        match &self.bytes {
+            SliceBytes::Borrowed(b) => b,
+            SliceBytes::Owned { words, len } => &bytemuck::cast_slice::<u64, u8>(words)[..*len],
+        }
+    }
+
+    /// Whether the bytes are borrowed from the file (no copy was made).
+    pub fn is_borrowed(&self) -> bool {
+        matches!(self.bytes, SliceBytes::Borrowed(_))
+    }
+
+    /// The data as a typed slice. Errors as [`TensorView::as_slice`] does.
+    pub fn as_slice<T: crate::element::Element>(&self) -> Result<&[T]> {
+        crate::element::cast(self.dtype, self.data(), &self.name)
+    }
+
+    /// The bytes, borrowed from the file when they were not copied.
+    pub fn into_cow(self) -> std::borrow::Cow<'a, [u8]> {
+        match self.bytes {
+            SliceBytes::Borrowed(b) => std::borrow::Cow::Borrowed(b),
+            owned => std::borrow::Cow::Owned(
+                SliceData {
+                    bytes: owned,
+                    ..self
+                }
+                .into_vec(),
+            ),
+        }
+    }
+
+    /// The bytes, owned.
+    pub fn into_vec(self) -> Vec<u8> {
+        match self.bytes {
+            SliceBytes::Borrowed(b) => b.to_vec(),
+            SliceBytes::Owned { words, len } => {
+                let mut v = bytemuck::cast_slice::<u64, u8>(&words).to_vec();
+                v.truncate(len);
+                v
+            }
+        }
     }
 }

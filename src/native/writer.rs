@@ -18,10 +18,12 @@ use crate::error::{ensure_within, Error, IoContext, Result};
 use crate::format::mask_crc;
 use crate::name::{self, MAX_NAME_LEN};
 use crate::native::backend::WriteBackend;
-use crate::native::entry::{Dims, IndexEntry};
-use crate::native::header::FileHeader;
+use crate::native::entry::{encode_partitioned, Dims, IndexEntry};
+use crate::native::header::{FileHeader, ShardOf};
+use crate::native::region::Region;
+use crate::native::slice_key;
 use crate::native::staging;
-use crate::native::{FORMAT_VERSION, TF_BUNDLE_VERSION};
+use crate::native::{MAX_SLICES, TF_BUNDLE_VERSION};
 use crate::record::{self, RecordSpec, MAX_ALIGNMENT};
 use crate::table::{Compression, TableBuilder, TableOptions};
 
@@ -102,8 +104,10 @@ impl<'a> Tensor<'a> {
 /// Figures about a finished file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FinishStats {
-    /// Tensors written.
+    /// Tensors written: whole tensors, and each partitioned tensor once.
     pub tensors: u64,
+    /// Slices written (stored slices of partitioned tensors; SPEC.md 13).
+    pub slices: u64,
     /// Bytes of the records region.
     pub records_len: u64,
     /// Bytes of the index table, footer included.
@@ -121,6 +125,24 @@ struct Pending {
     name_len: usize,
     value_start: usize,
     value_len: usize,
+}
+
+/// A tensor this writer holds slices of: its full entry is written at `finish`.
+#[derive(Debug)]
+struct Partitioned {
+    dtype: DType,
+    full_shape: Dims,
+    regions: Vec<Region>,
+}
+
+/// What `check_slice` found out about a slice to add.
+pub(super) struct SlicePlan {
+    /// The tensor's name.
+    pub(super) name: Vec<u8>,
+    /// The slice's key (`slice_key::encode`).
+    pub(super) key: Vec<u8>,
+    /// Bytes of its data.
+    pub(super) data_len: u64,
 }
 
 /// Builds a native paramdex file. See the module documentation.
@@ -150,6 +172,14 @@ pub struct Writer {
     scratch: Vec<u8>,
     /// Typed metadata for the header entry (see `set_metadata`, at the end of this file).
     metadata: crate::native::meta::Metadata,
+    /// Tensors this writer holds slices of, by name; their full entries are added at `finish`.
+    partitioned: hashbrown::HashMap<Vec<u8>, Partitioned>,
+    /// Slice entries pushed so far.
+    slice_entries: usize,
+    /// The shard identity written in the header (field 22), for a shard of a sharded save.
+    shard_of: Option<ShardOf>,
+    /// A name starting with a NUL byte was added (allowed only in a version 1 file).
+    nul_name: bool,
 }
 
 impl std::fmt::Debug for Writer {
@@ -214,6 +244,10 @@ impl Writer {
             poisoned: None,
             scratch: Vec::with_capacity(256),
             metadata: crate::native::meta::Metadata::new(),
+            partitioned: hashbrown::HashMap::new(),
+            slice_entries: 0,
+            shard_of: None,
+            nul_name: false,
         })
     }
 
@@ -222,14 +256,37 @@ impl Writer {
         self.temp.as_ref().map(staging::Staged::path)
     }
 
-    /// Tensors added so far.
+    /// Tensors added so far: whole tensors, and each tensor with slices once.
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.entries.len() - self.slice_entries + self.partitioned.len()
     }
 
     /// Whether no tensor was added yet.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
+    }
+
+    /// Makes this writer a shard of a sharded save: `shard` goes into the header (field 22) and
+    /// the file is version 2, where names starting with a NUL byte are reserved.
+    pub(super) fn set_shard_of(&mut self, shard: ShardOf) -> Result<()> {
+        if self.nul_name {
+            return Err(self.nul_reserved());
+        }
+        self.shard_of = Some(shard);
+        Ok(())
+    }
+
+    /// Whether the file will be version 2 (SPEC.md 11): it holds slices or a shard identity.
+    fn is_v2(&self) -> bool {
+        self.shard_of.is_some() || !self.partitioned.is_empty()
+    }
+
+    fn nul_reserved(&self) -> Error {
+        Error::InvalidArgument(format!(
+            "{}: names starting with a NUL byte are reserved for slice keys in a file with \
+             slices or a shard identity (format version 2), and one was added",
+            self.final_path.display()
+        ))
     }
 
     fn check_usable(&self) -> Result<()> {
@@ -247,8 +304,40 @@ impl Writer {
         &self.names[p.name_start..p.name_start + p.name_len]
     }
 
-    /// Checks a new name: non-empty, within the limit, not added before.
+    /// Whether an entry named `name` was pushed (no state change).
+    fn has_entry(&self, name: &[u8]) -> bool {
+        if self.sorted {
+            return self
+                .entries
+                .binary_search_by(|p| self.names[p.name_start..p.name_start + p.name_len].cmp(name))
+                .is_ok();
+        }
+        let h = self.hasher.hash_one(name);
+        self.seen
+            .find(h, |&(eh, j)| eh == h && self.entry_name(j) == name)
+            .is_some()
+    }
+
+    /// Checks a new name of a whole tensor: non-empty, within the limit, not added before (whole
+    /// or in slices), and not starting with a NUL byte in a version 2 file.
     fn check_name(&mut self, name: &[u8]) -> Result<()> {
+        if name.first() == Some(&0) {
+            if self.is_v2() {
+                return Err(self.nul_reserved());
+            }
+            self.nul_name = true;
+        }
+        if self.partitioned.contains_key(name) {
+            return Err(Error::DuplicateName {
+                name: name::display(name),
+            });
+        }
+        self.check_key(name)
+    }
+
+    /// Checks a new index key (a name, or a slice key): non-empty, within the limit, not
+    /// pushed before.
+    fn check_key(&mut self, name: &[u8]) -> Result<()> {
         if name.is_empty() {
             return Err(Error::EmptyName);
         }
@@ -392,6 +481,20 @@ impl Writer {
             });
         }
         self.check_name(name)?;
+        self.write_tensor(name, tensor, len, None)
+    }
+
+    /// Writes the record of a checked tensor under index key `key` (a name, or a slice key with
+    /// the whole tensor's shape `full_shape`) and pushes its entry. `check_name` or `check_key`
+    /// accepted `key` last.
+    fn write_tensor(
+        &mut self,
+        key: &[u8],
+        tensor: Tensor<'_>,
+        len: u64,
+        full_shape: Option<&[u64]>,
+    ) -> Result<()> {
+        let name = key;
         // Small tensors are checksummed first, so the header goes out complete. Large ones are
         // checksummed on a second thread while this one writes them, and the header's CRC
         // field is patched afterwards: the CRC then costs no wall time next to the write.
@@ -406,6 +509,7 @@ impl Writer {
             lod: tensor.lod,
             name: Some(name),
             data_crc: Some(upfront_crc.unwrap_or(0)),
+            full_shape,
         };
         let layout = record::encode_header(&spec, record_offset, self.opts.alignment, &mut header)
             .and_then(|layout| header_fits(name, layout));
@@ -488,6 +592,42 @@ impl Writer {
         self.check_usable()?;
         let data_len = self.validate(name, dtype, shape, lod)?;
         self.check_name(name)?;
+        self.write_record_header(name, dtype, shape, lod, None, data_len)
+    }
+
+    /// Starts the record of a slice that [`Writer::check_slice`] planned (its key already
+    /// checked), for a streamed slice.
+    pub(super) fn begin_slice_record(
+        &mut self,
+        plan: &SlicePlan,
+        dtype: DType,
+        full_shape: &[u64],
+        region: &Region,
+    ) -> Result<BegunRecord> {
+        let begun = self.write_record_header(
+            &plan.key,
+            dtype,
+            &region.len,
+            &[],
+            Some(full_shape),
+            plan.data_len,
+        )?;
+        // From here the slice's stream finishes or the writer is unusable (a dropped stream
+        // poisons it), so its tensor may list it.
+        self.register_slice(plan, dtype, full_shape, region);
+        Ok(begun)
+    }
+
+    /// Writes a record header whose data checksum is patched later.
+    fn write_record_header(
+        &mut self,
+        name: &[u8],
+        dtype: DType,
+        shape: &[u64],
+        lod: &[Vec<u64>],
+        full_shape: Option<&[u64]>,
+        data_len: u64,
+    ) -> Result<BegunRecord> {
         let record_offset = self.pos;
         let mut header = Vec::new();
         let spec = RecordSpec {
@@ -496,6 +636,7 @@ impl Writer {
             lod,
             name: Some(name),
             data_crc: Some(0), // patched when the stream finishes
+            full_shape,
         };
         let layout = record::encode_header(&spec, record_offset, self.opts.alignment, &mut header)
             .and_then(|layout| header_fits(name, layout))?;
@@ -515,18 +656,27 @@ impl Writer {
     pub fn finish(mut self) -> Result<FinishStats> {
         self.check_usable()?;
         let records_len = self.pos;
+        let format_version = if self.is_v2() { 2 } else { 1 };
+        // Every entry so far has a record, so this is the order of the records.
+        let records_sorted = self.sorted;
+        self.push_partitioned();
+        let slice_count = self.slice_entries as u64;
+        let tensor_count = self.entries.len() as u64 - slice_count;
         let header = FileHeader {
             num_shards: 1,
             big_endian: false,
             producer: TF_BUNDLE_VERSION,
             min_consumer: 0,
-            format_version: FORMAT_VERSION,
+            format_version,
             alignment: u32::try_from(self.opts.alignment)
                 .expect("the alignment is validated at create (at most 4096)"),
             records_len,
-            tensor_count: self.entries.len() as u64,
-            records_sorted: self.sorted,
+            tensor_count,
+            records_sorted,
             metadata: std::mem::take(&mut self.metadata),
+            shard_of: self.shard_of,
+            shards: Vec::new(),
+            slice_count,
         };
         let path = self.final_path.clone();
         // With sync on, the records go to disk on a second thread while this one sorts the
@@ -561,7 +711,8 @@ impl Writer {
             staging::sync_parent(&path)?;
         }
         Ok(FinishStats {
-            tensors: self.entries.len() as u64,
+            tensors: tensor_count,
+            slices: slice_count,
             records_len,
             index_len: stats.table_len,
             data_blocks: stats.data_blocks,
@@ -571,6 +722,192 @@ impl Writer {
 }
 
 impl Writer {
+    /// Adds the full entry of every tensor this writer holds slices of (no record; SPEC.md
+    /// 13.1). The names were checked when their first slice was added.
+    fn push_partitioned(&mut self) {
+        if self.partitioned.is_empty() {
+            return;
+        }
+        let mut all: Vec<(Vec<u8>, Partitioned)> =
+            std::mem::take(&mut self.partitioned).into_iter().collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        for (name, p) in &all {
+            let extents: Vec<_> = p.regions.iter().map(|r| r.extents(&p.full_shape)).collect();
+            let value_start = self.values.len();
+            encode_partitioned(&mut self.values, p.dtype.tf_code(), &p.full_shape, &extents);
+            self.entries.push(Pending {
+                name_start: self.names.len(),
+                name_len: name.len(),
+                value_start,
+                value_len: self.values.len() - value_start,
+            });
+            self.names.extend_from_slice(name);
+        }
+        // The entries are no longer in name order (nor de-duplicated by `seen`, which is not
+        // needed any more).
+        self.sorted = false;
+    }
+
+    /// Checks a slice before anything is written: `region` lies inside `full_shape` (rank at
+    /// least 1) and is not the whole tensor (a whole tensor is an ordinary one, as in
+    /// TensorFlow: the caller adds it as such, `Ok(None)`); the name takes slices (not a whole
+    /// tensor already, not reserved); dtype and full shape agree with earlier slices of the
+    /// same tensor, which it does not overlap; its key is new.
+    pub(super) fn check_slice(
+        &mut self,
+        name: &[u8],
+        dtype: DType,
+        full_shape: &[u64],
+        region: &Region,
+    ) -> Result<Option<SlicePlan>> {
+        self.check_usable()?;
+        let invalid = |detail: String| Error::InvalidTensor {
+            name: name::display(name),
+            detail,
+        };
+        if !region.is_within(full_shape) {
+            return Err(invalid(format!(
+                "slice at {:?} of lengths {:?} does not lie inside the shape {full_shape:?}",
+                region.start, region.len
+            )));
+        }
+        // Validates the full shape (rank, byte count) as a tensor of its own would be; the
+        // record carries it, so every dimension must be an int64 as Paddle's dims are.
+        self.validate(name, dtype, full_shape, &[])?;
+        if let Some(d) = full_shape.iter().find(|&&d| d > i64::MAX as u64) {
+            return Err(invalid(format!("dimension {d} exceeds i64::MAX")));
+        }
+        if region.is_full(full_shape) {
+            return Ok(None);
+        }
+        if full_shape.is_empty() {
+            return Err(invalid("a scalar has no slices".into()));
+        }
+        let data_len = self.validate(name, dtype, &region.len, &[])?;
+        if name.is_empty() {
+            return Err(Error::EmptyName);
+        }
+        ensure_within("tensor name length", name.len(), MAX_NAME_LEN, None)?;
+        if self.nul_name || name.first() == Some(&0) {
+            return Err(self.nul_reserved());
+        }
+        match self.partitioned.get(name) {
+            Some(p) => {
+                if p.dtype != dtype || p.full_shape.as_slice() != full_shape {
+                    return Err(invalid(format!(
+                        "a slice of {dtype} {full_shape:?}, but earlier slices are of {} {:?}",
+                        p.dtype,
+                        p.full_shape.as_slice()
+                    )));
+                }
+                ensure_within("slices of a tensor", p.regions.len() + 1, MAX_SLICES, None)?;
+                if let Some(other) = p.regions.iter().find(|r| r.overlaps(region)) {
+                    return Err(invalid(format!(
+                        "slice at {:?} of lengths {:?} overlaps the slice at {:?} of lengths {:?} \
+                         added before",
+                        region.start, region.len, other.start, other.len
+                    )));
+                }
+            }
+            None => {
+                if self.has_entry(name) {
+                    return Err(Error::DuplicateName {
+                        name: name::display(name),
+                    });
+                }
+            }
+        }
+        let key = slice_key::encode(name, &region.extents(full_shape));
+        self.check_key(&key)?;
+        Ok(Some(SlicePlan {
+            name: name.to_vec(),
+            key,
+            data_len,
+        }))
+    }
+
+    /// Records a slice that `check_slice` accepted (its entry is pushed when its data is in).
+    fn register_slice(
+        &mut self,
+        plan: &SlicePlan,
+        dtype: DType,
+        full_shape: &[u64],
+        region: &Region,
+    ) {
+        self.partitioned
+            .entry(plan.name.clone())
+            .or_insert_with(|| Partitioned {
+                dtype,
+                full_shape: Dims::from_slice(full_shape),
+                regions: Vec::new(),
+            })
+            .regions
+            .push(region.clone());
+        self.slice_entries += 1;
+    }
+
+    /// Adds a slice of a larger tensor, as a tensor-parallel rank holds one (SPEC.md 13): the
+    /// tensor `name` has dtype `dtype` and shape `full_shape`; this call stores the part of it
+    /// that `region` covers, whose row-major bytes are `data`. Slices of one tensor may be
+    /// added by several calls (and by several writers of one sharded save); they must agree
+    /// on dtype and full shape and must not overlap. A region that is the whole tensor adds an
+    /// ordinary tensor, as TensorFlow does.
+    ///
+    /// The file becomes format version 2, where names starting with a NUL byte are reserved.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let path = dir.path().join("m.pdx");
+    /// use paramdex::{DType, Reader, Region, Writer};
+    /// let mut w = Writer::create(&path)?;
+    /// // Rows 2..4 of a [4, 3] float32 tensor.
+    /// let rows = Region::new(vec![2, 0], vec![2, 3]).unwrap();
+    /// let data: Vec<u8> = (0..6u8).flat_map(|i| f32::from(i).to_le_bytes()).collect();
+    /// w.add_slice("emb", DType::Float32, &[4, 3], &rows, &data)?;
+    /// w.finish()?;
+    /// let r = Reader::open(&path)?;
+    /// let got = r.get_slice("emb", &Region::new(vec![3, 1], vec![1, 2]).unwrap())?.unwrap();
+    /// assert_eq!(got.as_slice::<f32>()?, &[4.0, 5.0]);
+    /// # Ok::<(), paramdex::Error>(())
+    /// ```
+    ///
+    /// Errors (nothing is written): a region outside the shape or of another rank, a scalar,
+    /// `data` of the wrong length, a dtype or full shape other than earlier slices', an overlap
+    /// with an earlier slice, a name already added whole, a name starting with a NUL byte.
+    pub fn add_slice(
+        &mut self,
+        name: impl AsRef<[u8]>,
+        dtype: DType,
+        full_shape: &[u64],
+        region: &Region,
+        data: &[u8],
+    ) -> Result<()> {
+        let name = name.as_ref();
+        let Some(plan) = self.check_slice(name, dtype, full_shape, region)? else {
+            return self.add(name, Tensor::new(dtype, full_shape, data));
+        };
+        if plan.data_len != data.len() as u64 {
+            return Err(Error::InvalidTensor {
+                name: name::display(name),
+                detail: format!(
+                    "slice of lengths {:?} of {dtype} needs {} bytes but {} were given",
+                    region.len,
+                    plan.data_len,
+                    data.len()
+                ),
+            });
+        }
+        self.write_tensor(
+            &plan.key,
+            Tensor::new(dtype, &region.len, data),
+            plan.data_len,
+            Some(full_shape),
+        )?;
+        // Only a slice whose record and entry are in is listed in its tensor's entry.
+        self.register_slice(&plan, dtype, full_shape, region);
+        Ok(())
+    }
+
     /// Entry numbers in bytewise order of their names.
     ///
     /// Checkpoint names share long prefixes (`model.layers.`), so comparing whole names spends
@@ -693,14 +1030,14 @@ impl Writer {
     /// # let dir = tempfile::tempdir().unwrap();
     /// # let path = dir.path().join("m.pdx");
     /// let mut w = paramdex::Writer::create(&path)?;
-    /// w.add_slice("w", &[2, 2], &[1.0f32, 2.0, 3.0, 4.0])?;
-    /// w.add_slice("h", &[2], &[half::f16::ONE, half::f16::ZERO])?;
+    /// w.add_values("w", &[2, 2], &[1.0f32, 2.0, 3.0, 4.0])?;
+    /// w.add_values("h", &[2], &[half::f16::ONE, half::f16::ZERO])?;
     /// w.finish()?;
     /// let r = paramdex::Reader::open(&path)?;
     /// assert_eq!(r.tensor("w")?.as_slice::<f32>()?, &[1.0, 2.0, 3.0, 4.0]);
     /// # Ok::<(), paramdex::Error>(())
     /// ```
-    pub fn add_slice<T: crate::element::Element>(
+    pub fn add_values<T: crate::element::Element>(
         &mut self,
         name: impl AsRef<[u8]>,
         shape: &[u64],

@@ -14,6 +14,8 @@
 //!   field 1    data_type        varint   (always written, even 0 = BOOL)
 //!   field 2    dims             varint each, unpacked (packed accepted on read)
 //!   field 1000 pdx_name         bytes    (paramdex; only if the tensor has a name)
+//!   field 1004 pdx_full_shape   bytes    (paramdex; packed varints: the shape of the tensor
+//!                                         this record is a slice of; only in slice records)
 //!   field 1003 pdx_header_crc32c fixed32 (paramdex; masked CRC32C of every record byte
 //!                                         before this field's tag; written with field 1001)
 //!   field 1001 pdx_data_crc32c  fixed32  (paramdex; masked CRC32C of the data)
@@ -60,6 +62,10 @@ pub const FIELD_PADDING: u32 = 1002;
 /// record byte before this field's tag (versions, LoD, desc size, dtype, dims, name). Written
 /// before [`FIELD_DATA_CRC`], whenever a data CRC is written; checked by every decode.
 pub const FIELD_HEADER_CRC: u32 = 1003;
+/// TensorDesc field number of the full shape of the tensor a slice record belongs to (packed
+/// varints; format version 2, SPEC.md 13): the record's own dims are the slice's, its name is
+/// the slice key. Written after the name, before the header checksum, so that it is covered.
+pub const FIELD_FULL_SHAPE: u32 = 1004;
 
 /// TensorDesc field number of Paddle's `data_type`.
 const FIELD_DATA_TYPE: u32 = 1;
@@ -124,6 +130,8 @@ pub struct RecordHeader<'a> {
     pub lod: Lod<'a>,
     /// The tensor's name (field [`FIELD_NAME`]), if stored.
     pub name: Option<&'a [u8]>,
+    /// For a slice record, the shape of the whole tensor (field [`FIELD_FULL_SHAPE`]).
+    pub full_shape: Option<SmallVec<[u64; 6]>>,
     /// The masked CRC32C of the data (field [`FIELD_DATA_CRC`]) as stored, if present.
     pub data_crc: Option<u32>,
     /// The masked CRC32C of the header (field [`FIELD_HEADER_CRC`]) as stored, if present; the
@@ -361,6 +369,7 @@ pub fn decode_header<'a>(buf: &'a [u8], base: u64) -> Result<RecordHeader<'a>> {
         dims: desc.dims,
         lod: Lod { levels },
         name: desc.name,
+        full_shape: desc.full_shape,
         data_crc: desc.data_crc,
         header_crc: desc.header_crc.map(|(c, _)| c),
         header_len,
@@ -442,6 +451,7 @@ struct Desc<'a> {
     dtype: DType,
     dims: SmallVec<[u64; 6]>,
     name: Option<&'a [u8]>,
+    full_shape: Option<SmallVec<[u64; 6]>>,
     data_crc: Option<u32>,
     /// The stored header CRC and the position of its tag within the desc.
     header_crc: Option<(u32, usize)>,
@@ -453,6 +463,7 @@ fn parse_desc<'a>(desc: &'a [u8], base: u64) -> Result<Desc<'a>> {
     let mut data_type: Option<(u64, usize)> = None;
     let mut dims: SmallVec<[u64; 6]> = SmallVec::new();
     let mut name = None;
+    let mut full_shape: Option<SmallVec<[u64; 6]>> = None;
     let mut data_crc = None;
     let mut header_crc = None;
     // After the header CRC: (data CRC seen, padding seen).
@@ -549,6 +560,22 @@ fn parse_desc<'a>(desc: &'a [u8], base: u64) -> Result<Desc<'a>> {
                 name = Some(b);
                 p
             }
+            (FIELD_FULL_SHAPE, WireType::LEN) => {
+                if full_shape.is_some() {
+                    return Err(bad(pos, format!("field {field} appears twice")));
+                }
+                let (packed, p) = bytes(p)?;
+                let mut shape = SmallVec::new();
+                let mut q = 0usize;
+                while q < packed.len() {
+                    let (v, r) = pbwire::read_varint(packed, q)
+                        .ok_or_else(|| bad(pos, "full shape: malformed varint".into()))?;
+                    push_dim(&mut shape, v, pos)?;
+                    q = r;
+                }
+                full_shape = Some(shape);
+                p
+            }
             (FIELD_DATA_CRC, WireType::FIXED32) => {
                 let (v, p) = fixed32(p)?;
                 data_crc = Some(v);
@@ -569,7 +596,7 @@ fn parse_desc<'a>(desc: &'a [u8], base: u64) -> Result<Desc<'a>> {
             }
             (
                 FIELD_DATA_TYPE | FIELD_DIMS | FIELD_NAME | FIELD_DATA_CRC | FIELD_PADDING
-                | FIELD_HEADER_CRC,
+                | FIELD_HEADER_CRC | FIELD_FULL_SHAPE,
                 _,
             ) => {
                 return Err(bad(
@@ -610,6 +637,7 @@ fn parse_desc<'a>(desc: &'a [u8], base: u64) -> Result<Desc<'a>> {
         dtype,
         dims,
         name,
+        full_shape,
         data_crc,
         header_crc,
     })
@@ -637,6 +665,9 @@ pub struct RecordSpec<'a> {
     /// Masked CRC32C to store in field [`FIELD_DATA_CRC`]; `None` writes no CRC field. When
     /// given, the header's own CRC (field [`FIELD_HEADER_CRC`]) is written just before it.
     pub data_crc: Option<u32>,
+    /// For a slice record, the shape of the whole tensor (field [`FIELD_FULL_SHAPE`]); `None`
+    /// for every other record.
+    pub full_shape: Option<&'a [u64]>,
 }
 
 /// Layout of an encoded header.
@@ -708,7 +739,16 @@ pub fn encode_header(
         name: spec.name.map_or_else(|| "<unnamed>".to_string(), display),
         detail,
     };
-    if let Some(d) = spec.dims.iter().find(|&&d| d > i64::MAX as u64) {
+    if let Some(shape) = spec.full_shape {
+        ensure_within("tensor rank", shape.len(), MAX_RANK, None)?;
+    }
+    let full_dims = spec.full_shape.unwrap_or(&[]);
+    if let Some(d) = spec
+        .dims
+        .iter()
+        .chain(full_dims)
+        .find(|&&d| d > i64::MAX as u64)
+    {
         return Err(invalid(format!("dimension {d} exceeds i64::MAX")));
     }
     if data_len(spec.dtype, spec.dims).is_none() {
@@ -739,11 +779,18 @@ pub fn encode_header(
     let name_len = spec.name.map_or(0, |n| {
         pbwire::tag_len(FIELD_NAME) + varint_len(n.len() as u64) + n.len()
     });
+    let full_body: usize = full_dims.iter().map(|&d| varint_len(d)).sum();
+    let full_len = spec.full_shape.map_or(0, |_| {
+        pbwire::tag_len(FIELD_FULL_SHAPE) + varint_len(full_body as u64) + full_body
+    });
     // The data CRC comes with the header CRC just before it.
     let crc_len = spec.data_crc.map_or(0, |_| {
         pbwire::tag_len(FIELD_HEADER_CRC) + 4 + pbwire::tag_len(FIELD_DATA_CRC) + 4
     });
-    desc_len = desc_len.saturating_add(name_len).saturating_add(crc_len);
+    desc_len = desc_len
+        .saturating_add(name_len)
+        .saturating_add(full_len)
+        .saturating_add(crc_len);
     let unpadded = (PREFIX_LEN + MIDDLE_LEN)
         .saturating_add(lod_len)
         .saturating_add(desc_len);
@@ -781,6 +828,13 @@ pub fn encode_header(
     }
     if let Some(n) = spec.name {
         pbwire::put_len_field(out, FIELD_NAME, n);
+    }
+    if spec.full_shape.is_some() {
+        pbwire::put_tag(out, FIELD_FULL_SHAPE, WireType::LEN);
+        put_varint64(out, full_body as u64);
+        for &d in full_dims {
+            put_varint64(out, d);
+        }
     }
     let mut crc_pos = None;
     if let Some(crc) = spec.data_crc {
@@ -876,6 +930,7 @@ mod tests {
             lod,
             name: None,
             data_crc: None,
+            full_shape: None,
         }
     }
 
@@ -962,12 +1017,47 @@ mod tests {
     }
 
     #[test]
+    fn a_slice_record_carries_the_full_shape_under_its_header_checksum() {
+        let data = f32_bytes(&[1.0, 2.0]);
+        let crc = mask_crc(crc32c(&data));
+        let s = RecordSpec {
+            name: Some(b"\x00key"),
+            data_crc: Some(crc),
+            full_shape: Some(&[4, 300]),
+            ..spec(DType::Float32, &[1, 2], &[])
+        };
+        let mut out = Vec::new();
+        let layout = encode_header(&s, 0, 64, &mut out).unwrap();
+        // After the name: field 1004 (e2 3e), 3 bytes of packed varints 04 ac 02.
+        // 20 bytes before the desc; data_type (2), two dims (4), the name (2 + 1 + 4).
+        let name_end = 20 + 2 + 4 + 7;
+        assert_eq!(&out[name_end..name_end + 6], &unhex("e23e 03 04ac02"));
+        out.extend_from_slice(&data);
+        let h = decode_header(&out, 0).unwrap();
+        assert_eq!(h.full_shape.as_deref(), Some(&[4u64, 300][..]));
+        assert_eq!(h.dims.as_slice(), &[1, 2]);
+        assert_eq!(h.header_len, layout.header_len);
+        assert_eq!(h.header_len % 64, 0);
+        // The header checksum covers it: any change to its bytes is caught.
+        let mut bad = out.clone();
+        bad[name_end + 3] = 0x05;
+        assert!(matches!(
+            decode_header(&bad, 0),
+            Err(Error::ChecksumMismatch { .. })
+        ));
+        // A record without it has none.
+        let plain = record(&spec(DType::Float32, &[2], &[]), 0, 1, &data);
+        assert_eq!(decode_header(&plain, 0).unwrap().full_shape, None);
+    }
+
+    #[test]
     fn name_crc_and_padding_fields_are_exact() {
         let data = f32_bytes(&[1.0, 2.0]);
         let crc = mask_crc(crc32c(&data));
         let s = RecordSpec {
             name: Some(b"w"),
             data_crc: Some(crc),
+            full_shape: None,
             ..spec(DType::Float32, &[2], &[])
         };
         let mut out = Vec::new();
@@ -1008,6 +1098,7 @@ mod tests {
         let s = RecordSpec {
             name: Some(b"seq"),
             data_crc: Some(mask_crc(crc32c(&data))),
+            full_shape: None,
             lod: &lod,
             ..spec(DType::Float32, &[3, 2], &[])
         };
@@ -1135,6 +1226,7 @@ mod tests {
                         lod: if with_lod { &lod[..] } else { &[] },
                         name: (ni != 200).then_some(name.as_slice()),
                         data_crc: crc,
+                        full_shape: None,
                     };
                     buf.clear();
                     let l = encode_header(&s, offset, a, &mut buf).unwrap();
@@ -1504,6 +1596,7 @@ mod tests {
                         lod: &lod,
                         name: name.as_deref(),
                         data_crc: crc,
+                        full_shape: None,
                     };
                     let n = data_len(dtype, &dims).unwrap() as usize;
                     record(&s, offset, 1 << a, &vec![0x5a; n])

@@ -168,20 +168,26 @@ fn decompress(contents: &[u8], offset: u64) -> Result<Vec<u8>> {
     Ok(out)
 }
 
-/// The block's stored bytes, type byte and stored (masked) CRC, bounds-checked against `file`.
-fn read_raw<'f>(file: &'f [u8], h: &BlockHandle) -> Result<(&'f [u8], u8, u32)> {
+/// The block's stored bytes, type byte and stored (masked) CRC, bounds-checked against `file`,
+/// which holds the file's bytes from offset `base` to its end.
+fn read_raw<'f>(file: &'f [u8], base: u64, h: &BlockHandle) -> Result<(&'f [u8], u8, u32)> {
     let out_of_file = || {
         Error::truncated(
             "block",
             h.offset,
             format!(
-                "truncated block read: block of {} bytes (+{BLOCK_TRAILER_LEN}) runs past the end of the {}-byte file",
+                "truncated block read: block of {} bytes (+{BLOCK_TRAILER_LEN}) runs past the end of the {}-byte file{}",
                 h.size,
-                file.len()
+                base.saturating_add(file.len() as u64),
+                if base > 0 { format!(" (or before offset {base}, where the bytes read start)") } else { String::new() }
             ),
         )
     };
-    let start = usize::try_from(h.offset).map_err(|_| out_of_file())?;
+    let start = h
+        .offset
+        .checked_sub(base)
+        .and_then(|o| usize::try_from(o).ok())
+        .ok_or_else(out_of_file)?;
     let size = usize::try_from(h.size).map_err(|_| out_of_file())?;
     let end = start
         .checked_add(size)
@@ -205,6 +211,14 @@ impl TableIndex {
     /// block). Every failure is [`Error::Corrupt`] (or [`Error::ChecksumMismatch`] /
     /// [`Error::LimitExceeded`]) with the file offset.
     pub fn open(file: &[u8], opts: &TableReadOptions) -> Result<TableIndex> {
+        Self::open_tail(file, 0, opts)
+    }
+
+    /// [`TableIndex::open`] on the end of a file only: `tail` holds the file's bytes from
+    /// offset `base` to its end (for instance from the first data block on, read without the
+    /// records before it). Offsets in errors and handles stay absolute.
+    pub fn open_tail(tail: &[u8], base: u64, opts: &TableReadOptions) -> Result<TableIndex> {
+        let file = tail;
         let len = file.len();
         if len < FOOTER_LEN {
             return Err(Error::truncated(
@@ -214,7 +228,7 @@ impl TableIndex {
             ));
         }
         let footer_start = len - FOOTER_LEN;
-        let fs = footer_start as u64;
+        let fs = base.saturating_add(footer_start as u64);
         let footer = Footer::decode(&file[footer_start..], fs)?;
         let (meta, idx) = (footer.metaindex, footer.index);
 
@@ -246,7 +260,7 @@ impl TableIndex {
         }
 
         // The index block: always checksummed.
-        let (raw, ty, stored) = read_raw(file, &idx)?;
+        let (raw, ty, stored) = read_raw(file, base, &idx)?;
         verify_crc(&idx, raw, ty, stored)?;
         let contents: Cow<'_, [u8]> = match Compression::from_type_byte(ty) {
             Some(Compression::None) => Cow::Borrowed(raw),
@@ -415,7 +429,9 @@ impl Deref for IndexRef<'_> {
 /// `Table` is `Send + Sync`; lookups from several threads share the block cache.
 #[derive(Debug)]
 pub struct Table<'a> {
+    /// The file's bytes from offset `base` to its end.
     file: &'a [u8],
+    base: u64,
     index: IndexRef<'a>,
 }
 
@@ -426,6 +442,7 @@ impl<'a> Table<'a> {
         let index = TableIndex::open(file, &opts)?;
         Ok(Table {
             file,
+            base: 0,
             index: IndexRef::Owned(Box::new(index)),
         })
     }
@@ -433,8 +450,15 @@ impl<'a> Table<'a> {
     /// A table over `file` using an index already read from that same file (cheap). With an
     /// index from another file, reads fail or return garbage but never panic.
     pub fn new(file: &'a [u8], index: &'a TableIndex) -> Table<'a> {
+        Self::new_tail(file, 0, index)
+    }
+
+    /// [`Table::new`] over the end of a file: `tail` holds its bytes from offset `base` on, as
+    /// given to [`TableIndex::open_tail`].
+    pub fn new_tail(tail: &'a [u8], base: u64, index: &'a TableIndex) -> Table<'a> {
         Table {
-            file,
+            file: tail,
+            base,
             index: IndexRef::Borrowed(index),
         }
     }
@@ -443,6 +467,7 @@ impl<'a> Table<'a> {
     fn view(&self) -> Table<'_> {
         Table {
             file: self.file,
+            base: self.base,
             index: IndexRef::Borrowed(&self.index),
         }
     }
@@ -492,15 +517,17 @@ impl<'a> Table<'a> {
         if known & PLAIN != 0 && !verify {
             // Fast path: an uncompressed block seen before; the trailer need not be read again.
             // (The handle was bounds-checked against the file when the block was first read.)
-            let contents = usize::try_from(h.offset)
-                .ok()
+            let contents = h
+                .offset
+                .checked_sub(self.base)
+                .and_then(|o| usize::try_from(o).ok())
                 .zip(usize::try_from(h.size).ok())
                 .and_then(|(o, n)| self.file.get(o..o.checked_add(n)?));
             if let Some(c) = contents {
                 return Ok(BlockBytes::Mapped(c));
             }
         }
-        let (contents, ty, stored) = read_raw(self.file, &h)?;
+        let (contents, ty, stored) = read_raw(self.file, self.base, &h)?;
         match Compression::from_type_byte(ty) {
             Some(Compression::None) => {
                 if verify {
@@ -556,12 +583,12 @@ impl<'a> Table<'a> {
     pub fn verify_all_blocks(&self) -> Result<u64> {
         let ix = &*self.index;
         for (i, e) in ix.entries.iter().enumerate() {
-            let (contents, ty, stored) = read_raw(self.file, &e.handle)?;
+            let (contents, ty, stored) = read_raw(self.file, self.base, &e.handle)?;
             verify_crc(&e.handle, contents, ty, stored)?;
             ix.state[i].fetch_or(VERIFIED, Ordering::AcqRel);
         }
         for h in [ix.footer.metaindex, ix.footer.index] {
-            let (contents, ty, stored) = read_raw(self.file, &h)?;
+            let (contents, ty, stored) = read_raw(self.file, self.base, &h)?;
             verify_crc(&h, contents, ty, stored)?;
         }
         Ok(ix.entries.len() as u64 + 2)

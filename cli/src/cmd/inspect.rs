@@ -525,15 +525,32 @@ fn strings_json(strings: &[Vec<u8>], shape: &[u64], limit: usize) -> (Value, boo
     (nest(shape, &mut strings.iter().map(elem)), false)
 }
 
-pub fn get(
-    file: &Path,
-    name_arg: OsString,
-    hex: bool,
-    format: GetFormat,
-    output: Option<PathBuf>,
-    limit: usize,
-    stats: bool,
-) -> Result<ExitCode> {
+/// What `get` is asked for, besides the input and the name.
+#[derive(Debug)]
+pub struct GetOptions {
+    /// `--hex`: the name is given in hex.
+    pub hex: bool,
+    /// `--format`.
+    pub format: GetFormat,
+    /// `-o`: a file, or `-` for standard output.
+    pub output: Option<PathBuf>,
+    /// `--limit`: values printed at most.
+    pub limit: usize,
+    /// `--stats`.
+    pub stats: bool,
+    /// `--slice`: a region, NumPy style.
+    pub slice: Option<String>,
+}
+
+pub fn get(file: &Path, name_arg: OsString, opts: GetOptions) -> Result<ExitCode> {
+    let GetOptions {
+        hex,
+        format,
+        output,
+        limit,
+        stats,
+        slice,
+    } = opts;
     if stats && matches!(format, GetFormat::Raw | GetFormat::Npy) {
         super::print_error(
             "--stats prints statistics as json or text; it does not go with --format raw or npy \
@@ -549,7 +566,11 @@ pub fn get(
         os_bytes(&name_arg)
     };
     let store = open_any(file)?;
-    let Some(t) = store.load(&key)? else {
+    let t = match &slice {
+        Some(spec) => super::shards::load_region(store.as_ref(), &key, spec)?,
+        None => store.load(&key)?,
+    };
+    let Some(t) = t else {
         return not_found(&key, file, store.as_ref());
     };
     let owned: Vec<u8>;
@@ -776,7 +797,16 @@ fn table_figures(bytes: &[u8]) -> Result<TableFigures> {
 }
 
 pub fn stat(ui: Ui, file: &Path, as_json: bool) -> Result<ExitCode> {
-    let store = open_any(file)?;
+    let store = match open_any(file) {
+        Ok(s) => s,
+        // A prefix where a save left files but no checkpoint: say what is there.
+        Err(e) => {
+            let ui = Ui {
+                quiet: ui.quiet || as_json,
+            };
+            return Err(super::shards::explain_leftovers(ui, file).unwrap_or(e));
+        }
+    };
     let metadata = store.metadata()?;
     // One pass over the listing: counts and bytes by dtype, nothing kept per tensor.
     let mut by_dtype: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
@@ -849,7 +879,7 @@ pub fn stat(ui: Ui, file: &Path, as_json: bool) -> Result<ExitCode> {
                 json!(f.first_data_offset - h.records_len),
             );
             o.insert("alignment".into(), json!(h.alignment));
-            o.insert("shards".into(), json!(1));
+            super::shards::stat_fields(r, &mut o)?;
             o.insert("records_sorted".into(), json!(h.records_sorted));
         }
         Format::TensorFlow => {
@@ -946,6 +976,7 @@ pub fn stat(ui: Ui, file: &Path, as_json: bool) -> Result<ExitCode> {
         if let Some(s) = num("shards") {
             rows.push(("shards".into(), s.to_string()));
         }
+        super::shards::stat_rows(&o, &mut rows);
         if let Some(s) = get("records_sorted").as_bool() {
             rows.push((
                 "records sorted".into(),
@@ -987,7 +1018,7 @@ fn verify_native(ui: Ui, r: &Reader, threads: usize) -> Result<Verified> {
     Ok(Verified {
         tensors: rep.tensors,
         data_bytes: rep.data_bytes,
-        checksums: rep.blocks + rep.tensors,
+        checksums: rep.blocks + rep.records,
     })
 }
 
@@ -1072,6 +1103,9 @@ fn a_format(f: Format) -> String {
 /// `recover TORN OUT`. Exit 0 when OUT was written; 1 when the input is not a paramdex file or
 /// needs no recovery (nothing is written then); 3 when it holds no complete record.
 pub fn recover(ui: Ui, torn: &Path, out: &Path) -> Result<ExitCode> {
+    if let Some(e) = super::shards::explain_leftovers(ui, torn) {
+        return Err(e);
+    }
     let bar = Bar::new(ui, "recovering");
     let result = paramdex::recover_any_with(
         torn,

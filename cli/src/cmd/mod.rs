@@ -9,6 +9,7 @@ mod interrupt;
 mod meta;
 mod numbers;
 mod output;
+mod shards;
 mod suggest;
 
 use std::ffi::OsString;
@@ -94,6 +95,10 @@ enum Command {
         /// bytes of file each; refused up front when the directory has less space free).
         #[arg(long, value_name = "N", value_parser = demo::parse_tensors)]
         tensors: Option<u64>,
+        /// Instead: R writer processes save one sharded checkpoint (tensor-parallel slices),
+        /// merged, then loaded as 3 ranks.
+        #[arg(long, value_name = "R", conflicts_with = "tensors")]
+        ranks: Option<u32>,
     },
     /// List tensors in name order: name, dtype, shape, LoD levels, size; then totals.
     Ls {
@@ -136,6 +141,11 @@ enum Command {
         /// standard deviation of the finite values (json or text format).
         #[arg(long)]
         stats: bool,
+        /// Only this region, NumPy style, one item per dimension: `0:128,:` (A:B, A:, :B, :, or
+        /// an index); missing trailing dimensions are whole. Reads only those bytes, from
+        /// whichever slices hold them (no checksum: `verify` checks them).
+        #[arg(long, value_name = "REGION")]
+        slice: Option<String>,
     },
     /// Summarize a checkpoint: tensors, bytes by dtype, index size and blocks, compression,
     /// alignment, format version, shards, metadata.
@@ -279,6 +289,44 @@ enum Command {
         torn: PathBuf,
         /// Where to write the rebuilt file.
         out: PathBuf,
+    },
+    /// Commit a sharded save: check the pending shards PREFIX.data-k-of-N.pending against each
+    /// other (reading only their indexes), write PREFIX.index, give the shards their final
+    /// names. A crash leaves the previous checkpoint or none, never a partial one.
+    #[command(name = "merge-shards")]
+    MergeShards {
+        /// The checkpoint prefix.
+        prefix: PathBuf,
+        /// A tensor whose slices need not cover it (repeatable).
+        #[arg(long = "allow-partial", value_name = "NAME")]
+        allow_partial: Vec<OsString>,
+        /// Every tensor's slices need not cover it.
+        #[arg(long = "allow-all-partial")]
+        allow_all_partial: bool,
+        /// Merge this save (32 hex digits), leaving pending shards of other saves alone.
+        #[arg(long)]
+        save: Option<String>,
+    },
+    /// Remove what saves that did not finish left at PREFIX (pending and orphan shards,
+    /// temporary files); never the committed checkpoint. Not while a save is running.
+    #[command(name = "clean-shards")]
+    CleanShards {
+        /// The checkpoint prefix.
+        prefix: PathBuf,
+        /// Only list what would be removed.
+        #[arg(long = "dry-run")]
+        dry_run: bool,
+    },
+    /// One rank of `demo --ranks` (run by it).
+    #[command(name = "demo-rank", hide = true)]
+    DemoRank {
+        prefix: PathBuf,
+        #[arg(long)]
+        rank: u32,
+        #[arg(long)]
+        ranks: u32,
+        #[arg(long)]
+        save: String,
     },
     /// Print a shell completion script (e.g. `paramdex completions bash > /etc/bash_completion.d/paramdex`).
     Completions {
@@ -611,7 +659,12 @@ pub fn stdout_err(e: std::io::Error) -> Error {
 pub fn run(cli: Cli) -> paramdex::Result<ExitCode> {
     let ui = Ui { quiet: cli.quiet };
     match cli.command {
-        Command::Demo { dir, tensors } => demo::run(ui, dir, tensors),
+        Command::Demo {
+            dir,
+            ranks: Some(ranks),
+            ..
+        } => shards::demo(ranks, dir),
+        Command::Demo { dir, tensors, .. } => demo::run(ui, dir, tensors),
         Command::Ls {
             file,
             json,
@@ -626,7 +679,19 @@ pub fn run(cli: Cli) -> paramdex::Result<ExitCode> {
             hex,
             limit,
             stats,
-        } => inspect::get(&file, name, hex, format, output, limit, stats),
+            slice,
+        } => inspect::get(
+            &file,
+            name,
+            inspect::GetOptions {
+                hex,
+                format,
+                output,
+                limit,
+                stats,
+                slice,
+            },
+        ),
         Command::Stat { file, json } => inspect::stat(ui, &file, json),
         Command::Verify {
             file,
@@ -700,6 +765,25 @@ pub fn run(cli: Cli) -> paramdex::Result<ExitCode> {
         } => meta::meta(ui, &file, &set, &set_str, &unset, json),
         Command::ExportTf { file, prefix } => convert::export_tf(ui, &file, &prefix),
         Command::Recover { torn, out } => inspect::recover(ui, &torn, &out),
+        Command::MergeShards {
+            prefix,
+            allow_partial,
+            allow_all_partial,
+            save,
+        } => shards::merge(
+            ui,
+            &prefix,
+            &allow_partial,
+            allow_all_partial,
+            save.as_deref(),
+        ),
+        Command::CleanShards { prefix, dry_run } => shards::clean(ui, &prefix, dry_run),
+        Command::DemoRank {
+            prefix,
+            rank,
+            ranks,
+            save,
+        } => shards::demo_rank(&prefix, rank, ranks, &save),
         Command::Completions { shell } => {
             let mut out = std::io::stdout().lock();
             clap_complete::generate(shell, &mut Cli::command(), "paramdex", &mut out);
@@ -720,7 +804,15 @@ fn exit_status(e: &Error) -> u8 {
         // A number read from a file beyond a documented limit is a corrupt (or hostile) file.
         Error::Corrupt { .. }
         | Error::ChecksumMismatch { .. }
-        | Error::LimitExceeded { at: Some(_), .. } => EXIT_CORRUPT,
+        | Error::LimitExceeded { at: Some(_), .. }
+        | Error::Slices { .. }
+        | Error::Shard {
+            problem:
+                paramdex::ShardProblem::Length
+                | paramdex::ShardProblem::Identity
+                | paramdex::ShardProblem::Count,
+            ..
+        } => EXIT_CORRUPT,
         _ => EXIT_ERROR,
     }
 }

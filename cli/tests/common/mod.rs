@@ -71,11 +71,11 @@ pub fn json(o: &Output) -> Value {
 pub fn native(dir: &Path) -> PathBuf {
     let p = dir.join("native.pdx");
     let mut w = Writer::create(&p).unwrap();
-    w.add_slice("a.weight", &[2, 3], &[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0])
+    w.add_values("a.weight", &[2, 3], &[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0])
         .unwrap();
-    w.add_slice("a.bias", &[3], &[half::bf16::from_f32(0.5); 3])
+    w.add_values("a.bias", &[3], &[half::bf16::from_f32(0.5); 3])
         .unwrap();
-    w.add_slice("steps", &[], &[42i64]).unwrap();
+    w.add_values("steps", &[], &[42i64]).unwrap();
     let lod = vec![vec![0u64, 1, 3]];
     w.add(
         "seq",

@@ -581,6 +581,7 @@ fn write_record(
         lod: &t.info.lod,
         name: None,
         data_crc: None,
+        full_shape: None,
     };
     encode_header(&spec, offset, 1, &mut header)?;
     let io = |e| Error::io(format!("writing tensor {}", display(&info.name)), e);

@@ -4,14 +4,11 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use prost::Message;
 
-use super::slice_key::{self, Extent};
-use super::slices::{self, Region};
 use super::strings::{self, StringsAt};
 use crate::dtype::DType;
 use crate::error::{path_str, Error, Result};
@@ -21,9 +18,13 @@ use crate::interop::store::{
     VerifySummary,
 };
 use crate::name::display;
+use crate::native::region::{self as slices, Region};
+use crate::native::slice_key::{self, describe_extents, display_key as key_display, Extent};
 use crate::native::Source;
 use crate::progress::{Progress, Unit};
-use crate::proto::tensorflow::{BundleEntryProto, BundleHeaderProto, TensorSliceProto};
+use crate::proto::tensorflow::{
+    tensor_slice_proto::extent::HasLength, BundleEntryProto, BundleHeaderProto, TensorSliceProto,
+};
 use crate::table::{Table, TableIndex, TableIter, TableReadOptions};
 
 /// Largest tensor rank TensorFlow accepts (`TensorShape::kMaxDimensions`).
@@ -92,18 +93,12 @@ pub struct TfCheckpoint {
 
 /// `PREFIX.index`.
 pub fn index_path(prefix: &Path) -> PathBuf {
-    with_suffix(prefix, ".index")
+    crate::native::index_path(prefix)
 }
 
 /// `PREFIX.data-SSSSS-of-NNNNN`, as TensorFlow names data shard `shard` of `num_shards`.
 pub fn data_path(prefix: &Path, shard: u32, num_shards: u32) -> PathBuf {
-    with_suffix(prefix, &format!(".data-{shard:05}-of-{num_shards:05}"))
-}
-
-fn with_suffix(prefix: &Path, suffix: &str) -> PathBuf {
-    let mut s = OsString::from(prefix.as_os_str());
-    s.push(suffix);
-    PathBuf::from(s)
+    crate::native::data_path(prefix, shard, num_shards)
 }
 
 impl TfCheckpoint {
@@ -427,8 +422,8 @@ impl TfCheckpoint {
         };
         let mut parts = Vec::with_capacity(full.slices.len());
         for (i, s) in full.slices.iter().enumerate() {
-            let extents = slices::extents_of(s, full.shape.len())
-                .map_err(|d| bad(format!("slice {i}: {d}")))?;
+            let extents =
+                extents_of(s, full.shape.len()).map_err(|d| bad(format!("slice {i}: {d}")))?;
             let region = slices::resolve(&extents, &full.shape)
                 .map_err(|d| bad(format!("slice {i}: {d}")))?;
             let key = slice_key::encode(name, &extents);
@@ -585,37 +580,10 @@ impl TfCheckpoint {
 /// The slice keys a partitioned tensor's entry lists (none for a whole tensor).
 fn referenced_slice_keys<'e>(name: &'e [u8], e: &'e Entry) -> impl Iterator<Item = Vec<u8>> + 'e {
     e.slices.iter().filter_map(move |s| {
-        slices::extents_of(s, e.shape.len())
+        extents_of(s, e.shape.len())
             .ok()
             .map(|ext| slice_key::encode(name, &ext))
     })
-}
-
-/// A key as shown in messages: a slice key as `NAME (slice START,LENGTH:...)`, other keys as
-/// [`display`] shows names (with NUL bytes escaped).
-fn key_display(key: &[u8]) -> String {
-    match slice_key::decode(key) {
-        Some(k) => format!(
-            "{} (slice {})",
-            display(&k.name),
-            describe_extents(&k.extents)
-        ),
-        None => display(key).replace('\0', "\\x00"),
-    }
-}
-
-fn describe_extents(ext: &[Extent]) -> String {
-    let parts: Vec<String> = ext
-        .iter()
-        .map(|e| {
-            if e.length == -1 {
-                "-".to_string()
-            } else {
-                format!("{},{}", e.start, e.length)
-            }
-        })
-        .collect();
-    parts.join(":")
 }
 
 /// [`TfCheckpoint`]'s listing, streamed from its `.index` in key order: each entry is parsed as
@@ -828,6 +796,120 @@ impl TensorStore for TfCheckpoint {
         }))
     }
 
+    fn load_slice(&self, name: &[u8], region: &Region) -> Result<Option<LoadedTensor<'_>>> {
+        if name.is_empty() || self.is_listed_slice(name)? {
+            return Ok(None);
+        }
+        let Some(e) = self.entry(name)? else {
+            return Ok(None);
+        };
+        let Kind::Numeric(d) = e.kind else {
+            return Err(Error::Unsupported(format!(
+                "tensor {} in {} is {}: only numeric tensors are read by region",
+                display(name),
+                self.index_path,
+                e.kind.not_numeric().unwrap_or_default()
+            )));
+        };
+        if !region.is_within(&e.shape) {
+            return Err(Error::InvalidArgument(format!(
+                "region at {:?} of lengths {:?} does not lie inside tensor {} of shape {:?}",
+                region.start,
+                region.len,
+                display(name),
+                e.shape
+            )));
+        }
+        let esize = d.size();
+        let want = region.numel().unwrap_or(u64::MAX);
+        let bytes = slices::byte_len(region, esize)?;
+        let zero = vec![0u64; region.rank()];
+        let copy_err = |detail: String| {
+            Error::corrupt(
+                "tensor data",
+                e.offset,
+                format!("{}: tensor {}: {detail}", self.index_path, display(name)),
+            )
+        };
+        let mut out = vec![0u8; bytes];
+        if e.slices.is_empty() {
+            // Only the bytes of the region are read (no checksum: it covers the whole tensor).
+            let (data, _) = self.raw(name, &e)?;
+            slices::copy_region(
+                data,
+                &e.shape,
+                &region.start,
+                &mut out,
+                &region.len,
+                &zero,
+                &region.len,
+                esize,
+            )
+            .map_err(copy_err)?;
+        } else {
+            let parts = self.slice_parts(name, &e)?;
+            let regions: Vec<Region> = parts.iter().map(|(r, _, _)| r.clone()).collect();
+            if let Some((i, j)) = slices::find_overlap(&regions) {
+                return Err(copy_err(format!("slices {i} and {j} overlap")));
+            }
+            let have: u64 = regions
+                .iter()
+                .filter_map(|r| r.intersect(region)?.numel())
+                .fold(0, u64::saturating_add);
+            if have != want {
+                return Err(Error::Slices {
+                    name: display(name),
+                    problem: crate::error::SliceProblem::Gap,
+                    detail: format!(
+                        "the region at {:?} of lengths {:?} holds {want} elements, the slices \
+                         in {} only {have} of them",
+                        region.start, region.len, self.index_path
+                    ),
+                });
+            }
+            for (r, key, pe) in &parts {
+                let Some(part) = r.intersect(region) else {
+                    continue;
+                };
+                let (data, _) = self.raw(key, pe)?;
+                let at_src: Vec<u64> = part
+                    .start
+                    .iter()
+                    .zip(&r.start)
+                    .map(|(a, b)| a - b)
+                    .collect();
+                let at_dst: Vec<u64> = part
+                    .start
+                    .iter()
+                    .zip(&region.start)
+                    .map(|(a, b)| a - b)
+                    .collect();
+                slices::copy_region(
+                    data,
+                    &r.len,
+                    &at_src,
+                    &mut out,
+                    &region.len,
+                    &at_dst,
+                    &part.len,
+                    esize,
+                )
+                .map_err(copy_err)?;
+            }
+        }
+        let out = self.to_le(d, Cow::Owned(out)).into_owned();
+        Ok(Some(LoadedTensor {
+            info: TensorInfo {
+                name: name.to_vec(),
+                kind: e.kind,
+                shape: region.len.clone(),
+                lod: Vec::new(),
+                nbytes: out.len() as u64,
+            },
+            data: TensorData::Bytes(Cow::Owned(out)),
+        }))
+    }
+
     fn verify(&self, threads: usize) -> Result<VerifySummary> {
         let blocks = self
             .table()
@@ -918,4 +1000,29 @@ impl TensorStore for TfCheckpoint {
                 crc32c: Some(e.crc),
             }))
     }
+}
+
+/// The extents of a `TensorSliceProto` (a missing length is the whole dimension), with the
+/// rank checked against the full tensor's.
+fn extents_of(slice: &TensorSliceProto, rank: usize) -> std::result::Result<Vec<Extent>, String> {
+    if slice.extent.len() != rank {
+        return Err(format!(
+            "slice has {} dimensions, the tensor {rank}",
+            slice.extent.len()
+        ));
+    }
+    Ok(slice
+        .extent
+        .iter()
+        .map(|e| match e.has_length {
+            Some(HasLength::Length(l)) => Extent {
+                start: e.start,
+                length: l,
+            },
+            None => Extent {
+                start: e.start,
+                length: -1,
+            },
+        })
+        .collect())
 }

@@ -28,8 +28,10 @@ const DT_STRING: i32 = 7;
 pub struct ExportTfReport {
     /// `PREFIX.index`.
     pub index_path: PathBuf,
-    /// `PREFIX.data-00000-of-00001`.
+    /// `PREFIX.data-00000-of-00001` (for a sharded checkpoint, its first data file).
     pub data_path: PathBuf,
+    /// Every data file, in order.
+    pub data_paths: Vec<PathBuf>,
     /// True when hard links were impossible and the file was copied.
     pub copied: bool,
 }
@@ -76,27 +78,41 @@ fn stage_same(src: &Path, target: &Path) -> Result<(staging::Staged, bool)> {
 /// names are replaced, both in one step under the staging lock; missing parent directories of
 /// the prefix are created. The file is opened and validated as a native file first.
 ///
+/// A sharded native checkpoint (named by its prefix or its `PREFIX.index`) is already a
+/// TensorFlow checkpoint: its index and every data file are linked under the new prefix's
+/// names, data files first (each of them checked against the index first).
+///
 /// TensorFlow sees every tensor with its name, dtype, shape and bytes; it does not see LoD,
 /// alignment or the Paddle record headers.
 pub fn export_tf(native: &Path, prefix: &Path) -> Result<ExportTfReport> {
     // Only a native file can serve as both index and data. Anything else (a directory, a
     // prefix, another format) is refused before a path is created; the caller can say what it
     // is (`open_any`) and what to do instead.
-    if !native.exists() && !index_path(native).exists() {
+    let sharded_index = crate::native::index_path(native);
+    if !native.exists() && !sharded_index.exists() {
         return Err(Error::io(
             format!("opening {}", native.display()),
             std::io::Error::new(std::io::ErrorKind::NotFound, "no such file"),
         ));
     }
     if !native.is_file() {
-        return Err(Error::UnrecognizedFormat {
-            path: native.display().to_string(),
-            detail: "not a native paramdex file (export-tf needs one: it serves as both the \
-                     index and the data file)"
-                .into(),
-        });
+        let sharded = Reader::open(&sharded_index).ok().filter(Reader::is_sharded);
+        match sharded {
+            Some(r) => return export_sharded(&r, prefix),
+            None => {
+                return Err(Error::UnrecognizedFormat {
+                    path: native.display().to_string(),
+                    detail: "not a native paramdex file (export-tf needs one: it serves as both \
+                             the index and the data file)"
+                        .into(),
+                })
+            }
+        }
     }
-    Reader::open(native)?;
+    let r = Reader::open(native)?;
+    if r.is_sharded() {
+        return export_sharded(&r, prefix);
+    }
     let index = index_path(prefix);
     let data = data_path(prefix, 0, 1);
     let dir = staging::parent_dir(&index);
@@ -122,7 +138,45 @@ pub fn export_tf(native: &Path, prefix: &Path) -> Result<ExportTfReport> {
     staging::sync_dir(&dir)?;
     Ok(ExportTfReport {
         index_path: index,
-        data_path: data,
+        data_path: data.clone(),
+        data_paths: vec![data],
+        copied,
+    })
+}
+
+/// [`export_tf`] of a sharded checkpoint: its data files, then its index, under `prefix`,
+/// each a staged hard link (or copy) renamed into place in that order, so the index appears
+/// last.
+fn export_sharded(r: &Reader, prefix: &Path) -> Result<ExportTfReport> {
+    let index = index_path(prefix);
+    let dir = staging::parent_dir(&index);
+    let n = r.header().shards.len() as u32;
+    let mut copied = false;
+    let mut data_paths = Vec::with_capacity(n as usize);
+    let mut staged = Vec::new();
+    for k in 0..n {
+        let shard = r.shard(k)?;
+        let src = Path::new(shard.path());
+        let target = data_path(prefix, k, n);
+        if !same_file(src, &target) {
+            let (s, c) = stage_same(src, &target)?;
+            copied |= c;
+            staged.push((s, target.clone()));
+        }
+        data_paths.push(target);
+    }
+    if !same_file(Path::new(r.path()), &index) {
+        let (s, c) = stage_same(Path::new(r.path()), &index)?;
+        copied |= c;
+        staged.push((s, index.clone()));
+    }
+    let (items, targets): (Vec<_>, Vec<_>) = staged.into_iter().unzip();
+    staging::commit(items.into_iter().zip(targets.iter().map(PathBuf::as_path)))?;
+    staging::sync_dir(&dir)?;
+    Ok(ExportTfReport {
+        index_path: index,
+        data_path: data_paths[0].clone(),
+        data_paths,
         copied,
     })
 }

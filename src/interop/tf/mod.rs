@@ -11,9 +11,9 @@
 //!   TensorFlow without copying a byte (hard links).
 //!
 //! Layout of the modules: the private `checkpoint` (the reader, [`TfCheckpoint`]),
-//! [`slice_key`] (TensorFlow's ordered-code keys of partitioned-tensor slices), [`slices`]
-//! (assembling partitioned tensors), [`strings`] (`DT_STRING` data), and the private `export`
-//! module (writers).
+//! [`strings`] (`DT_STRING` data), and the private `export` module (writers). TensorFlow's keys
+//! of partitioned-tensor slices and the region arithmetic live in the native layer, which
+//! stores slices the same way ([`crate::raw::slices`]).
 // TensorFlow's ordered-code slice keys and big-endian checkpoints are big-endian by definition.
 #![allow(clippy::big_endian_bytes)]
 
@@ -24,8 +24,6 @@ use crate::interop::store::TensorStore;
 
 mod checkpoint;
 mod export;
-pub mod slice_key;
-pub mod slices;
 pub mod strings;
 
 pub use checkpoint::{data_path, index_path, TfCheckpoint};

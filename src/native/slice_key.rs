@@ -13,6 +13,10 @@
 //!
 //! Every slice key starts with `00`, so slice keys sort right after the header entry and before
 //! every ordinary name. Decoding never reads past the key and rejects trailing bytes.
+//!
+//! TensorFlow checkpoints and native files of format version 2 (SPEC.md 13) key slices this way.
+// OrderedCode numbers are big-endian by definition; the casts take bytes out of them.
+#![allow(clippy::big_endian_bytes, clippy::cast_possible_truncation)]
 
 /// One dimension of a slice: `start` and `length`, where `length == -1` means the whole
 /// dimension (TensorFlow's `kFullExtent`, with `start == 0`).
@@ -105,12 +109,17 @@ pub fn encode(name: &[u8], extents: &[Extent]) -> Vec<u8> {
 }
 
 /// Reads `NumIncreasing` from the front of `src`; returns the value and the bytes used.
+/// Rejects a leading zero byte (not what `put_num_increasing` writes), so decoding and
+/// encoding are inverse.
 fn get_num_increasing(src: &[u8]) -> Option<(u64, usize)> {
     let len = usize::from(*src.first()?);
     if len > 8 {
         return None;
     }
     let body = src.get(1..1 + len)?;
+    if body.first() == Some(&0) {
+        return None;
+    }
     let v = body.iter().fold(0u64, |acc, &b| (acc << 8) | u64::from(b));
     Some((v, 1 + len))
 }
@@ -220,6 +229,34 @@ pub fn decode(key: &[u8]) -> Option<SliceKey> {
     Some(SliceKey { name, extents })
 }
 
+/// A key as shown in messages: a slice key as `NAME (slice START,LENGTH:...)` (`-` for a whole
+/// dimension), other keys as [`crate::name::display`] shows names, with NUL bytes escaped.
+pub fn display_key(key: &[u8]) -> String {
+    match decode(key) {
+        Some(k) => format!(
+            "{} (slice {})",
+            crate::name::display(&k.name),
+            describe_extents(&k.extents)
+        ),
+        None => crate::name::display(key).replace('\0', "\\x00"),
+    }
+}
+
+/// Extents as `START,LENGTH:...`, `-` for a whole dimension.
+pub fn describe_extents(ext: &[Extent]) -> String {
+    let parts: Vec<String> = ext
+        .iter()
+        .map(|e| {
+            if e.length == -1 {
+                "-".to_string()
+            } else {
+                format!("{},{}", e.start, e.length)
+            }
+        })
+        .collect();
+    parts.join(":")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -304,6 +341,9 @@ mod tests {
             assert_eq!(decode(&long), None);
         }
         assert_eq!(decode(b"plain/name"), None);
+        // A rank written with a leading zero byte (01 00 for 0) is not TensorFlow's encoding.
+        assert_eq!(decode(&[0x00, 0x00, 0x01, 0x01, 0x00]), None);
+        assert!(decode(&[0x00, 0x00, 0x01, 0x00]).is_some());
         assert_eq!(
             decode(&[0x00, 0x61, 0x00, 0x01, 0x08, 0xff, 0xff, 0xff, 0xff]),
             None

@@ -1,0 +1,654 @@
+//! Sharded checkpoints and slices: `merge-shards`, `clean-shards`, `demo --ranks` (with its
+//! hidden per-rank child, `demo-rank`), the region of `get --slice`, and what `stat` and `recover`
+//! say about the files of a sharded checkpoint and those a failed save left.
+
+use std::ffi::OsString;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use paramdex::interop::{LoadedTensor, TensorStore};
+use paramdex::{
+    merge_shards, shard_files, DType, Error, MergeShardsOptions, MergeStep, PartialTensors, Reader,
+    Region, Result, SaveId, ShardFile, ShardFileKind, ShardProblem, ShardWriter, Tensor,
+    WriterOptions,
+};
+use serde_json::{json, Map, Value};
+
+use super::{human_bytes, os_bytes, stdout_err, Ui};
+
+/// `println!` that reports a failed write (a closed pipe) as an error instead of panicking.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        writeln!(std::io::stdout(), $($arg)*).map_err(stdout_err)?
+    }};
+}
+
+/// `paramdex merge-shards PREFIX`.
+pub fn merge(
+    ui: Ui,
+    prefix: &Path,
+    partial: &[OsString],
+    all_partial: bool,
+    save: Option<&str>,
+) -> Result<ExitCode> {
+    let save_id = save
+        .map(|s| {
+            SaveId::from_hex(s).ok_or_else(|| {
+                Error::InvalidArgument(format!("--save: {s:?} is not a save id (32 hex digits)"))
+            })
+        })
+        .transpose()?;
+    let partial = if all_partial {
+        PartialTensors::All
+    } else if partial.is_empty() {
+        PartialTensors::None
+    } else {
+        PartialTensors::Named(partial.iter().map(os_bytes).collect())
+    };
+    let start = Instant::now();
+    let rep = merge_shards(
+        prefix,
+        &MergeShardsOptions {
+            save_id,
+            partial,
+            ..MergeShardsOptions::default()
+        },
+    )?;
+    let n = rep.data_paths.len();
+    ui.say(format!(
+        "committed {} ({n} data files of save {}): {} tensors, {} slices{}; read {} of the \
+         shards' {} (their indexes), wrote a {} index in {:.1?}",
+        rep.index_path.display(),
+        rep.save_id,
+        rep.tensors,
+        rep.slices,
+        if rep.partial > 0 {
+            format!(", {} partial tensors", rep.partial)
+        } else {
+            String::new()
+        },
+        human_bytes(rep.bytes_read),
+        human_bytes(rep.shard_bytes),
+        human_bytes(rep.index_len),
+        start.elapsed()
+    ))?;
+    for p in &rep.removed {
+        ui.note(format!(
+            "removed {}, a data file of the previous checkpoint",
+            p.display()
+        ));
+    }
+    for p in &rep.ignored {
+        ui.note(format!(
+            "left {}: a pending shard of another save",
+            p.display()
+        ));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn kind_name(k: ShardFileKind) -> &'static str {
+    match k {
+        ShardFileKind::Committed => "data file",
+        ShardFileKind::Pending => "pending shard",
+        ShardFileKind::Orphan => "orphan shard",
+        ShardFileKind::Temporary => "temporary file",
+        _ => "file",
+    }
+}
+
+fn describe_file(f: &ShardFile) -> String {
+    let who = f
+        .shard
+        .map(|s| {
+            format!(
+                ", shard {} of {} of save {}",
+                s.shard_id, s.num_shards, s.save_id
+            )
+        })
+        .unwrap_or_default();
+    format!(
+        "{} ({}, {}{who})",
+        f.path.display(),
+        kind_name(f.kind),
+        human_bytes(f.len)
+    )
+}
+
+/// `paramdex clean-shards PREFIX`.
+pub fn clean(ui: Ui, prefix: &Path, dry_run: bool) -> Result<ExitCode> {
+    let files = if dry_run {
+        shard_files(prefix)?
+            .into_iter()
+            .filter(|f| f.kind != ShardFileKind::Committed)
+            .collect()
+    } else {
+        paramdex::clean_shards(prefix)?
+    };
+    let verb = if dry_run { "would remove" } else { "removed" };
+    for f in &files {
+        ui.say(format!("{verb} {}", describe_file(f)))?;
+    }
+    ui.say(format!(
+        "{verb} {} files left at {} by saves that did not finish",
+        files.len(),
+        prefix.display()
+    ))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What `stat` adds for a native checkpoint at `file`: its data files (for a sharded one), and
+/// the files a failed save left at its prefix.
+pub fn stat_fields(r: &Reader, o: &mut Map<String, Value>) -> Result<()> {
+    let n = r.header().shards.len();
+    o.insert("shards".into(), json!(n.max(1)));
+    let Some(prefix) = r.checkpoint_prefix() else {
+        return Ok(());
+    };
+    let mut data = Vec::new();
+    let mut total = 0u64;
+    for (k, s) in r.header().shards.iter().enumerate() {
+        let path = paramdex::interop::tf::data_path(prefix, k as u32, n as u32);
+        total += s.file_len;
+        data.push(json!({
+            "path": path.display().to_string(),
+            "bytes": s.file_len,
+            "save_id": s.shard.save_id.to_string(),
+            "shard": s.shard.shard_id,
+            "of": s.shard.num_shards,
+        }));
+    }
+    o.insert("data_files".into(), Value::Array(data));
+    o.insert("data_files_bytes".into(), json!(total));
+    let left: Vec<Value> = shard_files(prefix)?
+        .iter()
+        .filter(|f| f.kind != ShardFileKind::Committed)
+        .map(|f| {
+            json!({
+                "path": f.path.display().to_string(),
+                "kind": kind_name(f.kind),
+                "bytes": f.len,
+            })
+        })
+        .collect();
+    o.insert("leftovers".into(), Value::Array(left));
+    Ok(())
+}
+
+/// The text rows `stat` prints for the fields of [`stat_fields`].
+pub fn stat_rows(o: &Map<String, Value>, rows: &mut Vec<(String, String)>) {
+    if let Some(files) = o.get("data_files").and_then(Value::as_array) {
+        for f in files {
+            rows.push((
+                "  data file".into(),
+                format!(
+                    "{} ({})",
+                    f["path"].as_str().unwrap_or(""),
+                    human_bytes(f["bytes"].as_u64().unwrap_or(0))
+                ),
+            ));
+        }
+    }
+    if let Some(left) = o.get("leftovers").and_then(Value::as_array) {
+        for f in left {
+            rows.push((
+                "  left over".into(),
+                format!(
+                    "{} ({}, {}; `paramdex clean-shards` removes it)",
+                    f["path"].as_str().unwrap_or(""),
+                    f["kind"].as_str().unwrap_or(""),
+                    human_bytes(f["bytes"].as_u64().unwrap_or(0))
+                ),
+            ));
+        }
+    }
+}
+
+/// When `path` names no checkpoint but a save left files at that prefix: the error that
+/// explains them (after listing them on standard output, unless quiet).
+pub fn explain_leftovers(ui: Ui, path: &Path) -> Option<Error> {
+    if path.exists() || paramdex::interop::tf::index_path(path).exists() {
+        return None;
+    }
+    let files = shard_files(path).ok()?;
+    if files.is_empty() {
+        return None;
+    }
+    for f in &files {
+        ui.say(format!("left over: {}", describe_file(f))).ok()?;
+    }
+    let pending = files
+        .iter()
+        .filter(|f| matches!(f.kind, ShardFileKind::Pending | ShardFileKind::Orphan))
+        .count();
+    Some(Error::Shard {
+        path: path.display().to_string(),
+        problem: ShardProblem::Leftover,
+        detail: format!(
+            "no checkpoint (no {}), but {} files left by a save that did not finish ({pending} \
+             shards): `paramdex merge-shards {}` commits the save if all its shards are there, \
+             `paramdex clean-shards {}` removes them",
+            paramdex::interop::tf::index_path(path).display(),
+            files.len(),
+            path.display(),
+            path.display()
+        ),
+    })
+}
+
+/// Parses a region like NumPy's basic slicing, one item per dimension separated by commas:
+/// `A:B` (indices A to B-1), `A:`, `:B`, `:` (the whole dimension), `I` (index I, kept as a
+/// dimension of length 1). Missing trailing dimensions are whole.
+pub fn parse_region(spec: &str, shape: &[u64]) -> Result<Region> {
+    let bad = |why: String| Error::InvalidArgument(format!("--slice {spec:?}: {why}"));
+    let items: Vec<&str> = if spec.trim().is_empty() {
+        Vec::new()
+    } else {
+        spec.split(',').map(str::trim).collect()
+    };
+    if items.len() > shape.len() {
+        return Err(bad(format!(
+            "{} dimensions, the tensor has {}",
+            items.len(),
+            shape.len()
+        )));
+    }
+    let mut r = Region::full(shape);
+    for (d, item) in items.iter().enumerate() {
+        let num = |s: &str, default: u64| -> Result<u64> {
+            if s.is_empty() {
+                return Ok(default);
+            }
+            s.parse::<u64>()
+                .map_err(|_| bad(format!("{s:?} is not an index (0 or more)")))
+        };
+        let (a, b) = match item.split_once(':') {
+            Some((a, b)) => (num(a, 0)?, num(b, shape[d])?),
+            None => {
+                let i = num(item, 0)?;
+                (i, i.saturating_add(1))
+            }
+        };
+        if a > b || b > shape[d] {
+            return Err(bad(format!(
+                "dimension {d}: {a}:{b} is not inside 0:{}",
+                shape[d]
+            )));
+        }
+        r.start[d] = a;
+        r.len[d] = b - a;
+    }
+    Ok(r)
+}
+
+/// `get --slice`: the region `spec` of tensor `key`.
+pub fn load_region<'s>(
+    store: &'s dyn TensorStore,
+    key: &[u8],
+    spec: &str,
+) -> Result<Option<LoadedTensor<'s>>> {
+    let Some(info) = store.info(key)? else {
+        return Ok(None);
+    };
+    let region = parse_region(spec, &info.shape)?;
+    store.load_slice(key, &region)
+}
+
+// ---------------------------------------------------------------------------------------------
+// demo --ranks
+
+/// Hidden size, vocabulary, MLP width and layers of the demo model.
+const HIDDEN: u64 = 256;
+const VOCAB: u64 = 3000;
+const MLP: u64 = 688;
+const LAYERS: u64 = 4;
+
+/// A tensor of the demo model and how ranks hold it: `split` is the dimension it is cut along
+/// (`None`: whole, held by rank 0).
+struct Planned {
+    name: String,
+    dtype: DType,
+    shape: Vec<u64>,
+    split: Option<usize>,
+}
+
+fn model() -> Vec<Planned> {
+    let p = |name: String, dtype, shape: &[u64], split| Planned {
+        name,
+        dtype,
+        shape: shape.to_vec(),
+        split,
+    };
+    let mut v = vec![
+        // Vocabulary-parallel embedding: rows split across ranks.
+        p(
+            "model.embed_tokens.weight".into(),
+            DType::BFloat16,
+            &[VOCAB, HIDDEN],
+            Some(0),
+        ),
+        p("model.norm.weight".into(), DType::Float32, &[HIDDEN], None),
+    ];
+    for l in 0..LAYERS {
+        let at = |s: &str| format!("model.layers.{l}.{s}");
+        for q in ["q_proj", "k_proj", "v_proj"] {
+            // Column-parallel: output features split.
+            v.push(p(
+                at(&format!("self_attn.{q}.weight")),
+                DType::Float32,
+                &[HIDDEN, HIDDEN],
+                Some(0),
+            ));
+        }
+        // Row-parallel: input features split.
+        v.push(p(
+            at("self_attn.o_proj.weight"),
+            DType::Float32,
+            &[HIDDEN, HIDDEN],
+            Some(1),
+        ));
+        // bfloat16, not float16: TensorFlow assembles slices of bfloat16 but not of float16.
+        v.push(p(
+            at("mlp.up_proj.weight"),
+            DType::BFloat16,
+            &[MLP, HIDDEN],
+            Some(0),
+        ));
+        v.push(p(
+            at("mlp.down_proj.weight"),
+            DType::BFloat16,
+            &[HIDDEN, MLP],
+            Some(1),
+        ));
+        v.push(p(
+            at("input_layernorm.weight"),
+            DType::Float32,
+            &[HIDDEN],
+            None,
+        ));
+    }
+    v
+}
+
+/// The part of dimension `dim` that rank `k` of `ranks` holds: (start, length).
+fn share(dim: u64, k: u64, ranks: u64) -> (u64, u64) {
+    let start = dim * k / ranks;
+    (start, dim * (k + 1) / ranks - start)
+}
+
+/// The region rank `k` of `ranks` holds of `t` (`None` if it holds nothing of it).
+fn region_of(t: &Planned, k: u32, ranks: u32) -> Option<Region> {
+    match t.split {
+        None => (k == 0).then(|| Region::full(&t.shape)),
+        Some(d) => {
+            let mut r = Region::full(&t.shape);
+            let (s, l) = share(t.shape[d], u64::from(k), u64::from(ranks));
+            r.start[d] = s;
+            r.len[d] = l;
+            (l > 0).then_some(r)
+        }
+    }
+}
+
+/// Appends the bytes of element `i` of tensor `name`: a function of both, so every process
+/// computes the same values. `seed` is [`seed_of`] the name.
+fn push_element(out: &mut Vec<u8>, seed: u64, dtype: DType, i: u64) {
+    let mut x = (i ^ seed).wrapping_mul(0x2545_f491_4f6c_dd1d);
+    x ^= x >> 29;
+    let v = ((x >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 0.1;
+    match dtype {
+        DType::BFloat16 => out.extend_from_slice(&half::bf16::from_f32(v).to_le_bytes()),
+        _ => out.extend_from_slice(&v.to_le_bytes()),
+    }
+}
+
+fn seed_of(name: &str) -> u64 {
+    name.bytes().fold(0x9e37_79b9u64, |a, b| {
+        a.wrapping_mul(31).wrapping_add(u64::from(b))
+    })
+}
+
+/// The row-major bytes of `region` of tensor `t` (rank 1 or 2).
+fn region_bytes(t: &Planned, region: &Region) -> Vec<u8> {
+    let seed = seed_of(&t.name);
+    let mut out = Vec::with_capacity(region.numel().unwrap_or(0) as usize * t.dtype.size());
+    let (rows, cols, width) = match t.shape.len() {
+        1 => (0..1, region.start[0]..region.start[0] + region.len[0], 0),
+        _ => (
+            region.start[0]..region.start[0] + region.len[0],
+            region.start[1]..region.start[1] + region.len[1],
+            t.shape[1],
+        ),
+    };
+    for r in rows {
+        for c in cols.clone() {
+            push_element(&mut out, seed, t.dtype, r * width + c);
+        }
+    }
+    out
+}
+
+/// `paramdex demo-rank` (hidden): rank `rank` of a `demo --ranks` save writes its shard.
+pub fn demo_rank(prefix: &Path, rank: u32, ranks: u32, save: &str) -> Result<ExitCode> {
+    let save_id = SaveId::from_hex(save)
+        .ok_or_else(|| Error::InvalidArgument(format!("{save:?} is not a save id")))?;
+    let t0 = Instant::now();
+    let mut w = ShardWriter::create(prefix, rank, ranks, save_id, WriterOptions::default())?;
+    let (mut whole, mut slices, mut bytes) = (0u64, 0u64, 0u64);
+    for t in model() {
+        let Some(r) = region_of(&t, rank, ranks) else {
+            continue;
+        };
+        let data = region_bytes(&t, &r);
+        bytes += data.len() as u64;
+        if r.is_full(&t.shape) {
+            w.add(&t.name, Tensor::new(t.dtype, &t.shape, &data))?;
+            whole += 1;
+        } else {
+            w.add_slice(&t.name, t.dtype, &t.shape, &r, &data)?;
+            slices += 1;
+        }
+    }
+    w.insert_metadata("ranks", i64::from(ranks))?;
+    let path = w.pending_path().to_path_buf();
+    w.finish()?;
+    out!(
+        "  rank {rank} (pid {}): wrote {} ({whole} whole tensors, {slices} slices, {}) in {:.1?}",
+        std::process::id(),
+        path.display(),
+        human_bytes(bytes),
+        t0.elapsed()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `paramdex demo --ranks R`: R processes save one checkpoint, which is merged, then loaded as
+/// if by another number of ranks.
+pub fn demo(ranks: u32, dir: Option<PathBuf>) -> Result<ExitCode> {
+    if ranks == 0 || ranks > 64 {
+        return Err(Error::InvalidArgument(format!(
+            "--ranks {ranks}: the demo runs 1 to 64 ranks"
+        )));
+    }
+    let temp;
+    let keep = dir.is_some();
+    let dir = match dir {
+        Some(d) => {
+            std::fs::create_dir_all(&d)
+                .map_err(|e| Error::io(format!("creating {}", d.display()), e))?;
+            d
+        }
+        None => {
+            temp =
+                tempfile::tempdir().map_err(|e| Error::io("creating a temporary directory", e))?;
+            temp.path().to_path_buf()
+        }
+    };
+    let prefix = dir.join("demo_ckpt");
+    let save = SaveId::random();
+    let exe = std::env::current_exe().map_err(|e| Error::io("finding the paramdex binary", e))?;
+    out!(
+        "saving {} with {ranks} writer processes (save {save}), each writing its own shard",
+        prefix.display()
+    );
+    let t0 = Instant::now();
+    let children: Vec<_> = (0..ranks)
+        .map(|k| {
+            std::process::Command::new(&exe)
+                .arg("demo-rank")
+                .arg(&prefix)
+                .args(["--rank", &k.to_string(), "--ranks", &ranks.to_string()])
+                .args(["--save", &save.to_string()])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .map_err(|e| Error::io(format!("starting rank {k} ({})", exe.display()), e))
+        })
+        .collect::<Result<_>>()?;
+    for (k, c) in children.into_iter().enumerate() {
+        let o = c
+            .wait_with_output()
+            .map_err(|e| Error::io(format!("waiting for rank {k}"), e))?;
+        let text = String::from_utf8_lossy(&o.stdout);
+        write!(std::io::stdout(), "{text}").map_err(stdout_err)?;
+        if !o.status.success() {
+            return Err(Error::InvalidArgument(format!(
+                "rank {k} failed: {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            )));
+        }
+    }
+    out!("  all {ranks} shards written in {:.1?}", t0.elapsed());
+    out!("merging (reads only the shards' indexes):");
+    let on_step = |s: MergeStep| {
+        let line = match s {
+            MergeStep::Checked => "shards checked against each other".to_string(),
+            MergeStep::IndexWritten => "new index written and synced".to_string(),
+            MergeStep::PreviousRemoved => "previous index removed".to_string(),
+            MergeStep::PreviousDataRemoved => "previous data files removed".to_string(),
+            MergeStep::ShardRenamed(k) => format!("shard {k} renamed to its final name"),
+            MergeStep::Committed => "index renamed into place: the checkpoint exists".to_string(),
+            _ => format!("{s:?}"),
+        };
+        let _ = writeln!(std::io::stdout(), "  {line}");
+    };
+    let t0 = Instant::now();
+    let rep = merge_shards(
+        &prefix,
+        &MergeShardsOptions {
+            on_step: Some(&on_step),
+            ..MergeShardsOptions::default()
+        },
+    )?;
+    out!(
+        "  committed in {:.1?}: {} tensors, {} slices; read {} of {} (indexes only)",
+        t0.elapsed(),
+        rep.tensors,
+        rep.slices,
+        human_bytes(rep.bytes_read),
+        human_bytes(rep.shard_bytes)
+    );
+
+    let t0 = Instant::now();
+    let r = Reader::open(&prefix)?;
+    out!(
+        "opened {} in {:.1?}: {} tensors in {} data files (each opened when first read)",
+        prefix.display(),
+        t0.elapsed(),
+        r.len(),
+        r.header().shards.len()
+    );
+    // A resharded load: 3 ranks each take a third of the rows of tensors saved in column and
+    // row slices by the saving ranks.
+    let plan = model();
+    let loads = 3u32;
+    out!("loading as {loads} ranks (each reads a third of every tensor's rows):");
+    for name in [
+        "model.layers.0.self_attn.o_proj.weight",
+        "model.embed_tokens.weight",
+    ] {
+        let Some(t) = plan.iter().find(|t| t.name == name) else {
+            continue;
+        };
+        for k in 0..loads {
+            let mut region = Region::full(&t.shape);
+            let (s, l) = share(t.shape[0], u64::from(k), u64::from(loads));
+            region.start[0] = s;
+            region.len[0] = l;
+            let t0 = Instant::now();
+            let got = r.get_slice(name, &region)?.ok_or_else(|| Error::NotFound {
+                name: name.to_string(),
+                path: prefix.display().to_string(),
+            })?;
+            let dt = t0.elapsed();
+            let ok = got.data() == region_bytes(t, &region).as_slice();
+            out!(
+                "  rank {k}: {name} rows {s}..{}: {} {} in {dt:.1?} ({}), values {}",
+                s + l,
+                human_bytes(got.data().len() as u64),
+                if got.is_borrowed() {
+                    "borrowed from one slice"
+                } else {
+                    "copied from the slices holding them"
+                },
+                if got.is_borrowed() {
+                    "zero-copy"
+                } else {
+                    "one strided copy"
+                },
+                if ok { "match" } else { "DIFFER" }
+            );
+            if !ok {
+                return Err(Error::InvalidArgument(format!(
+                    "the demo read wrong values of {name}"
+                )));
+            }
+        }
+    }
+    // A region inside one saved slice is one run of its bytes: borrowed, not copied.
+    if let Some(t) = plan.iter().find(|t| t.name == "model.embed_tokens.weight") {
+        let region =
+            Region::new(vec![10, 0], vec![20, HIDDEN]).unwrap_or_else(|| Region::full(&t.shape));
+        let got = r
+            .get_slice(&t.name, &region)?
+            .ok_or_else(|| Error::NotFound {
+                name: t.name.clone(),
+                path: prefix.display().to_string(),
+            })?;
+        out!(
+            "  rows 10..30 of {}, inside rank 0's slice: {} ({}), values {}",
+            t.name,
+            human_bytes(got.data().len() as u64),
+            if got.is_borrowed() {
+                "zero-copy, borrowed from the mapped file"
+            } else {
+                "copied"
+            },
+            if got.data() == region_bytes(t, &region).as_slice() {
+                "match"
+            } else {
+                "DIFFER"
+            }
+        );
+    }
+    let t0 = Instant::now();
+    let v = r.verify()?;
+    out!(
+        "verified every data file and the index against them: {} tensors, {} slices, {} in {:.1?}: OK",
+        v.tensors,
+        v.slices,
+        human_bytes(v.data_bytes),
+        t0.elapsed()
+    );
+    if keep {
+        out!(
+            "try: paramdex ls {0}; paramdex stat {0}; paramdex get {0} model.embed_tokens.weight --slice 0:4,0:4",
+            prefix.display()
+        );
+    } else {
+        out!("(the temporary directory is removed on exit; pass --dir DIR to keep the checkpoint)");
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,1154 @@
+//! Committing a sharded save (SPEC.md 12.3): [`merge_shards`] reads only the shards' indexes
+//! (never their records), checks them against each other, writes the checkpoint's
+//! `PREFIX.index` and renames the shards into place; [`shard_files`] and [`clean_shards`] name
+//! and remove what a failed save leaves behind.
+//!
+//! The commit, in this order, each step durable before the next:
+//!
+//! 1. the new index under a temporary name, written and fsynced;
+//! 2. an existing `PREFIX.index` removed, the directory synced: from here the previous
+//!    checkpoint does not exist;
+//! 3. the previous checkpoint's data files that the new one does not replace (those with
+//!    another number of shards) removed, the directory synced;
+//! 4. each pending shard renamed to its final name, the directory synced;
+//! 5. the new index renamed to `PREFIX.index`, the directory synced: the checkpoint exists.
+//!
+//! A crash before step 2 leaves the previous checkpoint; from step 2 until step 5 there is no
+//! index, hence no checkpoint at the prefix (the data files there are orphans, which
+//! [`shard_files`] reports); after step 5, the new one. A merge run again after a crash
+//! finishes the job: a shard of the save already under its final name is taken as it is, and
+//! when no shard is pending any more, the one save whose shards are there is merged (step 3
+//! makes it the only one).
+
+use std::collections::{BTreeSet, BinaryHeap, HashMap};
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use crate::dtype::DType;
+use crate::error::{ensure_within, path_str, Error, IoContext, Result, ShardProblem, SliceProblem};
+use crate::name::{self, MAX_NAME_LEN};
+use crate::native::entry::{decode_slices, encode_partitioned, IndexEntry};
+use crate::native::header::{FileHeader, SaveId, ShardOf, ShardRef};
+use crate::native::meta::Metadata;
+use crate::native::region::{self, Region};
+use crate::native::shard_table::{data_path, index_path, pending_path};
+use crate::native::slice_key::{self, Extent};
+use crate::native::staging;
+use crate::native::writer::{DEFAULT_BLOCK_SIZE, DEFAULT_RESTART_INTERVAL};
+use crate::native::{FORMAT_VERSION, MAX_SHARDS, TF_BUNDLE_VERSION};
+use crate::record::{self, MAX_ALIGNMENT, MAX_RANK};
+use crate::table::{
+    BlockHandle, Compression, Footer, Table, TableBuilder, TableIndex, TableOptions,
+    TableReadOptions, BLOCK_TRAILER_LEN, FOOTER_LEN, MAX_BLOCK_LEN,
+};
+
+/// Which tensors [`merge_shards`] lets be partial: stored in slices that do not cover them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum PartialTensors {
+    /// None: the slices of every tensor must cover it (the default).
+    #[default]
+    None,
+    /// The tensors of these names.
+    Named(BTreeSet<Vec<u8>>),
+    /// Every tensor.
+    All,
+}
+
+impl PartialTensors {
+    fn allows(&self, name: &[u8]) -> bool {
+        match self {
+            PartialTensors::None => false,
+            PartialTensors::Named(names) => names.contains(name),
+            PartialTensors::All => true,
+        }
+    }
+}
+
+/// A step of [`merge_shards`], reported to [`MergeShardsOptions::on_step`] once it is done.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MergeStep {
+    /// Every shard's index was read and the shards checked against each other; nothing has
+    /// been written.
+    Checked,
+    /// The new index is written and synced under a temporary name.
+    IndexWritten,
+    /// The previous checkpoint's `PREFIX.index` was removed: until [`MergeStep::Committed`]
+    /// there is no checkpoint at the prefix.
+    PreviousRemoved,
+    /// The previous checkpoint's data files that the new one does not replace (another number
+    /// of shards) are removed.
+    PreviousDataRemoved,
+    /// Shard `k` has its final name.
+    ShardRenamed(u32),
+    /// `PREFIX.index` is in place and the directory synced: the checkpoint exists.
+    Committed,
+}
+
+/// How [`merge_shards`] runs.
+#[derive(Clone, Default)]
+pub struct MergeShardsOptions<'a> {
+    /// The save to commit. Unset: the pending shards at the prefix must all be of one save.
+    /// Set: only that save's shards are taken, and pending shards of other saves are left
+    /// where they are (reported in [`MergeShardsReport::ignored`]).
+    pub save_id: Option<SaveId>,
+    /// The number of shards the save must have, when known.
+    pub num_shards: Option<u32>,
+    /// Tensors whose slices need not cover them.
+    pub partial: PartialTensors,
+    /// Metadata of the checkpoint, set over the shards' own (which must agree where they
+    /// share a key).
+    pub metadata: Metadata,
+    /// Skip every fsync (tests; the renames stay atomic but may not survive a power loss).
+    pub no_sync: bool,
+    /// Told each step of the commit as it completes (logs, progress, and tests that stop a
+    /// merge at a chosen point).
+    pub on_step: Option<&'a (dyn Fn(MergeStep) + Sync)>,
+}
+
+impl std::fmt::Debug for MergeShardsOptions<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MergeShardsOptions")
+            .field("save_id", &self.save_id)
+            .field("num_shards", &self.num_shards)
+            .field("partial", &self.partial)
+            .field("metadata", &self.metadata)
+            .field("no_sync", &self.no_sync)
+            .field("on_step", &self.on_step.is_some())
+            .finish()
+    }
+}
+
+/// What [`merge_shards`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MergeShardsReport {
+    /// `PREFIX.index`.
+    pub index_path: PathBuf,
+    /// The data files, in order.
+    pub data_paths: Vec<PathBuf>,
+    /// The save committed.
+    pub save_id: SaveId,
+    /// Tensors in the checkpoint (a tensor stored in slices once).
+    pub tensors: u64,
+    /// Slices of tensors stored in slices.
+    pub slices: u64,
+    /// Tensors whose slices do not cover them (allowed by [`MergeShardsOptions::partial`]).
+    pub partial: u64,
+    /// Bytes read from the shards: their footers and index tables only.
+    pub bytes_read: u64,
+    /// Bytes of the shard files (what was not read is their records).
+    pub shard_bytes: u64,
+    /// Bytes of the index written.
+    pub index_len: u64,
+    /// Data files of the previous checkpoint removed (those with another number of shards,
+    /// which the new ones do not replace).
+    pub removed: Vec<PathBuf>,
+    /// Pending shards of other saves, left in place.
+    pub ignored: Vec<PathBuf>,
+}
+
+/// A shard's index table, read without the records before it.
+struct ShardIndex {
+    path: PathBuf,
+    file_len: u64,
+    /// The file's bytes from `base` (its first index data block) to its end.
+    tail: Vec<u8>,
+    base: u64,
+    index: TableIndex,
+    header: FileHeader,
+    /// The identity in the header (checked present).
+    shard: ShardOf,
+}
+
+impl ShardIndex {
+    fn table(&self) -> Table<'_> {
+        Table::new_tail(&self.tail, self.base, &self.index)
+    }
+
+    fn shown(&self) -> String {
+        path_str(&self.path)
+    }
+}
+
+/// Reads `len` bytes at `offset` of `f`, counting them in `read`.
+fn read_at(f: &File, path: &Path, offset: u64, len: u64, read: &mut u64) -> Result<Vec<u8>> {
+    let n = usize::try_from(len).map_err(|_| {
+        Error::io(
+            format!("reading {}", path.display()),
+            std::io::Error::other("a range larger than memory"),
+        )
+    })?;
+    let mut buf = vec![0u8; n];
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileExt;
+        f.read_exact_at(&mut buf, offset)
+            .ctx("reading the index of", path)?;
+    }
+    #[cfg(not(unix))]
+    {
+        use std::io::{Read, Seek, SeekFrom};
+        let mut f = f;
+        f.seek(SeekFrom::Start(offset))
+            .and_then(|_| f.read_exact(&mut buf))
+            .ctx("reading the index of", path)?;
+    }
+    *read += len;
+    Ok(buf)
+}
+
+/// Reads a shard's footer and index table (never its records), and its header. `read`
+/// counts the bytes read.
+fn read_shard_index(path: &Path, read: &mut u64) -> Result<ShardIndex> {
+    let shown = path_str(path);
+    let not_shard = |detail: String| Error::Shard {
+        path: shown.clone(),
+        problem: ShardProblem::Identity,
+        detail,
+    };
+    let f = File::open(path).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            Error::Shard {
+                path: shown.clone(),
+                problem: ShardProblem::Missing,
+                detail: "the shard file is missing".into(),
+            }
+        } else {
+            Error::io(format!("opening {}", path.display()), e)
+        }
+    })?;
+    let file_len = f.metadata().ctx("reading metadata of", path)?.len();
+    if file_len < FOOTER_LEN as u64 {
+        return Err(not_shard(format!(
+            "{file_len} bytes is too short to be a native file"
+        )));
+    }
+    let ctx = |e: Error| e.context(&format!("shard file {shown}"));
+    let footer_at = file_len - FOOTER_LEN as u64;
+    let footer_bytes = read_at(&f, path, footer_at, FOOTER_LEN as u64, read)?;
+    let footer = Footer::decode(&footer_bytes, footer_at).map_err(ctx)?;
+    // The index block ends where the footer starts (checked again by the table reader); its
+    // size is bounded before anything is allocated for it.
+    let idx: BlockHandle = footer.index;
+    let idx_len = footer_at
+        .checked_sub(idx.offset)
+        .filter(|&n| n <= (MAX_BLOCK_LEN + BLOCK_TRAILER_LEN) as u64)
+        .ok_or_else(|| {
+            ctx(Error::corrupt(
+                "footer",
+                footer_at,
+                format!(
+                    "index block handle (offset {}) does not end at the footer",
+                    idx.offset
+                ),
+            ))
+        })?;
+    let end = read_at(&f, path, idx.offset, idx_len + FOOTER_LEN as u64, read)?;
+    let opts = TableReadOptions {
+        verify_checksums: true,
+        cache_capacity: 8 << 20,
+    };
+    let first = TableIndex::open_tail(&end, idx.offset, &opts)
+        .map_err(ctx)?
+        .first_data_offset()
+        .unwrap_or(idx.offset);
+    // The data blocks before the index block (the metaindex too).
+    let mut tail = read_at(&f, path, first, idx.offset - first.min(idx.offset), read)?;
+    tail.extend_from_slice(&end);
+    let index = TableIndex::open_tail(&tail, first, &opts).map_err(ctx)?;
+    let header = {
+        let table = Table::new_tail(&tail, first, &index);
+        let mut it = table.iter();
+        it.seek_to_first().map_err(ctx)?;
+        if !it.valid() || !it.key().is_empty() {
+            return Err(not_shard("its first key is not the header's".into()));
+        }
+        FileHeader::decode(it.value(), first).map_err(ctx)?
+    };
+    if header.format_version == 0 || header.format_version > FORMAT_VERSION {
+        return Err(not_shard(format!(
+            "format version {} (a shard is a native file of version 2 to {FORMAT_VERSION})",
+            header.format_version
+        )));
+    }
+    let Some(shard) = header.shard_of.filter(|_| header.shards.is_empty()) else {
+        return Err(not_shard(
+            "the file is not a shard of a sharded save (its header has no shard identity)".into(),
+        ));
+    };
+    if shard.num_shards == 0 || shard.num_shards > MAX_SHARDS || shard.shard_id >= shard.num_shards
+    {
+        return Err(Error::Shard {
+            path: shown,
+            problem: ShardProblem::Count,
+            detail: format!(
+                "the file says it is shard {} of {}",
+                shard.shard_id, shard.num_shards
+            ),
+        });
+    }
+    let bad = |detail: String| ctx(Error::corrupt("header entry", first, detail));
+    if header.num_shards != 1
+        || header.big_endian
+        || header.records_len > first
+        || !u64::from(header.alignment).is_power_of_two()
+        || u64::from(header.alignment) > MAX_ALIGNMENT
+    {
+        return Err(bad(format!(
+            "not a valid shard header (num_shards {}, records {} bytes before an index at {first}, \
+             alignment {})",
+            header.num_shards, header.records_len, header.alignment
+        )));
+    }
+    Ok(ShardIndex {
+        path: path.to_path_buf(),
+        file_len,
+        tail,
+        base: first,
+        index,
+        header,
+        shard,
+    })
+}
+
+/// Checks every entry of a shard as a reader would (SPEC.md 8.2, 13.1), without its records:
+/// data ranges inside its records region, sizes, slice keys, and that its partitioned tensors
+/// list exactly its slice entries.
+fn check_shard(s: &ShardIndex) -> Result<()> {
+    let shown = s.shown();
+    let table = s.table();
+    let mut it = table.iter();
+    let records_len = s.header.records_len;
+    // Slice entries by key: (dtype, shape), removed as their tensors list them.
+    let mut slice_entries: HashMap<Vec<u8>, (DType, Vec<u64>)> = HashMap::new();
+    let (mut tensors, mut slices) = (0u64, 0u64);
+    let ctx = |e: Error| e.context(&format!("shard file {shown}"));
+    while it.next().map_err(ctx)? {
+        let (key, value, at) = (it.key(), it.value(), it.block_offset());
+        if key.is_empty() {
+            continue;
+        }
+        let shown_key = slice_key::display_key(key);
+        let bad = |detail: String| {
+            Error::corrupt(
+                "index entry",
+                at,
+                format!("shard file {shown}: tensor {shown_key}: {detail}"),
+            )
+        };
+        ensure_within("tensor name length", key.len(), MAX_NAME_LEN, Some(at))?;
+        let e = IndexEntry::decode(value, at, MAX_RANK).map_err(ctx)?;
+        let dtype = DType::from_tf(e.tf_dtype.into()).ok_or_else(|| Error::UnknownDType {
+            system: "tensorflow",
+            code: e.tf_dtype.into(),
+            location: Some(format!("shard file {shown}: tensor {shown_key}")),
+        })?;
+        if e.num_slices != 0 {
+            tensors += 1;
+            if key[0] == 0 || e.shape.is_empty() {
+                return Err(bad("slices of a slice key or of a scalar".into()));
+            }
+            if e.shard_id != 0 || e.offset != 0 || e.size != 0 || e.record_header_len != 0 {
+                return Err(bad(
+                    "the entry of a tensor stored in slices holds data fields".into(),
+                ));
+            }
+            if record::data_len(dtype, &e.shape).is_none() {
+                return Err(bad(format!("shape {:?} overflows", e.shape.as_slice())));
+            }
+            let regions = resolve_all(
+                key,
+                &e.shape,
+                &decode_slices(value, at, e.shape.len())?,
+                &shown,
+            )?;
+            if let Some((i, j)) = region::find_overlap(&regions) {
+                return Err(overlap(key, &regions[i], &shown, &regions[j], &shown));
+            }
+            for r in &regions {
+                let k = slice_key::encode(key, &r.extents(&e.shape));
+                match slice_entries.remove(&k) {
+                    Some((d, shape)) if d == dtype && shape == r.len => {}
+                    Some((d, shape)) => {
+                        return Err(bad(format!(
+                            "its slice {} is stored as {d} {shape:?}, the tensor is {dtype}",
+                            slice_key::display_key(&k)
+                        )))
+                    }
+                    None => {
+                        return Err(bad(format!(
+                            "its slice {} has no entry",
+                            slice_key::display_key(&k)
+                        )))
+                    }
+                }
+            }
+            continue;
+        }
+        if key[0] == 0 {
+            if slice_key::decode(key).is_none_or(|k| k.name.is_empty()) {
+                return Err(bad(
+                    "a key starting with a NUL byte that is not a slice key".into(),
+                ));
+            }
+            slices += 1;
+            slice_entries.insert(key.to_vec(), (dtype, e.shape.to_vec()));
+        } else {
+            tensors += 1;
+        }
+        let expected = record::data_len(dtype, &e.shape);
+        let in_records = e
+            .offset
+            .checked_add(e.size)
+            .is_some_and(|end| end <= records_len)
+            && e.offset
+                .checked_sub(u64::from(e.record_header_len))
+                .is_some()
+            && e.record_header_len != 0;
+        if e.shard_id != 0 || expected != Some(e.size) || !in_records {
+            return Err(bad(format!(
+                "entry points outside the shard's records ({}+{} of {records_len} bytes, \
+                 header {}) or has a wrong size or shard id ({} bytes for {:?} {dtype}, shard \
+                 {})",
+                e.offset,
+                e.size,
+                e.record_header_len,
+                e.size,
+                e.shape.as_slice(),
+                e.shard_id
+            )));
+        }
+    }
+    if let Some(k) = slice_entries.keys().next() {
+        return Err(Error::corrupt(
+            "index entry",
+            s.base,
+            format!(
+                "shard file {shown}: slice entry {} belongs to no tensor",
+                slice_key::display_key(k)
+            ),
+        ));
+    }
+    if tensors != s.header.tensor_count || slices != s.header.slice_count {
+        return Err(Error::corrupt(
+            "header entry",
+            s.base,
+            format!(
+                "shard file {shown}: the header counts {} tensors and {} slices, the index holds \
+                 {tensors} and {slices}",
+                s.header.tensor_count, s.header.slice_count
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The regions of `extents` in a tensor of `shape`; a slice outside it is
+/// [`SliceProblem::OutOfBounds`], naming the file.
+fn resolve_all(
+    name: &[u8],
+    shape: &[u64],
+    extents: &[Vec<Extent>],
+    file: &str,
+) -> Result<Vec<Region>> {
+    extents
+        .iter()
+        .map(|ext| {
+            region::resolve(ext, shape).map_err(|d| Error::Slices {
+                name: name::display(name),
+                problem: SliceProblem::OutOfBounds,
+                detail: format!(
+                    "slice {} in {file} does not lie inside the shape {shape:?}: {d}",
+                    slice_key::describe_extents(ext)
+                ),
+            })
+        })
+        .collect()
+}
+
+fn overlap(name: &[u8], a: &Region, file_a: &str, b: &Region, file_b: &str) -> Error {
+    Error::Slices {
+        name: name::display(name),
+        problem: SliceProblem::Overlap,
+        detail: format!(
+            "the slice at {:?} of lengths {:?} in {file_a} overlaps the slice at {:?} of lengths \
+             {:?} in {file_b}",
+            a.start, a.len, b.start, b.len
+        ),
+    }
+}
+
+/// A file name `STEM.data-SSSSS-of-NNNNN[.pending]`: (shard, number of shards, pending).
+fn parse_data_name(file_name: &[u8], stem: &[u8]) -> Option<(u32, u32, bool)> {
+    let rest = file_name.strip_prefix(stem)?.strip_prefix(b".data-")?;
+    let (rest, pending) = match rest.strip_suffix(b".pending") {
+        Some(r) => (r, true),
+        None => (rest, false),
+    };
+    let rest = std::str::from_utf8(rest).ok()?;
+    let (a, b) = rest.split_once("-of-")?;
+    let digits = |s: &str| s.len() >= 5 && s.bytes().all(|c| c.is_ascii_digit());
+    if !digits(a) || !digits(b) {
+        return None;
+    }
+    Some((a.parse().ok()?, b.parse().ok()?, pending))
+}
+
+/// The directory of a prefix, the prefix's file name, and the files of the directory whose
+/// names start with it (or with `.` and it), each with its name.
+type PrefixFiles = (PathBuf, Vec<u8>, Vec<(PathBuf, Vec<u8>)>);
+
+/// The files in the prefix's directory whose names start with the prefix's.
+fn prefix_files(prefix: &Path) -> Result<PrefixFiles> {
+    let stem = prefix
+        .file_name()
+        .ok_or_else(|| {
+            Error::InvalidArgument(format!("{} does not name a checkpoint", prefix.display()))
+        })?
+        .as_encoded_bytes()
+        .to_vec();
+    let dir = staging::parent_dir(prefix);
+    let mut out = Vec::new();
+    for ent in std::fs::read_dir(&dir).ctx("listing", &dir)? {
+        let ent = ent.ctx("listing", &dir)?;
+        let name = ent.file_name().as_encoded_bytes().to_vec();
+        let hidden_stem: Vec<u8> = [&b"."[..], &stem].concat();
+        if name.starts_with(&stem) || name.starts_with(&hidden_stem) {
+            out.push((ent.path(), name));
+        }
+    }
+    out.sort();
+    Ok((dir, stem, out))
+}
+
+/// Commits a sharded save at `prefix` (SPEC.md 12.3): reads the index of each of its shards
+/// (`PREFIX.data-k-of-N.pending`; never their records), checks them (every shard present,
+/// of one save, each readable alone; no tensor in two shards; the slices of a tensor of one
+/// dtype and shape, inside it, not overlapping, and covering it unless
+/// [`MergeShardsOptions::partial`] allows otherwise), writes `PREFIX.index` and renames the
+/// shards to their final names, in the order the module documentation gives, so that a crash
+/// at any point leaves the previous checkpoint or nothing, never a partial one.
+///
+/// Errors: [`Error::Shard`] for a missing shard ([`ShardProblem::Missing`]), a shard of another
+/// save or several saves at once ([`ShardProblem::Identity`], [`ShardProblem::Leftover`]),
+/// disagreeing shard counts or a shard number out of range ([`ShardProblem::Count`]);
+/// [`Error::Slices`] for tensors whose pieces do not fit together, naming the tensor and the
+/// files; [`Error::Corrupt`] for a shard whose index is damaged. Nothing is changed at the
+/// prefix when an error is reported before the commit starts.
+pub fn merge_shards(
+    prefix: impl AsRef<Path>,
+    opts: &MergeShardsOptions<'_>,
+) -> Result<MergeShardsReport> {
+    let prefix = prefix.as_ref();
+    let shown_prefix = prefix.display().to_string();
+    let (dir, stem, files) = prefix_files(prefix)?;
+    let mut read = 0u64;
+    // Pending shards, by save.
+    let mut pending: Vec<(PathBuf, u32, u32)> = Vec::new();
+    for (path, name) in &files {
+        if let Some((k, n, true)) = parse_data_name(name, &stem) {
+            pending.push((path.clone(), k, n));
+        }
+    }
+    let mut by_save: HashMap<(SaveId, u32), Vec<ShardIndex>> = HashMap::new();
+    let mut ignored = Vec::new();
+    for (path, k, n) in &pending {
+        let idx = match read_shard_index(path, &mut read) {
+            Ok(i) => i,
+            // A pending shard of another save that cannot be read is that save's problem.
+            Err(e) if opts.save_id.is_some() => {
+                let _ = e;
+                ignored.push(path.clone());
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        if (idx.shard.shard_id, idx.shard.num_shards) != (*k, *n) {
+            return Err(Error::Shard {
+                path: path_str(path),
+                problem: ShardProblem::Identity,
+                detail: format!(
+                    "named as shard {k} of {n}, the file says it is shard {} of {}",
+                    idx.shard.shard_id, idx.shard.num_shards
+                ),
+            });
+        }
+        if opts.save_id.is_some_and(|s| s != idx.shard.save_id)
+            || opts.num_shards.is_some_and(|n| n != idx.shard.num_shards)
+        {
+            ignored.push(path.clone());
+            continue;
+        }
+        by_save
+            .entry((idx.shard.save_id, idx.shard.num_shards))
+            .or_default()
+            .push(idx);
+    }
+    let ((save_id, n), mut found) = match by_save.len() {
+        1 => by_save.into_iter().next().expect("one save"),
+        0 => match (opts.save_id, opts.num_shards) {
+            // Every shard may already have its final name (a merge run again after a crash).
+            (Some(s), Some(n)) => ((s, n), Vec::new()),
+            _ => (
+                orphan_save(prefix, &stem, &files, opts, &mut read)?.ok_or_else(|| {
+                    Error::Shard {
+                        path: shown_prefix.clone(),
+                        problem: ShardProblem::Missing,
+                        detail: "no pending shards of a save to merge \
+                                 (PREFIX.data-k-of-N.pending)"
+                            .into(),
+                    }
+                })?,
+                Vec::new(),
+            ),
+        },
+        _ => {
+            let mut saves: Vec<String> = by_save
+                .iter()
+                .map(|((s, n), v)| format!("save {s} ({} of {n} shards)", v.len()))
+                .collect();
+            saves.sort();
+            return Err(Error::Shard {
+                path: shown_prefix,
+                problem: ShardProblem::Leftover,
+                detail: format!(
+                    "pending shards of several saves: {}; name the save to merge, or remove \
+                     the leftovers of the one that failed (clean_shards)",
+                    saves.join(", ")
+                ),
+            });
+        }
+    };
+    found.sort_by_key(|s| s.shard.shard_id);
+    // Each shard: the pending one, or (a merge run again) the final one of this save.
+    let mut shards: Vec<ShardIndex> = Vec::with_capacity(n as usize);
+    let mut renames: Vec<Option<PathBuf>> = Vec::with_capacity(n as usize);
+    let mut found = found.into_iter().peekable();
+    for k in 0..n {
+        if found.peek().is_some_and(|s| s.shard.shard_id == k) {
+            let s = found.next().expect("peeked");
+            renames.push(Some(s.path.clone()));
+            shards.push(s);
+            continue;
+        }
+        let final_path = data_path(prefix, k, n);
+        let missing = || Error::Shard {
+            path: path_str(&pending_path(prefix, k, n)),
+            problem: ShardProblem::Missing,
+            detail: format!("shard {k} of {n} of save {save_id} is missing"),
+        };
+        match read_shard_index(&final_path, &mut read) {
+            Ok(s) if s.shard.save_id == save_id && s.shard.shard_id == k => {
+                renames.push(None);
+                shards.push(s);
+            }
+            Ok(_) | Err(Error::Shard { .. }) => return Err(missing()),
+            Err(e) => return Err(e),
+        }
+    }
+    let mut partial = 0u64;
+    let merged = merge_entries(&shards, &opts.partial, &mut partial)?;
+    let metadata = merge_metadata(&shards, &opts.metadata)?;
+    let header = FileHeader {
+        num_shards: i32::try_from(n).expect("at most MAX_SHARDS"),
+        big_endian: false,
+        producer: TF_BUNDLE_VERSION,
+        min_consumer: 0,
+        format_version: 2,
+        alignment: shards.iter().map(|s| s.header.alignment).min().unwrap_or(1),
+        records_len: 0,
+        tensor_count: merged.tensors,
+        records_sorted: false,
+        metadata,
+        shard_of: None,
+        shards: shards
+            .iter()
+            .map(|s| ShardRef {
+                file_len: s.file_len,
+                shard: s.shard,
+            })
+            .collect(),
+        slice_count: merged.slices,
+    };
+    step(opts, MergeStep::Checked);
+
+    // 1. The new index under a temporary name.
+    let index = index_path(prefix);
+    let (temp_file, temp) = staging::stage_file(&index, ".pdx-tmp")?;
+    let index_len = {
+        let mut out = BufWriter::with_capacity(1 << 20, &temp_file);
+        let table_opts = TableOptions {
+            block_size: DEFAULT_BLOCK_SIZE,
+            restart_interval: DEFAULT_RESTART_INTERVAL,
+            compression: Compression::None,
+        };
+        let mut b = TableBuilder::new(&mut out, 0, table_opts)?;
+        b.add(b"", &header.encode())?;
+        for (k, v) in &merged.entries {
+            b.add(k, v)?;
+        }
+        let (_, stats) = b.finish()?;
+        out.flush().ctx("writing", temp.path())?;
+        stats.table_len
+    };
+    if !opts.no_sync {
+        temp_file.sync_all().ctx("syncing", temp.path())?;
+    }
+    step(opts, MergeStep::IndexWritten);
+    // 2. The previous checkpoint stops existing.
+    let sync_dir = || -> Result<()> {
+        if opts.no_sync {
+            Ok(())
+        } else {
+            staging::sync_dir(&dir)
+        }
+    };
+    match std::fs::remove_file(&index) {
+        Ok(()) => {
+            sync_dir()?;
+            step(opts, MergeStep::PreviousRemoved);
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(Error::io(format!("removing {}", index.display()), e)),
+    }
+    // 3. The previous checkpoint's data files that the new one does not replace.
+    let mut removed = Vec::new();
+    for (path, name) in &files {
+        if let Some((_, m, false)) = parse_data_name(name, &stem) {
+            if m != n {
+                match std::fs::remove_file(path) {
+                    Ok(()) => removed.push(path.clone()),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(Error::io(format!("removing {}", path.display()), e)),
+                }
+            }
+        }
+    }
+    if !removed.is_empty() {
+        sync_dir()?;
+    }
+    step(opts, MergeStep::PreviousDataRemoved);
+    // 4. The shards under their final names.
+    let mut data_paths = Vec::with_capacity(n as usize);
+    for (k, from) in (0..n).zip(&renames) {
+        let to = data_path(prefix, k, n);
+        if let Some(from) = from {
+            std::fs::rename(from, &to).map_err(|e| {
+                Error::io(
+                    format!("renaming {} to {}", from.display(), to.display()),
+                    e,
+                )
+            })?;
+        }
+        step(opts, MergeStep::ShardRenamed(k));
+        data_paths.push(to);
+    }
+    sync_dir()?;
+    // 5. The checkpoint exists.
+    drop(temp_file);
+    staging::commit([(temp, index.as_path())])?;
+    sync_dir()?;
+    step(opts, MergeStep::Committed);
+    Ok(MergeShardsReport {
+        index_path: index,
+        data_paths,
+        save_id,
+        tensors: merged.tensors,
+        slices: merged.slices,
+        partial,
+        bytes_read: read,
+        shard_bytes: shards.iter().map(|s| s.file_len).sum(),
+        index_len,
+        removed,
+        ignored,
+    })
+}
+
+fn step(opts: &MergeShardsOptions<'_>, s: MergeStep) {
+    if let Some(f) = opts.on_step {
+        f(s);
+    }
+}
+
+/// When no shard is pending and no checkpoint is committed at the prefix (a merge stopped after
+/// renaming shards), the one save whose shards have their final names there, if there is
+/// exactly one: `(save, number of shards)`.
+fn orphan_save(
+    prefix: &Path,
+    stem: &[u8],
+    files: &[(PathBuf, Vec<u8>)],
+    opts: &MergeShardsOptions<'_>,
+    read: &mut u64,
+) -> Result<Option<(SaveId, u32)>> {
+    if index_path(prefix).exists() {
+        return Ok(None);
+    }
+    let mut saves = BTreeSet::new();
+    for (path, name) in files {
+        if let Some((_, _, false)) = parse_data_name(name, stem) {
+            if let Ok(s) = read_shard_index(path, read) {
+                if opts.save_id.is_none_or(|id| id == s.shard.save_id)
+                    && opts.num_shards.is_none_or(|n| n == s.shard.num_shards)
+                {
+                    saves.insert((s.shard.save_id, s.shard.num_shards));
+                }
+            }
+        }
+    }
+    match saves.len() {
+        0 => Ok(None),
+        1 => Ok(saves.pop_first()),
+        _ => Err(Error::Shard {
+            path: prefix.display().to_string(),
+            problem: ShardProblem::Leftover,
+            detail: format!(
+                "no pending shards, and the data files of {} saves without an index; name the \
+                 save to merge, or remove the leftovers (clean_shards)",
+                saves.len()
+            ),
+        }),
+    }
+}
+
+/// The merged index's entries, in key order, and its counts.
+struct Merged {
+    entries: Vec<(Vec<u8>, Vec<u8>)>,
+    tensors: u64,
+    slices: u64,
+}
+
+/// Merges the shards' entries (SPEC.md 12.2): each data entry as its shard has it, with the
+/// shard's number as `shard_id`; each tensor stored in slices once, listing the slices of every
+/// shard in shard order, after checking that they fit together.
+fn merge_entries(
+    shards: &[ShardIndex],
+    partial: &PartialTensors,
+    partial_count: &mut u64,
+) -> Result<Merged> {
+    for s in shards {
+        check_shard(s)?;
+    }
+    let tables: Vec<Table<'_>> = shards.iter().map(ShardIndex::table).collect();
+    let mut cursors: Vec<_> = tables.iter().map(|t| t.iter()).collect();
+    let mut heap: BinaryHeap<std::cmp::Reverse<(Vec<u8>, usize)>> = BinaryHeap::new();
+    for (k, c) in cursors.iter_mut().enumerate() {
+        let mut on = c.next()?;
+        while on && c.key().is_empty() {
+            on = c.next()?;
+        }
+        if on {
+            heap.push(std::cmp::Reverse((c.key().to_vec(), k)));
+        }
+    }
+    let mut out = Merged {
+        entries: Vec::new(),
+        tensors: 0,
+        slices: 0,
+    };
+    while let Some(std::cmp::Reverse((key, first))) = heap.pop() {
+        let mut holders = vec![first];
+        while heap
+            .peek()
+            .is_some_and(|std::cmp::Reverse((k, _))| *k == key)
+        {
+            if let Some(std::cmp::Reverse((_, s))) = heap.pop() {
+                holders.push(s);
+            }
+        }
+        holders.sort_unstable();
+        let file = |s: usize| shards[s].shown();
+        let entry = |s: usize| -> Result<IndexEntry> {
+            IndexEntry::decode(cursors[s].value(), cursors[s].block_offset(), MAX_RANK)
+        };
+        let display = name::display(&key);
+        if key[0] == 0 {
+            // A slice key: the same slice in two shards overlaps itself.
+            if holders.len() > 1 {
+                let k = slice_key::decode(&key).map(|k| k.name).unwrap_or_default();
+                return Err(Error::Slices {
+                    name: name::display(&k),
+                    problem: SliceProblem::Overlap,
+                    detail: format!(
+                        "slice {} is in both {} and {}",
+                        slice_key::display_key(&key),
+                        file(holders[0]),
+                        file(holders[1])
+                    ),
+                });
+            }
+            out.slices += 1;
+        } else {
+            out.tensors += 1;
+        }
+        let entries: Vec<IndexEntry> = holders.iter().map(|&s| entry(s)).collect::<Result<_>>()?;
+        let value = if holders.len() == 1 && entries[0].num_slices == 0 {
+            let mut e = entries[0].clone();
+            e.shard_id = i32::try_from(holders[0]).expect("at most MAX_SHARDS shards");
+            let mut v = Vec::new();
+            e.encode(&mut v);
+            v
+        } else {
+            if let Some(i) = entries.iter().position(|e| e.num_slices == 0) {
+                let other = if i == 0 { 1 } else { 0 };
+                let problem = if entries[other].num_slices == 0 {
+                    SliceProblem::Overlap
+                } else {
+                    SliceProblem::Mismatch
+                };
+                return Err(Error::Slices {
+                    name: display,
+                    problem,
+                    detail: format!(
+                        "{} holds it whole, and {} holds it {}",
+                        file(holders[i]),
+                        file(holders[other]),
+                        if entries[other].num_slices == 0 {
+                            "whole too"
+                        } else {
+                            "in slices"
+                        }
+                    ),
+                });
+            }
+            let (d0, shape0) = (entries[0].tf_dtype, &entries[0].shape);
+            if let Some(i) = entries
+                .iter()
+                .position(|e| e.tf_dtype != d0 || &e.shape != shape0)
+            {
+                let dt = |c: i32| {
+                    DType::from_tf(c.into()).map_or_else(|| c.to_string(), |d| d.name().to_string())
+                };
+                return Err(Error::Slices {
+                    name: display,
+                    problem: SliceProblem::Mismatch,
+                    detail: format!(
+                        "{} holds slices of a {} {:?} tensor, {} of a {} {:?} one",
+                        file(holders[0]),
+                        dt(d0),
+                        shape0.as_slice(),
+                        file(holders[i]),
+                        dt(entries[i].tf_dtype),
+                        entries[i].shape.as_slice()
+                    ),
+                });
+            }
+            let mut extents: Vec<Vec<Extent>> = Vec::new();
+            let mut owners: Vec<usize> = Vec::new();
+            for (&s, e) in holders.iter().zip(&entries) {
+                let ext =
+                    decode_slices(cursors[s].value(), cursors[s].block_offset(), e.shape.len())?;
+                owners.extend(std::iter::repeat_n(s, ext.len()));
+                extents.extend(ext);
+            }
+            ensure_within(
+                "slices of a tensor",
+                extents.len(),
+                crate::native::MAX_SLICES,
+                None,
+            )?;
+            let regions = resolve_all(&key, shape0, &extents, &file(holders[0]))?;
+            if let Some((i, j)) = region::find_overlap(&regions) {
+                return Err(overlap(
+                    &key,
+                    &regions[i],
+                    &file(owners[i]),
+                    &regions[j],
+                    &file(owners[j]),
+                ));
+            }
+            let total = record::data_len(DType::UInt8, shape0).unwrap_or(u64::MAX);
+            let covered = regions
+                .iter()
+                .map(|r| r.numel().unwrap_or(0))
+                .fold(0u64, u64::saturating_add);
+            if covered != total {
+                if !partial.allows(&key) {
+                    let mut files: Vec<String> = holders.iter().map(|&s| file(s)).collect();
+                    files.dedup();
+                    return Err(Error::Slices {
+                        name: display,
+                        problem: SliceProblem::Gap,
+                        detail: format!(
+                            "its slices hold {covered} of its {total} elements ({:?}, in {}); \
+                             a partial tensor must be allowed by the merge",
+                            shape0.as_slice(),
+                            files.join(", ")
+                        ),
+                    });
+                }
+                *partial_count += 1;
+            }
+            let mut v = Vec::new();
+            encode_partitioned(&mut v, d0, shape0, &extents);
+            v
+        };
+        out.entries.push((key, value));
+        for s in holders {
+            if cursors[s].next()? {
+                heap.push(std::cmp::Reverse((cursors[s].key().to_vec(), s)));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The shards' metadata (which must agree where they share a key), with `extra` set over it.
+fn merge_metadata(shards: &[ShardIndex], extra: &Metadata) -> Result<Metadata> {
+    let mut m = Metadata::new();
+    let mut from: HashMap<String, usize> = HashMap::new();
+    for (k, s) in shards.iter().enumerate() {
+        for (key, value) in s.header.metadata.iter() {
+            match m.get(key) {
+                Some(v) if v != value => {
+                    return Err(Error::InvalidArgument(format!(
+                        "the shards disagree on metadata {key:?}: {} in {}, {} in {}",
+                        v.to_text(),
+                        shards[from[key]].shown(),
+                        value.to_text(),
+                        s.shown()
+                    )))
+                }
+                Some(_) => {}
+                None => {
+                    m.insert(key, value.clone())?;
+                    from.insert(key.to_string(), k);
+                }
+            }
+        }
+    }
+    for (key, value) in extra.iter() {
+        m.insert(key, value.clone())?;
+    }
+    m.validate()?;
+    Ok(m)
+}
+
+/// What a file at a checkpoint's prefix is (see [`shard_files`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ShardFileKind {
+    /// A data file of the committed sharded checkpoint at the prefix.
+    Committed,
+    /// A finished shard of a save that has not been merged (`PREFIX.data-k-of-N.pending`):
+    /// a save in progress, or one whose merge never ran.
+    Pending,
+    /// A shard under its final name that no committed index refers to: left by a merge that
+    /// stopped between removing the previous index and writing the new one, or by a
+    /// checkpoint whose index was removed.
+    Orphan,
+    /// A temporary file of a shard writer or merge that did not finish (a writer's can be
+    /// rebuilt with `recover`).
+    Temporary,
+}
+
+/// One file found by [`shard_files`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShardFile {
+    /// The file.
+    pub path: PathBuf,
+    /// What it is.
+    pub kind: ShardFileKind,
+    /// Its length in bytes.
+    pub len: u64,
+    /// For a shard, which shard of which save it is (`None` when its header cannot be read).
+    pub shard: Option<ShardOf>,
+}
+
+/// The files of a sharded checkpoint at `prefix`, and those a save that did not finish left
+/// there: pending shards, orphan shards, temporary files. Reads each shard's header (its index,
+/// not its records). Data files of a TensorFlow checkpoint at the prefix are not listed.
+pub fn shard_files(prefix: impl AsRef<Path>) -> Result<Vec<ShardFile>> {
+    let prefix = prefix.as_ref();
+    let (_, stem, files) = prefix_files(prefix)?;
+    // The committed checkpoint's number of shards, if PREFIX.index is a sharded index.
+    let committed: Option<u32> = crate::native::Reader::open(index_path(prefix))
+        .ok()
+        .filter(|r| r.is_sharded())
+        .map(|r| u32::try_from(r.header().shards.len()).unwrap_or(u32::MAX));
+    let hidden: Vec<u8> = [&b"."[..], &stem].concat();
+    let mut out = Vec::new();
+    let mut read = 0u64;
+    for (path, name) in files {
+        let len = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        let kind = if let Some((k, n, pending)) = parse_data_name(&name, &stem) {
+            if pending {
+                ShardFileKind::Pending
+            } else if committed.is_some_and(|c| c == n && k < n) {
+                ShardFileKind::Committed
+            } else {
+                ShardFileKind::Orphan
+            }
+        } else if name.starts_with(&hidden)
+            && name.ends_with(b".pdx-tmp")
+            && (name[hidden.len()..].starts_with(b".data-")
+                || name[hidden.len()..].starts_with(b".index."))
+        {
+            ShardFileKind::Temporary
+        } else {
+            continue;
+        };
+        let shard = if kind == ShardFileKind::Temporary {
+            None
+        } else {
+            read_shard_index(&path, &mut read).ok().map(|s| s.shard)
+        };
+        // A data file that is not a paramdex shard (a TensorFlow checkpoint's) is not ours.
+        if kind == ShardFileKind::Orphan && shard.is_none() {
+            continue;
+        }
+        out.push(ShardFile {
+            path,
+            kind,
+            len,
+            shard,
+        });
+    }
+    Ok(out)
+}
+
+/// Removes what [`shard_files`] reports as left behind at `prefix` (pending and orphan shards,
+/// temporary files), never the committed checkpoint's files, and returns them. Run it only
+/// when no save at that prefix is in progress: the shards of a running save are pending too.
+pub fn clean_shards(prefix: impl AsRef<Path>) -> Result<Vec<ShardFile>> {
+    let prefix = prefix.as_ref();
+    let mut removed = Vec::new();
+    for f in shard_files(prefix)? {
+        if f.kind == ShardFileKind::Committed {
+            continue;
+        }
+        match std::fs::remove_file(&f.path) {
+            Ok(()) => removed.push(f),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io(format!("removing {}", f.path.display()), e)),
+        }
+    }
+    if !removed.is_empty() {
+        staging::sync_dir(&staging::parent_dir(prefix))?;
+    }
+    Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn data_file_names() {
+        assert_eq!(
+            parse_data_name(b"ck.data-00003-of-00008", b"ck"),
+            Some((3, 8, false))
+        );
+        assert_eq!(
+            parse_data_name(b"ck.data-00003-of-00008.pending", b"ck"),
+            Some((3, 8, true))
+        );
+        assert_eq!(parse_data_name(b"ck.data-3-of-8", b"ck"), None);
+        assert_eq!(parse_data_name(b"ckx.data-00003-of-00008", b"ck"), None);
+        assert_eq!(parse_data_name(b"ck.index", b"ck"), None);
+        assert_eq!(
+            parse_data_name(b"ck.data-100000-of-100001", b"ck"),
+            Some((100_000, 100_001, false))
+        );
+    }
+}

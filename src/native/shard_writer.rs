@@ -1,0 +1,197 @@
+//! Writing a sharded checkpoint (SPEC.md 12): [`ShardWriter`] writes one data file of a save
+//! (a complete native file carrying the save's identity), [`ShardedSave`] hands out the shard
+//! writers of one save to threads of a process and merges them.
+//!
+//! A shard is written under a temporary name and renamed, complete, to its pending name
+//! `PREFIX.data-k-of-N.pending`; it gets its final name only when [`merge_shards`] commits the
+//! save, so an existing checkpoint at the prefix is never disturbed by a save in progress.
+
+use std::ops::{Deref, DerefMut};
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::native::header::{SaveId, ShardOf};
+use crate::native::merge_shards::{merge_shards, MergeShardsOptions, MergeShardsReport};
+use crate::native::shard_table::pending_path;
+use crate::native::writer::{FinishStats, Writer, WriterOptions};
+use crate::native::MAX_SHARDS;
+
+/// The writer of one shard of a sharded save: a [`Writer`] (every method of which it offers,
+/// through `Deref`) whose file is shard `shard_id` of `num_shards` of the save `save_id`, at
+/// `PREFIX.data-k-of-N.pending` once [`ShardWriter::finish`] returns.
+///
+/// Each process (or thread) of a save writes its own shard, with the save id the coordinator
+/// chose ([`SaveId::random`]) passed to it; when every shard is finished, one of them runs
+/// [`merge_shards`]. A shard may hold whole tensors and slices of tensors that other shards hold
+/// the rest of ([`Writer::add_slice`]).
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let prefix = dir.path().join("ckpt");
+/// use paramdex::{merge_shards, DType, MergeShardsOptions, Reader, Region, SaveId, ShardWriter};
+/// let save = SaveId::random();
+/// for rank in 0..2u32 {
+///     // Each rank holds one row of a [2, 3] tensor, and a tensor of its own.
+///     let mut w = ShardWriter::create(&prefix, rank, 2, save, Default::default())?;
+///     let row = Region::new(vec![u64::from(rank), 0], vec![1, 3]).unwrap();
+///     w.add_slice("emb", DType::UInt8, &[2, 3], &row, &[rank as u8; 3])?;
+///     w.add_values(format!("rank{rank}.step"), &[], &[7i64])?;
+///     w.finish()?;
+/// }
+/// merge_shards(&prefix, &MergeShardsOptions::default())?;
+/// let r = Reader::open(&prefix)?;
+/// let emb = r.get_slice("emb", &Region::full(&[2, 3]))?.unwrap();
+/// assert_eq!(emb.data(), &[0, 0, 0, 1, 1, 1]);
+/// # Ok::<(), paramdex::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct ShardWriter {
+    writer: Writer,
+    shard: ShardOf,
+    pending: PathBuf,
+}
+
+impl ShardWriter {
+    /// Starts shard `shard_id` of `num_shards` of the save `save_id` of the checkpoint at
+    /// `prefix`. Errors if `shard_id` is not below `num_shards` or `num_shards` is not 1 to
+    /// [`MAX_SHARDS`], and as [`Writer::create_with`].
+    pub fn create(
+        prefix: impl AsRef<Path>,
+        shard_id: u32,
+        num_shards: u32,
+        save_id: SaveId,
+        opts: WriterOptions,
+    ) -> Result<ShardWriter> {
+        if num_shards == 0 || num_shards > MAX_SHARDS || shard_id >= num_shards {
+            return Err(Error::InvalidArgument(format!(
+                "shard {shard_id} of {num_shards}: the shard number must be below the number \
+                 of shards, which is 1 to {MAX_SHARDS}"
+            )));
+        }
+        let pending = pending_path(prefix.as_ref(), shard_id, num_shards);
+        let mut writer = Writer::create_with(&pending, opts)?;
+        let shard = ShardOf {
+            save_id,
+            shard_id,
+            num_shards,
+        };
+        writer.set_shard_of(shard)?;
+        Ok(ShardWriter {
+            writer,
+            shard,
+            pending,
+        })
+    }
+
+    /// Which shard of which save this is.
+    pub fn shard(&self) -> ShardOf {
+        self.shard
+    }
+
+    /// Where the shard appears when finished: `PREFIX.data-k-of-N.pending`.
+    pub fn pending_path(&self) -> &Path {
+        &self.pending
+    }
+
+    /// Finishes the shard's file (index, footer, fsync) and renames it to its pending name.
+    /// The checkpoint exists only once [`merge_shards`] has committed every shard.
+    pub fn finish(self) -> Result<FinishStats> {
+        self.writer.finish()
+    }
+}
+
+impl Deref for ShardWriter {
+    type Target = Writer;
+    fn deref(&self) -> &Writer {
+        &self.writer
+    }
+}
+
+impl DerefMut for ShardWriter {
+    fn deref_mut(&mut self) -> &mut Writer {
+        &mut self.writer
+    }
+}
+
+/// One sharded save, shared by the threads of a process: its prefix, number of shards, save id
+/// and writer options. [`ShardedSave::shard`] hands out shard writers (from any thread: it takes
+/// `&self`), and [`ShardedSave::merge`] commits the save once every shard is finished. Processes
+/// create their [`ShardWriter`]s themselves with the save id of the coordinator's
+/// `ShardedSave` ([`ShardedSave::save_id`]).
+#[derive(Clone, Debug)]
+pub struct ShardedSave {
+    prefix: PathBuf,
+    num_shards: u32,
+    save_id: SaveId,
+    opts: WriterOptions,
+}
+
+impl ShardedSave {
+    /// A new save of `num_shards` shards at `prefix`, with a fresh random save id and default
+    /// writer options.
+    pub fn new(prefix: impl AsRef<Path>, num_shards: u32) -> Result<ShardedSave> {
+        Self::with_options(
+            prefix,
+            num_shards,
+            SaveId::random(),
+            WriterOptions::default(),
+        )
+    }
+
+    /// A save with a given id (the one another process chose) and writer options.
+    pub fn with_options(
+        prefix: impl AsRef<Path>,
+        num_shards: u32,
+        save_id: SaveId,
+        opts: WriterOptions,
+    ) -> Result<ShardedSave> {
+        if num_shards == 0 || num_shards > MAX_SHARDS {
+            return Err(Error::InvalidArgument(format!(
+                "{num_shards} shards: a save has 1 to {MAX_SHARDS}"
+            )));
+        }
+        Ok(ShardedSave {
+            prefix: prefix.as_ref().to_path_buf(),
+            num_shards,
+            save_id,
+            opts,
+        })
+    }
+
+    /// The save's id, to pass to the processes that write its shards.
+    pub fn save_id(&self) -> SaveId {
+        self.save_id
+    }
+
+    /// The number of shards.
+    pub fn num_shards(&self) -> u32 {
+        self.num_shards
+    }
+
+    /// The checkpoint's prefix.
+    pub fn prefix(&self) -> &Path {
+        &self.prefix
+    }
+
+    /// The writer of shard `k`.
+    pub fn shard(&self, k: u32) -> Result<ShardWriter> {
+        ShardWriter::create(
+            &self.prefix,
+            k,
+            self.num_shards,
+            self.save_id,
+            self.opts.clone(),
+        )
+    }
+
+    /// Commits the save: [`merge_shards`] of exactly this save's shards (its id and number of
+    /// shards replace those of `opts`).
+    pub fn merge(&self, opts: &MergeShardsOptions<'_>) -> Result<MergeShardsReport> {
+        let opts = MergeShardsOptions {
+            save_id: Some(self.save_id),
+            num_shards: Some(self.num_shards),
+            ..opts.clone()
+        };
+        merge_shards(&self.prefix, &opts)
+    }
+}

@@ -1,0 +1,369 @@
+//! Reading a sharded checkpoint (SPEC.md 12): its file names, the checks of its index header,
+//! the data files a [`Reader`] opens and checks on first use, and the verify of the whole.
+//!
+//! ```text
+//! PREFIX.index                 index only (records_len 0), format version 2: num_shards N,
+//!                              the shard table (each data file's length and identity), and
+//!                              entries whose shard_id names the data file holding the data
+//! PREFIX.data-00000-of-0000N   complete native files, each with its own records, index and
+//! ...                          footer, and its identity (save id, shard id, N) in its header
+//! ```
+
+use std::collections::BinaryHeap;
+use std::path::Path;
+
+use crate::error::{path_str, Error, Result, ShardProblem};
+use crate::native::entry::{decode_slices, IndexEntry};
+use crate::native::reader::Reader;
+use crate::native::shard_table::data_path;
+use crate::native::slice_key;
+use crate::native::source::Source;
+use crate::native::verify::{VerifyOptions, VerifyReport};
+use crate::parallel::resolve_threads;
+use crate::progress::{Progress, Unit};
+use crate::record::MAX_RANK;
+
+impl Reader {
+    /// Number of data files of a sharded checkpoint (0 for any other file).
+    pub(super) fn shard_count(&self) -> u32 {
+        u32::try_from(self.header.shards.len()).expect("at most MAX_SHARDS, checked at open")
+    }
+
+    /// Whether this is the index of a sharded checkpoint (SPEC.md 12), whose tensors are in
+    /// data files of their own ([`Reader::shard`]).
+    pub fn is_sharded(&self) -> bool {
+        self.shards.is_some()
+    }
+
+    /// The prefix of a sharded checkpoint opened from its `PREFIX.index`.
+    pub fn checkpoint_prefix(&self) -> Option<&Path> {
+        self.shards.as_ref()?.prefix.as_deref()
+    }
+
+    /// Data file `k` of a sharded checkpoint, opened (as a native file of its own) and checked
+    /// against the index the first time it is asked for: present, of the length and identity
+    /// (save id, shard number, number of shards) its index records (SPEC.md 12.4). Reading a
+    /// tensor goes through this, so no data is read from a file that is not the one the index
+    /// was written with.
+    ///
+    /// Errors: [`Error::Shard`] when the file is missing ([`ShardProblem::Missing`]), has
+    /// another length ([`ShardProblem::Length`]) or another identity
+    /// ([`ShardProblem::Identity`]); [`Error::InvalidArgument`] when this is not a sharded
+    /// checkpoint or `k` is not below its number of data files.
+    pub fn shard(&self, k: u32) -> Result<&Reader> {
+        let Some(sh) = &self.shards else {
+            return Err(Error::InvalidArgument(format!(
+                "{} is not a sharded checkpoint",
+                self.path
+            )));
+        };
+        let n = sh.files.len();
+        let cell = sh.files.get(k as usize).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "data file {k} does not exist ({} has {n})",
+                self.path
+            ))
+        })?;
+        if let Some(r) = cell.get() {
+            return Ok(r);
+        }
+        let prefix = sh.prefix.as_ref().ok_or_else(|| {
+            Error::Unsupported(format!(
+                "{}: the index of a sharded checkpoint finds its data files by its own name, \
+                 PREFIX.index; opened from elsewhere, its tensors cannot be read",
+                self.path
+            ))
+        })?;
+        let want = self.header.shards[k as usize];
+        let n = self.shard_count();
+        let path = data_path(prefix, k, n);
+        let shown = path_str(&path);
+        let source = match Source::map(&path) {
+            Ok(s) => s,
+            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                return Err(Error::Shard {
+                    path: shown,
+                    problem: ShardProblem::Missing,
+                    detail: format!(
+                        "data file {k} of {n} of checkpoint {} is missing",
+                        prefix.display()
+                    ),
+                })
+            }
+            Err(e) => return Err(e),
+        };
+        if source.len() as u64 != want.file_len {
+            return Err(Error::Shard {
+                path: shown,
+                problem: ShardProblem::Length,
+                detail: format!(
+                    "data file {k} of checkpoint {} has {} bytes, its index ({}) records {}",
+                    prefix.display(),
+                    source.len(),
+                    self.path,
+                    want.file_len
+                ),
+            });
+        }
+        let ctx = format!("data file {k} of checkpoint {}", prefix.display());
+        let r = Reader::from_source(source, shown.clone(), None, self.opts.clone())
+            .map_err(|e| e.context(&ctx))?;
+        if r.header.shard_of != Some(want.shard) || r.shards.is_some() {
+            let is = match r.header.shard_of {
+                Some(s) => format!(
+                    "is shard {} of {} of save {}",
+                    s.shard_id, s.num_shards, s.save_id
+                ),
+                None => "is not a shard of a sharded save".to_string(),
+            };
+            return Err(Error::Shard {
+                path: shown,
+                problem: ShardProblem::Identity,
+                detail: format!(
+                    "{ctx} {is}; its index ({}) expects shard {} of {} of save {} (a file of \
+                     another save, put in its place?)",
+                    self.path, want.shard.shard_id, want.shard.num_shards, want.shard.save_id
+                ),
+            });
+        }
+        Ok(cell.get_or_init(|| r))
+    }
+
+    /// [`Reader::verify_with`] of a sharded checkpoint: the index's blocks; every data file
+    /// (present, length, identity, and everything `verify` checks in a native file), several at
+    /// once; then that the index lists exactly the data files' entries, each pointing where its
+    /// data file's own entry does, and each partitioned tensor with exactly its data files'
+    /// slices; and the header's counts.
+    pub(super) fn verify_sharded(&self, opts: VerifyOptions<'_>) -> Result<VerifyReport> {
+        let mut report = VerifyReport {
+            blocks: self.table().verify_all_blocks()?,
+            ..VerifyReport::default()
+        };
+        let n = self.shard_count();
+        let threads = resolve_threads(opts.threads);
+        if let Some(p) = opts.progress {
+            let mut total = 0u64;
+            for k in 0..n {
+                total = total.saturating_add(self.header.shards[k as usize].file_len);
+            }
+            p.start(total, Unit::Bytes);
+        }
+        // Every file is opened first (in order, so the first missing one is reported).
+        for k in 0..n {
+            self.shard(k)?;
+        }
+        let workers = threads.min(n as usize).max(1);
+        let per_shard = (threads / workers).max(1);
+        let progress = opts.progress.map(|p| ShardProgress {
+            inner: p,
+            shards: &self.header.shards,
+        });
+        let ks: Vec<u32> = (0..n).collect();
+        let reports = std::sync::Mutex::new(vec![VerifyReport::default(); n as usize]);
+        crate::parallel::try_each(&ks, workers, |&k| {
+            let shard = self.shard(k)?;
+            let r = shard.verify_with(VerifyOptions {
+                threads: per_shard,
+                progress: None,
+            })?;
+            if let Some(p) = &progress {
+                p.inner.advance(p.shards[k as usize].file_len);
+            }
+            reports.lock().unwrap_or_else(|p| p.into_inner())[k as usize] = r;
+            Ok(())
+        })?;
+        for r in reports.into_inner().unwrap_or_else(|p| p.into_inner()) {
+            report.blocks += r.blocks;
+            report.records += r.records;
+            report.data_bytes += r.data_bytes;
+        }
+        let (tensors, slices) = self.check_against_shards()?;
+        if tensors != self.header.tensor_count || slices != self.header.slice_count {
+            return Err(Error::corrupt(
+                "header entry",
+                self.index.first_data_offset().unwrap_or(0),
+                format!(
+                    "{}: the header counts {} tensors and {} slices, the index holds {tensors} \
+                     and {slices}",
+                    self.path, self.header.tensor_count, self.header.slice_count
+                ),
+            ));
+        }
+        report.tensors = tensors;
+        report.slices = slices;
+        Ok(report)
+    }
+
+    /// Walks the index and every data file's index together, in key order: each entry of the
+    /// index is the entry of the data file it names (with that file's number as `shard_id`), a
+    /// partitioned tensor's entry lists the slices of its data files' entries in file order,
+    /// and no data file has an entry the index lacks. Returns the index's tensor and slice
+    /// counts.
+    fn check_against_shards(&self) -> Result<(u64, u64)> {
+        let n = self.header.shards.len();
+        let tables: Vec<_> = (0..self.shard_count())
+            .map(|k| self.shard(k).map(|r| r.table()))
+            .collect::<Result<_>>()?;
+        let mut cursors: Vec<_> = tables.iter().map(|t| t.iter()).collect();
+        // (key, data file) of each cursor's current entry, smallest first.
+        let mut heap: BinaryHeap<std::cmp::Reverse<(Vec<u8>, usize)>> = BinaryHeap::new();
+        for (k, c) in cursors.iter_mut().enumerate() {
+            if advance_past_header(c)? {
+                heap.push(std::cmp::Reverse((c.key().to_vec(), k)));
+            }
+        }
+        let shard_path = |k: usize| {
+            self.shard(u32::try_from(k).unwrap_or(u32::MAX))
+                .map(|r| r.path().to_string())
+                .unwrap_or_default()
+        };
+        let table = self.table();
+        let mut it = table.iter();
+        let (mut tensors, mut slices) = (0u64, 0u64);
+        let bad = |at: u64, detail: String| Error::corrupt("index entry", at, detail);
+        while it.next()? {
+            let (key, value, at) = (it.key(), it.value(), it.block_offset());
+            if key.is_empty() {
+                continue;
+            }
+            if let Some(std::cmp::Reverse((k, s))) = heap.peek() {
+                if k.as_slice() < key {
+                    return Err(bad(
+                        at,
+                        format!(
+                            "{}: the entry of {} in data file {} is missing from the index",
+                            self.path,
+                            slice_key::display_key(k),
+                            shard_path(*s)
+                        ),
+                    ));
+                }
+            }
+            let mut holders = Vec::new();
+            while heap
+                .peek()
+                .is_some_and(|std::cmp::Reverse((k, _))| k.as_slice() == key)
+            {
+                if let Some(std::cmp::Reverse((_, s))) = heap.pop() {
+                    holders.push(s);
+                }
+            }
+            holders.sort_unstable();
+            if key[0] == 0 {
+                slices += 1;
+            } else {
+                tensors += 1;
+            }
+            let e = IndexEntry::decode(value, at, MAX_RANK)?;
+            let shown = slice_key::display_key(key);
+            if e.num_slices == 0 {
+                let k = usize::try_from(e.shard_id).ok().filter(|&k| k < n);
+                if k.is_none() || holders != [k.unwrap_or(0)] {
+                    return Err(bad(
+                        at,
+                        format!(
+                            "{}: the entry of {shown} names data file {}, the data files \
+                             holding it are {:?}",
+                            self.path,
+                            e.shard_id,
+                            holders.iter().map(|&s| shard_path(s)).collect::<Vec<_>>()
+                        ),
+                    ));
+                }
+                let s = holders[0];
+                let mut own =
+                    IndexEntry::decode(cursors[s].value(), cursors[s].block_offset(), MAX_RANK)?;
+                own.shard_id = e.shard_id;
+                if own != e {
+                    return Err(bad(
+                        at,
+                        format!(
+                            "{}: the entry of {shown} differs from the one in {}",
+                            self.path,
+                            shard_path(s)
+                        ),
+                    ));
+                }
+            } else {
+                let dtype = self.dtype_of_entry(key, &e)?;
+                self.partition(key, &e, dtype, value, at)?;
+                let listed = decode_slices(value, at, e.shape.len())?;
+                let mut theirs = Vec::new();
+                for &s in &holders {
+                    let (v, a) = (cursors[s].value(), cursors[s].block_offset());
+                    let own = IndexEntry::decode(v, a, MAX_RANK)?;
+                    if own.num_slices == 0 || own.tf_dtype != e.tf_dtype || own.shape != e.shape {
+                        return Err(bad(
+                            at,
+                            format!(
+                                "{}: tensor {shown} is stored in slices, but {} holds it as {}",
+                                self.path,
+                                shard_path(s),
+                                if own.num_slices == 0 {
+                                    "a whole tensor".to_string()
+                                } else {
+                                    format!("dtype {} shape {:?}", own.tf_dtype, own.shape)
+                                }
+                            ),
+                        ));
+                    }
+                    theirs.extend(decode_slices(v, a, e.shape.len())?);
+                }
+                if theirs != listed {
+                    return Err(bad(
+                        at,
+                        format!(
+                            "{}: tensor {shown} lists {} slices, its data files hold {} \
+                             (in {:?})",
+                            self.path,
+                            listed.len(),
+                            theirs.len(),
+                            holders.iter().map(|&s| shard_path(s)).collect::<Vec<_>>()
+                        ),
+                    ));
+                }
+            }
+            for s in holders {
+                if cursors[s].next()? {
+                    heap.push(std::cmp::Reverse((cursors[s].key().to_vec(), s)));
+                }
+            }
+        }
+        if let Some(std::cmp::Reverse((k, s))) = heap.pop() {
+            return Err(Error::corrupt(
+                "index entry",
+                0,
+                format!(
+                    "{}: the entry of {} in data file {} is missing from the index",
+                    self.path,
+                    slice_key::display_key(&k),
+                    shard_path(s)
+                ),
+            ));
+        }
+        Ok((tensors, slices))
+    }
+
+    fn dtype_of_entry(&self, key: &[u8], e: &IndexEntry) -> Result<crate::dtype::DType> {
+        crate::dtype::DType::from_tf(e.tf_dtype.into()).ok_or_else(|| Error::UnknownDType {
+            system: "tensorflow",
+            code: e.tf_dtype.into(),
+            location: Some(format!("tensor {}", slice_key::display_key(key))),
+        })
+    }
+}
+
+/// Moves a fresh table cursor to its first entry after the header; whether there is one.
+fn advance_past_header(c: &mut crate::table::TableIter<'_>) -> Result<bool> {
+    let mut on = c.next()?;
+    while on && c.key().is_empty() {
+        on = c.next()?;
+    }
+    Ok(on)
+}
+
+/// Progress of a sharded verify: a data file's bytes count once it is verified.
+struct ShardProgress<'a> {
+    inner: &'a dyn Progress,
+    shards: &'a [crate::native::header::ShardRef],
+}

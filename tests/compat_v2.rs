@@ -1,0 +1,433 @@
+//! Compatibility kept forever, format version 2: the files in `tests/data/native/v2/` were
+//! written by version 2 (`FORMAT_VERSION` in `src/native/mod.rs`): a single file holding slices
+//! (SPEC.md 13) and a sharded checkpoint of three data files (SPEC.md 12). Every later version
+//! of paramdex MUST read them with the same tensors, slices, metadata and `verify` results. Never
+//! change or delete them; a new format version adds a folder beside this one.
+//!
+//! `manifest.json` lists each checkpoint: every file with the SHA-256 of its bytes (they are
+//! frozen), the header's fields, the expected `verify` counts, and every tensor (name in hex,
+//! dtype, shape, the regions it is stored in with the SHA-256 of each, and the SHA-256 of the
+//! whole tensor unless it is partial). The test reads every tensor through [`Reader`] and
+//! [`open_any`].
+//!
+//! The files were written by `regenerate_v2` below, which is ignored:
+//! `cargo test --test compat_v2 -- --ignored regenerate_v2`. It writes only the files that are
+//! missing and refuses to change one that exists.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use paramdex::interop::{open_any, TensorData};
+use paramdex::{
+    DType, MergeShardsOptions, Metadata, PartialTensors, Reader, Region, SaveId, ShardWriter,
+    Writer, WriterOptions,
+};
+use serde_json::{json, Value};
+use support::{hex, read_json, sha256_hex, u64_list, unhex};
+
+fn dir() -> PathBuf {
+    support::data("native/v2")
+}
+
+const MANIFEST: &str = "manifest.json";
+
+/// The bytes of tensor `name` of `dtype` and `shape`: a function of the name alone.
+fn data_of(name: &str, dtype: DType, shape: &[u64]) -> Vec<u8> {
+    let n = shape.iter().product::<u64>() as usize * dtype.size();
+    let seed = name
+        .bytes()
+        .fold(7u8, |a, b| a.wrapping_mul(31).wrapping_add(b));
+    (0..n)
+        .map(|i| (i as u8).wrapping_mul(37).wrapping_add(seed))
+        .collect()
+}
+
+/// One tensor of a case and where its pieces go: per piece, the region and the writer (shard)
+/// that stores it.
+struct Input {
+    name: &'static str,
+    dtype: DType,
+    shape: Vec<u64>,
+    pieces: Vec<(Region, u32)>,
+    /// Written with `begin_slice` in 5-byte chunks.
+    streamed: bool,
+}
+
+fn region(start: &[u64], len: &[u64]) -> Region {
+    Region::new(start.to_vec(), len.to_vec()).unwrap()
+}
+
+/// The row-major bytes of `r` in a tensor of `shape` held in `data`.
+fn cut(data: &[u8], shape: &[u64], r: &Region, es: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    for k in 0..r.numel().unwrap() {
+        let (mut rem, mut flat) = (k, 0u64);
+        let mut idx = vec![0u64; shape.len()];
+        for d in (0..shape.len()).rev() {
+            idx[d] = rem % r.len[d] + r.start[d];
+            rem /= r.len[d];
+        }
+        for (&i, &dim) in idx.iter().zip(shape) {
+            flat = flat * dim + i;
+        }
+        let at = flat as usize * es;
+        out.extend_from_slice(&data[at..at + es]);
+    }
+    out
+}
+
+/// The two cases: (checkpoint name, about, shards (0 = a single file), tensors).
+fn cases() -> Vec<(&'static str, &'static str, u32, Vec<Input>)> {
+    use DType::*;
+    let t = |name, dtype, shape: &[u64], pieces: Vec<(Region, u32)>| Input {
+        name,
+        dtype,
+        shape: shape.to_vec(),
+        pieces,
+        streamed: false,
+    };
+    let rows =
+        |n: u64, of: u64, w: u64, k: u32| (region(&[n * u64::from(k), 0], &[n, w]), k % of as u32);
+    vec![
+        (
+            "slices.pdx",
+            "one file holding tensors in slices: rows, a 2x2 grid, a streamed slice, a partial \
+             tensor, and whole tensors beside them",
+            0,
+            vec![
+                t("bias", BFloat16, &[4], vec![(Region::full(&[4]), 0)]),
+                Input {
+                    streamed: true,
+                    ..t(
+                        "emb",
+                        Float32,
+                        &[6, 4],
+                        (0..3).map(|k| rows(2, 3, 4, k)).collect(),
+                    )
+                },
+                t(
+                    "grid",
+                    Int16,
+                    &[3, 5],
+                    vec![
+                        (region(&[0, 0], &[2, 2]), 0),
+                        (region(&[0, 2], &[2, 3]), 0),
+                        (region(&[2, 0], &[1, 2]), 0),
+                        (region(&[2, 2], &[1, 3]), 0),
+                    ],
+                ),
+                t(
+                    "sparse",
+                    UInt8,
+                    &[4, 4],
+                    vec![(region(&[1, 0], &[2, 4]), 0)],
+                ),
+                t("step", Int64, &[], vec![(Region::full(&[]), 0)]),
+            ],
+        ),
+        (
+            "sharded/ckpt",
+            "a sharded checkpoint of 3 data files: a tensor in row slices over all three, one in \
+             column slices over two, whole tensors in each",
+            3,
+            vec![
+                t("a", Float64, &[2, 2], vec![(Region::full(&[2, 2]), 0)]),
+                t("b", UInt8, &[7], vec![(Region::full(&[7]), 2)]),
+                t(
+                    "emb",
+                    Float32,
+                    &[6, 4],
+                    (0..3).map(|k| rows(2, 3, 4, k)).collect(),
+                ),
+                t(
+                    "w",
+                    Int32,
+                    &[2, 6],
+                    vec![(region(&[0, 0], &[2, 4]), 1), (region(&[0, 4], &[2, 2]), 2)],
+                ),
+            ],
+        ),
+    ]
+}
+
+fn metadata() -> Metadata {
+    let mut m = Metadata::new();
+    m.insert("step", 3i64).unwrap();
+    m.insert("model", "v2 sample").unwrap();
+    m
+}
+
+/// Adds the pieces of `inputs` that writer `k` stores (all of them for `None`).
+fn put(w: &mut Writer, inputs: &[Input], k: Option<u32>) {
+    use std::io::Write as _;
+    for t in inputs {
+        let all = data_of(t.name, t.dtype, &t.shape);
+        for (r, _) in t.pieces.iter().filter(|(_, s)| k.is_none_or(|k| *s == k)) {
+            let bytes = cut(&all, &t.shape, r, t.dtype.size());
+            if t.streamed {
+                let mut s = w.begin_slice(t.name, t.dtype, &t.shape, r).unwrap();
+                for c in bytes.chunks(5) {
+                    s.write_all(c).unwrap();
+                }
+                s.finish().unwrap();
+            } else {
+                w.add_slice(t.name, t.dtype, &t.shape, r, &bytes).unwrap();
+            }
+        }
+    }
+}
+
+fn opts() -> WriterOptions {
+    WriterOptions {
+        sync: false,
+        ..WriterOptions::default()
+    }
+}
+
+/// Writes a case under `root`; returns its files (relative to `root`).
+fn write_case(root: &Path, name: &str, shards: u32, inputs: &[Input]) -> Vec<String> {
+    if shards == 0 {
+        let mut w = Writer::create_with(root.join(name), opts()).unwrap();
+        put(&mut w, inputs, None);
+        w.set_metadata(metadata()).unwrap();
+        w.finish().unwrap();
+        return vec![name.to_string()];
+    }
+    let prefix = root.join(name);
+    fs::create_dir_all(prefix.parent().unwrap()).unwrap();
+    let id = SaveId(*b"paramdex v2 save");
+    for k in 0..shards {
+        let mut w = ShardWriter::create(&prefix, k, shards, id, opts()).unwrap();
+        put(&mut w, inputs, Some(k));
+        w.set_metadata(metadata()).unwrap();
+        w.finish().unwrap();
+    }
+    paramdex::merge_shards(
+        &prefix,
+        &MergeShardsOptions {
+            no_sync: true,
+            partial: PartialTensors::None,
+            ..MergeShardsOptions::default()
+        },
+    )
+    .unwrap();
+    let mut files = vec![format!("{name}.index")];
+    files.extend((0..shards).map(|k| format!("{name}.data-{k:05}-of-{shards:05}")));
+    files
+}
+
+/// The manifest entry of a case, from what was written.
+fn manifest_entry(
+    root: &Path,
+    name: &str,
+    about: &str,
+    files: &[String],
+    inputs: &[Input],
+) -> Value {
+    let r = Reader::open(root.join(name)).unwrap();
+    let rep = r.verify().unwrap();
+    let h = r.header();
+    json!({
+        "checkpoint": name,
+        "about": about,
+        "files": files.iter().map(|f| {
+            let b = fs::read(root.join(f)).unwrap();
+            json!({"file": f, "len": b.len(), "sha256": sha256_hex(&b)})
+        }).collect::<Vec<_>>(),
+        "format_version": h.format_version,
+        "num_shards": h.num_shards,
+        "tensor_count": h.tensor_count,
+        "slice_count": h.slice_count,
+        "verify": {"tensors": rep.tensors, "slices": rep.slices, "data_bytes": rep.data_bytes, "blocks": rep.blocks},
+        "tensors": inputs.iter().map(|t| {
+            let all = data_of(t.name, t.dtype, &t.shape);
+            let covered: u64 = t.pieces.iter().map(|(r, _)| r.numel().unwrap()).sum();
+            let whole = covered == t.shape.iter().product::<u64>();
+            json!({
+                "name_hex": hex(t.name.as_bytes()),
+                "name": t.name,
+                "dtype": t.dtype.name(),
+                "shape": t.shape,
+                "pieces": t.pieces.iter().map(|(r, _)| json!({
+                    "start": r.start,
+                    "len": r.len,
+                    "sha256": sha256_hex(&cut(&all, &t.shape, r, t.dtype.size())),
+                })).collect::<Vec<_>>(),
+                "sha256": if whole { json!(sha256_hex(&all)) } else { Value::Null },
+            })
+        }).collect::<Vec<_>>(),
+    })
+}
+
+/// A stored piece: its start, lengths and the SHA-256 of its bytes.
+type Piece = (Vec<u64>, Vec<u64>, String);
+
+/// Opens, verifies and reads one checkpoint against its manifest entry.
+fn check(root: &Path, want: &Value) {
+    let name = want["checkpoint"].as_str().unwrap();
+    for f in want["files"].as_array().unwrap() {
+        let b = fs::read(root.join(f["file"].as_str().unwrap())).unwrap();
+        assert_eq!(b.len() as u64, f["len"], "{f}");
+        assert_eq!(
+            sha256_hex(&b),
+            f["sha256"],
+            "{f}: compatibility files are frozen (add new ones instead)"
+        );
+    }
+    let r = Reader::open(root.join(name)).unwrap();
+    let h = r.header();
+    assert_eq!(
+        u64::from(h.format_version),
+        want["format_version"],
+        "{name}"
+    );
+    assert_eq!(i64::from(h.num_shards), want["num_shards"], "{name}");
+    assert_eq!(h.tensor_count, want["tensor_count"], "{name}");
+    assert_eq!(h.slice_count, want["slice_count"], "{name}");
+    assert_eq!(h.metadata, metadata(), "{name}");
+    let rep = r.verify().unwrap();
+    assert_eq!(
+        json!({"tensors": rep.tensors, "slices": rep.slices, "data_bytes": rep.data_bytes, "blocks": rep.blocks}),
+        want["verify"],
+        "{name}"
+    );
+    // Stored pieces, as iteration gives them.
+    let mut stored: BTreeMap<Vec<u8>, Vec<Piece>> = BTreeMap::new();
+    for v in r.iter() {
+        let v = v.unwrap();
+        let start = v
+            .slice_start()
+            .map_or(vec![0; v.shape().len()], <[u64]>::to_vec);
+        stored.entry(v.name().to_vec()).or_default().push((
+            start,
+            v.shape().to_vec(),
+            sha256_hex(v.data()),
+        ));
+    }
+    let store = open_any(root.join(name)).unwrap();
+    for t in want["tensors"].as_array().unwrap() {
+        let tn = unhex(t["name_hex"].as_str().unwrap());
+        let shape = u64_list(&t["shape"]);
+        let mut pieces: Vec<Piece> = t["pieces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                (
+                    u64_list(&p["start"]),
+                    u64_list(&p["len"]),
+                    p["sha256"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        let mut got = stored.remove(&tn).unwrap_or_default();
+        pieces.sort();
+        got.sort();
+        assert_eq!(got, pieces, "{name}: {t}");
+        for (start, len, sha) in &pieces {
+            let reg = Region::new(start.clone(), len.clone()).unwrap();
+            let s = r.get_slice(&tn, &reg).unwrap().unwrap();
+            assert_eq!(&sha256_hex(s.data()), sha);
+            assert_eq!(s.dtype().name(), t["dtype"]);
+        }
+        match t["sha256"].as_str() {
+            Some(sha) => {
+                let s = r.get_slice(&tn, &Region::full(&shape)).unwrap().unwrap();
+                assert_eq!(sha256_hex(s.data()), sha, "{name}: {t}");
+                let TensorData::Bytes(b) = store.load(&tn).unwrap().unwrap().data else {
+                    panic!()
+                };
+                assert_eq!(sha256_hex(&b), sha);
+            }
+            None => assert!(r.get_slice(&tn, &Region::full(&shape)).is_err()),
+        }
+    }
+    assert!(
+        stored.is_empty(),
+        "{name}: tensors not in the manifest: {stored:?}"
+    );
+}
+
+#[test]
+fn every_v2_checkpoint_opens_verifies_and_matches_the_manifest() {
+    let dir = dir();
+    let manifest = read_json(&dir.join(MANIFEST));
+    assert_eq!(manifest["format_version"], 2);
+    let entries = manifest["checkpoints"].as_array().unwrap();
+    assert_eq!(entries.len(), cases().len());
+    for want in entries {
+        check(&dir, want);
+    }
+    // Every file in the folder is listed.
+    let mut listed: Vec<String> = entries
+        .iter()
+        .flat_map(|e| e["files"].as_array().unwrap().iter())
+        .map(|f| f["file"].as_str().unwrap().to_string())
+        .collect();
+    listed.push(MANIFEST.into());
+    listed.sort();
+    let mut present = Vec::new();
+    for e in walk(&dir) {
+        present.push(e.strip_prefix(&dir).unwrap().to_string_lossy().into_owned());
+    }
+    present.sort();
+    assert_eq!(present, listed);
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// Writes the checkpoints that are missing from `tests/data/native/v2/`, checks that the ones
+/// present are still written byte for byte the same, and rewrites the manifest.
+#[test]
+#[ignore = "writes tests/data/native/v2; run by hand to add a case"]
+fn regenerate_v2() {
+    let dir = dir();
+    fs::create_dir_all(&dir).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut entries = Vec::new();
+    for (name, about, shards, inputs) in cases() {
+        let files = write_case(tmp.path(), name, shards, &inputs);
+        for f in &files {
+            let bytes = fs::read(tmp.path().join(f)).unwrap();
+            let target = dir.join(f);
+            match fs::read(&target) {
+                Ok(old) => assert!(
+                    old == bytes,
+                    "{f} exists with other bytes; compatibility files are never rewritten"
+                ),
+                Err(_) => {
+                    fs::create_dir_all(target.parent().unwrap()).unwrap();
+                    fs::write(&target, &bytes).unwrap();
+                }
+            }
+        }
+        let entry = manifest_entry(tmp.path(), name, about, &files, &inputs);
+        check(&dir, &entry);
+        entries.push(entry);
+    }
+    let manifest = json!({
+        "about": "Native checkpoints written by format version 2 (slices, a sharded checkpoint). \
+                  Every later version must read them as described here (tests/compat_v2.rs). \
+                  Never change or remove one.",
+        "format_version": 2,
+        "checkpoints": entries,
+    });
+    let text = serde_json::to_string_pretty(&manifest).unwrap() + "\n";
+    if fs::read_to_string(dir.join(MANIFEST)).ok().as_deref() != Some(text.as_str()) {
+        fs::write(dir.join(MANIFEST), text).unwrap();
+    }
+}
