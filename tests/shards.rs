@@ -1478,3 +1478,49 @@ fn a_sharded_checkpoint_exports_for_tensorflow_and_keeps_its_data_files_identity
     Reader::open(&to).unwrap().verify().unwrap();
     let _: PathBuf = rep.index_path;
 }
+
+/// `Reader::holds_unchanged` on a sharded checkpoint (the base of an incremental save): a tensor
+/// in any data file is found unchanged only when byte-identical; slices are not compared whole.
+#[test]
+fn holds_unchanged_in_sharded_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = dir.path().join("ckpt");
+    let save = ShardedSave::new(&prefix, 2).unwrap();
+    for k in 0..2u32 {
+        let mut w = save.shard(k).unwrap();
+        let data: Vec<u8> = (0..64u8).map(|i| i.wrapping_mul(k as u8 + 3)).collect();
+        w.add(format!("t{k}"), Tensor::new(DType::UInt8, &[8, 8], &data))
+            .unwrap();
+        let row = Region::new(vec![u64::from(k), 0], vec![1, 4]).unwrap();
+        w.add_slice("s", DType::UInt8, &[2, 4], &row, &[k as u8; 4])
+            .unwrap();
+        w.finish().unwrap();
+    }
+    save.merge(&Default::default()).unwrap();
+    let r = Reader::open(&prefix).unwrap();
+    for k in 0..2u32 {
+        let mut data: Vec<u8> = (0..64u8).map(|i| i.wrapping_mul(k as u8 + 3)).collect();
+        let name = format!("t{k}");
+        assert!(r
+            .holds_unchanged(&name, Tensor::new(DType::UInt8, &[8, 8], &data))
+            .unwrap());
+        // Same size, other bytes.
+        data[63] ^= 1;
+        assert!(!r
+            .holds_unchanged(&name, Tensor::new(DType::UInt8, &[8, 8], &data))
+            .unwrap());
+        data[63] ^= 1;
+        assert!(!r
+            .holds_unchanged(&name, Tensor::new(DType::UInt8, &[64], &data))
+            .unwrap());
+    }
+    assert!(!r
+        .holds_unchanged(
+            "s",
+            Tensor::new(DType::UInt8, &[2, 4], &[0, 0, 0, 0, 1, 1, 1, 1])
+        )
+        .unwrap());
+    assert!(!r
+        .holds_unchanged("t2", Tensor::new(DType::UInt8, &[1], &[0]))
+        .unwrap());
+}

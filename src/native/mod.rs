@@ -43,6 +43,7 @@ pub mod slice_key;
 mod source;
 pub(crate) mod staging;
 mod stream;
+mod unchanged;
 mod verify;
 mod view;
 mod writer;
