@@ -14,8 +14,10 @@
 //!   checkpoint, against one process writing the same bytes to one native file, and against a
 //!   plain `write_all` + fsync of the same bytes. Every writer fsyncs. The three are
 //!   interleaved, `PARAMDEX_BENCH_REPS` rounds (default 3), and the median of each printed.
+//!   `PARAMDEX_BENCH_PHASES=1`: each child prints its time adding tensors and finishing.
 //! - `merge` (criterion): `merge_shards` of 64 shards × 10,000 tiny tensors, and the bytes it
-//!   read ([`MergeShardsReport::bytes_read`]) against the shards' bytes (printed).
+//!   read ([`MergeShardsReport::bytes_read`]) against the shards' bytes (printed); also
+//!   without fsync (`MergeShardsOptions::no_sync`).
 //! - `open` (criterion): open + get one tensor of that 64-shard checkpoint (640,000 tensors)
 //!   against one native file with the same tensors.
 //! - `slice` (criterion, plus a printed cold read): `get_slice` of the middle third of the rows
@@ -107,6 +109,7 @@ fn child(prefix: &str, rank: u32, save: &str, rank_mib: usize) {
     std::io::stdout().flush().unwrap();
     let mut go = String::new();
     std::io::stdin().read_line(&mut go).unwrap();
+    let t = Instant::now();
     let mut w = ShardWriter::create(prefix, rank, RANKS, save, WriterOptions::default()).unwrap();
     for (i, d) in data.iter().enumerate() {
         let n = (d.len() / 4) as u64;
@@ -116,7 +119,14 @@ fn child(prefix: &str, rank: u32, save: &str, rank_mib: usize) {
         )
         .unwrap();
     }
+    let added = t.elapsed().as_secs_f64();
     w.finish().unwrap();
+    if std::env::var_os("PARAMDEX_BENCH_PHASES").is_some() {
+        eprintln!(
+            "rank {rank}: add {added:.2} s, then finish (index, fsync, rename) {:.2} s",
+            t.elapsed().as_secs_f64() - added
+        );
+    }
 }
 
 /// 8 writer processes: seconds from "go" until every shard is finished, and the merge's seconds.
@@ -349,6 +359,18 @@ fn bench_merge(c: &mut Criterion, dir: &Path) {
         b.iter_batched(
             relink,
             |()| black_box(merge_shards(&prefix, &opts).unwrap()),
+            BatchSize::PerIteration,
+        )
+    });
+    // The same without fsync: what of the time is the index's and directory's fsyncs.
+    let unsynced = MergeShardsOptions {
+        no_sync: true,
+        ..opts.clone()
+    };
+    g.bench_function("64_shards_x_10000_no_sync", |b| {
+        b.iter_batched(
+            relink,
+            |()| black_box(merge_shards(&prefix, &unsynced).unwrap()),
             BatchSize::PerIteration,
         )
     });
