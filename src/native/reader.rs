@@ -432,16 +432,10 @@ impl Reader {
                     if self.opts.verify_tensors {
                         piece.verify_crc()?;
                     }
-                    let local: Vec<u64> = region
-                        .start
-                        .iter()
-                        .zip(&r.start)
-                        .map(|(a, b)| a - b)
-                        .collect();
                     return Ok(Some(SliceData::from_stored(
                         piece.data(),
                         &r.len,
-                        &local,
+                        &region.offset_in(r),
                         region,
                         dtype,
                         shown,
@@ -473,35 +467,14 @@ impl Reader {
                     if self.opts.verify_tensors {
                         piece.verify_crc()?;
                     }
-                    let at_src: Vec<u64> = part
-                        .start
-                        .iter()
-                        .zip(&r.start)
-                        .map(|(a, b)| a - b)
-                        .collect();
-                    let at_dst: Vec<u64> = part
-                        .start
-                        .iter()
-                        .zip(&region.start)
-                        .map(|(a, b)| a - b)
-                        .collect();
-                    region::copy_region(
-                        piece.data(),
-                        &r.len,
-                        &at_src,
-                        out.bytes_mut(),
-                        &region.len,
-                        &at_dst,
-                        &part.len,
-                        esize,
-                    )
-                    .map_err(|d| {
-                        Error::corrupt(
-                            "slice",
-                            piece.data_offset(),
-                            format!("{}: {d}", piece.display_name()),
-                        )
-                    })?;
+                    region::copy_part(piece.data(), r, out.bytes_mut(), region, part, esize)
+                        .map_err(|d| {
+                            Error::corrupt(
+                                "slice",
+                                piece.data_offset(),
+                                format!("{}: {d}", piece.display_name()),
+                            )
+                        })?;
                 }
                 Ok(Some(out))
             }

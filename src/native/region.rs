@@ -110,6 +110,16 @@ impl Region {
                 .all(|d| other.start[d] >= self.start[d] && other.end(d) <= self.end(d))
     }
 
+    /// Where this region starts inside `outer`, per dimension (`start − outer.start`), for a
+    /// region that [`Region::contains`] says lies inside `outer` (saturating otherwise).
+    pub fn offset_in(&self, outer: &Region) -> Vec<u64> {
+        self.start
+            .iter()
+            .zip(&outer.start)
+            .map(|(a, b)| a.saturating_sub(*b))
+            .collect()
+    }
+
     /// One past the last index in dimension `d` (saturating; inside a shape it is exact).
     pub fn end(&self, d: usize) -> u64 {
         self.start[d].saturating_add(self.len[d])
@@ -262,6 +272,33 @@ pub fn contiguous(shape: &[u64], region: &Region) -> Option<(u64, u64)> {
         acc.checked_add(region.start[d].checked_mul(stride[d])?)
     })?;
     Some((first, region.numel()?))
+}
+
+/// Copies `part` of a tensor from `src`, which holds its region `src_region` row-major, into
+/// `dst`, which holds its region `dst_region`: [`copy_region`] with `part` placed inside each
+/// (it must lie inside both; otherwise an error and nothing copied). This is how a region is
+/// assembled from the stored slices that overlap it.
+pub fn copy_part(
+    src: &[u8],
+    src_region: &Region,
+    dst: &mut [u8],
+    dst_region: &Region,
+    part: &Region,
+    esize: usize,
+) -> Result<(), String> {
+    if !src_region.contains(part) || !dst_region.contains(part) {
+        return Err("the part does not lie inside both regions".into());
+    }
+    copy_region(
+        src,
+        &src_region.len,
+        &part.offset_in(src_region),
+        dst,
+        &dst_region.len,
+        &part.offset_in(dst_region),
+        &part.len,
+        esize,
+    )
 }
 
 /// Copies the box of lengths `len` from `src` (a row-major array of shape `src_shape`, the box
@@ -690,6 +727,24 @@ mod tests {
         }
         // Boxes outside an array and wrong buffer sizes are refused.
         let mut out = [0u8; 4];
+        // copy_part places the part inside each array, and refuses one outside either.
+        let src_region = Region::new(vec![2], vec![4]).unwrap();
+        let dst_region = Region::new(vec![3], vec![4]).unwrap();
+        let mut dst = [0u8; 4];
+        let part = Region::new(vec![3], vec![3]).unwrap();
+        copy_part(&[1, 2, 3, 4], &src_region, &mut dst, &dst_region, &part, 1).unwrap();
+        assert_eq!(dst, [2, 3, 4, 0]);
+        assert_eq!(part.offset_in(&src_region), [1]);
+        let outside = Region::new(vec![1], vec![2]).unwrap();
+        assert!(copy_part(
+            &[1, 2, 3, 4],
+            &src_region,
+            &mut dst,
+            &dst_region,
+            &outside,
+            1
+        )
+        .is_err());
         assert!(copy_region(&[0; 4], &[4], &[2], &mut out, &[4], &[0], &[3], 1).is_err());
         assert!(copy_region(&[0; 3], &[4], &[0], &mut out, &[4], &[0], &[1], 1).is_err());
         assert!(copy_region(&[0; 4], &[4], &[0], &mut out, &[2, 2], &[0], &[1], 1).is_err());

@@ -872,29 +872,7 @@ impl TensorStore for TfCheckpoint {
                     continue;
                 };
                 let (data, _) = self.raw(key, pe)?;
-                let at_src: Vec<u64> = part
-                    .start
-                    .iter()
-                    .zip(&r.start)
-                    .map(|(a, b)| a - b)
-                    .collect();
-                let at_dst: Vec<u64> = part
-                    .start
-                    .iter()
-                    .zip(&region.start)
-                    .map(|(a, b)| a - b)
-                    .collect();
-                slices::copy_region(
-                    data,
-                    &r.len,
-                    &at_src,
-                    &mut out,
-                    &region.len,
-                    &at_dst,
-                    &part.len,
-                    esize,
-                )
-                .map_err(copy_err)?;
+                slices::copy_part(data, r, &mut out, region, &part, esize).map_err(copy_err)?;
             }
         }
         let out = self.to_le(d, Cow::Owned(out)).into_owned();
