@@ -207,6 +207,9 @@ pub enum ShardProblem {
     /// Files left by a save that did not finish (pending shards, shards no index refers to)
     /// stand in the way.
     Leftover,
+    /// A tensor an incremental save reuses is not what the earlier data file holds under its
+    /// name (SPEC.md 12.5).
+    Reference,
 }
 
 /// What is wrong with the slices of a tensor (see [`Error::Slices`]).

@@ -80,9 +80,10 @@ pub use native::{
     remove_staged, rewrite_in_place, shard_files, write_atomically, EarlySync, FileHeader,
     FinishStats, Iter, MergeShardsOptions, MergeShardsReport, MergeStep, MetaValue, Metadata,
     PartialTensors, ReadOptions, Reader, RecoverOptions, RecoverReport, Recovered, Region,
-    RewriteReport, SaveId, ShardFile, ShardFileKind, ShardOf, ShardRef, ShardWriter, ShardedSave,
-    SliceData, Tensor, TensorView, TensorWriter, VerifyOptions, VerifyReport, WriteBackend, Writer,
-    WriterOptions, DEFAULT_ALIGNMENT, DEFAULT_BLOCK_SIZE, FORMAT_VERSION, MAX_SHARDS, MAX_SLICES,
+    ReuseStats, RewriteReport, SaveId, Saved, ShardFile, ShardFileKind, ShardOf, ShardRef,
+    ShardWriter, ShardedSave, SliceData, Tensor, TensorView, TensorWriter, VerifyOptions,
+    VerifyReport, WriteBackend, Writer, WriterOptions, DEFAULT_ALIGNMENT, DEFAULT_BLOCK_SIZE,
+    FORMAT_VERSION, MAX_SHARDS, MAX_SLICES,
 };
 pub use progress::{NoProgress, Progress, Unit};
 pub use record::Lod;

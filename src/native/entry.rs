@@ -465,6 +465,7 @@ mod tests {
             shard_of: None,
             shards: Vec::new(),
             slice_count: 0,
+            references: 0,
         };
         let b = h.encode();
         assert_eq!(FileHeader::decode(&b, 0).unwrap(), h);

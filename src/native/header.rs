@@ -75,6 +75,9 @@ pub struct ShardRef {
     pub file_len: u64,
     /// The identity the file's header carries.
     pub shard: ShardOf,
+    /// Whether the file is reused from an earlier save (an incremental save, SPEC.md 12.5):
+    /// the index refers to some of its entries, not necessarily all.
+    pub reused: bool,
 }
 
 impl ShardOf {
@@ -133,6 +136,9 @@ pub struct FileHeader {
     /// Number of slice entries (field 24; format version 2): stored slices of partitioned
     /// tensors, which `tensor_count` does not count.
     pub slice_count: u64,
+    /// In a shard of an incremental save (field 25; SPEC.md 12.5): how many tensors it reuses
+    /// from earlier saves' data files, listed in its references file. 0 in every other file.
+    pub references: u64,
 }
 
 impl FileHeader {
@@ -160,9 +166,11 @@ impl FileHeader {
                 .map(|r| proto::paramdex::ShardRef {
                     file_len: r.file_len,
                     shard: Some(r.shard.to_proto()),
+                    reused: r.reused,
                 })
                 .collect(),
             slice_count: self.slice_count,
+            references: self.references,
         };
         msg.encode_to_vec()
     }
@@ -189,6 +197,7 @@ impl FileHeader {
                 Ok(ShardRef {
                     file_len: r.file_len,
                     shard: ShardOf::from_proto(&r.shard.clone().unwrap_or_default(), at)?,
+                    reused: r.reused,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -206,6 +215,7 @@ impl FileHeader {
             shard_of,
             shards,
             slice_count: msg.slice_count,
+            references: msg.references,
         })
     }
 }

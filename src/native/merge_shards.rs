@@ -20,8 +20,7 @@
 //! when no shard is pending any more, the one save whose shards are there is merged (step 3
 //! makes it the only one).
 
-use std::collections::{BTreeSet, BinaryHeap, HashMap};
-use std::fs::File;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
@@ -32,16 +31,14 @@ use crate::native::entry::{decode_slices, encode_partitioned, IndexEntry};
 use crate::native::header::{FileHeader, SaveId, ShardOf, ShardRef};
 use crate::native::meta::Metadata;
 use crate::native::region::{self, Region};
-use crate::native::shard_table::{data_path, index_path, pending_path};
+use crate::native::shard_index::{read_references, read_shard_index, References, ShardIndex};
+use crate::native::shard_table::{data_path, index_path, pending_path, refs_path, reused_path};
 use crate::native::slice_key::{self, Extent};
 use crate::native::staging;
 use crate::native::writer::{DEFAULT_BLOCK_SIZE, DEFAULT_RESTART_INTERVAL};
-use crate::native::{FORMAT_VERSION, MAX_SHARDS, TF_BUNDLE_VERSION};
-use crate::record::{self, MAX_ALIGNMENT, MAX_RANK};
-use crate::table::{
-    BlockHandle, Compression, Footer, Table, TableBuilder, TableIndex, TableOptions,
-    TableReadOptions, BLOCK_TRAILER_LEN, FOOTER_LEN, MAX_BLOCK_LEN,
-};
+use crate::native::{MAX_SHARDS, TF_BUNDLE_VERSION};
+use crate::record::{self, MAX_RANK};
+use crate::table::{Compression, Table, TableBuilder, TableOptions};
 
 /// Which tensors [`merge_shards`] lets be partial: stored in slices that do not cover them.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -135,6 +132,12 @@ pub struct MergeShardsReport {
     pub slices: u64,
     /// Tensors whose slices do not cover them (allowed by [`MergeShardsOptions::partial`]).
     pub partial: u64,
+    /// Tensors reused from earlier saves' data files (an incremental save, SPEC.md 12.5).
+    pub reused_tensors: u64,
+    /// Their data bytes, which no shard wrote.
+    pub reused_bytes: u64,
+    /// Earlier saves' data files the checkpoint reuses (the last of its data files).
+    pub reused_files: u64,
     /// Bytes read from the shards: their footers and index tables only.
     pub bytes_read: u64,
     /// Bytes of the shard files (what was not read is their records).
@@ -146,170 +149,6 @@ pub struct MergeShardsReport {
     pub removed: Vec<PathBuf>,
     /// Pending shards of other saves, left in place.
     pub ignored: Vec<PathBuf>,
-}
-
-/// A shard's index table, read without the records before it.
-struct ShardIndex {
-    path: PathBuf,
-    file_len: u64,
-    /// The file's bytes from `base` (its first index data block) to its end.
-    tail: Vec<u8>,
-    base: u64,
-    index: TableIndex,
-    header: FileHeader,
-    /// The identity in the header (checked present).
-    shard: ShardOf,
-}
-
-impl ShardIndex {
-    fn table(&self) -> Table<'_> {
-        Table::new_tail(&self.tail, self.base, &self.index)
-    }
-
-    fn shown(&self) -> String {
-        path_str(&self.path)
-    }
-}
-
-/// Reads `len` bytes at `offset` of `f`, counting them in `read`.
-fn read_at(f: &File, path: &Path, offset: u64, len: u64, read: &mut u64) -> Result<Vec<u8>> {
-    let n = usize::try_from(len).map_err(|_| {
-        Error::io(
-            format!("reading {}", path.display()),
-            std::io::Error::other("a range larger than memory"),
-        )
-    })?;
-    let mut buf = vec![0u8; n];
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::FileExt;
-        f.read_exact_at(&mut buf, offset)
-            .ctx("reading the index of", path)?;
-    }
-    #[cfg(not(unix))]
-    {
-        use std::io::{Read, Seek, SeekFrom};
-        let mut f = f;
-        f.seek(SeekFrom::Start(offset))
-            .and_then(|_| f.read_exact(&mut buf))
-            .ctx("reading the index of", path)?;
-    }
-    *read += len;
-    Ok(buf)
-}
-
-/// Reads a shard's footer and index table (never its records), and its header. `read`
-/// counts the bytes read.
-fn read_shard_index(path: &Path, read: &mut u64) -> Result<ShardIndex> {
-    let shown = path_str(path);
-    let not_shard = |detail: String| Error::Shard {
-        path: shown.clone(),
-        problem: ShardProblem::Identity,
-        detail,
-    };
-    let f = File::open(path).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::NotFound {
-            Error::Shard {
-                path: shown.clone(),
-                problem: ShardProblem::Missing,
-                detail: "the shard file is missing".into(),
-            }
-        } else {
-            Error::io(format!("opening {}", path.display()), e)
-        }
-    })?;
-    let file_len = f.metadata().ctx("reading metadata of", path)?.len();
-    if file_len < FOOTER_LEN as u64 {
-        return Err(not_shard(format!(
-            "{file_len} bytes is too short to be a native file"
-        )));
-    }
-    let ctx = |e: Error| e.context(&format!("shard file {shown}"));
-    let footer_at = file_len - FOOTER_LEN as u64;
-    let footer_bytes = read_at(&f, path, footer_at, FOOTER_LEN as u64, read)?;
-    let footer = Footer::decode(&footer_bytes, footer_at).map_err(ctx)?;
-    // The index block ends where the footer starts (checked again by the table reader); its
-    // size is bounded before anything is allocated for it.
-    let idx: BlockHandle = footer.index;
-    let idx_len = footer_at
-        .checked_sub(idx.offset)
-        .filter(|&n| n <= (MAX_BLOCK_LEN + BLOCK_TRAILER_LEN) as u64)
-        .ok_or_else(|| {
-            ctx(Error::corrupt(
-                "footer",
-                footer_at,
-                format!(
-                    "index block handle (offset {}) does not end at the footer",
-                    idx.offset
-                ),
-            ))
-        })?;
-    let end = read_at(&f, path, idx.offset, idx_len + FOOTER_LEN as u64, read)?;
-    let opts = TableReadOptions {
-        verify_checksums: true,
-        cache_capacity: 8 << 20,
-    };
-    let first = TableIndex::open_tail(&end, idx.offset, &opts)
-        .map_err(ctx)?
-        .first_data_offset()
-        .unwrap_or(idx.offset);
-    // The data blocks before the index block (the metaindex too).
-    let mut tail = read_at(&f, path, first, idx.offset - first.min(idx.offset), read)?;
-    tail.extend_from_slice(&end);
-    let index = TableIndex::open_tail(&tail, first, &opts).map_err(ctx)?;
-    let header = {
-        let table = Table::new_tail(&tail, first, &index);
-        let mut it = table.iter();
-        it.seek_to_first().map_err(ctx)?;
-        if !it.valid() || !it.key().is_empty() {
-            return Err(not_shard("its first key is not the header's".into()));
-        }
-        FileHeader::decode(it.value(), first).map_err(ctx)?
-    };
-    if header.format_version == 0 || header.format_version > FORMAT_VERSION {
-        return Err(not_shard(format!(
-            "format version {} (a shard is a native file of version 2 to {FORMAT_VERSION})",
-            header.format_version
-        )));
-    }
-    let Some(shard) = header.shard_of.filter(|_| header.shards.is_empty()) else {
-        return Err(not_shard(
-            "the file is not a shard of a sharded save (its header has no shard identity)".into(),
-        ));
-    };
-    if shard.num_shards == 0 || shard.num_shards > MAX_SHARDS || shard.shard_id >= shard.num_shards
-    {
-        return Err(Error::Shard {
-            path: shown,
-            problem: ShardProblem::Count,
-            detail: format!(
-                "the file says it is shard {} of {}",
-                shard.shard_id, shard.num_shards
-            ),
-        });
-    }
-    let bad = |detail: String| ctx(Error::corrupt("header entry", first, detail));
-    if header.num_shards != 1
-        || header.big_endian
-        || header.records_len > first
-        || !u64::from(header.alignment).is_power_of_two()
-        || u64::from(header.alignment) > MAX_ALIGNMENT
-    {
-        return Err(bad(format!(
-            "not a valid shard header (num_shards {}, records {} bytes before an index at {first}, \
-             alignment {})",
-            header.num_shards, header.records_len, header.alignment
-        )));
-    }
-    Ok(ShardIndex {
-        path: path.to_path_buf(),
-        file_len,
-        tail,
-        base: first,
-        index,
-        header,
-        shard,
-    })
 }
 
 /// Checks every entry of a shard as a reader would (SPEC.md 8.2, 13.1), without its records:
@@ -479,6 +318,35 @@ fn overlap(name: &[u8], a: &Region, file_a: &str, b: &Region, file_b: &str) -> E
     }
 }
 
+/// A file name `STEM.refs-SSSSS-of-NNNNN.pending` (a references file, SPEC.md 12.5):
+/// (shard, number of shards).
+fn parse_refs_name(file_name: &[u8], stem: &[u8]) -> Option<(u32, u32)> {
+    let rest = file_name
+        .strip_prefix(stem)?
+        .strip_prefix(b".refs-")?
+        .strip_suffix(b".pending")?;
+    parse_k_of_n(rest)
+}
+
+/// Whether a file name is `STEM.reused-...`: an earlier save's data file linked by a shard
+/// writer of an incremental save (SPEC.md 12.5).
+fn is_reused_name(file_name: &[u8], stem: &[u8]) -> bool {
+    file_name
+        .strip_prefix(stem)
+        .is_some_and(|r| r.starts_with(b".reused-") && !r.ends_with(b".pdx-tmp"))
+}
+
+/// `SSSSS-of-NNNNN` (at least 5 digits each): (shard, number of shards).
+fn parse_k_of_n(rest: &[u8]) -> Option<(u32, u32)> {
+    let rest = std::str::from_utf8(rest).ok()?;
+    let (a, b) = rest.split_once("-of-")?;
+    let digits = |s: &str| s.len() >= 5 && s.bytes().all(|c| c.is_ascii_digit());
+    if !digits(a) || !digits(b) {
+        return None;
+    }
+    Some((a.parse().ok()?, b.parse().ok()?))
+}
+
 /// A file name `STEM.data-SSSSS-of-NNNNN[.pending]`: (shard, number of shards, pending).
 fn parse_data_name(file_name: &[u8], stem: &[u8]) -> Option<(u32, u32, bool)> {
     let rest = file_name.strip_prefix(stem)?.strip_prefix(b".data-")?;
@@ -486,13 +354,8 @@ fn parse_data_name(file_name: &[u8], stem: &[u8]) -> Option<(u32, u32, bool)> {
         Some(r) => (r, true),
         None => (rest, false),
     };
-    let rest = std::str::from_utf8(rest).ok()?;
-    let (a, b) = rest.split_once("-of-")?;
-    let digits = |s: &str| s.len() >= 5 && s.bytes().all(|c| c.is_ascii_digit());
-    if !digits(a) || !digits(b) {
-        return None;
-    }
-    Some((a.parse().ok()?, b.parse().ok()?, pending))
+    let (k, n) = parse_k_of_n(rest)?;
+    Some((k, n, pending))
 }
 
 /// The directory of a prefix, the prefix's file name, and the files of the directory whose
@@ -621,7 +484,9 @@ pub fn merge_shards(
         }
     };
     found.sort_by_key(|s| s.shard.shard_id);
-    // Each shard: the pending one, or (a merge run again) the final one of this save.
+    // Each shard: the pending one, or (a merge run again after a crash) the one of this save
+    // already under a final name (of this save's number of data files, known only once the
+    // shards' references are read).
     let mut shards: Vec<ShardIndex> = Vec::with_capacity(n as usize);
     let mut renames: Vec<Option<PathBuf>> = Vec::with_capacity(n as usize);
     let mut found = found.into_iter().peekable();
@@ -632,31 +497,113 @@ pub fn merge_shards(
             shards.push(s);
             continue;
         }
-        let final_path = data_path(prefix, k, n);
-        let missing = || Error::Shard {
-            path: path_str(&pending_path(prefix, k, n)),
-            problem: ShardProblem::Missing,
-            detail: format!("shard {k} of {n} of save {save_id} is missing"),
+        let want = ShardOf {
+            save_id,
+            shard_id: k,
+            num_shards: n,
         };
-        match read_shard_index(&final_path, &mut read) {
-            Ok(s) if s.shard.save_id == save_id && s.shard.shard_id == k => {
+        match find_final(&files, &stem, k, |s| s.shard == want, &mut read)? {
+            Some(s) => {
                 renames.push(None);
                 shards.push(s);
             }
-            Ok(_) | Err(Error::Shard { .. }) => return Err(missing()),
+            None => {
+                return Err(Error::Shard {
+                    path: path_str(&pending_path(prefix, k, n)),
+                    problem: ShardProblem::Missing,
+                    detail: format!("shard {k} of {n} of save {save_id} is missing"),
+                })
+            }
+        }
+    }
+    // An incremental save: each shard's references, and the earlier data files they name.
+    let refs = read_all_references(prefix, &shards, &mut read)?;
+    let mut reused_refs: BTreeMap<(SaveId, u32, u32), ShardRef> = BTreeMap::new();
+    for r in refs.iter().flatten() {
+        for f in &r.files {
+            let key = (f.shard.save_id, f.shard.num_shards, f.shard.shard_id);
+            match reused_refs.get(&key) {
+                Some(g) if g.file_len != f.file_len => {
+                    return Err(Error::Shard {
+                        path: path_str(&r.path),
+                        problem: ShardProblem::Identity,
+                        detail: format!(
+                            "the shards disagree on the length of data file {} of {} of save                              {} ({} and {} bytes)",
+                            f.shard.shard_id,
+                            f.shard.num_shards,
+                            f.shard.save_id,
+                            g.file_len,
+                            f.file_len
+                        ),
+                    })
+                }
+                Some(_) => {}
+                None => {
+                    reused_refs.insert(key, *f);
+                }
+            }
+        }
+    }
+    let total = u32::try_from(reused_refs.len())
+        .ok()
+        .and_then(|r| n.checked_add(r))
+        .filter(|&t| t <= MAX_SHARDS)
+        .ok_or_else(|| Error::Shard {
+            path: shown_prefix.clone(),
+            problem: ShardProblem::Count,
+            detail: format!(
+                "{n} shards and {} reused data files exceed {MAX_SHARDS} data files",
+                reused_refs.len()
+            ),
+        })?;
+    let mut reused: Vec<ShardIndex> = Vec::with_capacity(reused_refs.len());
+    for (i, f) in reused_refs.values().enumerate() {
+        let link = reused_path(prefix, &f.shard);
+        let matches = |s: &ShardIndex| s.shard == f.shard && s.file_len == f.file_len;
+        let k = n + u32::try_from(i).expect("below MAX_SHARDS");
+        let at_link = match read_shard_index(&link, &mut read) {
+            Ok(s) if matches(&s) => Some(s),
+            Ok(_) | Err(Error::Shard { .. }) => None,
             Err(e) => return Err(e),
+        };
+        if let Some(s) = at_link {
+            renames.push(Some(link));
+            reused.push(s);
+            continue;
+        }
+        match find_final(&files, &stem, k, matches, &mut read)? {
+            Some(s) => {
+                renames.push(None);
+                reused.push(s);
+            }
+            None => {
+                return Err(Error::Shard {
+                    path: path_str(&link),
+                    problem: ShardProblem::Missing,
+                    detail: format!(
+                        "data file {} of {} of save {} ({} bytes), which the save reuses, is \
+                         not in the checkpoint's directory",
+                        f.shard.shard_id, f.shard.num_shards, f.shard.save_id, f.file_len
+                    ),
+                })
+            }
         }
     }
     let mut partial = 0u64;
-    let merged = merge_entries(&shards, &opts.partial, &mut partial)?;
+    let merged = merge_entries(&shards, &refs, &reused, &opts.partial, &mut partial)?;
     let metadata = merge_metadata(&shards, &opts.metadata)?;
     let header = FileHeader {
-        num_shards: i32::try_from(n).expect("at most MAX_SHARDS"),
+        num_shards: i32::try_from(total).expect("at most MAX_SHARDS"),
         big_endian: false,
         producer: TF_BUNDLE_VERSION,
         min_consumer: 0,
         format_version: 2,
-        alignment: shards.iter().map(|s| s.header.alignment).min().unwrap_or(1),
+        alignment: shards
+            .iter()
+            .chain(&reused)
+            .map(|s| s.header.alignment)
+            .min()
+            .unwrap_or(1),
         records_len: 0,
         tensor_count: merged.tensors,
         records_sorted: false,
@@ -664,12 +611,16 @@ pub fn merge_shards(
         shard_of: None,
         shards: shards
             .iter()
-            .map(|s| ShardRef {
+            .map(|s| (s, false))
+            .chain(reused.iter().map(|s| (s, true)))
+            .map(|(s, reused)| ShardRef {
                 file_len: s.file_len,
                 shard: s.shard,
+                reused,
             })
             .collect(),
         slice_count: merged.slices,
+        references: 0,
     };
     step(opts, MergeStep::Checked);
 
@@ -716,7 +667,7 @@ pub fn merge_shards(
     let mut removed = Vec::new();
     for (path, name) in &files {
         if let Some((_, m, false)) = parse_data_name(name, &stem) {
-            if m != n {
+            if m != total {
                 match std::fs::remove_file(path) {
                     Ok(()) => removed.push(path.clone()),
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -729,10 +680,10 @@ pub fn merge_shards(
         sync_dir()?;
     }
     step(opts, MergeStep::PreviousDataRemoved);
-    // 4. The shards under their final names.
-    let mut data_paths = Vec::with_capacity(n as usize);
-    for (k, from) in (0..n).zip(&renames) {
-        let to = data_path(prefix, k, n);
+    // 4. The shards, and the reused data files, under their final names.
+    let mut data_paths = Vec::with_capacity(total as usize);
+    for (k, from) in (0..total).zip(&renames) {
+        let to = data_path(prefix, k, total);
         if let Some(from) = from {
             std::fs::rename(from, &to).map_err(|e| {
                 Error::io(
@@ -740,6 +691,12 @@ pub fn merge_shards(
                     e,
                 )
             })?;
+            // A reused file that already had this name (an incremental save at the base's own
+            // prefix) is the same file as its link, which the rename then leaves in place.
+            if from.exists() {
+                std::fs::remove_file(from)
+                    .map_err(|e| Error::io(format!("removing {}", from.display()), e))?;
+            }
         }
         step(opts, MergeStep::ShardRenamed(k));
         data_paths.push(to);
@@ -750,6 +707,11 @@ pub fn merge_shards(
     staging::commit([(temp, index.as_path())])?;
     sync_dir()?;
     step(opts, MergeStep::Committed);
+    // 6. The references files are not needed any more (one left by a crash here is reported
+    // by `shard_files` and removed by `clean_shards`).
+    for r in refs.iter().flatten() {
+        let _ = std::fs::remove_file(&r.path);
+    }
     Ok(MergeShardsReport {
         index_path: index,
         data_paths,
@@ -757,12 +719,86 @@ pub fn merge_shards(
         tensors: merged.tensors,
         slices: merged.slices,
         partial,
+        reused_tensors: merged.reused_tensors,
+        reused_bytes: merged.reused_bytes,
+        reused_files: reused.len() as u64,
         bytes_read: read,
         shard_bytes: shards.iter().map(|s| s.file_len).sum(),
         index_len,
         removed,
         ignored,
     })
+}
+
+/// The shard `k` under a final name `PREFIX.data-k-of-M` (any M) that `matches` accepts: where
+/// a merge that stopped after renaming it left it.
+fn find_final(
+    files: &[(PathBuf, Vec<u8>)],
+    stem: &[u8],
+    k: u32,
+    matches: impl Fn(&ShardIndex) -> bool,
+    read: &mut u64,
+) -> Result<Option<ShardIndex>> {
+    for (path, name) in files {
+        if parse_data_name(name, stem).is_some_and(|(j, _, pending)| j == k && !pending) {
+            match read_shard_index(path, read) {
+                Ok(s) if matches(&s) => return Ok(Some(s)),
+                Ok(_) | Err(Error::Shard { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// The references file of each shard that counts references in its header (SPEC.md 12.5),
+/// checked to be that shard's and to hold that many.
+fn read_all_references(
+    prefix: &Path,
+    shards: &[ShardIndex],
+    read: &mut u64,
+) -> Result<Vec<Option<References>>> {
+    shards
+        .iter()
+        .map(|s| {
+            if s.header.references == 0 {
+                return Ok(None);
+            }
+            let path = refs_path(prefix, s.shard.shard_id, s.shard.num_shards);
+            let missing = |detail: String| Error::Shard {
+                path: path_str(&path),
+                problem: ShardProblem::Missing,
+                detail,
+            };
+            let r = match read_references(&path, read) {
+                Ok(r) => r,
+                Err(Error::Shard {
+                    problem: ShardProblem::Missing,
+                    ..
+                }) => {
+                    return Err(missing(format!(
+                        "the references file of {} (which reuses {} tensors) is missing",
+                        s.shown(),
+                        s.header.references
+                    )))
+                }
+                Err(e) => return Err(e),
+            };
+            if r.shard != s.shard || r.entries.len() as u64 != s.header.references {
+                return Err(missing(format!(
+                    "the references file is not the one of {} (it is of shard {} of {} of save \
+                     {}, with {} references; the shard counts {})",
+                    s.shown(),
+                    r.shard.shard_id,
+                    r.shard.num_shards,
+                    r.shard.save_id,
+                    r.entries.len(),
+                    s.header.references
+                )));
+            }
+            Ok(Some(r))
+        })
+        .collect()
 }
 
 fn step(opts: &MergeShardsOptions<'_>, s: MergeStep) {
@@ -784,17 +820,43 @@ fn orphan_save(
     if index_path(prefix).exists() {
         return Ok(None);
     }
+    let wanted = |s: &ShardOf| {
+        opts.save_id.is_none_or(|id| id == s.save_id)
+            && opts.num_shards.is_none_or(|n| n == s.num_shards)
+    };
+    // The references files of an incremental save stay until its index is committed, and
+    // name their save.
     let mut saves = BTreeSet::new();
     for (path, name) in files {
-        if let Some((_, _, false)) = parse_data_name(name, stem) {
-            if let Ok(s) = read_shard_index(path, read) {
-                if opts.save_id.is_none_or(|id| id == s.shard.save_id)
-                    && opts.num_shards.is_none_or(|n| n == s.shard.num_shards)
-                {
-                    saves.insert((s.shard.save_id, s.shard.num_shards));
+        if parse_refs_name(name, stem).is_some() {
+            if let Ok(r) = read_references(path, read) {
+                if wanted(&r.shard) {
+                    saves.insert((r.shard.save_id, r.shard.num_shards));
                 }
             }
         }
+    }
+    if saves.is_empty() {
+        // Otherwise, the saves all of whose shards are there (an incremental save's data
+        // files include some of an earlier save's, rarely all).
+        let mut present: BTreeMap<(SaveId, u32), BTreeSet<u32>> = BTreeMap::new();
+        for (path, name) in files {
+            if let Some((_, _, false)) = parse_data_name(name, stem) {
+                if let Ok(s) = read_shard_index(path, read) {
+                    if wanted(&s.shard) {
+                        present
+                            .entry((s.shard.save_id, s.shard.num_shards))
+                            .or_default()
+                            .insert(s.shard.shard_id);
+                    }
+                }
+            }
+        }
+        saves = present
+            .into_iter()
+            .filter(|((_, n), ks)| ks.len() as u64 == u64::from(*n))
+            .map(|(save, _)| save)
+            .collect();
     }
     match saves.len() {
         0 => Ok(None),
@@ -816,6 +878,118 @@ struct Merged {
     entries: Vec<(Vec<u8>, Vec<u8>)>,
     tensors: u64,
     slices: u64,
+    reused_tensors: u64,
+    reused_bytes: u64,
+}
+
+/// An entry of a shard's references, resolved: (name, value naming its data file, offset of
+/// the block its reference came from).
+type Resolved = (Vec<u8>, Vec<u8>, u64);
+
+/// A cursor over the entries the merge takes in: a shard's index table, or a shard's resolved
+/// references (position `None` before the first).
+enum Cursor<'a> {
+    Table(Box<crate::table::TableIter<'a>>),
+    List(&'a [Resolved], Option<usize>),
+}
+
+impl Cursor<'_> {
+    fn next(&mut self) -> Result<bool> {
+        match self {
+            Cursor::Table(it) => it.next(),
+            Cursor::List(items, pos) => {
+                let p = pos.map_or(0, |p| p + 1);
+                *pos = Some(p);
+                Ok(p < items.len())
+            }
+        }
+    }
+
+    fn item(&self) -> (&[u8], &[u8], u64) {
+        match self {
+            Cursor::Table(it) => (it.key(), it.value(), it.block_offset()),
+            Cursor::List(items, pos) => {
+                let (k, v, at) = &items[pos.expect("on an entry")];
+                (k, v, *at)
+            }
+        }
+    }
+
+    fn key(&self) -> &[u8] {
+        self.item().0
+    }
+
+    fn value(&self) -> &[u8] {
+        self.item().1
+    }
+
+    fn block_offset(&self) -> u64 {
+        self.item().2
+    }
+}
+
+/// Resolves each shard's references (SPEC.md 12.5) against the reused data files: the entry a
+/// reference copies from its base's index must be the data file's own entry of that name (but
+/// for `shard_id`), which then names that file by its number in the new checkpoint, `n` (the
+/// number of shards) plus its position in `reused`. Returns, per shard with references, its
+/// references file (for messages) and its resolved entries; and the tensors and data bytes
+/// reused.
+#[allow(clippy::type_complexity)]
+fn resolve_references(
+    n: usize,
+    refs: &[Option<References>],
+    reused: &[ShardIndex],
+) -> Result<(Vec<(String, Vec<Resolved>)>, u64, u64)> {
+    let (mut tensors, mut bytes) = (0u64, 0u64);
+    let mut lists = Vec::new();
+    for r in refs.iter().flatten() {
+        let shown = path_str(&r.path);
+        let global: Vec<usize> = r
+            .files
+            .iter()
+            .map(|f| {
+                reused
+                    .iter()
+                    .position(|x| x.shard == f.shard)
+                    .expect("every data file a references file lists was located")
+            })
+            .collect();
+        let mut list = Vec::with_capacity(r.entries.len());
+        for (name, e, at) in &r.entries {
+            let g = global[usize::try_from(e.shard_id).expect("checked when read")];
+            let file = &reused[g];
+            let own = file
+                .table()
+                .get(name, |v, a| IndexEntry::decode(v, a, MAX_RANK))?
+                .transpose()?;
+            let mut want = e.clone();
+            want.shard_id = 0;
+            if own.as_ref() != Some(&want) {
+                return Err(Error::Shard {
+                    path: shown,
+                    problem: ShardProblem::Reference,
+                    detail: format!(
+                        "the reference to tensor {} is not what {} holds under that name ({})",
+                        name::display(name),
+                        file.shown(),
+                        if own.is_some() {
+                            "another entry"
+                        } else {
+                            "no entry"
+                        }
+                    ),
+                });
+            }
+            want.shard_id = i32::try_from(n + g).expect("at most MAX_SHARDS data files");
+            let mut v = Vec::new();
+            want.encode(&mut v);
+            list.push((name.clone(), v, *at));
+            tensors += 1;
+            bytes = bytes.saturating_add(e.size);
+        }
+        lists.push((shown, list));
+    }
+    Ok((lists, tensors, bytes))
 }
 
 /// Merges the shards' entries (SPEC.md 12.2): each data entry as its shard has it, with the
@@ -823,14 +997,28 @@ struct Merged {
 /// shard in shard order, after checking that they fit together.
 fn merge_entries(
     shards: &[ShardIndex],
+    refs: &[Option<References>],
+    reused: &[ShardIndex],
     partial: &PartialTensors,
     partial_count: &mut u64,
 ) -> Result<Merged> {
-    for s in shards {
+    for s in shards.iter().chain(reused) {
         check_shard(s)?;
     }
+    let (lists, reused_tensors, reused_bytes) = resolve_references(shards.len(), refs, reused)?;
     let tables: Vec<Table<'_>> = shards.iter().map(ShardIndex::table).collect();
-    let mut cursors: Vec<_> = tables.iter().map(|t| t.iter()).collect();
+    // The shards' own entries (whose shard_id becomes the shard's number), then each shard's
+    // references (whose values name their data file already).
+    let mut cursors: Vec<Cursor<'_>> = tables
+        .iter()
+        .map(|t| Cursor::Table(Box::new(t.iter())))
+        .chain(lists.iter().map(|(_, l)| Cursor::List(l, None)))
+        .collect();
+    let shown: Vec<String> = shards
+        .iter()
+        .map(ShardIndex::shown)
+        .chain(lists.iter().map(|(p, _)| p.clone()))
+        .collect();
     let mut heap: BinaryHeap<std::cmp::Reverse<(Vec<u8>, usize)>> = BinaryHeap::new();
     for (k, c) in cursors.iter_mut().enumerate() {
         let mut on = c.next()?;
@@ -845,6 +1033,8 @@ fn merge_entries(
         entries: Vec::new(),
         tensors: 0,
         slices: 0,
+        reused_tensors,
+        reused_bytes,
     };
     while let Some(std::cmp::Reverse((key, first))) = heap.pop() {
         let mut holders = vec![first];
@@ -857,7 +1047,7 @@ fn merge_entries(
             }
         }
         holders.sort_unstable();
-        let file = |s: usize| shards[s].shown();
+        let file = |s: usize| shown[s].clone();
         let entry = |s: usize| -> Result<IndexEntry> {
             IndexEntry::decode(cursors[s].value(), cursors[s].block_offset(), MAX_RANK)
         };
@@ -884,7 +1074,9 @@ fn merge_entries(
         let entries: Vec<IndexEntry> = holders.iter().map(|&s| entry(s)).collect::<Result<_>>()?;
         let value = if holders.len() == 1 && entries[0].num_slices == 0 {
             let mut e = entries[0].clone();
-            e.shard_id = i32::try_from(holders[0]).expect("at most MAX_SHARDS shards");
+            if holders[0] < shards.len() {
+                e.shard_id = i32::try_from(holders[0]).expect("at most MAX_SHARDS shards");
+            }
             let mut v = Vec::new();
             e.encode(&mut v);
             v
@@ -1031,7 +1223,10 @@ pub enum ShardFileKind {
     /// A data file of the committed sharded checkpoint at the prefix.
     Committed,
     /// A finished shard of a save that has not been merged (`PREFIX.data-k-of-N.pending`):
-    /// a save in progress, or one whose merge never ran.
+    /// a save in progress, or one whose merge never ran. Also the other files an incremental
+    /// save keeps until its merge (SPEC.md 12.5): a shard's references file
+    /// (`PREFIX.refs-k-of-N.pending`, whose `shard` is the shard's) and an earlier save's data
+    /// file linked for reuse (`PREFIX.reused-...`, whose `shard` is that file's identity).
     Pending,
     /// A shard under its final name that no committed index refers to: left by a merge that
     /// stopped between removing the previous index and writing the new one, or by a
@@ -1079,10 +1274,13 @@ pub fn shard_files(prefix: impl AsRef<Path>) -> Result<Vec<ShardFile>> {
             } else {
                 ShardFileKind::Orphan
             }
+        } else if parse_refs_name(&name, &stem).is_some() || is_reused_name(&name, &stem) {
+            ShardFileKind::Pending
         } else if name.starts_with(&hidden)
             && name.ends_with(b".pdx-tmp")
-            && (name[hidden.len()..].starts_with(b".data-")
-                || name[hidden.len()..].starts_with(b".index."))
+            && [&b".data-"[..], b".index.", b".refs-", b".reused-"]
+                .iter()
+                .any(|p| name[hidden.len()..].starts_with(p))
         {
             ShardFileKind::Temporary
         } else {
@@ -1090,6 +1288,8 @@ pub fn shard_files(prefix: impl AsRef<Path>) -> Result<Vec<ShardFile>> {
         };
         let shard = if kind == ShardFileKind::Temporary {
             None
+        } else if parse_refs_name(&name, &stem).is_some() {
+            read_references(&path, &mut read).ok().map(|r| r.shard)
         } else {
             read_shard_index(&path, &mut read).ok().map(|s| s.shard)
         };

@@ -35,7 +35,9 @@ mod meta;
 mod reader;
 mod recover;
 pub(crate) mod region;
+mod reuse;
 mod rewrite;
+mod shard_index;
 mod shard_table;
 mod shard_writer;
 mod shards;
@@ -79,9 +81,10 @@ pub use recover::{
     RecoverReport, Recovered,
 };
 pub use region::Region;
+pub use reuse::ReuseStats;
 pub use rewrite::{rewrite_in_place, RewriteReport};
 pub(crate) use shard_table::{data_path, index_path};
-pub use shard_writer::{ShardWriter, ShardedSave};
+pub use shard_writer::{Saved, ShardWriter, ShardedSave};
 pub use source::Source;
 pub use staging::{remove_staged, write_atomically};
 pub use stream::TensorWriter;

@@ -235,6 +235,11 @@ impl Reader {
             }
             if let Some(s) = &header.shard_of {
                 shards::check_shard_of(s, first_block)?;
+            } else if header.references != 0 {
+                return Err(bad(format!(
+                    "{} references to earlier saves' data files in a file that is not a shard",
+                    header.references
+                )));
             }
             None
         } else {

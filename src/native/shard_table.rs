@@ -28,6 +28,29 @@ pub(crate) fn pending_path(prefix: &Path, shard: u32, num_shards: u32) -> PathBu
     PathBuf::from(p)
 }
 
+/// `PREFIX.refs-SSSSS-of-NNNNN.pending`: the references file of shard `shard` of
+/// `num_shards` of an incremental save (SPEC.md 12.5), the tensors it reuses from earlier
+/// saves' data files; removed once the save is committed.
+pub(crate) fn refs_path(prefix: &Path, shard: u32, num_shards: u32) -> PathBuf {
+    with_suffix(
+        prefix,
+        &format!(".refs-{shard:05}-of-{num_shards:05}.pending"),
+    )
+}
+
+/// `PREFIX.reused-<save id>-SSSSS-of-NNNNN`: the link (or copy) in the prefix's directory of an
+/// earlier save's data file that an incremental save reuses (SPEC.md 12.5), until the merge
+/// gives it a data file name of the new checkpoint.
+pub(crate) fn reused_path(prefix: &Path, file: &ShardOf) -> PathBuf {
+    with_suffix(
+        prefix,
+        &format!(
+            ".reused-{}-{:05}-of-{:05}",
+            file.save_id, file.shard_id, file.num_shards
+        ),
+    )
+}
+
 /// `prefix` followed by `suffix`.
 pub(crate) fn with_suffix(prefix: &Path, suffix: &str) -> PathBuf {
     let mut s = OsString::from(prefix.as_os_str());

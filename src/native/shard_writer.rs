@@ -8,12 +8,15 @@
 
 use std::ops::{Deref, DerefMut};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::native::header::{SaveId, ShardOf};
 use crate::native::merge_shards::{merge_shards, MergeShardsOptions, MergeShardsReport};
+use crate::native::reader::Reader;
+use crate::native::reuse::{Reuse, ReuseStats};
 use crate::native::shard_table::pending_path;
-use crate::native::writer::{FinishStats, Writer, WriterOptions};
+use crate::native::writer::{FinishStats, Tensor, Writer, WriterOptions};
 use crate::native::MAX_SHARDS;
 
 /// The writer of one shard of a sharded save: a [`Writer`] (every method of which it offers,
@@ -48,7 +51,20 @@ use crate::native::MAX_SHARDS;
 pub struct ShardWriter {
     writer: Writer,
     shard: ShardOf,
+    prefix: PathBuf,
     pending: PathBuf,
+    /// For an incremental save: the earlier checkpoint and what this shard reuses of it.
+    reuse: Option<Reuse>,
+    sync: bool,
+}
+
+/// What [`ShardWriter::add_or_reuse`] did with a tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Saved {
+    /// Its bytes were written to the shard.
+    Written,
+    /// The earlier checkpoint holds it byte-identical: the shard refers to it there.
+    Reused,
 }
 
 impl ShardWriter {
@@ -69,6 +85,7 @@ impl ShardWriter {
             )));
         }
         let pending = pending_path(prefix.as_ref(), shard_id, num_shards);
+        let sync = opts.sync;
         let mut writer = Writer::create_with(&pending, opts)?;
         let shard = ShardOf {
             save_id,
@@ -79,8 +96,111 @@ impl ShardWriter {
         Ok(ShardWriter {
             writer,
             shard,
+            prefix: prefix.as_ref().to_path_buf(),
             pending,
+            reuse: None,
+            sync,
         })
+    }
+
+    /// Makes this shard part of an incremental save (SPEC.md 12.5) whose base is the earlier
+    /// sharded checkpoint `base` (opened by its prefix): tensors it holds unchanged are reused
+    /// with [`ShardWriter::add_or_reuse`] or [`ShardWriter::reuse_unchanged`] instead of
+    /// written. The first tensor reused from one of the base's data files links that file into
+    /// this checkpoint's directory (a copy where the file system cannot link), so that
+    /// deleting the base afterwards never breaks the new checkpoint.
+    ///
+    /// Errors when `base` is not a sharded checkpoint opened by its prefix.
+    pub fn with_base(mut self, base: Arc<Reader>) -> Result<ShardWriter> {
+        self.reuse = Some(Reuse::new(base, &self.prefix)?);
+        Ok(self)
+    }
+
+    /// Adds `tensor` under `name`, unless the base (see [`ShardWriter::with_base`]) holds it
+    /// byte-identical ([`Reader::holds_unchanged`]: the same dtype, shape and LoD, the same
+    /// size and CRC32C, confirmed by comparing the bytes), in which case the shard refers to
+    /// it there and writes nothing. Without a base, it is [`Writer::add`].
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let (old, new) = (dir.path().join("step1"), dir.path().join("step2"));
+    /// use std::sync::Arc;
+    /// use paramdex::{DType, Reader, Saved, ShardedSave, Tensor};
+    /// let save = ShardedSave::new(&old, 1)?;
+    /// let mut w = save.shard(0)?;
+    /// w.add("frozen", Tensor::new(DType::UInt8, &[4], &[1, 2, 3, 4]))?;
+    /// w.add("trained", Tensor::new(DType::UInt8, &[4], &[5, 6, 7, 8]))?;
+    /// w.finish()?;
+    /// save.merge(&Default::default())?;
+    ///
+    /// let base = Arc::new(Reader::open(&old)?);
+    /// let save = ShardedSave::new(&new, 1)?.with_base(base);
+    /// let mut w = save.shard(0)?;
+    /// let frozen = Tensor::new(DType::UInt8, &[4], &[1, 2, 3, 4]);
+    /// assert_eq!(w.add_or_reuse("frozen", frozen)?, Saved::Reused);
+    /// let trained = Tensor::new(DType::UInt8, &[4], &[5, 6, 7, 9]);
+    /// assert_eq!(w.add_or_reuse("trained", trained)?, Saved::Written);
+    /// w.finish()?;
+    /// save.merge(&Default::default())?;
+    ///
+    /// // The old checkpoint can go: the new one holds links to the data files it reuses.
+    /// for f in std::fs::read_dir(dir.path()).unwrap() {
+    ///     let f = f.unwrap().path();
+    ///     if f.file_name().unwrap().to_string_lossy().starts_with("step1") {
+    ///         std::fs::remove_file(f).unwrap();
+    ///     }
+    /// }
+    /// let r = Reader::open(&new)?;
+    /// assert_eq!(r.get("frozen")?.unwrap().data(), &[1, 2, 3, 4]);
+    /// assert_eq!(r.get("trained")?.unwrap().data(), &[5, 6, 7, 9]);
+    /// # Ok::<(), paramdex::Error>(())
+    /// ```
+    pub fn add_or_reuse(&mut self, name: impl AsRef<[u8]>, tensor: Tensor<'_>) -> Result<Saved> {
+        let name = name.as_ref();
+        if let Some(reuse) = &mut self.reuse {
+            if !self.writer.holds(name)
+                && !reuse.holds(name)
+                && reuse.base().holds_unchanged(name, tensor)?
+            {
+                reuse.refer(name)?;
+                return Ok(Saved::Reused);
+            }
+        }
+        self.writer.add(name, tensor)?;
+        Ok(Saved::Written)
+    }
+
+    /// Refers to the base's tensor `name` without comparing anything: the caller's word that
+    /// the tensor is unchanged since the base was saved (a frozen layer, say). The base must
+    /// hold it whole. Costs an index lookup, no byte of the tensor is read.
+    ///
+    /// Errors: no base ([`Error::InvalidArgument`]); the base does not hold `name`
+    /// ([`Error::NotFound`]) or holds it in slices ([`Error::Sliced`]); this shard holds it
+    /// already ([`Error::DuplicateName`]); the base's data file is missing or not the one its
+    /// index records ([`Error::Shard`]).
+    pub fn reuse_unchanged(&mut self, name: impl AsRef<[u8]>) -> Result<()> {
+        let name = name.as_ref();
+        let Some(reuse) = &mut self.reuse else {
+            return Err(Error::InvalidArgument(format!(
+                "{}: reuse_unchanged({}) needs a base checkpoint (ShardWriter::with_base)",
+                self.pending.display(),
+                crate::name::display(name)
+            )));
+        };
+        if self.writer.holds(name) {
+            return Err(Error::DuplicateName {
+                name: crate::name::display(name),
+            });
+        }
+        reuse.refer(name)
+    }
+
+    /// What this shard reuses so far.
+    pub fn reused(&self) -> ReuseStats {
+        self.reuse
+            .as_ref()
+            .map(|r| r.stats.clone())
+            .unwrap_or_default()
     }
 
     /// Which shard of which save this is.
@@ -95,7 +215,21 @@ impl ShardWriter {
 
     /// Finishes the shard's file (index, footer, fsync) and renames it to its pending name.
     /// The checkpoint exists only once [`merge_shards`] has committed every shard.
-    pub fn finish(self) -> Result<FinishStats> {
+    ///
+    /// A shard that reuses tensors writes its references file (`PREFIX.refs-k-of-N.pending`)
+    /// first; its header counts them, so the merge never takes the shard without them.
+    pub fn finish(mut self) -> Result<FinishStats> {
+        if let Some(reuse) = &self.reuse {
+            if reuse.len() > 0 {
+                if let Some(name) = reuse.names().find(|n| self.writer.holds(n)) {
+                    return Err(Error::DuplicateName {
+                        name: crate::name::display(name),
+                    });
+                }
+                self.writer.set_references(reuse.len());
+                reuse.write_file(self.shard, self.sync)?;
+            }
+        }
         self.writer.finish()
     }
 }
@@ -124,6 +258,7 @@ pub struct ShardedSave {
     num_shards: u32,
     save_id: SaveId,
     opts: WriterOptions,
+    base: Option<Arc<Reader>>,
 }
 
 impl ShardedSave {
@@ -155,7 +290,15 @@ impl ShardedSave {
             num_shards,
             save_id,
             opts,
+            base: None,
         })
+    }
+
+    /// Makes this an incremental save whose shards reuse unchanged tensors of `base`, an
+    /// earlier sharded checkpoint (see [`ShardWriter::with_base`]).
+    pub fn with_base(mut self, base: Arc<Reader>) -> ShardedSave {
+        self.base = Some(base);
+        self
     }
 
     /// The save's id, to pass to the processes that write its shards.
@@ -175,13 +318,17 @@ impl ShardedSave {
 
     /// The writer of shard `k`.
     pub fn shard(&self, k: u32) -> Result<ShardWriter> {
-        ShardWriter::create(
+        let w = ShardWriter::create(
             &self.prefix,
             k,
             self.num_shards,
             self.save_id,
             self.opts.clone(),
-        )
+        )?;
+        match &self.base {
+            Some(base) => w.with_base(base.clone()),
+            None => Ok(w),
+        }
     }
 
     /// Commits the save: [`merge_shards`] of exactly this save's shards (its id and number of

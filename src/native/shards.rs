@@ -217,6 +217,7 @@ impl Reader {
                 .map(|r| r.path().to_string())
                 .unwrap_or_default()
         };
+        let is_reused = |k: usize| self.header.shards[k].reused;
         let table = self.table();
         let mut it = table.iter();
         let (mut tensors, mut slices) = (0u64, 0u64);
@@ -226,29 +227,39 @@ impl Reader {
             if key.is_empty() {
                 continue;
             }
-            if let Some(std::cmp::Reverse((k, s))) = heap.peek() {
-                if k.as_slice() < key {
+            // A data file reused from an earlier save (SPEC.md 12.5) may hold entries the
+            // index does not list: tensors that changed since, or that the new save dropped.
+            while let Some(std::cmp::Reverse((k, s))) = heap.peek() {
+                if k.as_slice() >= key {
+                    break;
+                }
+                let s = *s;
+                if !is_reused(s) {
                     return Err(bad(
                         at,
                         format!(
                             "{}: the entry of {} in data file {} is missing from the index",
                             self.path,
                             slice_key::display_key(k),
-                            shard_path(*s)
+                            shard_path(s)
                         ),
                     ));
                 }
+                heap.pop();
+                if cursors[s].next()? {
+                    heap.push(std::cmp::Reverse((cursors[s].key().to_vec(), s)));
+                }
             }
-            let mut holders = Vec::new();
+            let mut popped = Vec::new();
             while heap
                 .peek()
                 .is_some_and(|std::cmp::Reverse((k, _))| k.as_slice() == key)
             {
                 if let Some(std::cmp::Reverse((_, s))) = heap.pop() {
-                    holders.push(s);
+                    popped.push(s);
                 }
             }
-            holders.sort_unstable();
+            popped.sort_unstable();
             if key[0] == 0 {
                 slices += 1;
             } else {
@@ -256,6 +267,16 @@ impl Reader {
             }
             let e = IndexEntry::decode(value, at, MAX_RANK)?;
             let shown = slice_key::display_key(key);
+            // Of the reused data files holding the key, only the one a whole entry names
+            // counts (slices are never reused).
+            let named = usize::try_from(e.shard_id)
+                .ok()
+                .filter(|_| e.num_slices == 0);
+            let holders: Vec<usize> = popped
+                .iter()
+                .copied()
+                .filter(|&h| !is_reused(h) || Some(h) == named)
+                .collect();
             if e.num_slices == 0 {
                 let k = usize::try_from(e.shard_id).ok().filter(|&k| k < n);
                 if k.is_none() || holders != [k.unwrap_or(0)] {
@@ -323,13 +344,16 @@ impl Reader {
                     ));
                 }
             }
-            for s in holders {
+            for s in popped {
                 if cursors[s].next()? {
                     heap.push(std::cmp::Reverse((cursors[s].key().to_vec(), s)));
                 }
             }
         }
-        if let Some(std::cmp::Reverse((k, s))) = heap.pop() {
+        while let Some(std::cmp::Reverse((k, s))) = heap.pop() {
+            if is_reused(s) {
+                continue;
+            }
             return Err(Error::corrupt(
                 "index entry",
                 0,

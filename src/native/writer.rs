@@ -180,6 +180,9 @@ pub struct Writer {
     shard_of: Option<ShardOf>,
     /// A name starting with a NUL byte was added (allowed only in a version 1 file).
     nul_name: bool,
+    /// For a shard of an incremental save: the tensors it reuses instead of writing (header
+    /// field 25), listed in its references file by `ShardWriter`.
+    references: u64,
 }
 
 impl std::fmt::Debug for Writer {
@@ -248,6 +251,7 @@ impl Writer {
             slice_entries: 0,
             shard_of: None,
             nul_name: false,
+            references: 0,
         })
     }
 
@@ -302,6 +306,17 @@ impl Writer {
     fn entry_name(&self, i: usize) -> &[u8] {
         let p = self.entries[i];
         &self.names[p.name_start..p.name_start + p.name_len]
+    }
+
+    /// Sets header field 25 of a shard of an incremental save: the tensors its references file
+    /// lists.
+    pub(super) fn set_references(&mut self, n: u64) {
+        self.references = n;
+    }
+
+    /// Whether a tensor `name` was added, whole or in slices (no state change).
+    pub(super) fn holds(&self, name: &[u8]) -> bool {
+        self.partitioned.contains_key(name) || self.has_entry(name)
     }
 
     /// Whether an entry named `name` was pushed (no state change).
@@ -677,6 +692,7 @@ impl Writer {
             shard_of: self.shard_of,
             shards: Vec::new(),
             slice_count,
+            references: self.references,
         };
         let path = self.final_path.clone();
         // With sync on, the records go to disk on a second thread while this one sorts the

@@ -1,0 +1,322 @@
+//! A shard's footer and index table read with `pread` (never its records): what the merge of a
+//! sharded save (`merge_shards`) and an incremental save's links (`reuse`) check a shard file by.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use crate::error::{path_str, Error, IoContext, Result, ShardProblem};
+use crate::name::{self, MAX_NAME_LEN};
+use crate::native::entry::IndexEntry;
+use crate::native::header::{FileHeader, ShardOf, ShardRef};
+use crate::native::shard_table::check_shard_of;
+use crate::native::slice_key;
+use crate::native::{FORMAT_VERSION, MAX_SHARDS};
+use crate::record::{MAX_ALIGNMENT, MAX_RANK};
+use crate::table::{
+    BlockHandle, Footer, Table, TableIndex, TableReadOptions, BLOCK_TRAILER_LEN, FOOTER_LEN,
+    MAX_BLOCK_LEN,
+};
+
+/// A shard's index table, read without the records before it.
+pub(super) struct ShardIndex {
+    pub(super) path: PathBuf,
+    pub(super) file_len: u64,
+    /// The file's bytes from `base` (its first index data block) to its end.
+    pub(super) tail: Vec<u8>,
+    pub(super) base: u64,
+    pub(super) index: TableIndex,
+    pub(super) header: FileHeader,
+    /// The identity in the header (checked present).
+    pub(super) shard: ShardOf,
+}
+
+impl ShardIndex {
+    pub(super) fn table(&self) -> Table<'_> {
+        Table::new_tail(&self.tail, self.base, &self.index)
+    }
+
+    pub(super) fn shown(&self) -> String {
+        path_str(&self.path)
+    }
+}
+
+/// Reads `len` bytes at `offset` of `f`, counting them in `read`.
+fn read_at(f: &File, path: &Path, offset: u64, len: u64, read: &mut u64) -> Result<Vec<u8>> {
+    let n = usize::try_from(len).map_err(|_| {
+        Error::io(
+            format!("reading {}", path.display()),
+            std::io::Error::other("a range larger than memory"),
+        )
+    })?;
+    let mut buf = vec![0u8; n];
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileExt;
+        f.read_exact_at(&mut buf, offset)
+            .ctx("reading the index of", path)?;
+    }
+    #[cfg(not(unix))]
+    {
+        use std::io::{Read, Seek, SeekFrom};
+        let mut f = f;
+        f.seek(SeekFrom::Start(offset))
+            .and_then(|_| f.read_exact(&mut buf))
+            .ctx("reading the index of", path)?;
+    }
+    *read += len;
+    Ok(buf)
+}
+
+/// A native file's length, index table (the bytes from its first index data block to its end,
+/// the table index over them) and header, read with `pread`; never its records.
+struct IndexTail {
+    file_len: u64,
+    tail: Vec<u8>,
+    base: u64,
+    index: TableIndex,
+    header: FileHeader,
+}
+
+/// Reads the footer, index table and header of the native file at `path` (never its records);
+/// `read` counts the bytes read. A missing file is [`ShardProblem::Missing`]; one that is not
+/// a native file of version 1 to [`FORMAT_VERSION`], [`ShardProblem::Identity`].
+fn read_index_tail(path: &Path, read: &mut u64) -> Result<IndexTail> {
+    let shown = path_str(path);
+    let not_shard = |detail: String| Error::Shard {
+        path: shown.clone(),
+        problem: ShardProblem::Identity,
+        detail,
+    };
+    let f = File::open(path).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            Error::Shard {
+                path: shown.clone(),
+                problem: ShardProblem::Missing,
+                detail: "the shard file is missing".into(),
+            }
+        } else {
+            Error::io(format!("opening {}", path.display()), e)
+        }
+    })?;
+    let file_len = f.metadata().ctx("reading metadata of", path)?.len();
+    if file_len < FOOTER_LEN as u64 {
+        return Err(not_shard(format!(
+            "{file_len} bytes is too short to be a native file"
+        )));
+    }
+    let ctx = |e: Error| e.context(&format!("shard file {shown}"));
+    let footer_at = file_len - FOOTER_LEN as u64;
+    let footer_bytes = read_at(&f, path, footer_at, FOOTER_LEN as u64, read)?;
+    let footer = Footer::decode(&footer_bytes, footer_at).map_err(ctx)?;
+    // The index block ends where the footer starts (checked again by the table reader); its
+    // size is bounded before anything is allocated for it.
+    let idx: BlockHandle = footer.index;
+    let idx_len = footer_at
+        .checked_sub(idx.offset)
+        .filter(|&n| n <= (MAX_BLOCK_LEN + BLOCK_TRAILER_LEN) as u64)
+        .ok_or_else(|| {
+            ctx(Error::corrupt(
+                "footer",
+                footer_at,
+                format!(
+                    "index block handle (offset {}) does not end at the footer",
+                    idx.offset
+                ),
+            ))
+        })?;
+    let end = read_at(&f, path, idx.offset, idx_len + FOOTER_LEN as u64, read)?;
+    let opts = TableReadOptions {
+        verify_checksums: true,
+        cache_capacity: 8 << 20,
+    };
+    let first = TableIndex::open_tail(&end, idx.offset, &opts)
+        .map_err(ctx)?
+        .first_data_offset()
+        .unwrap_or(idx.offset);
+    // The data blocks before the index block (the metaindex too).
+    let mut tail = read_at(&f, path, first, idx.offset - first.min(idx.offset), read)?;
+    tail.extend_from_slice(&end);
+    let index = TableIndex::open_tail(&tail, first, &opts).map_err(ctx)?;
+    let header = {
+        let table = Table::new_tail(&tail, first, &index);
+        let mut it = table.iter();
+        it.seek_to_first().map_err(ctx)?;
+        if !it.valid() || !it.key().is_empty() {
+            return Err(not_shard("its first key is not the header's".into()));
+        }
+        FileHeader::decode(it.value(), first).map_err(ctx)?
+    };
+    if header.format_version == 0 || header.format_version > FORMAT_VERSION {
+        return Err(not_shard(format!(
+            "format version {} (a shard is a native file of version 2 to {FORMAT_VERSION})",
+            header.format_version
+        )));
+    }
+    Ok(IndexTail {
+        file_len,
+        tail,
+        base: first,
+        index,
+        header,
+    })
+}
+
+/// Reads a shard's footer and index table (never its records), and its header, and checks
+/// that it is a shard. `read` counts the bytes read.
+pub(super) fn read_shard_index(path: &Path, read: &mut u64) -> Result<ShardIndex> {
+    let shown = path_str(path);
+    let not_shard = |detail: String| Error::Shard {
+        path: shown.clone(),
+        problem: ShardProblem::Identity,
+        detail,
+    };
+    let ctx = |e: Error| e.context(&format!("shard file {shown}"));
+    let IndexTail {
+        file_len,
+        tail,
+        base: first,
+        index,
+        header,
+    } = read_index_tail(path, read)?;
+    let Some(shard) = header.shard_of.filter(|_| header.shards.is_empty()) else {
+        return Err(not_shard(
+            "the file is not a shard of a sharded save (its header has no shard identity)".into(),
+        ));
+    };
+    if shard.num_shards == 0 || shard.num_shards > MAX_SHARDS || shard.shard_id >= shard.num_shards
+    {
+        return Err(Error::Shard {
+            path: shown,
+            problem: ShardProblem::Count,
+            detail: format!(
+                "the file says it is shard {} of {}",
+                shard.shard_id, shard.num_shards
+            ),
+        });
+    }
+    let bad = |detail: String| ctx(Error::corrupt("header entry", first, detail));
+    if header.num_shards != 1
+        || header.big_endian
+        || header.records_len > first
+        || !u64::from(header.alignment).is_power_of_two()
+        || u64::from(header.alignment) > MAX_ALIGNMENT
+    {
+        return Err(bad(format!(
+            "not a valid shard header (num_shards {}, records {} bytes before an index at {first}, \
+             alignment {})",
+            header.num_shards, header.records_len, header.alignment
+        )));
+    }
+    Ok(ShardIndex {
+        path: path.to_path_buf(),
+        file_len,
+        tail,
+        base: first,
+        index,
+        header,
+        shard,
+    })
+}
+
+/// The references file of a shard of an incremental save (SPEC.md 12.5), read whole: the
+/// tensors the shard reuses from earlier saves' data files instead of writing them.
+pub(super) struct References {
+    /// The file.
+    pub(super) path: PathBuf,
+    /// The shard it belongs to (its header's field 22).
+    pub(super) shard: ShardOf,
+    /// The earlier data files it refers to (field 23); an entry's `shard_id` is a position in
+    /// this list.
+    pub(super) files: Vec<ShardRef>,
+    /// Its entries in name order: (name, entry, offset of the block holding it).
+    pub(super) entries: Vec<(Vec<u8>, IndexEntry, u64)>,
+}
+
+/// Reads and checks the references file at `path` (never more than its own bytes): a native
+/// file of version 2 without records whose header names its shard and lists the earlier data
+/// files, and whose entries are whole tensors (no slice keys, no slices) each naming one of
+/// those files.
+pub(super) fn read_references(path: &Path, read: &mut u64) -> Result<References> {
+    let shown = path_str(path);
+    let t = read_index_tail(path, read)?;
+    let bad = |at: u64, detail: String| {
+        Error::corrupt("references file", at, format!("{shown}: {detail}"))
+    };
+    let h = &t.header;
+    let Some(shard) = h.shard_of else {
+        return Err(bad(t.base, "its header names no shard".into()));
+    };
+    check_shard_of(&shard, t.base)?;
+    if h.format_version != 2
+        || h.records_len != 0
+        || h.shards.is_empty()
+        || h.shards.len() > MAX_SHARDS as usize
+        || i32::try_from(h.shards.len()).ok() != Some(h.num_shards)
+        || h.references != 0
+        || h.slice_count != 0
+    {
+        return Err(bad(
+            t.base,
+            format!(
+                "not a references file's header (version {}, records {} bytes, {} files of \
+                 num_shards {}, references {}, slices {})",
+                h.format_version,
+                h.records_len,
+                h.shards.len(),
+                h.num_shards,
+                h.references,
+                h.slice_count
+            ),
+        ));
+    }
+    for f in &h.shards {
+        check_shard_of(&f.shard, t.base)?;
+    }
+    let table = Table::new_tail(&t.tail, t.base, &t.index);
+    let mut it = table.iter();
+    let mut entries = Vec::new();
+    while it.next()? {
+        let (key, value, at) = (it.key(), it.value(), it.block_offset());
+        if key.is_empty() {
+            continue;
+        }
+        if key[0] == 0 || key.len() > MAX_NAME_LEN {
+            return Err(bad(
+                at,
+                format!(
+                    "reference {} is not a tensor name",
+                    slice_key::display_key(key)
+                ),
+            ));
+        }
+        let e = IndexEntry::decode(value, at, MAX_RANK)?;
+        if e.num_slices != 0 || usize::try_from(e.shard_id).map_or(true, |j| j >= h.shards.len()) {
+            return Err(bad(
+                at,
+                format!(
+                    "reference {} names data file {} of {} or holds slices",
+                    name::display(key),
+                    e.shard_id,
+                    h.shards.len()
+                ),
+            ));
+        }
+        entries.push((key.to_vec(), e, at));
+    }
+    if entries.len() as u64 != h.tensor_count {
+        return Err(bad(
+            t.base,
+            format!(
+                "the header counts {} references, the file holds {}",
+                h.tensor_count,
+                entries.len()
+            ),
+        ));
+    }
+    Ok(References {
+        path: path.to_path_buf(),
+        shard,
+        files: h.shards.clone(),
+        entries,
+    })
+}
