@@ -25,6 +25,13 @@
 //!   slices, against `get_slice` of the whole tensor. The printed cold read drops the file from
 //!   the page cache (`posix_fadvise(DONTNEED)`) and counts the bytes the process read from
 //!   storage (`read_bytes` of `/proc/self/io`). Linux only.
+//! - `incremental` (printed table, no criterion): a checkpoint of `PARAMDEX_BENCH_INCR_MIB` MiB
+//!   (default 2048) in 4 MiB tensors saved by 8 shard writers (threads), then the next save after
+//!   5 % of its tensors changed: in full, incrementally with `add_or_reuse` (every tensor
+//!   compared with the base: size, CRC32C, bytes) and incrementally on the caller's word
+//!   (`reuse_unchanged` for the unchanged ones). Bytes written (shard files, references files,
+//!   index; a hard link writes no data) and seconds, each save fsynced, median of
+//!   `PARAMDEX_BENCH_REPS` interleaved rounds.
 //!
 //! Files go to a temporary directory under `PARAMDEX_BENCH_DIR` (default the system's), removed
 //! between rounds and at the end: the write group needs twice the ranks' bytes free, the slice
@@ -39,8 +46,8 @@ use std::time::{Duration, Instant};
 
 use criterion::{BatchSize, Criterion};
 use paramdex::{
-    merge_shards, DType, MergeShardsOptions, Reader, Region, SaveId, ShardWriter, Tensor, Writer,
-    WriterOptions,
+    merge_shards, DType, MergeShardsOptions, Reader, Region, SaveId, Saved, ShardWriter,
+    ShardedSave, Tensor, Writer, WriterOptions,
 };
 
 const RANKS: u32 = 8;
@@ -505,6 +512,179 @@ fn bench_slice(c: &mut Criterion, dir: &Path) {
     g.finish();
 }
 
+// ---- incremental: 5 % of 2 GiB changed -------------------------------------------------------
+
+const INCR_TENSOR_MIB: usize = 4;
+const INCR_SHARDS: u32 = 8;
+
+/// How the next save is written.
+#[derive(Clone, Copy, PartialEq)]
+enum Next {
+    /// Every tensor written.
+    Full,
+    /// Every tensor through `add_or_reuse`.
+    Compared,
+    /// The changed tensors written, the others `reuse_unchanged` (the caller knows which).
+    CallersWord,
+}
+
+/// Saves `tensors` at `prefix` with `INCR_SHARDS` writer threads (tensor i in shard i % 8),
+/// the way `next` says, against `base`; returns (seconds, bytes written, tensors reused).
+fn incremental_save(
+    prefix: &Path,
+    tensors: &[Vec<u8>],
+    changed: &[bool],
+    base: Option<&std::sync::Arc<Reader>>,
+    next: Next,
+) -> (f64, u64, u64) {
+    let t = Instant::now();
+    let mut save = ShardedSave::new(prefix, INCR_SHARDS).unwrap();
+    if let (Some(b), true) = (base, next != Next::Full) {
+        save = save.with_base(b.clone());
+    }
+    let written = std::sync::atomic::AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for k in 0..INCR_SHARDS {
+            let (save, written) = (&save, &written);
+            s.spawn(move || {
+                let mut w = save.shard(k).unwrap();
+                for (i, d) in tensors.iter().enumerate() {
+                    if i % INCR_SHARDS as usize != k as usize {
+                        continue;
+                    }
+                    let name = format!("model.layers.{i:04}.weight");
+                    let shape = [(d.len() / 4) as u64];
+                    let tensor = Tensor::new(DType::Float32, &shape, d);
+                    match next {
+                        Next::Full => w.add(name, tensor).unwrap(),
+                        Next::Compared => {
+                            let saved = w.add_or_reuse(name, tensor).unwrap();
+                            assert_eq!(saved == Saved::Written, changed[i]);
+                        }
+                        Next::CallersWord if changed[i] => w.add(name, tensor).unwrap(),
+                        Next::CallersWord => w.reuse_unchanged(name).unwrap(),
+                    }
+                }
+                let stats = w.finish().unwrap();
+                written.fetch_add(stats.file_len, std::sync::atomic::Ordering::Relaxed);
+            });
+        }
+    });
+    // The references files are written too (and removed by the merge).
+    let dir = prefix.parent().unwrap();
+    let stem = prefix.file_name().unwrap().to_string_lossy().into_owned();
+    let mut refs = 0u64;
+    for e in std::fs::read_dir(dir).unwrap() {
+        let e = e.unwrap();
+        if e.file_name()
+            .to_string_lossy()
+            .starts_with(&format!("{stem}.refs-"))
+        {
+            refs += e.metadata().unwrap().len();
+        }
+    }
+    let rep = save.merge(&MergeShardsOptions::default()).unwrap();
+    let bytes = written.into_inner() + refs + rep.index_len;
+    (t.elapsed().as_secs_f64(), bytes, rep.reused_tensors)
+}
+
+fn bench_incremental() {
+    let total_mib = env_usize("PARAMDEX_BENCH_INCR_MIB", 2048);
+    let reps = env_usize("PARAMDEX_BENCH_REPS", 3).max(1);
+    let count = (total_mib / INCR_TENSOR_MIB).max(20);
+    let base_data: Vec<Vec<u8>> = (0..count)
+        .map(|i| fill(INCR_TENSOR_MIB * MIB, i as u64))
+        .collect();
+    // Every 20th tensor changes: 5 %.
+    let changed: Vec<bool> = (0..count).map(|i| i % 20 == 7).collect();
+    let next_data: Vec<Vec<u8>> = base_data
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            if changed[i] {
+                fill(d.len(), 1_000_000 + i as u64)
+            } else {
+                d.clone()
+            }
+        })
+        .collect();
+    let changed_bytes: u64 = next_data
+        .iter()
+        .zip(&changed)
+        .filter(|(_, &c)| c)
+        .map(|(d, _)| d.len() as u64)
+        .sum();
+    let dir = bench_dir();
+    let (mut base_t, mut full, mut compared, mut word) = (vec![], vec![], vec![], vec![]);
+    let (mut full_b, mut compared_b, mut word_b) = (0, 0, 0);
+    for rep in 0..reps {
+        let base_prefix = dir.path().join("step1");
+        let (bt, _, _) = incremental_save(&base_prefix, &base_data, &changed, None, Next::Full);
+        base_t.push(bt);
+        let base = std::sync::Arc::new(Reader::open(&base_prefix).unwrap());
+        let runs: [(Next, &str, &mut Vec<f64>, &mut u64); 3] = [
+            (Next::Full, "full", &mut full, &mut full_b),
+            (Next::Compared, "compared", &mut compared, &mut compared_b),
+            (Next::CallersWord, "word", &mut word, &mut word_b),
+        ];
+        for (next, name, times, bytes) in runs {
+            let prefix = dir.path().join(format!("step2-{name}"));
+            let (t, b, reused) = incremental_save(&prefix, &next_data, &changed, Some(&base), next);
+            if next != Next::Full {
+                assert_eq!(reused as usize, changed.iter().filter(|c| !**c).count());
+                // The new checkpoint stands alone once the base is gone (checked below).
+            }
+            times.push(t);
+            *bytes = b;
+        }
+        drop(base);
+        // Removing the base leaves every incremental checkpoint whole.
+        for e in std::fs::read_dir(dir.path()).unwrap() {
+            let p = e.unwrap().path();
+            if p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("step1")
+            {
+                std::fs::remove_file(p).unwrap();
+            }
+        }
+        for name in ["compared", "word"] {
+            let r = Reader::open(dir.path().join(format!("step2-{name}"))).unwrap();
+            r.verify().unwrap();
+        }
+        clear(dir.path());
+        eprintln!(
+            "round {}: base {:.2} s; next save: full {:.2} s, add_or_reuse {:.2} s, \
+             reuse_unchanged {:.2} s",
+            rep + 1,
+            base_t[rep],
+            full[rep],
+            compared[rep],
+            word[rep]
+        );
+    }
+    let (f, c, w) = (median(&mut full), median(&mut compared), median(&mut word));
+    println!(
+        "\nincremental: {count} tensors × {INCR_TENSOR_MIB} MiB = {total_mib} MiB in \
+         {INCR_SHARDS} shards, {} changed ({} MiB), median of {reps} interleaved rounds\n",
+        changed.iter().filter(|c| **c).count(),
+        changed_bytes >> 20
+    );
+    println!("| next save | seconds | bytes written | vs full save |");
+    println!("|---|---:|---:|---:|");
+    let row = |name: &str, secs: f64, bytes: u64| {
+        println!(
+            "| {name} | {secs:.2} | {bytes} | {:.2} % of the bytes, {:.0} % of the time |",
+            100.0 * bytes as f64 / full_b as f64,
+            100.0 * secs / f
+        );
+    };
+    row("full save", f, full_b);
+    row("incremental, `add_or_reuse` (compares)", c, compared_b);
+    row("incremental, `reuse_unchanged` (caller's word)", w, word_b);
+}
+
 fn main() {
     if let Ok(rank) = std::env::var("PARAMDEX_BENCH_CHILD") {
         child(
@@ -529,6 +709,9 @@ fn main() {
     if enabled("slice") {
         let dir = bench_dir();
         bench_slice(&mut c, dir.path());
+    }
+    if enabled("incremental") {
+        bench_incremental();
     }
     c.final_summary();
 }

@@ -955,7 +955,12 @@ fn resolve_references(
             })
             .collect();
         let mut list = Vec::with_capacity(r.entries.len());
-        for (name, e, at) in &r.entries {
+        for (name, e, value, at) in &r.entries {
+            if e.num_slices != 0 {
+                // A tensor of which slices are reused: it lists them, as a shard's entry does.
+                list.push((name.clone(), value.clone(), *at));
+                continue;
+            }
             let g = global[usize::try_from(e.shard_id).expect("checked when read")];
             let file = &reused[g];
             let own = file
@@ -970,7 +975,7 @@ fn resolve_references(
                     problem: ShardProblem::Reference,
                     detail: format!(
                         "the reference to tensor {} is not what {} holds under that name ({})",
-                        name::display(name),
+                        slice_key::display_key(name),
                         file.shown(),
                         if own.is_some() {
                             "another entry"

@@ -14,13 +14,16 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::dtype::DType;
 use crate::error::{path_str, Error, IoContext, Result, ShardProblem};
 use crate::name;
-use crate::native::entry::IndexEntry;
+use crate::native::entry::{encode_partitioned, IndexEntry};
 use crate::native::header::{FileHeader, ShardOf, ShardRef};
 use crate::native::reader::Reader;
+use crate::native::region::Region;
 use crate::native::shard_index::read_shard_index;
 use crate::native::shard_table::{data_path, refs_path, reused_path};
+use crate::native::slice_key;
 use crate::native::staging;
 use crate::native::writer::{DEFAULT_BLOCK_SIZE, DEFAULT_RESTART_INTERVAL};
 use crate::native::TF_BUNDLE_VERSION;
@@ -55,6 +58,14 @@ pub struct ReuseStats {
     pub copied_bytes: u64,
 }
 
+/// The slices of one tensor that a shard reuses.
+#[derive(Debug)]
+pub(super) struct ReusedSlices {
+    pub(super) dtype: DType,
+    pub(super) full_shape: Vec<u64>,
+    pub(super) regions: Vec<Region>,
+}
+
 /// The references of one shard writer.
 #[derive(Debug)]
 pub(super) struct Reuse {
@@ -66,8 +77,10 @@ pub(super) struct Reuse {
     files: Vec<ShardRef>,
     /// Position in `files` of the base's data file k.
     by_base_file: HashMap<u32, i32>,
-    /// Name → entry (with `shard_id` a position in `files`).
+    /// Index key (a name, or a slice key) → entry (with `shard_id` a position in `files`).
     refs: HashMap<Vec<u8>, IndexEntry>,
+    /// The tensors of which slices are reused, by name.
+    sliced: HashMap<Vec<u8>, ReusedSlices>,
     pub(super) stats: ReuseStats,
 }
 
@@ -88,6 +101,7 @@ impl Reuse {
             files: Vec::new(),
             by_base_file: HashMap::new(),
             refs: HashMap::new(),
+            sliced: HashMap::new(),
             stats: ReuseStats::default(),
         })
     }
@@ -107,14 +121,14 @@ impl Reuse {
     /// the range inside its records), and links the data file into the new checkpoint's
     /// directory the first time. The caller checked that its own writer does not hold `name`.
     pub(super) fn refer(&mut self, name: &[u8]) -> Result<()> {
-        if self.refs.contains_key(name) {
+        if self.refs.contains_key(name) || self.sliced.contains_key(name) {
             return Err(Error::DuplicateName {
                 name: name::display(name),
             });
         }
         // The view checks the entry against its data file (and opens that file once).
-        let view = match self.base.get(name)? {
-            Some(v) => v,
+        let size = match self.base.get(name)? {
+            Some(v) => v.data().len() as u64,
             None => {
                 return Err(Error::NotFound {
                     name: name::display(name),
@@ -122,15 +136,88 @@ impl Reuse {
                 })
             }
         };
-        let size = view.data().len() as u64;
-        drop(view);
+        self.refer_key(name, size)
+    }
+
+    /// Refers to the slice `region` of the base's tensor `name`, which the base stores in
+    /// slices of `dtype` and `full_shape`, one of them exactly `region`. The caller checked
+    /// that its own writer holds no slice of `name` overlapping `region`, nor `name` whole.
+    pub(super) fn refer_slice(
+        &mut self,
+        name: &[u8],
+        dtype: DType,
+        full_shape: &[u64],
+        region: &Region,
+    ) -> Result<()> {
+        if self.refs.contains_key(name) {
+            return Err(Error::DuplicateName {
+                name: name::display(name),
+            });
+        }
+        if let Some(p) = self.sliced.get(name) {
+            if p.dtype != dtype || p.full_shape.as_slice() != full_shape {
+                return Err(Error::InvalidTensor {
+                    name: name::display(name),
+                    detail: format!(
+                        "a reused slice of {dtype} {full_shape:?}, but slices reused before are \
+                         of {} {:?}",
+                        p.dtype,
+                        p.full_shape.as_slice()
+                    ),
+                });
+            }
+            if p.regions.iter().any(|r| r.overlaps(region)) {
+                return Err(Error::InvalidTensor {
+                    name: name::display(name),
+                    detail: format!(
+                        "slice at {:?} of lengths {:?} overlaps a slice reused before",
+                        region.start, region.len
+                    ),
+                });
+            }
+        }
+        let Some((p, i)) = self.base.stored_slice(name, dtype, full_shape, region)? else {
+            return Err(Error::NotFound {
+                name: format!(
+                    "{} (a stored slice at {:?} of lengths {:?} of {dtype} {full_shape:?})",
+                    name::display(name),
+                    region.start,
+                    region.len
+                ),
+                path: self.base.path().to_string(),
+            });
+        };
+        // The view checks the slice's entry against its data file.
+        let size = self.base.piece(&p, i)?.data().len() as u64;
+        let key = slice_key::encode(name, &region.extents(full_shape));
+        self.refer_key(&key, size)?;
+        self.sliced
+            .entry(name.to_vec())
+            .or_insert_with(|| ReusedSlices {
+                dtype,
+                full_shape: full_shape.to_vec(),
+                regions: Vec::new(),
+            })
+            .regions
+            .push(region.clone());
+        Ok(())
+    }
+
+    /// The regions of `name` reused so far (for the writer's overlap checks).
+    pub(super) fn slices_of(&self, name: &[u8]) -> Option<&ReusedSlices> {
+        self.sliced.get(name)
+    }
+
+    /// Refers to the base's entry under index key `key` (a name or a slice key), whose data
+    /// is `size` bytes.
+    fn refer_key(&mut self, key: &[u8], size: u64) -> Result<()> {
         let mut entry = self
             .base
             .table()
-            .get(name, |value, at| IndexEntry::decode(value, at, MAX_RANK))?
+            .get(key, |value, at| IndexEntry::decode(value, at, MAX_RANK))?
             .transpose()?
             .ok_or_else(|| Error::NotFound {
-                name: name::display(name),
+                name: slice_key::display_key(key),
                 path: self.base.path().to_string(),
             })?;
         let k = u32::try_from(entry.shard_id).map_err(|_| {
@@ -139,7 +226,7 @@ impl Reuse {
                 0,
                 format!(
                     "tensor {}: shard_id {}",
-                    name::display(name),
+                    slice_key::display_key(key),
                     entry.shard_id
                 ),
             )
@@ -149,7 +236,7 @@ impl Reuse {
             None => self.place(k)?,
         };
         entry.shard_id = j;
-        self.refs.insert(name.to_vec(), entry);
+        self.refs.insert(key.to_vec(), entry);
         self.stats.tensors += 1;
         self.stats.bytes += size;
         Ok(())
@@ -225,14 +312,19 @@ impl Reuse {
         Ok(j)
     }
 
-    /// The names referred to.
+    /// The names of the whole tensors referred to, and of the tensors of which slices are.
     pub(super) fn names(&self) -> impl Iterator<Item = &[u8]> {
-        self.refs.keys().map(Vec::as_slice)
+        self.refs
+            .keys()
+            .filter(|k| k.first() != Some(&0))
+            .chain(self.sliced.keys())
+            .map(Vec::as_slice)
     }
 
-    /// Number of references.
+    /// Number of entries of the references file: each reference, and each tensor of which
+    /// slices are referred to.
     pub(super) fn len(&self) -> u64 {
-        self.refs.len() as u64
+        (self.refs.len() + self.sliced.len()) as u64
     }
 
     /// Writes the references file of `shard` (nothing when there are no references), staged
@@ -242,8 +334,22 @@ impl Reuse {
             return Ok(());
         }
         let path = refs_path(&self.prefix, shard.shard_id, shard.num_shards);
-        let mut names: Vec<&Vec<u8>> = self.refs.keys().collect();
-        names.sort_unstable();
+        // Each reference, and the entry of each tensor of which slices are reused (listing
+        // them), in key order.
+        let mut entries: Vec<(&[u8], Vec<u8>)> = Vec::with_capacity(self.refs.len());
+        for (key, e) in &self.refs {
+            let mut v = Vec::new();
+            e.encode(&mut v);
+            entries.push((key, v));
+        }
+        for (name, p) in &self.sliced {
+            let extents: Vec<_> = p.regions.iter().map(|r| r.extents(&p.full_shape)).collect();
+            let mut v = Vec::new();
+            encode_partitioned(&mut v, p.dtype.tf_code(), &p.full_shape, &extents);
+            entries.push((name, v));
+        }
+        entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        let slices = self.refs.keys().filter(|k| k.first() == Some(&0)).count() as u64;
         let header = FileHeader {
             num_shards: i32::try_from(self.files.len()).expect("at most MAX_SHARDS files"),
             big_endian: false,
@@ -252,12 +358,12 @@ impl Reuse {
             format_version: 2,
             alignment: 1,
             records_len: 0,
-            tensor_count: self.len(),
+            tensor_count: self.len() - slices,
             records_sorted: false,
             metadata: Default::default(),
             shard_of: Some(shard),
             shards: self.files.clone(),
-            slice_count: 0,
+            slice_count: slices,
             references: 0,
         };
         let (file, staged) = staging::stage_file(&path, ".pdx-tmp")?;
@@ -270,11 +376,8 @@ impl Reuse {
             };
             let mut b = TableBuilder::new(&mut out, 0, opts)?;
             b.add(b"", &header.encode())?;
-            let mut value = Vec::new();
-            for name in names {
-                value.clear();
-                self.refs[name].encode(&mut value);
-                b.add(name, &value)?;
+            for (key, value) in &entries {
+                b.add(key, value)?;
             }
             b.finish()?;
             out.flush().ctx("writing", staged.path())?;

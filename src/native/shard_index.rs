@@ -6,8 +6,11 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{path_str, Error, IoContext, Result, ShardProblem};
 use crate::name::{self, MAX_NAME_LEN};
-use crate::native::entry::IndexEntry;
+use std::collections::HashMap;
+
+use crate::native::entry::{decode_slices, IndexEntry};
 use crate::native::header::{FileHeader, ShardOf, ShardRef};
+use crate::native::region;
 use crate::native::shard_table::check_shard_of;
 use crate::native::slice_key;
 use crate::native::{FORMAT_VERSION, MAX_SHARDS};
@@ -228,14 +231,18 @@ pub(super) struct References {
     /// The earlier data files it refers to (field 23); an entry's `shard_id` is a position in
     /// this list.
     pub(super) files: Vec<ShardRef>,
-    /// Its entries in name order: (name, entry, offset of the block holding it).
-    pub(super) entries: Vec<(Vec<u8>, IndexEntry, u64)>,
+    /// Its entries in key order: (key, entry, its value, offset of the block holding it). A
+    /// whole tensor's or a slice's entry (`num_slices` 0) is a reference, whose `shard_id` is a
+    /// position in `files`; an entry with slices is a tensor of which the shard reuses the
+    /// slices it lists.
+    pub(super) entries: Vec<(Vec<u8>, IndexEntry, Vec<u8>, u64)>,
 }
 
 /// Reads and checks the references file at `path` (never more than its own bytes): a native
 /// file of version 2 without records whose header names its shard and lists the earlier data
-/// files, and whose entries are whole tensors (no slice keys, no slices) each naming one of
-/// those files.
+/// files; its references (whole tensors and slices) each name one of those files, and each
+/// tensor of which slices are reused lists exactly the slice references of its name, of its
+/// dtype and of their regions' shapes.
 pub(super) fn read_references(path: &Path, read: &mut u64) -> Result<References> {
     let shown = path_str(path);
     let t = read_index_tail(path, read)?;
@@ -253,7 +260,6 @@ pub(super) fn read_references(path: &Path, read: &mut u64) -> Result<References>
         || h.shards.len() > MAX_SHARDS as usize
         || i32::try_from(h.shards.len()).ok() != Some(h.num_shards)
         || h.references != 0
-        || h.slice_count != 0
     {
         return Err(bad(
             t.base,
@@ -275,41 +281,104 @@ pub(super) fn read_references(path: &Path, read: &mut u64) -> Result<References>
     let table = Table::new_tail(&t.tail, t.base, &t.index);
     let mut it = table.iter();
     let mut entries = Vec::new();
+    // Slice references by key: (dtype, shape), removed as their tensors' entries list them.
+    let mut slice_refs: HashMap<Vec<u8>, (i32, Vec<u64>)> = HashMap::new();
+    let mut partitioned = Vec::new();
+    let (mut tensors, mut slices) = (0u64, 0u64);
     while it.next()? {
         let (key, value, at) = (it.key(), it.value(), it.block_offset());
         if key.is_empty() {
             continue;
         }
-        if key[0] == 0 || key.len() > MAX_NAME_LEN {
+        let shown_key = slice_key::display_key(key);
+        if key.len() > MAX_NAME_LEN
+            || (key[0] == 0 && slice_key::decode(key).is_none_or(|k| k.name.is_empty()))
+        {
             return Err(bad(
                 at,
-                format!(
-                    "reference {} is not a tensor name",
-                    slice_key::display_key(key)
-                ),
+                format!("{shown_key} is not a tensor name or slice key"),
             ));
         }
         let e = IndexEntry::decode(value, at, MAX_RANK)?;
-        if e.num_slices != 0 || usize::try_from(e.shard_id).map_or(true, |j| j >= h.shards.len()) {
-            return Err(bad(
-                at,
-                format!(
-                    "reference {} names data file {} of {} or holds slices",
-                    name::display(key),
-                    e.shard_id,
-                    h.shards.len()
-                ),
-            ));
+        if e.num_slices != 0 {
+            // A tensor of which the shard reuses slices: its entry lists them.
+            if key[0] == 0
+                || e.shard_id != 0
+                || e.offset != 0
+                || e.size != 0
+                || e.record_header_len != 0
+                || e.shape.is_empty()
+            {
+                return Err(bad(
+                    at,
+                    format!("{shown_key}: not the entry of a tensor stored in slices"),
+                ));
+            }
+            tensors += 1;
+            partitioned.push((key.to_vec(), e.clone(), value.to_vec(), at));
+        } else {
+            if usize::try_from(e.shard_id).map_or(true, |j| j >= h.shards.len()) {
+                return Err(bad(
+                    at,
+                    format!(
+                        "reference {shown_key} names data file {} of {}",
+                        e.shard_id,
+                        h.shards.len()
+                    ),
+                ));
+            }
+            if key[0] == 0 {
+                slices += 1;
+                slice_refs.insert(key.to_vec(), (e.tf_dtype, e.shape.to_vec()));
+            } else {
+                tensors += 1;
+            }
         }
-        entries.push((key.to_vec(), e, at));
+        entries.push((key.to_vec(), e, value.to_vec(), at));
     }
-    if entries.len() as u64 != h.tensor_count {
+    for (name, e, value, at) in &partitioned {
+        for ext in decode_slices(value, *at, e.shape.len())? {
+            let r = region::resolve(&ext, &e.shape).map_err(|d| {
+                bad(
+                    *at,
+                    format!(
+                        "tensor {}: a slice outside its shape: {d}",
+                        name::display(name)
+                    ),
+                )
+            })?;
+            let k = slice_key::encode(name, &ext);
+            match slice_refs.remove(&k) {
+                Some((d, shape)) if d == e.tf_dtype && shape == r.len => {}
+                _ => {
+                    return Err(bad(
+                        *at,
+                        format!(
+                            "tensor {}: its slice {} has no reference of its dtype and shape",
+                            name::display(name),
+                            slice_key::display_key(&k)
+                        ),
+                    ))
+                }
+            }
+        }
+    }
+    if let Some(k) = slice_refs.keys().next() {
         return Err(bad(
             t.base,
             format!(
-                "the header counts {} references, the file holds {}",
-                h.tensor_count,
-                entries.len()
+                "slice reference {} belongs to no tensor",
+                slice_key::display_key(k)
+            ),
+        ));
+    }
+    if tensors != h.tensor_count || slices != h.slice_count {
+        return Err(bad(
+            t.base,
+            format!(
+                "the header counts {} tensors and {} slices, the file holds {tensors} and \
+                 {slices}",
+                h.tensor_count, h.slice_count
             ),
         ));
     }

@@ -10,10 +10,12 @@ use std::ops::{Deref, DerefMut};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::native::header::{SaveId, ShardOf};
 use crate::native::merge_shards::{merge_shards, MergeShardsOptions, MergeShardsReport};
 use crate::native::reader::Reader;
+use crate::native::region::Region;
 use crate::native::reuse::{Reuse, ReuseStats};
 use crate::native::shard_table::pending_path;
 use crate::native::writer::{FinishStats, Tensor, Writer, WriterOptions};
@@ -158,6 +160,11 @@ impl ShardWriter {
     pub fn add_or_reuse(&mut self, name: impl AsRef<[u8]>, tensor: Tensor<'_>) -> Result<Saved> {
         let name = name.as_ref();
         if let Some(reuse) = &mut self.reuse {
+            if reuse.slices_of(name).is_some() {
+                return Err(Error::DuplicateName {
+                    name: crate::name::display(name),
+                });
+            }
             if !self.writer.holds(name)
                 && !reuse.holds(name)
                 && reuse.base().holds_unchanged(name, tensor)?
@@ -180,19 +187,129 @@ impl ShardWriter {
     /// index records ([`Error::Shard`]).
     pub fn reuse_unchanged(&mut self, name: impl AsRef<[u8]>) -> Result<()> {
         let name = name.as_ref();
-        let Some(reuse) = &mut self.reuse else {
-            return Err(Error::InvalidArgument(format!(
-                "{}: reuse_unchanged({}) needs a base checkpoint (ShardWriter::with_base)",
-                self.pending.display(),
-                crate::name::display(name)
-            )));
-        };
+        if self.reuse.is_none() {
+            return Err(self.no_base(name));
+        }
+        let reuse = self.reuse.as_mut().expect("checked above");
         if self.writer.holds(name) {
             return Err(Error::DuplicateName {
                 name: crate::name::display(name),
             });
         }
         reuse.refer(name)
+    }
+
+    /// Adds the slice `region` of the tensor `name` (of `dtype` and shape `full_shape`; see
+    /// [`Writer::add_slice`]), unless the base stores that very slice (a stored slice with the
+    /// same start and lengths) byte-identical ([`Reader::holds_unchanged_slice`]), in which case
+    /// the shard refers to it there. A tensor-parallel rank saving the same part of a tensor
+    /// as in the base reuses it so. Without a base, it is [`Writer::add_slice`].
+    ///
+    /// A region that is the whole tensor is a whole tensor, as in [`Writer::add_slice`]:
+    /// [`ShardWriter::add_or_reuse`].
+    pub fn add_slice_or_reuse(
+        &mut self,
+        name: impl AsRef<[u8]>,
+        dtype: DType,
+        full_shape: &[u64],
+        region: &Region,
+        data: &[u8],
+    ) -> Result<Saved> {
+        let name = name.as_ref();
+        if region.is_full(full_shape) {
+            return self.add_or_reuse(name, Tensor::new(dtype, full_shape, data));
+        }
+        if let Some(reuse) = &self.reuse {
+            if reuse.holds(name)
+                || reuse
+                    .slices_of(name)
+                    .is_some_and(|r| r.regions.iter().any(|x| x.overlaps(region)))
+            {
+                return Err(Error::InvalidTensor {
+                    name: crate::name::display(name),
+                    detail: format!(
+                        "slice at {:?} of lengths {:?} overlaps what this shard reuses of it",
+                        region.start, region.len
+                    ),
+                });
+            }
+            if self.slice_is_free(name, dtype, full_shape, region)
+                && reuse
+                    .base()
+                    .holds_unchanged_slice(name, dtype, full_shape, region, data)?
+            {
+                self.reuse_unchanged_slice(name, dtype, full_shape, region)?;
+                return Ok(Saved::Reused);
+            }
+        }
+        self.writer
+            .add_slice(name, dtype, full_shape, region, data)?;
+        Ok(Saved::Written)
+    }
+
+    /// Refers to the base's stored slice `region` of `name` without comparing anything: the
+    /// caller's word that it is unchanged. The base must store `name` in slices of `dtype`
+    /// and `full_shape`, one of them exactly `region`.
+    ///
+    /// Errors: no base ([`Error::InvalidArgument`]); the base has no such slice
+    /// ([`Error::NotFound`]); the region overlaps a slice this shard holds or reused already,
+    /// or `name` is whole in this shard ([`Error::InvalidTensor`], [`Error::DuplicateName`]).
+    pub fn reuse_unchanged_slice(
+        &mut self,
+        name: impl AsRef<[u8]>,
+        dtype: DType,
+        full_shape: &[u64],
+        region: &Region,
+    ) -> Result<()> {
+        let name = name.as_ref();
+        if self.reuse.is_none() {
+            return Err(self.no_base(name));
+        }
+        if !self.slice_is_free(name, dtype, full_shape, region) {
+            return Err(match self.writer.slices_of(name) {
+                None => Error::DuplicateName {
+                    name: crate::name::display(name),
+                },
+                Some(_) => Error::InvalidTensor {
+                    name: crate::name::display(name),
+                    detail: format!(
+                        "slice at {:?} of lengths {:?} of {dtype} {full_shape:?} overlaps a \
+                         slice this shard holds, or disagrees with its dtype or shape",
+                        region.start, region.len
+                    ),
+                },
+            });
+        }
+        self.reuse
+            .as_mut()
+            .expect("checked above")
+            .refer_slice(name, dtype, full_shape, region)
+    }
+
+    /// Whether this shard's writer leaves room for a reused slice `region` of `name`: it does
+    /// not hold `name` whole, and its own slices of `name` (if any) agree on dtype and shape
+    /// and do not overlap `region`.
+    fn slice_is_free(
+        &self,
+        name: &[u8],
+        dtype: DType,
+        full_shape: &[u64],
+        region: &Region,
+    ) -> bool {
+        match self.writer.slices_of(name) {
+            Some((d, shape, regions)) => {
+                d == dtype && shape == full_shape && !regions.iter().any(|r| r.overlaps(region))
+            }
+            None => !self.writer.holds(name),
+        }
+    }
+
+    fn no_base(&self, name: &[u8]) -> Error {
+        Error::InvalidArgument(format!(
+            "{}: reusing {} needs a base checkpoint (ShardWriter::with_base)",
+            self.pending.display(),
+            crate::name::display(name)
+        ))
     }
 
     /// What this shard reuses so far.
@@ -221,10 +338,22 @@ impl ShardWriter {
     pub fn finish(mut self) -> Result<FinishStats> {
         if let Some(reuse) = &self.reuse {
             if reuse.len() > 0 {
-                if let Some(name) = reuse.names().find(|n| self.writer.holds(n)) {
-                    return Err(Error::DuplicateName {
-                        name: crate::name::display(name),
-                    });
+                // A tensor added (whole, or in slices) after it was reused whole; or added whole
+                // after slices of it were reused; or in slices overlapping reused ones.
+                for name in reuse.names() {
+                    let clash = match (reuse.slices_of(name), self.writer.slices_of(name)) {
+                        (Some(r), Some((d, shape, own))) => {
+                            d != r.dtype
+                                || shape != r.full_shape.as_slice()
+                                || own.iter().any(|o| r.regions.iter().any(|x| x.overlaps(o)))
+                        }
+                        _ => self.writer.holds(name),
+                    };
+                    if clash {
+                        return Err(Error::DuplicateName {
+                            name: crate::name::display(name),
+                        });
+                    }
                 }
                 self.writer.set_references(reuse.len());
                 reuse.write_file(self.shard, self.sync)?;

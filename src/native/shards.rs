@@ -330,7 +330,21 @@ impl Reader {
                     }
                     theirs.extend(decode_slices(v, a, e.shape.len())?);
                 }
-                if theirs != listed {
+                // Slices reused from earlier saves (SPEC.md 12.5) follow the shards' own; each
+                // is a slice key whose entry names a reused data file (and is checked there
+                // like any entry).
+                let (own, extra) = listed.split_at(theirs.len().min(listed.len()));
+                let mut reused_ok = true;
+                for ext in extra {
+                    let k = slice_key::encode(key, ext);
+                    let names = table
+                        .get(&k, |v, a| IndexEntry::decode(v, a, MAX_RANK))?
+                        .transpose()?
+                        .and_then(|se| usize::try_from(se.shard_id).ok())
+                        .filter(|&f| f < n && is_reused(f));
+                    reused_ok &= names.is_some();
+                }
+                if theirs != own || !reused_ok {
                     return Err(bad(
                         at,
                         format!(

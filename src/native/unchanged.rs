@@ -2,9 +2,11 @@
 //! a tensor about to be saved is byte-identical to the tensor of the same name in an earlier
 //! checkpoint, decided by size and CRC32C and confirmed by comparing the bytes.
 
+use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::format::{crc32c, unmask_crc};
-use crate::native::reader::Reader;
+use crate::native::reader::{Found, Partition, Reader};
+use crate::native::region::Region;
 use crate::native::writer::Tensor;
 
 impl Reader {
@@ -61,6 +63,52 @@ impl Reader {
             tensor.data,
             crc32c,
         ))
+    }
+}
+
+impl Reader {
+    /// Whether this checkpoint holds the slice `region` of the tensor `name` (of `dtype` and
+    /// shape `full_shape`, stored in slices here) byte-identical to `data`: one of its stored
+    /// slices is exactly `region` (the same start and lengths), and its bytes are `data`,
+    /// decided as [`Reader::holds_unchanged`] decides (size, CRC32C, bytes).
+    ///
+    /// `Ok(false)` when the tensor is absent, whole here, of another dtype or shape, or not
+    /// stored with a slice of exactly this region.
+    pub fn holds_unchanged_slice(
+        &self,
+        name: impl AsRef<[u8]>,
+        dtype: DType,
+        full_shape: &[u64],
+        region: &Region,
+        data: &[u8],
+    ) -> Result<bool> {
+        let Some((p, i)) = self.stored_slice(name.as_ref(), dtype, full_shape, region)? else {
+            return Ok(false);
+        };
+        let piece = self.piece(&p, i)?;
+        Ok(same_bytes(
+            unmask_crc(piece.stored_crc()),
+            piece.data(),
+            data,
+            crc32c,
+        ))
+    }
+
+    /// The tensor `name` stored in slices of `dtype` and `full_shape`, and the position of
+    /// `region` among its stored slices, if it is one of them.
+    pub(super) fn stored_slice(
+        &self,
+        name: &[u8],
+        dtype: DType,
+        full_shape: &[u64],
+        region: &Region,
+    ) -> Result<Option<(Partition, usize)>> {
+        Ok(match self.find(name)? {
+            Some(Found::Partitioned(p)) if p.dtype == dtype && p.shape.as_slice() == full_shape => {
+                p.regions.iter().position(|r| r == region).map(|i| (p, i))
+            }
+            _ => None,
+        })
     }
 }
 

@@ -314,6 +314,13 @@ impl Writer {
         self.references = n;
     }
 
+    /// The dtype, full shape and regions of the slices of `name` added so far, if any.
+    pub(super) fn slices_of(&self, name: &[u8]) -> Option<(DType, &[u64], &[Region])> {
+        self.partitioned
+            .get(name)
+            .map(|p| (p.dtype, p.full_shape.as_slice(), p.regions.as_slice()))
+    }
+
     /// Whether a tensor `name` was added, whole or in slices (no state change).
     pub(super) fn holds(&self, name: &[u8]) -> bool {
         self.partitioned.contains_key(name) || self.has_entry(name)

@@ -58,7 +58,7 @@ pub fn merge(
     )?;
     let n = rep.data_paths.len();
     ui.say(format!(
-        "committed {} ({n} data files of save {}): {} tensors, {} slices{}; read {} of the \
+        "committed {} ({n} data files of save {}): {} tensors, {} slices{}{}; read {} of the \
          shards' {} (their indexes), wrote a {} index in {:.1?}",
         rep.index_path.display(),
         rep.save_id,
@@ -66,6 +66,16 @@ pub fn merge(
         rep.slices,
         if rep.partial > 0 {
             format!(", {} partial tensors", rep.partial)
+        } else {
+            String::new()
+        },
+        if rep.reused_tensors > 0 {
+            format!(
+                ", {} tensors ({}) reused from {} earlier data files",
+                rep.reused_tensors,
+                human_bytes(rep.reused_bytes),
+                rep.reused_files
+            )
         } else {
             String::new()
         },
@@ -99,6 +109,22 @@ fn kind_name(k: ShardFileKind) -> &'static str {
     }
 }
 
+/// What a file that [`shard_files`] lists is, in words.
+fn what_file(f: &ShardFile) -> &'static str {
+    let name = f
+        .path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if f.kind == ShardFileKind::Pending && name.contains(".refs-") {
+        "references file of a pending shard"
+    } else if f.kind == ShardFileKind::Pending && name.contains(".reused-") {
+        "earlier data file linked by a pending save"
+    } else {
+        kind_name(f.kind)
+    }
+}
+
 fn describe_file(f: &ShardFile) -> String {
     let who = f
         .shard
@@ -112,7 +138,7 @@ fn describe_file(f: &ShardFile) -> String {
     format!(
         "{} ({}, {}{who})",
         f.path.display(),
-        kind_name(f.kind),
+        what_file(f),
         human_bytes(f.len)
     )
 }
@@ -158,6 +184,7 @@ pub fn stat_fields(r: &Reader, o: &mut Map<String, Value>) -> Result<()> {
             "save_id": s.shard.save_id.to_string(),
             "shard": s.shard.shard_id,
             "of": s.shard.num_shards,
+            "reused": s.reused,
         }));
     }
     o.insert("data_files".into(), Value::Array(data));
@@ -168,7 +195,7 @@ pub fn stat_fields(r: &Reader, o: &mut Map<String, Value>) -> Result<()> {
         .map(|f| {
             json!({
                 "path": f.path.display().to_string(),
-                "kind": kind_name(f.kind),
+                "kind": what_file(f),
                 "bytes": f.len,
             })
         })
@@ -184,9 +211,14 @@ pub fn stat_rows(o: &Map<String, Value>, rows: &mut Vec<(String, String)>) {
             rows.push((
                 "  data file".into(),
                 format!(
-                    "{} ({})",
+                    "{} ({}{})",
                     f["path"].as_str().unwrap_or(""),
-                    human_bytes(f["bytes"].as_u64().unwrap_or(0))
+                    human_bytes(f["bytes"].as_u64().unwrap_or(0)),
+                    if f["reused"].as_bool() == Some(true) {
+                        format!(", reused from save {}", f["save_id"].as_str().unwrap_or(""))
+                    } else {
+                        String::new()
+                    }
                 ),
             ));
         }
