@@ -1,14 +1,21 @@
 //! Compatibility kept forever, format version 2: the files in `tests/data/native/v2/` were
 //! written by version 2 (`FORMAT_VERSION` in `src/native/mod.rs`): a single file holding slices
-//! (SPEC.md 13) and a sharded checkpoint of three data files (SPEC.md 12). Every later version
-//! of paramdex MUST read them with the same tensors, slices, metadata and `verify` results. Never
-//! change or delete them; a new format version adds a folder beside this one.
+//! (SPEC.md 13), a sharded checkpoint of three data files (SPEC.md 12), and an incremental
+//! checkpoint (`incremental/ckpt`, SPEC.md 12.5) with its base (`incremental/base`, a sharded
+//! checkpoint of two data files): written by two shards that reused the base's unchanged
+//! tensors from both its data files, it has four data files, the last two the base's (hard
+//! links when written, copies of the same bytes here). Every later version of paramdex MUST read
+//! them with the same tensors, slices, metadata and `verify` results. Never change or delete
+//! them; a new format version adds a folder beside this one.
 //!
 //! `manifest.json` lists each checkpoint: every file with the SHA-256 of its bytes (they are
 //! frozen), the header's fields, the expected `verify` counts, and every tensor (name in hex,
 //! dtype, shape, the regions it is stored in with the SHA-256 of each, and the SHA-256 of the
-//! whole tensor unless it is partial). The test reads every tensor through [`Reader`] and
-//! [`open_any`].
+//! whole tensor unless it is partial); an incremental checkpoint's entry also names its base and
+//! lists the index's `shards[k].reused` flags (`shards_reused`; the other entries have no such
+//! key, which means no data file is reused). The test reads every tensor through [`Reader`] and
+//! [`open_any`], and checks that each reused data file is byte for byte the base's data file
+//! whose identity the index records for it.
 //!
 //! The files were written by `regenerate_v2` below, which is ignored:
 //! `cargo test --test compat_v2 -- --ignored regenerate_v2`. It writes only the files that are
@@ -19,11 +26,12 @@ mod support;
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use paramdex::interop::{open_any, TensorData};
 use paramdex::{
-    DType, MergeShardsOptions, Metadata, PartialTensors, Reader, Region, SaveId, ShardWriter,
-    Writer, WriterOptions,
+    DType, MergeShardsOptions, Metadata, PartialTensors, Reader, Region, SaveId, Saved, ShardRef,
+    ShardWriter, Tensor, Writer, WriterOptions,
 };
 use serde_json::{json, Value};
 use support::{hex, read_json, sha256_hex, u64_list, unhex};
@@ -34,12 +42,14 @@ fn dir() -> PathBuf {
 
 const MANIFEST: &str = "manifest.json";
 
-/// The bytes of tensor `name` of `dtype` and `shape`: a function of the name alone.
-fn data_of(name: &str, dtype: DType, shape: &[u64]) -> Vec<u8> {
-    let n = shape.iter().product::<u64>() as usize * dtype.size();
-    let seed = name
+/// The bytes of tensor `t`: a function of its name, dtype, shape and version alone.
+fn data_of(t: &Input) -> Vec<u8> {
+    let n = t.shape.iter().product::<u64>() as usize * t.dtype.size();
+    let seed = t
+        .name
         .bytes()
-        .fold(7u8, |a, b| a.wrapping_mul(31).wrapping_add(b));
+        .fold(7u8, |a, b| a.wrapping_mul(31).wrapping_add(b))
+        .wrapping_add(t.version.wrapping_mul(101));
     (0..n)
         .map(|i| (i as u8).wrapping_mul(37).wrapping_add(seed))
         .collect()
@@ -54,6 +64,32 @@ struct Input {
     pieces: Vec<(Region, u32)>,
     /// Written with `begin_slice` in 5-byte chunks.
     streamed: bool,
+    /// 0, or another number for a tensor whose bytes changed since an incremental save's base.
+    version: u8,
+}
+
+impl Input {
+    /// Whether it is stored whole, by writer `k`.
+    fn whole_in(&self, k: u32) -> bool {
+        matches!(self.pieces.as_slice(), [(r, s)] if *s == k && *r == Region::full(&self.shape))
+            && !self.streamed
+    }
+}
+
+/// One checkpoint of the folder and how it is written.
+struct Case {
+    /// Its path in the folder (a sharded checkpoint's prefix).
+    name: &'static str,
+    about: &'static str,
+    /// Writers (shards); 0 for a single file.
+    shards: u32,
+    /// The save id of a sharded checkpoint's writers.
+    save_id: &'static [u8; 16],
+    /// For an incremental save, its base: a sharded case listed before it. Whole tensors are
+    /// added with `add_or_reuse`, and the manifest entry names the base and records the
+    /// index's `shards[k].reused` (`shards_reused`; a missing key means none is reused).
+    base: Option<&'static str>,
+    tensors: Vec<Input>,
 }
 
 fn region(start: &[u64], len: &[u64]) -> Region {
@@ -79,8 +115,8 @@ fn cut(data: &[u8], shape: &[u64], r: &Region, es: usize) -> Vec<u8> {
     out
 }
 
-/// The two cases: (checkpoint name, about, shards (0 = a single file), tensors).
-fn cases() -> Vec<(&'static str, &'static str, u32, Vec<Input>)> {
+/// The cases, a base before the incremental save over it.
+fn cases() -> Vec<Case> {
     use DType::*;
     let t = |name, dtype, shape: &[u64], pieces: Vec<(Region, u32)>| Input {
         name,
@@ -88,16 +124,21 @@ fn cases() -> Vec<(&'static str, &'static str, u32, Vec<Input>)> {
         shape: shape.to_vec(),
         pieces,
         streamed: false,
+        version: 0,
     };
+    let whole =
+        |name, dtype, shape: &[u64], k: u32| t(name, dtype, shape, vec![(Region::full(shape), k)]);
     let rows =
         |n: u64, of: u64, w: u64, k: u32| (region(&[n * u64::from(k), 0], &[n, w]), k % of as u32);
     vec![
-        (
-            "slices.pdx",
-            "one file holding tensors in slices: rows, a 2x2 grid, a streamed slice, a partial \
-             tensor, and whole tensors beside them",
-            0,
-            vec![
+        Case {
+            name: "slices.pdx",
+            about: "one file holding tensors in slices: rows, a 2x2 grid, a streamed slice, a \
+                    partial tensor, and whole tensors beside them",
+            shards: 0,
+            save_id: b"paramdex v2 save",
+            base: None,
+            tensors: vec![
                 t("bias", BFloat16, &[4], vec![(Region::full(&[4]), 0)]),
                 Input {
                     streamed: true,
@@ -127,13 +168,15 @@ fn cases() -> Vec<(&'static str, &'static str, u32, Vec<Input>)> {
                 ),
                 t("step", Int64, &[], vec![(Region::full(&[]), 0)]),
             ],
-        ),
-        (
-            "sharded/ckpt",
-            "a sharded checkpoint of 3 data files: a tensor in row slices over all three, one in \
-             column slices over two, whole tensors in each",
-            3,
-            vec![
+        },
+        Case {
+            name: "sharded/ckpt",
+            about: "a sharded checkpoint of 3 data files: a tensor in row slices over all three, \
+                    one in column slices over two, whole tensors in each",
+            shards: 3,
+            save_id: b"paramdex v2 save",
+            base: None,
+            tensors: vec![
                 t("a", Float64, &[2, 2], vec![(Region::full(&[2, 2]), 0)]),
                 t("b", UInt8, &[7], vec![(Region::full(&[7]), 2)]),
                 t(
@@ -149,7 +192,58 @@ fn cases() -> Vec<(&'static str, &'static str, u32, Vec<Input>)> {
                     vec![(region(&[0, 0], &[2, 4]), 1), (region(&[0, 4], &[2, 2]), 2)],
                 ),
             ],
-        ),
+        },
+        Case {
+            name: "incremental/base",
+            about: "the base of incremental/ckpt: a sharded checkpoint of 2 data files, whole \
+                    tensors in each and a tensor in row slices over both",
+            shards: 2,
+            save_id: b"pdx v2 incr base",
+            base: None,
+            tensors: vec![
+                whole("a", Float64, &[2, 2], 0),
+                whole("b", UInt8, &[7], 1),
+                whole("bias", BFloat16, &[3], 0),
+                t(
+                    "emb",
+                    Float32,
+                    &[4, 3],
+                    (0..2).map(|k| rows(2, 2, 3, k)).collect(),
+                ),
+                whole("old", Int16, &[2, 3], 1),
+                whole("step", Int64, &[], 1),
+            ],
+        },
+        Case {
+            name: "incremental/ckpt",
+            about: "an incremental save over incremental/base, written by 2 shards: data files 0 \
+                    and 1 hold what they wrote (a changed tensor, a new one, and a changed tensor \
+                    in row slices over both), data files 2 and 3 are the base's data files 0 and \
+                    1, reused for its unchanged tensors a, b and step (the base's tensor old is \
+                    dropped: data file 3 holds it, the index does not list it)",
+            shards: 2,
+            save_id: b"pdx v2 incr ckpt",
+            base: Some("incremental/base"),
+            tensors: vec![
+                whole("a", Float64, &[2, 2], 1),
+                whole("b", UInt8, &[7], 0),
+                Input {
+                    version: 1,
+                    ..whole("bias", BFloat16, &[3], 0)
+                },
+                Input {
+                    version: 1,
+                    ..t(
+                        "emb",
+                        Float32,
+                        &[4, 3],
+                        (0..2).map(|k| rows(2, 2, 3, k)).collect(),
+                    )
+                },
+                whole("new", UInt16, &[5], 1),
+                whole("step", Int64, &[], 1),
+            ],
+        },
     ]
 }
 
@@ -160,22 +254,20 @@ fn metadata() -> Metadata {
     m
 }
 
-/// Adds the pieces of `inputs` that writer `k` stores (all of them for `None`).
-fn put(w: &mut Writer, inputs: &[Input], k: Option<u32>) {
+/// Adds the pieces of `t` that writer `k` stores (all of them for `None`).
+fn put(w: &mut Writer, t: &Input, k: Option<u32>) {
     use std::io::Write as _;
-    for t in inputs {
-        let all = data_of(t.name, t.dtype, &t.shape);
-        for (r, _) in t.pieces.iter().filter(|(_, s)| k.is_none_or(|k| *s == k)) {
-            let bytes = cut(&all, &t.shape, r, t.dtype.size());
-            if t.streamed {
-                let mut s = w.begin_slice(t.name, t.dtype, &t.shape, r).unwrap();
-                for c in bytes.chunks(5) {
-                    s.write_all(c).unwrap();
-                }
-                s.finish().unwrap();
-            } else {
-                w.add_slice(t.name, t.dtype, &t.shape, r, &bytes).unwrap();
+    let all = data_of(t);
+    for (r, _) in t.pieces.iter().filter(|(_, s)| k.is_none_or(|k| *s == k)) {
+        let bytes = cut(&all, &t.shape, r, t.dtype.size());
+        if t.streamed {
+            let mut s = w.begin_slice(t.name, t.dtype, &t.shape, r).unwrap();
+            for c in bytes.chunks(5) {
+                s.write_all(c).unwrap();
             }
+            s.finish().unwrap();
+        } else {
+            w.add_slice(t.name, t.dtype, &t.shape, r, &bytes).unwrap();
         }
     }
 }
@@ -187,25 +279,61 @@ fn opts() -> WriterOptions {
     }
 }
 
-/// Writes a case under `root`; returns its files (relative to `root`).
-fn write_case(root: &Path, name: &str, shards: u32, inputs: &[Input]) -> Vec<String> {
+/// Writes `case` under `root` (where its base, if any, was written before); returns its files
+/// (relative to `root`).
+fn write_case(root: &Path, case: &Case, cases: &[Case]) -> Vec<String> {
+    let (name, shards) = (case.name, case.shards);
     if shards == 0 {
         let mut w = Writer::create_with(root.join(name), opts()).unwrap();
-        put(&mut w, inputs, None);
+        for t in &case.tensors {
+            put(&mut w, t, None);
+        }
         w.set_metadata(metadata()).unwrap();
         w.finish().unwrap();
         return vec![name.to_string()];
     }
     let prefix = root.join(name);
     fs::create_dir_all(prefix.parent().unwrap()).unwrap();
-    let id = SaveId(*b"paramdex v2 save");
+    let base = case.base.map(|b| {
+        let reader = Arc::new(Reader::open(root.join(b)).unwrap());
+        let inputs = &cases.iter().find(|c| c.name == b).unwrap().tensors;
+        (reader, inputs)
+    });
+    let id = SaveId(*case.save_id);
+    let mut reused = 0u64;
     for k in 0..shards {
         let mut w = ShardWriter::create(&prefix, k, shards, id, opts()).unwrap();
-        put(&mut w, inputs, Some(k));
+        if let Some((reader, _)) = &base {
+            w = w.with_base(reader.clone()).unwrap();
+        }
+        for t in &case.tensors {
+            match &base {
+                Some((_, old)) if t.whole_in(k) => {
+                    // Reused exactly when the base holds it whole with the same bytes.
+                    let unchanged = old.iter().any(|o| {
+                        (o.name, o.dtype, &o.shape, o.version)
+                            == (t.name, t.dtype, &t.shape, t.version)
+                            && o.pieces.first().is_some_and(|p| o.whole_in(p.1))
+                    });
+                    let data = data_of(t);
+                    let saved = w
+                        .add_or_reuse(t.name, Tensor::new(t.dtype, &t.shape, &data))
+                        .unwrap();
+                    let want = if unchanged {
+                        Saved::Reused
+                    } else {
+                        Saved::Written
+                    };
+                    assert_eq!(saved, want, "{name}: {}", t.name);
+                    reused += u64::from(unchanged);
+                }
+                _ => put(&mut w, t, Some(k)),
+            }
+        }
         w.set_metadata(metadata()).unwrap();
         w.finish().unwrap();
     }
-    paramdex::merge_shards(
+    let report = paramdex::merge_shards(
         &prefix,
         &MergeShardsOptions {
             no_sync: true,
@@ -214,23 +342,24 @@ fn write_case(root: &Path, name: &str, shards: u32, inputs: &[Input]) -> Vec<Str
         },
     )
     .unwrap();
+    assert_eq!(report.reused_tensors, reused, "{name}");
     let mut files = vec![format!("{name}.index")];
-    files.extend((0..shards).map(|k| format!("{name}.data-{k:05}-of-{shards:05}")));
+    files.extend(
+        report
+            .data_paths
+            .iter()
+            .map(|p| p.strip_prefix(root).unwrap().to_str().unwrap().to_string()),
+    );
     files
 }
 
 /// The manifest entry of a case, from what was written.
-fn manifest_entry(
-    root: &Path,
-    name: &str,
-    about: &str,
-    files: &[String],
-    inputs: &[Input],
-) -> Value {
+fn manifest_entry(root: &Path, case: &Case, files: &[String]) -> Value {
+    let (name, about, inputs) = (case.name, case.about, &case.tensors);
     let r = Reader::open(root.join(name)).unwrap();
     let rep = r.verify().unwrap();
     let h = r.header();
-    json!({
+    let mut entry = json!({
         "checkpoint": name,
         "about": about,
         "files": files.iter().map(|f| {
@@ -243,7 +372,7 @@ fn manifest_entry(
         "slice_count": h.slice_count,
         "verify": {"tensors": rep.tensors, "slices": rep.slices, "data_bytes": rep.data_bytes, "blocks": rep.blocks},
         "tensors": inputs.iter().map(|t| {
-            let all = data_of(t.name, t.dtype, &t.shape);
+            let all = data_of(t);
             let covered: u64 = t.pieces.iter().map(|(r, _)| r.numel().unwrap()).sum();
             let whole = covered == t.shape.iter().product::<u64>();
             json!({
@@ -259,7 +388,14 @@ fn manifest_entry(
                 "sha256": if whole { json!(sha256_hex(&all)) } else { Value::Null },
             })
         }).collect::<Vec<_>>(),
-    })
+    });
+    // Only an incremental save's entry has these keys: the entries written before them are
+    // frozen, and `check` takes a missing `shards_reused` as none reused.
+    if let Some(base) = case.base {
+        entry["base"] = json!(base);
+        entry["shards_reused"] = json!(h.shards.iter().map(|s| s.reused).collect::<Vec<_>>());
+    }
+    entry
 }
 
 /// A stored piece: its start, lengths and the SHA-256 of its bytes.
@@ -288,6 +424,7 @@ fn check(root: &Path, want: &Value) {
     assert_eq!(h.tensor_count, want["tensor_count"], "{name}");
     assert_eq!(h.slice_count, want["slice_count"], "{name}");
     assert_eq!(h.metadata, metadata(), "{name}");
+    check_data_files(root, want, &r);
     let rep = r.verify().unwrap();
     assert_eq!(
         json!({"tensors": rep.tensors, "slices": rep.slices, "data_bytes": rep.data_bytes, "blocks": rep.blocks}),
@@ -351,6 +488,62 @@ fn check(root: &Path, want: &Value) {
     );
 }
 
+/// The index's data files (`shards`): the shards of its own save, numbered `0..n` in order,
+/// then the reused data files of earlier saves (`shards[k].reused`, as the manifest's
+/// `shards_reused` says, none when it is missing), each byte for byte the data file of the
+/// base it came from.
+fn check_data_files(root: &Path, want: &Value, r: &Reader) {
+    let name = want["checkpoint"].as_str().unwrap();
+    let shards = &r.header().shards;
+    let reused: Vec<bool> = shards.iter().map(|s| s.reused).collect();
+    match want.get("shards_reused") {
+        Some(w) => assert_eq!(json!(reused), *w, "{name}"),
+        None => assert!(!reused.contains(&true), "{name}: {reused:?}"),
+    }
+    let own = reused.iter().take_while(|r| !**r).count();
+    assert!(reused[own..].iter().all(|r| *r), "{name}: {reused:?}");
+    for (k, s) in shards[..own].iter().enumerate() {
+        assert_eq!(
+            (
+                s.shard.save_id,
+                s.shard.shard_id as usize,
+                s.shard.num_shards as usize
+            ),
+            (shards[0].shard.save_id, k, own),
+            "{name}"
+        );
+    }
+    if own == shards.len() {
+        return;
+    }
+    let base_name = want["base"].as_str().unwrap();
+    let base = Reader::open(root.join(base_name)).unwrap();
+    let base_shards = &base.header().shards;
+    let n = shards.len();
+    for (k, s) in shards.iter().enumerate().skip(own) {
+        let j = s.shard.shard_id as usize;
+        assert_eq!(
+            *s,
+            ShardRef {
+                reused: true,
+                ..base_shards[j]
+            },
+            "{name}: data file {k}"
+        );
+        let ours = fs::read(root.join(format!("{name}.data-{k:05}-of-{n:05}"))).unwrap();
+        let theirs = fs::read(root.join(format!(
+            "{base_name}.data-{j:05}-of-{:05}",
+            base_shards.len()
+        )))
+        .unwrap();
+        assert_eq!(
+            sha256_hex(&ours),
+            sha256_hex(&theirs),
+            "{name}: data file {k} is data file {j} of {base_name}"
+        );
+    }
+}
+
 #[test]
 fn every_v2_checkpoint_opens_verifies_and_matches_the_manifest() {
     let dir = dir();
@@ -399,8 +592,9 @@ fn regenerate_v2() {
     fs::create_dir_all(&dir).unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let mut entries = Vec::new();
-    for (name, about, shards, inputs) in cases() {
-        let files = write_case(tmp.path(), name, shards, &inputs);
+    let cases = cases();
+    for case in &cases {
+        let files = write_case(tmp.path(), case, &cases);
         for f in &files {
             let bytes = fs::read(tmp.path().join(f)).unwrap();
             let target = dir.join(f);
@@ -415,12 +609,13 @@ fn regenerate_v2() {
                 }
             }
         }
-        let entry = manifest_entry(tmp.path(), name, about, &files, &inputs);
+        let entry = manifest_entry(tmp.path(), case, &files);
         check(&dir, &entry);
         entries.push(entry);
     }
     let manifest = json!({
-        "about": "Native checkpoints written by format version 2 (slices, a sharded checkpoint). \
+        "about": "Native checkpoints written by format version 2 (slices, a sharded checkpoint, \
+                  an incremental checkpoint and its base). \
                   Every later version must read them as described here (tests/compat_v2.rs). \
                   Never change or remove one.",
         "format_version": 2,
