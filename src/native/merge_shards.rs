@@ -544,6 +544,19 @@ pub fn merge_shards(
             }
         }
     }
+    // A reused file is an earlier save's: one with this save's id would make two data files of
+    // one identity.
+    if let Some(f) = reused_refs.values().find(|f| f.shard.save_id == save_id) {
+        return Err(Error::Shard {
+            path: path_str(&reused_path(prefix, &f.shard)),
+            problem: ShardProblem::Identity,
+            detail: format!(
+                "a shard reuses data file {} of {} of save {save_id}, the save being merged; a \
+                 save's base is an earlier save, with another id",
+                f.shard.shard_id, f.shard.num_shards
+            ),
+        });
+    }
     let total = u32::try_from(reused_refs.len())
         .ok()
         .and_then(|r| n.checked_add(r))

@@ -1,4 +1,4 @@
-//! Detecting unchanged tensors, the first part of incremental saves (issue 14, item 5): whether
+//! Detecting unchanged tensors for incremental saves (SPEC.md 12.5): whether
 //! a tensor about to be saved is byte-identical to the tensor of the same name in an earlier
 //! checkpoint, decided by size and CRC32C and confirmed by comparing the bytes.
 

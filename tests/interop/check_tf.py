@@ -17,7 +17,8 @@
 (d) errors: a corrupt data byte gives exit 3 naming file, tensor, offset and both checksums;
     converting a checkpoint with strings to native fails naming the tensor;
 (e) sharded native checkpoints: `paramdex demo --ranks 3` (three writer processes holding
-    tensor-parallel slices, merged into PREFIX.index) is read by tf.train.load_checkpoint and
+    tensor-parallel slices, merged into PREFIX.index; then the next step saved incrementally,
+    reusing unchanged slices from the first, which is removed) is read by tf.train.load_checkpoint and
     NewCheckpointReader, every tensor (assembled from its slices by TensorFlow) equal to what
     paramdex reads; `paramdex get --slice` of TensorFlow's own partitioned variables equals the
     same region of what TensorFlow restores.
@@ -475,13 +476,19 @@ def check_sharded(d, fresh):
     try:
         out = os.path.join(d, "ranks")
         pdx("demo", "--ranks", 3, "--dir", out)
-        prefix = os.path.join(out, "demo_ckpt")
+        # The demo's second save is incremental (unchanged slices reused from the first, whose
+        # three data files become data files 3..5 of the second) and the first is removed.
+        prefix = os.path.join(out, "demo_ckpt_step2")
         files = sorted(os.listdir(out))
-        expect(files == ["demo_ckpt.data-00000-of-00003", "demo_ckpt.data-00001-of-00003",
-                         "demo_ckpt.data-00002-of-00003", "demo_ckpt.index"], f"files: {files}")
+        expect(files == [f"demo_ckpt_step2.data-0000{k}-of-00006" for k in range(6)]
+               + ["demo_ckpt_step2.index"], f"files: {files}")
         want = tf_read(prefix)
         n, nbytes = compare(prefix, want, "sharded native checkpoint")
         expect(n == 30, f"{n} tensors")
+        # The frozen incremental checkpoint (tests/data/native/v2/incremental: two data files of
+        # its own, two reused from its base, slices and whole tensors).
+        inc = os.path.join(ROOT, "tests", "data", "native", "v2", "incremental", "ckpt")
+        n_inc, _ = compare(inc, tf_read(inc), "frozen incremental checkpoint")
         v1 = tf.compat.v1.train.NewCheckpointReader(prefix)
         shapes = v1.get_variable_to_shape_map()
         expect(sorted(shapes) == sorted(k.decode() for k in want), "NewCheckpointReader names")
@@ -505,8 +512,8 @@ def check_sharded(d, fresh):
                 expect(got == np.ascontiguousarray(v).tobytes(order="C"), f"{label} {name}: region {a}:{b},{c}: differs")
                 regions += 1
         expect(regions > 0, "no partitioned variable to read by region")
-        report("e: sharded", True, f"{n} tensors ({nbytes} bytes) of a 3-process sharded native checkpoint read by "
-               f"TensorFlow; {regions} regions of TF partitioned variables read by `get --slice`")
+        report("e: sharded", True, f"{n} tensors ({nbytes} bytes) of a 3-process incremental sharded native checkpoint read by "
+               f"TensorFlow, and the {n_inc} tensors of the frozen incremental one; {regions} regions of TF partitioned variables read by `get --slice`")
     except Mismatch as e:
         report("e: sharded", False, str(e))
 

@@ -96,7 +96,8 @@ enum Command {
         #[arg(long, value_name = "N", value_parser = demo::parse_tensors)]
         tensors: Option<u64>,
         /// Instead: R writer processes save one sharded checkpoint (tensor-parallel slices),
-        /// merged, then loaded as 3 ranks.
+        /// merged, then loaded as 3 ranks; then they save the next training step
+        /// incrementally (unchanged tensors and slices reused, not written).
         #[arg(long, value_name = "R", conflicts_with = "tensors")]
         ranks: Option<u32>,
     },
@@ -327,6 +328,12 @@ enum Command {
         ranks: u32,
         #[arg(long)]
         save: String,
+        /// The earlier checkpoint to save incrementally against.
+        #[arg(long)]
+        base: Option<PathBuf>,
+        /// The training step whose values to save.
+        #[arg(long, default_value_t = 1)]
+        step: u32,
     },
     /// Print a shell completion script (e.g. `paramdex completions bash > /etc/bash_completion.d/paramdex`).
     Completions {
@@ -783,7 +790,9 @@ pub fn run(cli: Cli) -> paramdex::Result<ExitCode> {
             rank,
             ranks,
             save,
-        } => shards::demo_rank(&prefix, rank, ranks, &save),
+            base,
+            step,
+        } => shards::demo_rank(&prefix, rank, ranks, &save, base.as_deref(), step),
         Command::Completions { shell } => {
             let mut out = std::io::stdout().lock();
             clap_complete::generate(shell, &mut Cli::command(), "paramdex", &mut out);

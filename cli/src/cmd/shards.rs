@@ -11,7 +11,7 @@ use std::time::Instant;
 use paramdex::interop::{LoadedTensor, TensorStore};
 use paramdex::{
     merge_shards, shard_files, DType, Error, MergeShardsOptions, MergeStep, PartialTensors, Reader,
-    Region, Result, SaveId, ShardFile, ShardFileKind, ShardProblem, ShardWriter, Tensor,
+    Region, Result, SaveId, Saved, ShardFile, ShardFileKind, ShardProblem, ShardWriter, Tensor,
     WriterOptions,
 };
 use serde_json::{json, Map, Value};
@@ -442,9 +442,27 @@ fn seed_of(name: &str) -> u64 {
     })
 }
 
-/// The row-major bytes of `region` of tensor `t` (rank 1 or 2).
+/// Whether training step `step` changed tensor `name` (the demo's second save trains only the
+/// last layer and the final norm; the rest is frozen).
+fn trained(name: &str, step: u32) -> bool {
+    step >= 2
+        && (name.starts_with(&format!("model.layers.{}.", LAYERS - 1))
+            || name == "model.norm.weight")
+}
+
+/// The row-major bytes of `region` of tensor `t` (rank 1 or 2) at step 1.
 fn region_bytes(t: &Planned, region: &Region) -> Vec<u8> {
-    let seed = seed_of(&t.name);
+    region_bytes_at(t, region, 1)
+}
+
+/// The row-major bytes of `region` of tensor `t` (rank 1 or 2) after training step `step`.
+fn region_bytes_at(t: &Planned, region: &Region, step: u32) -> Vec<u8> {
+    let seed = seed_of(&t.name)
+        ^ if trained(&t.name, step) {
+            u64::from(step) << 32
+        } else {
+            0
+        };
     let mut out = Vec::with_capacity(region.numel().unwrap_or(0) as usize * t.dtype.size());
     let (rows, cols, width) = match t.shape.len() {
         1 => (0..1, region.start[0]..region.start[0] + region.len[0], 0),
@@ -462,32 +480,59 @@ fn region_bytes(t: &Planned, region: &Region) -> Vec<u8> {
     out
 }
 
-/// `paramdex demo-rank` (hidden): rank `rank` of a `demo --ranks` save writes its shard.
-pub fn demo_rank(prefix: &Path, rank: u32, ranks: u32, save: &str) -> Result<ExitCode> {
+/// `paramdex demo-rank` (hidden): rank `rank` of a `demo --ranks` save writes its shard of
+/// training step `step`; with `base`, incrementally (what is unchanged since `base` is reused).
+pub fn demo_rank(
+    prefix: &Path,
+    rank: u32,
+    ranks: u32,
+    save: &str,
+    base: Option<&Path>,
+    step: u32,
+) -> Result<ExitCode> {
     let save_id = SaveId::from_hex(save)
         .ok_or_else(|| Error::InvalidArgument(format!("{save:?} is not a save id")))?;
     let t0 = Instant::now();
     let mut w = ShardWriter::create(prefix, rank, ranks, save_id, WriterOptions::default())?;
+    if let Some(b) = base {
+        w = w.with_base(std::sync::Arc::new(Reader::open(b)?))?;
+    }
     let (mut whole, mut slices, mut bytes) = (0u64, 0u64, 0u64);
     for t in model() {
         let Some(r) = region_of(&t, rank, ranks) else {
             continue;
         };
-        let data = region_bytes(&t, &r);
-        bytes += data.len() as u64;
-        if r.is_full(&t.shape) {
-            w.add(&t.name, Tensor::new(t.dtype, &t.shape, &data))?;
+        let data = region_bytes_at(&t, &r, step);
+        let saved = if r.is_full(&t.shape) {
             whole += 1;
+            w.add_or_reuse(&t.name, Tensor::new(t.dtype, &t.shape, &data))?
         } else {
-            w.add_slice(&t.name, t.dtype, &t.shape, &r, &data)?;
             slices += 1;
+            w.add_slice_or_reuse(&t.name, t.dtype, &t.shape, &r, &data)?
+        };
+        if saved == Saved::Written {
+            bytes += data.len() as u64;
         }
     }
     w.insert_metadata("ranks", i64::from(ranks))?;
+    w.insert_metadata("step", i64::from(step))?;
     let path = w.pending_path().to_path_buf();
+    let reused = w.reused();
     w.finish()?;
+    let reused = if reused.tensors > 0 {
+        format!(
+            "; reused {} unchanged ({}) from {} data file{} of the base",
+            reused.tensors,
+            human_bytes(reused.bytes),
+            reused.files,
+            if reused.files == 1 { "" } else { "s" }
+        )
+    } else {
+        String::new()
+    };
     out!(
-        "  rank {rank} (pid {}): wrote {} ({whole} whole tensors, {slices} slices, {}) in {:.1?}",
+        "  rank {rank} (pid {}): {} ({whole} whole tensors, {slices} slices): wrote {}{reused} \
+         in {:.1?}",
         std::process::id(),
         path.display(),
         human_bytes(bytes),
@@ -496,8 +541,118 @@ pub fn demo_rank(prefix: &Path, rank: u32, ranks: u32, save: &str) -> Result<Exi
     Ok(ExitCode::SUCCESS)
 }
 
+/// Runs `ranks` `demo-rank` processes saving step `step` at `prefix` (against `base`), and
+/// prints what they say.
+fn run_ranks(prefix: &Path, ranks: u32, step: u32, base: Option<&Path>) -> Result<SaveId> {
+    let save = SaveId::random();
+    let exe = std::env::current_exe().map_err(|e| Error::io("finding the paramdex binary", e))?;
+    let children: Vec<_> = (0..ranks)
+        .map(|k| {
+            let mut c = std::process::Command::new(&exe);
+            c.arg("demo-rank")
+                .arg(prefix)
+                .args(["--rank", &k.to_string(), "--ranks", &ranks.to_string()])
+                .args(["--save", &save.to_string(), "--step", &step.to_string()]);
+            if let Some(b) = base {
+                c.arg("--base").arg(b);
+            }
+            c.stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .map_err(|e| Error::io(format!("starting rank {k} ({})", exe.display()), e))
+        })
+        .collect::<Result<_>>()?;
+    for (k, c) in children.into_iter().enumerate() {
+        let o = c
+            .wait_with_output()
+            .map_err(|e| Error::io(format!("waiting for rank {k}"), e))?;
+        let text = String::from_utf8_lossy(&o.stdout);
+        write!(std::io::stdout(), "{text}").map_err(stdout_err)?;
+        if !o.status.success() {
+            return Err(Error::InvalidArgument(format!(
+                "rank {k} failed: {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            )));
+        }
+    }
+    Ok(save)
+}
+
+/// The demo's second save: training step 2 changed the last layer and the final norm; the
+/// ranks save `demo_ckpt_step2` against `base`, reusing every unchanged tensor and slice. Then
+/// the base is removed, and the new checkpoint verified and read. Returns its prefix.
+fn incremental_step(dir: &Path, base: &Path, ranks: u32, base_bytes: u64) -> Result<PathBuf> {
+    let prefix = dir.join("demo_ckpt_step2");
+    out!(
+        "step 2 trained the last layer and the final norm, the rest is frozen: {ranks} \
+         processes save {} incrementally (unchanged tensors and slices are compared with {}'s \
+         and reused, not written)",
+        prefix.display(),
+        base.display()
+    );
+    let t0 = Instant::now();
+    run_ranks(&prefix, ranks, 2, Some(base))?;
+    let rep = merge_shards(&prefix, &MergeShardsOptions::default())?;
+    out!(
+        "  committed in {:.1?}: {} of its tensors and slices ({}) are step 1's, in {} of its {} \
+         data files (linked, not copied); the shards wrote {}, {:.0} % of step 1's {}",
+        t0.elapsed(),
+        rep.reused_tensors,
+        human_bytes(rep.reused_bytes),
+        rep.reused_files,
+        rep.data_paths.len(),
+        human_bytes(rep.shard_bytes),
+        100.0 * rep.shard_bytes as f64 / base_bytes.max(1) as f64,
+        human_bytes(base_bytes)
+    );
+    let mut removed = 0;
+    let stem = base
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    for e in
+        std::fs::read_dir(dir).map_err(|e| Error::io(format!("listing {}", dir.display()), e))?
+    {
+        let e = e.map_err(|e| Error::io(format!("listing {}", dir.display()), e))?;
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with(&format!("{stem}.")) {
+            std::fs::remove_file(e.path())
+                .map_err(|err| Error::io(format!("removing {}", e.path().display()), err))?;
+            removed += 1;
+        }
+    }
+    let r = Reader::open(&prefix)?;
+    let v = r.verify()?;
+    let plan = model();
+    let mut ok = true;
+    for name in [
+        "model.layers.0.mlp.up_proj.weight",
+        "model.layers.3.mlp.up_proj.weight",
+    ] {
+        if let Some(t) = plan.iter().find(|t| t.name == name) {
+            let all = Region::full(&t.shape);
+            let got = r.get_slice(name, &all)?;
+            ok &= got.is_some_and(|g| g.data() == region_bytes_at(t, &all, 2).as_slice());
+        }
+    }
+    out!(
+        "removed step 1 ({removed} files); step 2 verified without it: {} tensors, {} slices, {}; \
+         a frozen and a trained tensor read back: values {}",
+        v.tensors,
+        v.slices,
+        human_bytes(v.data_bytes),
+        if ok { "match" } else { "DIFFER" }
+    );
+    if !ok {
+        return Err(Error::InvalidArgument(
+            "the demo read wrong values after the incremental save".into(),
+        ));
+    }
+    Ok(prefix)
+}
+
 /// `paramdex demo --ranks R`: R processes save one checkpoint, which is merged, then loaded as
-/// if by another number of ranks.
+/// if by another number of ranks; then they save the next step incrementally.
 pub fn demo(ranks: u32, dir: Option<PathBuf>) -> Result<ExitCode> {
     if ranks == 0 || ranks > 64 {
         return Err(Error::InvalidArgument(format!(
@@ -519,39 +674,12 @@ pub fn demo(ranks: u32, dir: Option<PathBuf>) -> Result<ExitCode> {
         }
     };
     let prefix = dir.join("demo_ckpt");
-    let save = SaveId::random();
-    let exe = std::env::current_exe().map_err(|e| Error::io("finding the paramdex binary", e))?;
     out!(
-        "saving {} with {ranks} writer processes (save {save}), each writing its own shard",
+        "saving {} with {ranks} writer processes, each writing its own shard",
         prefix.display()
     );
     let t0 = Instant::now();
-    let children: Vec<_> = (0..ranks)
-        .map(|k| {
-            std::process::Command::new(&exe)
-                .arg("demo-rank")
-                .arg(&prefix)
-                .args(["--rank", &k.to_string(), "--ranks", &ranks.to_string()])
-                .args(["--save", &save.to_string()])
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .map_err(|e| Error::io(format!("starting rank {k} ({})", exe.display()), e))
-        })
-        .collect::<Result<_>>()?;
-    for (k, c) in children.into_iter().enumerate() {
-        let o = c
-            .wait_with_output()
-            .map_err(|e| Error::io(format!("waiting for rank {k}"), e))?;
-        let text = String::from_utf8_lossy(&o.stdout);
-        write!(std::io::stdout(), "{text}").map_err(stdout_err)?;
-        if !o.status.success() {
-            return Err(Error::InvalidArgument(format!(
-                "rank {k} failed: {}",
-                String::from_utf8_lossy(&o.stderr).trim()
-            )));
-        }
-    }
+    run_ranks(&prefix, ranks, 1, None)?;
     out!("  all {ranks} shards written in {:.1?}", t0.elapsed());
     out!("merging (reads only the shards' indexes):");
     let on_step = |s: MergeStep| {
@@ -674,6 +802,7 @@ pub fn demo(ranks: u32, dir: Option<PathBuf>) -> Result<ExitCode> {
         human_bytes(v.data_bytes),
         t0.elapsed()
     );
+    let prefix = incremental_step(&dir, &prefix, ranks, rep.shard_bytes)?;
     if keep {
         out!(
             "try: paramdex ls {0}; paramdex stat {0}; paramdex get {0} model.embed_tokens.weight --slice 0:4,0:4",
