@@ -66,32 +66,44 @@ fn demo_ranks_saves_with_real_processes_and_every_command_reads_the_prefix() {
         "zero-copy",
         "one strided copy",
         ": OK",
+        // The second save is incremental: unchanged slices reused, the first save removed.
+        "processes save",
+        "reused 19 unchanged",
+        "are step 1's, in 3 of its 6 data files",
+        "step 2 verified without it",
     ] {
         assert!(text.contains(want), "{want:?} not in:\n{text}");
     }
     assert!(!text.contains("DIFFER"));
-    let prefix = dir.path().join("demo_ckpt");
+    // Every command below reads the incremental checkpoint of step 2: 3 data files of its own
+    // and 3 linked from step 1, which is gone.
+    assert!(!dir.path().join("demo_ckpt.index").exists());
+    let prefix = dir.path().join("demo_ckpt_step2");
     let r = Reader::open(&prefix).unwrap();
     assert!(r.is_sharded());
-    assert_eq!(r.header().shards.len(), 3);
+    assert_eq!(r.header().shards.len(), 6);
+    let reused: Vec<bool> = r.header().shards.iter().map(|s| s.reused).collect();
+    assert_eq!(reused, [false, false, false, true, true, true]);
 
     // ls, stat, verify on the prefix and on PREFIX.index.
-    let index = dir.path().join("demo_ckpt.index");
+    let index = dir.path().join("demo_ckpt_step2.index");
     for p in [&prefix, &index] {
         let list = json(&run(&[&"ls", p, &"--json"], 0));
         assert_eq!(list.as_array().unwrap().len() as u64, r.len());
         let st = json(&run(&[&"stat", p, &"--json"], 0));
         assert_eq!(st["format"], "paramdex");
         assert_eq!(st["format_version"], 2);
-        assert_eq!(st["shards"], 3);
-        assert_eq!(st["data_files"].as_array().unwrap().len(), 3);
+        assert_eq!(st["shards"], 6);
+        assert_eq!(st["data_files"].as_array().unwrap().len(), 6);
+        assert_eq!(st["data_files"][5]["reused"], true);
         assert!(st["leftovers"].as_array().unwrap().is_empty());
         let v = json(&run(&[&"verify", p, &"--json"], 0));
         assert_eq!(v["ok"], true);
         assert_eq!(v["tensors"].as_u64(), Some(r.len()));
     }
     let st = stdout(&run(&[&"stat", &prefix], 0));
-    assert!(st.contains("demo_ckpt.data-00002-of-00003"), "{st}");
+    assert!(st.contains("demo_ckpt_step2.data-00005-of-00006"), "{st}");
+    assert!(st.contains("reused from save"), "{st}");
 
     // get: a tensor stored in slices is assembled; --slice reads a region.
     let name = "model.layers.1.mlp.down_proj.weight";

@@ -10,15 +10,21 @@
 //!    checkpoint does not exist;
 //! 3. the previous checkpoint's data files that the new one does not replace (those with
 //!    another number of shards) removed, the directory synced;
-//! 4. each pending shard renamed to its final name, the directory synced;
-//! 5. the new index renamed to `PREFIX.index`, the directory synced: the checkpoint exists.
+//! 4. each pending shard renamed to its final name (and, in an incremental save, each reused
+//!    data file's link to its number after the shards), the directory synced;
+//! 5. the new index renamed to `PREFIX.index`, the directory synced: the checkpoint exists;
+//! 6. (an incremental save) the shards' references files removed.
 //!
 //! A crash before step 2 leaves the previous checkpoint; from step 2 until step 5 there is no
 //! index, hence no checkpoint at the prefix (the data files there are orphans, which
 //! [`shard_files`] reports); after step 5, the new one. A merge run again after a crash
-//! finishes the job: a shard of the save already under its final name is taken as it is, and
-//! when no shard is pending any more, the one save whose shards are there is merged (step 3
-//! makes it the only one).
+//! finishes the job: a shard of the save already under its final name is taken as it is
+//! (found by its identity), and when no shard is pending any more, the save the references
+//! files name, or else the one save all of whose shards are there, is merged.
+//!
+//! An incremental save (SPEC.md 12.5) adds to the shards' own entries their references to
+//! earlier saves' data files, read from the references files and checked against those
+//! files' own entries (index only, like the shards).
 
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
 use std::io::{BufWriter, Write};
@@ -90,7 +96,8 @@ pub struct MergeShardsOptions<'a> {
     /// Set: only that save's shards are taken, and pending shards of other saves are left
     /// where they are (reported in [`MergeShardsReport::ignored`]).
     pub save_id: Option<SaveId>,
-    /// The number of shards the save must have, when known.
+    /// The number of shards the save must have (its writers' shards; an incremental save's
+    /// checkpoint has more data files: the reused ones follow), when known.
     pub num_shards: Option<u32>,
     /// Tensors whose slices need not cover them.
     pub partial: PartialTensors,
@@ -122,7 +129,8 @@ impl std::fmt::Debug for MergeShardsOptions<'_> {
 pub struct MergeShardsReport {
     /// `PREFIX.index`.
     pub index_path: PathBuf,
-    /// The data files, in order.
+    /// The data files, in order: the save's shards, then (an incremental save) the reused
+    /// data files of earlier saves.
     pub data_paths: Vec<PathBuf>,
     /// The save committed.
     pub save_id: SaveId,
