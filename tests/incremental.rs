@@ -560,9 +560,9 @@ fn save_per_file(prefix: &Path, model: &Model, files: u32) {
 fn keep_files(model: &Model, keep: &[u32], rng: &mut Rng) -> Model {
     let mut next = Model::new();
     for (name, t) in model {
-        let k: u32 = name[1..name.find('.').unwrap()].parse().unwrap();
+        let k: Option<u32> = name[1..name.find('.').unwrap_or(1)].parse().ok();
         let mut t = t.clone();
-        if !keep.contains(&k) || name.ends_with(".t2") {
+        if k.is_some_and(|k| !keep.contains(&k)) || name.ends_with(".t2") {
             t.data = rng.bytes(t.data.len() + 1);
             t.shape = vec![t.data.len() as u64];
         }
@@ -607,7 +607,8 @@ fn pending_incremental(
 /// more, fewer and as many data files as the base; a reused file whose new name is its old
 /// one): after the merge only the new checkpoint's index and data files are in the directory
 /// (no links, references or pending files, and no data file of the base that is not reused),
-/// and it reads back and verifies, also through TensorFlow's reader.
+/// and it reads back and verifies, also through TensorFlow's reader and exported for
+/// TensorFlow; and so does one more incremental save there, based on the incremental one.
 #[test]
 fn an_incremental_save_at_its_bases_prefix_leaves_only_the_new_checkpoint() {
     let mut rng = Rng(0x5a3e_0000_0000_0042);
@@ -688,6 +689,13 @@ fn an_incremental_save_at_its_bases_prefix_leaves_only_the_new_checkpoint() {
         assert_eq!(files_of(dir.path(), "ck"), expect, "{ctx}, again");
         check_reader(&Reader::open(&prefix).unwrap(), &third);
         check_store(&TfCheckpoint::open(&prefix).unwrap(), &third);
+        // Exported for TensorFlow under another prefix, reused files and all.
+        fs::create_dir(dir.path().join("out")).unwrap();
+        let to = dir.path().join("out/tf");
+        let rep = paramdex::interop::tf::export_tf(&prefix, &to).unwrap();
+        assert_eq!(rep.data_paths.len(), total);
+        check_store(&TfCheckpoint::open(&to).unwrap(), &third);
+        check_reader(&Reader::open(&to).unwrap(), &third);
     }
 }
 
@@ -935,6 +943,55 @@ fn a_replaced_link_is_refused() {
     check_small_new(&dir.path().join("new"));
 }
 
+/// The link of a reused data file replaced by an impostor: a file of the same identity (save
+/// id, shard number, length) whose entry for a reused tensor differs. The merge checks each
+/// reference against the reused file's own entry and refuses (`Reference`), committing
+/// nothing.
+#[test]
+fn a_link_replaced_by_a_file_of_the_same_identity_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (bp, base) = small_base(dir.path());
+    let s = pending_on_small_base(dir.path(), &base);
+    // The impostor: shard 0 of 2 of the base's save, other bytes for `a`.
+    let id = base.header().shards[0].shard.save_id;
+    let imp = dir.path().join("o").tap_mkdir().join("imp");
+    let mut w = ShardWriter::create(&imp, 0, 2, id, quick()).unwrap();
+    w.add("a", Tensor::new(DType::UInt8, &[100], &[7; 100]))
+        .unwrap();
+    w.add("b", Tensor::new(DType::UInt8, &[100], &[2; 100]))
+        .unwrap();
+    let r = Region::new(vec![0, 0], vec![1, 4]).unwrap();
+    w.add_slice("s", DType::UInt8, &[2, 4], &r, &[0; 4])
+        .unwrap();
+    let imp_path = w.pending_path().to_path_buf();
+    w.finish().unwrap();
+    let real = PathBuf::from(format!("{}.data-00000-of-00002", bp.display()));
+    assert_eq!(
+        fs::metadata(&imp_path).unwrap().len(),
+        fs::metadata(&real).unwrap().len(),
+        "the impostor has the real file's length"
+    );
+    let link = links(dir.path(), "new")[0].clone();
+    fs::remove_file(&link).unwrap();
+    fs::copy(&imp_path, &link).unwrap();
+    let e = s.merge(&no_sync()).unwrap_err();
+    assert!(is_shard_err(&e, ShardProblem::Reference), "{e}");
+    // Named: the references file, the tensor and the file that holds another entry.
+    assert_eq!(
+        shard_err_path(&e),
+        dir.path()
+            .join("new.refs-00000-of-00002.pending")
+            .to_string_lossy()
+    );
+    let msg = e.to_string();
+    assert!(
+        msg.contains("tensor a ") && msg.contains(&*link.to_string_lossy()),
+        "{e}"
+    );
+    assert!(!dir.path().join("new.index").exists());
+    assert!(Reader::open(dir.path().join("new")).is_err());
+}
+
 trait TapMkdir {
     fn tap_mkdir(self) -> Self;
 }
@@ -1094,18 +1151,26 @@ fn wait_for(c: &mut std::process::Child, marker: &str) -> String {
     }
 }
 
-/// A merge of an incremental save at its base's own prefix, killed (SIGKILL) after each step
-/// of its commit, leaves the base checkpoint (before the previous index is removed), nothing
-/// (while data files are renamed), or the new checkpoint; a merge run again completes the new
-/// checkpoint, which reads back and verifies, and `clean_shards` then leaves only its files.
+/// A merge of an incremental save at its base's own prefix (the base itself a plain or an
+/// incremental save), killed (SIGKILL) after each step of its commit, leaves the base
+/// checkpoint (before the previous index is removed), nothing (while data files are renamed),
+/// or the new checkpoint; a merge run again completes the new checkpoint, which reads back and
+/// verifies, and `clean_shards` then leaves only its files.
 #[cfg(unix)]
 #[test]
 fn an_incremental_merge_killed_after_any_step_leaves_the_base_or_nothing_and_can_be_rerun() {
     let mut rng = Rng(0xc7a5_4000_0000_0001);
     // (base data files, new shards, base files reused): more data files than the base, and as
     // many (the new checkpoint's names are the base's).
-    let layouts: [(u32, u32, &[u32]); 2] = [(3, 2, &[0, 2]), (3, 1, &[0, 1])];
-    for (files, ranks, keep) in layouts {
+    // (base data files, new shards, base files reused, the base itself incremental): more
+    // data files than the base, and as many (the new checkpoint's names are the base's), and a
+    // base whose own data files are partly an older save's.
+    let layouts: [(u32, u32, &[u32], bool); 3] = [
+        (3, 2, &[0, 2], false),
+        (3, 1, &[0, 1], false),
+        (3, 2, &[0, 2], true),
+    ];
+    for (files, ranks, keep, chained) in layouts {
         let total = ranks as usize + keep.len();
         // Checked, IndexWritten, PreviousRemoved, PreviousDataRemoved, ShardRenamed(0..total),
         // Committed.
@@ -1113,8 +1178,19 @@ fn an_incremental_merge_killed_after_any_step_leaves_the_base_or_nothing_and_can
         for n in 1..=steps {
             let dir = tempfile::tempdir().unwrap();
             let prefix = dir.path().join("ck");
-            let model = per_file_model(files, &mut rng);
+            let mut model = per_file_model(files, &mut rng);
             save_per_file(&prefix, &model, files);
+            if chained {
+                // The base: an incremental save of 1 shard reusing every file of the first.
+                let all: Vec<u32> = (0..files).collect();
+                let first = Arc::new(Reader::open(&prefix).unwrap());
+                let next = keep_files(&model, &all, &mut rng);
+                let (s, _, _) = pending_incremental(&prefix, &first, &next, 1);
+                drop(first);
+                let rep = s.merge(&no_sync()).unwrap();
+                assert_eq!(rep.data_paths.len(), 1 + files as usize);
+                model = next;
+            }
             let base = Arc::new(Reader::open(&prefix).unwrap());
             let next = keep_files(&model, keep, &mut rng);
             let (_, reused, _) = pending_incremental(&prefix, &base, &next, ranks);
@@ -1125,7 +1201,9 @@ fn an_incremental_merge_killed_after_any_step_leaves_the_base_or_nothing_and_can
             c.kill().unwrap();
             assert!(!c.wait().unwrap().success());
             let step = line.trim().trim_start_matches("PDX-BLOCKED ").to_string();
-            let ctx = format!("{files} files, {ranks} shards, reusing {keep:?}, after {step}");
+            let ctx = format!(
+                "{files} files, {ranks} shards, reusing {keep:?}, chained {chained}, after {step}"
+            );
             match Reader::open(&prefix) {
                 Ok(r) if n <= 2 => check_reader(&r, &model),
                 Ok(r) if n == steps => check_reader(&r, &next),
