@@ -789,13 +789,64 @@ fn reuse_unchanged_takes_the_callers_word() {
         assert!(matches!(e, Error::DuplicateName { .. }), "{how}: {e}");
         assert!(merge_shards(&prefix, &no_sync()).is_err());
         assert!(Reader::open(&prefix).is_err());
-        // What the failed save left (the link) is reported and cleaned.
+        // What the failed save left is the link (no shard, references or temporary file),
+        // reported and cleaned.
+        let left = files_of(dir.path(), "dup");
+        assert!(
+            left.len() == 1 && left[0].starts_with("dup.reused-"),
+            "{how}: {left:?}"
+        );
+        let reported = shard_files(&prefix).unwrap();
+        assert_eq!(reported.len(), 1);
+        assert_eq!(reported[0].kind, ShardFileKind::Pending);
         clean_shards(&prefix).unwrap();
         assert!(
             files_of(dir.path(), "dup").is_empty(),
             "{:?}",
             files_of(dir.path(), "dup")
         );
+    }
+}
+
+/// A name one shard reuses and another shard writes (whole or in slices) is in the save twice:
+/// the merge refuses it and commits nothing.
+#[test]
+fn a_name_reused_by_one_shard_and_written_by_another_is_refused_by_the_merge() {
+    for sliced in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let (_, base) = small_base(dir.path());
+        let prefix = dir.path().join("new");
+        let s = ShardedSave::with_options(&prefix, 2, SaveId::random(), quick())
+            .unwrap()
+            .with_base(base);
+        let mut w = s.shard(0).unwrap();
+        w.reuse_unchanged("a").unwrap();
+        w.finish().unwrap();
+        let mut w = s.shard(1).unwrap();
+        if sliced {
+            let r = Region::new(vec![0], vec![50]).unwrap();
+            w.add_slice("a", DType::UInt8, &[100], &r, &[1; 50])
+                .unwrap();
+        } else {
+            w.add("a", Tensor::new(DType::UInt8, &[100], &[1; 100]))
+                .unwrap();
+        }
+        w.finish().unwrap();
+        let e = s.merge(&no_sync()).unwrap_err();
+        // Named: the tensor, and the references file that holds it too.
+        assert!(
+            matches!(&e, Error::Slices { name, .. } if name == "a"),
+            "{e:?}"
+        );
+        assert!(
+            e.to_string().contains("new.refs-00000-of-00002.pending"),
+            "{e}"
+        );
+        assert!(
+            !dir.path().join("new.index").exists(),
+            "sliced {sliced}: {e}"
+        );
+        assert!(Reader::open(&prefix).is_err());
     }
 }
 
