@@ -1128,8 +1128,9 @@ fn a_base_data_file_replaced_after_open_is_refused() {
 const CHILD_DIR: &str = "PARAMDEX_INC_CHILD_DIR";
 const CHILD_JOB: &str = "PARAMDEX_INC_CHILD_JOB";
 
-/// The child side of the crash tests: does nothing unless started by a parent test. Job
-/// `merge-block-N` merges the pending save at `DIR/ck`, blocking after its N-th step.
+/// The child side of the crash tests: does nothing unless started by a parent test. Jobs:
+/// `merge-block-N` merges the pending save at `DIR/ck`, blocking after its N-th step; `merge`
+/// merges it (with fsync, slower: a wider window to be killed in).
 #[test]
 fn incremental_crash_child_helper() {
     let (Ok(dir), Ok(job)) = (std::env::var(CHILD_DIR), std::env::var(CHILD_JOB)) else {
@@ -1140,6 +1141,12 @@ fn incremental_crash_child_helper() {
         println!("\nPDX-{s}");
         std::io::stdout().flush().unwrap();
     };
+    if job == "merge" {
+        say("STARTED");
+        merge_shards(&prefix, &MergeShardsOptions::default()).unwrap();
+        say("FINISHED");
+        std::process::exit(4);
+    }
     let n: usize = job.strip_prefix("merge-block-").unwrap().parse().unwrap();
     let seen = std::sync::atomic::AtomicUsize::new(0);
     let on_step = |s: MergeStep| {
@@ -1421,4 +1428,63 @@ fn a_base_on_another_file_system_is_copied() {
         .unwrap()
         .iter()
         .all(|f| f.kind == ShardFileKind::Committed));
+}
+
+/// A merge of an incremental save at its base's own prefix killed (SIGKILL) at a random
+/// moment leaves the base, nothing or the new checkpoint; a merge run again (when the new one
+/// is not committed yet) completes it, and `clean_shards` leaves only its files.
+#[cfg(unix)]
+#[test]
+fn an_incremental_merge_killed_at_a_random_moment_can_be_rerun() {
+    let mut rng = Rng(0x4a4d_0000_dead_0001);
+    let (mut old_seen, mut none_seen, mut new_seen) = (0, 0, 0);
+    for round in 0..12 {
+        let dir = tempfile::tempdir().unwrap();
+        let prefix = dir.path().join("ck");
+        let model = per_file_model(3, &mut rng);
+        save_per_file(&prefix, &model, 3);
+        let base = Arc::new(Reader::open(&prefix).unwrap());
+        let keep: &[u32] = if round % 2 == 0 { &[0, 1] } else { &[1, 2] };
+        let next = keep_files(&model, keep, &mut rng);
+        let ranks = 1 + round % 2;
+        pending_incremental(&prefix, &base, &next, ranks);
+        drop(base);
+        let total = ranks as usize + keep.len();
+        let mut c = child(dir.path(), "merge");
+        wait_for(&mut c, "PDX-STARTED");
+        std::thread::sleep(std::time::Duration::from_micros(rng.below(12_000)));
+        let _ = c.kill();
+        let _ = c.wait();
+        let committed = match Reader::open(&prefix) {
+            Ok(r) => {
+                let names: BTreeSet<String> = r
+                    .iter()
+                    .map(|v| String::from_utf8(v.unwrap().name().to_vec()).unwrap())
+                    .collect();
+                if names.contains("fresh") {
+                    check_reader(&r, &next);
+                    new_seen += 1;
+                    true
+                } else {
+                    check_reader(&r, &model);
+                    old_seen += 1;
+                    false
+                }
+            }
+            Err(_) => {
+                none_seen += 1;
+                false
+            }
+        };
+        let again = merge_shards(&prefix, &no_sync());
+        assert_eq!(again.is_ok(), !committed, "round {round}: {again:?}");
+        check_reader(&Reader::open(&prefix).unwrap(), &next);
+        clean_shards(&prefix).unwrap();
+        let mut expect: Vec<String> = (0..total)
+            .map(|k| format!("ck.data-{k:05}-of-{total:05}"))
+            .collect();
+        expect.push("ck.index".into());
+        assert_eq!(files_of(dir.path(), "ck"), expect, "round {round}");
+    }
+    eprintln!("killed: base left {old_seen}, nothing {none_seen}, new one {new_seen}");
 }
