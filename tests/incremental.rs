@@ -1055,7 +1055,8 @@ impl TapMkdir for PathBuf {
 }
 
 /// The base's data files deleted after the shard writers linked them, before the merge: the
-/// links hold the bytes, the merge succeeds and the new checkpoint reads and verifies.
+/// links hold the bytes, the merge succeeds and the new checkpoint reads and verifies (and a
+/// second merge of the same save is refused without touching it).
 #[test]
 fn the_base_deleted_before_the_merge_is_no_loss() {
     let dir = tempfile::tempdir().unwrap();
@@ -1066,6 +1067,14 @@ fn the_base_deleted_before_the_merge_is_no_loss() {
     let rep = s.merge(&no_sync()).unwrap();
     assert_eq!((rep.reused_tensors, rep.reused_files), (2, 2));
     check_small_new(&dir.path().join("new"));
+    // The save merged again: its references are gone, it is refused, and nothing changes.
+    let e = s.merge(&no_sync()).unwrap_err();
+    assert!(is_shard_err(&e, ShardProblem::Missing), "{e}");
+    check_small_new(&dir.path().join("new"));
+    assert!(shard_files(dir.path().join("new"))
+        .unwrap()
+        .iter()
+        .all(|f| f.kind == ShardFileKind::Committed));
 }
 
 /// A base data file replaced (same name, another save's file) after the base was opened: the
@@ -1212,8 +1221,8 @@ fn wait_for(c: &mut std::process::Child, marker: &str) -> String {
 /// A merge of an incremental save at its base's own prefix (the base itself a plain or an
 /// incremental save), killed (SIGKILL) after each step of its commit, leaves the base
 /// checkpoint (before the previous index is removed), nothing (while data files are renamed),
-/// or the new checkpoint; a merge run again completes the new checkpoint, which reads back and
-/// verifies, and `clean_shards` then leaves only its files.
+/// or the new checkpoint; a merge run again (told the save or not) completes the new
+/// checkpoint, which reads back and verifies, and `clean_shards` then leaves only its files.
 #[cfg(unix)]
 #[test]
 fn an_incremental_merge_killed_after_any_step_leaves_the_base_or_nothing_and_can_be_rerun() {
@@ -1251,7 +1260,7 @@ fn an_incremental_merge_killed_after_any_step_leaves_the_base_or_nothing_and_can
             }
             let base = Arc::new(Reader::open(&prefix).unwrap());
             let next = keep_files(&model, keep, &mut rng);
-            let (_, reused, _) = pending_incremental(&prefix, &base, &next, ranks);
+            let (save, reused, _) = pending_incremental(&prefix, &base, &next, ranks);
             assert!(!reused.is_empty());
             drop(base);
             let mut c = child(dir.path(), &format!("merge-block-{n}"));
@@ -1268,13 +1277,22 @@ fn an_incremental_merge_killed_after_any_step_leaves_the_base_or_nothing_and_can
                 Ok(_) => panic!("{ctx}: a checkpoint while its files are renamed"),
                 Err(_) => assert!((3..steps).contains(&n), "{ctx}: no checkpoint"),
             }
-            // A merge run again finishes the job (or finds nothing to do after the commit).
-            let again = merge_shards(&prefix, &no_sync());
-            if n == steps {
-                assert!(again.is_err(), "{ctx}: nothing pending");
+            // A merge run again finishes the job (or, not told the save, finds nothing to do
+            // after the commit; told the save, it may commit it again, from its references
+            // files, which stay until the commit is done).
+            let named = n % 2 == 0;
+            let again = if named {
+                save.merge(&no_sync())
             } else {
-                let rep = again.unwrap_or_else(|e| panic!("{ctx}: {e}"));
-                assert_eq!(rep.reused_tensors, reused.len() as u64, "{ctx}");
+                merge_shards(&prefix, &no_sync())
+            };
+            match again {
+                Ok(rep) => {
+                    assert!(n < steps || named, "{ctx}: nothing pending");
+                    assert_eq!(rep.reused_tensors, reused.len() as u64, "{ctx}");
+                    assert_eq!(rep.data_paths.len(), total, "{ctx}");
+                }
+                Err(e) => assert!(n == steps, "{ctx}, named {named}: {e}"),
             }
             check_reader(&Reader::open(&prefix).unwrap(), &next);
             clean_shards(&prefix).unwrap();
