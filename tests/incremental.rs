@@ -1506,3 +1506,48 @@ fn an_incremental_merge_killed_at_a_random_moment_can_be_rerun() {
     }
     eprintln!("killed: base left {old_seen}, nothing {none_seen}, new one {new_seen}");
 }
+
+/// A base data file deleted after the base was opened, before the first reuse from it: if the
+/// base reader has not opened that file yet, the reuse is refused (`Missing`, naming the file;
+/// nothing left behind); if it has (it maps the file), the bytes it checked are copied into
+/// the new checkpoint instead of linked, and the save completes.
+#[test]
+fn a_base_data_file_deleted_before_the_first_reuse() {
+    for mapped in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let (bp, base) = small_base(dir.path());
+        let a = Tensor::new(DType::UInt8, &[100], &[1; 100]);
+        if mapped {
+            assert!(base.holds_unchanged("a", a).unwrap());
+        }
+        fs::remove_file(format!("{}.data-00000-of-00002", bp.display())).unwrap();
+        let prefix = dir.path().join("new");
+        let mut w = ShardWriter::create(&prefix, 0, 1, SaveId::random(), quick())
+            .unwrap()
+            .with_base(base.clone())
+            .unwrap();
+        let got = w.add_or_reuse("a", a);
+        if !mapped {
+            let e = got.unwrap_err();
+            assert!(is_shard_err(&e, ShardProblem::Missing), "{e:?}");
+            assert!(
+                shard_err_path(&e).ends_with("base.data-00000-of-00002"),
+                "{e}"
+            );
+            assert_eq!(w.reused().tensors, 0);
+            assert_eq!(files_of(dir.path(), "new").len(), 1);
+            w.add("a", a).unwrap();
+        } else {
+            assert_eq!(got.unwrap(), Saved::Reused);
+            let st = w.reused();
+            assert_eq!((st.files, st.linked, st.copied), (1, 0, 1));
+        }
+        w.reuse_unchanged("c").unwrap();
+        w.finish().unwrap();
+        merge_shards(&prefix, &no_sync()).unwrap();
+        let r = Reader::open(&prefix).unwrap();
+        assert_eq!(r.get("a").unwrap().unwrap().data(), &[1; 100][..]);
+        assert_eq!(r.get("c").unwrap().unwrap().data(), &[3; 100][..]);
+        r.verify().unwrap();
+    }
+}
