@@ -730,7 +730,8 @@ fn small_base(dir: &Path) -> (PathBuf, Arc<Reader>) {
 
 /// `reuse_unchanged` takes the caller's word: nothing is compared and no byte of the tensor is
 /// given, and the new checkpoint holds the base's tensor; reusing twice, or a name the shard
-/// wrote, is refused at once, and a name reused and then written is refused at `finish`.
+/// wrote, is refused at once, so is offering a reused name to `add_or_reuse` again, and a name
+/// reused and then written with `add` is refused at `finish`.
 #[test]
 fn reuse_unchanged_takes_the_callers_word() {
     let dir = tempfile::tempdir().unwrap();
@@ -768,44 +769,63 @@ fn reuse_unchanged_takes_the_callers_word() {
     assert_eq!(r.len(), 3);
     r.verify().unwrap();
 
-    // Reused, then written: refused (at the latest by finish), and the save cannot be merged.
-    let prefix = dir.path().join("dup");
-    for how in 0..2 {
-        let s = ShardedSave::with_options(&prefix, 1, SaveId::random(), quick())
-            .unwrap()
-            .with_base(base.clone());
-        let mut w = s.shard(0).unwrap();
-        w.reuse_unchanged("a").unwrap();
-        let t = Tensor::new(DType::UInt8, &[100], &[1; 100]);
-        let added = if how == 0 {
-            w.add("a", t).map(|_| ())
-        } else {
-            w.add_or_reuse("a", t).map(|_| ())
-        };
-        let e = match added {
-            Err(e) => e,
-            Ok(()) => w.finish().unwrap_err(),
-        };
-        assert!(matches!(e, Error::DuplicateName { .. }), "{how}: {e}");
-        assert!(merge_shards(&prefix, &no_sync()).is_err());
-        assert!(Reader::open(&prefix).is_err());
-        // What the failed save left is the link (no shard, references or temporary file),
-        // reported and cleaned.
-        let left = files_of(dir.path(), "dup");
-        assert!(
-            left.len() == 1 && left[0].starts_with("dup.reused-"),
-            "{how}: {left:?}"
-        );
-        let reported = shard_files(&prefix).unwrap();
-        assert_eq!(reported.len(), 1);
-        assert_eq!(reported[0].kind, ShardFileKind::Pending);
-        clean_shards(&prefix).unwrap();
-        assert!(
-            files_of(dir.path(), "dup").is_empty(),
-            "{:?}",
-            files_of(dir.path(), "dup")
-        );
+    // Reused, then offered again with add_or_reuse (changed or not): refused at once, and the
+    // shard goes on, holding the reference.
+    let prefix = dir.path().join("again");
+    let s = ShardedSave::with_options(&prefix, 1, SaveId::random(), quick())
+        .unwrap()
+        .with_base(base.clone());
+    let mut w = s.shard(0).unwrap();
+    w.reuse_unchanged("a").unwrap();
+    for fill in [1u8, 5] {
+        let fill = [fill; 100];
+        let e = w
+            .add_or_reuse("a", Tensor::new(DType::UInt8, &[100], &fill))
+            .unwrap_err();
+        assert!(matches!(e, Error::DuplicateName { .. }), "{e}");
     }
+    assert_eq!(
+        w.add_or_reuse("c", Tensor::new(DType::UInt8, &[100], &[3; 100]))
+            .unwrap(),
+        Saved::Reused
+    );
+    let e = w
+        .add_or_reuse("c", Tensor::new(DType::UInt8, &[100], &[3; 100]))
+        .unwrap_err();
+    assert!(matches!(e, Error::DuplicateName { .. }), "{e}");
+    assert_eq!(w.reused().tensors, 2);
+    w.finish().unwrap();
+    let rep = s.merge(&no_sync()).unwrap();
+    assert_eq!(rep.reused_tensors, 2);
+    let r = Reader::open(&prefix).unwrap();
+    assert_eq!(r.get("a").unwrap().unwrap().data(), &[1; 100][..]);
+    r.verify().unwrap();
+
+    // Reused, then written with add: refused by finish, and the save cannot be merged.
+    let prefix = dir.path().join("dup");
+    let s = ShardedSave::with_options(&prefix, 1, SaveId::random(), quick())
+        .unwrap()
+        .with_base(base.clone());
+    let mut w = s.shard(0).unwrap();
+    w.reuse_unchanged("a").unwrap();
+    w.add("a", Tensor::new(DType::UInt8, &[100], &[1; 100]))
+        .unwrap();
+    let e = w.finish().unwrap_err();
+    assert!(matches!(e, Error::DuplicateName { .. }), "{e}");
+    assert!(merge_shards(&prefix, &no_sync()).is_err());
+    assert!(Reader::open(&prefix).is_err());
+    // What the failed save left is the link (no shard, references or temporary file),
+    // reported and cleaned.
+    let left = files_of(dir.path(), "dup");
+    assert!(
+        left.len() == 1 && left[0].starts_with("dup.reused-"),
+        "{left:?}"
+    );
+    let reported = shard_files(&prefix).unwrap();
+    assert_eq!(reported.len(), 1);
+    assert_eq!(reported[0].kind, ShardFileKind::Pending);
+    clean_shards(&prefix).unwrap();
+    assert!(files_of(dir.path(), "dup").is_empty());
 }
 
 /// A name one shard reuses and another shard writes (whole or in slices) is in the save twice:
