@@ -1571,3 +1571,59 @@ fn a_base_data_file_deleted_before_the_first_reuse() {
         r.verify().unwrap();
     }
 }
+
+/// A reused tensor's bytes damaged in the new checkpoint's reused data file (a hard link: the
+/// base's file is damaged with it) are found by `verify` and by a checked read, naming the
+/// tensor: reused tensors are checked as written ones are.
+#[test]
+fn damage_to_a_reused_tensor_is_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, base) = small_base(dir.path());
+    let s = pending_on_small_base(dir.path(), &base);
+    drop(base);
+    let rep = s.merge(&no_sync()).unwrap();
+    let prefix = dir.path().join("new");
+    check_small_new(&prefix);
+    // Where `a` is: which data file (a reused one) and where in it.
+    let (file, at) = {
+        let r = Reader::open(&prefix).unwrap();
+        let v = r.get("a").unwrap().unwrap();
+        let at = v.data_offset();
+        let holders: Vec<&PathBuf> = rep
+            .data_paths
+            .iter()
+            .filter(|p| {
+                let bytes = fs::read(p).unwrap();
+                bytes.len() as u64 > at + 100 && bytes[at as usize..at as usize + 100] == [1u8; 100]
+            })
+            .collect();
+        assert_eq!(holders.len(), 1, "{holders:?}");
+        (holders[0].clone(), at)
+    };
+    assert!(
+        rep.data_paths[2..].contains(&file),
+        "a is in a reused data file"
+    );
+    let mut bytes = fs::read(&file).unwrap();
+    bytes[at as usize + 50] ^= 0x10;
+    fs::write(&file, &bytes).unwrap();
+    let r = Reader::open(&prefix).unwrap();
+    let e = r.verify().unwrap_err();
+    assert!(
+        matches!(&e, Error::ChecksumMismatch { name: Some(n), .. } if n == "a"),
+        "{e:?}"
+    );
+    let checked = Reader::open_with(
+        &prefix,
+        paramdex::ReadOptions {
+            verify_tensors: true,
+            ..paramdex::ReadOptions::default()
+        },
+    )
+    .unwrap();
+    let e = checked.get("a").unwrap_err();
+    assert!(matches!(e, Error::ChecksumMismatch { .. }), "{e:?}");
+    // The other tensors are sound.
+    assert_eq!(checked.get("c").unwrap().unwrap().data(), &[3; 100][..]);
+    assert_eq!(checked.get("d").unwrap().unwrap().data(), &[4; 3][..]);
+}
