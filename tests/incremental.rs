@@ -1159,7 +1159,9 @@ const CHILD_JOB: &str = "PARAMDEX_INC_CHILD_JOB";
 
 /// The child side of the crash tests: does nothing unless started by a parent test. Jobs:
 /// `merge-block-N` merges the pending save at `DIR/ck`, blocking after its N-th step; `merge`
-/// merges it (with fsync, slower: a wider window to be killed in).
+/// merges it (with fsync, slower: a wider window to be killed in); `write-K-N-SAVE` writes shard
+/// K of N of the incremental save SAVE of [`processes_models`] at `DIR/ck`, based on
+/// `DIR/base`.
 #[test]
 fn incremental_crash_child_helper() {
     let (Ok(dir), Ok(job)) = (std::env::var(CHILD_DIR), std::env::var(CHILD_JOB)) else {
@@ -1170,6 +1172,27 @@ fn incremental_crash_child_helper() {
         println!("\nPDX-{s}");
         std::io::stdout().flush().unwrap();
     };
+    if let Some(rest) = job.strip_prefix("write-") {
+        // write-K-N-SAVE: shard K of N of the save SAVE at DIR/ck, based on DIR/base.
+        let parts: Vec<&str> = rest.split('-').collect();
+        let (k, n): (u32, u32) = (parts[0].parse().unwrap(), parts[1].parse().unwrap());
+        let id = SaveId::from_hex(parts[2]).unwrap();
+        let (_, next) = processes_models();
+        let base = Arc::new(Reader::open(Path::new(&dir).join("base")).unwrap());
+        let mut w = ShardWriter::create(&prefix, k, n, id, quick())
+            .unwrap()
+            .with_base(base)
+            .unwrap();
+        let mut reused = 0;
+        for (i, (name, t)) in next.iter().enumerate() {
+            if i as u32 % n == k && w.add_or_reuse(name, t.tensor()).unwrap() == Saved::Reused {
+                reused += 1;
+            }
+        }
+        w.finish().unwrap();
+        say(&format!("WRITTEN {reused}"));
+        std::process::exit(0);
+    }
     if job == "merge" {
         say("STARTED");
         merge_shards(&prefix, &MergeShardsOptions::default()).unwrap();
@@ -1626,4 +1649,57 @@ fn damage_to_a_reused_tensor_is_found() {
     // The other tensors are sound.
     assert_eq!(checked.get("c").unwrap().unwrap().data(), &[3; 100][..]);
     assert_eq!(checked.get("d").unwrap().unwrap().data(), &[4; 3][..]);
+}
+
+/// The models of [`shard_writers_in_processes_save_incrementally`]: the base's, and the next
+/// one (the same in every process).
+fn processes_models() -> (Model, Model) {
+    let model = per_file_model(4, &mut Rng(0x0070_0c35_5e50_0001));
+    let next = keep_files(&model, &[0, 1, 3], &mut Rng(0x0070_0c35_5e50_0002));
+    (model, next)
+}
+
+/// An incremental save written by shard writers in separate processes, each with its own base
+/// reader (racing to link the same base files), merged by the parent: the same checkpoint as
+/// threads would write, nothing left over.
+#[cfg(unix)]
+#[test]
+fn shard_writers_in_processes_save_incrementally() {
+    let dir = tempfile::tempdir().unwrap();
+    let (model, next) = processes_models();
+    save_per_file(&dir.path().join("base"), &model, 4);
+    let n = 3u32;
+    let id = SaveId::random();
+    let mut children: Vec<_> = (0..n)
+        .map(|k| child(dir.path(), &format!("write-{k}-{n}-{id}")))
+        .collect();
+    let mut reused = 0u64;
+    for c in &mut children {
+        let line = wait_for(c, "PDX-WRITTEN");
+        reused += line
+            .trim()
+            .rsplit(' ')
+            .next()
+            .unwrap()
+            .parse::<u64>()
+            .unwrap();
+        assert!(c.wait().unwrap().success());
+    }
+    let want = next
+        .iter()
+        .filter(|(name, t)| model.get(*name) == Some(t))
+        .count() as u64;
+    assert_eq!(reused, want);
+    let prefix = dir.path().join("ck");
+    let rep = merge_shards(&prefix, &no_sync()).unwrap();
+    assert_eq!(rep.save_id, id);
+    assert_eq!((rep.reused_tensors, rep.reused_files), (want, 3));
+    check_reader(&Reader::open(&prefix).unwrap(), &next);
+    let left = shard_files(&prefix).unwrap();
+    assert!(
+        left.iter().all(|f| f.kind == ShardFileKind::Committed),
+        "{left:?}"
+    );
+    remove_checkpoint(dir.path(), "base");
+    check_reader(&Reader::open(&prefix).unwrap(), &next);
 }
