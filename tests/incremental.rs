@@ -7,9 +7,12 @@
 //!   byte-identical (natively and as TensorFlow lays it out), and it survives the deletion of
 //!   every earlier checkpoint;
 //! - an incremental save at its base's own prefix leaves nothing but the new checkpoint;
-//! - `reuse_unchanged` takes the caller's word, and its errors;
-//! - hostile and crashed saves: missing references files, replaced links and base files, and a
-//!   merge killed (SIGKILL) after each step of its commit.
+//! - `reuse_unchanged` takes the caller's word, and its errors, and duplicates are refused;
+//! - shard writers in threads and in processes racing to link the same base files, a base on
+//!   another file system (copied), a model saved unchanged;
+//! - hostile and crashed saves: missing references files, replaced links (another save's file,
+//!   an impostor of the same identity), base files replaced or deleted, damage to a reused
+//!   tensor, and a merge killed (SIGKILL) after each step of its commit and at random moments.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -999,6 +1002,10 @@ fn a_replaced_link_is_refused() {
     // Another save's data file, of the same length even.
     let (other, _) = small_base(&dir.path().join("o").tap_mkdir());
     let other_data = PathBuf::from(format!("{}.data-00000-of-00002", other.display()));
+    assert_eq!(
+        fs::metadata(&other_data).unwrap().len(),
+        fs::metadata(&ls[0]).unwrap().len()
+    );
     fs::remove_file(&ls[0]).unwrap();
     fs::copy(&other_data, &ls[0]).unwrap();
     let e = s.merge(&no_sync()).unwrap_err();
