@@ -123,6 +123,9 @@ impl ShardWriter {
     /// size and CRC32C, confirmed by comparing the bytes), in which case the shard refers to
     /// it there and writes nothing. Without a base, it is [`Writer::add`].
     ///
+    /// Errors as [`Writer::add`], and with [`Error::DuplicateName`] when this shard holds
+    /// `name` already, written or reused.
+    ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
     /// # let (old, new) = (dir.path().join("step1"), dir.path().join("step2"));
@@ -160,15 +163,14 @@ impl ShardWriter {
     pub fn add_or_reuse(&mut self, name: impl AsRef<[u8]>, tensor: Tensor<'_>) -> Result<Saved> {
         let name = name.as_ref();
         if let Some(reuse) = &mut self.reuse {
-            if reuse.slices_of(name).is_some() {
+            // A name this shard refers to already (whole, or slices of it): refused now, as a
+            // second `add` would be (written, it would only make `finish` fail).
+            if reuse.holds(name) || reuse.slices_of(name).is_some() {
                 return Err(Error::DuplicateName {
                     name: crate::name::display(name),
                 });
             }
-            if !self.writer.holds(name)
-                && !reuse.holds(name)
-                && reuse.base().holds_unchanged(name, tensor)?
-            {
+            if !self.writer.holds(name) && reuse.base().holds_unchanged(name, tensor)? {
                 reuse.refer(name)?;
                 return Ok(Saved::Reused);
             }

@@ -368,7 +368,14 @@ fn commit_locked(
             }
             None if item.dir => swap_in(reg, &staged.path, target, trash)?,
             None => {
-                std::fs::rename(&staged.path, target).map_err(|e| rename_err(&staged.path, e))?
+                std::fs::rename(&staged.path, target).map_err(|e| rename_err(&staged.path, e))?;
+                // A staged hard link whose target is already a link to the same file (two
+                // shard writers of an incremental save linking one base file at once):
+                // rename(2) then does nothing and leaves both names, so the staged one goes.
+                if std::fs::symlink_metadata(&staged.path).is_ok() {
+                    std::fs::remove_file(&staged.path)
+                        .map_err(|e| Error::io(format!("removing {}", staged.path.display()), e))?;
+                }
             }
         }
         let item = reg.unregister(staged.id);
@@ -546,6 +553,30 @@ mod tests {
 
     fn live(s: &Staged) -> bool {
         registry().items.iter().any(|it| it.id == s.id)
+    }
+
+    /// A staged hard link committed onto a target that is already a link to the same file:
+    /// `rename(2)` of one name of a file onto another of its names does nothing, and the
+    /// staged name must not stay behind (two shard writers of an incremental save linking one
+    /// base data file at once left `.PREFIX.reused-....pdx-tmp` files).
+    #[test]
+    fn a_staged_link_onto_a_link_to_the_same_file_leaves_no_temporary_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("src");
+        std::fs::write(&src, b"bytes").unwrap();
+        let target = dir.path().join("target");
+        std::fs::hard_link(&src, &target).unwrap();
+        let staged = stage_link(&src, &target, ".pdx-tmp").unwrap();
+        let path = staged.path().to_path_buf();
+        commit([(staged, target.as_path())]).unwrap();
+        assert!(!path.exists(), "{} left behind", path.display());
+        assert_eq!(std::fs::read(&target).unwrap(), b"bytes");
+        let mut names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["src", "target"]);
     }
 
     #[test]
