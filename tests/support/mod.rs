@@ -1,8 +1,11 @@
 //! Helpers shared by the integration tests (`mod support;` in each test file): fixture paths,
-//! manifests, hex and SHA-256, and SPEC.md's golden file built byte by byte.
+//! manifests, hex and SHA-256, and SPEC.md's golden file built byte by byte; `garage` starts a
+//! real 3-node Garage cluster for the object-storage tests.
 //!
 //! Each test file is its own crate and uses only some of these, hence the `allow(dead_code)`.
 #![allow(dead_code)]
+
+pub mod garage;
 
 use std::fs;
 use std::path::{Path, PathBuf};
