@@ -357,8 +357,7 @@ fn missing_bucket_is_an_error_naming_it() {
         let e = s
             .get(&Path::from("ready"))
             .await
-            .err()
-            .expect("GET from a missing bucket succeeded");
+            .expect_err("GET from a missing bucket succeeded");
         // Garage answers 404 NoSuchBucket, which object_store maps to NotFound like a missing
         // key: the backend must look at the message (or HEAD the bucket) to tell them apart.
         assert!(

@@ -117,7 +117,11 @@ fn binary_or_skip(test: &str) -> Option<PathBuf> {
         let why = "no garage binary (set PARAMDEX_GARAGE, put garage on PATH, or run \
                    `cargo install garage --locked`)";
         assert!(!in_ci(), "CI is set but {test} cannot run: {why}");
-        eprintln!("\n!!!!! SKIP {test}: {why}; this test did NOT run !!!!!\n");
+        // Straight to the process's stderr: the test harness captures `eprintln!` of passing tests.
+        let _ = writeln!(
+            std::io::stderr(),
+            "\n!!!!! SKIP {test}: {why}; this test did NOT run !!!!!\n"
+        );
     }
     bin
 }
