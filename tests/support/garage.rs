@@ -65,6 +65,8 @@ pub struct Garage {
     nodes: Mutex<Vec<Node>>,
     endpoints: Vec<String>,
     admin_endpoints: Vec<String>,
+    /// Full node ids, `<hex>@127.0.0.1:<rpc port>`.
+    ids: Vec<String>,
     key_id: String,
     secret: String,
     bucket: String,
@@ -213,8 +215,9 @@ fn wait_for<T>(
     }
 }
 
-/// The status code of `GET path` on `127.0.0.1:port`, or `None` if the request failed.
-fn http_status(port: u16, path: &str) -> Option<u16> {
+/// The whole response (status line, headers, body) to `GET path` on `127.0.0.1:port`, or
+/// `None` if the request failed.
+fn http_get(port: u16, path: &str) -> Option<String> {
     let addr = ("127.0.0.1", port);
     let mut s = TcpStream::connect(addr).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
@@ -223,9 +226,9 @@ fn http_status(port: u16, path: &str) -> Option<u16> {
         "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
     )
     .ok()?;
-    let mut head = [0u8; 12];
-    s.read_exact(&mut head).ok()?;
-    std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
+    let mut response = String::new();
+    s.read_to_string(&mut response).ok()?;
+    Some(response)
 }
 
 /// Whether a previous start's failure is worth another attempt with other ports.
@@ -320,6 +323,7 @@ impl Garage {
                 .map(|n| format!("http://127.0.0.1:{}", n.admin_port))
                 .collect(),
             nodes: Mutex::new(nodes),
+            ids: Vec::new(),
             key_id: String::new(),
             secret: String::new(),
             bucket: "pdx".into(),
@@ -333,7 +337,11 @@ impl Garage {
             g.wait_listening(i).map_err(|e| g.with_logs(e))?;
         }
         drop(lock);
-        match g.setup() {
+        // A port taken by another process after it was chosen shows up in the logs only.
+        let r = g
+            .setup()
+            .and_then(|()| (0..NODES).try_for_each(|i| g.check_alive(i)));
+        match r {
             Ok(()) => Ok(g),
             Err(e) => Err(g.with_logs(e)),
         }
@@ -350,9 +358,13 @@ impl Garage {
                 .map(|s| s.trim().to_string())
             })
             .collect::<Result<Vec<_>, _>>()?;
-        for id in &ids[1..] {
+        self.ids.clone_from(&ids);
+        // Every pair, not only node 0 to the others: nodes 1 and 2 would otherwise meet later
+        // through peer exchange, and with node 0 killed before they have, neither reaches a
+        // quorum ("Could not reach quorum of 2 ... Not connected").
+        for (i, j) in [(0, 1), (0, 2), (1, 2)] {
             wait_for("node connect", READY_TIMEOUT, || {
-                Ok(self.cli(0, &["node", "connect", id]).ok())
+                Ok(self.cli(i, &["node", "connect", &ids[j]]).ok())
             })?;
         }
         self.wait_healthy_nodes(NODES)?;
@@ -416,10 +428,20 @@ impl Garage {
         Ok(())
     }
 
-    /// `Err` (with the log's tail) if node `i`'s process has exited.
+    /// `Err` (with the log's tail) if node `i`'s process has exited or could not bind a port.
+    /// Garage 2.5.0 does not exit when its S3 port is taken: it logs `S3 API server exited with
+    /// error: IO error: Address already in use` and runs on, so the log is read too.
     fn check_alive(&self, i: usize) -> Result<(), String> {
         let mut nodes = self.nodes.lock().unwrap_or_else(|p| p.into_inner());
         let node = &mut nodes[i];
+        let log = fs::read(node.log()).unwrap_or_default();
+        if String::from_utf8_lossy(&log).contains("Address already in use") {
+            return Err(format!(
+                "garage node {i} could not bind a port; {}:\n{}",
+                node.log().display(),
+                tail(&node.log(), 30)
+            ));
+        }
         if let Some(child) = node.child.as_mut() {
             if let Ok(Some(status)) = child.try_wait() {
                 node.child = None;
@@ -448,31 +470,73 @@ impl Garage {
         })
     }
 
-    /// Waits until node `i`'s admin API answers `GET /health` with 200 (every partition has a
-    /// quorum of nodes up and the layout is known).
+    /// Waits until node `i`'s admin API answers `GET /health` with 200 and "Garage is fully
+    /// operational" (it sees every node up and knows the layout; with a node down it says
+    /// "degraded", still with 200 while a quorum is up).
     fn wait_health(&self, i: usize) -> Result<(), String> {
         let port = self.nodes.lock().unwrap_or_else(|p| p.into_inner())[i].admin_port;
-        wait_for(&format!("node {i} to report health"), READY_TIMEOUT, || {
-            self.check_alive(i)?;
-            Ok((http_status(port, "/health") == Some(200)).then_some(()))
-        })
+        wait_for(
+            &format!("node {i} to report full health"),
+            READY_TIMEOUT,
+            || {
+                self.check_alive(i)?;
+                Ok(http_get(port, "/health")
+                    .is_some_and(|r| {
+                        r.starts_with("HTTP/1.1 200") && r.contains("fully operational")
+                    })
+                    .then_some(()))
+            },
+        )
     }
 
-    /// Waits until node 0 lists `n` healthy nodes in `garage status`.
+    /// Has every other live node connect to node `i` now: after a node comes back, Garage 2.5.0's
+    /// peers retry their connection to it on a backoff that reached ~30 s in our runs.
+    fn connect_to(&self, i: usize) -> Result<(), String> {
+        let live: Vec<usize> = {
+            let nodes = self.nodes.lock().unwrap_or_else(|p| p.into_inner());
+            (0..NODES)
+                .filter(|&j| j != i && nodes[j].child.is_some())
+                .collect()
+        };
+        for j in live {
+            wait_for("node connect", READY_TIMEOUT, || {
+                Ok(self.cli(j, &["node", "connect", &self.ids[i]]).ok())
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Waits until every live node lists `n` healthy nodes in `garage status` (each node's own
+    /// view: the CLI asks the node whose config it is given).
     fn wait_healthy_nodes(&self, n: usize) -> Result<(), String> {
-        wait_for(&format!("{n} healthy nodes"), READY_TIMEOUT, || {
-            let Ok(out) = self.cli(0, &["status"]) else {
-                return Ok(None);
-            };
-            let healthy = out
-                .split("====")
-                .skip_while(|s| !s.contains("HEALTHY NODES"))
-                .nth(1)
-                .map_or(0, |sec| {
-                    sec.lines().filter(|l| l.contains("127.0.0.1:")).count()
-                });
-            Ok((healthy >= n).then_some(()))
-        })
+        let live: Vec<usize> = {
+            let nodes = self.nodes.lock().unwrap_or_else(|p| p.into_inner());
+            (0..NODES).filter(|&i| nodes[i].child.is_some()).collect()
+        };
+        for i in live {
+            self.wait_node_sees(i, n)?;
+        }
+        Ok(())
+    }
+
+    fn wait_node_sees(&self, i: usize, n: usize) -> Result<(), String> {
+        wait_for(
+            &format!("node {i} to see {n} healthy nodes"),
+            READY_TIMEOUT,
+            || {
+                let Ok(out) = self.cli(i, &["status"]) else {
+                    return Ok(None);
+                };
+                let healthy = out
+                    .split("====")
+                    .skip_while(|s| !s.contains("HEALTHY NODES"))
+                    .nth(1)
+                    .map_or(0, |sec| {
+                        sec.lines().filter(|l| l.contains("127.0.0.1:")).count()
+                    });
+                Ok((healthy >= n).then_some(()))
+            },
+        )
     }
 
     /// Runs `garage -c <node i's config> args...`; its stdout, or `Err` with both outputs.
@@ -561,6 +625,7 @@ impl Garage {
         let r = self
             .spawn(i)
             .and_then(|()| self.wait_listening(i))
+            .and_then(|()| self.connect_to(i))
             .and_then(|()| self.wait_healthy_nodes(NODES))
             .and_then(|()| self.wait_health(i));
         r.map_err(|e| self.with_logs(format!("restarting garage node {i}: {e}")))
