@@ -388,7 +388,12 @@ fn one_node_killed_reads_and_writes_go_on() {
                 .await
                 .expect("put");
 
+            // SIGKILL in the middle of nothing: the survivors' connections to node 0 may not
+            // notice at once, and the first read of a block that node 0 was asked for then waits
+            // out Garage's timeout (~7 s in 1 run in 4 here) before another node serves it. The
+            // backend's per-request timeout must leave room for that.
             g.kill_node(0);
+            let t = Instant::now();
             for ep in &g.endpoints()[1..] {
                 let s = store_at(&g, ep, g.bucket(), g.secret_access_key());
                 assert!(
@@ -399,6 +404,7 @@ fn one_node_killed_reads_and_writes_go_on() {
                 let got = s.get_range(&p, r.clone()).await.expect("get_range");
                 assert!(got.as_ref() == &data[r.start as usize..r.end as usize]);
             }
+            eprintln!("reads with node 0 killed: {:?}", t.elapsed());
             // Writes need a quorum of 2 of 3: still there.
             let s1 = store_at(&g, &g.endpoints()[1], g.bucket(), g.secret_access_key());
             let q = Path::from("kill/during.pdx");
