@@ -8,6 +8,10 @@
 //! - `head` gives the size and an ETag; the ETag changes when the object is replaced, and a GET
 //!   conditioned on the old ETag (`If-Match`) fails with `Precondition`;
 //! - `list` under a prefix;
+//! - a range over the object's end comes back short without an error (the backend checks
+//!   lengths); one wholly past the end is a 416 `Generic` error;
+//! - Garage 2.5.0 ignores conditional PUTs (`PutMode::Create`/`Update` overwrite), and HEAD gives
+//!   no version id: the ETag is what identifies an object's content;
 //! - a missing key is `Error::NotFound`; a wrong secret key is `PermissionDenied` or
 //!   `Unauthenticated`; a missing bucket is an error naming `NoSuchBucket`;
 //! - with one of three nodes SIGKILLed, reads and writes still work through the two left, and the
@@ -424,5 +428,71 @@ fn one_node_killed_reads_and_writes_go_on() {
                 "restarted node 0: new object"
             );
         })
+    });
+}
+
+#[test]
+fn range_past_the_end_is_short_not_an_error() {
+    with_shared("range_past_the_end_is_short_not_an_error", |g| async move {
+        let s = store(g);
+        let p = Path::from("short/x");
+        s.put(&p, PutPayload::from_static(b"0123456789"))
+            .await
+            .expect("put");
+        // A range overlapping the end comes back short, with no error from object_store: the
+        // backend must check every length it gets (an object truncated between open and read).
+        let got = s.get_range(&p, 6..100).await.expect("range over the end");
+        assert_eq!(got.as_ref(), b"6789");
+        // A range wholly past the end is 416 InvalidRange, a Generic error.
+        match s.get_range(&p, 100..200).await {
+            Err(e @ object_store::Error::Generic { .. }) => {
+                let m = e.to_string();
+                assert!(m.contains("416") && m.contains("InvalidRange"), "{m}");
+            }
+            other => panic!("range wholly past the end: {other:?}"),
+        }
+    });
+}
+
+/// Garage 2.5.0 ignores `If-None-Match: *` and `If-Match` on PUT: object_store's `PutMode::Create`
+/// and `PutMode::Update` (sent as those headers with its default `conditional_put` setting)
+/// silently overwrite. The backend must not rely on them for create-only writes or
+/// compare-and-swap. If this test fails, Garage now honours them.
+#[test]
+fn garage_ignores_conditional_put() {
+    with_shared("garage_ignores_conditional_put", |g| async move {
+        use object_store::{PutMode, PutOptions, UpdateVersion};
+        let s = store(g);
+        let p = Path::from("cond/x");
+        s.put_opts(&p, PutPayload::from_static(b"one"), PutMode::Create.into())
+            .await
+            .expect("create a new key");
+        let r = s
+            .put_opts(&p, PutPayload::from_static(b"two"), PutMode::Create.into())
+            .await;
+        assert!(r.is_ok(), "PutMode::Create over an existing key: {r:?}");
+        assert_eq!(get_all(&s, &p).await, b"two");
+        let stale = UpdateVersion {
+            e_tag: Some("\"00000000000000000000000000000000\"".into()),
+            version: None,
+        };
+        let r = s
+            .put_opts(
+                &p,
+                PutPayload::from_static(b"three"),
+                PutOptions::from(PutMode::Update(stale)),
+            )
+            .await;
+        assert!(r.is_ok(), "PutMode::Update with a wrong ETag: {r:?}");
+        assert_eq!(get_all(&s, &p).await, b"three");
+        // PUT returns a version id, HEAD does not: only the ETag identifies what was read.
+        let put = s
+            .put(&p, PutPayload::from_static(b"four"))
+            .await
+            .expect("put");
+        assert!(put.version.is_some(), "PUT gave no version id");
+        let meta = s.head(&p).await.expect("head");
+        assert_eq!(meta.version, None, "HEAD now gives a version id");
+        assert_eq!(meta.e_tag, put.e_tag);
     });
 }
