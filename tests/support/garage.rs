@@ -9,10 +9,16 @@
 //! environment variable `CI` is set (to anything but empty, `0` or `false`): there they panic, so CI
 //! never passes without having run these tests.
 //!
-//! Each node writes its log to `nI/garage.log` in the cluster's directory; the last lines of every
-//! log are printed when starting fails, when a test run through [`Garage::run`] panics, and when a
-//! cluster is dropped during a panic. `PARAMDEX_GARAGE_KEEP=1` keeps the directory (its path is
-//! printed) instead of removing it.
+//! Nodes 0, 1, 2 live in `n1/`, `n2/`, `n3/` of the cluster's directory (`garage.toml`, `meta/`,
+//! `data/`, and the node's log `garage.log`); the last lines of every log are printed when
+//! starting fails, when a test run through [`Garage::run`] panics, and when a cluster is dropped
+//! during a panic. `PARAMDEX_GARAGE_KEEP=1` keeps the directory (its path is printed) instead of
+//! removing it.
+//!
+//! Readiness, each step with a 60 s limit: every node listens; every pair of nodes is connected
+//! (`node connect`) and each node sees three healthy nodes; after the layout, key and bucket, each
+//! node's `GET /health` says "fully operational". A test should still retry its first write
+//! (see `wait_writable` in tests/object_store_garage.rs).
 //!
 //! Only std, `libc` and `tempfile`: every test binary with `mod support;` compiles this module.
 
@@ -671,7 +677,11 @@ impl Garage {
         let tmp = self.tmp.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(tmp) = tmp {
             if env::var_os("PARAMDEX_GARAGE_KEEP").is_some() {
-                eprintln!("garage: keeping {}", tmp.keep().display());
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "garage: keeping {}",
+                    tmp.keep().display()
+                );
             } else {
                 let _ = tmp.close();
             }
