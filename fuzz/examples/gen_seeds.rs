@@ -6,8 +6,21 @@
 
 use std::path::{Path, PathBuf};
 
+use std::sync::Arc;
+
 use paramdex::raw::table::{Table, TableReadOptions};
-use paramdex::{Compression, DType, Reader, Tensor, Writer, WriterOptions};
+use paramdex::{
+    Compression, DType, MergeShardsOptions, Reader, Region, SaveId, ShardedSave, Tensor, Writer,
+    WriterOptions,
+};
+
+// The input format of the `merge` target (its `pack` and file names).
+#[path = "../checks/common.rs"]
+#[allow(dead_code)]
+mod common;
+#[path = "../checks/merge.rs"]
+#[allow(dead_code)]
+mod merge;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf()
@@ -84,6 +97,126 @@ fn native_files() -> Vec<(String, Vec<u8>)> {
     out
 }
 
+/// Rows `k` of `n` of a [rows, cols] tensor.
+fn band(k: u64, n: u64, rows: u64, cols: u64) -> Region {
+    let (a, b) = (rows * k / n, rows * (k + 1) / n);
+    Region::new(vec![a, 0], vec![b - a, cols]).unwrap()
+}
+
+/// One save of two shards at `prefix`: a uint8 [4, 3] tensor `emb` in row bands (one per
+/// shard), a whole `bias` in shard 0 and a whole float32 `w` in shard 1; `changed` changes the
+/// bytes of the tensors and bands (`emb0`, `emb1`) it names. With a base, unchanged tensors and
+/// slices are reused.
+fn two_shard_save(
+    prefix: &Path,
+    id: SaveId,
+    base: Option<Arc<Reader>>,
+    changed: &[&str],
+) -> ShardedSave {
+    let opts = WriterOptions {
+        alignment: 8,
+        sync: false,
+        ..Default::default()
+    };
+    let mut save = ShardedSave::with_options(prefix, 2, id, opts).unwrap();
+    if let Some(b) = base {
+        save = save.with_base(b);
+    }
+    let step = |name: &str| u8::from(changed.contains(&name));
+    for k in 0..2u32 {
+        let mut w = save.shard(k).unwrap();
+        let r = band(u64::from(k), 2, 4, 3);
+        let rows: Vec<u8> = (0..6u8)
+            .map(|i| (i + 6 * k as u8) ^ step(&format!("emb{k}")))
+            .collect();
+        w.add_slice_or_reuse("emb", DType::UInt8, &[4, 3], &r, &rows)
+            .unwrap();
+        if k == 0 {
+            let bias = [1, 2, 3u8].map(|b| b ^ step("bias"));
+            w.add_or_reuse("bias", Tensor::new(DType::UInt8, &[3], &bias))
+                .unwrap();
+        } else {
+            let v: Vec<u8> = [0.5f32, 1.0, 1.5, 2.0 + f32::from(step("w"))]
+                .iter()
+                .flat_map(|f| f.to_le_bytes())
+                .collect();
+            w.add_or_reuse("w", Tensor::new(DType::Float32, &[2, 2], &v))
+                .unwrap();
+        }
+        w.finish().unwrap();
+    }
+    save
+}
+
+/// The files at `dir` of the `merge` target's prefix `ckpt`, packed as its input.
+fn packed_prefix(dir: &Path) -> Vec<u8> {
+    let mut files = Vec::new();
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("ckpt."))
+        .collect();
+    names.sort();
+    for name in &names {
+        let kind = merge::kind_of(name).unwrap_or_else(|| panic!("no kind names {name}"));
+        files.push((kind, std::fs::read(dir.join(name)).unwrap()));
+    }
+    // The save merges, and the checkpoint verifies.
+    let no_sync = MergeShardsOptions {
+        no_sync: true,
+        ..Default::default()
+    };
+    paramdex::merge_shards(dir.join("ckpt"), &no_sync).unwrap();
+    Reader::open(dir.join("ckpt")).unwrap().verify().unwrap();
+    merge::pack(&files)
+}
+
+/// Real pending saves at the prefix `ckpt`, for the `merge` target.
+fn merge_seeds() {
+    let no_sync = MergeShardsOptions {
+        no_sync: true,
+        ..Default::default()
+    };
+    // A plain save: two pending shards.
+    let dir = tempfile::tempdir().unwrap();
+    two_shard_save(&dir.path().join("ckpt"), merge::SAVE_ID, None, &[]);
+    save("merge", "plain", &packed_prefix(dir.path()));
+    // Incremental saves over a base at another prefix: some tensors and slices reused, some
+    // written; pending shards, references files and links to the base's data files.
+    for (tag, changed) in [
+        ("incremental", &["bias", "emb0"][..]),
+        ("incremental-most-reused", &["w"][..]),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().join("base");
+        two_shard_save(&base, merge::BASE_ID, None, &[])
+            .merge(&no_sync)
+            .unwrap();
+        let base = Arc::new(Reader::open(&base).unwrap());
+        two_shard_save(
+            &dir.path().join("ckpt"),
+            merge::SAVE_ID,
+            Some(base),
+            changed,
+        );
+        save("merge", tag, &packed_prefix(dir.path()));
+    }
+    // An incremental save at its base's own prefix: the base's index and data files are there
+    // too, and the links are the base's data files under another name.
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = dir.path().join("ckpt");
+    two_shard_save(&prefix, merge::BASE_ID, None, &[])
+        .merge(&no_sync)
+        .unwrap();
+    let base = Arc::new(Reader::open(&prefix).unwrap());
+    two_shard_save(&prefix, merge::SAVE_ID, Some(base), &["w"]);
+    save(
+        "merge",
+        "incremental-same-prefix",
+        &packed_prefix(dir.path()),
+    );
+}
+
 fn main() {
     let seeds = root().join("seeds");
     if seeds.exists() {
@@ -141,7 +274,11 @@ fn main() {
     save("slices", "tf-key", &[&[2u8][..], &key].concat());
     let index = std::fs::read(fixtures().join("native/v2/sharded/ckpt.index")).unwrap();
     let r = Reader::from_bytes(index).unwrap();
-    save("slices", "v2-header", &[&[3u8][..], &r.header().encode()].concat());
+    save(
+        "slices",
+        "v2-header",
+        &[&[3u8][..], &r.header().encode()].concat(),
+    );
 
     // A native file seen as a TensorFlow bundle (index and data are the same file).
     let (_, one) = &natives[0];
@@ -247,5 +384,6 @@ fn main() {
     {
         save("writer_ops", &format!("bytes-{i}"), seed);
     }
+    merge_seeds();
     println!("seeds written to {}", seeds.display());
 }
