@@ -602,6 +602,19 @@ pub fn merge_shards(
             }
         }
     }
+    // A data file found under a final name (a merge run again after a crash) is taken from
+    // where it is: one named for another number of data files than this checkpoint's is
+    // renamed like a pending one, not left to step 3, which removes such files.
+    for (k, (from, s)) in renames
+        .iter_mut()
+        .zip(shards.iter().chain(&reused))
+        .enumerate()
+    {
+        let to = data_path(prefix, u32::try_from(k).expect("below MAX_SHARDS"), total);
+        if from.is_none() && s.path != to {
+            *from = Some(s.path.clone());
+        }
+    }
     let mut partial = 0u64;
     let merged = merge_entries(&shards, &refs, &reused, &opts.partial, &mut partial)?;
     let metadata = merge_metadata(&shards, &opts.metadata)?;
@@ -680,7 +693,7 @@ pub fn merge_shards(
     let mut removed = Vec::new();
     for (path, name) in &files {
         if let Some((_, m, false)) = parse_data_name(name, &stem) {
-            if m != total {
+            if m != total && !renames.iter().flatten().any(|from| from == path) {
                 match std::fs::remove_file(path) {
                     Ok(()) => removed.push(path.clone()),
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
