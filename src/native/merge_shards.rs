@@ -10,7 +10,9 @@
 //!    checkpoint does not exist;
 //! 3. the previous checkpoint's data files that the new one does not replace (those with
 //!    another number of shards) removed, the directory synced;
-//! 4. each pending shard renamed to its final name, the directory synced;
+//! 4. each pending shard renamed to its final name (so is a data file of the save found under
+//!    the final name of another number of data files, which step 3 spares), the directory
+//!    synced;
 //! 5. the new index renamed to `PREFIX.index`, the directory synced: the checkpoint exists.
 //!
 //! A crash before step 2 leaves the previous checkpoint; from step 2 until step 5 there is no
