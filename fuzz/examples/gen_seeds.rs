@@ -113,12 +113,7 @@ fn two_shard_save(
     base: Option<Arc<Reader>>,
     changed: &[&str],
 ) -> ShardedSave {
-    let opts = WriterOptions {
-        alignment: 8,
-        sync: false,
-        ..Default::default()
-    };
-    let mut save = ShardedSave::with_options(prefix, 2, id, opts).unwrap();
+    let mut save = ShardedSave::with_options(prefix, 2, id, quick()).unwrap();
     if let Some(b) = base {
         save = save.with_base(b);
     }
@@ -148,8 +143,18 @@ fn two_shard_save(
     save
 }
 
+fn quick() -> WriterOptions {
+    WriterOptions {
+        alignment: 8,
+        sync: false,
+        ..Default::default()
+    }
+}
+
 /// The files at `dir` of the `merge` target's prefix `ckpt`, packed as its input.
-fn packed_prefix(dir: &Path) -> Vec<u8> {
+/// `refused`: the merge must refuse the save (a seed of a save that breaks a rule of SPEC.md
+/// 12.3); otherwise it must commit it, and the checkpoint verify.
+fn packed_prefix(dir: &Path, refused: bool) -> Vec<u8> {
     let mut files = Vec::new();
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
@@ -161,13 +166,20 @@ fn packed_prefix(dir: &Path) -> Vec<u8> {
         let kind = merge::kind_of(name).unwrap_or_else(|| panic!("no kind names {name}"));
         files.push((kind, std::fs::read(dir.join(name)).unwrap()));
     }
-    // The save merges, and the checkpoint verifies.
     let no_sync = MergeShardsOptions {
         no_sync: true,
         ..Default::default()
     };
-    paramdex::merge_shards(dir.join("ckpt"), &no_sync).unwrap();
-    Reader::open(dir.join("ckpt")).unwrap().verify().unwrap();
+    let merged = paramdex::merge_shards(dir.join("ckpt"), &no_sync);
+    if refused {
+        assert!(
+            merged.is_err(),
+            "a seed the merge should refuse: {merged:?}"
+        );
+    } else {
+        merged.unwrap();
+        Reader::open(dir.join("ckpt")).unwrap().verify().unwrap();
+    }
     merge::pack(&files)
 }
 
@@ -180,7 +192,7 @@ fn merge_seeds() {
     // A plain save: two pending shards.
     let dir = tempfile::tempdir().unwrap();
     two_shard_save(&dir.path().join("ckpt"), merge::SAVE_ID, None, &[]);
-    save("merge", "plain", &packed_prefix(dir.path()));
+    save("merge", "plain", &packed_prefix(dir.path(), false));
     // Incremental saves over a base at another prefix: some tensors and slices reused, some
     // written; pending shards, references files and links to the base's data files.
     for (tag, changed) in [
@@ -199,7 +211,7 @@ fn merge_seeds() {
             Some(base),
             changed,
         );
-        save("merge", tag, &packed_prefix(dir.path()));
+        save("merge", tag, &packed_prefix(dir.path(), false));
     }
     // An incremental save at its base's own prefix: the base's index and data files are there
     // too, and the links are the base's data files under another name.
@@ -213,8 +225,66 @@ fn merge_seeds() {
     save(
         "merge",
         "incremental-same-prefix",
-        &packed_prefix(dir.path()),
+        &packed_prefix(dir.path(), false),
     );
+
+    // A plain save of two shards over a committed checkpoint of three (whose data files step 3
+    // removes).
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = dir.path().join("ckpt");
+    let old = ShardedSave::with_options(&prefix, 3, merge::BASE_ID, quick()).unwrap();
+    for k in 0..3u32 {
+        let mut w = old.shard(k).unwrap();
+        w.add(
+            format!("t{k}"),
+            Tensor::new(DType::UInt8, &[2], &[k as u8, 1]),
+        )
+        .unwrap();
+        w.finish().unwrap();
+    }
+    old.merge(&no_sync).unwrap();
+    two_shard_save(&prefix, merge::SAVE_ID, None, &[]);
+    save(
+        "merge",
+        "plain-over-previous",
+        &packed_prefix(dir.path(), false),
+    );
+
+    // Saves whose shards do not fit together, which the merge refuses: slices that overlap,
+    // that leave a gap, a tensor whole in one shard and in slices in the other, the same whole
+    // tensor in both.
+    for tag in ["overlap", "gap", "whole-and-slices", "whole-twice"] {
+        let dir = tempfile::tempdir().unwrap();
+        let bad =
+            ShardedSave::with_options(dir.path().join("ckpt"), 2, merge::SAVE_ID, quick()).unwrap();
+        for k in 0..2u64 {
+            let mut w = bad.shard(k as u32).unwrap();
+            let rows = match (tag, k) {
+                ("overlap", 1) => Region::new(vec![1, 0], vec![3, 3]).unwrap(),
+                ("gap", 1) => Region::new(vec![3, 0], vec![1, 3]).unwrap(),
+                _ => band(k, 2, 4, 3),
+            };
+            let n = rows.numel().unwrap() as usize;
+            match (tag, k) {
+                ("whole-and-slices", 1) => w
+                    .add("emb", Tensor::new(DType::UInt8, &[4, 3], &[7; 12]))
+                    .unwrap(),
+                _ => w
+                    .add_slice("emb", DType::UInt8, &[4, 3], &rows, &vec![k as u8; n])
+                    .unwrap(),
+            }
+            if tag == "whole-twice" {
+                w.add("bias", Tensor::new(DType::UInt8, &[3], &[1, 2, 3]))
+                    .unwrap();
+            }
+            w.finish().unwrap();
+        }
+        save(
+            "merge",
+            &format!("refused-{tag}"),
+            &packed_prefix(dir.path(), true),
+        );
+    }
 }
 
 fn main() {
