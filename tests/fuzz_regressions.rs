@@ -10,6 +10,8 @@ mod common;
 
 #[path = "../fuzz/checks/block.rs"]
 mod block;
+#[path = "../fuzz/checks/merge.rs"]
+mod merge;
 #[path = "../fuzz/checks/paddle_program.rs"]
 mod paddle_program;
 #[path = "../fuzz/checks/reader.rs"]
@@ -61,6 +63,11 @@ fn replay(target: &str, check: fn(&[u8])) -> usize {
 #[test]
 fn block_inputs() {
     assert!(replay("block", block::check) > 0, "no seeds for block");
+}
+
+#[test]
+fn merge_inputs() {
+    assert!(replay("merge", merge::check) > 0);
 }
 
 #[test]

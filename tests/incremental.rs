@@ -14,11 +14,14 @@
 //!   an impostor of the same identity), base files replaced or deleted, damage to a reused
 //!   tensor, and a merge killed (SIGKILL) after each step of its commit and at random moments.
 
+mod support;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use support::Rng;
 
 use paramdex::interop::tf::TfCheckpoint;
 use paramdex::interop::{open_any, Format, Kind, TensorData, TensorStore};
@@ -30,27 +33,6 @@ use paramdex::{
 
 // ---------------------------------------------------------------------------------------------
 // The model.
-
-/// xorshift64: deterministic randomness without a dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next() as u8).collect()
-    }
-}
 
 /// A tensor of the model.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
+use support::Rng;
 
 use paramdex::interop::tf::TfCheckpoint;
 use paramdex::interop::{open_any, Format, Kind, TensorData, TensorStore};
@@ -31,36 +32,6 @@ use paramdex::{
 
 // ---------------------------------------------------------------------------------------------
 // The model.
-
-/// xorshift64: deterministic randomness without a dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next() as u8).collect()
-    }
-    /// A random region inside `shape` (possibly empty).
-    fn region_in(&mut self, shape: &[u64]) -> Region {
-        let mut r = Region::full(shape);
-        for (d, &dim) in shape.iter().enumerate() {
-            r.start[d] = self.below(dim + 1);
-            r.len[d] = self.below(dim - r.start[d] + 1);
-        }
-        r
-    }
-}
 
 #[derive(Clone, Debug)]
 struct T {

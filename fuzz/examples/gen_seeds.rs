@@ -6,8 +6,21 @@
 
 use std::path::{Path, PathBuf};
 
+use std::sync::Arc;
+
 use paramdex::raw::table::{Table, TableReadOptions};
-use paramdex::{Compression, DType, Reader, Tensor, Writer, WriterOptions};
+use paramdex::{
+    Compression, DType, MergeShardsOptions, Reader, Region, SaveId, ShardedSave, Tensor, Writer,
+    WriterOptions,
+};
+
+// The input format of the `merge` target (its `pack` and file names).
+#[path = "../checks/common.rs"]
+#[allow(dead_code)]
+mod common;
+#[path = "../checks/merge.rs"]
+#[allow(dead_code)]
+mod merge;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf()
@@ -84,6 +97,196 @@ fn native_files() -> Vec<(String, Vec<u8>)> {
     out
 }
 
+/// Rows `k` of `n` of a [rows, cols] tensor.
+fn band(k: u64, n: u64, rows: u64, cols: u64) -> Region {
+    let (a, b) = (rows * k / n, rows * (k + 1) / n);
+    Region::new(vec![a, 0], vec![b - a, cols]).unwrap()
+}
+
+/// One save of two shards at `prefix`: a uint8 [4, 3] tensor `emb` in row bands (one per
+/// shard), a whole `bias` in shard 0 and a whole float32 `w` in shard 1; `changed` changes the
+/// bytes of the tensors and bands (`emb0`, `emb1`) it names. With a base, unchanged tensors and
+/// slices are reused.
+fn two_shard_save(
+    prefix: &Path,
+    id: SaveId,
+    base: Option<Arc<Reader>>,
+    changed: &[&str],
+) -> ShardedSave {
+    let mut save = ShardedSave::with_options(prefix, 2, id, quick()).unwrap();
+    if let Some(b) = base {
+        save = save.with_base(b);
+    }
+    let step = |name: &str| u8::from(changed.contains(&name));
+    for k in 0..2u32 {
+        let mut w = save.shard(k).unwrap();
+        let r = band(u64::from(k), 2, 4, 3);
+        let rows: Vec<u8> = (0..6u8)
+            .map(|i| (i + 6 * k as u8) ^ step(&format!("emb{k}")))
+            .collect();
+        w.add_slice_or_reuse("emb", DType::UInt8, &[4, 3], &r, &rows)
+            .unwrap();
+        if k == 0 {
+            let bias = [1, 2, 3u8].map(|b| b ^ step("bias"));
+            w.add_or_reuse("bias", Tensor::new(DType::UInt8, &[3], &bias))
+                .unwrap();
+        } else {
+            let v: Vec<u8> = [0.5f32, 1.0, 1.5, 2.0 + f32::from(step("w"))]
+                .iter()
+                .flat_map(|f| f.to_le_bytes())
+                .collect();
+            w.add_or_reuse("w", Tensor::new(DType::Float32, &[2, 2], &v))
+                .unwrap();
+        }
+        w.finish().unwrap();
+    }
+    save
+}
+
+fn quick() -> WriterOptions {
+    WriterOptions {
+        alignment: 8,
+        sync: false,
+        ..Default::default()
+    }
+}
+
+/// The files at `dir` of the `merge` target's prefix `ckpt`, packed as its input.
+/// `refused`: the merge must refuse the save (a seed of a save that breaks a rule of SPEC.md
+/// 12.3); otherwise it must commit it, and the checkpoint verify.
+fn packed_prefix(dir: &Path, refused: bool) -> Vec<u8> {
+    let mut files = Vec::new();
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("ckpt."))
+        .collect();
+    names.sort();
+    for name in &names {
+        let kind = merge::kind_of(name).unwrap_or_else(|| panic!("no kind names {name}"));
+        files.push((kind, std::fs::read(dir.join(name)).unwrap()));
+    }
+    let no_sync = MergeShardsOptions {
+        no_sync: true,
+        ..Default::default()
+    };
+    let merged = paramdex::merge_shards(dir.join("ckpt"), &no_sync);
+    if refused {
+        assert!(
+            merged.is_err(),
+            "a seed the merge should refuse: {merged:?}"
+        );
+    } else {
+        merged.unwrap();
+        Reader::open(dir.join("ckpt")).unwrap().verify().unwrap();
+    }
+    merge::pack(&files)
+}
+
+/// Real pending saves at the prefix `ckpt`, for the `merge` target.
+fn merge_seeds() {
+    let no_sync = MergeShardsOptions {
+        no_sync: true,
+        ..Default::default()
+    };
+    // A plain save: two pending shards.
+    let dir = tempfile::tempdir().unwrap();
+    two_shard_save(&dir.path().join("ckpt"), merge::SAVE_ID, None, &[]);
+    save("merge", "plain", &packed_prefix(dir.path(), false));
+    // Incremental saves over a base at another prefix: some tensors and slices reused, some
+    // written; pending shards, references files and links to the base's data files.
+    for (tag, changed) in [
+        ("incremental", &["bias", "emb0"][..]),
+        ("incremental-most-reused", &["w"][..]),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().join("base");
+        two_shard_save(&base, merge::BASE_ID, None, &[])
+            .merge(&no_sync)
+            .unwrap();
+        let base = Arc::new(Reader::open(&base).unwrap());
+        two_shard_save(
+            &dir.path().join("ckpt"),
+            merge::SAVE_ID,
+            Some(base),
+            changed,
+        );
+        save("merge", tag, &packed_prefix(dir.path(), false));
+    }
+    // An incremental save at its base's own prefix: the base's index and data files are there
+    // too, and the links are the base's data files under another name.
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = dir.path().join("ckpt");
+    two_shard_save(&prefix, merge::BASE_ID, None, &[])
+        .merge(&no_sync)
+        .unwrap();
+    let base = Arc::new(Reader::open(&prefix).unwrap());
+    two_shard_save(&prefix, merge::SAVE_ID, Some(base), &["w"]);
+    save(
+        "merge",
+        "incremental-same-prefix",
+        &packed_prefix(dir.path(), false),
+    );
+
+    // A plain save of two shards over a committed checkpoint of three (whose data files step 3
+    // removes).
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = dir.path().join("ckpt");
+    let old = ShardedSave::with_options(&prefix, 3, merge::BASE_ID, quick()).unwrap();
+    for k in 0..3u32 {
+        let mut w = old.shard(k).unwrap();
+        w.add(
+            format!("t{k}"),
+            Tensor::new(DType::UInt8, &[2], &[k as u8, 1]),
+        )
+        .unwrap();
+        w.finish().unwrap();
+    }
+    old.merge(&no_sync).unwrap();
+    two_shard_save(&prefix, merge::SAVE_ID, None, &[]);
+    save(
+        "merge",
+        "plain-over-previous",
+        &packed_prefix(dir.path(), false),
+    );
+
+    // Saves whose shards do not fit together, which the merge refuses: slices that overlap,
+    // that leave a gap, a tensor whole in one shard and in slices in the other, the same whole
+    // tensor in both.
+    for tag in ["overlap", "gap", "whole-and-slices", "whole-twice"] {
+        let dir = tempfile::tempdir().unwrap();
+        let bad =
+            ShardedSave::with_options(dir.path().join("ckpt"), 2, merge::SAVE_ID, quick()).unwrap();
+        for k in 0..2u64 {
+            let mut w = bad.shard(k as u32).unwrap();
+            let rows = match (tag, k) {
+                ("overlap", 1) => Region::new(vec![1, 0], vec![3, 3]).unwrap(),
+                ("gap", 1) => Region::new(vec![3, 0], vec![1, 3]).unwrap(),
+                _ => band(k, 2, 4, 3),
+            };
+            let n = rows.numel().unwrap() as usize;
+            match (tag, k) {
+                ("whole-and-slices", 1) => w
+                    .add("emb", Tensor::new(DType::UInt8, &[4, 3], &[7; 12]))
+                    .unwrap(),
+                _ => w
+                    .add_slice("emb", DType::UInt8, &[4, 3], &rows, &vec![k as u8; n])
+                    .unwrap(),
+            }
+            if tag == "whole-twice" {
+                w.add("bias", Tensor::new(DType::UInt8, &[3], &[1, 2, 3]))
+                    .unwrap();
+            }
+            w.finish().unwrap();
+        }
+        save(
+            "merge",
+            &format!("refused-{tag}"),
+            &packed_prefix(dir.path(), true),
+        );
+    }
+}
+
 fn main() {
     let seeds = root().join("seeds");
     if seeds.exists() {
@@ -141,7 +344,11 @@ fn main() {
     save("slices", "tf-key", &[&[2u8][..], &key].concat());
     let index = std::fs::read(fixtures().join("native/v2/sharded/ckpt.index")).unwrap();
     let r = Reader::from_bytes(index).unwrap();
-    save("slices", "v2-header", &[&[3u8][..], &r.header().encode()].concat());
+    save(
+        "slices",
+        "v2-header",
+        &[&[3u8][..], &r.header().encode()].concat(),
+    );
 
     // A native file seen as a TensorFlow bundle (index and data are the same file).
     let (_, one) = &natives[0];
@@ -247,5 +454,6 @@ fn main() {
     {
         save("writer_ops", &format!("bytes-{i}"), seed);
     }
+    merge_seeds();
     println!("seeds written to {}", seeds.display());
 }

@@ -11,7 +11,9 @@
 //! 3. the previous checkpoint's data files that the new one does not replace (those with
 //!    another number of shards) removed, the directory synced;
 //! 4. each pending shard renamed to its final name (and, in an incremental save, each reused
-//!    data file's link to its number after the shards), the directory synced;
+//!    data file's link to its number after the shards; so is a data file of the save found
+//!    under the final name of another number of data files, which step 3 spares), the
+//!    directory synced;
 //! 5. the new index renamed to `PREFIX.index`, the directory synced: the checkpoint exists;
 //! 6. (an incremental save) the shards' references files removed.
 //!
@@ -611,6 +613,19 @@ pub fn merge_shards(
             }
         }
     }
+    // A data file found under a final name (a merge run again after a crash) is taken from
+    // where it is: one named for another number of data files than this checkpoint's is
+    // renamed like a pending one, not left to step 3, which removes such files.
+    for (k, (from, s)) in renames
+        .iter_mut()
+        .zip(shards.iter().chain(&reused))
+        .enumerate()
+    {
+        let to = data_path(prefix, u32::try_from(k).expect("below MAX_SHARDS"), total);
+        if from.is_none() && s.path != to {
+            *from = Some(s.path.clone());
+        }
+    }
     let mut partial = 0u64;
     let merged = merge_entries(&shards, &refs, &reused, &opts.partial, &mut partial)?;
     let metadata = merge_metadata(&shards, &opts.metadata)?;
@@ -689,7 +704,7 @@ pub fn merge_shards(
     let mut removed = Vec::new();
     for (path, name) in &files {
         if let Some((_, m, false)) = parse_data_name(name, &stem) {
-            if m != total {
+            if m != total && !renames.iter().flatten().any(|from| from == path) {
                 match std::fs::remove_file(path) {
                     Ok(()) => removed.push(path.clone()),
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}

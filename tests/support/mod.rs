@@ -144,3 +144,37 @@ pub fn golden_file(metadata: &[u8], index_handle: &[u8], footer_handles: &[u8]) 
     file.extend_from_slice(&footer);
     file
 }
+
+/// xorshift64: deterministic randomness without a dependency, for the model-based tests.
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// The next 64 random bits.
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    /// A number below `n` (0 when `n` is 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+    /// True `percent` times in 100.
+    pub fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+    /// `n` random bytes.
+    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| self.next() as u8).collect()
+    }
+    /// A random region inside `shape` (possibly empty).
+    pub fn region_in(&mut self, shape: &[u64]) -> paramdex::Region {
+        let mut r = paramdex::Region::full(shape);
+        for (d, &dim) in shape.iter().enumerate() {
+            r.start[d] = self.below(dim + 1);
+            r.len[d] = self.below(dim - r.start[d] + 1);
+        }
+        r
+    }
+}
