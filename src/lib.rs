@@ -66,6 +66,9 @@ mod table;
 // The native container engine.
 mod native;
 
+// Checkpoints read by byte ranges (object storage), above the engine.
+pub mod remote;
+
 // Other formats, above the engine.
 pub mod interop;
 

@@ -74,7 +74,7 @@ pub use merge_shards::{
     PartialTensors, ShardFile, ShardFileKind,
 };
 pub use meta::{MetaValue, Metadata};
-pub(crate) use reader::Listed;
+pub(crate) use reader::{validate_header, Listed};
 pub use reader::{Iter, ReadOptions, Reader};
 pub use recover::{
     last_complete_len, recover, recover_any, recover_any_with, scan, FoundRecord, RecoverOptions,

@@ -200,69 +200,15 @@ impl Reader {
                 }
             })?
         };
-        if header.format_version == 0 {
-            return Err(Error::UnrecognizedFormat {
-                path,
-                detail: "a TensorFlow checkpoint index, not a native paramdex file (its header has no paramdex format version)".into(),
-            });
-        }
-        if header.format_version > FORMAT_VERSION {
-            return Err(Error::UnsupportedVersion {
-                path,
-                found: header.format_version,
-                supported: FORMAT_VERSION,
-            });
-        }
-        let bad = |detail: String| Error::corrupt("header entry", first_block, detail);
-        if header.big_endian {
-            return Err(bad("native files are little-endian (big_endian set)".into()));
-        }
-        if header.format_version < 2
-            && (header.shard_of.is_some() || !header.shards.is_empty() || header.slice_count != 0)
-        {
-            return Err(bad(
-                "a version 1 header with fields of version 2 (shard identity, shard table or \
-                 slice count)"
-                    .into(),
-            ));
-        }
+        validate_header(&header, first_block, &path)?;
         let shards = if header.shards.is_empty() {
-            if header.num_shards != 1 {
-                return Err(bad(format!(
-                    "a native file has one shard (num_shards {})",
-                    header.num_shards
-                )));
-            }
-            if let Some(s) = &header.shard_of {
-                shards::check_shard_of(s, first_block)?;
-            } else if header.references != 0 {
-                return Err(bad(format!(
-                    "{} references to earlier saves' data files in a file that is not a shard",
-                    header.references
-                )));
-            }
             None
         } else {
-            shards::check_index_header(&header, first_block)?;
             Some(Shards::new(
                 file.and_then(shards::prefix_of_index),
                 header.shards.len(),
             ))
         };
-        if !u64::from(header.alignment).is_power_of_two()
-            || u64::from(header.alignment) > MAX_ALIGNMENT
-        {
-            return Err(bad(format!(
-                "alignment {} is not a power of two up to {MAX_ALIGNMENT}",
-                header.alignment
-            )));
-        }
-        if header.records_len > first_block {
-            return Err(bad(format!(
-                "records region ({} bytes) overlaps the index, which starts at {first_block}",
-                header.records_len
-            )));
-        }
         Ok(Reader {
             source,
             index,
@@ -931,4 +877,69 @@ impl<'r> Iterator for Iter<'r> {
             }
         }
     }
+}
+
+/// The checks of a native file's header entry (SPEC.md 8.2, 12.4) that need nothing but the
+/// header and the offset of the first index block: version, endianness, fields of a later
+/// version, shard identity or shard table, alignment, records region. `path` is for messages.
+/// Shared by [`Reader`] and the readers of remote objects, which fetch only the header's block.
+pub(crate) fn validate_header(header: &FileHeader, first_block: u64, path: &str) -> Result<()> {
+    if header.format_version == 0 {
+        return Err(Error::UnrecognizedFormat {
+            path: path.to_string(),
+            detail: "a TensorFlow checkpoint index, not a native paramdex file (its header has no paramdex format version)".into(),
+        });
+    }
+    if header.format_version > FORMAT_VERSION {
+        return Err(Error::UnsupportedVersion {
+            path: path.to_string(),
+            found: header.format_version,
+            supported: FORMAT_VERSION,
+        });
+    }
+    let bad = |detail: String| Error::corrupt("header entry", first_block, detail);
+    if header.big_endian {
+        return Err(bad("native files are little-endian (big_endian set)".into()));
+    }
+    if header.format_version < 2
+        && (header.shard_of.is_some() || !header.shards.is_empty() || header.slice_count != 0)
+    {
+        return Err(bad(
+            "a version 1 header with fields of version 2 (shard identity, shard table or \
+             slice count)"
+                .into(),
+        ));
+    }
+    if header.shards.is_empty() {
+        if header.num_shards != 1 {
+            return Err(bad(format!(
+                "a native file has one shard (num_shards {})",
+                header.num_shards
+            )));
+        }
+        if let Some(s) = &header.shard_of {
+            shards::check_shard_of(s, first_block)?;
+        } else if header.references != 0 {
+            return Err(bad(format!(
+                "{} references to earlier saves' data files in a file that is not a shard",
+                header.references
+            )));
+        }
+    } else {
+        shards::check_index_header(header, first_block)?;
+    }
+    if !u64::from(header.alignment).is_power_of_two() || u64::from(header.alignment) > MAX_ALIGNMENT
+    {
+        return Err(bad(format!(
+            "alignment {} is not a power of two up to {MAX_ALIGNMENT}",
+            header.alignment
+        )));
+    }
+    if header.records_len > first_block {
+        return Err(bad(format!(
+            "records region ({} bytes) overlaps the index, which starts at {first_block}",
+            header.records_len
+        )));
+    }
+    Ok(())
 }

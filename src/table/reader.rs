@@ -394,7 +394,7 @@ impl TableIndex {
     }
 
     /// Number of the data block that would hold `key`: the first whose separator is >= key.
-    fn find_block(&self, key: &[u8]) -> usize {
+    pub(crate) fn find_block(&self, key: &[u8]) -> usize {
         self.entries
             .partition_point(|e| key_lt(&self.keys[e.key_start..e.key_end], key))
     }

@@ -1,0 +1,343 @@
+//! A native paramdex file read by ranges (issue 15; SPEC.md 8.3): open costs one request for
+//! the footer and, usually, the index block (a speculative read of the object's tail), and one
+//! more for the header's block when the tail does not hold it; `get` costs one request for the
+//! tensor's index block (unless cached) and one for its record. Every tensor read so is checked
+//! against its CRC32C: bytes from a network are never returned unchecked.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::{Arc, Mutex};
+
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::format::{crc32c, unmask_crc};
+use crate::name;
+use crate::native::{validate_header, FileHeader, IndexEntry};
+use crate::record::{self, MAX_RANK};
+use crate::remote::range::RangeRead;
+use crate::table::{
+    BlockHandle, Footer, Table, TableIndex, TableReadOptions, BLOCK_TRAILER_LEN, FOOTER_LEN,
+    MAX_BLOCK_LEN,
+};
+
+/// How a [`RemoteReader`] reads.
+#[derive(Clone, Debug)]
+pub struct RemoteOptions {
+    /// Bytes read from the end of the object at open: the footer, and the index block when it
+    /// is no larger (its size grows with the number of index data blocks, about 60 bytes each:
+    /// 256 KiB holds the index block of a file of several million tensors).
+    pub tail_bytes: u64,
+    /// Bytes of index data blocks kept after use.
+    pub block_cache_bytes: usize,
+}
+
+impl Default for RemoteOptions {
+    fn default() -> Self {
+        RemoteOptions {
+            tail_bytes: 256 << 10,
+            block_cache_bytes: 8 << 20,
+        }
+    }
+}
+
+/// One tensor read from a remote native file: its bytes, checked against its CRC32C.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RemoteTensor {
+    /// Element type.
+    pub dtype: DType,
+    /// Shape (empty for a scalar).
+    pub shape: Vec<u64>,
+    /// Little-endian, row-major data.
+    pub data: Vec<u8>,
+}
+
+/// Index data blocks fetched so far, least recently used first out.
+#[derive(Debug, Default)]
+struct BlockCache {
+    blocks: HashMap<usize, (Arc<Vec<u8>>, u64)>,
+    bytes: usize,
+    clock: u64,
+}
+
+/// A native paramdex file (not a sharded checkpoint's index, yet) read by ranges.
+#[derive(Debug)]
+pub struct RemoteReader {
+    src: Arc<dyn RangeRead>,
+    index: TableIndex,
+    header: FileHeader,
+    /// The bytes read at open, from `tail_start` to the end: blocks inside are served from it.
+    tail: Vec<u8>,
+    tail_start: u64,
+    cache: Mutex<BlockCache>,
+    opts: RemoteOptions,
+}
+
+impl RemoteReader {
+    /// Opens the native file `src`: reads its tail (footer and, usually, the index block), then
+    /// the header's block if the tail does not hold it, and checks them as [`crate::Reader`]
+    /// does (SPEC.md 8.2).
+    pub fn open(src: Arc<dyn RangeRead>, opts: RemoteOptions) -> Result<RemoteReader> {
+        let len = src.len();
+        let location = src.location().to_string();
+        if len < FOOTER_LEN as u64 {
+            return Err(Error::UnrecognizedFormat {
+                path: location,
+                detail: format!("{len} bytes is too short to be a paramdex file (48-byte footer)"),
+            });
+        }
+        let ctx = |e: Error| e.context(&location);
+        let mut tail = src.tail(opts.tail_bytes.max(FOOTER_LEN as u64))?;
+        let mut tail_start = len - tail.len() as u64;
+        let footer_at = len - FOOTER_LEN as u64;
+        let footer =
+            Footer::decode(&tail[tail.len() - FOOTER_LEN..], footer_at).map_err(|e| match e {
+                Error::Corrupt {
+                    kind: crate::Corruption::BadMagic,
+                    detail,
+                    ..
+                } => Error::UnrecognizedFormat {
+                    path: location.clone(),
+                    detail: format!("not a paramdex file: {detail}"),
+                },
+                other => ctx(other),
+            })?;
+        let idx: BlockHandle = footer.index;
+        // The index block ends at the footer; bounded before anything is read for it.
+        footer_at
+            .checked_sub(idx.offset)
+            .filter(|&n| n <= (MAX_BLOCK_LEN + BLOCK_TRAILER_LEN) as u64)
+            .ok_or_else(|| {
+                ctx(Error::corrupt(
+                    "footer",
+                    footer_at,
+                    format!(
+                        "index block handle (offset {}) does not end at the footer",
+                        idx.offset
+                    ),
+                ))
+            })?;
+        if idx.offset < tail_start {
+            // A larger index block than the speculative read held: one more request.
+            let mut more = src.read(idx.offset..tail_start)?;
+            more.extend_from_slice(&tail);
+            tail = more;
+            tail_start = idx.offset;
+        }
+        let table_opts = TableReadOptions {
+            verify_checksums: true,
+            cache_capacity: 0,
+        };
+        let from_idx = usize::try_from(idx.offset - tail_start).expect("inside the tail");
+        let index =
+            TableIndex::open_tail(&tail[from_idx..], idx.offset, &table_opts).map_err(ctx)?;
+        let Some(first_block) = index.first_data_offset() else {
+            return Err(ctx(Error::corrupt(
+                "index block",
+                idx.offset,
+                "the index lists no data block, so no header",
+            )));
+        };
+        let reader = RemoteReader {
+            src,
+            index,
+            header: unreachable_header(),
+            tail,
+            tail_start,
+            cache: Mutex::new(BlockCache::default()),
+            opts,
+        };
+        let block = reader.block(0)?;
+        let table = Table::new_tail(&block, first_block, &reader.index);
+        let mut it = table.iter();
+        it.seek_to_first().map_err(ctx)?;
+        if !it.valid() || !it.key().is_empty() {
+            return Err(ctx(Error::corrupt(
+                "header entry",
+                first_block,
+                "the first key is not the empty header key",
+            )));
+        }
+        let header = FileHeader::decode(it.value(), first_block).map_err(ctx)?;
+        validate_header(&header, first_block, &location)?;
+        if !header.shards.is_empty() {
+            return Err(Error::Unsupported(format!(
+                "{location}: the index of a sharded checkpoint (its data files are read by \
+                 the sharded remote reader)"
+            )));
+        }
+        drop(it);
+        drop(table);
+        Ok(RemoteReader { header, ..reader })
+    }
+
+    /// The decoded header entry.
+    pub fn header(&self) -> &FileHeader {
+        &self.header
+    }
+
+    /// Where the object is.
+    pub fn location(&self) -> &str {
+        self.src.location()
+    }
+
+    /// The object read.
+    pub fn source(&self) -> &Arc<dyn RangeRead> {
+        &self.src
+    }
+
+    /// The raw bytes (contents and trailer) of index data block `i`: from the bytes read at
+    /// open, the cache, or one request.
+    fn block(&self, i: usize) -> Result<Arc<Vec<u8>>> {
+        let h = self.index.block_handle(i);
+        let end = h
+            .offset
+            .checked_add(h.size)
+            .and_then(|e| e.checked_add(BLOCK_TRAILER_LEN as u64))
+            .filter(|&e| e <= self.src.len())
+            .ok_or_else(|| {
+                Error::corrupt(
+                    "block handle",
+                    h.offset,
+                    format!(
+                        "{}: block {i} of {} bytes runs past the object's end",
+                        self.location(),
+                        h.size
+                    ),
+                )
+            })?;
+        let range: Range<u64> = h.offset..end;
+        if range.start >= self.tail_start {
+            let a = usize::try_from(range.start - self.tail_start).expect("inside the tail");
+            let b = usize::try_from(range.end - self.tail_start).expect("inside the tail");
+            return Ok(Arc::new(self.tail[a..b].to_vec()));
+        }
+        {
+            let mut c = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+            c.clock += 1;
+            let now = c.clock;
+            if let Some((b, used)) = c.blocks.get_mut(&i) {
+                *used = now;
+                return Ok(b.clone());
+            }
+        }
+        let bytes = Arc::new(self.src.read(range)?);
+        let mut c = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        c.bytes += bytes.len();
+        let now = c.clock;
+        c.blocks.insert(i, (bytes.clone(), now));
+        while c.bytes > self.opts.block_cache_bytes && c.blocks.len() > 1 {
+            let Some((&old, _)) = c.blocks.iter().min_by_key(|(_, (_, used))| *used) else {
+                break;
+            };
+            if let Some((b, _)) = c.blocks.remove(&old) {
+                c.bytes -= b.len();
+            }
+        }
+        Ok(bytes)
+    }
+
+    /// The index entry of `name`, if any, and the offset of its block.
+    fn entry(&self, name: &[u8]) -> Result<Option<(IndexEntry, u64)>> {
+        let i = self.index.find_block(name);
+        if i >= self.index.data_blocks() {
+            return Ok(None);
+        }
+        let block = self.block(i)?;
+        let h = self.index.block_handle(i);
+        Table::new_tail(&block, h.offset, &self.index)
+            .get(name, |v, at| {
+                IndexEntry::decode(v, at, MAX_RANK).map(|e| (e, at))
+            })?
+            .transpose()
+    }
+
+    /// The tensor `name` (`Ok(None)` if absent): one request for its index block unless it
+    /// was read before, one for its record; its data checked against its CRC32C.
+    ///
+    /// Errors: [`Error::Sliced`] for a tensor stored in slices; [`Error::ChecksumMismatch`]
+    /// for data that is not what was written; [`Error::Corrupt`] for an entry that does not
+    /// fit the object.
+    pub fn get(&self, name: impl AsRef<[u8]>) -> Result<Option<RemoteTensor>> {
+        let name = name.as_ref();
+        let Some((e, at)) = self.entry(name)? else {
+            return Ok(None);
+        };
+        let shown = || name::display(name);
+        let bad = |detail: String| {
+            Error::corrupt(
+                "index entry",
+                at,
+                format!("{}: tensor {}: {detail}", self.location(), shown()),
+            )
+        };
+        if e.num_slices != 0 {
+            return Err(Error::Sliced {
+                name: shown(),
+                path: self.location().to_string(),
+                slices: u64::from(e.num_slices),
+            });
+        }
+        let dtype = DType::from_tf(e.tf_dtype.into()).ok_or_else(|| Error::UnknownDType {
+            system: "tensorflow",
+            code: e.tf_dtype.into(),
+            location: Some(format!("{}: tensor {}", self.location(), shown())),
+        })?;
+        if e.shard_id != 0 || record::data_len(dtype, &e.shape) != Some(e.size) {
+            return Err(bad(format!(
+                "shard {} or size {} does not fit shape {:?} of {dtype}",
+                e.shard_id,
+                e.size,
+                e.shape.as_slice()
+            )));
+        }
+        let end = e
+            .offset
+            .checked_add(e.size)
+            .filter(|&end| end <= self.header.records_len)
+            .ok_or_else(|| {
+                bad(format!(
+                    "data {}+{} lies outside the records region of {} bytes",
+                    e.offset, e.size, self.header.records_len
+                ))
+            })?;
+        let data = self.src.read(e.offset..end)?;
+        let want = unmask_crc(e.crc32c);
+        let got = crc32c(&data);
+        if got != want {
+            return Err(Error::ChecksumMismatch {
+                what: "tensor data",
+                name: Some(shown()),
+                offset: e.offset,
+                len: e.size,
+                stored: want,
+                computed: got,
+                context: Some(self.location().to_string()),
+            });
+        }
+        Ok(Some(RemoteTensor {
+            dtype,
+            shape: e.shape.to_vec(),
+            data,
+        }))
+    }
+}
+
+/// A placeholder header while the real one is read (never returned).
+fn unreachable_header() -> FileHeader {
+    FileHeader {
+        num_shards: 1,
+        big_endian: false,
+        producer: 0,
+        min_consumer: 0,
+        format_version: 0,
+        alignment: 1,
+        records_len: 0,
+        tensor_count: 0,
+        records_sorted: false,
+        metadata: Default::default(),
+        shard_of: None,
+        shards: Vec::new(),
+        slice_count: 0,
+        references: 0,
+    }
+}

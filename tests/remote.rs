@@ -1,0 +1,145 @@
+//! Reading a native file by ranges (issue 15, `paramdex::remote`), request by request, through
+//! a local file (`FileRange` counts its reads as requests, as the object store counts GETs):
+//! open costs at most two requests and `get` at most two at any tensor count; every tensor
+//! is checked against its CRC32C; damaged and truncated objects give errors, never data.
+
+use std::sync::Arc;
+
+use paramdex::remote::{FileRange, RangeRead, RemoteOptions, RemoteReader};
+use paramdex::{DType, Error, Tensor, Writer, WriterOptions};
+
+fn name(i: usize) -> String {
+    format!("model.layers.{i}.self_attn.q_proj.weight")
+}
+
+fn data(i: usize) -> Vec<u8> {
+    (0..16).map(|k| (i * 31 + k) as u8).collect()
+}
+
+fn write(path: &std::path::Path, n: usize) {
+    let mut w = Writer::create_with(
+        path,
+        WriterOptions {
+            sync: false,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    for i in 0..n {
+        w.add(name(i), Tensor::new(DType::Float32, &[4], &data(i)))
+            .unwrap();
+    }
+    w.finish().unwrap();
+}
+
+fn open(path: &std::path::Path) -> (Arc<FileRange>, RemoteReader) {
+    let src = Arc::new(FileRange::open(path).unwrap());
+    let r = RemoteReader::open(src.clone(), RemoteOptions::default()).unwrap();
+    (src, r)
+}
+
+/// At 1,000 and 100,000 tensors: open is at most 2 requests, a get at most 2 (1 when its
+/// index block was read before), and the bytes are the tensor's.
+#[test]
+fn open_and_get_cost_at_most_two_requests_each_at_any_tensor_count() {
+    let dir = tempfile::tempdir().unwrap();
+    for n in [1_000usize, 100_000] {
+        let path = dir.path().join(format!("m{n}.pdx"));
+        write(&path, n);
+        let (src, r) = open(&path);
+        let opened = src.stats();
+        assert!(opened.requests <= 2, "{n} tensors: open took {opened:?}");
+        assert_eq!(r.header().tensor_count, n as u64);
+        for i in [0, n / 2, n - 1] {
+            let before = src.stats().requests;
+            let t = r.get(name(i)).unwrap().unwrap();
+            assert_eq!(t.data, data(i));
+            assert_eq!(t.shape, [4]);
+            let used = src.stats().requests - before;
+            assert!(used <= 2, "{n} tensors: get {i} took {used} requests");
+            // The same tensor again: its block is cached (or in the tail).
+            let before = src.stats().requests;
+            r.get(name(i)).unwrap().unwrap();
+            assert_eq!(src.stats().requests - before, 1, "a cached block");
+        }
+        let before = src.stats().requests;
+        assert!(r.get("absent").unwrap().is_none());
+        assert!(src.stats().requests - before <= 1);
+    }
+}
+
+/// A tensor's bytes damaged in the object: the read says which tensor and where, and returns
+/// nothing.
+#[test]
+fn damaged_data_is_a_checksum_error_never_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.pdx");
+    write(&path, 10);
+    let offset = {
+        let r = paramdex::Reader::open(&path).unwrap();
+        r.get(name(3)).unwrap().unwrap().data_offset()
+    };
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[offset as usize] ^= 1;
+    std::fs::write(&path, &bytes).unwrap();
+    let (_, r) = open(&path);
+    match r.get(name(3)) {
+        Err(Error::ChecksumMismatch {
+            name, offset: o, ..
+        }) => {
+            assert_eq!(name.as_deref(), Some(name_of(3).as_str()));
+            assert_eq!(o, offset);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(r.get(name(4)).unwrap().unwrap().data, data(4));
+}
+
+fn name_of(i: usize) -> String {
+    name(i)
+}
+
+/// Objects cut short or not paramdex at all: errors at open, never a panic.
+#[test]
+fn truncated_and_foreign_objects_are_refused_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.pdx");
+    write(&path, 100);
+    let whole = std::fs::read(&path).unwrap();
+    for cut in [0, 10, 47, 48, whole.len() / 2, whole.len() - 1] {
+        let p = dir.path().join(format!("cut{cut}"));
+        std::fs::write(&p, &whole[..cut]).unwrap();
+        let src = Arc::new(FileRange::open(&p).unwrap());
+        assert!(
+            RemoteReader::open(src, RemoteOptions::default()).is_err(),
+            "cut at {cut}"
+        );
+    }
+    let p = dir.path().join("foreign");
+    std::fs::write(&p, vec![7u8; 4096]).unwrap();
+    let src = Arc::new(FileRange::open(&p).unwrap());
+    assert!(matches!(
+        RemoteReader::open(src, RemoteOptions::default()),
+        Err(Error::UnrecognizedFormat { .. })
+    ));
+}
+
+/// A small speculative tail (smaller than the index block) costs one more request at open,
+/// and reads the same.
+#[test]
+fn a_tail_smaller_than_the_index_block_costs_one_more_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.pdx");
+    write(&path, 100_000);
+    let src = Arc::new(FileRange::open(&path).unwrap());
+    let r = RemoteReader::open(
+        src.clone(),
+        RemoteOptions {
+            tail_bytes: 64,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert!(src.stats().requests <= 3);
+    assert_eq!(r.get(name(77_777)).unwrap().unwrap().data, data(77_777));
+}
