@@ -177,6 +177,18 @@ pub enum Error {
         detail: String,
     },
 
+    /// A request to an object store failed, or its answer is not the object that was opened
+    /// (SPEC.md 8.3). Never retried here: the store client retries what can be.
+    #[error("{url}: {detail}")]
+    Remote {
+        /// The object (its URL).
+        url: String,
+        /// What went wrong, for callers that act on it.
+        problem: RemoteProblem,
+        /// The particulars (the store's message).
+        detail: String,
+    },
+
     /// The slices of a tensor do not fit together: they overlap, lie outside its shape,
     /// disagree on dtype or shape, or leave elements without data (SPEC.md 13). The message
     /// names the files that hold the slices at fault.
@@ -210,6 +222,22 @@ pub enum ShardProblem {
     /// A tensor an incremental save reuses is not what the earlier data file holds under its
     /// name (SPEC.md 12.5).
     Reference,
+}
+
+/// What went wrong with an object in an object store (see [`Error::Remote`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RemoteProblem {
+    /// No such object (or bucket).
+    NotFound,
+    /// The credentials were refused.
+    Denied,
+    /// The object changed since it was opened (another ETag).
+    Replaced,
+    /// The store answered with fewer bytes than asked for.
+    Truncated,
+    /// The request failed otherwise (network, timeouts after retries, server errors).
+    Request,
 }
 
 /// What is wrong with the slices of a tensor (see [`Error::Slices`]).

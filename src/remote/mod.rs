@@ -5,8 +5,10 @@
 //! tail, and the header's block; `get`: the tensor's index block unless cached, and its
 //! record), checking every tensor's CRC32C.
 
+mod object;
 mod range;
 mod reader;
 
+pub use object::ObjectRange;
 pub use range::{FileRange, RangeRead, RequestStats};
 pub use reader::{RemoteOptions, RemoteReader, RemoteTensor};

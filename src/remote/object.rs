@@ -1,0 +1,171 @@
+//! An object in an object store (S3 and what speaks its protocol) read by ranges, through the
+//! `object_store` crate: each read is one ranged GET, conditional on the ETag the first read
+//! saw, so an object replaced while it is read is an error ([`RemoteProblem::Replaced`]),
+//! never a mix of two objects' bytes (SPEC.md 8.3).
+
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use object_store::path::Path as ObjectPath;
+use object_store::{GetOptions, GetRange, ObjectStore};
+
+use crate::error::{Error, RemoteProblem, Result};
+use crate::remote::range::{check_range, RangeRead, RequestStats};
+
+/// One object of a store, read by ranged GETs.
+pub struct ObjectRange {
+    store: Arc<dyn ObjectStore>,
+    path: ObjectPath,
+    url: String,
+    len: u64,
+    etag: Option<String>,
+    runtime: Arc<tokio::runtime::Runtime>,
+    /// The bytes the first read (of the tail) brought, served once to `tail`.
+    first: Mutex<Option<Vec<u8>>>,
+    requests: AtomicU64,
+    bytes: AtomicU64,
+}
+
+impl std::fmt::Debug for ObjectRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ObjectRange")
+            .field("url", &self.url)
+            .field("len", &self.len)
+            .field("etag", &self.etag)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The error of a failed request for `url`.
+pub(crate) fn remote_error(url: &str, e: object_store::Error) -> Error {
+    use object_store::Error as E;
+    let problem = match &e {
+        E::NotFound { .. } => RemoteProblem::NotFound,
+        E::PermissionDenied { .. } | E::Unauthenticated { .. } => RemoteProblem::Denied,
+        E::Precondition { .. } => RemoteProblem::Replaced,
+        _ => RemoteProblem::Request,
+    };
+    Error::Remote {
+        url: url.to_string(),
+        problem,
+        detail: e.to_string(),
+    }
+}
+
+impl ObjectRange {
+    /// Opens the object `path` of `store` (shown as `url`) with one request: a GET of its last
+    /// `tail_bytes` bytes, which also gives its length and ETag. Later reads are conditional
+    /// on that ETag.
+    pub fn open(
+        store: Arc<dyn ObjectStore>,
+        path: ObjectPath,
+        url: impl Into<String>,
+        runtime: Arc<tokio::runtime::Runtime>,
+        tail_bytes: u64,
+    ) -> Result<ObjectRange> {
+        let url = url.into();
+        let opts = GetOptions {
+            range: Some(GetRange::Suffix(tail_bytes.max(1))),
+            ..Default::default()
+        };
+        let (meta, range, data) = runtime
+            .block_on(async {
+                let r = store.get_opts(&path, opts).await?;
+                let (meta, range) = (r.meta.clone(), r.range.clone());
+                Ok::<_, object_store::Error>((meta, range, r.bytes().await?))
+            })
+            .map_err(|e| remote_error(&url, e))?;
+        let len = meta.size;
+        if range.end != len || data.len() as u64 != range.end - range.start {
+            return Err(Error::Remote {
+                url,
+                problem: RemoteProblem::Truncated,
+                detail: format!(
+                    "asked for the last {tail_bytes} bytes of {len}, got {} bytes of {}..{}",
+                    data.len(),
+                    range.start,
+                    range.end
+                ),
+            });
+        }
+        Ok(ObjectRange {
+            store,
+            path,
+            url,
+            len,
+            etag: meta.e_tag,
+            runtime,
+            first: Mutex::new(Some(data.to_vec())),
+            requests: AtomicU64::new(1),
+            bytes: AtomicU64::new(data.len() as u64),
+        })
+    }
+
+    /// The ETag the object had when opened, if the store gives one.
+    pub fn etag(&self) -> Option<&str> {
+        self.etag.as_deref()
+    }
+}
+
+impl RangeRead for ObjectRange {
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn location(&self) -> &str {
+        &self.url
+    }
+
+    fn tail(&self, n: u64) -> Result<Vec<u8>> {
+        let first = self.first.lock().unwrap_or_else(|p| p.into_inner()).take();
+        match first {
+            // The open's read, when it covers what is asked.
+            Some(t) if t.len() as u64 >= n.min(self.len) => {
+                let keep = usize::try_from(n.min(self.len)).expect("no more than held");
+                Ok(t[t.len() - keep..].to_vec())
+            }
+            _ => self.read(self.len.saturating_sub(n)..self.len),
+        }
+    }
+
+    fn read(&self, range: Range<u64>) -> Result<Vec<u8>> {
+        let n = check_range(&range, self.len, &self.url)?;
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let opts = GetOptions {
+            range: Some(GetRange::Bounded(range.clone())),
+            if_match: self.etag.clone(),
+            ..Default::default()
+        };
+        let data = self
+            .runtime
+            .block_on(async { self.store.get_opts(&self.path, opts).await?.bytes().await })
+            .map_err(|e| remote_error(&self.url, e))?;
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        self.bytes.fetch_add(data.len() as u64, Ordering::Relaxed);
+        // A store answers a range past the end with fewer bytes and no error: an object cut
+        // short (or replaced by a shorter one without an ETag) is caught here.
+        if data.len() != n {
+            return Err(Error::Remote {
+                url: self.url.clone(),
+                problem: RemoteProblem::Truncated,
+                detail: format!(
+                    "bytes {}..{}: got {} of {n} (the object is shorter than when opened?)",
+                    range.start,
+                    range.end,
+                    data.len()
+                ),
+            });
+        }
+        Ok(data.to_vec())
+    }
+
+    fn stats(&self) -> RequestStats {
+        RequestStats {
+            requests: self.requests.load(Ordering::Relaxed),
+            bytes: self.bytes.load(Ordering::Relaxed),
+        }
+    }
+}

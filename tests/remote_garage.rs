@@ -1,0 +1,164 @@
+//! A native file read from a real Garage cluster (3 nodes, replication 3; `tests/support/
+//! garage.rs`) through `paramdex::remote`: the request counts SPEC.md 8.3 promises (open <= 2
+//! GETs, get <= 2), the bytes, and the errors of an object replaced or cut short while open,
+//! a missing object, and refused credentials, each naming the URL.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use object_store::aws::AmazonS3Builder;
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload, RetryConfig};
+use paramdex::remote::{ObjectRange, RangeRead, RemoteOptions, RemoteReader};
+use paramdex::{DType, Error, RemoteProblem, Tensor, Writer, WriterOptions};
+use support::garage::{self, Garage};
+
+fn runtime() -> Arc<tokio::runtime::Runtime> {
+    Arc::new(
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap(),
+    )
+}
+
+fn store(g: &Garage, secret: &str) -> Arc<dyn ObjectStore> {
+    Arc::new(
+        AmazonS3Builder::new()
+            .with_endpoint(g.endpoint())
+            .with_allow_http(true)
+            .with_virtual_hosted_style_request(false)
+            .with_region(g.region())
+            .with_bucket_name(g.bucket())
+            .with_access_key_id(g.access_key_id())
+            .with_secret_access_key(secret)
+            .with_retry(RetryConfig {
+                max_retries: 2,
+                retry_timeout: Duration::from_secs(10),
+                ..Default::default()
+            })
+            .build()
+            .unwrap(),
+    )
+}
+
+fn name(i: usize) -> String {
+    format!("model.layers.{i}.mlp.up_proj.weight")
+}
+
+fn data(i: usize) -> Vec<u8> {
+    (0..64).map(|k| (i * 7 + k) as u8).collect()
+}
+
+/// A native file of `n` tensors, as bytes.
+fn native(n: usize) -> Vec<u8> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.pdx");
+    let mut w = Writer::create_with(
+        &path,
+        WriterOptions {
+            sync: false,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    for i in 0..n {
+        w.add(name(i), Tensor::new(DType::UInt8, &[64], &data(i)))
+            .unwrap();
+    }
+    w.finish().unwrap();
+    std::fs::read(&path).unwrap()
+}
+
+fn put(rt: &tokio::runtime::Runtime, s: &Arc<dyn ObjectStore>, key: &str, bytes: Vec<u8>) {
+    rt.block_on(s.put(&ObjectPath::from(key), PutPayload::from(bytes)))
+        .unwrap();
+}
+
+fn open(
+    g: &Garage,
+    rt: &Arc<tokio::runtime::Runtime>,
+    key: &str,
+) -> paramdex::Result<(Arc<ObjectRange>, RemoteReader)> {
+    let url = format!("s3://{}/{key}", g.bucket());
+    let src = Arc::new(ObjectRange::open(
+        store(g, g.secret_access_key()),
+        ObjectPath::from(key),
+        url,
+        rt.clone(),
+        RemoteOptions::default().tail_bytes,
+    )?);
+    let r = RemoteReader::open(src.clone(), RemoteOptions::default())?;
+    Ok((src, r))
+}
+
+/// Open and get of one tensor among 1,000 and 100,000: at most 2 GETs each, the right bytes.
+#[test]
+fn open_and_get_are_at_most_two_gets_each() {
+    let Some(g) = garage::shared("open_and_get_are_at_most_two_gets_each") else {
+        return;
+    };
+    g.run(|| {
+        let rt = runtime();
+        let s = store(g, g.secret_access_key());
+        for n in [1_000usize, 100_000] {
+            let key = format!("counts/m{n}.pdx");
+            put(&rt, &s, &key, native(n));
+            let (src, r) = open(g, &rt, &key).unwrap();
+            let opened = src.stats();
+            assert!(opened.requests <= 2, "{n}: open {opened:?}");
+            let i = n * 2 / 3;
+            let before = src.stats().requests;
+            let t = r.get(name(i)).unwrap().unwrap();
+            assert_eq!(t.data, data(i));
+            assert!(src.stats().requests - before <= 2, "{n}: get");
+        }
+    });
+}
+
+/// The object replaced while open: the next read is refused (`Replaced`), never the new
+/// object's bytes; cut short: `Truncated` or `Replaced`; missing: `NotFound`; a wrong secret:
+/// `Denied`. Each error names the URL.
+#[test]
+fn replaced_missing_and_refused_objects_are_errors_naming_the_url() {
+    let Some(g) = garage::shared("replaced_missing_and_refused_objects_are_errors_naming_the_url")
+    else {
+        return;
+    };
+    g.run(|| {
+        let rt = runtime();
+        let s = store(g, g.secret_access_key());
+        let key = "errors/m.pdx";
+        put(&rt, &s, key, native(20_000));
+        let (_, r) = open(g, &rt, key).unwrap();
+        put(&rt, &s, key, native(20_001));
+        match r.get(name(5_000)) {
+            Err(Error::Remote { url, problem, .. }) => {
+                assert_eq!(problem, RemoteProblem::Replaced);
+                assert!(url.ends_with(key), "{url}");
+            }
+            other => panic!("{other:?}"),
+        }
+        match open(g, &rt, "errors/absent.pdx") {
+            Err(Error::Remote { problem, .. }) => assert_eq!(problem, RemoteProblem::NotFound),
+            other => panic!("{other:?}"),
+        }
+        let url = format!("s3://{}/{key}", g.bucket());
+        let denied = ObjectRange::open(
+            store(
+                g,
+                "0000000000000000000000000000000000000000000000000000000000000000",
+            ),
+            ObjectPath::from(key),
+            url,
+            rt.clone(),
+            4096,
+        );
+        match denied {
+            Err(Error::Remote { problem, .. }) => assert_eq!(problem, RemoteProblem::Denied),
+            other => panic!("{other:?}"),
+        }
+    });
+}
