@@ -162,3 +162,38 @@ fn replaced_missing_and_refused_objects_are_errors_naming_the_url() {
         }
     });
 }
+
+/// `open_any` of an `s3://bucket/key` URL, configured by the usual `AWS_*` variables, lists
+/// and loads as a local file does (every command of the CLI reads through `open_any`).
+#[test]
+fn open_any_reads_an_s3_url_configured_by_the_environment() {
+    let Some(g) = garage::shared("open_any_reads_an_s3_url_configured_by_the_environment") else {
+        return;
+    };
+    g.run(|| {
+        let rt = runtime();
+        let s = store(g, g.secret_access_key());
+        put(&rt, &s, "any/m.pdx", native(300));
+        // The only test of this binary that sets them (tests run on threads of one process).
+        std::env::set_var("AWS_ACCESS_KEY_ID", g.access_key_id());
+        std::env::set_var("AWS_SECRET_ACCESS_KEY", g.secret_access_key());
+        std::env::set_var("AWS_REGION", g.region());
+        std::env::set_var("AWS_ENDPOINT_URL", g.endpoint());
+        std::env::set_var("AWS_ALLOW_HTTP", "true");
+        let url = format!("s3://{}/any/m.pdx", g.bucket());
+        let store = paramdex::interop::open_any(&url).unwrap();
+        let list = store.list().unwrap();
+        assert_eq!(list.len(), 300);
+        let mut names: Vec<Vec<u8>> = (0..300).map(|i| name(i).into_bytes()).collect();
+        names.sort();
+        assert_eq!(
+            list.iter().map(|t| t.name.clone()).collect::<Vec<_>>(),
+            names
+        );
+        let t = store.load(name(123).as_bytes()).unwrap().unwrap();
+        assert_eq!(&*t.data.raw_bytes(), data(123).as_slice());
+        let v = store.verify(0).unwrap();
+        assert_eq!(v.tensors, 300);
+        assert!(store.load(b"absent").unwrap().is_none());
+    });
+}

@@ -17,6 +17,7 @@ mod merge;
 pub(crate) mod native;
 pub mod npy;
 pub mod paddle;
+mod remote;
 pub mod safetensors;
 mod store;
 pub mod tf;
@@ -48,6 +49,9 @@ const OPENERS: &[Opener] = &[
 /// that holds the only model. Several are an error listing them.
 pub fn open_any(path: impl AsRef<Path>) -> Result<Box<dyn TensorStore>> {
     let path = path.as_ref();
+    if let Some(url) = path.to_str().filter(|s| crate::remote::is_url(s)) {
+        return remote::open_url_store(url);
+    }
     if let Some(store) = detect(path)? {
         return Ok(store);
     }

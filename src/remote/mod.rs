@@ -8,7 +8,9 @@
 mod object;
 mod range;
 mod reader;
+mod url;
 
 pub use object::ObjectRange;
 pub use range::{FileRange, RangeRead, RequestStats};
-pub use reader::{RemoteOptions, RemoteReader, RemoteTensor};
+pub use reader::{RemoteEntry, RemoteOptions, RemoteReader, RemoteTensor};
+pub use url::{is_url, open_url};

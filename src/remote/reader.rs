@@ -51,6 +51,23 @@ pub struct RemoteTensor {
     pub data: Vec<u8>,
 }
 
+/// One entry of a remote file's index, as a listing gives it (no data read).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RemoteEntry {
+    /// The tensor's name.
+    pub name: Vec<u8>,
+    /// Element type.
+    pub dtype: DType,
+    /// Shape (a tensor stored in slices: the whole tensor's).
+    pub shape: Vec<u64>,
+    /// Data bytes (0 for a tensor stored in slices, whose slices hold them).
+    pub size: u64,
+    /// Number of slices for a tensor stored in slices, else 0.
+    pub slices: u32,
+    /// LoD levels (their offsets are in the record, read with the tensor).
+    pub lod_levels: u32,
+}
+
 /// Index data blocks fetched so far, least recently used first out.
 #[derive(Debug, Default)]
 struct BlockCache {
@@ -234,6 +251,57 @@ impl RemoteReader {
             }
         }
         Ok(bytes)
+    }
+
+    /// Every tensor of the index in name order, from `start` on (slice keys left out): one
+    /// request for the index's data blocks not read yet (they lie together, between the records
+    /// and the index block), however many tensors there are.
+    pub fn list_from(&self, start: &[u8]) -> Result<Vec<RemoteEntry>> {
+        let n = self.index.data_blocks();
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let first = self.index.block_handle(0).offset;
+        // The bytes from the first index data block to the end: what the open read, and (for a
+        // large index) the part before it in one more request.
+        let all: Vec<u8> = if first >= self.tail_start {
+            let a = usize::try_from(first - self.tail_start).expect("inside the tail");
+            self.tail[a..].to_vec()
+        } else {
+            let mut v = self.src.read(first..self.tail_start)?;
+            v.extend_from_slice(&self.tail);
+            v
+        };
+        let table = Table::new_tail(&all, first, &self.index);
+        let mut it = table.iter();
+        it.seek(start)?;
+        let mut out = Vec::new();
+        while it.valid() {
+            let (key, value, at) = (it.key(), it.value(), it.block_offset());
+            if !key.is_empty() && key[0] != 0 {
+                let e = IndexEntry::decode(value, at, MAX_RANK)?;
+                let dtype =
+                    DType::from_tf(e.tf_dtype.into()).ok_or_else(|| Error::UnknownDType {
+                        system: "tensorflow",
+                        code: e.tf_dtype.into(),
+                        location: Some(format!(
+                            "{}: tensor {}",
+                            self.location(),
+                            name::display(key)
+                        )),
+                    })?;
+                out.push(RemoteEntry {
+                    name: key.to_vec(),
+                    dtype,
+                    shape: e.shape.to_vec(),
+                    size: e.size,
+                    slices: e.num_slices,
+                    lod_levels: e.lod_levels,
+                });
+            }
+            it.next()?;
+        }
+        Ok(out)
     }
 
     /// The index entry of `name`, if any, and the offset of its block.
