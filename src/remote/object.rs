@@ -1,7 +1,7 @@
 //! An object in an object store (S3 and what speaks its protocol) read by ranges, through the
 //! `object_store` crate: each read is one ranged GET, conditional on the ETag the first read
 //! saw, so an object replaced while it is read is an error ([`RemoteProblem::Replaced`]),
-//! never a mix of two objects' bytes (SPEC.md 8.3).
+//! never a mix of two objects' bytes (SPEC.md 8.4).
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};

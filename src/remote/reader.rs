@@ -1,4 +1,4 @@
-//! A native paramdex file read by ranges (issue 15; SPEC.md 8.3): open costs one request for
+//! A native paramdex file read by ranges (issue 15; SPEC.md 8.4): open costs one request for
 //! the footer and, usually, the index block (a speculative read of the object's tail), and one
 //! more for the header's block when the tail does not hold it; `get` costs one request for the
 //! tensor's index block (unless cached) and one for its record. Every tensor read so is checked
