@@ -863,6 +863,9 @@ pub fn stat(ui: Ui, file: &Path, as_json: bool) -> Result<ExitCode> {
         );
     };
     match store.format() {
+        // A native file read by ranges (a URL): the figures of its mapped bytes are not there
+        // (reading the whole index for them is left to `ls`); the rest of `stat` is.
+        Format::Native if store.as_native().is_none() => {}
         Format::Native => {
             let r = store.as_native().ok_or_else(|| {
                 Error::InvalidArgument("native store without a native reader".into())
