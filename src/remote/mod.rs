@@ -13,4 +13,4 @@ mod url;
 pub use object::ObjectRange;
 pub use range::{FileRange, RangeRead, RequestStats};
 pub use reader::{RemoteEntry, RemoteOptions, RemoteReader, RemoteTensor};
-pub use url::{is_url, open_url};
+pub use url::{is_url, open_url, resolve, split_s3_url, ObjectLocation};

@@ -3,13 +3,18 @@
 //! `AWS_REGION`, `AWS_ENDPOINT_URL` for a store other than AWS, `AWS_ALLOW_HTTP=true` for a
 //! plain-HTTP endpoint), or `file:///path` (a local file read by ranges, as the remote reader
 //! reads an object).
+//!
+//! This module is the one place that turns a URL into a store: every reader and writer of
+//! objects resolves its URL with [`resolve`], so configuration (endpoint, credentials,
+//! retries, timeouts) is decided here once.
 
 use std::sync::{Arc, OnceLock};
 
 use object_store::aws::AmazonS3Builder;
 use object_store::path::Path as ObjectPath;
+use object_store::ObjectStore;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, RemoteProblem, Result};
 use crate::remote::object::ObjectRange;
 use crate::remote::range::{FileRange, RangeRead};
 
@@ -19,7 +24,7 @@ pub fn is_url(s: &str) -> bool {
 }
 
 /// The runtime that runs the object store's futures for every blocking call of paramdex.
-fn runtime() -> Result<Arc<tokio::runtime::Runtime>> {
+pub(crate) fn runtime() -> Result<Arc<tokio::runtime::Runtime>> {
     static RT: OnceLock<Arc<tokio::runtime::Runtime>> = OnceLock::new();
     if let Some(rt) = RT.get() {
         return Ok(rt.clone());
@@ -31,25 +36,48 @@ fn runtime() -> Result<Arc<tokio::runtime::Runtime>> {
     Ok(RT.get_or_init(|| Arc::new(rt)).clone())
 }
 
-/// Opens the object at `url` for reading by ranges; an `s3://` object is opened with one GET
-/// of its last `tail_bytes` bytes (which [`crate::remote::RemoteReader::open`] then uses).
-pub fn open_url(url: &str, tail_bytes: u64) -> Result<Arc<dyn RangeRead>> {
-    if let Some(path) = url.strip_prefix("file://") {
-        return Ok(Arc::new(FileRange::open(path)?));
+/// An `s3://` URL resolved: the bucket's store, the object's key in it, and the runtime that
+/// runs its requests.
+#[derive(Clone)]
+pub struct ObjectLocation {
+    /// The bucket's store.
+    pub store: Arc<dyn ObjectStore>,
+    /// The object's key.
+    pub path: ObjectPath,
+    /// The URL, for messages.
+    pub url: String,
+    /// The runtime the blocking API runs requests on.
+    pub runtime: Arc<tokio::runtime::Runtime>,
+}
+
+impl std::fmt::Debug for ObjectLocation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ObjectLocation")
+            .field("url", &self.url)
+            .finish_non_exhaustive()
     }
+}
+
+/// Splits `s3://bucket/key` into bucket and key (both non-empty).
+pub fn split_s3_url(url: &str) -> Result<(&str, &str)> {
     let Some(rest) = url.strip_prefix("s3://") else {
         return Err(Error::InvalidArgument(format!(
             "{url}: not a URL paramdex reads (s3://bucket/key, file:///path)"
         )));
     };
-    let (bucket, key) = rest
-        .split_once('/')
+    rest.split_once('/')
         .filter(|(b, k)| !b.is_empty() && !k.is_empty())
         .ok_or_else(|| {
             Error::InvalidArgument(format!(
                 "{url}: an S3 URL names a bucket and a key (s3://bucket/key)"
             ))
-        })?;
+        })
+}
+
+/// Resolves an `s3://bucket/key` URL to its store (configured from the `AWS_*` environment)
+/// and key. No request is made.
+pub fn resolve(url: &str) -> Result<ObjectLocation> {
+    let (bucket, key) = split_s3_url(url)?;
     let mut b = AmazonS3Builder::from_env().with_bucket_name(bucket);
     // object_store reads AWS_ENDPOINT; the AWS tools' name is AWS_ENDPOINT_URL.
     if let Ok(endpoint) = std::env::var("AWS_ENDPOINT_URL") {
@@ -65,14 +93,29 @@ pub fn open_url(url: &str, tail_bytes: u64) -> Result<Arc<dyn RangeRead>> {
     }
     let store = b.build().map_err(|e| Error::Remote {
         url: url.to_string(),
-        problem: crate::RemoteProblem::Request,
+        problem: RemoteProblem::Request,
         detail: format!("configuring the S3 client: {e}"),
     })?;
+    Ok(ObjectLocation {
+        store: Arc::new(store),
+        path: ObjectPath::from(key),
+        url: url.to_string(),
+        runtime: runtime()?,
+    })
+}
+
+/// Opens the object at `url` for reading by ranges; an `s3://` object is opened with one GET
+/// of its last `tail_bytes` bytes (which [`crate::remote::RemoteReader::open`] then uses).
+pub fn open_url(url: &str, tail_bytes: u64) -> Result<Arc<dyn RangeRead>> {
+    if let Some(path) = url.strip_prefix("file://") {
+        return Ok(Arc::new(FileRange::open(path)?));
+    }
+    let loc = resolve(url)?;
     Ok(Arc::new(ObjectRange::open(
-        Arc::new(store),
-        ObjectPath::from(key),
+        loc.store,
+        loc.path,
         url,
-        runtime()?,
+        loc.runtime,
         tail_bytes,
     )?))
 }
