@@ -7,7 +7,8 @@
 //!   tail lacks it, the tensor's index block, its record; SPEC.md 8.4);
 //! - **safetensors**: the reads its layout needs at the least: the 8-byte header length, the
 //!   JSON header (parsed, as a loader must, to find the tensor), the tensor's bytes;
-//! - **TensorFlow**: the checkpoint's `.index` object whole (as TensorFlow reads it through a
+//! - **TensorFlow**: a checkpoint in TensorFlow's layout (the entries alone in `PREFIX.index`,
+//!   the data in `PREFIX.data-00000-of-00001`): the `.index` object whole (as TensorFlow reads it through a
 //!   file system), the entry looked up in it, and the tensor's bytes from the data object.
 //!
 //! Requests and bytes are counted by the reader ([`RangeRead::stats`]) for paramdex and by this
@@ -36,7 +37,7 @@ use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutPayload
 use paramdex::raw::entry::IndexEntry;
 use paramdex::raw::table::{Table, TableReadOptions};
 use paramdex::remote::{ObjectRange, RangeRead, RemoteOptions, RemoteReader};
-use paramdex::{DType, Tensor, Writer, WriterOptions};
+use paramdex::{DType, MergeShardsOptions, ShardedSave, Tensor, Writer, WriterOptions};
 
 /// Short names: safetensors refuses a header over 100,000,000 bytes, which 1M tensors with
 /// names of 40 characters would pass (about 100 bytes of JSON each).
@@ -60,6 +61,19 @@ fn write_native(path: &Path, n: usize) {
             .unwrap();
     }
     w.finish().unwrap();
+}
+
+/// TensorFlow's layout: `PREFIX.index` holds only the entries (a sharded checkpoint of one
+/// shard, which TensorFlow reads as its own: SPEC.md 12), `PREFIX.data-00000-of-00001` the data.
+fn write_tf_layout(prefix: &Path, n: usize) {
+    let save = ShardedSave::new(prefix, 1).unwrap();
+    let mut w = save.shard(0).unwrap();
+    for i in 0..n {
+        w.add(name(i), Tensor::new(DType::Float32, &SHAPE, &values(i)))
+            .unwrap();
+    }
+    w.finish().unwrap();
+    save.merge(&MergeShardsOptions::default()).unwrap();
 }
 
 fn write_safetensors(path: &Path, n: usize) {
@@ -240,7 +254,7 @@ fn main() {
         let st = dir.path().join(format!("m{n}.safetensors"));
         write_safetensors(&st, n);
         let tf = dir.path().join(format!("tf{n}"));
-        paramdex::interop::tf::export_tf(&native, &tf).unwrap();
+        write_tf_layout(&tf, n);
         let tf_index = dir.path().join(format!("tf{n}.index"));
         let tf_data = dir.path().join(format!("tf{n}.data-00000-of-00001"));
         let (kn, ks, kt) = (
