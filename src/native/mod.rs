@@ -74,7 +74,11 @@ pub use merge_shards::{
     PartialTensors, ShardFile, ShardFileKind,
 };
 pub use meta::{MetaValue, Metadata};
-pub(crate) use reader::{validate_header, Listed};
+pub(crate) use merge_shards::{parse_data_name, plan_index, write_index, PlannedIndex};
+pub(crate) use reader::{
+    check_partition, plan_region, validate_header, Listed, Partition, RegionPlan,
+};
+pub(crate) use shard_index::{read_shard_index_from, IndexSource, ShardIndex};
 pub use reader::{Iter, ReadOptions, Reader};
 pub use recover::{
     last_complete_len, recover, recover_any, recover_any_with, scan, FoundRecord, RecoverOptions,
@@ -84,6 +88,7 @@ pub use region::Region;
 pub use reuse::ReuseStats;
 pub use rewrite::{rewrite_in_place, RewriteReport};
 pub(crate) use shard_table::{data_path, index_path};
+pub(crate) use shard_table::{check_index_header, prefix_of_index};
 pub use shard_writer::{Saved, ShardWriter, ShardedSave};
 pub use source::Source;
 pub use staging::{remove_staged, write_atomically};
