@@ -18,6 +18,7 @@ pub(crate) mod native;
 pub mod npy;
 pub mod paddle;
 mod remote;
+mod remote_sharded;
 pub mod safetensors;
 mod store;
 pub mod tf;

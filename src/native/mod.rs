@@ -73,12 +73,9 @@ pub use merge_shards::{
     clean_shards, merge_shards, shard_files, MergeShardsOptions, MergeShardsReport, MergeStep,
     PartialTensors, ShardFile, ShardFileKind,
 };
+pub(crate) use merge_shards::{parse_data_name, plan_index, write_index};
 pub use meta::{MetaValue, Metadata};
-pub(crate) use merge_shards::{parse_data_name, plan_index, write_index, PlannedIndex};
-pub(crate) use reader::{
-    check_partition, plan_region, validate_header, Listed, Partition, RegionPlan,
-};
-pub(crate) use shard_index::{read_shard_index_from, IndexSource, ShardIndex};
+pub(crate) use reader::{check_partition, plan_region, validate_header, Listed, RegionPlan};
 pub use reader::{Iter, ReadOptions, Reader};
 pub use recover::{
     last_complete_len, recover, recover_any, recover_any_with, scan, FoundRecord, RecoverOptions,
@@ -87,8 +84,8 @@ pub use recover::{
 pub use region::Region;
 pub use reuse::ReuseStats;
 pub use rewrite::{rewrite_in_place, RewriteReport};
+pub(crate) use shard_index::{read_shard_index_from, IndexSource, ShardIndex};
 pub(crate) use shard_table::{data_path, index_path};
-pub(crate) use shard_table::{check_index_header, prefix_of_index};
 pub use shard_writer::{Saved, ShardWriter, ShardedSave};
 pub use source::Source;
 pub use staging::{remove_staged, write_atomically};

@@ -965,8 +965,7 @@ pub(crate) fn check_partition(
     let extents = decode_slices(value, at, e.shape.len())?;
     let mut regions = Vec::with_capacity(extents.len());
     for (i, ext) in extents.iter().enumerate() {
-        regions
-            .push(region::resolve(ext, &e.shape).map_err(|d| bad(format!("slice {i}: {d}")))?);
+        regions.push(region::resolve(ext, &e.shape).map_err(|d| bad(format!("slice {i}: {d}")))?);
     }
     if let Some((i, j)) = region::find_overlap(&regions) {
         return Err(bad(format!(

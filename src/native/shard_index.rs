@@ -22,15 +22,15 @@ use crate::table::{
 
 /// A shard's index table, read without the records before it.
 pub(crate) struct ShardIndex {
-    pub(super) path: PathBuf,
-    pub(super) file_len: u64,
+    pub(crate) path: PathBuf,
+    pub(crate) file_len: u64,
     /// The file's bytes from `base` (its first index data block) to its end.
-    pub(super) tail: Vec<u8>,
-    pub(super) base: u64,
-    pub(super) index: TableIndex,
-    pub(super) header: FileHeader,
+    pub(crate) tail: Vec<u8>,
+    pub(crate) base: u64,
+    pub(crate) index: TableIndex,
+    pub(crate) header: FileHeader,
     /// The identity in the header (checked present).
-    pub(super) shard: ShardOf,
+    pub(crate) shard: ShardOf,
 }
 
 impl ShardIndex {

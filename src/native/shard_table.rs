@@ -82,7 +82,7 @@ pub(super) fn check_shard_of(s: &ShardOf, at: u64) -> Result<()> {
 }
 
 /// Checks the header of a sharded checkpoint's index (SPEC.md 12.2).
-pub(crate) fn check_index_header(h: &FileHeader, at: u64) -> Result<()> {
+pub(super) fn check_index_header(h: &FileHeader, at: u64) -> Result<()> {
     let bad = |detail: String| Error::corrupt("header entry", at, detail);
     let n = h.shards.len();
     if n as u64 > u64::from(MAX_SHARDS) || i32::try_from(n).ok() != Some(h.num_shards) {

@@ -8,9 +8,13 @@
 mod object;
 mod range;
 mod reader;
+mod sharded;
+mod sharded_write;
 mod url;
 
 pub use object::ObjectRange;
 pub use range::{FileRange, RangeRead, RequestStats};
 pub use reader::{RemoteEntry, RemoteOptions, RemoteReader, RemoteTensor};
+pub use sharded::{data_suffix, open_sharded, sharded_names, DataOpener, RemoteSharded};
+pub use sharded_write::{merge_shards_url, RemoteShardWriter};
 pub use url::{is_url, open_url, resolve, split_s3_url, ObjectLocation};
