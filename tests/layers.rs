@@ -36,6 +36,8 @@ enum Layer {
     /// `record/` and `table/`: one rank, two layers that must not refer to each other.
     Codec(Codec),
     Native,
+    /// `remote/`: checkpoints read and written by byte ranges in object stores (issue 15).
+    Remote,
     Interop,
     /// `lib.rs`, `prelude.rs`, `raw.rs`: exempt as sources, and above everything as targets.
     Facade,
@@ -54,8 +56,9 @@ impl Layer {
             Layer::Format => 1,
             Layer::Codec(_) => 2,
             Layer::Native => 3,
-            Layer::Interop => 4,
-            Layer::Facade => 5,
+            Layer::Remote => 4,
+            Layer::Interop => 5,
+            Layer::Facade => 6,
         }
     }
 
@@ -66,6 +69,7 @@ impl Layer {
             Layer::Codec(Codec::Record) => "record/",
             Layer::Codec(Codec::Table) => "table/",
             Layer::Native => "native/",
+            Layer::Remote => "remote/",
             Layer::Interop => "interop/",
             Layer::Facade => "the facade (lib.rs, prelude.rs, raw.rs)",
         }
@@ -101,6 +105,7 @@ fn layer_of(rel: &str) -> Option<Layer> {
         "record" => Some(Layer::Codec(Codec::Record)),
         "table" => Some(Layer::Codec(Codec::Table)),
         "native" => Some(Layer::Native),
+        "remote" => Some(Layer::Remote),
         "interop" => Some(Layer::Interop),
         _ => None,
     }

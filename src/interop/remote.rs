@@ -10,7 +10,7 @@ use crate::interop::store::{
 use crate::native::Metadata;
 use crate::remote::{RemoteEntry, RemoteReader};
 
-pub(super) fn info(e: RemoteEntry) -> TensorInfo {
+fn info(e: RemoteEntry) -> TensorInfo {
     let nbytes = if e.slices != 0 {
         crate::record::data_len(e.dtype, &e.shape).unwrap_or(u64::MAX)
     } else {

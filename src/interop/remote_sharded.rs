@@ -5,12 +5,28 @@
 use std::borrow::Cow;
 
 use crate::error::{Error, Result};
-use crate::interop::remote::info;
 use crate::interop::store::{
     Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorInfos, TensorStore, VerifySummary,
 };
 use crate::native::{Metadata, Region};
-use crate::remote::{RemoteOptions, RemoteSharded, RemoteTensor};
+use crate::remote::{RemoteEntry, RemoteOptions, RemoteSharded, RemoteTensor};
+
+/// What a listing of the index says of a tensor (a tensor stored in slices: its whole shape and
+/// bytes).
+fn info(e: RemoteEntry) -> TensorInfo {
+    let nbytes = if e.slices != 0 {
+        crate::record::data_len(e.dtype, &e.shape).unwrap_or(u64::MAX)
+    } else {
+        e.size
+    };
+    TensorInfo {
+        name: e.name,
+        kind: Kind::Numeric(e.dtype),
+        shape: e.shape,
+        lod: Vec::new(),
+        nbytes,
+    }
+}
 
 fn loaded(name: &[u8], t: RemoteTensor) -> LoadedTensor<'static> {
     LoadedTensor {

@@ -39,7 +39,7 @@ const PART_SIZE: usize = 8 << 20;
 /// Parts of one upload in flight at once (memory: this many parts).
 const PARTS_IN_FLIGHT: usize = 4;
 /// Bytes of a data object's end read when the merge opens it: its footer and index, usually.
-const MERGE_TAIL: u64 = 1 << 20;
+const MERGE_TAIL: u64 = 256 << 10;
 
 /// The `s3://` URL `prefix` resolved, refusing what a sharded checkpoint cannot be written to.
 fn resolve_prefix(prefix: &str) -> Result<ObjectLocation> {
@@ -295,7 +295,7 @@ impl PrefixObjects {
 
 /// Commits a sharded save whose shards were uploaded to `prefix` (`s3://bucket/dir/PREFIX`) by
 /// [`RemoteShardWriter`]s (SPEC.md 12.6): lists the data objects `PREFIX.data-k-of-N`, reads
-/// each one's footer and index (one ranged GET each, two when its index is larger than 1 MiB;
+/// each one's footer and index (one ranged GET each, two when its index is larger than 256 KiB;
 /// never its records), takes the save that is not the committed checkpoint's (or the one
 /// [`MergeShardsOptions::save_id`] names), checks its shards against each other exactly as
 /// [`crate::merge_shards`] does, writes `PREFIX.index` in one PUT, and then deletes the data
