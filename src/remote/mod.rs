@@ -8,9 +8,15 @@
 mod object;
 mod range;
 mod reader;
+mod upload;
 mod url;
 
 pub use object::ObjectRange;
 pub use range::{FileRange, RangeRead, RequestStats};
 pub use reader::{RemoteEntry, RemoteOptions, RemoteReader, RemoteTensor};
+pub use upload::{
+    create_writer, create_writer_with, object_exists, upload_file, ObjectUpload, UploadCounters,
+    UploadOptions, UploadStats, DEFAULT_PART_SIZE, DEFAULT_UPLOAD_CONCURRENCY, MAX_PARTS,
+    MAX_PART_SIZE, MIN_PART_SIZE,
+};
 pub use url::{is_url, open_url, resolve, split_s3_url, ObjectLocation};
