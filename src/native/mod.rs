@@ -66,7 +66,7 @@ pub const MAX_SHARDS: u32 = 100_000;
 /// The `version.producer` written into the header, as TensorFlow's bundle writer does.
 pub const TF_BUNDLE_VERSION: i32 = 1;
 
-pub use backend::{EarlySync, WriteBackend};
+pub use backend::{EarlySync, WriteBackend, WriteDestination};
 pub use entry::{decode_slices, encode_partitioned, Dims, IndexEntry};
 pub use header::{FileHeader, SaveId, ShardOf, ShardRef};
 pub use merge_shards::{
