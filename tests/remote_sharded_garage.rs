@@ -246,7 +246,10 @@ fn an_uploaded_checkpoint_reads_as_it_does_locally() {
 
         for u in [url.clone(), format!("{url}.index")] {
             let st = paramdex::interop::open_any(&u).unwrap();
-            assert_eq!(st.list().unwrap().len(), RANKS as usize * PER_RANK as usize + 1);
+            assert_eq!(
+                st.list().unwrap().len(),
+                RANKS as usize * PER_RANK as usize + 1
+            );
             let t = st.load(b"emb").unwrap().unwrap();
             assert_eq!(&*t.data.raw_bytes(), f32_bytes(&emb()).as_slice());
         }
@@ -329,7 +332,11 @@ fn four_processes_write_one_checkpoint() {
         }
         let big = r.get("r2.big").unwrap().unwrap();
         assert_eq!(big.data.len(), 20 << 20);
-        assert!(big.data.iter().enumerate().all(|(k, &b)| b == (k % 251) as u8));
+        assert!(big
+            .data
+            .iter()
+            .enumerate()
+            .all(|(k, &b)| b == (k % 251) as u8));
         let e = r
             .get_slice("emb", &Region::full(&[u64::from(RANKS) * 2, 6]))
             .unwrap()
@@ -378,7 +385,8 @@ fn save_at(url: &str, n: u32, seed: u32) -> SaveId {
 /// merged, only its own data objects.
 #[test]
 fn a_data_object_written_over_by_another_save_is_an_error_naming_it() {
-    let Some(g) = garage::shared("a_data_object_written_over_by_another_save_is_an_error_naming_it")
+    let Some(g) =
+        garage::shared("a_data_object_written_over_by_another_save_is_an_error_naming_it")
     else {
         return;
     };
@@ -403,7 +411,9 @@ fn a_data_object_written_over_by_another_save_is_an_error_naming_it() {
         }
         // Data object 0 was open: its ETag changed.
         match r.get("r0.t0004") {
-            Err(Error::Remote { url: u, problem, .. }) => {
+            Err(Error::Remote {
+                url: u, problem, ..
+            }) => {
                 assert_eq!(problem, RemoteProblem::Replaced);
                 assert!(u.ends_with("over/ck.data-00000-of-00002"), "{u}");
             }

@@ -1,5 +1,6 @@
 //! Writing a sharded checkpoint (SPEC.md 12) into an object store (SPEC.md 12.6): each writer
-//! uploads its shard straight under its final name `PREFIX.data-k-of-N` ([`RemoteShardWriter`]),
+//! streams its shard by multipart upload straight under its final name `PREFIX.data-k-of-N`
+//! ([`RemoteShardWriter`]),
 //! then one merge ([`merge_shards_url`]) reads every data object's footer and index by ranged
 //! GETs (never its records), checks them exactly as the local merge does (the same planning
 //! code, `native::plan_index`), and writes `PREFIX.index` last, in one PUT: the checkpoint
@@ -13,31 +14,25 @@
 //! records, or another ETag than the one they opened), never the new save's bytes as the old
 //! one's.
 
-use std::io::Read;
 use std::ops::{Deref, DerefMut};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use object_store::path::Path as ObjectPath;
-use object_store::{ObjectStore, ObjectStoreExt, PutPayload, WriteMultipart};
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 
 use crate::error::{Error, Result, ShardProblem};
 use crate::native::{
     parse_data_name, plan_index, read_shard_index_from, write_index, FinishStats, IndexSource,
     MergeShardsOptions, MergeShardsReport, MergeStep, SaveId, ShardIndex, ShardOf, ShardWriter,
-    WriterOptions,
+    WriterOptions, MAX_SHARDS,
 };
 use crate::remote::object::{remote_error, ObjectRange};
 use crate::remote::range::RangeRead;
 use crate::remote::sharded::{data_suffix, sharded_names};
+use crate::remote::upload::{ObjectUpload, UploadOptions};
 use crate::remote::url::{resolve, ObjectLocation};
 
-/// Objects up to this size are uploaded with one PUT; larger ones by multipart upload.
-const SINGLE_PUT_MAX: u64 = 16 << 20;
-/// Part size of a multipart upload of a shard.
-const PART_SIZE: usize = 8 << 20;
-/// Parts of one upload in flight at once (memory: this many parts).
-const PARTS_IN_FLIGHT: usize = 4;
 /// Bytes of a data object's end read when the merge opens it: its footer and index, usually.
 const MERGE_TAIL: u64 = 256 << 10;
 
@@ -53,34 +48,23 @@ fn resolve_prefix(prefix: &str) -> Result<ObjectLocation> {
 }
 
 /// The writer of one shard of a sharded save into an object store: a [`ShardWriter`] (whose
-/// methods it offers through `Deref`, incremental saves aside) writing a local temporary
-/// file, uploaded by [`RemoteShardWriter::finish`] to `PREFIX.data-k-of-N` (one PUT for a small
-/// shard, else a multipart upload in parts of 8 MiB, at most 4 in memory, aborted on error), so
-/// the object appears only complete. The temporary directory is removed when the writer is
-/// dropped or finished.
+/// methods it offers through `Deref`) streaming its bytes by multipart upload
+/// ([`ObjectUpload`]: parts uploaded while the writer writes, bounded memory) to
+/// `PREFIX.data-k-of-N`, which appears, complete, when [`RemoteShardWriter::finish`] succeeds;
+/// dropped unfinished, or failing, the upload is aborted and nothing appears.
 ///
-/// Incremental saves (`ShardWriter::with_base`) are not offered on object storage: their
-/// data files are linked into the checkpoint's directory, which a bucket cannot do;
-/// [`merge_shards_url`] refuses a shard that counts references ([`Error::Unsupported`]).
+/// Incremental saves are not offered on object storage: [`ShardWriter::with_base`] refuses a
+/// shard written so, and [`merge_shards_url`] a shard that counts references (both with
+/// [`Error::Unsupported`]).
+#[derive(Debug)]
 pub struct RemoteShardWriter {
-    writer: Option<ShardWriter>,
-    dir: PathBuf,
-    target: ObjectLocation,
-}
-
-impl std::fmt::Debug for RemoteShardWriter {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RemoteShardWriter")
-            .field("target", &self.target.url)
-            .field("dir", &self.dir)
-            .finish_non_exhaustive()
-    }
+    writer: ShardWriter,
+    url: String,
 }
 
 impl RemoteShardWriter {
     /// Starts shard `shard_id` of `num_shards` of the save `save_id` of the sharded checkpoint
-    /// at `prefix` (`s3://bucket/dir/PREFIX`). No request is made until
-    /// [`RemoteShardWriter::finish`].
+    /// at `prefix` (`s3://bucket/dir/PREFIX`), uploaded with the default [`UploadOptions`].
     ///
     /// Errors: as [`ShardWriter::create`]; [`Error::Unsupported`] for a `file://` URL.
     pub fn create(
@@ -90,112 +74,61 @@ impl RemoteShardWriter {
         save_id: SaveId,
         opts: WriterOptions,
     ) -> Result<RemoteShardWriter> {
+        Self::create_with(
+            prefix,
+            shard_id,
+            num_shards,
+            save_id,
+            opts,
+            &UploadOptions::default(),
+        )
+    }
+
+    /// [`RemoteShardWriter::create`] with explicit upload options.
+    pub fn create_with(
+        prefix: &str,
+        shard_id: u32,
+        num_shards: u32,
+        save_id: SaveId,
+        opts: WriterOptions,
+        upload: &UploadOptions,
+    ) -> Result<RemoteShardWriter> {
         let (prefix, _) = sharded_names(prefix);
+        if num_shards == 0 || num_shards > MAX_SHARDS || shard_id >= num_shards {
+            return Err(Error::InvalidArgument(format!(
+                "shard {shard_id} of {num_shards}: the shard number must be below the number \
+                 of shards, which is 1 to {MAX_SHARDS}"
+            )));
+        }
         let url = format!("{prefix}{}", data_suffix(shard_id, num_shards));
-        let target = resolve_prefix(&url)?;
-        let dir =
-            std::env::temp_dir().join(format!("paramdex-shard-{}-{shard_id}", SaveId::random()));
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
-        let writer =
-            match ShardWriter::create(dir.join("shard"), shard_id, num_shards, save_id, opts) {
-                Ok(w) => w,
-                Err(e) => {
-                    let _ = std::fs::remove_dir_all(&dir);
-                    return Err(e);
-                }
-            };
-        Ok(RemoteShardWriter {
-            writer: Some(writer),
-            dir,
-            target,
-        })
+        let dest = ObjectUpload::new(resolve_prefix(&url)?, upload)?;
+        let writer = ShardWriter::create_on(Box::new(dest), shard_id, num_shards, save_id, opts)?;
+        Ok(RemoteShardWriter { writer, url })
     }
 
     /// Where the shard goes: `PREFIX.data-k-of-N`.
     pub fn url(&self) -> &str {
-        &self.target.url
+        &self.url
     }
 
-    /// Finishes the shard and uploads it under its final name. The checkpoint exists only once
+    /// Finishes the shard and completes its upload. The checkpoint exists only once
     /// [`merge_shards_url`] has written its index.
-    pub fn finish(mut self) -> Result<FinishStats> {
-        let w = self.writer.take().expect("present until finished");
-        let pending = w.pending_path().to_path_buf();
-        let stats = w.finish()?;
-        upload_file(&self.target, &pending)?;
-        Ok(stats)
+    pub fn finish(self) -> Result<FinishStats> {
+        self.writer.finish()
     }
 }
 
 impl Deref for RemoteShardWriter {
     type Target = ShardWriter;
     fn deref(&self) -> &ShardWriter {
-        self.writer.as_ref().expect("present until finished")
+        &self.writer
     }
 }
 
 impl DerefMut for RemoteShardWriter {
     fn deref_mut(&mut self) -> &mut ShardWriter {
-        self.writer.as_mut().expect("present until finished")
+        &mut self.writer
     }
-}
-
-impl Drop for RemoteShardWriter {
-    fn drop(&mut self) {
-        drop(self.writer.take());
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// Uploads the local file `path` to `to`: one PUT when small, else a multipart upload in
-/// bounded memory, aborted on any error (so no object appears).
-fn upload_file(to: &ObjectLocation, path: &Path) -> Result<()> {
-    let io = |e: std::io::Error| Error::io(format!("reading {}", path.display()), e);
-    let mut f = std::fs::File::open(path).map_err(io)?;
-    let len = f.metadata().map_err(io)?.len();
-    let url = to.url.as_str();
-    if len <= SINGLE_PUT_MAX {
-        let mut buf = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
-        f.read_to_end(&mut buf).map_err(io)?;
-        to.runtime
-            .block_on(to.store.put(&to.path, PutPayload::from(buf)))
-            .map_err(|e| remote_error(url, e))?;
-        return Ok(());
-    }
-    to.runtime.block_on(async {
-        let upload = to
-            .store
-            .put_multipart(&to.path)
-            .await
-            .map_err(|e| remote_error(url, e))?;
-        let mut w = WriteMultipart::new_with_chunk_size(upload, PART_SIZE);
-        let mut buf = vec![0u8; 1 << 20];
-        let fed: Result<()> = async {
-            loop {
-                let n = f.read(&mut buf).map_err(io)?;
-                if n == 0 {
-                    return Ok(());
-                }
-                w.wait_for_capacity(PARTS_IN_FLIGHT)
-                    .await
-                    .map_err(|e| remote_error(url, e))?;
-                w.write(&buf[..n]);
-            }
-        }
-        .await;
-        match fed {
-            Ok(()) => w
-                .finish()
-                .await
-                .map(|_| ())
-                .map_err(|e| remote_error(url, e)),
-            Err(e) => {
-                let _ = w.abort().await;
-                Err(e)
-            }
-        }
-    })
 }
 
 /// A data object read for its index: the tail its open read, then ranged GETs.
