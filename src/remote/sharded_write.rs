@@ -231,8 +231,9 @@ impl PrefixObjects {
 /// each one's footer and index (one ranged GET each, two when its index is larger than 256 KiB;
 /// never its records), takes the save that is not the committed checkpoint's (or the one
 /// [`MergeShardsOptions::save_id`] names), checks its shards against each other exactly as
-/// [`crate::merge_shards`] does, writes `PREFIX.index` in one PUT, and then deletes the data
-/// objects of another number of shards (an earlier checkpoint's). The report's paths are URLs.
+/// [`crate::merge_shards`] does, deletes the data objects of another number of shards (an
+/// earlier checkpoint's, or a failed save's), and writes `PREFIX.index` last, in one PUT. The
+/// report's paths are URLs.
 ///
 /// Errors: as [`crate::merge_shards`] ([`Error::Shard`] naming the URL of a missing shard, or
 /// of one of another save in its place); [`Error::Unsupported`] for a shard of an incremental
@@ -402,15 +403,9 @@ pub fn merge_shards_url(prefix: &str, opts: &MergeShardsOptions<'_>) -> Result<M
     }
     let mut bytes = Vec::new();
     let index_len = write_index(&mut bytes, &planned)?;
-    // The checkpoint exists from this PUT on (one object, whole or not at all).
-    at.loc
-        .runtime
-        .block_on(at.store().put(&index_key, PutPayload::from(bytes)))
-        .map_err(|e| remote_error(&index_url, e))?;
-    if let Some(f) = opts.on_step {
-        f(MergeStep::Committed);
-    }
-    // Data objects of another number of shards belong to no checkpoint now.
+    // Data objects of another number of shards belong to no checkpoint once the index is
+    // written: they go first, so that a merge run again after a crash never finds an earlier
+    // save of another number of shards complete beside the committed one and takes it.
     let mut removed = Vec::new();
     for (_, m, path, url) in &objects {
         if *m != n {
@@ -423,6 +418,14 @@ pub fn merge_shards_url(prefix: &str, opts: &MergeShardsOptions<'_>) -> Result<M
     }
     if let Some(f) = opts.on_step {
         f(MergeStep::PreviousDataRemoved);
+    }
+    // The checkpoint exists from this PUT on (one object, whole or not at all).
+    at.loc
+        .runtime
+        .block_on(at.store().put(&index_key, PutPayload::from(bytes)))
+        .map_err(|e| remote_error(&index_url, e))?;
+    if let Some(f) = opts.on_step {
+        f(MergeStep::Committed);
     }
     Ok(MergeShardsReport {
         index_path: PathBuf::from(index_url),
