@@ -296,7 +296,8 @@ enum Command {
     /// names. A crash leaves the previous checkpoint or none, never a partial one.
     #[command(name = "merge-shards")]
     MergeShards {
-        /// The checkpoint prefix.
+        /// The checkpoint prefix: a path, or s3://bucket/dir/PREFIX (shards uploaded under
+        /// their final names; the index is written last).
         prefix: PathBuf,
         /// A tensor whose slices need not cover it (repeatable).
         #[arg(long = "allow-partial", value_name = "NAME")]
