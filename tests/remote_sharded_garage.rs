@@ -18,7 +18,10 @@ use std::time::Duration;
 use object_store::aws::AmazonS3Builder;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload, RetryConfig};
-use paramdex::remote::{merge_shards_url, open_sharded, RemoteOptions, RemoteShardWriter};
+use paramdex::remote::{
+    merge_shards_url, open_sharded, FileRange, RangeRead, RemoteOptions, RemoteShardWriter,
+    RemoteSharded,
+};
 use paramdex::{
     merge_shards, DType, Error, MergeShardsOptions, Reader, Region, RemoteProblem, SaveId,
     ShardProblem, ShardWriter, WriterOptions,
@@ -481,4 +484,71 @@ fn the_merge_refuses_a_missing_shard() {
             other => panic!("{other:?}"),
         }
     });
+}
+
+/// Writes a local sharded checkpoint of `n` shards at `prefix` (save `save`), merged.
+fn local_save(prefix: &Path, n: u32, save: SaveId, seed: u32) {
+    for k in 0..n {
+        let mut w = ShardWriter::create(prefix, k, n, save, opts()).unwrap();
+        for i in 0..20 {
+            let d = own(k + seed, i);
+            w.add_values(format!("r{k}.t{i:04}"), &[d.len() as u64], &d)
+                .unwrap();
+        }
+        w.finish().unwrap();
+    }
+    merge_shards(
+        prefix,
+        &MergeShardsOptions {
+            no_sync: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+}
+
+/// The checks of SPEC.md 12.4 on each data object, through `file://` URLs (no server): a data
+/// object of another save put in its place (same length or not), one missing, and one cut
+/// short are each an error naming that object, raised when it is first read; the others still
+/// read.
+#[test]
+fn each_data_object_is_checked_against_the_index_when_first_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a");
+    let b = dir.path().join("b");
+    local_save(&a, 4, SaveId::random(), 0);
+    // The same tensors (same lengths) in another save.
+    local_save(&b, 4, SaveId::random(), 0);
+    let data = |p: &Path, k: u32| {
+        let mut s = p.as_os_str().to_owned();
+        s.push(format!(".data-{k:05}-of-00004"));
+        std::path::PathBuf::from(s)
+    };
+    std::fs::copy(data(&b, 1), data(&a, 1)).unwrap();
+    std::fs::remove_file(data(&a, 2)).unwrap();
+    let bytes = std::fs::read(data(&a, 3)).unwrap();
+    std::fs::write(data(&a, 3), &bytes[..bytes.len() - 10]).unwrap();
+    let url = format!("file://{}", a.display());
+    let r = open_sharded(&url, RemoteOptions::default()).unwrap();
+    assert_eq!(r.get("r0.t0005").unwrap().unwrap().data, own(0, 5));
+    let problem = |name: &str, k: u32| match r.get(name) {
+        Err(Error::Shard { path, problem, .. }) => {
+            assert_eq!(path, format!("{url}.data-{k:05}-of-00004"));
+            problem
+        }
+        other => panic!("{name}: {other:?}"),
+    };
+    assert_eq!(problem("r1.t0005", 1), ShardProblem::Identity);
+    assert_eq!(problem("r2.t0005", 2), ShardProblem::Missing);
+    assert_eq!(problem("r3.t0005", 3), ShardProblem::Length);
+    // The error stays (nothing was cached for a refused object), and shard 0 still reads.
+    assert_eq!(problem("r1.t0000", 1), ShardProblem::Identity);
+    assert_eq!(r.get("r0.t0019").unwrap().unwrap().data, own(0, 19));
+    // A native single file (a data object) is not a sharded checkpoint's index.
+    let single = Arc::new(FileRange::open(data(&b, 0)).unwrap());
+    let never = |_: &str| -> paramdex::Result<Arc<dyn RangeRead>> { panic!("no data object") };
+    assert!(matches!(
+        RemoteSharded::open(single, "b", Box::new(never), RemoteOptions::default()),
+        Err(Error::InvalidArgument(_))
+    ));
 }

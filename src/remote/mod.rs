@@ -16,7 +16,9 @@ mod url;
 pub use object::ObjectRange;
 pub use range::{FileRange, RangeRead, RequestStats};
 pub use reader::{RemoteEntry, RemoteOptions, RemoteReader, RemoteTensor};
-pub use sharded::{data_suffix, open_sharded, sharded_names, DataOpener, RemoteSharded};
+pub use sharded::{
+    data_suffix, object_data_opener, open_sharded, sharded_names, DataOpener, RemoteSharded,
+};
 pub use sharded_write::{merge_shards_url, RemoteShardWriter};
 pub use upload::{
     create_writer, create_writer_with, object_exists, upload_file, ObjectUpload, UploadCounters,

@@ -291,15 +291,35 @@ pub fn open_sharded(url: &str, opts: RemoteOptions) -> Result<RemoteSharded> {
         tail,
     )?);
     let key_prefix = crate::remote::url::split_s3_url(&prefix)?.1.to_string();
-    let url_prefix = prefix.clone();
-    let open_data = move |suffix: &str| -> Result<Arc<dyn RangeRead>> {
+    let open_data = object_data_opener(
+        loc.store.clone(),
+        loc.runtime.clone(),
+        &key_prefix,
+        &prefix,
+        tail,
+    );
+    RemoteSharded::open(index, prefix, open_data, opts)
+}
+
+/// Opens the data objects of a sharded checkpoint whose prefix is the key `key_prefix` of
+/// `store` (shown as `url_prefix`): each with one GET of its last `tail_bytes` bytes
+/// ([`ObjectRange::open`](crate::remote::ObjectRange::open)), every later read `If-Match` the
+/// entity tag that GET saw.
+pub fn object_data_opener(
+    store: Arc<dyn object_store::ObjectStore>,
+    runtime: Arc<tokio::runtime::Runtime>,
+    key_prefix: &str,
+    url_prefix: &str,
+    tail_bytes: u64,
+) -> Box<DataOpener> {
+    let (key_prefix, url_prefix) = (key_prefix.to_string(), url_prefix.to_string());
+    Box::new(move |suffix: &str| -> Result<Arc<dyn RangeRead>> {
         Ok(Arc::new(crate::remote::object::ObjectRange::open(
-            loc.store.clone(),
+            store.clone(),
             object_store::path::Path::from(format!("{key_prefix}{suffix}")),
             format!("{url_prefix}{suffix}"),
-            loc.runtime.clone(),
-            tail,
+            runtime.clone(),
+            tail_bytes,
         )?))
-    };
-    RemoteSharded::open(index, prefix, Box::new(open_data), opts)
+    })
 }
