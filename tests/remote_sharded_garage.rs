@@ -23,8 +23,8 @@ use paramdex::remote::{
     RemoteSharded,
 };
 use paramdex::{
-    merge_shards, DType, Error, MergeShardsOptions, Reader, Region, RemoteProblem, SaveId,
-    ShardProblem, ShardWriter, WriterOptions,
+    merge_shards, DType, Error, MergeShardsOptions, Reader, Region, RemoteProblem, SaveId, Saved,
+    ShardProblem, ShardWriter, ShardedSave, Tensor, WriterOptions,
 };
 use support::garage::{self, Garage};
 
@@ -551,4 +551,48 @@ fn each_data_object_is_checked_against_the_index_when_first_read() {
         RemoteSharded::open(single, "b", Box::new(never), RemoteOptions::default()),
         Err(Error::InvalidArgument(_))
     ));
+}
+
+/// A shard of an incremental save (written locally with a base, so it counts references)
+/// uploaded under a data object's name: the merge over object storage refuses it with
+/// `Error::Unsupported` naming the object, and writes no index.
+#[test]
+fn the_merge_refuses_a_shard_of_an_incremental_save() {
+    let Some(g) = garage::shared("the_merge_refuses_a_shard_of_an_incremental_save") else {
+        return;
+    };
+    env(g);
+    g.run(|| {
+        let rt = runtime();
+        let s = store(g);
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().join("base");
+        local_save(&base, 1, SaveId::random(), 0);
+        let save = ShardedSave::new(dir.path().join("next"), 1)
+            .unwrap()
+            .with_base(Arc::new(Reader::open(&base).unwrap()));
+        let mut w = save.shard(0).unwrap();
+        let d = own(0, 3);
+        let saved = w
+            .add_or_reuse("r0.t0003", Tensor::new(DType::UInt8, &[d.len() as u64], &d))
+            .unwrap();
+        assert_eq!(saved, Saved::Reused);
+        w.add_values("new", &[3], &[1u8; 3]).unwrap();
+        let pending = w.pending_path().to_path_buf();
+        w.finish().unwrap();
+        rt.block_on(s.put(
+            &ObjectPath::from("incr/ck.data-00000-of-00001"),
+            PutPayload::from(std::fs::read(&pending).unwrap()),
+        ))
+        .unwrap();
+        let url = format!("s3://{}/incr/ck", g.bucket());
+        match merge_shards_url(&url, &MergeShardsOptions::default()) {
+            Err(Error::Unsupported(d)) => assert!(d.contains("incr/ck.data-00000-of-00001"), "{d}"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            list(&rt, &s, "incr"),
+            vec!["ck.data-00000-of-00001".to_string()]
+        );
+    });
 }
