@@ -176,7 +176,10 @@ enum Command {
         /// The input (any supported format).
         src: PathBuf,
         /// The output (for --to tf: the checkpoint prefix; for --to paddle: DST.pdiparams is
-        /// written; for --to paddle-tensor: a file for one tensor, else a directory).
+        /// written; for --to paddle-tensor: a file for one tensor, else a directory). An
+        /// s3://bucket/key URL writes to object storage (AWS_* environment variables): a
+        /// paramdex file streamed by multipart upload, other formats written locally first
+        /// and then uploaded; nothing appears under the key unless the upload completes.
         dst: PathBuf,
         /// Output format.
         #[arg(long, value_enum, default_value_t = Target::Paramdex)]
