@@ -16,7 +16,7 @@
 
 use std::ops::{Deref, DerefMut};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
@@ -35,6 +35,8 @@ use crate::remote::url::{resolve, ObjectLocation};
 
 /// Bytes of a data object's end read when the merge opens it: its footer and index, usually.
 const MERGE_TAIL: u64 = 256 << 10;
+/// Data objects whose indexes the merge reads at once.
+const MERGE_READERS: usize = 16;
 
 /// The `s3://` URL `prefix` resolved, refusing what a sharded checkpoint cannot be written to.
 fn resolve_prefix(prefix: &str) -> Result<ObjectLocation> {
@@ -262,11 +264,14 @@ pub fn merge_shards_url(prefix: &str, opts: &MergeShardsOptions<'_>) -> Result<M
         }) => None,
         Err(e) => return Err(e),
     };
-    let mut read = 0u64;
-    let mut shards: Vec<(ShardIndex, String)> = Vec::new();
-    // Objects that are not readable shards: (k, N, URL, why), reported if the save needs them.
-    let mut unreadable: Vec<(u32, u32, String, Error)> = Vec::new();
-    for (k, n, path, url) in &objects {
+    // Each data object's footer and index, several objects at once (each a request or two:
+    // latency, not bandwidth, is what a merge of many shards waits for).
+    let results: Vec<Mutex<Option<(u64, Result<ShardIndex>)>>> =
+        objects.iter().map(|_| Mutex::new(None)).collect();
+    let positions: Vec<usize> = (0..objects.len()).collect();
+    crate::parallel::try_each(&positions, MERGE_READERS, |&i| {
+        let (_, _, path, url) = &objects[i];
+        let mut read = 0u64;
         let got = ObjectRange::open(
             at.store().clone(),
             path.clone(),
@@ -279,6 +284,19 @@ pub fn merge_shards_url(prefix: &str, opts: &MergeShardsOptions<'_>) -> Result<M
             let mut s = ObjectIndex { src: &src, tail };
             read_shard_index_from(&mut s, Path::new(url), &mut read)
         });
+        *results[i].lock().unwrap_or_else(|p| p.into_inner()) = Some((read, got));
+        Ok(())
+    })?;
+    let mut read = 0u64;
+    let mut shards: Vec<(ShardIndex, String)> = Vec::new();
+    // Objects that are not readable shards: (k, N, URL, why), reported if the save needs them.
+    let mut unreadable: Vec<(u32, u32, String, Error)> = Vec::new();
+    for ((k, n, _, url), slot) in objects.iter().zip(results) {
+        let (bytes, got) = slot
+            .into_inner()
+            .unwrap_or_else(|p| p.into_inner())
+            .expect("every object was read");
+        read += bytes;
         match got {
             Ok(s) if (s.shard.shard_id, s.shard.num_shards) == (*k, *n) => {
                 shards.push((s, url.clone()))
