@@ -211,6 +211,7 @@ fn an_uploaded_checkpoint_reads_as_it_does_locally() {
 
         let r = open_sharded(&url, RemoteOptions::default()).unwrap();
         assert!(r.requests() <= 2, "open: {}", r.requests());
+        eprintln!("open of a {RANKS}-shard checkpoint: {} GETs", r.requests());
         assert_eq!(r.data_objects(), RANKS);
         // Whole tensors: the first of a data object opens it, the next ones do not.
         for rank in 0..RANKS {
@@ -218,11 +219,19 @@ fn an_uploaded_checkpoint_reads_as_it_does_locally() {
             let t = r.get(format!("r{rank}.t0007")).unwrap().unwrap();
             assert_eq!(t.data, own(rank, 7));
             assert!(r.requests() - before <= 4, "first get in shard {rank}");
+            eprintln!(
+                "first get in data object {rank}: {} GETs",
+                r.requests() - before
+            );
             let before = r.requests();
             let name = format!("r{rank}.t0121");
             let t = r.get(&name).unwrap().unwrap();
             assert_eq!(t.data, local.tensor(&name).unwrap().data());
             assert!(r.requests() - before <= 2, "get in shard {rank}");
+            eprintln!(
+                "next get in data object {rank}: {} GETs",
+                r.requests() - before
+            );
         }
         // Every tensor, and regions of the partitioned one.
         for e in r.list_from(b"").unwrap() {
@@ -304,7 +313,16 @@ fn four_processes_write_one_checkpoint() {
                 .map(|k| format!("ck.data-{k:05}-of-00004"))
                 .collect::<Vec<_>>()
         );
+        let started = std::time::Instant::now();
         let report = merge_shards_url(&url, &MergeShardsOptions::default()).unwrap();
+        eprintln!(
+            "merge of 4 data objects ({} bytes): read {} bytes of indexes, wrote a {}-byte \
+             index, {:.1?}",
+            report.shard_bytes,
+            report.bytes_read,
+            report.index_len,
+            started.elapsed()
+        );
         assert_eq!(report.save_id, save);
         assert_eq!(report.tensors, u64::from(RANKS * COUNT) + 2);
         assert_eq!(report.slices, u64::from(RANKS));
