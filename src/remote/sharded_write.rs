@@ -35,6 +35,9 @@ use crate::remote::url::{resolve, ObjectLocation};
 
 /// Bytes of a data object's end read when the merge opens it: its footer and index, usually.
 const MERGE_TAIL: u64 = 256 << 10;
+/// What reading one data object's index gave: the bytes read, and the index or why not.
+type IndexRead = (u64, Result<ShardIndex>);
+
 /// Data objects whose indexes the merge reads at once.
 const MERGE_READERS: usize = 16;
 
@@ -266,8 +269,7 @@ pub fn merge_shards_url(prefix: &str, opts: &MergeShardsOptions<'_>) -> Result<M
     };
     // Each data object's footer and index, several objects at once (each a request or two:
     // latency, not bandwidth, is what a merge of many shards waits for).
-    let results: Vec<Mutex<Option<(u64, Result<ShardIndex>)>>> =
-        objects.iter().map(|_| Mutex::new(None)).collect();
+    let results: Vec<Mutex<Option<IndexRead>>> = objects.iter().map(|_| Mutex::new(None)).collect();
     let positions: Vec<usize> = (0..objects.len()).collect();
     crate::parallel::try_each(&positions, MERGE_READERS, |&i| {
         let (_, _, path, url) = &objects[i];
