@@ -85,8 +85,8 @@ pub use native::{
     PartialTensors, ReadOptions, Reader, RecoverOptions, RecoverReport, Recovered, Region,
     ReuseStats, RewriteReport, SaveId, Saved, ShardFile, ShardFileKind, ShardOf, ShardRef,
     ShardWriter, ShardedSave, SliceData, Tensor, TensorView, TensorWriter, VerifyOptions,
-    VerifyReport, WriteBackend, Writer, WriterOptions, DEFAULT_ALIGNMENT, DEFAULT_BLOCK_SIZE,
-    FORMAT_VERSION, MAX_SHARDS, MAX_SLICES,
+    VerifyReport, WriteBackend, WriteDestination, Writer, WriterOptions, DEFAULT_ALIGNMENT,
+    DEFAULT_BLOCK_SIZE, FORMAT_VERSION, MAX_SHARDS, MAX_SLICES,
 };
 pub use progress::{NoProgress, Progress, Unit};
 pub use record::Lod;

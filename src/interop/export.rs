@@ -318,6 +318,18 @@ pub fn export(
     opts: &ExportOptions<'_>,
 ) -> Result<ExportReport> {
     check_outputs(format, dst, opts.overwrite)?;
+    export_checked(store, format, dst, opts, None)
+}
+
+/// [`export`] after its check of the outputs; with `upload`, native output goes to that
+/// object (`s3://` URL) by multipart upload instead of to `dst`, which only names it.
+pub(crate) fn export_checked(
+    store: &dyn TensorStore,
+    format: OutputFormat,
+    dst: &Path,
+    opts: &ExportOptions<'_>,
+    upload: Option<(&str, &crate::remote::UploadOptions)>,
+) -> Result<ExportReport> {
     let owned;
     let metadata = match opts.metadata {
         Some(m) => m,
@@ -350,6 +362,7 @@ pub fn export(
         metadata,
         progress,
         overwrite: opts.overwrite,
+        upload,
     })?;
     Ok(ExportReport::new(format, written, survey.skipped, metadata))
 }

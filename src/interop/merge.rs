@@ -145,7 +145,7 @@ pub fn merge(
             .filter(|(_, t)| format.cannot_hold(t).is_none())
             .map(|(i, t)| Ok((inputs[i].store, t))),
     });
-    let written = write_native(tensors, dst, &opts.export.writer, metadata, progress)?;
+    let written = write_native(tensors, dst, None, &opts.export.writer, metadata, progress)?;
     Ok(MergeReport {
         written: ExportReport::new(format, written, skipped, metadata),
         replaced,

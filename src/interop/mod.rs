@@ -18,9 +18,11 @@ pub(crate) mod native;
 pub mod npy;
 pub mod paddle;
 mod remote;
+mod remote_sharded;
 pub mod safetensors;
 mod store;
 pub mod tf;
+mod upload;
 
 pub use export::{export, ExportOptions, ExportReport, OutputFormat, Skipped};
 pub use merge::{merge, MergeInput, MergeOptions, MergeReport};
@@ -28,6 +30,7 @@ pub use store::{
     DataLocation, Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorInfos, TensorStore,
     VerifySummary,
 };
+pub use upload::export_url;
 
 /// A detector: returns `Ok(None)` when the input is not its format.
 type Opener = fn(&Path) -> Result<Option<Box<dyn TensorStore>>>;

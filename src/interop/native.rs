@@ -198,7 +198,14 @@ pub(crate) fn open_native(path: &Path) -> Result<Option<Box<dyn TensorStore>>> {
 /// metadata.
 pub(crate) fn export(job: &ExportJob<'_>) -> Result<Written> {
     let tensors = job.store.scan(b"")?.map(|t| t.map(|t| (job.store, t)));
-    write_native(tensors, job.dst, job.writer, job.metadata, job.progress)
+    write_native(
+        tensors,
+        job.dst,
+        job.upload,
+        job.writer,
+        job.metadata,
+        job.progress,
+    )
 }
 
 /// Writes `tensors` (each loaded from the store beside it, in the order given) and `metadata`
@@ -208,11 +215,15 @@ pub(crate) fn export(job: &ExportJob<'_>) -> Result<Written> {
 pub(crate) fn write_native<'s>(
     tensors: impl Iterator<Item = Result<(&'s dyn TensorStore, TensorInfo)>>,
     dst: &Path,
+    upload: Option<(&str, &crate::remote::UploadOptions)>,
     opts: &WriterOptions,
     metadata: &Metadata,
     progress: &dyn Progress,
 ) -> Result<Written> {
-    let mut w = Writer::create_with(dst, opts.clone())?;
+    let mut w = match upload {
+        Some((url, up)) => crate::remote::create_writer_with(url, opts.clone(), up)?,
+        None => Writer::create_with(dst, opts.clone())?,
+    };
     w.set_metadata(metadata.clone())?;
     let mut data_bytes = 0u64;
     for t in tensors {

@@ -97,7 +97,27 @@ impl TensorStore for RemoteReader {
 /// Opens the store at `url` (see [`crate::remote::open_url`]).
 pub(crate) fn open_url_store(url: &str) -> Result<Box<dyn TensorStore>> {
     let opts = crate::remote::RemoteOptions::default();
-    let src = crate::remote::open_url(url, opts.tail_bytes)?;
+    // A sharded checkpoint, by its index or (when no object has the name) its prefix.
+    if url.ends_with(".index") {
+        return super::remote_sharded::open_sharded_url(url);
+    }
+    let src = match crate::remote::open_url(url, opts.tail_bytes) {
+        Err(
+            e @ Error::Remote {
+                problem: crate::RemoteProblem::NotFound,
+                ..
+            },
+        ) => {
+            return super::remote_sharded::open_sharded_url(url).map_err(|s| match s {
+                Error::Remote {
+                    problem: crate::RemoteProblem::NotFound,
+                    ..
+                } => e,
+                other => other,
+            })
+        }
+        r => r?,
+    };
     match RemoteReader::open(src, opts) {
         Ok(r) => Ok(Box::new(r)),
         Err(Error::Unsupported(d)) => Err(Error::Unsupported(d)),

@@ -345,6 +345,10 @@ pub(crate) struct ExportJob<'a> {
     /// Existing outputs may be replaced ([`crate::interop::ExportOptions::overwrite`]);
     /// `interop::export` has already refused them when not.
     pub(crate) overwrite: bool,
+    /// For native output: write it to this object (`s3://` URL) by multipart upload, with
+    /// these options, instead of to `dst` (which then only names it). Other formats are
+    /// exported locally and uploaded afterwards (`interop::upload`), so they ignore it.
+    pub(crate) upload: Option<(&'a str, &'a crate::remote::UploadOptions)>,
 }
 
 /// What a format's writer wrote; `interop::export` adds what it knows (skipped tensors,

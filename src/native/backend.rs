@@ -1,5 +1,6 @@
-//! The storage a [`Writer`](crate::Writer)(crate::Writer) appends to: the [`WriteBackend`] trait, its
-//! implementation for [`File`], and the early-sync job it may hand out.
+//! The storage a [`Writer`](crate::Writer) appends to: the [`WriteBackend`] trait, its
+//! implementation for [`File`], the early-sync job it may hand out, and
+//! [`WriteDestination`], an output the writer does not stage as a local file (an object).
 
 use std::fs::File;
 use std::io::{self, Seek, Write};
@@ -24,6 +25,39 @@ pub trait WriteBackend: Write + Seek + Send {
     fn early_sync(&self) -> Option<EarlySync> {
         None
     }
+
+    /// Announces that the 4 bytes at `offset..offset + 4` (not yet written, or written but
+    /// not yet passed on) will be written now and rewritten once later: the writer calls it
+    /// before it writes a record header whose data checksum it patches afterwards (a streamed
+    /// tensor, a tensor of 8 MiB or more). A backend that cannot seek freely (an upload in
+    /// parts) keeps those bytes where it can still change them until the patch arrives, and
+    /// may refuse a seek anywhere else. The default accepts and does nothing: a file seeks
+    /// anywhere.
+    fn will_patch(&mut self, offset: u64) -> io::Result<()> {
+        let _ = offset;
+        Ok(())
+    }
+}
+
+/// Where a [`Writer`](crate::Writer) writes when the output is not a local file it stages
+/// itself: the bytes go through the [`WriteBackend`] part, and [`WriteDestination::commit`]
+/// makes them appear under the final name, all at once. Until `commit` succeeds nothing is
+/// visible there (an output that was there stays as it was); dropping the destination
+/// without a successful `commit` discards everything written (an object upload is aborted).
+/// [`Writer::create_on`](crate::Writer::create_on) writes through one; the object upload of
+/// `paramdex::remote` is one.
+///
+/// The writer calls [`WriteBackend::sync`] before `commit` when
+/// [`WriterOptions::sync`](crate::WriterOptions::sync) is on; a destination without a notion
+/// of durability before its commit returns `Ok` there.
+pub trait WriteDestination: WriteBackend {
+    /// The output's name in messages (a URL).
+    fn name(&self) -> &str;
+
+    /// Makes every byte written appear as the complete output under its final name. Called
+    /// once, by [`Writer::finish`](crate::Writer::finish), after the last byte. On error
+    /// nothing may be visible under the final name.
+    fn commit(&mut self) -> crate::error::Result<()>;
 }
 
 /// A job returned by [`WriteBackend::early_sync`].
@@ -48,5 +82,9 @@ impl<B: WriteBackend + ?Sized> WriteBackend for Box<B> {
 
     fn early_sync(&self) -> Option<EarlySync> {
         (**self).early_sync()
+    }
+
+    fn will_patch(&mut self, offset: u64) -> io::Result<()> {
+        (**self).will_patch(offset)
     }
 }

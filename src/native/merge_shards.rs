@@ -359,7 +359,7 @@ fn parse_k_of_n(rest: &[u8]) -> Option<(u32, u32)> {
 }
 
 /// A file name `STEM.data-SSSSS-of-NNNNN[.pending]`: (shard, number of shards, pending).
-fn parse_data_name(file_name: &[u8], stem: &[u8]) -> Option<(u32, u32, bool)> {
+pub(crate) fn parse_data_name(file_name: &[u8], stem: &[u8]) -> Option<(u32, u32, bool)> {
     let rest = file_name.strip_prefix(stem)?.strip_prefix(b".data-")?;
     let (rest, pending) = match rest.strip_suffix(b".pending") {
         Some(r) => (r, true),
@@ -626,39 +626,7 @@ pub fn merge_shards(
             *from = Some(s.path.clone());
         }
     }
-    let mut partial = 0u64;
-    let merged = merge_entries(&shards, &refs, &reused, &opts.partial, &mut partial)?;
-    let metadata = merge_metadata(&shards, &opts.metadata)?;
-    let header = FileHeader {
-        num_shards: i32::try_from(total).expect("at most MAX_SHARDS"),
-        big_endian: false,
-        producer: TF_BUNDLE_VERSION,
-        min_consumer: 0,
-        format_version: 2,
-        alignment: shards
-            .iter()
-            .chain(&reused)
-            .map(|s| s.header.alignment)
-            .min()
-            .unwrap_or(1),
-        records_len: 0,
-        tensor_count: merged.tensors,
-        records_sorted: false,
-        metadata,
-        shard_of: None,
-        shards: shards
-            .iter()
-            .map(|s| (s, false))
-            .chain(reused.iter().map(|s| (s, true)))
-            .map(|(s, reused)| ShardRef {
-                file_len: s.file_len,
-                shard: s.shard,
-                reused,
-            })
-            .collect(),
-        slice_count: merged.slices,
-        references: 0,
-    };
+    let planned = plan_index(&shards, &refs, &reused, total, opts)?;
     step(opts, MergeStep::Checked);
 
     // 1. The new index under a temporary name.
@@ -666,19 +634,9 @@ pub fn merge_shards(
     let (temp_file, temp) = staging::stage_file(&index, ".pdx-tmp")?;
     let index_len = {
         let mut out = BufWriter::with_capacity(1 << 20, &temp_file);
-        let table_opts = TableOptions {
-            block_size: DEFAULT_BLOCK_SIZE,
-            restart_interval: DEFAULT_RESTART_INTERVAL,
-            compression: Compression::None,
-        };
-        let mut b = TableBuilder::new(&mut out, 0, table_opts)?;
-        b.add(b"", &header.encode())?;
-        for (k, v) in &merged.entries {
-            b.add(k, v)?;
-        }
-        let (_, stats) = b.finish()?;
+        let len = write_index(&mut out, &planned)?;
         out.flush().ctx("writing", temp.path())?;
-        stats.table_len
+        len
     };
     if !opts.no_sync {
         temp_file.sync_all().ctx("syncing", temp.path())?;
@@ -753,11 +711,11 @@ pub fn merge_shards(
         index_path: index,
         data_paths,
         save_id,
-        tensors: merged.tensors,
-        slices: merged.slices,
-        partial,
-        reused_tensors: merged.reused_tensors,
-        reused_bytes: merged.reused_bytes,
+        tensors: planned.merged.tensors,
+        slices: planned.merged.slices,
+        partial: planned.partial,
+        reused_tensors: planned.merged.reused_tensors,
+        reused_bytes: planned.merged.reused_bytes,
         reused_files: reused.len() as u64,
         bytes_read: read,
         shard_bytes: shards.iter().map(|s| s.file_len).sum(),
@@ -765,6 +723,86 @@ pub fn merge_shards(
         removed,
         ignored,
     })
+}
+
+/// A checkpoint's index, planned from its data files' indexes and checked (SPEC.md 12.3),
+/// before anything is written: the part of a merge that does not depend on where the files
+/// are (a directory, or a bucket: `remote`'s merge uses it too).
+pub(crate) struct PlannedIndex {
+    /// The index's header entry.
+    pub(crate) header: FileHeader,
+    /// Its other entries and their counts.
+    pub(crate) merged: Merged,
+    /// Tensors whose slices do not cover them.
+    pub(crate) partial: u64,
+}
+
+/// Checks the save's `shards` (in shard order), their references files `refs` (one per shard)
+/// and the `reused` data files of earlier saves against each other, and plans the index of a
+/// checkpoint of `total` data files (the shards, then the reused files).
+pub(crate) fn plan_index(
+    shards: &[ShardIndex],
+    refs: &[Option<References>],
+    reused: &[ShardIndex],
+    total: u32,
+    opts: &MergeShardsOptions<'_>,
+) -> Result<PlannedIndex> {
+    let mut partial = 0u64;
+    let merged = merge_entries(shards, refs, reused, &opts.partial, &mut partial)?;
+    let metadata = merge_metadata(shards, &opts.metadata)?;
+    let header = FileHeader {
+        num_shards: i32::try_from(total).map_err(|_| {
+            Error::InvalidArgument(format!("{total} data files exceed {MAX_SHARDS}"))
+        })?,
+        big_endian: false,
+        producer: TF_BUNDLE_VERSION,
+        min_consumer: 0,
+        format_version: 2,
+        alignment: shards
+            .iter()
+            .chain(reused)
+            .map(|s| s.header.alignment)
+            .min()
+            .unwrap_or(1),
+        records_len: 0,
+        tensor_count: merged.tensors,
+        records_sorted: false,
+        metadata,
+        shard_of: None,
+        shards: shards
+            .iter()
+            .map(|s| (s, false))
+            .chain(reused.iter().map(|s| (s, true)))
+            .map(|(s, reused)| ShardRef {
+                file_len: s.file_len,
+                shard: s.shard,
+                reused,
+            })
+            .collect(),
+        slice_count: merged.slices,
+        references: 0,
+    };
+    Ok(PlannedIndex {
+        header,
+        merged,
+        partial,
+    })
+}
+
+/// Writes the planned index (a native file without records) to `out`; returns its length.
+pub(crate) fn write_index(out: &mut dyn Write, planned: &PlannedIndex) -> Result<u64> {
+    let table_opts = TableOptions {
+        block_size: DEFAULT_BLOCK_SIZE,
+        restart_interval: DEFAULT_RESTART_INTERVAL,
+        compression: Compression::None,
+    };
+    let mut b = TableBuilder::new(out, 0, table_opts)?;
+    b.add(b"", &planned.header.encode())?;
+    for (k, v) in &planned.merged.entries {
+        b.add(k, v)?;
+    }
+    let (_, stats) = b.finish()?;
+    Ok(stats.table_len)
 }
 
 /// The shard `k` under a final name `PREFIX.data-k-of-M` (any M) that `matches` accepts: where
@@ -911,12 +949,12 @@ fn orphan_save(
 }
 
 /// The merged index's entries, in key order, and its counts.
-struct Merged {
-    entries: Vec<(Vec<u8>, Vec<u8>)>,
-    tensors: u64,
-    slices: u64,
-    reused_tensors: u64,
-    reused_bytes: u64,
+pub(crate) struct Merged {
+    pub(crate) entries: Vec<(Vec<u8>, Vec<u8>)>,
+    pub(crate) tensors: u64,
+    pub(crate) slices: u64,
+    pub(crate) reused_tensors: u64,
+    pub(crate) reused_bytes: u64,
 }
 
 /// An entry of a shard's references, resolved: (name, value naming its data file, offset of

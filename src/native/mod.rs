@@ -66,15 +66,16 @@ pub const MAX_SHARDS: u32 = 100_000;
 /// The `version.producer` written into the header, as TensorFlow's bundle writer does.
 pub const TF_BUNDLE_VERSION: i32 = 1;
 
-pub use backend::{EarlySync, WriteBackend};
+pub use backend::{EarlySync, WriteBackend, WriteDestination};
 pub use entry::{decode_slices, encode_partitioned, Dims, IndexEntry};
 pub use header::{FileHeader, SaveId, ShardOf, ShardRef};
 pub use merge_shards::{
     clean_shards, merge_shards, shard_files, MergeShardsOptions, MergeShardsReport, MergeStep,
     PartialTensors, ShardFile, ShardFileKind,
 };
+pub(crate) use merge_shards::{parse_data_name, plan_index, write_index};
 pub use meta::{MetaValue, Metadata};
-pub(crate) use reader::{validate_header, Listed};
+pub(crate) use reader::{check_partition, plan_region, validate_header, Listed, RegionPlan};
 pub use reader::{Iter, ReadOptions, Reader};
 pub use recover::{
     last_complete_len, recover, recover_any, recover_any_with, scan, FoundRecord, RecoverOptions,
@@ -83,6 +84,7 @@ pub use recover::{
 pub use region::Region;
 pub use reuse::ReuseStats;
 pub use rewrite::{rewrite_in_place, RewriteReport};
+pub(crate) use shard_index::{read_shard_index_from, IndexSource, ShardIndex};
 pub(crate) use shard_table::{data_path, index_path};
 pub use shard_writer::{Saved, ShardWriter, ShardedSave};
 pub use source::Source;

@@ -63,13 +63,63 @@ pub struct Reader {
 
 /// A partitioned tensor's entry, checked: its slices lie inside its shape and do not overlap.
 #[derive(Clone, Debug)]
-pub(super) struct Partition {
-    pub(super) name: Vec<u8>,
-    pub(super) dtype: DType,
-    pub(super) shape: Dims,
-    pub(super) regions: Vec<Region>,
+pub(crate) struct Partition {
+    pub(crate) name: Vec<u8>,
+    pub(crate) dtype: DType,
+    pub(crate) shape: Dims,
+    pub(crate) regions: Vec<Region>,
     /// Offset of the data block holding the entry, for messages.
-    pub(super) at: u64,
+    pub(crate) at: u64,
+}
+
+/// Which stored slices of a partitioned tensor a region is read from ([`plan_region`]).
+#[derive(Debug)]
+pub(crate) enum RegionPlan {
+    /// The region is empty: nothing is read.
+    Empty,
+    /// Slice `i` holds the whole region: read from it alone.
+    Within(usize),
+    /// The region spans several slices: (slice, its part of the region), each copied in.
+    Parts(Vec<(usize, Region)>),
+}
+
+/// Which of the slices of partitioned tensor `p` hold `region` (inside its shape) and how it is
+/// read: the one decision behind [`Reader::get_slice`] and the remote readers' slices, which
+/// differ only in how a slice's bytes are fetched. `path` names the checkpoint in messages.
+///
+/// Errors: [`Error::Slices`] ([`SliceProblem::Gap`]) when some of the region is in no slice.
+pub(crate) fn plan_region(p: &Partition, region: &Region, path: &str) -> Result<RegionPlan> {
+    let parts: Vec<(usize, Region)> = p
+        .regions
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| Some((i, r.intersect(region)?)))
+        .collect();
+    if region.is_empty() {
+        return Ok(RegionPlan::Empty);
+    }
+    if let Some((i, _)) = parts.iter().find(|(i, _)| p.regions[*i].contains(region)) {
+        return Ok(RegionPlan::Within(*i));
+    }
+    // Slices do not overlap (checked with the entry), so they hold the whole region exactly
+    // when their parts of it add up to it.
+    let have: u64 = parts
+        .iter()
+        .map(|(_, r)| r.numel().unwrap_or(0))
+        .fold(0u64, u64::saturating_add);
+    let want = region.numel().unwrap_or(u64::MAX);
+    if have != want {
+        return Err(Error::Slices {
+            name: name::display(&p.name),
+            problem: SliceProblem::Gap,
+            detail: format!(
+                "the region at {:?} of lengths {:?} holds {want} elements, the stored slices \
+                 only {have} of them (in {path}: a partial tensor)",
+                region.start, region.len
+            ),
+        });
+    }
+    Ok(RegionPlan::Parts(parts))
 }
 
 /// What an index entry holds.
@@ -365,70 +415,46 @@ impl Reader {
                     shown,
                 )?))
             }
-            Found::Partitioned(p) => {
-                let parts: Vec<(usize, Region)> = p
-                    .regions
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(i, r)| Some((i, r.intersect(region)?)))
-                    .collect();
-                if region.is_empty() {
-                    return Ok(Some(SliceData::borrowed(&[], dtype, region, shown)));
-                }
+            Found::Partitioned(p) => match plan_region(&p, region, &self.path)? {
+                RegionPlan::Empty => Ok(Some(SliceData::borrowed(&[], dtype, region, shown))),
                 // One slice holding the whole region: read from it alone (borrowed if the
                 // region is one run of it).
-                if let Some((i, _)) = parts.iter().find(|(i, _)| p.regions[*i].contains(region)) {
-                    let r = &p.regions[*i];
-                    let piece = self.piece(&p, *i)?;
+                RegionPlan::Within(i) => {
+                    let r = &p.regions[i];
+                    let piece = self.piece(&p, i)?;
                     if self.opts.verify_tensors {
                         piece.verify_crc()?;
                     }
-                    return Ok(Some(SliceData::from_stored(
+                    Ok(Some(SliceData::from_stored(
                         piece.data(),
                         &r.len,
                         &region.offset_in(r),
                         region,
                         dtype,
                         shown,
-                    )?));
+                    )?))
                 }
-                // Slices do not overlap (checked with the entry), so they hold the whole
-                // region exactly when their parts of it add up to it.
-                let have: u64 = parts
-                    .iter()
-                    .map(|(_, r)| r.numel().unwrap_or(0))
-                    .fold(0u64, u64::saturating_add);
-                let want = region.numel().unwrap_or(u64::MAX);
-                if have != want {
-                    return Err(Error::Slices {
-                        name: shown,
-                        problem: SliceProblem::Gap,
-                        detail: format!(
-                            "the region at {:?} of lengths {:?} holds {want} elements, the \
-                             stored slices only {have} of them (in {}: a partial tensor)",
-                            region.start, region.len, self.path
-                        ),
-                    });
-                }
-                let bytes = region::byte_len(region, esize)?;
-                let mut out = SliceData::owned(bytes, dtype, region, shown);
-                for (i, part) in &parts {
-                    let r = &p.regions[*i];
-                    let piece = self.piece(&p, *i)?;
-                    if self.opts.verify_tensors {
-                        piece.verify_crc()?;
+                RegionPlan::Parts(parts) => {
+                    let bytes = region::byte_len(region, esize)?;
+                    let mut out = SliceData::owned(bytes, dtype, region, shown);
+                    for (i, part) in &parts {
+                        let r = &p.regions[*i];
+                        let piece = self.piece(&p, *i)?;
+                        if self.opts.verify_tensors {
+                            piece.verify_crc()?;
+                        }
+                        region::copy_part(piece.data(), r, out.bytes_mut(), region, part, esize)
+                            .map_err(|d| {
+                                Error::corrupt(
+                                    "slice",
+                                    piece.data_offset(),
+                                    format!("{}: {d}", piece.display_name()),
+                                )
+                            })?;
                     }
-                    region::copy_part(piece.data(), r, out.bytes_mut(), region, part, esize)
-                        .map_err(|d| {
-                            Error::corrupt(
-                                "slice",
-                                piece.data_offset(),
-                                format!("{}: {d}", piece.display_name()),
-                            )
-                        })?;
+                    Ok(Some(out))
                 }
-                Ok(Some(out))
-            }
+            },
         }
     }
 
@@ -459,8 +485,7 @@ impl Reader {
         })
     }
 
-    /// Checks a partitioned tensor's entry (SPEC.md 13.1): version 2, no data fields, at least
-    /// one slice, every slice of the tensor's rank, inside its shape, none overlapping another.
+    /// Checks a partitioned tensor's entry (SPEC.md 13.1): see [`check_partition`].
     pub(super) fn partition(
         &self,
         key: &[u8],
@@ -469,58 +494,7 @@ impl Reader {
         value: &[u8],
         at: u64,
     ) -> Result<Partition> {
-        let bad = |detail: String| {
-            Error::corrupt(
-                "index entry",
-                at,
-                format!("tensor {}: {detail}", name::display(key)),
-            )
-        };
-        if !self.is_v2() {
-            return Err(bad(
-                "partitioned entries are not allowed in a version 1 file".into(),
-            ));
-        }
-        if key.first() == Some(&0) {
-            return Err(bad("a slice key with slices of its own".into()));
-        }
-        if e.shard_id != 0
-            || e.offset != 0
-            || e.size != 0
-            || e.crc32c != 0
-            || e.record_header_len != 0
-            || e.lod_levels != 0
-        {
-            return Err(bad(
-                "the entry of a tensor stored in slices holds data fields".into(),
-            ));
-        }
-        if e.shape.is_empty() {
-            return Err(bad("a scalar stored in slices".into()));
-        }
-        if record::data_len(dtype, &e.shape).is_none() {
-            return Err(bad(format!("shape {:?} overflows", e.shape.as_slice())));
-        }
-        let extents = decode_slices(value, at, e.shape.len())?;
-        let mut regions = Vec::with_capacity(extents.len());
-        for (i, ext) in extents.iter().enumerate() {
-            regions
-                .push(region::resolve(ext, &e.shape).map_err(|d| bad(format!("slice {i}: {d}")))?);
-        }
-        if let Some((i, j)) = region::find_overlap(&regions) {
-            return Err(bad(format!(
-                "slices {i} ({}) and {j} ({}) overlap",
-                slice_key::describe_extents(&extents[i]),
-                slice_key::describe_extents(&extents[j])
-            )));
-        }
-        Ok(Partition {
-            name: key.to_vec(),
-            dtype,
-            shape: e.shape.clone(),
-            regions,
-            at,
-        })
+        check_partition(key, e, dtype, value, at, self.is_v2())
     }
 
     /// The view of slice `i` of partitioned tensor `p`, whose entry must be there and agree
@@ -942,4 +916,69 @@ pub(crate) fn validate_header(header: &FileHeader, first_block: u64, path: &str)
         )));
     }
     Ok(())
+}
+
+/// Checks a partitioned tensor's entry (SPEC.md 13.1): version 2, no data fields, at least
+/// one slice, every slice of the tensor's rank, inside its shape, none overlapping another.
+/// `is_v2`: whether the file is of version 2 (version 1 has no slices). Shared with the remote
+/// readers.
+pub(crate) fn check_partition(
+    key: &[u8],
+    e: &IndexEntry,
+    dtype: DType,
+    value: &[u8],
+    at: u64,
+    is_v2: bool,
+) -> Result<Partition> {
+    let bad = |detail: String| {
+        Error::corrupt(
+            "index entry",
+            at,
+            format!("tensor {}: {detail}", name::display(key)),
+        )
+    };
+    if !is_v2 {
+        return Err(bad(
+            "partitioned entries are not allowed in a version 1 file".into(),
+        ));
+    }
+    if key.first() == Some(&0) {
+        return Err(bad("a slice key with slices of its own".into()));
+    }
+    if e.shard_id != 0
+        || e.offset != 0
+        || e.size != 0
+        || e.crc32c != 0
+        || e.record_header_len != 0
+        || e.lod_levels != 0
+    {
+        return Err(bad(
+            "the entry of a tensor stored in slices holds data fields".into(),
+        ));
+    }
+    if e.shape.is_empty() {
+        return Err(bad("a scalar stored in slices".into()));
+    }
+    if record::data_len(dtype, &e.shape).is_none() {
+        return Err(bad(format!("shape {:?} overflows", e.shape.as_slice())));
+    }
+    let extents = decode_slices(value, at, e.shape.len())?;
+    let mut regions = Vec::with_capacity(extents.len());
+    for (i, ext) in extents.iter().enumerate() {
+        regions.push(region::resolve(ext, &e.shape).map_err(|d| bad(format!("slice {i}: {d}")))?);
+    }
+    if let Some((i, j)) = region::find_overlap(&regions) {
+        return Err(bad(format!(
+            "slices {i} ({}) and {j} ({}) overlap",
+            slice_key::describe_extents(&extents[i]),
+            slice_key::describe_extents(&extents[j])
+        )));
+    }
+    Ok(Partition {
+        name: key.to_vec(),
+        dtype,
+        shape: e.shape.clone(),
+        regions,
+        at,
+    })
 }

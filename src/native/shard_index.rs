@@ -21,16 +21,16 @@ use crate::table::{
 };
 
 /// A shard's index table, read without the records before it.
-pub(super) struct ShardIndex {
-    pub(super) path: PathBuf,
-    pub(super) file_len: u64,
+pub(crate) struct ShardIndex {
+    pub(crate) path: PathBuf,
+    pub(crate) file_len: u64,
     /// The file's bytes from `base` (its first index data block) to its end.
-    pub(super) tail: Vec<u8>,
-    pub(super) base: u64,
-    pub(super) index: TableIndex,
-    pub(super) header: FileHeader,
+    pub(crate) tail: Vec<u8>,
+    pub(crate) base: u64,
+    pub(crate) index: TableIndex,
+    pub(crate) header: FileHeader,
     /// The identity in the header (checked present).
-    pub(super) shard: ShardOf,
+    pub(crate) shard: ShardOf,
 }
 
 impl ShardIndex {
@@ -43,31 +43,54 @@ impl ShardIndex {
     }
 }
 
-/// Reads `len` bytes at `offset` of `f`, counting them in `read`.
-fn read_at(f: &File, path: &Path, offset: u64, len: u64, read: &mut u64) -> Result<Vec<u8>> {
-    let n = usize::try_from(len).map_err(|_| {
-        Error::io(
-            format!("reading {}", path.display()),
-            std::io::Error::other("a range larger than memory"),
-        )
-    })?;
-    let mut buf = vec![0u8; n];
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::FileExt;
-        f.read_exact_at(&mut buf, offset)
-            .ctx("reading the index of", path)?;
+/// The bytes of a native file read by ranges, never whole: a local file (`pread`) or, for the
+/// merge of a save on object storage, an object (ranged GETs). What a shard's index is read
+/// through, so the merge's checks are the same wherever the shard is.
+pub(crate) trait IndexSource {
+    /// The file's length in bytes.
+    fn len(&self) -> u64;
+    /// `len` bytes at `offset` (inside the file).
+    fn read_at(&mut self, offset: u64, len: u64) -> Result<Vec<u8>>;
+}
+
+/// A local file read with `pread`.
+struct LocalFile<'p> {
+    f: File,
+    path: &'p Path,
+    len: u64,
+}
+
+impl IndexSource for LocalFile<'_> {
+    fn len(&self) -> u64 {
+        self.len
     }
-    #[cfg(not(unix))]
-    {
-        use std::io::{Read, Seek, SeekFrom};
-        let mut f = f;
-        f.seek(SeekFrom::Start(offset))
-            .and_then(|_| f.read_exact(&mut buf))
-            .ctx("reading the index of", path)?;
+
+    fn read_at(&mut self, offset: u64, len: u64) -> Result<Vec<u8>> {
+        let path = self.path;
+        let n = usize::try_from(len).map_err(|_| {
+            Error::io(
+                format!("reading {}", path.display()),
+                std::io::Error::other("a range larger than memory"),
+            )
+        })?;
+        let mut buf = vec![0u8; n];
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::FileExt;
+            self.f
+                .read_exact_at(&mut buf, offset)
+                .ctx("reading the index of", path)?;
+        }
+        #[cfg(not(unix))]
+        {
+            use std::io::{Read, Seek, SeekFrom};
+            let mut f = &self.f;
+            f.seek(SeekFrom::Start(offset))
+                .and_then(|_| f.read_exact(&mut buf))
+                .ctx("reading the index of", path)?;
+        }
+        Ok(buf)
     }
-    *read += len;
-    Ok(buf)
 }
 
 /// A native file's length, index table (the bytes from its first index data block to its end,
@@ -80,20 +103,13 @@ struct IndexTail {
     header: FileHeader,
 }
 
-/// Reads the footer, index table and header of the native file at `path` (never its records);
-/// `read` counts the bytes read. A missing file is [`ShardProblem::Missing`]; one that is not
-/// a native file of version 1 to [`FORMAT_VERSION`], [`ShardProblem::Identity`].
-fn read_index_tail(path: &Path, read: &mut u64) -> Result<IndexTail> {
-    let shown = path_str(path);
-    let not_shard = |detail: String| Error::Shard {
-        path: shown.clone(),
-        problem: ShardProblem::Identity,
-        detail,
-    };
+/// Opens the local file at `path` to read its index. A missing file is
+/// [`ShardProblem::Missing`].
+fn open_local(path: &Path) -> Result<LocalFile<'_>> {
     let f = File::open(path).map_err(|e| {
         if e.kind() == std::io::ErrorKind::NotFound {
             Error::Shard {
-                path: shown.clone(),
+                path: path_str(path),
                 problem: ShardProblem::Missing,
                 detail: "the shard file is missing".into(),
             }
@@ -101,7 +117,35 @@ fn read_index_tail(path: &Path, read: &mut u64) -> Result<IndexTail> {
             Error::io(format!("opening {}", path.display()), e)
         }
     })?;
-    let file_len = f.metadata().ctx("reading metadata of", path)?.len();
+    let len = f.metadata().ctx("reading metadata of", path)?.len();
+    Ok(LocalFile { f, path, len })
+}
+
+/// Reads the footer, index table and header of the native file at `path` (never its records);
+/// `read` counts the bytes read. A missing file is [`ShardProblem::Missing`]; one that is not
+/// a native file of version 1 to [`FORMAT_VERSION`], [`ShardProblem::Identity`].
+fn read_index_tail(path: &Path, read: &mut u64) -> Result<IndexTail> {
+    let mut src = open_local(path)?;
+    read_index_tail_from(&mut src, &path_str(path), read)
+}
+
+/// [`read_index_tail`] of the file `src` (shown as `shown`).
+fn read_index_tail_from(
+    src: &mut dyn IndexSource,
+    shown: &str,
+    read: &mut u64,
+) -> Result<IndexTail> {
+    let not_shard = |detail: String| Error::Shard {
+        path: shown.to_string(),
+        problem: ShardProblem::Identity,
+        detail,
+    };
+    let mut read_at = |src: &mut dyn IndexSource, offset: u64, len: u64| {
+        let v = src.read_at(offset, len)?;
+        *read += len;
+        Ok::<_, Error>(v)
+    };
+    let file_len = src.len();
     if file_len < FOOTER_LEN as u64 {
         return Err(not_shard(format!(
             "{file_len} bytes is too short to be a native file"
@@ -109,7 +153,7 @@ fn read_index_tail(path: &Path, read: &mut u64) -> Result<IndexTail> {
     }
     let ctx = |e: Error| e.context(&format!("shard file {shown}"));
     let footer_at = file_len - FOOTER_LEN as u64;
-    let footer_bytes = read_at(&f, path, footer_at, FOOTER_LEN as u64, read)?;
+    let footer_bytes = read_at(src, footer_at, FOOTER_LEN as u64)?;
     let footer = Footer::decode(&footer_bytes, footer_at).map_err(ctx)?;
     // The index block ends where the footer starts (checked again by the table reader); its
     // size is bounded before anything is allocated for it.
@@ -127,7 +171,7 @@ fn read_index_tail(path: &Path, read: &mut u64) -> Result<IndexTail> {
                 ),
             ))
         })?;
-    let end = read_at(&f, path, idx.offset, idx_len + FOOTER_LEN as u64, read)?;
+    let end = read_at(src, idx.offset, idx_len + FOOTER_LEN as u64)?;
     let opts = TableReadOptions {
         verify_checksums: true,
         cache_capacity: 8 << 20,
@@ -137,7 +181,7 @@ fn read_index_tail(path: &Path, read: &mut u64) -> Result<IndexTail> {
         .first_data_offset()
         .unwrap_or(idx.offset);
     // The data blocks before the index block (the metaindex too).
-    let mut tail = read_at(&f, path, first, idx.offset - first.min(idx.offset), read)?;
+    let mut tail = read_at(src, first, idx.offset - first.min(idx.offset))?;
     tail.extend_from_slice(&end);
     let index = TableIndex::open_tail(&tail, first, &opts).map_err(ctx)?;
     let header = {
@@ -167,6 +211,17 @@ fn read_index_tail(path: &Path, read: &mut u64) -> Result<IndexTail> {
 /// Reads a shard's footer and index table (never its records), and its header, and checks
 /// that it is a shard. `read` counts the bytes read.
 pub(super) fn read_shard_index(path: &Path, read: &mut u64) -> Result<ShardIndex> {
+    let mut src = open_local(path)?;
+    read_shard_index_from(&mut src, path, read)
+}
+
+/// [`read_shard_index`] of the file `src`, found at `path` (an object's URL for a shard on
+/// object storage).
+pub(crate) fn read_shard_index_from(
+    src: &mut dyn IndexSource,
+    path: &Path,
+    read: &mut u64,
+) -> Result<ShardIndex> {
     let shown = path_str(path);
     let not_shard = |detail: String| Error::Shard {
         path: shown.clone(),
@@ -180,7 +235,7 @@ pub(super) fn read_shard_index(path: &Path, read: &mut u64) -> Result<ShardIndex
         base: first,
         index,
         header,
-    } = read_index_tail(path, read)?;
+    } = read_index_tail_from(src, &shown, read)?;
     let Some(shard) = header.shard_of.filter(|_| header.shards.is_empty()) else {
         return Err(not_shard(
             "the file is not a shard of a sharded save (its header has no shard identity)".into(),
@@ -223,7 +278,7 @@ pub(super) fn read_shard_index(path: &Path, read: &mut u64) -> Result<ShardIndex
 
 /// The references file of a shard of an incremental save (SPEC.md 12.5), read whole: the
 /// tensors the shard reuses from earlier saves' data files instead of writing them.
-pub(super) struct References {
+pub(crate) struct References {
     /// The file.
     pub(super) path: PathBuf,
     /// The shard it belongs to (its header's field 22).

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::native::backend::WriteDestination;
 use crate::native::header::{SaveId, ShardOf};
 use crate::native::merge_shards::{merge_shards, MergeShardsOptions, MergeShardsReport};
 use crate::native::reader::Reader;
@@ -58,6 +59,9 @@ pub struct ShardWriter {
     /// For an incremental save: the earlier checkpoint and what this shard reuses of it.
     reuse: Option<Reuse>,
     sync: bool,
+    /// Written through a destination that is not a local file (an object), which has no
+    /// directory to link an incremental save's reused files into.
+    on_destination: bool,
 }
 
 /// What [`ShardWriter::add_or_reuse`] did with a tensor.
@@ -102,6 +106,45 @@ impl ShardWriter {
             pending,
             reuse: None,
             sync,
+            on_destination: false,
+        })
+    }
+
+    /// Starts shard `shard_id` of `num_shards` of the save `save_id` written through `dest`
+    /// (an object uploaded while the shard is written, under its final name
+    /// `PREFIX.data-k-of-N`: object storage has no rename; SPEC.md 12.6), which it commits in
+    /// [`ShardWriter::finish`]. Such a shard cannot be part of an incremental save
+    /// ([`ShardWriter::with_base`] refuses it). Errors as [`ShardWriter::create`].
+    pub fn create_on(
+        dest: Box<dyn WriteDestination>,
+        shard_id: u32,
+        num_shards: u32,
+        save_id: SaveId,
+        opts: WriterOptions,
+    ) -> Result<ShardWriter> {
+        if num_shards == 0 || num_shards > MAX_SHARDS || shard_id >= num_shards {
+            return Err(Error::InvalidArgument(format!(
+                "shard {shard_id} of {num_shards}: the shard number must be below the number \
+                 of shards, which is 1 to {MAX_SHARDS}"
+            )));
+        }
+        let name = PathBuf::from(dest.name());
+        let sync = opts.sync;
+        let mut writer = Writer::create_on(dest, opts)?;
+        let shard = ShardOf {
+            save_id,
+            shard_id,
+            num_shards,
+        };
+        writer.set_shard_of(shard)?;
+        Ok(ShardWriter {
+            writer,
+            shard,
+            prefix: name.clone(),
+            pending: name,
+            reuse: None,
+            sync,
+            on_destination: true,
         })
     }
 
@@ -113,7 +156,17 @@ impl ShardWriter {
     /// deleting the base afterwards never breaks the new checkpoint.
     ///
     /// Errors when `base` is not a sharded checkpoint opened by its prefix.
+    ///
+    /// Errors with [`Error::Unsupported`] for a shard written to object storage
+    /// ([`ShardWriter::create_on`]).
     pub fn with_base(mut self, base: Arc<Reader>) -> Result<ShardWriter> {
+        if self.on_destination {
+            return Err(Error::Unsupported(format!(
+                "{}: an incremental save to object storage (its shards would refer to files \
+                 linked beside them, which a bucket cannot hold); save the whole checkpoint",
+                self.pending.display()
+            )));
+        }
         self.reuse = Some(Reuse::new(base, &self.prefix)?);
         Ok(self)
     }

@@ -7,6 +7,12 @@
 //! parent directories of the destination are created (and removed again if the file is never
 //! finished and they are empty). A crash leaves the temporary file behind; `recover` rebuilds
 //! a complete file from its self-describing records (SPEC.md 10).
+//!
+//! A writer made by [`Writer::create_on`] writes through a [`WriteDestination`] instead (an
+//! object uploaded in parts): `finish` commits it, and dropping the writer unfinished drops
+//! the destination, which discards what was written. The records' checksum fields the
+//! writer patches are announced first ([`WriteBackend::will_patch`]), so such a destination
+//! knows which bytes it must keep until then.
 
 use std::fs::File;
 use std::hash::BuildHasher;
@@ -17,7 +23,7 @@ use crate::dtype::DType;
 use crate::error::{ensure_within, Error, IoContext, Result};
 use crate::format::mask_crc;
 use crate::name::{self, MAX_NAME_LEN};
-use crate::native::backend::WriteBackend;
+use crate::native::backend::{EarlySync, WriteBackend, WriteDestination};
 use crate::native::entry::{encode_partitioned, Dims, IndexEntry};
 use crate::native::header::{FileHeader, ShardOf};
 use crate::native::region::Region;
@@ -145,11 +151,65 @@ pub(super) struct SlicePlan {
     pub(super) data_len: u64,
 }
 
+/// What a [`Writer`] writes through: the staged local file (wrapped by the caller of
+/// [`Writer::create_with_backend`]), or a destination that commits itself (an object).
+enum Output {
+    Local(Box<dyn WriteBackend>),
+    Destination(Box<dyn WriteDestination>),
+}
+
+impl Output {
+    fn backend(&mut self) -> &mut dyn WriteBackend {
+        match self {
+            Output::Local(b) => b.as_mut(),
+            Output::Destination(d) => d.as_mut(),
+        }
+    }
+}
+
+impl Write for Output {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.backend().write(buf)
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        self.backend().write_all(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.backend().flush()
+    }
+}
+
+impl Seek for Output {
+    fn seek(&mut self, pos: SeekFrom) -> std::io::Result<u64> {
+        self.backend().seek(pos)
+    }
+}
+
+impl WriteBackend for Output {
+    fn sync(&mut self) -> std::io::Result<()> {
+        self.backend().sync()
+    }
+
+    fn early_sync(&self) -> Option<EarlySync> {
+        match self {
+            Output::Local(b) => b.early_sync(),
+            Output::Destination(d) => d.early_sync(),
+        }
+    }
+
+    fn will_patch(&mut self, offset: u64) -> std::io::Result<()> {
+        self.backend().will_patch(offset)
+    }
+}
+
 /// Builds a native paramdex file. See the module documentation.
 pub struct Writer {
+    /// The output's path; for a [`WriteDestination`], its name (a URL), for messages only.
     final_path: PathBuf,
-    out: BufWriter<Box<dyn WriteBackend>>,
-    /// Removes the temporary file when dropped; taken by `finish`.
+    out: BufWriter<Output>,
+    /// Removes the temporary file when dropped; taken by `finish`. `None` for a destination.
     temp: Option<staging::Staged>,
     opts: WriterOptions,
     /// End of the records written so far (= next record's offset).
@@ -217,6 +277,33 @@ impl Writer {
         wrap: impl FnOnce(File) -> Box<dyn WriteBackend>,
     ) -> Result<Writer> {
         let path = path.as_ref();
+        Self::check_options(&opts)?;
+        let (file, temp) = staging::stage_file(path, ".pdx-tmp")?;
+        Ok(Self::new(
+            path.to_path_buf(),
+            Output::Local(wrap(file)),
+            Some(temp),
+            opts,
+        ))
+    }
+
+    /// Starts a file written through `dest`, which makes it appear under its final name when
+    /// [`Writer::finish`] succeeds ([`WriteDestination::commit`]); dropped without a
+    /// successful `finish`, the writer drops `dest`, which discards what was written. This is
+    /// how a file is written straight to object storage (`paramdex::remote::create_writer`).
+    /// [`Writer::temp_path`] is `None`: there is no local temporary file to recover from.
+    pub fn create_on(dest: Box<dyn WriteDestination>, opts: WriterOptions) -> Result<Writer> {
+        Self::check_options(&opts)?;
+        Ok(Self::new(
+            PathBuf::from(dest.name()),
+            Output::Destination(dest),
+            None,
+            opts,
+        ))
+    }
+
+    /// Refuses options that could not make a valid file, before anything is written.
+    fn check_options(opts: &WriterOptions) -> Result<()> {
         if !opts.alignment.is_power_of_two() || opts.alignment > MAX_ALIGNMENT {
             return Err(Error::InvalidArgument(format!(
                 "alignment {} is not a power of two between 1 and {MAX_ALIGNMENT}",
@@ -229,12 +316,19 @@ impl Writer {
             restart_interval: opts.restart_interval,
             compression: opts.compression,
         }
-        .validate()?;
-        let (file, temp) = staging::stage_file(path, ".pdx-tmp")?;
-        Ok(Writer {
-            final_path: path.to_path_buf(),
-            out: BufWriter::with_capacity(1 << 20, wrap(file)),
-            temp: Some(temp),
+        .validate()
+    }
+
+    fn new(
+        final_path: PathBuf,
+        out: Output,
+        temp: Option<staging::Staged>,
+        opts: WriterOptions,
+    ) -> Writer {
+        Writer {
+            final_path,
+            out: BufWriter::with_capacity(1 << 20, out),
+            temp,
             opts,
             pos: 0,
             names: Vec::new(),
@@ -252,7 +346,7 @@ impl Writer {
             shard_of: None,
             nul_name: false,
             references: 0,
-        })
+        }
     }
 
     /// Path of the temporary file being written (what `recover` reads after a crash).
@@ -462,6 +556,20 @@ impl Writer {
         Ok(())
     }
 
+    /// Tells the backend that the checksum field at `crc_offset` of the record header about to
+    /// be written will be patched ([`WriteBackend::will_patch`]), poisoning the writer on
+    /// failure.
+    fn announce_patch(&mut self, crc_offset: u64) -> Result<()> {
+        if let Err(e) = self.out.get_mut().will_patch(crc_offset) {
+            self.poisoned = Some(format!("the output refused a checksum patch: {e}"));
+            return Err(Error::io(
+                format!("writing {}", self.final_path.display()),
+                e,
+            ));
+        }
+        Ok(())
+    }
+
     /// Overwrites the data CRC field of a record header already written (at file offset
     /// `crc_offset`) and returns to the end of the records, poisoning the writer on failure.
     pub(super) fn patch_crc(&mut self, crc_offset: u64, masked: u32) -> Result<()> {
@@ -536,6 +644,12 @@ impl Writer {
         let layout = record::encode_header(&spec, record_offset, self.opts.alignment, &mut header)
             .and_then(|layout| header_fits(name, layout));
         let result = layout.and_then(|layout| {
+            if upfront_crc.is_none() {
+                let crc_pos = layout
+                    .crc_pos
+                    .expect("encode_header reserves the crc field when data_crc is Some");
+                self.announce_patch(record_offset + crc_pos as u64)?;
+            }
             self.write_raw(&header)?;
             let crc = match upfront_crc {
                 Some(crc) => {
@@ -665,6 +779,7 @@ impl Writer {
         let crc_pos = layout
             .crc_pos
             .expect("encode_header reserves the crc field when data_crc is Some");
+        self.announce_patch(record_offset + crc_pos as u64)?;
         self.write_raw(&header)?;
         Ok(BegunRecord {
             record_offset,
@@ -725,13 +840,22 @@ impl Writer {
         if self.opts.sync {
             self.out.get_mut().sync().ctx("syncing", &path)?;
         }
-        let temp = self
-            .temp
-            .take()
-            .expect("the temporary path is present until finish");
-        staging::commit([(temp, path.as_path())])?;
-        if self.opts.sync {
-            staging::sync_parent(&path)?;
+        match (self.out.get_mut(), self.temp.take()) {
+            (Output::Destination(dest), _) => {
+                if let Err(e) = dest.commit() {
+                    self.poisoned = Some(format!("completing the output failed: {e}"));
+                    return Err(e);
+                }
+            }
+            (Output::Local(_), Some(temp)) => {
+                staging::commit([(temp, path.as_path())])?;
+                if self.opts.sync {
+                    staging::sync_parent(&path)?;
+                }
+            }
+            (Output::Local(_), None) => {
+                unreachable!("a local output keeps its temporary file until finish")
+            }
         }
         Ok(FinishStats {
             tensors: tensor_count,

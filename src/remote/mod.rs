@@ -8,9 +8,21 @@
 mod object;
 mod range;
 mod reader;
+mod sharded;
+mod sharded_write;
+mod upload;
 mod url;
 
 pub use object::ObjectRange;
 pub use range::{FileRange, RangeRead, RequestStats};
 pub use reader::{RemoteEntry, RemoteOptions, RemoteReader, RemoteTensor};
+pub use sharded::{
+    data_suffix, object_data_opener, open_sharded, sharded_names, DataOpener, RemoteSharded,
+};
+pub use sharded_write::{merge_shards_url, RemoteShardWriter};
+pub use upload::{
+    create_writer, create_writer_with, object_exists, upload_file, ObjectUpload, UploadCounters,
+    UploadOptions, UploadStats, DEFAULT_PART_SIZE, DEFAULT_UPLOAD_CONCURRENCY, MAX_PARTS,
+    MAX_PART_SIZE, MIN_PART_SIZE,
+};
 pub use url::{is_url, open_url, resolve, split_s3_url, ObjectLocation};

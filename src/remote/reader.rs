@@ -12,7 +12,11 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::format::{crc32c, unmask_crc};
 use crate::name;
-use crate::native::{validate_header, FileHeader, IndexEntry};
+use crate::native::region::{self, Region};
+use crate::native::slice_key;
+use crate::native::{
+    check_partition, plan_region, validate_header, FileHeader, IndexEntry, RegionPlan,
+};
 use crate::record::{self, MAX_RANK};
 use crate::remote::range::RangeRead;
 use crate::table::{
@@ -94,6 +98,23 @@ impl RemoteReader {
     /// the header's block if the tail does not hold it, and checks them as [`crate::Reader`]
     /// does (SPEC.md 8.2).
     pub fn open(src: Arc<dyn RangeRead>, opts: RemoteOptions) -> Result<RemoteReader> {
+        let r = Self::open_native(src, opts)?;
+        if !r.header.shards.is_empty() {
+            return Err(Error::Unsupported(format!(
+                "{}: the index of a sharded checkpoint (open it with RemoteSharded, which \
+                 reads its data objects)",
+                r.location()
+            )));
+        }
+        Ok(r)
+    }
+
+    /// [`RemoteReader::open`] of any native file, a sharded checkpoint's index included (whose
+    /// header is checked as SPEC.md 12.4 says; its entries point into other objects).
+    pub(crate) fn open_native(
+        src: Arc<dyn RangeRead>,
+        opts: RemoteOptions,
+    ) -> Result<RemoteReader> {
         let len = src.len();
         let location = src.location().to_string();
         if len < FOOTER_LEN as u64 {
@@ -176,12 +197,6 @@ impl RemoteReader {
         }
         let header = FileHeader::decode(it.value(), first_block).map_err(ctx)?;
         validate_header(&header, first_block, &location)?;
-        if !header.shards.is_empty() {
-            return Err(Error::Unsupported(format!(
-                "{location}: the index of a sharded checkpoint (its data files are read by \
-                 the sharded remote reader)"
-            )));
-        }
         drop(it);
         drop(table);
         Ok(RemoteReader { header, ..reader })
@@ -304,33 +319,30 @@ impl RemoteReader {
         Ok(out)
     }
 
-    /// The index entry of `name`, if any, and the offset of its block.
-    fn entry(&self, name: &[u8]) -> Result<Option<(IndexEntry, u64)>> {
-        let i = self.index.find_block(name);
+    /// The index entry under `key` (a tensor's name or a slice key), if any: decoded, its
+    /// value, and the offset of its block.
+    pub(crate) fn lookup(&self, key: &[u8]) -> Result<Option<(IndexEntry, Vec<u8>, u64)>> {
+        if key.is_empty() {
+            return Ok(None);
+        }
+        let i = self.index.find_block(key);
         if i >= self.index.data_blocks() {
             return Ok(None);
         }
         let block = self.block(i)?;
         let h = self.index.block_handle(i);
         Table::new_tail(&block, h.offset, &self.index)
-            .get(name, |v, at| {
-                IndexEntry::decode(v, at, MAX_RANK).map(|e| (e, at))
+            .get(key, |v, at| {
+                IndexEntry::decode(v, at, MAX_RANK).map(|e| (e, v.to_vec(), at))
             })?
             .transpose()
     }
 
-    /// The tensor `name` (`Ok(None)` if absent): one request for its index block unless it
-    /// was read before, one for its record; its data checked against its CRC32C.
-    ///
-    /// Errors: [`Error::Sliced`] for a tensor stored in slices; [`Error::ChecksumMismatch`]
-    /// for data that is not what was written; [`Error::Corrupt`] for an entry that does not
-    /// fit the object.
-    pub fn get(&self, name: impl AsRef<[u8]>) -> Result<Option<RemoteTensor>> {
-        let name = name.as_ref();
-        let Some((e, at)) = self.entry(name)? else {
-            return Ok(None);
-        };
-        let shown = || name::display(name);
+    /// The data of entry `e` (under `key`, in the block at `at`) of this file, whose records
+    /// hold it: its size checked against its shape, its range against the records region, its
+    /// bytes (one request) against its CRC32C. `shard_id` is the caller's to check.
+    pub(crate) fn read_data(&self, key: &[u8], e: &IndexEntry, at: u64) -> Result<RemoteTensor> {
+        let shown = || slice_key::display_key(key);
         let bad = |detail: String| {
             Error::corrupt(
                 "index entry",
@@ -338,22 +350,14 @@ impl RemoteReader {
                 format!("{}: tensor {}: {detail}", self.location(), shown()),
             )
         };
-        if e.num_slices != 0 {
-            return Err(Error::Sliced {
-                name: shown(),
-                path: self.location().to_string(),
-                slices: u64::from(e.num_slices),
-            });
-        }
         let dtype = DType::from_tf(e.tf_dtype.into()).ok_or_else(|| Error::UnknownDType {
             system: "tensorflow",
             code: e.tf_dtype.into(),
             location: Some(format!("{}: tensor {}", self.location(), shown())),
         })?;
-        if e.shard_id != 0 || record::data_len(dtype, &e.shape) != Some(e.size) {
+        if record::data_len(dtype, &e.shape) != Some(e.size) {
             return Err(bad(format!(
-                "shard {} or size {} does not fit shape {:?} of {dtype}",
-                e.shard_id,
+                "size {} does not fit shape {:?} of {dtype}",
                 e.size,
                 e.shape.as_slice()
             )));
@@ -382,12 +386,187 @@ impl RemoteReader {
                 context: Some(self.location().to_string()),
             });
         }
-        Ok(Some(RemoteTensor {
+        Ok(RemoteTensor {
             dtype,
             shape: e.shape.to_vec(),
             data,
-        }))
+        })
     }
+
+    /// The tensor `name` (`Ok(None)` if absent): one request for its index block unless it
+    /// was read before, one for its record; its data checked against its CRC32C.
+    ///
+    /// Errors: [`Error::Sliced`] for a tensor stored in slices (read it with
+    /// [`RemoteReader::get_slice`]); [`Error::ChecksumMismatch`] for data that is not what was
+    /// written; [`Error::Corrupt`] for an entry that does not fit the object.
+    pub fn get(&self, name: impl AsRef<[u8]>) -> Result<Option<RemoteTensor>> {
+        get_whole(self, name.as_ref())
+    }
+
+    /// The region `region` of tensor `name`, stored whole or in slices (`Ok(None)` if absent):
+    /// each stored tensor or slice holding part of it read whole (one request each, its index
+    /// block unless cached) and checked against its CRC32C, the region copied out of them.
+    ///
+    /// Errors: as [`crate::Reader::get_slice`], and as [`RemoteReader::get`].
+    pub fn get_slice(
+        &self,
+        name: impl AsRef<[u8]>,
+        region: &Region,
+    ) -> Result<Option<RemoteTensor>> {
+        get_region(self, name.as_ref(), region)
+    }
+}
+
+/// What the reads of whole tensors and regions need of a remote checkpoint, a single file
+/// ([`RemoteReader`]) or a sharded one (`RemoteSharded`): its index entries by key, and the
+/// checked data of an entry from whichever object holds it. Everything else (which slices hold
+/// a region, the checks of an entry, the copy) is written once, here and in `native`.
+pub(crate) trait EntrySource {
+    /// Where the checkpoint is, for messages.
+    fn place(&self) -> &str;
+    /// Whether its index is of version 2 (slices allowed).
+    fn is_v2(&self) -> bool;
+    /// The index entry under `key`: decoded, its value, the offset of its block.
+    fn lookup(&self, key: &[u8]) -> Result<Option<(IndexEntry, Vec<u8>, u64)>>;
+    /// The data of a whole tensor's or a slice's entry, checked against its CRC32C.
+    fn data(&self, key: &[u8], e: &IndexEntry, at: u64) -> Result<RemoteTensor>;
+}
+
+impl EntrySource for RemoteReader {
+    fn place(&self) -> &str {
+        self.location()
+    }
+
+    fn is_v2(&self) -> bool {
+        self.header.format_version >= 2
+    }
+
+    fn lookup(&self, key: &[u8]) -> Result<Option<(IndexEntry, Vec<u8>, u64)>> {
+        RemoteReader::lookup(self, key)
+    }
+
+    fn data(&self, key: &[u8], e: &IndexEntry, at: u64) -> Result<RemoteTensor> {
+        if e.shard_id != 0 {
+            return Err(Error::corrupt(
+                "index entry",
+                at,
+                format!(
+                    "{}: tensor {}: shard_id {} in a file that is not a sharded checkpoint's \
+                     index",
+                    self.location(),
+                    slice_key::display_key(key),
+                    e.shard_id
+                ),
+            ));
+        }
+        self.read_data(key, e, at)
+    }
+}
+
+/// The tensor `name` of `s`, stored whole (else [`Error::Sliced`]).
+pub(crate) fn get_whole(s: &dyn EntrySource, name: &[u8]) -> Result<Option<RemoteTensor>> {
+    if name.is_empty() || (s.is_v2() && name[0] == 0) {
+        return Ok(None);
+    }
+    let Some((e, _, at)) = s.lookup(name)? else {
+        return Ok(None);
+    };
+    if e.num_slices != 0 {
+        return Err(Error::Sliced {
+            name: name::display(name),
+            path: s.place().to_string(),
+            slices: u64::from(e.num_slices),
+        });
+    }
+    s.data(name, &e, at).map(Some)
+}
+
+/// The region `region` of tensor `name` of `s`, whether stored whole or in slices.
+pub(crate) fn get_region(
+    s: &dyn EntrySource,
+    name: &[u8],
+    region: &Region,
+) -> Result<Option<RemoteTensor>> {
+    if name.is_empty() || (s.is_v2() && name[0] == 0) {
+        return Ok(None);
+    }
+    let Some((e, value, at)) = s.lookup(name)? else {
+        return Ok(None);
+    };
+    let dtype = DType::from_tf(e.tf_dtype.into()).ok_or_else(|| Error::UnknownDType {
+        system: "tensorflow",
+        code: e.tf_dtype.into(),
+        location: Some(format!("{}: tensor {}", s.place(), name::display(name))),
+    })?;
+    let shape: Vec<u64> = e.shape.to_vec();
+    if !region.is_within(&shape) {
+        return Err(Error::InvalidArgument(format!(
+            "region at {:?} of lengths {:?} does not lie inside tensor {} of shape {shape:?}",
+            region.start,
+            region.len,
+            name::display(name)
+        )));
+    }
+    let esize = dtype.size();
+    let out_len = region::byte_len(region, esize)?;
+    let mut out = vec![0u8; out_len];
+    let copy = |data: &[u8], from: &Region, part: &Region, out: &mut [u8], key: &[u8]| {
+        region::copy_part(data, from, out, region, part, esize).map_err(|d| {
+            Error::corrupt(
+                "slice",
+                at,
+                format!("{}: {}: {d}", s.place(), slice_key::display_key(key)),
+            )
+        })
+    };
+    if e.num_slices == 0 {
+        let t = s.data(name, &e, at)?;
+        copy(&t.data, &Region::full(&shape), region, &mut out, name)?;
+    } else {
+        let p = check_partition(name, &e, dtype, &value, at, s.is_v2())
+            .map_err(|err| err.context(s.place()))?;
+        let parts = match plan_region(&p, region, s.place())? {
+            RegionPlan::Empty => Vec::new(),
+            RegionPlan::Within(i) => vec![(i, region.clone())],
+            RegionPlan::Parts(parts) => parts,
+        };
+        for (i, part) in &parts {
+            let r = &p.regions[*i];
+            let key = slice_key::encode(name, &r.extents(&shape));
+            let bad = |detail: String| {
+                Error::corrupt(
+                    "partitioned tensor",
+                    at,
+                    format!("{}: {}: {detail}", s.place(), slice_key::display_key(&key)),
+                )
+            };
+            let Some((se, _, sat)) = s.lookup(&key)? else {
+                return Err(bad("the slice's entry is missing".into()));
+            };
+            if se.num_slices != 0
+                || DType::from_tf(se.tf_dtype.into()) != Some(dtype)
+                || se.shape.as_slice() != r.len.as_slice()
+            {
+                return Err(bad(format!(
+                    "the slice is stored with shape {:?}{}, the tensor's entry says {dtype} {:?}",
+                    se.shape.as_slice(),
+                    if se.num_slices != 0 {
+                        " and slices"
+                    } else {
+                        ""
+                    },
+                    r.len
+                )));
+            }
+            let t = s.data(&key, &se, sat)?;
+            copy(&t.data, r, part, &mut out, &key)?;
+        }
+    }
+    Ok(Some(RemoteTensor {
+        dtype,
+        shape: region.len.clone(),
+        data: out,
+    }))
 }
 
 /// A placeholder header while the real one is read (never returned).

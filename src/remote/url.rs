@@ -11,6 +11,7 @@
 use std::sync::{Arc, OnceLock};
 
 use object_store::aws::AmazonS3Builder;
+use object_store::multipart::MultipartStore;
 use object_store::path::Path as ObjectPath;
 use object_store::ObjectStore;
 
@@ -42,6 +43,9 @@ pub(crate) fn runtime() -> Result<Arc<tokio::runtime::Runtime>> {
 pub struct ObjectLocation {
     /// The bucket's store.
     pub store: Arc<dyn ObjectStore>,
+    /// The same store's multipart-upload interface (parts uploaded in any order), which
+    /// writers use.
+    pub multipart: Arc<dyn MultipartStore>,
     /// The object's key.
     pub path: ObjectPath,
     /// The URL, for messages.
@@ -96,8 +100,10 @@ pub fn resolve(url: &str) -> Result<ObjectLocation> {
         problem: RemoteProblem::Request,
         detail: format!("configuring the S3 client: {e}"),
     })?;
+    let store = Arc::new(store);
     Ok(ObjectLocation {
-        store: Arc::new(store),
+        store: store.clone(),
+        multipart: store,
         path: ObjectPath::from(key),
         url: url.to_string(),
         runtime: runtime()?,

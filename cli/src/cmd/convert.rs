@@ -8,8 +8,8 @@ use std::time::Instant;
 
 use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
 use paramdex::interop::{
-    export, open_any, ExportOptions, ExportReport, Format, LoadedTensor, MergeInput, MergeOptions,
-    OutputFormat, TensorInfos, TensorStore, VerifySummary,
+    export, export_url, open_any, ExportOptions, ExportReport, Format, LoadedTensor, MergeInput,
+    MergeOptions, OutputFormat, TensorInfos, TensorStore, VerifySummary,
 };
 use paramdex::{name, Error, Metadata, Progress, Reader, Result};
 
@@ -240,8 +240,13 @@ pub fn convert(ui: Ui, src: &Path, dst: &Path, opts: ConvertOptions) -> Result<E
         force,
     } = opts;
     let sel = &select;
-    // Before the input is even opened (export checks again, just before it starts).
-    to.format().check_outputs(dst, force).map_err(force_hint)?;
+    // An s3:// (or file://) URL: written by export_url (native output streamed by multipart
+    // upload), which checks for an existing object itself.
+    let url = dst.to_str().filter(|s| paramdex::remote::is_url(s));
+    if url.is_none() {
+        // Before the input is even opened (export checks again, just before it starts).
+        to.format().check_outputs(dst, force).map_err(force_hint)?;
+    }
     let store = open_any(src)?;
     let start = Instant::now();
     let selection = if sel.include.is_empty() && sel.exclude.is_empty() {
@@ -261,18 +266,23 @@ pub fn convert(ui: Ui, src: &Path, dst: &Path, opts: ConvertOptions) -> Result<E
         None => store.as_ref(),
     };
     let bar = Bar::new(ui, "writing");
-    let rep = export(
-        input,
-        to.format(),
-        dst,
-        &ExportOptions {
-            writer: layout.writer_options(),
-            metadata: None,
-            skip_unsupported,
-            progress: bar.visible().then_some(&bar as &dyn Progress),
-            overwrite: force,
-        },
-    );
+    let export_opts = ExportOptions {
+        writer: layout.writer_options(),
+        metadata: None,
+        skip_unsupported,
+        progress: bar.visible().then_some(&bar as &dyn Progress),
+        overwrite: force,
+    };
+    let rep = match url {
+        Some(url) => export_url(
+            input,
+            to.format(),
+            url,
+            &export_opts,
+            &paramdex::remote::UploadOptions::default(),
+        ),
+        None => export(input, to.format(), dst, &export_opts),
+    };
     bar.finish();
     let rep = rep.map_err(force_hint)?;
     note_left_out(ui, &rep);

@@ -176,7 +176,10 @@ enum Command {
         /// The input (any supported format).
         src: PathBuf,
         /// The output (for --to tf: the checkpoint prefix; for --to paddle: DST.pdiparams is
-        /// written; for --to paddle-tensor: a file for one tensor, else a directory).
+        /// written; for --to paddle-tensor: a file for one tensor, else a directory). An
+        /// s3://bucket/key URL writes to object storage (AWS_* environment variables): a
+        /// paramdex file streamed by multipart upload, other formats written locally first
+        /// and then uploaded; nothing appears under the key unless the upload completes.
         dst: PathBuf,
         /// Output format.
         #[arg(long, value_enum, default_value_t = Target::Paramdex)]
@@ -296,7 +299,8 @@ enum Command {
     /// names. A crash leaves the previous checkpoint or none, never a partial one.
     #[command(name = "merge-shards")]
     MergeShards {
-        /// The checkpoint prefix.
+        /// The checkpoint prefix: a path, or s3://bucket/dir/PREFIX (shards uploaded under
+        /// their final names; the index is written last).
         prefix: PathBuf,
         /// A tensor whose slices need not cover it (repeatable).
         #[arg(long = "allow-partial", value_name = "NAME")]

@@ -25,7 +25,7 @@ macro_rules! out {
     }};
 }
 
-/// `paramdex merge-shards PREFIX`.
+/// `paramdex merge-shards PREFIX` (a path, or `s3://bucket/dir/PREFIX`).
 pub fn merge(
     ui: Ui,
     prefix: &Path,
@@ -48,14 +48,17 @@ pub fn merge(
         PartialTensors::Named(partial.iter().map(os_bytes).collect())
     };
     let start = Instant::now();
-    let rep = merge_shards(
-        prefix,
-        &MergeShardsOptions {
-            save_id,
-            partial,
-            ..MergeShardsOptions::default()
-        },
-    )?;
+    let opts = MergeShardsOptions {
+        save_id,
+        partial,
+        ..MergeShardsOptions::default()
+    };
+    // A prefix in a bucket (s3://bucket/dir/PREFIX): the shards' footers and indexes read by
+    // ranged GETs, the index written last (SPEC.md 12.6).
+    let rep = match prefix.to_str().filter(|s| paramdex::remote::is_url(s)) {
+        Some(url) => paramdex::remote::merge_shards_url(url, &opts)?,
+        None => merge_shards(prefix, &opts)?,
+    };
     let n = rep.data_paths.len();
     ui.say(format!(
         "committed {} ({n} data files of save {}): {} tensors, {} slices{}{}; read {} of the \

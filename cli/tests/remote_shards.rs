@@ -1,0 +1,88 @@
+//! `paramdex merge-shards s3://bucket/dir/PREFIX` on a real Garage cluster (3 nodes; the root's
+//! `tests/support/garage.rs`): shards written straight into the bucket, merged by the CLI (its
+//! message names the index URL), then read by the CLI by the prefix's URL; a save with a shard
+//! missing is refused with one error line naming the missing object.
+
+mod common;
+#[path = "../../tests/support/garage.rs"]
+#[allow(dead_code)]
+mod garage;
+
+use common::BIN;
+use paramdex::remote::RemoteShardWriter;
+use paramdex::{SaveId, WriterOptions};
+
+fn aws_env(g: &garage::Garage) -> Vec<(&'static str, String)> {
+    vec![
+        ("AWS_ACCESS_KEY_ID", g.access_key_id().to_string()),
+        ("AWS_SECRET_ACCESS_KEY", g.secret_access_key().to_string()),
+        ("AWS_REGION", g.region().to_string()),
+        ("AWS_ENDPOINT_URL", g.endpoint().to_string()),
+        ("AWS_ALLOW_HTTP", "true".to_string()),
+    ]
+}
+
+fn write_shards(url: &str, ranks: &[u32], n: u32) {
+    let save = SaveId::random();
+    for &k in ranks {
+        let opts = WriterOptions {
+            sync: false,
+            ..Default::default()
+        };
+        let mut w = RemoteShardWriter::create(url, k, n, save, opts).unwrap();
+        w.add_values(format!("rank{k}.w"), &[4], &[k as f32; 4])
+            .unwrap();
+        w.finish().unwrap();
+    }
+}
+
+fn cli(env: &[(&'static str, String)], args: &[&str]) -> std::process::Output {
+    let mut c = std::process::Command::new(BIN);
+    c.args(args).env_remove("CLICOLOR_FORCE");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().unwrap()
+}
+
+#[test]
+fn merge_shards_takes_an_s3_prefix() {
+    let Some(g) = garage::shared("merge_shards_takes_an_s3_prefix") else {
+        return;
+    };
+    let env = aws_env(g);
+    // The only test of this binary: the library's URLs resolve from the process's environment.
+    for (k, v) in &env {
+        std::env::set_var(k, v);
+    }
+    g.run(|| {
+        let url = format!("s3://{}/cli/ck", g.bucket());
+        write_shards(&url, &[0, 1, 2], 3);
+        let out = cli(&env, &["merge-shards", &url]);
+        let (so, se) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert!(out.status.success(), "{so}{se}");
+        assert!(
+            format!("{so}{se}").contains(&format!("{url}.index")),
+            "{so}{se}"
+        );
+        let out = cli(&env, &["ls", &url]);
+        let so = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{so}");
+        for k in 0..3 {
+            assert!(so.contains(&format!("rank{k}.w")), "{so}");
+        }
+
+        // A save with shard 1 of 2 missing: one error line naming the object, nothing merged.
+        let url = format!("s3://{}/cli/partial", g.bucket());
+        write_shards(&url, &[0], 2);
+        let out = cli(&env, &["merge-shards", &url]);
+        let se = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success());
+        assert_eq!(se.lines().count(), 1, "{se}");
+        assert!(se.starts_with("paramdex: error: "), "{se}");
+        assert!(se.contains(&format!("{url}.data-00001-of-00002")), "{se}");
+    });
+}

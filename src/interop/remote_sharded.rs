@@ -1,0 +1,127 @@
+//! A sharded checkpoint in an object store as one of the interop stores: [`TensorStore`] for
+//! [`RemoteSharded`], so every command that reads a store reads `s3://bucket/dir/PREFIX` (or
+//! its `PREFIX.index`) of a sharded checkpoint (issue 15).
+
+use std::borrow::Cow;
+
+use crate::error::{Error, Result};
+use crate::interop::store::{
+    Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorInfos, TensorStore, VerifySummary,
+};
+use crate::native::{Metadata, Region};
+use crate::remote::{RemoteEntry, RemoteOptions, RemoteSharded, RemoteTensor};
+
+/// What a listing of the index says of a tensor (a tensor stored in slices: its whole shape and
+/// bytes).
+fn info(e: RemoteEntry) -> TensorInfo {
+    let nbytes = if e.slices != 0 {
+        crate::record::data_len(e.dtype, &e.shape).unwrap_or(u64::MAX)
+    } else {
+        e.size
+    };
+    TensorInfo {
+        name: e.name,
+        kind: Kind::Numeric(e.dtype),
+        shape: e.shape,
+        lod: Vec::new(),
+        nbytes,
+    }
+}
+
+fn loaded(name: &[u8], t: RemoteTensor) -> LoadedTensor<'static> {
+    LoadedTensor {
+        info: TensorInfo {
+            name: name.to_vec(),
+            kind: Kind::Numeric(t.dtype),
+            shape: t.shape,
+            lod: Vec::new(),
+            nbytes: t.data.len() as u64,
+        },
+        data: TensorData::Bytes(Cow::Owned(t.data)),
+    }
+}
+
+impl TensorStore for RemoteSharded {
+    fn format(&self) -> Format {
+        Format::Native
+    }
+
+    fn scan(&self, start: &[u8]) -> Result<TensorInfos<'_>> {
+        Ok(Box::new(
+            self.list_from(start)?.into_iter().map(|e| Ok(info(e))),
+        ))
+    }
+
+    fn metadata(&self) -> Result<Metadata> {
+        Ok(self.header().metadata.clone())
+    }
+
+    fn load(&self, name: &[u8]) -> Result<Option<LoadedTensor<'_>>> {
+        match self.get(name) {
+            Ok(t) => Ok(t.map(|t| loaded(name, t))),
+            // Stored in slices (in one or several data objects): assembled, every slice read
+            // checked against its checksum.
+            Err(Error::Sliced { .. }) => {
+                let Some(i) = self.info(name)? else {
+                    return Ok(None);
+                };
+                Ok(self
+                    .get_slice(name, &Region::full(&i.shape))?
+                    .map(|t| loaded(name, t)))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn load_slice(&self, name: &[u8], region: &Region) -> Result<Option<LoadedTensor<'_>>> {
+        Ok(self.get_slice(name, region)?.map(|t| loaded(name, t)))
+    }
+
+    fn verify(&self, _threads: usize) -> Result<VerifySummary> {
+        // Every data object opened and checked against the index (length, identity, a native
+        // file), then every tensor read (each slice of a tensor stored in slices) and checked
+        // against its CRC32C.
+        for k in 0..self.data_objects() {
+            self.shard(k)?;
+        }
+        let mut out = VerifySummary {
+            tensors: 0,
+            data_bytes: 0,
+            checksums: 0,
+        };
+        for e in self.list_from(b"")? {
+            let t = if e.slices != 0 {
+                self.get_slice(&e.name, &Region::full(&e.shape))?
+            } else {
+                self.get(&e.name)?
+            };
+            let t = t.ok_or_else(|| Error::NotFound {
+                name: crate::name::display(&e.name),
+                path: self.prefix().to_string(),
+            })?;
+            out.tensors += 1;
+            out.data_bytes += t.data.len() as u64;
+            out.checksums += u64::from(e.slices.max(1));
+        }
+        Ok(out)
+    }
+
+    fn info(&self, name: &[u8]) -> Result<Option<TensorInfo>> {
+        Ok(self
+            .list_from(name)?
+            .into_iter()
+            .next()
+            .filter(|e| e.name == name)
+            .map(info))
+    }
+}
+
+/// Opens the sharded checkpoint at `url` (`s3://bucket/dir/PREFIX` or `.../PREFIX.index`;
+/// `file://` the same) as a store: the index object only (at most two requests); each data
+/// object when first read (see [`RemoteSharded::shard`]).
+pub(crate) fn open_sharded_url(url: &str) -> Result<Box<dyn TensorStore>> {
+    Ok(Box::new(crate::remote::open_sharded(
+        url,
+        RemoteOptions::default(),
+    )?))
+}

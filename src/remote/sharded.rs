@@ -1,0 +1,325 @@
+//! A sharded checkpoint (SPEC.md 12) in an object store, read by ranges: `PREFIX.index` is a
+//! native file without records, read as [`RemoteReader`] reads any native file (open: its tail,
+//! and the header's block unless the tail holds it); each data object `PREFIX.data-k-of-N` is
+//! opened the first time a tensor in it is read, and checked then as SPEC.md 12.4 requires
+//! (present, exactly the recorded length, a native file, exactly the recorded identity in its
+//! field 22); every entry's data range is checked against that object's records region, and
+//! its bytes against their CRC32C. A `get` then costs the tensor's index block in the index
+//! object (unless cached) and its bytes in the data object.
+
+use std::sync::{Arc, OnceLock};
+
+use crate::error::{Error, RemoteProblem, Result, ShardProblem};
+use crate::native::{FileHeader, IndexEntry, Region};
+use crate::remote::range::RangeRead;
+use crate::remote::reader::{
+    get_region, get_whole, EntrySource, RemoteEntry, RemoteOptions, RemoteReader, RemoteTensor,
+};
+
+/// Opens a data object of a sharded checkpoint by its name's suffix (`.data-00000-of-00004`):
+/// the same store and prefix as the index.
+pub type DataOpener = dyn Fn(&str) -> Result<Arc<dyn RangeRead>> + Send + Sync;
+
+/// A sharded checkpoint read by ranges: its index object, and its data objects opened on first
+/// use.
+pub struct RemoteSharded {
+    index: RemoteReader,
+    /// `PREFIX` (a URL or path), for messages.
+    prefix: String,
+    open_data: Box<DataOpener>,
+    files: Vec<OnceLock<RemoteReader>>,
+    opts: RemoteOptions,
+}
+
+impl std::fmt::Debug for RemoteSharded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RemoteSharded")
+            .field("prefix", &self.prefix)
+            .field("data_objects", &self.files.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// `.data-SSSSS-of-NNNNN`: the suffix of data object `k` of `n` (TensorFlow's names).
+pub fn data_suffix(k: u32, n: u32) -> String {
+    format!(".data-{k:05}-of-{n:05}")
+}
+
+impl RemoteSharded {
+    /// Opens the sharded checkpoint whose index object is `index` (`PREFIX.index`; shown as
+    /// `prefix` followed by `.index`), whose data objects `open_data` opens by suffix. Reads
+    /// only the index (at most two requests); the data objects are opened when first read.
+    ///
+    /// Errors: as [`RemoteReader::open`]; [`Error::InvalidArgument`] when the object is a
+    /// native file, not a sharded checkpoint's index.
+    pub fn open(
+        index: Arc<dyn RangeRead>,
+        prefix: impl Into<String>,
+        open_data: Box<DataOpener>,
+        opts: RemoteOptions,
+    ) -> Result<RemoteSharded> {
+        let index = RemoteReader::open_native(index, opts.clone())?;
+        if index.header().shards.is_empty() {
+            return Err(Error::InvalidArgument(format!(
+                "{}: a native file, not the index of a sharded checkpoint",
+                index.location()
+            )));
+        }
+        let n = index.header().shards.len();
+        Ok(RemoteSharded {
+            index,
+            prefix: prefix.into(),
+            open_data,
+            files: (0..n).map(|_| OnceLock::new()).collect(),
+            opts,
+        })
+    }
+
+    /// The index's header: the number of data objects, their lengths and identities, metadata.
+    pub fn header(&self) -> &FileHeader {
+        self.index.header()
+    }
+
+    /// The checkpoint's prefix (`PREFIX` of `PREFIX.index`).
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// The index object's reader.
+    pub fn index(&self) -> &RemoteReader {
+        &self.index
+    }
+
+    /// Number of data objects.
+    pub fn data_objects(&self) -> u32 {
+        u32::try_from(self.files.len()).expect("at most MAX_SHARDS, checked at open")
+    }
+
+    /// Where data object `k` is (`PREFIX.data-k-of-N`).
+    pub fn data_location(&self, k: u32) -> String {
+        format!("{}{}", self.prefix, data_suffix(k, self.data_objects()))
+    }
+
+    /// Data object `k`, opened and checked against the index the first time it is asked for
+    /// (SPEC.md 12.4): present, of exactly the length and identity (save, shard number, number
+    /// of shards) the index records, a native file of its own. Opening costs one request (two
+    /// when its index block is larger than the tail read).
+    ///
+    /// Errors: [`Error::Shard`] naming the object's location: [`ShardProblem::Missing`],
+    /// [`ShardProblem::Length`], [`ShardProblem::Identity`] (a data object of another save or
+    /// another shard, such as one a later save at the same prefix wrote over it).
+    pub fn shard(&self, k: u32) -> Result<&RemoteReader> {
+        let n = self.data_objects();
+        let cell = self.files.get(k as usize).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "data object {k} does not exist ({} has {n})",
+                self.prefix
+            ))
+        })?;
+        if let Some(r) = cell.get() {
+            return Ok(r);
+        }
+        let want = self.header().shards[k as usize];
+        let shown = self.data_location(k);
+        let src = match (self.open_data)(&data_suffix(k, n)) {
+            Ok(s) => s,
+            Err(Error::Remote {
+                problem: RemoteProblem::NotFound,
+                detail,
+                ..
+            }) => {
+                return Err(Error::Shard {
+                    path: shown,
+                    problem: ShardProblem::Missing,
+                    detail: format!(
+                        "data object {k} of {n} of checkpoint {} is missing ({detail})",
+                        self.prefix
+                    ),
+                })
+            }
+            Err(e) => return Err(e),
+        };
+        if src.len() != want.file_len {
+            return Err(Error::Shard {
+                path: shown,
+                problem: ShardProblem::Length,
+                detail: format!(
+                    "data object {k} of checkpoint {} has {} bytes, its index records {} (a data \
+                     object of another save, written over this one?)",
+                    self.prefix,
+                    src.len(),
+                    want.file_len
+                ),
+            });
+        }
+        let ctx = format!("data object {k} of checkpoint {}", self.prefix);
+        let r = RemoteReader::open_native(src, self.opts.clone()).map_err(|e| e.context(&ctx))?;
+        let h = r.header();
+        if h.shard_of != Some(want.shard) || !h.shards.is_empty() {
+            let is = match h.shard_of {
+                Some(s) => format!(
+                    "is shard {} of {} of save {}",
+                    s.shard_id, s.num_shards, s.save_id
+                ),
+                None => "is not a shard of a sharded save".to_string(),
+            };
+            return Err(Error::Shard {
+                path: shown,
+                problem: ShardProblem::Identity,
+                detail: format!(
+                    "{ctx} {is}; its index expects shard {} of {} of save {} (a data object of \
+                     another save, written over this one?)",
+                    want.shard.shard_id, want.shard.num_shards, want.shard.save_id
+                ),
+            });
+        }
+        Ok(cell.get_or_init(|| r))
+    }
+
+    /// Every tensor of the index in name order, from `start` on (slice keys left out), read
+    /// from the index object alone.
+    pub fn list_from(&self, start: &[u8]) -> Result<Vec<RemoteEntry>> {
+        self.index.list_from(start)
+    }
+
+    /// The tensor `name` stored whole (`Ok(None)` if absent): its index block (unless cached),
+    /// its data object opened if it was not yet, and its bytes, checked against its CRC32C.
+    ///
+    /// Errors: as [`RemoteReader::get`] and [`RemoteSharded::shard`].
+    pub fn get(&self, name: impl AsRef<[u8]>) -> Result<Option<RemoteTensor>> {
+        get_whole(self, name.as_ref())
+    }
+
+    /// The region `region` of tensor `name`, stored whole or in slices (in one or several data
+    /// objects): each stored tensor or slice holding part of it read whole and checked.
+    pub fn get_slice(
+        &self,
+        name: impl AsRef<[u8]>,
+        region: &Region,
+    ) -> Result<Option<RemoteTensor>> {
+        get_region(self, name.as_ref(), region)
+    }
+
+    /// Requests made so far: the index object's and every opened data object's.
+    pub fn requests(&self) -> u64 {
+        self.index.source().stats().requests
+            + self
+                .files
+                .iter()
+                .filter_map(|c| c.get())
+                .map(|r| r.source().stats().requests)
+                .sum::<u64>()
+    }
+}
+
+impl EntrySource for RemoteSharded {
+    fn place(&self) -> &str {
+        self.index.location()
+    }
+
+    fn is_v2(&self) -> bool {
+        true
+    }
+
+    fn lookup(&self, key: &[u8]) -> Result<Option<(IndexEntry, Vec<u8>, u64)>> {
+        self.index.lookup(key)
+    }
+
+    fn data(&self, key: &[u8], e: &IndexEntry, at: u64) -> Result<RemoteTensor> {
+        let n = self.data_objects();
+        let k = u32::try_from(e.shard_id)
+            .ok()
+            .filter(|&k| k < n)
+            .ok_or_else(|| {
+                Error::corrupt(
+                    "index entry",
+                    at,
+                    format!(
+                        "{}: tensor {}: shard_id {} is not below the number of data objects, {n}",
+                        self.place(),
+                        crate::native::slice_key::display_key(key),
+                        e.shard_id
+                    ),
+                )
+            })?;
+        self.shard(k)?.read_data(key, e, at)
+    }
+}
+
+/// `(PREFIX, PREFIX.index)` of a sharded checkpoint named by its prefix or its index.
+pub fn sharded_names(url: &str) -> (String, String) {
+    match url.strip_suffix(".index").filter(|p| !p.ends_with('/')) {
+        Some(prefix) => (prefix.to_string(), url.to_string()),
+        None => (url.to_string(), format!("{url}.index")),
+    }
+}
+
+/// Opens the sharded checkpoint at `url`: `s3://bucket/dir/PREFIX` or its
+/// `s3://bucket/dir/PREFIX.index` (or `file://` the same), its data objects beside its index
+/// in the same store. One or two requests (the index object's tail, and its header's block
+/// unless the tail holds it); the data objects are opened on first use.
+pub fn open_sharded(url: &str, opts: RemoteOptions) -> Result<RemoteSharded> {
+    let (prefix, index_url) = sharded_names(url);
+    let tail = opts.tail_bytes;
+    if let Some(path) = prefix.strip_prefix("file://") {
+        let path = path.to_string();
+        let index = Arc::new(crate::remote::range::FileRange::open(format!(
+            "{path}.index"
+        ))?);
+        let shown = prefix.clone();
+        let open_data = move |suffix: &str| -> Result<Arc<dyn RangeRead>> {
+            match crate::remote::range::FileRange::open(format!("{path}{suffix}")) {
+                Ok(f) => Ok(Arc::new(f) as Arc<dyn RangeRead>),
+                Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                    Err(Error::Remote {
+                        url: format!("{shown}{suffix}"),
+                        problem: RemoteProblem::NotFound,
+                        detail: "no such file".into(),
+                    })
+                }
+                Err(e) => Err(e),
+            }
+        };
+        return RemoteSharded::open(index, prefix, Box::new(open_data), opts);
+    }
+    let loc = crate::remote::url::resolve(&index_url)?;
+    let index = Arc::new(crate::remote::object::ObjectRange::open(
+        loc.store.clone(),
+        loc.path.clone(),
+        index_url.clone(),
+        loc.runtime.clone(),
+        tail,
+    )?);
+    let key_prefix = crate::remote::url::split_s3_url(&prefix)?.1.to_string();
+    let open_data = object_data_opener(
+        loc.store.clone(),
+        loc.runtime.clone(),
+        &key_prefix,
+        &prefix,
+        tail,
+    );
+    RemoteSharded::open(index, prefix, open_data, opts)
+}
+
+/// Opens the data objects of a sharded checkpoint whose prefix is the key `key_prefix` of
+/// `store` (shown as `url_prefix`): each with one GET of its last `tail_bytes` bytes
+/// ([`ObjectRange::open`](crate::remote::ObjectRange::open)), every later read `If-Match` the
+/// entity tag that GET saw.
+pub fn object_data_opener(
+    store: Arc<dyn object_store::ObjectStore>,
+    runtime: Arc<tokio::runtime::Runtime>,
+    key_prefix: &str,
+    url_prefix: &str,
+    tail_bytes: u64,
+) -> Box<DataOpener> {
+    let (key_prefix, url_prefix) = (key_prefix.to_string(), url_prefix.to_string());
+    Box::new(move |suffix: &str| -> Result<Arc<dyn RangeRead>> {
+        Ok(Arc::new(crate::remote::object::ObjectRange::open(
+            store.clone(),
+            object_store::path::Path::from(format!("{key_prefix}{suffix}")),
+            format!("{url_prefix}{suffix}"),
+            runtime.clone(),
+            tail_bytes,
+        )?))
+    })
+}
