@@ -18,12 +18,14 @@ pub(crate) mod native;
 pub mod npy;
 pub mod paddle;
 mod remote;
+mod remote_sharded;
 pub mod safetensors;
 mod store;
 pub mod tf;
 
 pub use export::{export, ExportOptions, ExportReport, OutputFormat, Skipped};
 pub use merge::{merge, MergeInput, MergeOptions, MergeReport};
+pub use remote::{open_location, open_url, UrlOptions};
 pub use store::{
     DataLocation, Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorInfos, TensorStore,
     VerifySummary,
@@ -50,7 +52,7 @@ const OPENERS: &[Opener] = &[
 pub fn open_any(path: impl AsRef<Path>) -> Result<Box<dyn TensorStore>> {
     let path = path.as_ref();
     if let Some(url) = path.to_str().filter(|s| crate::remote::is_url(s)) {
-        return remote::open_url_store(url);
+        return remote::open_url(url);
     }
     if let Some(store) = detect(path)? {
         return Ok(store);
