@@ -282,7 +282,7 @@ fn data_object_prefix(loc: &ObjectLocation) -> Option<ObjectLocation> {
 fn open_object(held: Held, opts: &UrlOptions) -> Result<Box<dyn TensorStore>> {
     let len = held.len();
     let url = held.location().to_string();
-    if let Some(head) = held.head().filter(|h| safetensors::looks_like(h, len)) {
+    if let Some(head) = held.head().filter(|h| safetensors::starts_like(h)) {
         let head = head.to_vec();
         return Ok(Box::new(RemoteSafetensors::open_with_head(
             Arc::new(held),
@@ -304,7 +304,7 @@ fn open_object(held: Held, opts: &UrlOptions) -> Result<Box<dyn TensorStore>> {
         // Read from the end first, and not a native file: its start says whether it is a
         // safetensors file.
         let head = held.read(0..opts.safetensors.head_bytes.max(9).min(len))?;
-        if safetensors::looks_like(&head, len) {
+        if safetensors::starts_like(&head) {
             return Ok(Box::new(RemoteSafetensors::open_with_head(
                 held,
                 head,

@@ -456,6 +456,21 @@ pub fn looks_like(head: &[u8], len: u64) -> bool {
     head[8] == b'{' && n >= 2 && n <= len.saturating_sub(8)
 }
 
+/// Whether `head` (the first bytes of an object, at least 9) starts like a safetensors file,
+/// whatever its length: a header length of at least 2 and at most [`MAX_HEADER_LEN`], then `{`.
+/// The detector of objects read by ranges, which sees their first bytes before their length
+/// matters: an object cut short inside its header is then a safetensors file with a
+/// clear error ("invalid header length"), not an unrecognized object.
+pub(crate) fn starts_like(head: &[u8]) -> bool {
+    let Some(n) = head.get(..8) else {
+        return false;
+    };
+    let mut b = [0u8; 8];
+    b.copy_from_slice(n);
+    let n = u64::from_le_bytes(b);
+    head.get(8) == Some(&b'{') && (2..=MAX_HEADER_LEN).contains(&n)
+}
+
 /// Opens `path` as a safetensors file, or `Ok(None)` if it does not start like one
 /// ([`looks_like`]). A file that starts like one but does not parse is an error.
 pub fn open_store(path: &Path) -> Result<Option<Box<dyn TensorStore>>> {
