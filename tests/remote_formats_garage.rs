@@ -29,9 +29,7 @@ use object_store::{
     ObjectStoreExt, PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions,
     RetryConfig,
 };
-use paramdex::interop::{
-    open_any, open_location, TensorData, TensorInfo, TensorStore, UrlOptions,
-};
+use paramdex::interop::{open_any, open_location, TensorData, TensorInfo, TensorStore, UrlOptions};
 use paramdex::remote::ObjectLocation;
 use paramdex::{Error, RemoteProblem};
 use support::garage::{self, Garage};
@@ -215,7 +213,12 @@ fn same(what: &str, local: &dyn TensorStore, remote: &dyn TensorStore) -> usize 
     let list = local.list().unwrap();
     assert_eq!(
         list.iter().cloned().map(no_lod).collect::<Vec<_>>(),
-        remote.list().unwrap().into_iter().map(no_lod).collect::<Vec<_>>(),
+        remote
+            .list()
+            .unwrap()
+            .into_iter()
+            .map(no_lod)
+            .collect::<Vec<_>>(),
         "{what}: listing"
     );
     assert_eq!(
@@ -257,7 +260,11 @@ fn same(what: &str, local: &dyn TensorStore, remote: &dyn TensorStore) -> usize 
         // The remote native reader counts the tensors' checksums, not the index blocks' (it
         // checks those as it reads them).
         (Ok(a), Ok(b)) if local.format() == paramdex::interop::Format::Native => {
-            assert_eq!((a.tensors, a.data_bytes), (b.tensors, b.data_bytes), "{what}: verify")
+            assert_eq!(
+                (a.tensors, a.data_bytes),
+                (b.tensors, b.data_bytes),
+                "{what}: verify"
+            )
         }
         (Ok(a), Ok(b)) => assert_eq!(a, b, "{what}: verify"),
         (Err(a), Err(b)) => assert_eq!(variant(&a), variant(&b), "{what}: verify: {a} / {b}"),
@@ -310,7 +317,9 @@ fn every_fixture_reads_over_its_url_as_locally() {
                 Err(e) => {
                     // A fixture the local reader refuses is refused over its URL too.
                     let r = open_location(location(g, s.clone(), &rt, key), &UrlOptions::default());
-                    let r = r.err().unwrap_or_else(|| panic!("{what}: opens remotely, not locally: {e}"));
+                    let r = r
+                        .err()
+                        .unwrap_or_else(|| panic!("{what}: opens remotely, not locally: {e}"));
                     assert_eq!(variant(&e), variant(&r), "{what}: {e} / {r}");
                     continue;
                 }
@@ -392,9 +401,17 @@ fn safetensors_request_counts() {
             )
             .unwrap();
             assert_eq!(store.format(), paramdex::interop::Format::Safetensors);
-            assert_eq!(counting.reads.load(Ordering::SeqCst), open_requests, "{key}: open");
+            assert_eq!(
+                counting.reads.load(Ordering::SeqCst),
+                open_requests,
+                "{key}: open"
+            );
             assert_eq!(store.list().unwrap().len(), n);
-            assert_eq!(counting.reads.load(Ordering::SeqCst), open_requests, "{key}: list");
+            assert_eq!(
+                counting.reads.load(Ordering::SeqCst),
+                open_requests,
+                "{key}: list"
+            );
             // Tensors in the middle: their data lies outside the first read (the first 64
             // KiB, or the last 256 KiB).
             for i in (n / 10..n * 8 / 10).step_by(n / 10) {
@@ -431,7 +448,12 @@ fn tf_request_counts() {
         let stem = index.file_stem().unwrap().to_str().unwrap().to_string();
         for f in &fs {
             let name = f.file_name().unwrap().to_str().unwrap();
-            put(&rt, &s, &format!("tf-count/{name}"), std::fs::read(f).unwrap());
+            put(
+                &rt,
+                &s,
+                &format!("tf-count/{name}"),
+                std::fs::read(f).unwrap(),
+            );
         }
         let local = open_any(index).unwrap();
         let names: Vec<Vec<u8>> = local
@@ -456,7 +478,11 @@ fn tf_request_counts() {
             )
             .unwrap();
             assert_eq!(store.format(), paramdex::interop::Format::TensorFlow);
-            assert_eq!(counting.reads.load(Ordering::SeqCst), open_requests, "{key}: open");
+            assert_eq!(
+                counting.reads.load(Ordering::SeqCst),
+                open_requests,
+                "{key}: open"
+            );
             for name in &names {
                 let before = counting.reads.load(Ordering::SeqCst);
                 let t = store.load(name).unwrap().unwrap();
@@ -480,9 +506,8 @@ fn hostile_objects_are_clear_errors_naming_the_url() {
     g.run(|| {
         let rt = runtime();
         let s = s3(g);
-        let open = |key: &str| {
-            open_location(location(g, s.clone(), &rt, key), &UrlOptions::default())
-        };
+        let open =
+            |key: &str| open_location(location(g, s.clone(), &rt, key), &UrlOptions::default());
         let url = |key: &str| format!("s3://{}/{key}", g.bucket());
 
         // A safetensors header cut short: its length says more than the object holds, or the
@@ -522,11 +547,13 @@ fn hostile_objects_are_clear_errors_naming_the_url() {
             .unwrap();
         let data_bytes = std::fs::read(data).unwrap();
         let cut = data_bytes.len() / 2;
-        put(&rt, &s, &format!("hostile-tf/{stem}.index"), std::fs::read(index).unwrap());
-        let data_key = format!(
-            "hostile-tf/{}",
-            data.file_name().unwrap().to_str().unwrap()
+        put(
+            &rt,
+            &s,
+            &format!("hostile-tf/{stem}.index"),
+            std::fs::read(index).unwrap(),
         );
+        let data_key = format!("hostile-tf/{}", data.file_name().unwrap().to_str().unwrap());
         put(&rt, &s, &data_key, data_bytes[..cut].to_vec());
         let local = open_any(index).unwrap();
         let remote = open(&format!("hostile-tf/{stem}")).unwrap();
@@ -545,7 +572,14 @@ fn hostile_objects_are_clear_errors_naming_the_url() {
                 Err(e) => {
                     assert!(loc.offset + loc.len > cut as u64, "{:?}: {e}", t.name);
                     assert!(
-                        matches!(e, Error::Corrupt { .. } | Error::Remote { problem: RemoteProblem::Truncated, .. }),
+                        matches!(
+                            e,
+                            Error::Corrupt { .. }
+                                | Error::Remote {
+                                    problem: RemoteProblem::Truncated,
+                                    ..
+                                }
+                        ),
                         "{e:?}"
                     );
                     assert!(e.to_string().contains(&url(&data_key)), "{e}");
@@ -562,7 +596,13 @@ fn hostile_objects_are_clear_errors_naming_the_url() {
         // A URL naming nothing, and a prefix whose .index is missing.
         let e = open("hostile/nothing-here").err().unwrap();
         assert!(
-            matches!(e, Error::Remote { problem: RemoteProblem::NotFound, .. }),
+            matches!(
+                e,
+                Error::Remote {
+                    problem: RemoteProblem::NotFound,
+                    ..
+                }
+            ),
             "{e:?}"
         );
         let msg = e.to_string();
@@ -570,7 +610,13 @@ fn hostile_objects_are_clear_errors_naming_the_url() {
         assert!(msg.contains(&url("hostile/nothing-here.index")), "{msg}");
         let e = open("hostile/nothing.index").err().unwrap();
         assert!(
-            matches!(e, Error::Remote { problem: RemoteProblem::NotFound, .. }),
+            matches!(
+                e,
+                Error::Remote {
+                    problem: RemoteProblem::NotFound,
+                    ..
+                }
+            ),
             "{e:?}"
         );
         assert!(e.to_string().contains(&url("hostile/nothing.index")), "{e}");

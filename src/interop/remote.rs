@@ -16,8 +16,7 @@ use crate::interop::store::{
 };
 use crate::native::Metadata;
 use crate::remote::{
-    ObjectLocation, ObjectRange, RangeRead, RemoteEntry, RemoteOptions, RemoteReader,
-    RequestStats,
+    ObjectLocation, ObjectRange, RangeRead, RemoteEntry, RemoteOptions, RemoteReader, RequestStats,
 };
 
 fn info(e: RemoteEntry) -> TensorInfo {

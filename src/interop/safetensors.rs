@@ -300,17 +300,24 @@ impl TensorStore for SafetensorsStore {
     }
 
     fn load(&self, name: &[u8]) -> Result<Option<LoadedTensor<'_>>> {
-        let Some(name) = std::str::from_utf8(name).ok().filter(|n| self.header.has(n)) else {
+        let Some(name) = std::str::from_utf8(name)
+            .ok()
+            .filter(|n| self.header.has(n))
+        else {
             return Ok(None);
         };
         let (info, start, end) = self.header.info(name)?;
         // Within the mapped file: `info` checked `end` against its length.
-        let range = usize::try_from(start).unwrap_or(usize::MAX)..usize::try_from(end).unwrap_or(usize::MAX);
+        let range = usize::try_from(start).unwrap_or(usize::MAX)
+            ..usize::try_from(end).unwrap_or(usize::MAX);
         let data = self.source.get(range).ok_or_else(|| {
             Error::corrupt(
                 "safetensors header",
                 8,
-                format!("{}: tensor {name}: data [{start}, {end}) is outside the file", self.header.path),
+                format!(
+                    "{}: tensor {name}: data [{start}, {end}) is outside the file",
+                    self.header.path
+                ),
             )
         })?;
         Ok(Some(LoadedTensor {
@@ -422,7 +429,10 @@ impl TensorStore for RemoteSafetensors {
     }
 
     fn load(&self, name: &[u8]) -> Result<Option<LoadedTensor<'_>>> {
-        let Some(name) = std::str::from_utf8(name).ok().filter(|n| self.header.has(n)) else {
+        let Some(name) = std::str::from_utf8(name)
+            .ok()
+            .filter(|n| self.header.has(n))
+        else {
             return Ok(None);
         };
         let (info, start, end) = self.header.info(name)?;

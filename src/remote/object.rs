@@ -137,9 +137,11 @@ impl ObjectRange {
         });
         let (meta, got, data) = match got {
             Ok(x) => x,
-            Err(e @ (object_store::Error::NotFound { .. }
-            | object_store::Error::PermissionDenied { .. }
-            | object_store::Error::Unauthenticated { .. })) => return Err(remote_error(&url, e)),
+            Err(
+                e @ (object_store::Error::NotFound { .. }
+                | object_store::Error::PermissionDenied { .. }
+                | object_store::Error::Unauthenticated { .. }),
+            ) => return Err(remote_error(&url, e)),
             Err(e) => {
                 // A range past the end is refused by the store (416): say how long the object
                 // is, when a HEAD can tell.
