@@ -496,6 +496,72 @@ fn tf_request_counts() {
     });
 }
 
+/// A TensorFlow checkpoint whose `.index` is larger than the first read (256 KiB): open by its
+/// `.index` is two requests (its tail, then the rest: the reader needs all of it), and each
+/// tensor one.
+#[test]
+fn tf_request_counts_with_a_large_index() {
+    let Some(g) = garage::shared("tf_request_counts_with_a_large_index") else {
+        return;
+    };
+    g.run(|| {
+        let rt = runtime();
+        let s = s3(g);
+        let dir = tempfile::tempdir().unwrap();
+        let native = dir.path().join("m.pdx");
+        let mut w = paramdex::Writer::create(&native).unwrap();
+        let n = 5000;
+        let name = |i: usize| format!("model.encoder.layers.{i:05}.self_attention.dense.weight");
+        for i in 0..n {
+            w.add_values(name(i), &[2], &[i as f32, -(i as f32)])
+                .unwrap();
+        }
+        w.finish().unwrap();
+        let prefix = dir.path().join("ckpt");
+        let src = open_any(&native).unwrap();
+        paramdex::interop::export(
+            &*src,
+            paramdex::interop::OutputFormat::TensorFlow,
+            &prefix,
+            &paramdex::interop::ExportOptions::default(),
+        )
+        .unwrap();
+        let index = std::fs::read(dir.path().join("ckpt.index")).unwrap();
+        assert!(index.len() > 256 << 10, "{}", index.len());
+        put(&rt, &s, "tf-large/ckpt.index", index);
+        let data = dir.path().join("ckpt.data-00000-of-00001");
+        put(
+            &rt,
+            &s,
+            "tf-large/ckpt.data-00000-of-00001",
+            std::fs::read(data).unwrap(),
+        );
+        let counting = Arc::new(Counting {
+            inner: s.clone(),
+            reads: AtomicU64::new(0),
+        });
+        let store = open_location(
+            location(g, counting.clone(), &rt, "tf-large/ckpt.index"),
+            &UrlOptions::default(),
+        )
+        .unwrap();
+        assert_eq!(store.format(), paramdex::interop::Format::TensorFlow);
+        assert_eq!(counting.reads.load(Ordering::SeqCst), 2, "open");
+        assert_eq!(store.list().unwrap().len(), n);
+        assert_eq!(counting.reads.load(Ordering::SeqCst), 2, "list");
+        for i in [0, 1234, 4999] {
+            let before = counting.reads.load(Ordering::SeqCst);
+            let t = store.load(name(i).as_bytes()).unwrap().unwrap();
+            let want: Vec<u8> = [i as f32, -(i as f32)]
+                .iter()
+                .flat_map(|v| v.to_le_bytes())
+                .collect();
+            assert_eq!(&*t.data.raw_bytes(), want.as_slice());
+            assert_eq!(counting.reads.load(Ordering::SeqCst), before + 1, "get {i}");
+        }
+    });
+}
+
 /// Hostile objects: a safetensors header cut short, a TensorFlow data object cut short, and a URL
 /// naming nothing are errors naming the URL, never data.
 #[test]

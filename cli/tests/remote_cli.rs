@@ -154,13 +154,13 @@ fn reading_commands_work_on_s3_urls() {
         let dir = tempfile::tempdir().unwrap();
         let b = g.bucket();
         let native = native(dir.path());
-        upload(g, &rt, &[native.clone()], "cli");
+        upload(g, &rt, std::slice::from_ref(&native), "cli");
         let tf1 = data("tf/basic/v1");
         upload(g, &rt, &with_stem(&tf1, "model.ckpt"), "cli/tf1");
         let tf2 = data("tf/basic/tf2");
         upload(g, &rt, &with_stem(&tf2, "ckpt-1"), "cli/tf2");
         let st = data("safetensors/model.safetensors");
-        upload(g, &rt, &[st.clone()], "cli");
+        upload(g, &rt, std::slice::from_ref(&st), "cli");
         let inputs: Vec<(PathBuf, String, &str)> = vec![
             (native, format!("s3://{b}/cli/model.pdx"), "a.weight"),
             (

@@ -321,6 +321,11 @@ fn open_object(held: Held, opts: &UrlOptions) -> Result<Box<dyn TensorStore>> {
     })
 }
 
+/// The largest `.index` read whole at once when its first read did not hold it all: a
+/// TensorFlow checkpoint's reader needs all of it, and the index of a sharded paramdex
+/// checkpoint this small costs no more read whole than block by block.
+const WHOLE_INDEX_AT_ONCE: u64 = 8 << 20;
+
 /// The checkpoint at `prefix` whose index is `index`: a sharded paramdex checkpoint, a
 /// TensorFlow checkpoint, or (`named_index`: the URL named the `.index` itself) a native
 /// single file, as a local `PREFIX.index` file would be read.
@@ -330,16 +335,26 @@ fn open_checkpoint(
     opts: &UrlOptions,
     named_index: bool,
 ) -> Result<Box<dyn TensorStore>> {
-    let held = Arc::new(open_tail(&index, opts.native.tail_bytes)?);
+    let mut held = open_tail(&index, opts.native.tail_bytes)?;
+    if held.start > 0 && held.len() <= WHOLE_INDEX_AT_ONCE.min(opts.max_tf_index_bytes) {
+        // Not held whole, but small: the rest now, in one request, rather than the header's
+        // block first and the rest after it (a TensorFlow reader needs all of it).
+        held.bytes = super::tf::remote::whole_object(
+            &*held.inner,
+            held.start,
+            &held.bytes,
+            opts.max_tf_index_bytes,
+        )?;
+        held.start = 0;
+    }
+    let held = Arc::new(held);
     match RemoteReader::open(held.clone(), opts.native.clone()) {
         Ok(r) if named_index => return Ok(Box::new(r)),
         // A native single file at PREFIX.index is also a TensorFlow checkpoint (`export_tf`):
         // read as one, as a local prefix is.
         Ok(_) => {}
         // The index of a sharded paramdex checkpoint.
-        Err(Error::Unsupported(_)) => {
-            return super::remote_sharded::open_sharded_url(prefix, &index, held, opts)
-        }
+        Err(Error::Unsupported(_)) => return super::remote_sharded::open_sharded_url(&index.url),
         // Not a paramdex header: a TensorFlow checkpoint's index, or not an index at all (then
         // the TensorFlow reader says what is wrong with it).
         Err(Error::UnrecognizedFormat { .. } | Error::Corrupt { .. }) => {}

@@ -3,28 +3,17 @@
 //! header is a paramdex one that lists shards.
 //!
 //! MERGE POINT: the reader of sharded checkpoints over object storage is built on another
-//! branch (issue 15, sharded checkpoints over URLs); it replaces the body of
-//! [`open_sharded_url`]. Until then such a checkpoint is refused with [`Error::Unsupported`].
-
-use std::sync::Arc;
+//! branch (issue 15, sharded checkpoints over URLs, whose `open_sharded_url` has this
+//! signature); it replaces this file. Until then such a checkpoint is refused with
+//! [`Error::Unsupported`].
 
 use crate::error::{Error, Result};
-use crate::interop::remote::UrlOptions;
 use crate::interop::store::TensorStore;
-use crate::remote::{ObjectLocation, RangeRead};
 
-/// Opens the sharded paramdex checkpoint at `prefix`, whose index object is `index`, already
-/// opened as `index_src` (its tail read: served again without a request).
-pub(crate) fn open_sharded_url(
-    prefix: &ObjectLocation,
-    index: &ObjectLocation,
-    index_src: Arc<dyn RangeRead>,
-    opts: &UrlOptions,
-) -> Result<Box<dyn TensorStore>> {
-    let _ = (index_src, opts);
+/// Opens the sharded paramdex checkpoint whose index object is at `url` (`.../PREFIX.index`).
+pub(crate) fn open_sharded_url(url: &str) -> Result<Box<dyn TensorStore>> {
     Err(Error::Unsupported(format!(
-        "{}: a sharded paramdex checkpoint (its index {} lists data shards); reading one from \
-         object storage is not part of this build",
-        prefix.url, index.url
+        "{url}: the index of a sharded paramdex checkpoint (it lists data shards); reading one \
+         from object storage is not part of this build"
     )))
 }

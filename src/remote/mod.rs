@@ -14,6 +14,6 @@ pub use object::ObjectRange;
 pub use range::{FileRange, RangeRead, RequestStats};
 pub use reader::{RemoteEntry, RemoteOptions, RemoteReader, RemoteTensor};
 pub use url::{
-    is_url, open_url, resolve, resolve_with, s3_settings, set_s3_settings, split_s3_url,
+    is_url, open_url, resolve, resolve_with_settings, s3_settings, set_s3_settings, split_s3_url,
     ObjectLocation, S3Settings,
 };

@@ -123,11 +123,11 @@ pub fn s3_settings() -> S3Settings {
 /// * `file:///absolute/path`: the local file system through the same interface (objects are
 ///   files; ETags come from the file's identity and modification time).
 pub fn resolve(url: &str) -> Result<ObjectLocation> {
-    resolve_with(url, &s3_settings())
+    resolve_with_settings(url, &s3_settings())
 }
 
 /// [`resolve`] with the given settings instead of those in force.
-pub fn resolve_with(url: &str, settings: &S3Settings) -> Result<ObjectLocation> {
+pub fn resolve_with_settings(url: &str, settings: &S3Settings) -> Result<ObjectLocation> {
     if let Some(p) = url.strip_prefix("file://") {
         let path = ObjectPath::from_absolute_path(p).map_err(|e| {
             Error::InvalidArgument(format!(
