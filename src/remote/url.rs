@@ -1,8 +1,8 @@
 //! Where a remote checkpoint is: `s3://bucket/key` (an S3-compatible store, configured by the
 //! usual `AWS_*` environment variables: `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
-//! `AWS_REGION`, `AWS_ENDPOINT_URL` for a store other than AWS, `AWS_ALLOW_HTTP=true` for a
-//! plain-HTTP endpoint), or `file:///path` (a local file read by ranges, as the remote reader
-//! reads an object).
+//! `AWS_REGION`, `AWS_ENDPOINT_URL` for a store other than AWS (a plain-HTTP one is allowed
+//! unless `AWS_ALLOW_HTTP=false`), then the [`S3Settings`] a program set), or `file:///path`
+//! (the local file system through the same interface; [`open_url`] reads one by `pread`).
 //!
 //! This module is the one place that turns a URL into a store: every reader and writer of
 //! objects resolves its URL with [`resolve`], so configuration (endpoint, credentials,
@@ -82,8 +82,9 @@ pub fn split_s3_url(url: &str) -> Result<(&str, &str)> {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct S3Settings {
     /// The endpoint (`https://s3.example.com`, `http://127.0.0.1:3900`), instead of AWS's;
-    /// environment: `AWS_ENDPOINT_URL` (or `AWS_ENDPOINT`). A plain `http://` endpoint is
-    /// allowed (it was asked for) and reached with path-style requests
+    /// environment: `AWS_ENDPOINT_URL` (or `AWS_ENDPOINT`). A plain `http://` endpoint, from
+    /// here or the environment, is allowed (it was asked for; unless `allow_http` or
+    /// `AWS_ALLOW_HTTP` say otherwise) and reached with path-style requests
     /// (`http://host/bucket/key`), as private deployments (MinIO, Garage, Ceph) expect.
     pub endpoint: Option<String>,
     /// The region (`us-east-1`; Garage's default is `garage`); environment: `AWS_REGION` (or
@@ -93,7 +94,7 @@ pub struct S3Settings {
     /// `AWS_SKIP_SIGNATURE=true`.
     pub skip_signature: Option<bool>,
     /// Whether a plain-HTTP endpoint is allowed; environment: `AWS_ALLOW_HTTP=true`. An
-    /// `http://` [`S3Settings::endpoint`] allows it by itself.
+    /// `http://` endpoint allows it by itself unless this or `AWS_ALLOW_HTTP` is set.
     pub allow_http: Option<bool>,
 }
 
@@ -167,7 +168,9 @@ pub fn resolve_with_settings(url: &str, settings: &S3Settings) -> Result<ObjectL
         // A store on a private network (a test cluster): path-style requests, as virtual-hosted
         // names need DNS for every bucket.
         b = b.with_virtual_hosted_style_request(false);
-        if settings.endpoint.is_some() && settings.allow_http.is_none() {
+        // An http:// endpoint was asked for: allowed, unless AWS_ALLOW_HTTP or the settings
+        // say otherwise.
+        if settings.allow_http.is_none() && std::env::var_os("AWS_ALLOW_HTTP").is_none() {
             b = b.with_allow_http(true);
         }
     }
