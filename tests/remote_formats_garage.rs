@@ -338,6 +338,52 @@ fn every_fixture_reads_over_its_url_as_locally() {
     });
 }
 
+/// A sharded paramdex checkpoint at a URL (by its prefix, its `.index`, or one of its data
+/// objects) reaches the sharded reader's call point: it reads as locally once that reader is
+/// wired there, and until then is `Error::Unsupported` naming the index's URL, never read as a
+/// TensorFlow checkpoint or anything else.
+#[test]
+fn a_sharded_paramdex_checkpoint_reaches_the_sharded_call_point() {
+    let Some(g) = garage::shared("a_sharded_paramdex_checkpoint_reaches_the_sharded_call_point")
+    else {
+        return;
+    };
+    g.run(|| {
+        let rt = runtime();
+        let s = s3(g);
+        let dir = data_dir().join("native/v2/sharded");
+        let mut fs = Vec::new();
+        files(&dir, &mut fs);
+        for f in &fs {
+            let name = f.file_name().unwrap().to_str().unwrap();
+            put(
+                &rt,
+                &s,
+                &format!("sharded/{name}"),
+                std::fs::read(f).unwrap(),
+            );
+        }
+        let local = open_any(dir.join("ckpt")).unwrap();
+        for key in [
+            "sharded/ckpt",
+            "sharded/ckpt.index",
+            "sharded/ckpt.data-00001-of-00003",
+        ] {
+            match open_location(location(g, s.clone(), &rt, key), &UrlOptions::default()) {
+                Ok(remote) => {
+                    same(key, &*local, &*remote);
+                }
+                Err(Error::Unsupported(m)) => {
+                    let index = format!("s3://{}/sharded/ckpt.index", g.bucket());
+                    assert!(m.contains(&index), "{key}: {m}");
+                    assert!(m.contains("sharded"), "{key}: {m}");
+                }
+                Err(e) => panic!("{key}: {e:?}"),
+            }
+        }
+    });
+}
+
 /// A safetensors file of `n` float32 tensors of `elems` elements, named long enough that the
 /// header of 1,000 tensors is larger than the first read (64 KiB).
 fn safetensors_file(n: usize, elems: usize) -> (Vec<u8>, Vec<(String, Vec<u8>)>) {

@@ -308,6 +308,11 @@ fn errors_on_s3_urls_name_the_url() {
         bad[1].1 = "0".repeat(64);
         let o = run_env(&["ls", &url], &bad, &[1]);
         assert!(String::from_utf8_lossy(&o.stderr).contains(&url));
+        // --no-sign-request reaches the client: the same request unsigned is refused (the
+        // bucket is not public), signed it is not.
+        run_env(&["ls", &url], &env, &[0]);
+        let o = run_env(&["--no-sign-request", "ls", &url], &env, &[1]);
+        assert!(String::from_utf8_lossy(&o.stderr).contains(&url));
 
         // A TensorFlow data object cut short.
         let tf2 = data("tf/basic/tf2");
