@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::path::Path as ObjectPath;
-use object_store::upload::WriteMultipart;
+use object_store::WriteMultipart;
 use object_store::{ObjectStoreExt, PutPayload};
 use paramdex::remote::{
     ObjectLocation, ObjectUpload, UploadOptions, DEFAULT_PART_SIZE, DEFAULT_UPLOAD_CONCURRENCY,
@@ -78,7 +78,7 @@ fn ours(
     let start = Instant::now();
     let loc = ObjectLocation {
         store: s.clone(),
-        multipart: s.clone(),
+        multipart: Some(s.clone()),
         path: ObjectPath::from(key),
         url: format!("s3://bench/{key}"),
         runtime: rt.clone(),

@@ -63,7 +63,7 @@ fn location(
     let s = s3(g, secret);
     ObjectLocation {
         store: s.clone(),
-        multipart: s,
+        multipart: Some(s),
         path: ObjectPath::from(key),
         url: format!("s3://{}/{key}", g.bucket()),
         runtime: rt.clone(),

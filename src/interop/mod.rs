@@ -26,6 +26,7 @@ mod upload;
 
 pub use export::{export, ExportOptions, ExportReport, OutputFormat, Skipped};
 pub use merge::{merge, MergeInput, MergeOptions, MergeReport};
+pub use remote::{open_location, open_url, UrlOptions};
 pub use store::{
     DataLocation, Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorInfos, TensorStore,
     VerifySummary,
@@ -53,7 +54,7 @@ const OPENERS: &[Opener] = &[
 pub fn open_any(path: impl AsRef<Path>) -> Result<Box<dyn TensorStore>> {
     let path = path.as_ref();
     if let Some(url) = path.to_str().filter(|s| crate::remote::is_url(s)) {
-        return remote::open_url_store(url);
+        return remote::open_url(url);
     }
     if let Some(store) = detect(path)? {
         return Ok(store);

@@ -1,14 +1,23 @@
-//! A native file in an object store as one of the interop stores: [`TensorStore`] for
-//! [`RemoteReader`], so every command that reads a store reads a URL (issue 15).
+//! Checkpoints in object stores as interop stores (issue 15): [`TensorStore`] for
+//! [`RemoteReader`] (a native file), and the dispatcher that opens whatever a URL names
+//! ([`open_url`], [`open_location`]; [`crate::interop::open_any`] sends URLs there): a native
+//! file, a safetensors file, a TensorFlow checkpoint (by its prefix or its `.index`), or a
+//! sharded paramdex checkpoint, detected by name where the name says, else by content, with as
+//! few requests as the formats allow (docs/remote.md gives each format's request pattern).
 
 use std::borrow::Cow;
+use std::ops::Range;
+use std::sync::Arc;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, RemoteProblem, Result};
+use crate::interop::safetensors::{self, RemoteSafetensors, RemoteSafetensorsOptions};
 use crate::interop::store::{
     Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorInfos, TensorStore, VerifySummary,
 };
 use crate::native::Metadata;
-use crate::remote::{RemoteEntry, RemoteReader};
+use crate::remote::{
+    ObjectLocation, ObjectRange, RangeRead, RemoteEntry, RemoteOptions, RemoteReader, RequestStats,
+};
 
 fn info(e: RemoteEntry) -> TensorInfo {
     let nbytes = if e.slices != 0 {
@@ -94,33 +103,271 @@ impl TensorStore for RemoteReader {
     }
 }
 
-/// Opens the store at `url` (see [`crate::remote::open_url`]).
-pub(crate) fn open_url_store(url: &str) -> Result<Box<dyn TensorStore>> {
-    let opts = crate::remote::RemoteOptions::default();
-    // A sharded checkpoint, by its index or (when no object has the name) its prefix.
-    if url.ends_with(".index") {
-        return super::remote_sharded::open_sharded_url(url);
-    }
-    let src = match crate::remote::open_url(url, opts.tail_bytes) {
-        Err(
-            e @ Error::Remote {
-                problem: crate::RemoteProblem::NotFound,
-                ..
-            },
-        ) => {
-            return super::remote_sharded::open_sharded_url(url).map_err(|s| match s {
-                Error::Remote {
-                    problem: crate::RemoteProblem::NotFound,
-                    ..
-                } => e,
-                other => other,
-            })
+/// How [`open_location`] opens what a URL names.
+#[derive(Clone, Debug)]
+pub struct UrlOptions {
+    /// How a native file is read; its [`RemoteOptions::tail_bytes`] is also the size of the
+    /// first read of an object whose name does not say what it is, and of a `.index`.
+    pub native: RemoteOptions,
+    /// How a safetensors file is read (the size of its first read).
+    pub safetensors: RemoteSafetensorsOptions,
+    /// Most bytes of a TensorFlow checkpoint's `.index` read into memory (the whole index is
+    /// read at open): a larger one is refused before it is read.
+    pub max_tf_index_bytes: u64,
+}
+
+impl Default for UrlOptions {
+    fn default() -> Self {
+        UrlOptions {
+            native: RemoteOptions::default(),
+            safetensors: RemoteSafetensorsOptions::default(),
+            max_tf_index_bytes: 1 << 30,
         }
-        r => r?,
-    };
-    match RemoteReader::open(src, opts) {
-        Ok(r) => Ok(Box::new(r)),
-        Err(Error::Unsupported(d)) => Err(Error::Unsupported(d)),
-        Err(e) => Err(e),
     }
+}
+
+/// Opens what `url` names (`s3://bucket/key`, `file:///path`), resolved with
+/// [`crate::remote::resolve`] (the `AWS_*` environment and the [`crate::remote::S3Settings`]
+/// in force), with default [`UrlOptions`]. See [`open_location`].
+pub fn open_url(url: &str) -> Result<Box<dyn TensorStore>> {
+    open_location(crate::remote::resolve(url)?, &UrlOptions::default())
+}
+
+/// The bytes an open read of an object brought (from `start`), served again without a request:
+/// the first read of an object decides its format, and the reader of that format finds what it
+/// needs (a footer, a header) already there.
+#[derive(Debug)]
+struct Held {
+    inner: Arc<ObjectRange>,
+    start: u64,
+    bytes: Vec<u8>,
+}
+
+impl Held {
+    /// The object's first bytes, if held.
+    fn head(&self) -> Option<&[u8]> {
+        (self.start == 0).then_some(&self.bytes[..])
+    }
+}
+
+impl RangeRead for Held {
+    fn len(&self) -> u64 {
+        self.inner.len()
+    }
+
+    fn location(&self) -> &str {
+        self.inner.location()
+    }
+
+    fn read(&self, range: Range<u64>) -> Result<Vec<u8>> {
+        let end = self.start + self.bytes.len() as u64;
+        if range.start >= self.start && range.end <= end && range.start <= range.end {
+            let a = usize::try_from(range.start - self.start).expect("inside the held bytes");
+            let b = usize::try_from(range.end - self.start).expect("inside the held bytes");
+            return Ok(self.bytes[a..b].to_vec());
+        }
+        self.inner.read(range)
+    }
+
+    fn stats(&self) -> RequestStats {
+        self.inner.stats()
+    }
+}
+
+/// The first read of `loc`: its last `n` bytes.
+fn open_tail(loc: &ObjectLocation, n: u64) -> Result<Held> {
+    let obj = ObjectRange::open(
+        loc.store.clone(),
+        loc.path.clone(),
+        loc.url.clone(),
+        loc.runtime.clone(),
+        n,
+    )?;
+    // Served from the open's own read: no request.
+    let bytes = obj.tail(n)?;
+    Ok(Held {
+        start: obj.len() - bytes.len() as u64,
+        inner: Arc::new(obj),
+        bytes,
+    })
+}
+
+/// The first read of `loc`: its first `n` bytes (all of them, if it is shorter).
+fn open_head(loc: &ObjectLocation, n: u64) -> Result<Held> {
+    let (obj, bytes) = ObjectRange::open_range(
+        loc.store.clone(),
+        loc.path.clone(),
+        loc.url.clone(),
+        loc.runtime.clone(),
+        0..n.max(9),
+    )?;
+    Ok(Held {
+        inner: Arc::new(obj),
+        start: 0,
+        bytes,
+    })
+}
+
+/// Opens what `loc` names, by its name where the name says, else by content:
+///
+/// * `KEY.index`: the index of a checkpoint at prefix `KEY`: a TensorFlow checkpoint, or a
+///   sharded paramdex checkpoint (a paramdex header in the index); a native single file so
+///   named is read as one. `KEY.data-SSSSS-of-NNNNN`: the data object of a checkpoint at
+///   prefix `KEY` (opened by its `.index`).
+/// * any other key naming an object: a native paramdex file (the table magic ends it and its
+///   header is a paramdex one), or a safetensors file (an 8-byte little-endian header length,
+///   then `{`). A key ending in `.safetensors` is read from its start first (one request holds
+///   the header length and, usually, the header), any other from its end (one request holds a
+///   native file's footer and, usually, its index block), and the other end only when the
+///   first read did not decide.
+/// * a key naming no object, where `KEY.index` is one: the checkpoint at prefix `KEY`, as
+///   above. Neither is [`RemoteProblem::NotFound`] naming both URLs.
+pub fn open_location(loc: ObjectLocation, opts: &UrlOptions) -> Result<Box<dyn TensorStore>> {
+    if let Some(prefix) = loc.without_suffix(".index") {
+        return open_checkpoint(&prefix, loc, opts, true);
+    }
+    if let Some(prefix) = data_object_prefix(&loc) {
+        let index = prefix.with_suffix(".index");
+        return open_checkpoint(&prefix, index, opts, false);
+    }
+    let by_name = loc.path.as_ref().ends_with(".safetensors");
+    let first = if by_name {
+        open_head(&loc, opts.safetensors.head_bytes)
+    } else {
+        open_tail(&loc, opts.native.tail_bytes)
+    };
+    let held = match first {
+        Ok(h) => h,
+        Err(Error::Remote {
+            problem: RemoteProblem::NotFound,
+            ..
+        }) if !by_name => {
+            let index = loc.with_suffix(".index");
+            return match open_checkpoint(&loc, index, opts, false) {
+                Err(Error::Remote {
+                    problem: RemoteProblem::NotFound,
+                    url,
+                    ..
+                }) if url == format!("{}.index", loc.url) => Err(Error::Remote {
+                    problem: RemoteProblem::NotFound,
+                    detail: format!(
+                        "no such object, and no checkpoint with this prefix ({url} does not \
+                         exist either)"
+                    ),
+                    url: loc.url,
+                }),
+                r => r,
+            };
+        }
+        Err(e) => return Err(e),
+    };
+    open_object(held, opts)
+}
+
+/// The prefix of a checkpoint's data object `PREFIX.data-SSSSS-of-NNNNN`, if `loc` names one.
+fn data_object_prefix(loc: &ObjectLocation) -> Option<ObjectLocation> {
+    let key = loc.path.as_ref();
+    let at = key.rfind(".data-")?;
+    let tail = &key[at + ".data-".len()..];
+    let (k, n) = tail.split_once("-of-")?;
+    let digits = |s: &str| s.len() == 5 && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(k) || !digits(n) {
+        return None;
+    }
+    loc.without_suffix(&key[at..])
+}
+
+/// A native file or a safetensors file, from the first read of its object.
+fn open_object(held: Held, opts: &UrlOptions) -> Result<Box<dyn TensorStore>> {
+    let len = held.len();
+    let url = held.location().to_string();
+    if let Some(head) = held.head().filter(|h| safetensors::starts_like(h)) {
+        let head = head.to_vec();
+        return Ok(Box::new(RemoteSafetensors::open_with_head(
+            Arc::new(held),
+            head,
+            opts.safetensors,
+        )?));
+    }
+    let held = Arc::new(held);
+    let head_read = held.head().is_some();
+    // The tail is held (read first), or the head was read and is not safetensors: the native
+    // reader reads the tail if it must.
+    let native = RemoteReader::open(held.clone(), opts.native.clone());
+    let not_native = match native {
+        Ok(r) => return Ok(Box::new(r)),
+        Err(Error::UnrecognizedFormat { detail, .. }) => detail,
+        Err(e) => return Err(e),
+    };
+    if !head_read {
+        // Read from the end first, and not a native file: its start says whether it is a
+        // safetensors file.
+        let head = held.read(0..opts.safetensors.head_bytes.max(9).min(len))?;
+        if safetensors::starts_like(&head) {
+            return Ok(Box::new(RemoteSafetensors::open_with_head(
+                held,
+                head,
+                opts.safetensors,
+            )?));
+        }
+    }
+    Err(Error::UnrecognizedFormat {
+        path: url.clone(),
+        detail: format!(
+            "neither a native paramdex file ({not_native}) nor a safetensors file; a TensorFlow \
+             or sharded checkpoint is named by its prefix (PREFIX, with PREFIX.index beside it) \
+             or by {url}.index"
+        ),
+    })
+}
+
+/// The largest `.index` read whole at once when its first read did not hold it all: a
+/// TensorFlow checkpoint's reader needs all of it, and the index of a sharded paramdex
+/// checkpoint this small costs no more read whole than block by block.
+const WHOLE_INDEX_AT_ONCE: u64 = 8 << 20;
+
+/// The checkpoint at `prefix` whose index is `index`: a sharded paramdex checkpoint, a
+/// TensorFlow checkpoint, or (`named_index`: the URL named the `.index` itself) a native
+/// single file, as a local `PREFIX.index` file would be read.
+fn open_checkpoint(
+    prefix: &ObjectLocation,
+    index: ObjectLocation,
+    opts: &UrlOptions,
+    named_index: bool,
+) -> Result<Box<dyn TensorStore>> {
+    let mut held = open_tail(&index, opts.native.tail_bytes)?;
+    if held.start > 0 && held.len() <= WHOLE_INDEX_AT_ONCE.min(opts.max_tf_index_bytes) {
+        // Not held whole, but small: the rest now, in one request, rather than the header's
+        // block first and the rest after it (a TensorFlow reader needs all of it).
+        held.bytes = super::tf::remote::whole_object(
+            &*held.inner,
+            held.start,
+            &held.bytes,
+            opts.max_tf_index_bytes,
+        )?;
+        held.start = 0;
+    }
+    let held = Arc::new(held);
+    match RemoteReader::open(held.clone(), opts.native.clone()) {
+        Ok(r) if named_index => return Ok(Box::new(r)),
+        // A native single file at PREFIX.index is also a TensorFlow checkpoint (`export_tf`):
+        // read as one, as a local prefix is.
+        Ok(_) => {}
+        // The index of a sharded paramdex checkpoint.
+        Err(Error::Unsupported(_)) => {
+            return super::remote_sharded::open_sharded_at(prefix, held, opts.native.clone())
+        }
+        // Not a paramdex header: a TensorFlow checkpoint's index, or not an index at all (then
+        // the TensorFlow reader says what is wrong with it).
+        Err(Error::UnrecognizedFormat { .. } | Error::Corrupt { .. }) => {}
+        Err(e) => return Err(e),
+    }
+    let bytes =
+        super::tf::remote::whole_object(&*held, held.start, &held.bytes, opts.max_tf_index_bytes)?;
+    Ok(Box::new(super::tf::remote::open_at(
+        &index,
+        prefix.path.as_ref(),
+        &prefix.url,
+        bytes,
+    )?))
 }

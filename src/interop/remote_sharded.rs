@@ -9,7 +9,12 @@ use crate::interop::store::{
     Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorInfos, TensorStore, VerifySummary,
 };
 use crate::native::{Metadata, Region};
-use crate::remote::{RemoteEntry, RemoteOptions, RemoteSharded, RemoteTensor};
+use std::sync::Arc;
+
+use crate::remote::{
+    object_data_opener, ObjectLocation, RangeRead, RemoteEntry, RemoteOptions, RemoteSharded,
+    RemoteTensor,
+};
 
 /// What a listing of the index says of a tensor (a tensor stored in slices: its whole shape and
 /// bytes).
@@ -116,12 +121,25 @@ impl TensorStore for RemoteSharded {
     }
 }
 
-/// Opens the sharded checkpoint at `url` (`s3://bucket/dir/PREFIX` or `.../PREFIX.index`;
-/// `file://` the same) as a store: the index object only (at most two requests); each data
-/// object when first read (see [`RemoteSharded::shard`]).
-pub(crate) fn open_sharded_url(url: &str) -> Result<Box<dyn TensorStore>> {
-    Ok(Box::new(crate::remote::open_sharded(
-        url,
-        RemoteOptions::default(),
+/// Opens the sharded checkpoint at `prefix` as a store, from its index object `index` (already
+/// opened by the URL dispatcher, so its first read is not made twice); each data object
+/// `PREFIX.data-k-of-N` is opened when first read (see [`RemoteSharded::shard`]).
+pub(crate) fn open_sharded_at(
+    prefix: &ObjectLocation,
+    index: Arc<dyn RangeRead>,
+    opts: RemoteOptions,
+) -> Result<Box<dyn TensorStore>> {
+    let open_data = object_data_opener(
+        prefix.store.clone(),
+        prefix.runtime.clone(),
+        prefix.path.as_ref(),
+        &prefix.url,
+        opts.tail_bytes,
+    );
+    Ok(Box::new(RemoteSharded::open(
+        index,
+        prefix.url.clone(),
+        open_data,
+        opts,
     )?))
 }

@@ -22,7 +22,7 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use safetensors::tensor::Metadata as StMetadata;
-use safetensors::{Dtype as StDtype, SafeTensors, View};
+use safetensors::{Dtype as StDtype, View};
 
 use crate::dtype::DType;
 use crate::error::{path_str, Error, Result};
@@ -35,6 +35,7 @@ use crate::native::staging;
 use crate::native::Metadata;
 use crate::native::Source;
 use crate::progress::Progress;
+use crate::remote::RangeRead;
 
 /// The safetensors dtype of a paramdex dtype, if safetensors has it.
 pub fn to_safetensors_dtype(d: DType) -> Option<StDtype> {
@@ -67,13 +68,19 @@ pub fn from_safetensors_dtype(d: StDtype) -> Option<DType> {
         .find(|&p| to_safetensors_dtype(p) == Some(d))
 }
 
-/// An open `.safetensors` file.
+/// A safetensors header, parsed and checked: what the reader of a local file
+/// ([`SafetensorsStore`]) and the reader of an object in a store ([`RemoteSafetensors`]) share.
+/// The checks are the `safetensors` crate's own (the JSON, the dtypes, every tensor's offsets
+/// contiguous from 0 and its size equal to shape × dtype, through its `Metadata`), plus the
+/// file's length: the data must end exactly at the end of the file.
 #[derive(Debug)]
-pub struct SafetensorsStore {
-    source: Source,
+pub(crate) struct Header {
+    /// The file (a path or URL), for messages.
     path: String,
     /// Offset of the first data byte (8 + header length).
-    data_start: usize,
+    data_start: u64,
+    /// The file's length.
+    file_len: u64,
     meta: StMetadata,
     /// Tensor names in bytewise order.
     names: Vec<String>,
@@ -85,6 +92,166 @@ fn corrupt(path: &str, e: safetensors::SafeTensorError) -> Error {
         8,
         format!("{path}: {e} (checked by the safetensors crate)"),
     )
+}
+
+/// The header length a safetensors file of `file_len` bytes declares in its first 8 bytes
+/// (`first`, at least 8 bytes), checked against [`MAX_HEADER_LEN`] and the file's length before
+/// anything is read or allocated for it.
+pub(crate) fn declared_header_len(first: &[u8], file_len: u64, path: &str) -> Result<u64> {
+    use safetensors::SafeTensorError as E;
+    let Some(b) = first.get(..8) else {
+        return Err(corrupt(path, E::HeaderTooSmall));
+    };
+    let mut n = [0u8; 8];
+    n.copy_from_slice(b);
+    let n = u64::from_le_bytes(n);
+    if n > MAX_HEADER_LEN {
+        return Err(corrupt(path, E::HeaderTooLarge));
+    }
+    if n > file_len.saturating_sub(8) {
+        return Err(corrupt(path, E::InvalidHeaderLength));
+    }
+    Ok(n)
+}
+
+impl Header {
+    /// Parses the header of a safetensors file of `file_len` bytes from `head`, its first
+    /// bytes (at least the 8 + header length of them; more are ignored).
+    pub(crate) fn parse(head: &[u8], file_len: u64, path: String) -> Result<Header> {
+        use safetensors::SafeTensorError as E;
+        let n = declared_header_len(head, file_len, &path)?;
+        let end = usize::try_from(8 + n).map_err(|_| corrupt(&path, E::HeaderTooLarge))?;
+        let Some(json) = head.get(8..end) else {
+            return Err(corrupt(&path, E::InvalidHeaderLength));
+        };
+        let text = std::str::from_utf8(json).map_err(|e| corrupt(&path, E::InvalidHeader(e)))?;
+        // The crate's `Metadata` checks offsets and sizes as it is deserialized.
+        let meta: StMetadata = serde_json::from_str(text)
+            .map_err(|e| corrupt(&path, E::InvalidHeaderDeserialization(e)))?;
+        let data_len = meta.data_len() as u64;
+        if (8 + n).checked_add(data_len) != Some(file_len) {
+            return Err(corrupt(&path, E::MetadataIncompleteBuffer));
+        }
+        let mut names: Vec<String> = meta.tensors().into_keys().collect();
+        names.sort_unstable();
+        Ok(Header {
+            path,
+            data_start: 8 + n,
+            file_len,
+            meta,
+            names,
+        })
+    }
+
+    /// The file's `__metadata__`, as string values.
+    pub(crate) fn metadata(&self) -> Result<Metadata> {
+        match self.meta.metadata() {
+            None => Ok(Metadata::new()),
+            Some(m) => Metadata::from_strings(m.iter().map(|(k, v)| (k.clone(), v.clone())))
+                .map_err(|e| {
+                    Error::corrupt(
+                        "safetensors header",
+                        8,
+                        format!("{}: __metadata__: {e}", self.path),
+                    )
+                }),
+        }
+    }
+
+    /// Bytes of the JSON header (after the 8-byte length).
+    pub(crate) fn header_len(&self) -> u64 {
+        self.data_start - 8
+    }
+
+    /// Whether the file holds tensor `name`.
+    fn has(&self, name: &str) -> bool {
+        self.meta.info(name).is_some()
+    }
+
+    /// The description of tensor `name` and where its data lies in the file.
+    fn info(&self, name: &str) -> Result<(TensorInfo, u64, u64)> {
+        let i = self.meta.info(name).ok_or_else(|| Error::NotFound {
+            name: name.to_string(),
+            path: self.path.clone(),
+        })?;
+        let dtype = from_safetensors_dtype(i.dtype).ok_or_else(|| {
+            Error::Unsupported(format!(
+                "{}: tensor {name} is safetensors {}, which paramdex has no dtype for",
+                self.path, i.dtype
+            ))
+        })?;
+        let (s, e) = i.data_offsets;
+        let start = self.data_start.checked_add(s as u64);
+        let end = self.data_start.checked_add(e as u64);
+        let (Some(start), Some(end)) = (start, end) else {
+            return Err(Error::corrupt(
+                "safetensors header",
+                8,
+                format!("{}: tensor {name}: data offsets overflow", self.path),
+            ));
+        };
+        if start > end || end > self.file_len {
+            return Err(Error::corrupt(
+                "safetensors header",
+                8,
+                format!(
+                    "{}: tensor {name}: data [{start}, {end}) is outside the {}-byte file",
+                    self.path, self.file_len
+                ),
+            ));
+        }
+        Ok((
+            TensorInfo {
+                name: name.as_bytes().to_vec(),
+                kind: Kind::Numeric(dtype),
+                shape: i.shape.iter().map(|&d| d as u64).collect(),
+                lod: Vec::new(),
+                nbytes: end - start,
+            },
+            start,
+            end,
+        ))
+    }
+
+    /// Every tensor, in name order.
+    fn list(&self) -> Result<Vec<TensorInfo>> {
+        self.names
+            .iter()
+            .map(|n| self.info(n).map(|(i, _, _)| i))
+            .collect()
+    }
+
+    /// What `verify` reports: safetensors has no checksums, so the structure (checked at
+    /// open) and the dtypes.
+    fn verify(&self) -> Result<VerifySummary> {
+        let list = self.list()?;
+        Ok(VerifySummary {
+            tensors: list.len() as u64,
+            data_bytes: list.iter().map(|t| t.nbytes).sum(),
+            checksums: 0,
+        })
+    }
+
+    /// The location of tensor `name`, if the file holds it.
+    fn data_location(&self, name: &[u8]) -> Result<Option<DataLocation>> {
+        let Some(name) = std::str::from_utf8(name).ok().filter(|n| self.has(n)) else {
+            return Ok(None);
+        };
+        let (_, start, end) = self.info(name)?;
+        Ok(Some(DataLocation {
+            path: self.path.clone().into(),
+            offset: start,
+            len: end - start,
+            crc32c: None,
+        }))
+    }
+}
+
+/// An open `.safetensors` file.
+#[derive(Debug)]
+pub struct SafetensorsStore {
+    source: Source,
+    header: Header,
 }
 
 impl SafetensorsStore {
@@ -100,81 +267,18 @@ impl SafetensorsStore {
     }
 
     fn from_source(source: Source, path: String) -> Result<SafetensorsStore> {
-        let (n, meta) = SafeTensors::read_metadata(&source).map_err(|e| corrupt(&path, e))?;
-        let mut names: Vec<String> = meta.tensors().into_keys().collect();
-        names.sort_unstable();
-        Ok(SafetensorsStore {
-            data_start: 8 + n,
-            source,
-            path,
-            meta,
-            names,
-        })
+        let header = Header::parse(&source, source.len() as u64, path)?;
+        Ok(SafetensorsStore { source, header })
     }
 
     /// The file's `__metadata__`, as string values.
     pub fn metadata(&self) -> Result<Metadata> {
-        match self.meta.metadata() {
-            None => Ok(Metadata::new()),
-            Some(m) => Metadata::from_strings(m.iter().map(|(k, v)| (k.clone(), v.clone())))
-                .map_err(|e| {
-                    Error::corrupt(
-                        "safetensors header",
-                        8,
-                        format!("{}: __metadata__: {e}", self.path),
-                    )
-                }),
-        }
+        self.header.metadata()
     }
 
     /// Bytes of the JSON header (after the 8-byte length).
     pub fn header_len(&self) -> u64 {
-        self.data_start as u64 - 8
-    }
-
-    fn info(&self, name: &str) -> Result<(TensorInfo, usize, usize)> {
-        let i = self.meta.info(name).ok_or_else(|| Error::NotFound {
-            name: name.to_string(),
-            path: self.path.clone(),
-        })?;
-        let dtype = from_safetensors_dtype(i.dtype).ok_or_else(|| {
-            Error::Unsupported(format!(
-                "{}: tensor {name} is safetensors {}, which paramdex has no dtype for",
-                self.path, i.dtype
-            ))
-        })?;
-        let (s, e) = i.data_offsets;
-        let start = self.data_start.checked_add(s);
-        let end = self.data_start.checked_add(e);
-        let (Some(start), Some(end)) = (start, end) else {
-            return Err(Error::corrupt(
-                "safetensors header",
-                8,
-                format!("{}: tensor {name}: data offsets overflow", self.path),
-            ));
-        };
-        if start > end || end > self.source.len() {
-            return Err(Error::corrupt(
-                "safetensors header",
-                8,
-                format!(
-                    "{}: tensor {name}: data [{start}, {end}) is outside the {}-byte file",
-                    self.path,
-                    self.source.len()
-                ),
-            ));
-        }
-        Ok((
-            TensorInfo {
-                name: name.as_bytes().to_vec(),
-                kind: Kind::Numeric(dtype),
-                shape: i.shape.iter().map(|&d| d as u64).collect(),
-                lod: Vec::new(),
-                nbytes: (end - start) as u64,
-            },
-            start,
-            end,
-        ))
+        self.header.header_len()
     }
 }
 
@@ -192,51 +296,161 @@ impl TensorStore for SafetensorsStore {
     }
 
     fn list(&self) -> Result<Vec<TensorInfo>> {
-        self.names
-            .iter()
-            .map(|n| self.info(n).map(|(i, _, _)| i))
-            .collect()
+        self.header.list()
     }
 
     fn load(&self, name: &[u8]) -> Result<Option<LoadedTensor<'_>>> {
-        let Ok(name) = std::str::from_utf8(name) else {
+        let Some(name) = std::str::from_utf8(name)
+            .ok()
+            .filter(|n| self.header.has(n))
+        else {
             return Ok(None);
         };
-        if self.meta.info(name).is_none() {
-            return Ok(None);
-        }
-        let (info, start, end) = self.info(name)?;
+        let (info, start, end) = self.header.info(name)?;
+        // Within the mapped file: `info` checked `end` against its length.
+        let range = usize::try_from(start).unwrap_or(usize::MAX)
+            ..usize::try_from(end).unwrap_or(usize::MAX);
+        let data = self.source.get(range).ok_or_else(|| {
+            Error::corrupt(
+                "safetensors header",
+                8,
+                format!(
+                    "{}: tensor {name}: data [{start}, {end}) is outside the file",
+                    self.header.path
+                ),
+            )
+        })?;
         Ok(Some(LoadedTensor {
             info,
-            data: TensorData::Bytes(Cow::Borrowed(&self.source[start..end])),
+            data: TensorData::Bytes(Cow::Borrowed(data)),
         }))
     }
 
     /// safetensors has no checksums: checks the structure (done at open) and that every dtype
     /// is one paramdex knows.
     fn verify(&self, _threads: usize) -> Result<VerifySummary> {
-        let list = self.list()?;
-        Ok(VerifySummary {
-            tensors: list.len() as u64,
-            data_bytes: list.iter().map(|t| t.nbytes).sum(),
-            checksums: 0,
-        })
+        self.header.verify()
     }
 
     fn data_location(&self, name: &[u8]) -> Result<Option<DataLocation>> {
-        let Ok(name) = std::str::from_utf8(name) else {
+        self.header.data_location(name)
+    }
+}
+
+/// How a [`RemoteSafetensors`] opens its object.
+#[derive(Clone, Copy, Debug)]
+pub struct RemoteSafetensorsOptions {
+    /// Bytes asked for by the first request, from the start of the object: the 8-byte header
+    /// length and, when the header is no longer, the whole header (one more request reads the
+    /// rest of a longer one). 64 KiB holds the header of a file of several hundred tensors.
+    pub head_bytes: u64,
+}
+
+impl Default for RemoteSafetensorsOptions {
+    fn default() -> Self {
+        RemoteSafetensorsOptions {
+            head_bytes: 64 << 10,
+        }
+    }
+}
+
+/// A safetensors file in an object store (or any object read by ranges: [`RangeRead`]), read
+/// by ranges: open reads the header (one request for the object's first
+/// [`RemoteSafetensorsOptions::head_bytes`] bytes, which usually hold it all, and one more for
+/// the rest of a longer header, at most [`MAX_HEADER_LEN`] bytes), checked as a local file's
+/// is; `load` reads a tensor's bytes with one request.
+///
+/// safetensors stores no checksums: the bytes of a tensor read over the network cannot be
+/// checked beyond their length (a short answer is an error). [`TensorStore::verify`] checks the
+/// header's structure only, as for a local file.
+#[derive(Debug)]
+pub struct RemoteSafetensors {
+    src: std::sync::Arc<dyn RangeRead>,
+    header: Header,
+}
+
+impl RemoteSafetensors {
+    /// Opens `src`, whose first bytes `head` the caller has already read (none, or any number:
+    /// more are read as needed).
+    pub fn open_with_head(
+        src: std::sync::Arc<dyn RangeRead>,
+        mut head: Vec<u8>,
+        opts: RemoteSafetensorsOptions,
+    ) -> Result<RemoteSafetensors> {
+        let len = src.len();
+        let location = src.location().to_string();
+        if head.len() < 8 {
+            head = src.read(0..opts.head_bytes.max(8).min(len))?;
+        }
+        let n = declared_header_len(&head, len, &location)?;
+        let need = 8 + n;
+        if (head.len() as u64) < need {
+            let more = src.read(head.len() as u64..need)?;
+            head.extend_from_slice(&more);
+        }
+        let header = Header::parse(&head, len, location)?;
+        Ok(RemoteSafetensors { src, header })
+    }
+
+    /// Opens `src` (see [`RemoteSafetensors::open_with_head`]).
+    pub fn open(
+        src: std::sync::Arc<dyn RangeRead>,
+        opts: RemoteSafetensorsOptions,
+    ) -> Result<RemoteSafetensors> {
+        Self::open_with_head(src, Vec::new(), opts)
+    }
+
+    /// Bytes of the JSON header (after the 8-byte length).
+    pub fn header_len(&self) -> u64 {
+        self.header.header_len()
+    }
+
+    /// The object read.
+    pub fn source(&self) -> &std::sync::Arc<dyn RangeRead> {
+        &self.src
+    }
+}
+
+impl TensorStore for RemoteSafetensors {
+    fn format(&self) -> Format {
+        Format::Safetensors
+    }
+
+    fn metadata(&self) -> Result<Metadata> {
+        self.header.metadata()
+    }
+
+    fn scan(&self, start: &[u8]) -> Result<TensorInfos<'_>> {
+        Ok(scan_sorted(self.list()?, start))
+    }
+
+    fn list(&self) -> Result<Vec<TensorInfo>> {
+        self.header.list()
+    }
+
+    fn load(&self, name: &[u8]) -> Result<Option<LoadedTensor<'_>>> {
+        let Some(name) = std::str::from_utf8(name)
+            .ok()
+            .filter(|n| self.header.has(n))
+        else {
             return Ok(None);
         };
-        if self.meta.info(name).is_none() {
-            return Ok(None);
-        }
-        let (_, start, end) = self.info(name)?;
-        Ok(Some(DataLocation {
-            path: self.path.clone().into(),
-            offset: start as u64,
-            len: (end - start) as u64,
-            crc32c: None,
+        let (info, start, end) = self.header.info(name)?;
+        let data = self.src.read(start..end)?;
+        Ok(Some(LoadedTensor {
+            info,
+            data: TensorData::Bytes(Cow::Owned(data)),
         }))
+    }
+
+    /// safetensors has no checksums: checks the structure (done at open) and that every dtype
+    /// is one paramdex knows. No tensor data is read.
+    fn verify(&self, _threads: usize) -> Result<VerifySummary> {
+        self.header.verify()
+    }
+
+    fn data_location(&self, name: &[u8]) -> Result<Option<DataLocation>> {
+        self.header.data_location(name)
     }
 }
 
@@ -250,6 +464,21 @@ pub fn looks_like(head: &[u8], len: u64) -> bool {
     n.copy_from_slice(&head[..8]);
     let n = u64::from_le_bytes(n);
     head[8] == b'{' && n >= 2 && n <= len.saturating_sub(8)
+}
+
+/// Whether `head` (the first bytes of an object, at least 9) starts like a safetensors file,
+/// whatever its length: a header length of at least 2 and at most [`MAX_HEADER_LEN`], then `{`.
+/// The detector of objects read by ranges, which sees their first bytes before their length
+/// matters: an object cut short inside its header is then a safetensors file with a
+/// clear error ("invalid header length"), not an unrecognized object.
+pub(crate) fn starts_like(head: &[u8]) -> bool {
+    let Some(n) = head.get(..8) else {
+        return false;
+    };
+    let mut b = [0u8; 8];
+    b.copy_from_slice(n);
+    let n = u64::from_le_bytes(b);
+    head.get(8) == Some(&b'{') && (2..=MAX_HEADER_LEN).contains(&n)
 }
 
 /// Opens `path` as a safetensors file, or `Ok(None)` if it does not start like one
@@ -596,6 +825,7 @@ fn new_file_mode(p: &Path) -> std::io::Result<std::fs::Permissions> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use safetensors::SafeTensors;
 
     #[test]
     fn dtype_table_is_a_bijection_on_shared_types() {

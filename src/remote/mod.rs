@@ -25,4 +25,7 @@ pub use upload::{
     UploadOptions, UploadStats, DEFAULT_PART_SIZE, DEFAULT_UPLOAD_CONCURRENCY, MAX_PARTS,
     MAX_PART_SIZE, MIN_PART_SIZE,
 };
-pub use url::{is_url, open_url, resolve, split_s3_url, ObjectLocation};
+pub use url::{
+    is_url, open_url, resolve, resolve_with_settings, s3_settings, set_s3_settings, split_s3_url,
+    ObjectLocation, S3Settings,
+};

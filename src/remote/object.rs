@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use object_store::path::Path as ObjectPath;
-use object_store::{GetOptions, GetRange, ObjectStore};
+use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
 
 use crate::error::{Error, RemoteProblem, Result};
 use crate::remote::range::{check_range, RangeRead, RequestStats};
@@ -100,6 +100,96 @@ impl ObjectRange {
             requests: AtomicU64::new(1),
             bytes: AtomicU64::new(data.len() as u64),
         })
+    }
+
+    /// Opens the object `path` of `store` (shown as `url`) with one request: a GET of the
+    /// bytes `range` (`range.start < range.end`), which also gives the object's length and
+    /// ETag. Returns the object and the bytes received: those of `range` that lie within the
+    /// object, so fewer than asked when the object ends inside `range` (the first bytes of a
+    /// file shorter than the head asked for). A `range` starting at or past the object's end
+    /// is [`RemoteProblem::Truncated`], naming the object's length (found with one more
+    /// request, a HEAD, on that error path only). Later reads are conditional on the ETag.
+    ///
+    /// This is how an object is opened where the first bytes needed are not its tail: the
+    /// header of a safetensors file, the first tensor read from a TensorFlow data object.
+    pub fn open_range(
+        store: Arc<dyn ObjectStore>,
+        path: ObjectPath,
+        url: impl Into<String>,
+        runtime: Arc<tokio::runtime::Runtime>,
+        range: Range<u64>,
+    ) -> Result<(ObjectRange, Vec<u8>)> {
+        let url = url.into();
+        if range.start >= range.end {
+            return Err(Error::InvalidArgument(format!(
+                "{url}: an empty range {}..{} opens nothing",
+                range.start, range.end
+            )));
+        }
+        let opts = GetOptions {
+            range: Some(GetRange::Bounded(range.clone())),
+            ..Default::default()
+        };
+        let got = runtime.block_on(async {
+            let r = store.get_opts(&path, opts).await?;
+            let (meta, got) = (r.meta.clone(), r.range.clone());
+            Ok::<_, object_store::Error>((meta, got, r.bytes().await?))
+        });
+        let (meta, got, data) = match got {
+            Ok(x) => x,
+            Err(
+                e @ (object_store::Error::NotFound { .. }
+                | object_store::Error::PermissionDenied { .. }
+                | object_store::Error::Unauthenticated { .. }),
+            ) => return Err(remote_error(&url, e)),
+            Err(e) => {
+                // A range past the end is refused by the store (416): say how long the object
+                // is, when a HEAD can tell.
+                let head = runtime.block_on(store.head(&path));
+                return Err(match head {
+                    Ok(m) if m.size <= range.start => Error::Remote {
+                        url,
+                        problem: RemoteProblem::Truncated,
+                        detail: format!(
+                            "bytes {}..{} were asked for, the object has {} bytes",
+                            range.start, range.end, m.size
+                        ),
+                    },
+                    _ => remote_error(&url, e),
+                });
+            }
+        };
+        let len = meta.size;
+        let want_end = range.end.min(len);
+        if got.start != range.start
+            || got.end != want_end
+            || data.len() as u64 != want_end.saturating_sub(range.start)
+        {
+            return Err(Error::Remote {
+                url,
+                problem: RemoteProblem::Truncated,
+                detail: format!(
+                    "asked for bytes {}..{} of {len}, got {} bytes of {}..{}",
+                    range.start,
+                    range.end,
+                    data.len(),
+                    got.start,
+                    got.end
+                ),
+            });
+        }
+        let obj = ObjectRange {
+            store,
+            path,
+            url,
+            len,
+            etag: meta.e_tag,
+            runtime,
+            first: Mutex::new(None),
+            requests: AtomicU64::new(1),
+            bytes: AtomicU64::new(data.len() as u64),
+        };
+        Ok((obj, data.to_vec()))
     }
 
     /// The ETag the object had when opened, if the store gives one.

@@ -600,7 +600,13 @@ async fn drive(
     concurrency: usize,
     counters: Arc<Counters>,
 ) -> Result<()> {
-    let created = loc.multipart.create_multipart(&loc.path).await;
+    let Some(multipart) = loc.multipart.clone() else {
+        return Err(Error::Unsupported(format!(
+            "{}: the store takes no multipart uploads",
+            loc.url
+        )));
+    };
+    let created = multipart.create_multipart(&loc.path).await;
     counters.request();
     let id = match created {
         Ok(id) => id,
@@ -650,7 +656,7 @@ async fn drive(
                 Some(Command::Part(k, data)) => {
                     handed += 1;
                     let (mp, path, id, c) = (
-                        loc.multipart.clone(),
+                        multipart.clone(),
                         loc.path.clone(),
                         id.clone(),
                         counters.clone(),
@@ -682,8 +688,7 @@ async fn drive(
                         });
                     }
                     let parts = std::mem::take(&mut done).into_values().collect();
-                    let r = loc
-                        .multipart
+                    let r = multipart
                         .complete_multipart(&loc.path, &id, parts)
                         .await;
                     counters.request();
@@ -701,7 +706,7 @@ async fn drive(
     }
     tasks.abort_all();
     while tasks.join_next().await.is_some() {}
-    let aborted = loc.multipart.abort_multipart(&loc.path, &id).await;
+    let aborted = multipart.abort_multipart(&loc.path, &id).await;
     counters.request();
     if aborted.is_ok() {
         counters.aborted.fetch_add(1, Ordering::Relaxed);
@@ -791,7 +796,7 @@ mod tests {
     fn location(store: Arc<InMemory>, key: &str) -> ObjectLocation {
         ObjectLocation {
             store: store.clone(),
-            multipart: store,
+            multipart: Some(store),
             path: ObjectPath::from(key),
             url: format!("memory:///{key}"),
             runtime: runtime().unwrap(),
@@ -979,7 +984,7 @@ mod tests {
             aborts: AtomicUsize::new(0),
         });
         let mut loc = location(store.clone(), "w");
-        loc.multipart = failing.clone();
+        loc.multipart = Some(failing.clone());
         let up = ObjectUpload::new(loc, &opts(1)).unwrap();
         let mut w = Writer::create_on(Box::new(up), WriterOptions::default()).unwrap();
         let data = pattern(P, 3);

@@ -796,6 +796,11 @@ fn table_figures(bytes: &[u8]) -> Result<TableFigures> {
     Ok(f)
 }
 
+/// Whether `file` is a URL (`s3://`, `file://`) rather than a local path.
+fn is_url(file: &Path) -> bool {
+    file.to_str().is_some_and(paramdex::remote::is_url)
+}
+
 pub fn stat(ui: Ui, file: &Path, as_json: bool) -> Result<ExitCode> {
     let store = match open_any(file) {
         Ok(s) => s,
@@ -885,6 +890,8 @@ pub fn stat(ui: Ui, file: &Path, as_json: bool) -> Result<ExitCode> {
             super::shards::stat_fields(r, &mut o)?;
             o.insert("records_sorted".into(), json!(h.records_sorted));
         }
+        // A checkpoint or file at a URL: the common figures (its index is not mapped here).
+        Format::TensorFlow | Format::Safetensors if is_url(file) => {}
         Format::TensorFlow => {
             if let Some(prefix) = paramdex::interop::tf::resolve_prefix(file)? {
                 let ck = paramdex::interop::tf::TfCheckpoint::open(&prefix)?;

@@ -38,6 +38,11 @@ Inputs (detected by content, not by extension): a native paramdex file; a Tensor
 (prefix, .index, data file, or its directory); a Paddle model prefix, .pdiparams, single tensor \
 file or per-variable directory; a .safetensors file.
 
+Inputs in object storage, read by ranged requests: s3://bucket/key (a native file, a safetensors \
+file, a TensorFlow checkpoint by its prefix or its .index) and file:///absolute/path. S3 settings \
+come from the AWS_* environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION, \
+AWS_ENDPOINT_URL, ...) and from --endpoint-url, --region and --no-sign-request, which win.
+
 Exit codes:
   0  success (diff: the inputs are equal)
   1  error: I/O, unreadable or unsupported input, invalid value
@@ -69,8 +74,40 @@ pub struct Cli {
     /// When to colour output.
     #[arg(long, global = true, value_enum, default_value_t = ColorArg::Auto)]
     color: ColorArg,
+    #[command(flatten)]
+    s3: S3Args,
     #[command(subcommand)]
     command: Command,
+}
+
+/// How `s3://` inputs are reached, over the `AWS_*` environment (which gives the defaults:
+/// AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION, AWS_ENDPOINT_URL,
+/// AWS_ALLOW_HTTP, AWS_SKIP_SIGNATURE).
+#[derive(clap::Args, Debug, Clone, Default)]
+struct S3Args {
+    /// S3 endpoint for s3:// inputs, instead of AWS's (e.g. http://127.0.0.1:3900 for MinIO or
+    /// Garage; a plain http:// endpoint is allowed and reached path-style) [env: AWS_ENDPOINT_URL].
+    #[arg(long = "endpoint-url", global = true, value_name = "URL")]
+    endpoint_url: Option<String>,
+    /// Region of s3:// inputs [env: AWS_REGION].
+    #[arg(long, global = true, value_name = "REGION")]
+    region: Option<String>,
+    /// Send s3:// requests unsigned, without credentials (public buckets) [env:
+    /// AWS_SKIP_SIGNATURE=true].
+    #[arg(long = "no-sign-request", global = true)]
+    no_sign_request: bool,
+}
+
+impl S3Args {
+    /// The library's settings these select (unset: the environment's).
+    fn settings(&self) -> paramdex::remote::S3Settings {
+        paramdex::remote::S3Settings {
+            endpoint: self.endpoint_url.clone(),
+            region: self.region.clone(),
+            skip_signature: self.no_sign_request.then_some(true),
+            allow_http: None,
+        }
+    }
 }
 
 /// `--color`.
@@ -669,6 +706,7 @@ pub fn stdout_err(e: std::io::Error) -> Error {
 /// Runs a parsed command line.
 pub fn run(cli: Cli) -> paramdex::Result<ExitCode> {
     let ui = Ui { quiet: cli.quiet };
+    paramdex::remote::set_s3_settings(cli.s3.settings());
     match cli.command {
         Command::Demo {
             dir,
@@ -819,6 +857,12 @@ fn exit_status(e: &Error) -> u8 {
         | Error::ChecksumMismatch { .. }
         | Error::LimitExceeded { at: Some(_), .. }
         | Error::Slices { .. }
+        // An object shorter than its reader was told (cut short, or replaced by a shorter one
+        // without an ETag): corrupt data, as a truncated local file is.
+        | Error::Remote {
+            problem: paramdex::RemoteProblem::Truncated,
+            ..
+        }
         | Error::Shard {
             problem:
                 paramdex::ShardProblem::Length

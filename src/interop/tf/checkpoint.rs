@@ -1,6 +1,9 @@
 //! Reading a TensorFlow V2 checkpoint: `PREFIX.index` (a LevelDB table of `BundleEntryProto`)
-//! and its data shards `PREFIX.data-%05d-of-%05d`, each mapped the first time a tensor in it is
-//! read.
+//! and its data shards `PREFIX.data-%05d-of-%05d`. The index is held whole (mapped, or read
+//! into memory from an object store); the data shards are read through [`ShardData`]: files
+//! mapped the first time a tensor in them is read ([`MappedShards`]), or objects read by
+//! ranges (`super::remote`), so that one reader (entries, checksums, slices, strings) serves
+//! both.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
@@ -88,7 +91,99 @@ pub struct TfCheckpoint {
     index: TableIndex,
     num_shards: u32,
     big_endian: bool,
+    data: Box<dyn ShardData>,
+}
+
+/// Where the data shards of a checkpoint are read from.
+pub(crate) trait ShardData: Send + Sync + std::fmt::Debug {
+    /// The bytes `offset .. offset + size` of data shard `shard` (below the checkpoint's shard
+    /// count), which hold (some of) tensor or slice `key`: borrowed where the shard is mapped.
+    /// Bytes running past the end of the shard are an error ([`Error::truncated`]) naming the
+    /// shard and the tensor.
+    fn read(&self, shard: u32, offset: u64, size: u64, key: &[u8]) -> Result<Cow<'_, [u8]>>;
+
+    /// Data shard `shard` (a path or URL), for messages and [`DataLocation::path`].
+    fn name(&self, shard: u32) -> String;
+}
+
+/// The error for `size` bytes at `offset` of tensor `key` running past the end of `shard` (a
+/// path or URL) of `shard_len` bytes.
+pub(crate) fn past_end(key: &[u8], shard: &str, offset: u64, size: u64, shard_len: u64) -> Error {
+    Error::truncated(
+        "tensor data",
+        offset,
+        format!(
+            "tensor {}: {size} bytes at offset {offset} run past the end of {shard} \
+             ({shard_len} bytes)",
+            key_display(key)
+        ),
+    )
+}
+
+/// Local data shards, each mapped the first time a tensor in it is read.
+#[derive(Debug)]
+struct MappedShards {
+    prefix: PathBuf,
+    num_shards: u32,
     shards: Vec<OnceLock<Source>>,
+}
+
+impl MappedShards {
+    /// The bytes of data shard `shard`, mapped on first use.
+    fn shard(&self, shard: u32) -> Result<&Source> {
+        let cell = self.shards.get(shard as usize).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "shard {shard} does not exist ({} has {} shards)",
+                self.prefix.display(),
+                self.num_shards
+            ))
+        })?;
+        if let Some(s) = cell.get() {
+            return Ok(s);
+        }
+        let src = Source::map(&data_path(&self.prefix, shard, self.num_shards))?;
+        Ok(cell.get_or_init(|| src))
+    }
+}
+
+impl ShardData for MappedShards {
+    fn read(&self, shard: u32, offset: u64, size: u64, key: &[u8]) -> Result<Cow<'_, [u8]>> {
+        // Say which shard and tensor: a missing data file is the usual way a checkpoint is
+        // incomplete (a partial copy or download), and the index alone cannot tell.
+        let src = self.shard(shard).map_err(|err| match err {
+            Error::Io { source, .. } => Error::io(
+                format!(
+                    "opening data shard {shard} of {} of checkpoint {} ({}), which holds \
+                     tensor {}",
+                    self.num_shards,
+                    self.prefix.display(),
+                    self.name(shard),
+                    key_display(key)
+                ),
+                source,
+            ),
+            other => other,
+        })?;
+        let range = usize::try_from(offset)
+            .ok()
+            .zip(usize::try_from(size).ok())
+            .and_then(|(o, s)| Some(o..o.checked_add(s)?))
+            .filter(|r| r.end <= src.len());
+        match range {
+            Some(range) => Ok(Cow::Borrowed(&src[range])),
+            None => Err(past_end(
+                key,
+                &self.name(shard),
+                offset,
+                size,
+                src.len() as u64,
+            )),
+        }
+    }
+
+    fn name(&self, shard: u32) -> String {
+        path_str(&data_path(&self.prefix, shard, self.num_shards))
+    }
 }
 
 /// `PREFIX.index`.
@@ -110,8 +205,25 @@ impl TfCheckpoint {
         let path = path.as_ref();
         let prefix = super::resolve_prefix(path)?.unwrap_or_else(|| path.to_path_buf());
         let ipath = index_path(&prefix);
-        let index_path = path_str(&ipath);
         let index_src = Source::map(&ipath)?;
+        let data_prefix = prefix.clone();
+        Self::from_index(prefix, index_src, path_str(&ipath), move |num_shards| {
+            Box::new(MappedShards {
+                prefix: data_prefix,
+                num_shards,
+                shards: (0..num_shards).map(|_| OnceLock::new()).collect(),
+            })
+        })
+    }
+
+    /// The checkpoint whose whole `.index` is `index_src` (named `index_path` in messages),
+    /// its data shards read through what `data` makes of the shard count the header declares.
+    pub(crate) fn from_index(
+        prefix: PathBuf,
+        index_src: Source,
+        index_path: String,
+        data: impl FnOnce(u32) -> Box<dyn ShardData>,
+    ) -> Result<TfCheckpoint> {
         let opts = TableReadOptions::default();
         let index = TableIndex::open(&index_src, &opts).map_err(|e| e.context(&index_path))?;
         let table = Table::new(&index_src, &index);
@@ -166,7 +278,7 @@ impl TfCheckpoint {
             index,
             num_shards,
             big_endian,
-            shards: (0..num_shards).map(|_| OnceLock::new()).collect(),
+            data: data(num_shards),
         })
     }
 
@@ -192,21 +304,6 @@ impl TfCheckpoint {
 
     fn table(&self) -> Table<'_> {
         Table::new(&self.index_src, &self.index)
-    }
-
-    /// The bytes of data shard `shard`, mapped on first use.
-    fn shard(&self, shard: u32) -> Result<&Source> {
-        let cell = self.shards.get(shard as usize).ok_or_else(|| {
-            Error::InvalidArgument(format!(
-                "shard {shard} does not exist ({} has {} shards)",
-                self.index_path, self.num_shards
-            ))
-        })?;
-        if let Some(s) = cell.get() {
-            return Ok(s);
-        }
-        let src = Source::map(&self.data_path(shard))?;
-        Ok(cell.get_or_init(|| src))
     }
 
     /// Parses and checks the entry stored under `key` (found in the data block at `at`).
@@ -314,50 +411,27 @@ impl TfCheckpoint {
     }
 
     /// The stored bytes of an entry (bounds-checked against its shard) and the shard's path.
-    fn raw(&self, name: &[u8], e: &Entry) -> Result<(&[u8], String)> {
-        let path = path_str(&self.data_path(e.shard));
-        // Say which shard and tensor: a missing data file is the usual way a checkpoint is
-        // incomplete (a partial copy or download), and the index alone cannot tell.
-        let src = self.shard(e.shard).map_err(|err| match err {
-            Error::Io { source, .. } => Error::io(
-                format!(
-                    "opening data shard {} of {} of checkpoint {} ({path}), which holds tensor {}",
-                    e.shard,
-                    self.num_shards,
-                    self.prefix.display(),
-                    key_display(name)
-                ),
-                source,
-            ),
-            other => other,
-        })?;
-        let range = usize::try_from(e.offset)
-            .ok()
-            .zip(usize::try_from(e.size).ok())
-            .and_then(|(o, s)| Some(o..o.checked_add(s)?))
-            .filter(|r| r.end <= src.len());
-        let Some(range) = range else {
-            return Err(Error::truncated(
-                "tensor data",
+    fn raw(&self, name: &[u8], e: &Entry) -> Result<(Cow<'_, [u8]>, String)> {
+        let data = self.data.read(e.shard, e.offset, e.size, name)?;
+        if data.len() as u64 != e.size {
+            // A reader of shards must give exactly what is asked for.
+            return Err(past_end(
+                name,
+                &self.data.name(e.shard),
                 e.offset,
-                format!(
-                    "tensor {}: {} bytes at offset {} run past the end of {path} ({} bytes)",
-                    key_display(name),
-                    e.size,
-                    e.offset,
-                    src.len()
-                ),
+                e.size,
+                e.offset.saturating_add(data.len() as u64),
             ));
-        };
-        Ok((&src[range], path))
+        }
+        Ok((data, self.data.name(e.shard)))
     }
 
     /// The stored bytes of an entry with its CRC32C checked.
-    fn checked(&self, name: &[u8], e: &Entry) -> Result<&[u8]> {
+    fn checked(&self, name: &[u8], e: &Entry) -> Result<Cow<'_, [u8]>> {
         let (data, path) = self.raw(name, e)?;
         let computed = match e.kind {
-            Kind::Numeric(_) => crc32c(data),
-            Kind::Opaque(DT_VARIANT) => variant_crc(data).ok_or_else(|| {
+            Kind::Numeric(_) => crc32c(&data),
+            Kind::Opaque(DT_VARIANT) => variant_crc(&data).ok_or_else(|| {
                 Error::corrupt(
                     "tensor data",
                     e.offset,
@@ -369,9 +443,9 @@ impl TfCheckpoint {
                     ),
                 )
             })?,
-            Kind::Opaque(_) => crc32c(data),
+            Kind::Opaque(_) => crc32c(&data),
             Kind::String => strings::stored_data_crc(
-                data,
+                &data,
                 e.numel,
                 self.big_endian,
                 StringsAt {
@@ -489,6 +563,7 @@ impl TfCheckpoint {
         } else {
             None
         };
+        let datas: Vec<&[u8]> = datas.iter().map(|d| &d[..]).collect();
         slices::tile(&full.shape, d.size(), &regions, &datas, out.as_deref_mut()).map_err(
             |detail| {
                 Error::corrupt(
@@ -554,7 +629,7 @@ impl TfCheckpoint {
                     name: &display(name),
                     offset: e.offset,
                 };
-                strings::read_lengths(data, e.numel, self.big_endian, at, |_| {})?.total
+                strings::read_lengths(&data, e.numel, self.big_endian, at, |_| {})?.total
             }
         };
         Ok(TensorInfo {
@@ -758,7 +833,7 @@ impl TensorStore for TfCheckpoint {
         };
         let data = match e.kind {
             Kind::Numeric(d) if e.slices.is_empty() => {
-                TensorData::Bytes(self.to_le(d, Cow::Borrowed(self.checked(name, &e)?)))
+                TensorData::Bytes(self.to_le(d, self.checked(name, &e)?))
             }
             Kind::Numeric(d) => {
                 let v = self.assemble(name, &e, d, true)?.unwrap_or_default();
@@ -767,17 +842,17 @@ impl TensorStore for TfCheckpoint {
             Kind::Opaque(_) if !e.slices.is_empty() => {
                 return Err(self.partitioned_opaque(name, &e))
             }
-            Kind::Opaque(_) => TensorData::Bytes(Cow::Borrowed(self.checked(name, &e)?)),
+            Kind::Opaque(_) => TensorData::Bytes(self.checked(name, &e)?),
             Kind::String if !e.slices.is_empty() => return Err(self.partitioned_string(name)),
             Kind::String => {
                 let data = self.checked(name, &e)?;
-                let path = path_str(&self.data_path(e.shard));
+                let path = self.data.name(e.shard);
                 let at = StringsAt {
                     path: &path,
                     name: &display(name),
                     offset: e.offset,
                 };
-                TensorData::Strings(strings::decode(data, e.numel, self.big_endian, at)?)
+                TensorData::Strings(strings::decode(&data, e.numel, self.big_endian, at)?)
             }
         };
         let nbytes = match &data {
@@ -836,7 +911,7 @@ impl TensorStore for TfCheckpoint {
             // Only the bytes of the region are read (no checksum: it covers the whole tensor).
             let (data, _) = self.raw(name, &e)?;
             slices::copy_region(
-                data,
+                &data,
                 &e.shape,
                 &region.start,
                 &mut out,
@@ -872,7 +947,7 @@ impl TensorStore for TfCheckpoint {
                     continue;
                 };
                 let (data, _) = self.raw(key, pe)?;
-                slices::copy_part(data, r, &mut out, region, &part, esize).map_err(copy_err)?;
+                slices::copy_part(&data, r, &mut out, region, &part, esize).map_err(copy_err)?;
             }
         }
         let out = self.to_le(d, Cow::Owned(out)).into_owned();
@@ -972,7 +1047,7 @@ impl TensorStore for TfCheckpoint {
             .entry(name)?
             .filter(|e| e.slices.is_empty())
             .map(|e| DataLocation {
-                path: self.data_path(e.shard),
+                path: self.data.name(e.shard).into(),
                 offset: e.offset,
                 len: e.size,
                 crc32c: Some(e.crc),

@@ -24,6 +24,7 @@ use crate::interop::store::TensorStore;
 
 mod checkpoint;
 mod export;
+pub(crate) mod remote;
 pub mod strings;
 
 pub use checkpoint::{data_path, index_path, TfCheckpoint};
