@@ -241,10 +241,13 @@ fn same(what: &str, local: &dyn TensorStore, remote: &dyn TensorStore) -> usize 
             (Err(a), Err(b)) => assert_eq!(variant(&a), variant(&b), "{at}: {a} / {b}"),
             (l, r) => panic!("{at}: {:?} / {:?}", l.map(|_| ()), r.map(|_| ())),
         }
-        let (l, r) = (
-            local.data_location(&t.name).unwrap(),
-            remote.data_location(&t.name).unwrap(),
-        );
+        let (l, r) = match (local.data_location(&t.name), remote.data_location(&t.name)) {
+            (Ok(l), Ok(r)) => (l, r),
+            // A tensor stored in slices has no one data location: the local reader says so, a
+            // remote store may give none.
+            (Err(Error::Sliced { .. }), Ok(None) | Err(Error::Sliced { .. })) => continue,
+            (l, r) => panic!("{at}: data location {l:?} / {r:?}"),
+        };
         // The remote native reader does not give data locations (its entries are read with
         // the tensors).
         if local.format() == paramdex::interop::Format::Native && r.is_none() {
@@ -344,8 +347,8 @@ fn every_fixture_reads_over_its_url_as_locally() {
 /// wired there, and until then is `Error::Unsupported` naming the index's URL, never read as a
 /// TensorFlow checkpoint or anything else.
 #[test]
-fn a_sharded_paramdex_checkpoint_reaches_the_sharded_call_point() {
-    let Some(g) = garage::shared("a_sharded_paramdex_checkpoint_reaches_the_sharded_call_point")
+fn a_sharded_paramdex_checkpoint_reads_over_its_url_as_locally() {
+    let Some(g) = garage::shared("a_sharded_paramdex_checkpoint_reads_over_its_url_as_locally")
     else {
         return;
     };
@@ -370,17 +373,9 @@ fn a_sharded_paramdex_checkpoint_reaches_the_sharded_call_point() {
             "sharded/ckpt.index",
             "sharded/ckpt.data-00001-of-00003",
         ] {
-            match open_location(location(g, s.clone(), &rt, key), &UrlOptions::default()) {
-                Ok(remote) => {
-                    same(key, &*local, &*remote);
-                }
-                Err(Error::Unsupported(m)) => {
-                    let index = format!("s3://{}/sharded/ckpt.index", g.bucket());
-                    assert!(m.contains(&index), "{key}: {m}");
-                    assert!(m.contains("sharded"), "{key}: {m}");
-                }
-                Err(e) => panic!("{key}: {e:?}"),
-            }
+            let remote = open_location(location(g, s.clone(), &rt, key), &UrlOptions::default())
+                .unwrap_or_else(|e| panic!("{key}: {e:?}"));
+            assert!(same(key, &*local, &*remote) > 0, "{key}");
         }
     });
 }
