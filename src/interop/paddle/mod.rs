@@ -31,6 +31,7 @@
 //! (`convert --to paddle-tensor`, names as [`relative_path`]s).
 
 mod combined;
+pub mod merged;
 mod program;
 mod store;
 mod write;
@@ -46,15 +47,16 @@ use crate::name::{display, MAX_NAME_LEN};
 use crate::native::Source;
 use crate::record::MAX_LOD_LEVELS;
 
+pub use merged::{open_merged, open_merged_store, MergedStore};
 pub use program::{
     load_program, parse_pir_json, parse_program_desc, ParamDecl, Program, ProgramKind,
     MAX_PROGRAM_LEN,
 };
 pub use store::PaddleStore;
 pub(crate) use write::{
-    cannot_hold_combined, combined_outputs, export_combined, export_tensor_files,
+    cannot_hold_combined, combined_outputs, export_combined, export_merged, export_tensor_files,
 };
-pub use write::{combined_path, program_path, relative_path};
+pub use write::{combined_path, merged_program_output, program_path, relative_path};
 
 use store::{Entry, FileSlot};
 
