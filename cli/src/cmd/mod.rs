@@ -36,7 +36,7 @@ pub const EXIT_DIFFER: u8 = 5;
 const EXIT_CODES: &str = "\
 Inputs (detected by content, not by extension): a native paramdex file; a TensorFlow checkpoint \
 (prefix, .index, data file, or its directory); a Paddle model prefix, .pdiparams, single tensor \
-file or per-variable directory; a .safetensors file.
+file, per-variable directory or size-prefixed merged parameter file; a .safetensors file.
 
 Exit codes:
   0  success (diff: the inputs are equal)
@@ -122,7 +122,8 @@ enum Command {
     Get {
         /// The input (any supported format).
         file: PathBuf,
-        /// The tensor's name (raw bytes on Unix; see --hex).
+        /// The tensor's name (raw bytes on Unix; see --hex). In a Paddle merged parameter file,
+        /// `#K` is also the K-th record by counter (from 0), unless a tensor is named `#K`.
         name: OsString,
         /// Output format.
         #[arg(long, value_enum, default_value_t = GetFormat::Json)]
@@ -176,7 +177,8 @@ enum Command {
         /// The input (any supported format).
         src: PathBuf,
         /// The output (for --to tf: the checkpoint prefix; for --to paddle: DST.pdiparams is
-        /// written; for --to paddle-tensor: a file for one tensor, else a directory).
+        /// written; for --to paddle-tensor: a file for one tensor, else a directory; for
+        /// --to paddle-merged: the file DST, its program beside it).
         dst: PathBuf,
         /// Output format.
         #[arg(long, value_enum, default_value_t = Target::Paramdex)]
@@ -436,6 +438,9 @@ pub enum Target {
     PaddleTensor,
     /// A safetensors file (no complex128, LoD or string tensors; metadata as __metadata__).
     Safetensors,
+    /// A Paddle merged parameter file DST: each record after its size as a u64 (read back by
+    /// counter, `get DST '#K'`), with its program beside it (DST without extension + .pdmodel).
+    PaddleMerged,
 }
 
 impl Target {
@@ -448,6 +453,7 @@ impl Target {
             Target::Paddle => OutputFormat::PaddleCombined,
             Target::PaddleTensor => OutputFormat::PaddleTensors,
             Target::Safetensors => OutputFormat::Safetensors,
+            Target::PaddleMerged => OutputFormat::PaddleMerged,
         }
     }
 }
