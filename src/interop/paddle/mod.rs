@@ -21,6 +21,10 @@
 //!   program's parameters instead, each read from `DIR/NAME`; other files are ignored, as
 //!   Paddle's loaders ignore them.
 //!
+//! - **A size-prefixed merged file** (the design document "Merging all params in a single
+//!   file"; SPEC.md section 9.1): [`merged`], opened by [`open_merged_store`], registered
+//!   before [`open_store`] in the registry. Names from the program beside it, else `#k`.
+//!
 //! A Python pickle (`.pdparams`/`.pdopt` from `paddle.save`: first bytes `80 02`..`80 05`) is
 //! reported as such, not read as a tensor stream.
 //!
@@ -28,7 +32,9 @@
 //! [`OutputFormat::PaddleCombined`](crate::interop::OutputFormat::PaddleCombined)
 //! (`convert --to paddle`, written to [`combined_path`]) and
 //! [`OutputFormat::PaddleTensors`](crate::interop::OutputFormat::PaddleTensors)
-//! (`convert --to paddle-tensor`, names as [`relative_path`]s).
+//! (`convert --to paddle-tensor`, names as [`relative_path`]s) and
+//! [`OutputFormat::PaddleMerged`](crate::interop::OutputFormat::PaddleMerged)
+//! (`convert --to paddle-merged`, the program at [`merged_program_output`]).
 
 mod combined;
 pub mod merged;
