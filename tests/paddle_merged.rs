@@ -473,7 +473,7 @@ fn round_trip_native_to_merged_and_back() {
         ..ExportOptions::default()
     };
     let r = export(src.as_ref(), OutputFormat::PaddleMerged, &out, &opts).unwrap();
-    assert_eq!(r.paths, [out.clone()]);
+    assert_eq!(r.paths, std::slice::from_ref(&out));
 }
 
 #[test]

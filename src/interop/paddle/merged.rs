@@ -36,6 +36,10 @@ use super::{find_program, looks_like_record};
 /// Bytes of the size field before each record.
 pub const SIZE_FIELD_LEN: u64 = 8;
 
+/// Smallest record size a size field may give: the smallest Paddle record (versions, LoD
+/// level count, desc size, a 2-byte desc, no data).
+pub const MIN_MERGED_RECORD_LEN: u64 = MIN_RECORD_LEN;
+
 /// Largest record size a size field may give: Paddle writes records to a C++ stream whose
 /// sizes are `int64` (`streamsize`), so a larger size is not a size Paddle wrote.
 pub const MAX_MERGED_RECORD_LEN: u64 = i64::MAX as u64;
@@ -53,7 +57,7 @@ pub struct MergedRecord {
 }
 
 /// Reads the size field at `pos` (the field of record `k`) and checks it against the file:
-/// at least [`MIN_RECORD_LEN`], at most [`MAX_MERGED_RECORD_LEN`], and inside the file.
+/// at least [`MIN_MERGED_RECORD_LEN`], at most [`MAX_MERGED_RECORD_LEN`], and inside the file.
 ///
 /// # Errors
 ///
@@ -90,12 +94,12 @@ pub fn size_field(buf: &[u8], pos: u64, k: u64, path: &Path) -> Result<MergedRec
             ),
         ));
     }
-    if size < MIN_RECORD_LEN {
+    if size < MIN_MERGED_RECORD_LEN {
         return Err(Error::corrupt(
             "size field",
             pos,
             format!(
-                "{ctx}: record size {size} is below the smallest record ({MIN_RECORD_LEN} bytes)"
+                "{ctx}: record size {size} is below the smallest record ({MIN_MERGED_RECORD_LEN} bytes)"
             ),
         ));
     }
@@ -149,7 +153,7 @@ pub fn hop(buf: &[u8], k: u64, path: &Path) -> Result<Option<MergedRecord>> {
 pub fn record_table(buf: &[u8], path: &Path) -> Result<Vec<MergedRecord>> {
     let len = buf.len() as u64;
     // Each record takes at least 8 + MIN_RECORD_LEN bytes: the table is bounded by the file.
-    let cap = usize::try_from(len / (SIZE_FIELD_LEN + MIN_RECORD_LEN)).unwrap_or(0);
+    let cap = usize::try_from(len / (SIZE_FIELD_LEN + MIN_MERGED_RECORD_LEN)).unwrap_or(0);
     let mut out = Vec::with_capacity(cap);
     let mut pos = 0u64;
     while pos < len {
