@@ -569,3 +569,37 @@ fn merged_output_named_as_a_program_is_refused() {
         assert!(matches!(e, Error::InvalidArgument(_)), "{e:?}");
     }
 }
+
+#[test]
+fn counter_names_are_listed_in_bytewise_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("twelve");
+    let recs: Vec<Vec<u8>> = (0..12)
+        .map(|i| record(2, &[1], &[], &(i as i32).to_le_bytes()))
+        .collect();
+    fs::write(&p, merged_file(&recs)).unwrap();
+    let s = open_merged(&p).unwrap();
+    let names: Vec<String> = s
+        .list()
+        .unwrap()
+        .into_iter()
+        .map(|t| String::from_utf8(t.name).unwrap())
+        .collect();
+    let want = [
+        "#0", "#1", "#10", "#11", "#2", "#3", "#4", "#5", "#6", "#7", "#8", "#9",
+    ];
+    assert_eq!(names, want);
+    // A scan from a name starts there; each name is its counter's record.
+    let from: Vec<Vec<u8>> = s.scan(b"#2").unwrap().map(|t| t.unwrap().name).collect();
+    assert_eq!(from.len(), 8);
+    assert_eq!(from[0], b"#2");
+    for k in 0..12 {
+        let t = s.load(format!("#{k}").as_bytes()).unwrap().unwrap();
+        assert_eq!(bytes_of(&t), (k as i32).to_le_bytes());
+        assert_eq!(s.name_of(k).unwrap().as_ref(), format!("#{k}").as_bytes());
+    }
+    assert!(s.name_of(12).is_none());
+    assert_eq!(merged::parse_counter(b"#18446744073709551616"), None);
+    assert_eq!(merged::parse_counter(b"#007"), None);
+    assert_eq!(merged::parse_counter(b"#0"), Some(0));
+}

@@ -152,9 +152,9 @@ pub fn hop(buf: &[u8], k: u64, path: &Path) -> Result<Option<MergedRecord>> {
 /// fewer than a size field are.
 pub fn record_table(buf: &[u8], path: &Path) -> Result<Vec<MergedRecord>> {
     let len = buf.len() as u64;
-    // Each record takes at least 8 + MIN_RECORD_LEN bytes: the table is bounded by the file.
-    let cap = usize::try_from(len / (SIZE_FIELD_LEN + MIN_MERGED_RECORD_LEN)).unwrap_or(0);
-    let mut out = Vec::with_capacity(cap);
+    // Grown as records are found (each takes at least 30 bytes of the file), never reserved
+    // from the file's length.
+    let mut out = Vec::new();
     let mut pos = 0u64;
     while pos < len {
         let r = size_field(buf, pos, out.len() as u64, path)?;
@@ -240,7 +240,7 @@ fn open_with(path: &Path, src: Source) -> Result<MergedStore> {
         Some(p) => Some(load_program(&p)?),
         None => None,
     };
-    let names: Vec<Vec<u8>> = match &program {
+    let names: Option<Vec<Vec<u8>>> = match &program {
         Some(p) => {
             if p.params.len() != records.len() {
                 return Err(Error::corrupt(
@@ -256,16 +256,25 @@ fn open_with(path: &Path, src: Source) -> Result<MergedStore> {
                     ),
                 ));
             }
-            p.params.iter().map(|d| d.name.clone()).collect()
+            Some(p.params.iter().map(|d| d.name.clone()).collect())
         }
-        None => (0..records.len()).map(counter_name).collect(),
+        // `#k`, made when asked for: no name is held per record.
+        None => None,
     };
     let mut by_name: Vec<usize> = (0..records.len()).collect();
-    by_name.sort_by(|&a, &b| names[a].cmp(&names[b]));
-    if let Some(w) = by_name.windows(2).find(|w| names[w[0]] == names[w[1]]) {
-        return Err(Error::DuplicateName {
-            name: display(&names[w[0]]),
-        });
+    match &names {
+        Some(names) => {
+            by_name.sort_by(|&a, &b| names[a].cmp(&names[b]));
+            if let Some(w) = by_name.windows(2).find(|w| names[w[0]] == names[w[1]]) {
+                return Err(Error::DuplicateName {
+                    name: display(&names[w[0]]),
+                });
+            }
+        }
+        None => {
+            let (mut x, mut y) = ([0u8; 20], [0u8; 20]);
+            by_name.sort_unstable_by(|&a, &b| decimal(a, &mut x).cmp(decimal(b, &mut y)));
+        }
     }
     let store = MergedStore {
         path: path.to_path_buf(),
@@ -278,6 +287,20 @@ fn open_with(path: &Path, src: Source) -> Result<MergedStore> {
     // Detection saw the bytes after the first size field; now the first record must be whole.
     store.decode(0)?;
     Ok(store)
+}
+
+/// The decimal digits of `k`, in `buf`.
+fn decimal(mut k: usize, buf: &mut [u8; 20]) -> &[u8] {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        // k % 10 < 10.
+        buf[i] = b'0' + (k % 10) as u8;
+        k /= 10;
+        if k == 0 {
+            return &buf[i..];
+        }
+    }
 }
 
 /// The name of the k-th record of a merged file without a program: `#k`.
@@ -312,8 +335,8 @@ pub struct MergedStore {
     program: Option<Program>,
     /// Every record in counter order.
     records: Vec<MergedRecord>,
-    /// The name of each record, in counter order.
-    names: Vec<Vec<u8>>,
+    /// The name of each record, in counter order, from the program; `None`: `#k`.
+    names: Option<Vec<Vec<u8>>>,
     /// Counters in bytewise name order.
     by_name: Vec<usize>,
 }
@@ -339,18 +362,27 @@ impl MergedStore {
         self.records.get(k).copied()
     }
 
-    /// The name of record `k`.
-    pub fn name_of(&self, k: usize) -> Option<&[u8]> {
-        self.names.get(k).map(Vec::as_slice)
+    /// The name of record `k`: the program's, or `#k`.
+    pub fn name_of(&self, k: usize) -> Option<Cow<'_, [u8]>> {
+        (k < self.records.len()).then(|| self.name(k))
+    }
+
+    /// The name of record `k` (`k` in range).
+    fn name(&self, k: usize) -> Cow<'_, [u8]> {
+        match &self.names {
+            Some(n) => Cow::Borrowed(n[k].as_slice()),
+            None => Cow::Owned(counter_name(k)),
+        }
     }
 
     /// The counter of the record named `name`, or of `#k` when no record has that name.
     pub fn counter_of(&self, name: &[u8]) -> Option<usize> {
-        let found = self
-            .by_name
-            .binary_search_by(|&k| self.names[k].as_slice().cmp(name))
-            .ok()
-            .map(|i| self.by_name[i]);
+        let found = self.names.as_ref().and_then(|names| {
+            self.by_name
+                .binary_search_by(|&k| names[k].as_slice().cmp(name))
+                .ok()
+                .map(|i| self.by_name[i])
+        });
         found.or_else(|| parse_counter(name).filter(|&k| k < self.records.len()))
     }
 
@@ -375,7 +407,7 @@ impl MergedStore {
 
     fn info_of(&self, k: usize, h: &RecordHeader<'_>) -> TensorInfo {
         TensorInfo {
-            name: self.names[k].clone(),
+            name: self.name(k).into_owned(),
             kind: Kind::Numeric(h.dtype),
             shape: h.dims.to_vec(),
             lod: h.lod.to_vec(),
@@ -390,7 +422,7 @@ impl MergedStore {
         let ctx = format!(
             "{}: record {k} of {n} (tensor {})",
             self.path.display(),
-            display(&self.names[k])
+            display(&self.name(k))
         );
         // The table checked offset + len <= file length.
         let start = usize::try_from(r.offset)
@@ -436,9 +468,7 @@ impl TensorStore for MergedStore {
 
     /// Decodes each record's header as the stream reaches it.
     fn scan(&self, start: &[u8]) -> Result<TensorInfos<'_>> {
-        let from = self
-            .by_name
-            .partition_point(|&k| self.names[k].as_slice() < start);
+        let from = self.by_name.partition_point(|&k| *self.name(k) < *start);
         Ok(Box::new(self.by_name[from..].iter().map(move |&k| {
             self.decode(k).map(|(h, _)| self.info_of(k, &h))
         })))
@@ -484,7 +514,7 @@ impl TensorStore for MergedStore {
                     format!(
                         "{}: record {k} (tensor {}): invalid LoD: {why}",
                         self.path.display(),
-                        display(&self.names[k])
+                        display(&self.name(k))
                     ),
                 ));
             }
