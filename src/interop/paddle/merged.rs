@@ -18,6 +18,7 @@
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use crate::dtype::DType;
 use crate::error::{Corruption, Error, Result};
@@ -66,12 +67,14 @@ pub struct MergedRecord {
 /// the file, [`Corruption::Other`] for a size above the limit or below the smallest record.
 pub fn size_field(buf: &[u8], pos: u64, k: u64, path: &Path) -> Result<MergedRecord> {
     let len = buf.len() as u64;
-    let ctx = format!("{}: record {k}", path.display());
+    // Made only for an error: a hop is a few instructions otherwise.
+    let mk_ctx = || format!("{}: record {k}", path.display());
     let remain = len.saturating_sub(pos);
     let field = usize::try_from(pos)
         .ok()
         .and_then(|p| buf.get(p..p.checked_add(8)?));
     let Some(field) = field else {
+        let ctx = mk_ctx();
         return Err(Error::truncated(
             "size field",
             pos,
@@ -85,6 +88,7 @@ pub fn size_field(buf: &[u8], pos: u64, k: u64, path: &Path) -> Result<MergedRec
     b.copy_from_slice(field);
     let size = u64::from_le_bytes(b);
     if size > MAX_MERGED_RECORD_LEN {
+        let ctx = mk_ctx();
         return Err(Error::corrupt(
             "size field",
             pos,
@@ -95,6 +99,7 @@ pub fn size_field(buf: &[u8], pos: u64, k: u64, path: &Path) -> Result<MergedRec
         ));
     }
     if size < MIN_MERGED_RECORD_LEN {
+        let ctx = mk_ctx();
         return Err(Error::corrupt(
             "size field",
             pos,
@@ -107,6 +112,7 @@ pub fn size_field(buf: &[u8], pos: u64, k: u64, path: &Path) -> Result<MergedRec
     let offset = pos + SIZE_FIELD_LEN;
     let after = len - offset;
     if size > after {
+        let ctx = mk_ctx();
         return Err(Error::truncated(
             "size field",
             pos,
@@ -261,20 +267,18 @@ fn open_with(path: &Path, src: Source) -> Result<MergedStore> {
         // `#k`, made when asked for: no name is held per record.
         None => None,
     };
-    let mut by_name: Vec<usize> = (0..records.len()).collect();
-    match &names {
-        Some(names) => {
-            by_name.sort_by(|&a, &b| names[a].cmp(&names[b]));
-            if let Some(w) = by_name.windows(2).find(|w| names[w[0]] == names[w[1]]) {
-                return Err(Error::DuplicateName {
-                    name: display(&names[w[0]]),
-                });
-            }
+    let by_name = OnceLock::new();
+    if let Some(names) = &names {
+        // A program's parameters are in bytewise order, each once (load_program sorts and
+        // merges them), as records are matched to them: name order is counter order.
+        let mut order: Vec<usize> = (0..records.len()).collect();
+        order.sort_by(|&a, &b| names[a].cmp(&names[b]));
+        if let Some(w) = order.windows(2).find(|w| names[w[0]] == names[w[1]]) {
+            return Err(Error::DuplicateName {
+                name: display(&names[w[0]]),
+            });
         }
-        None => {
-            let (mut x, mut y) = ([0u8; 20], [0u8; 20]);
-            by_name.sort_unstable_by(|&a, &b| decimal(a, &mut x).cmp(decimal(b, &mut y)));
-        }
+        let _ = by_name.set(order);
     }
     let store = MergedStore {
         path: path.to_path_buf(),
@@ -337,8 +341,9 @@ pub struct MergedStore {
     records: Vec<MergedRecord>,
     /// The name of each record, in counter order, from the program; `None`: `#k`.
     names: Option<Vec<Vec<u8>>>,
-    /// Counters in bytewise name order.
-    by_name: Vec<usize>,
+    /// Counters in bytewise name order: set at open for a program's names, made on first use
+    /// for `#k` names (only a listing needs it).
+    by_name: OnceLock<Vec<usize>>,
 }
 
 impl MergedStore {
@@ -367,6 +372,17 @@ impl MergedStore {
         (k < self.records.len()).then(|| self.name(k))
     }
 
+    /// Counters in bytewise name order.
+    fn order(&self) -> &[usize] {
+        self.by_name.get_or_init(|| {
+            // `#k` names: their order is that of the digits.
+            let mut order: Vec<usize> = (0..self.records.len()).collect();
+            let (mut x, mut y) = ([0u8; 20], [0u8; 20]);
+            order.sort_unstable_by(|&a, &b| decimal(a, &mut x).cmp(decimal(b, &mut y)));
+            order
+        })
+    }
+
     /// The name of record `k` (`k` in range).
     fn name(&self, k: usize) -> Cow<'_, [u8]> {
         match &self.names {
@@ -378,10 +394,11 @@ impl MergedStore {
     /// The counter of the record named `name`, or of `#k` when no record has that name.
     pub fn counter_of(&self, name: &[u8]) -> Option<usize> {
         let found = self.names.as_ref().and_then(|names| {
-            self.by_name
+            let order = self.order();
+            order
                 .binary_search_by(|&k| names[k].as_slice().cmp(name))
                 .ok()
-                .map(|i| self.by_name[i])
+                .map(|i| order[i])
         });
         found.or_else(|| parse_counter(name).filter(|&k| k < self.records.len()))
     }
@@ -419,18 +436,21 @@ impl MergedStore {
     fn decode(&self, k: usize) -> Result<(RecordHeader<'_>, &[u8])> {
         let r = self.records[k];
         let n = self.records.len();
-        let ctx = format!(
-            "{}: record {k} of {n} (tensor {})",
-            self.path.display(),
-            display(&self.name(k))
-        );
+        let mk_ctx = || {
+            format!(
+                "{}: record {k} of {n} (tensor {})",
+                self.path.display(),
+                display(&self.name(k))
+            )
+        };
         // The table checked offset + len <= file length.
         let start = usize::try_from(r.offset)
             .map_err(|_| Error::corrupt("record", r.offset, "offset beyond memory"))?;
         let (h, data) =
-            decode_record(&self.src[start..], r.offset).map_err(|e| with_context(e, &ctx))?;
+            decode_record(&self.src[start..], r.offset).map_err(|e| with_context(e, &mk_ctx()))?;
         let rec_len = (h.header_len as u64).saturating_add(data.len() as u64);
         if rec_len != r.len {
+            let ctx = mk_ctx();
             return Err(Error::corrupt(
                 "size field",
                 r.size_offset,
@@ -443,6 +463,7 @@ impl MergedStore {
         if let Some(p) = &self.program {
             let decl = &p.params[k];
             if !decl.accepts(h.dtype, &h.dims) {
+                let ctx = mk_ctx();
                 return Err(Error::corrupt(
                     "record",
                     r.offset,
@@ -468,8 +489,9 @@ impl TensorStore for MergedStore {
 
     /// Decodes each record's header as the stream reaches it.
     fn scan(&self, start: &[u8]) -> Result<TensorInfos<'_>> {
-        let from = self.by_name.partition_point(|&k| *self.name(k) < *start);
-        Ok(Box::new(self.by_name[from..].iter().map(move |&k| {
+        let order = self.order();
+        let from = order.partition_point(|&k| *self.name(k) < *start);
+        Ok(Box::new(order[from..].iter().map(move |&k| {
             self.decode(k).map(|(h, _)| self.info_of(k, &h))
         })))
     }
