@@ -575,7 +575,7 @@ fn counter_names_are_listed_in_bytewise_order() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("twelve");
     let recs: Vec<Vec<u8>> = (0..12)
-        .map(|i| record(2, &[1], &[], &(i as i32).to_le_bytes()))
+        .map(|i: i32| record(2, &[1], &[], &i.to_le_bytes()))
         .collect();
     fs::write(&p, merged_file(&recs)).unwrap();
     let s = open_merged(&p).unwrap();
