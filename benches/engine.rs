@@ -8,7 +8,8 @@
 //! ```
 //!
 //! Groups: `block_seek`, `get`, `iter`, `write`, `verify`, `snappy`, `sweep_block_size`,
-//! `sweep_restart`.
+//! `sweep_restart`, `paddle_merged` (counter access to the k-th tensor of Paddle's size-prefixed
+//! merged file against walking a plain `.pdiparams` to the same record).
 //!
 //! Besides criterion's timings, the sweeps print each configuration's index size (bytes per
 //! tensor, data blocks, index block bytes) to stderr. `PARAMDEX_BENCH_TENSORS` sets the number
@@ -19,6 +20,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use paramdex::interop::paddle::{merged, open_merged};
+use paramdex::interop::{export, open_any, ExportOptions, OutputFormat};
+use paramdex::raw::record::{decode_record, walk};
 use paramdex::raw::table::{Block, BlockBuilder, Table, TableReadOptions};
 use paramdex::{Compression, DType, ReadOptions, Reader, Tensor, Writer, WriterOptions};
 
@@ -395,6 +399,76 @@ fn bench_sweep_restart(c: &mut Criterion, dir: &Path) {
     }
 }
 
+/// Time to the k-th tensor (k = 1 and 10,000, from 0) of 10,001 tiny tensors, by counter:
+///
+/// - `pdiparams_walk`: a plain combined `.pdiparams` (what Paddle's `save_combine` writes),
+///   walked record by record (each header decoded) to record k, as a reader of that format must;
+/// - `merged_hop`: the merged file, hopping k size fields from the start (no table, no other
+///   record decoded), then decoding record k;
+/// - `merged_open_record`: `open_merged` (hops every size field to build the offsets table,
+///   decodes record 0) then `record(k)`: the cost of a cold counter access through the store;
+/// - `merged_record`: `record(k)` on an open store (table lookup, one record decoded).
+///
+/// Both files hold the same records (written by `export`); the merged file has no program
+/// beside it (its names are `#k`), so that opening it is the size fields' cost alone.
+fn bench_paddle_merged(c: &mut Criterion, dir: &Path) {
+    let n = 10_001;
+    let native = write_tiny(&dir.join("merged-src.pdx"), n, WriterOptions::default());
+    let src = Reader::open(&native).unwrap();
+    let combined = dir.join("plain");
+    export(
+        &src,
+        OutputFormat::PaddleCombined,
+        &combined,
+        &ExportOptions::default(),
+    )
+    .unwrap();
+    let merged_path = dir.join("m.merged");
+    export(
+        &src,
+        OutputFormat::PaddleMerged,
+        &merged_path,
+        &ExportOptions::default(),
+    )
+    .unwrap();
+    std::fs::remove_file(dir.join("m.pdmodel")).unwrap();
+    let plain = std::fs::read(dir.join("plain.pdiparams")).unwrap();
+    let buf = std::fs::read(&merged_path).unwrap();
+    let store = open_merged(&merged_path).unwrap();
+    assert_eq!(store.record_count(), n);
+    assert_eq!(open_any(&merged_path).unwrap().list().unwrap().len(), n);
+
+    let mut g = c.benchmark_group("paddle_merged");
+    for k in [1usize, 10_000] {
+        g.bench_function(format!("pdiparams_walk/k={k}"), |b| {
+            b.iter(|| {
+                let (off, h, _) = walk(&plain, 0).nth(black_box(k)).unwrap().unwrap();
+                black_box((off, h.data_len))
+            })
+        });
+        g.bench_function(format!("merged_hop/k={k}"), |b| {
+            b.iter(|| {
+                let r = merged::hop(&buf, black_box(k as u64), &merged_path)
+                    .unwrap()
+                    .unwrap();
+                let (h, _) = decode_record(&buf[r.offset as usize..], r.offset).unwrap();
+                black_box(h.data_len)
+            })
+        });
+        g.bench_function(format!("merged_open_record/k={k}"), |b| {
+            b.iter(|| {
+                let s = open_merged(&merged_path).unwrap();
+                let t = s.record(black_box(k)).unwrap().unwrap();
+                black_box(t.info.nbytes)
+            })
+        });
+        g.bench_function(format!("merged_record/k={k}"), |b| {
+            b.iter(|| black_box(store.record(black_box(k)).unwrap().unwrap().info.nbytes))
+        });
+    }
+    g.finish();
+}
+
 fn benches(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
@@ -421,6 +495,9 @@ fn benches(c: &mut Criterion) {
     }
     if enabled("sweep_restart") {
         bench_sweep_restart(c, d);
+    }
+    if enabled("paddle_merged") {
+        bench_paddle_merged(c, d);
     }
 }
 

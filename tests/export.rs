@@ -140,7 +140,7 @@ fn every_format_round_trips_through_open_any() {
         let left_out: Vec<&[u8]> = match format {
             OutputFormat::Safetensors => vec![b"cplx", b"lod", b"raw\xff"],
             // The program beside the records names its variables in UTF-8.
-            OutputFormat::PaddleCombined => vec![b"raw\xff"],
+            OutputFormat::PaddleCombined | OutputFormat::PaddleMerged => vec![b"raw\xff"],
             _ => vec![],
         };
         assert_eq!(names(&rep), left_out, "{format:?}");
@@ -158,6 +158,16 @@ fn every_format_round_trips_through_open_any() {
                 [
                     dir.path().join("out-paddle.pdiparams"),
                     dir.path().join("out-paddle.pdmodel")
+                ]
+            );
+        }
+        if format == OutputFormat::PaddleMerged {
+            // The size-prefixed records at DST itself, and the program naming them.
+            assert_eq!(
+                rep.paths,
+                [
+                    dir.path().join("out-paddle-merged"),
+                    dir.path().join("out-paddle-merged.pdmodel")
                 ]
             );
         }
@@ -618,7 +628,10 @@ fn existing_outputs_are_replaced_only_when_asked() {
             ..skipping()
         };
         let rep2 = export(&src, format, &dst, &again).unwrap();
-        if format == OutputFormat::PaddleCombined {
+        if matches!(
+            format,
+            OutputFormat::PaddleCombined | OutputFormat::PaddleMerged
+        ) {
             // The program written the first time declares exactly these tensors: it is kept,
             // and only the parameters are written again.
             assert_eq!(rep2.paths, rep.paths[..1], "{format:?}");

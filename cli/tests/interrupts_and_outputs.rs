@@ -379,9 +379,14 @@ fn every_command_creates_missing_parent_directories() {
             "c5/x/o.safetensors",
             vec!["c5/x/o.safetensors"],
         ),
+        (
+            "paddle-merged",
+            "c6/x/m.merged",
+            vec!["c6/x/m.merged", "c6/x/m.pdmodel"],
+        ),
     ] {
         let mut args: Vec<&dyn AsRef<OsStr>> = vec![&"convert", &n, &dst, &"--to", &target];
-        if target == "safetensors" || target == "paddle" {
+        if target == "safetensors" || target == "paddle" || target == "paddle-merged" {
             // native.pdx has a name that is not UTF-8, which neither can hold.
             args.push(&"--skip-unsupported");
         }
@@ -436,6 +441,7 @@ fn a_failed_command_removes_the_directories_it_created() {
         ("paddle", "new/x/m"),
         ("paddle-tensor", "new/x/vars"),
         ("safetensors", "new/x/o.safetensors"),
+        ("paddle-merged", "new/x/m.merged"),
     ] {
         let o = run_in(d, &[&"convert", &"corrupt.pdx", &dst, &"--to", &target], 3);
         assert!(stderr(&o).contains("checksum"), "{}", stderr(&o));

@@ -48,9 +48,22 @@ pub fn check(data: &[u8]) {
     std::fs::write(&prog_path, program).expect("write program");
     let params_path = d.join("m.pdiparams");
     std::fs::write(&params_path, params).expect("write params");
+    // The same bytes as a merged file (SPEC.md 9.1) named by the same program.
+    let merged_path = d.join("m.merged");
+    std::fs::write(&merged_path, params).expect("write merged file");
+    if let Ok(store) = paramdex::interop::paddle::open_merged(&merged_path) {
+        exercise(&store);
+        let _ = store.load(b"#0");
+        let _ = store.record(store.record_count().saturating_sub(1));
+    }
     let Ok(store) = paramdex::interop::paddle::open_model(&params_path, &prog_path) else {
         return;
     };
+    exercise(&store);
+}
+
+/// Lists, loads what is listed (it must be found), loads a name, verifies: no panic.
+fn exercise(store: &dyn TensorStore) {
     if let Ok(list) = store.list() {
         for info in list.iter().take(100) {
             match store.load(&info.name) {

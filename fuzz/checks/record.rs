@@ -1,7 +1,12 @@
-//! Paddle record decoding over arbitrary bytes: one record, a walk over a combined stream, and
-//! the recovery scan. A record that decodes must lie inside the buffer, and re-encoding its
-//! fields must decode to the same fields (the encoder and decoder agree).
+//! Paddle record decoding over arbitrary bytes: one record, a walk over a combined stream, the
+//! recovery scan, and the size fields of a merged parameter file (SPEC.md 9.1). A record that
+//! decodes must lie inside the buffer, and re-encoding its fields must decode to the same
+//! fields (the encoder and decoder agree); the size fields of a merged file that chain must
+//! tile the buffer exactly, and hopping to record k must find what the table holds.
 
+use std::path::Path;
+
+use paramdex::interop::paddle::merged;
 use paramdex::raw::record::{self, RecordSpec};
 
 fn round_trip(h: &record::RecordHeader<'_>, data: &[u8]) {
@@ -58,6 +63,7 @@ pub fn check(data: &[u8]) {
             Err(_) => break,
         }
     }
+    check_merged(data);
     let (found, _) = paramdex::raw::recovery::scan(data);
     let mut end = 0u64;
     for r in &found {
@@ -66,4 +72,28 @@ pub fn check(data: &[u8]) {
         assert!(r.header.name.is_some() && r.header.header_crc.is_some());
     }
     assert!(end <= data.len() as u64);
+}
+
+/// The size fields of `data` read as a merged parameter file.
+fn check_merged(data: &[u8]) {
+    let path = Path::new("<fuzz>");
+    let _ = merged::claims(data);
+    let Ok(table) = merged::record_table(data, path) else {
+        return;
+    };
+    let mut end = 0u64;
+    for r in &table {
+        assert_eq!(r.size_offset, end, "size fields must be contiguous");
+        assert_eq!(r.offset, end + merged::SIZE_FIELD_LEN);
+        assert!(r.len >= merged::MIN_MERGED_RECORD_LEN && r.len <= merged::MAX_MERGED_RECORD_LEN);
+        end = r.offset + r.len;
+    }
+    assert_eq!(end, data.len() as u64, "the sizes chain to the end");
+    if let Some(last) = table.len().checked_sub(1) {
+        for k in [0, last / 2, last] {
+            let hopped = merged::hop(data, k as u64, path).expect("hop over a valid table");
+            assert_eq!(hopped, Some(table[k]));
+        }
+    }
+    assert_eq!(merged::hop(data, table.len() as u64, path).ok(), Some(None));
 }

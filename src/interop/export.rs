@@ -46,20 +46,27 @@ pub enum OutputFormat {
     /// A safetensors file (no complex128, LoD, string tensors or names that are not UTF-8;
     /// metadata as `__metadata__` strings).
     Safetensors,
+    /// A Paddle merged parameter file `DST` (the design document "Merging all params in a
+    /// single file"): each plain record preceded by its length as a `u64` little-endian, in
+    /// bytewise name order, and beside it the program naming them (`DST` without its
+    /// extension, with `.pdmodel`: [`paddle::merged_program_output`]), chosen as for
+    /// [`OutputFormat::PaddleCombined`] (the same tensors; no metadata).
+    PaddleMerged,
 }
 
 impl OutputFormat {
     /// Every output format.
-    pub const ALL: [OutputFormat; 5] = [
+    pub const ALL: [OutputFormat; 6] = [
         OutputFormat::Native,
         OutputFormat::TensorFlow,
         OutputFormat::PaddleCombined,
         OutputFormat::PaddleTensors,
         OutputFormat::Safetensors,
+        OutputFormat::PaddleMerged,
     ];
 
     /// The short name messages use (and the CLI's `--to` value): `paramdex`, `tf`, `paddle`,
-    /// `paddle-tensor`, `safetensors`.
+    /// `paddle-tensor`, `safetensors`, `paddle-merged`.
     pub fn name(self) -> &'static str {
         match self {
             OutputFormat::Native => "paramdex",
@@ -67,6 +74,7 @@ impl OutputFormat {
             OutputFormat::PaddleCombined => "paddle",
             OutputFormat::PaddleTensors => "paddle-tensor",
             OutputFormat::Safetensors => "safetensors",
+            OutputFormat::PaddleMerged => "paddle-merged",
         }
     }
 
@@ -164,6 +172,16 @@ const EXPORTERS: &[Exporter] = &[
         file_output: true,
         limit: safetensors::header_limit,
         write: safetensors::export,
+    },
+    Exporter {
+        format: OutputFormat::PaddleMerged,
+        // The same tensors as a combined file: the program beside it names them.
+        cannot_hold: paddle_combined,
+        carries_metadata: false,
+        outputs: just_dst,
+        file_output: true,
+        limit: no_limit,
+        write: paddle::export_merged,
     },
 ];
 

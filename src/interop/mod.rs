@@ -41,6 +41,7 @@ const OPENERS: &[Opener] = &[
     native::open_native,
     safetensors::open_store,
     tf::open_store,
+    paddle::open_merged_store,
     paddle::open_store,
 ];
 

@@ -116,6 +116,9 @@ pub enum Format {
     PaddleTensor,
     /// A directory of Paddle per-variable files (`save_vars` with `filename=None`).
     PaddleDir,
+    /// A Paddle merged parameter file: each record preceded by its size as a `u64` (the design
+    /// document "Merging all params in a single file"; `interop::paddle::MergedStore`).
+    PaddleMerged,
     /// A safetensors file (Hugging Face).
     Safetensors,
 }
@@ -129,6 +132,7 @@ impl Format {
             Format::PaddleModel => "paddle model",
             Format::PaddleTensor => "paddle tensor file",
             Format::PaddleDir => "paddle per-variable directory",
+            Format::PaddleMerged => "paddle merged file",
             Format::Safetensors => "safetensors",
         }
     }

@@ -19,7 +19,12 @@ mismatch:
 5. `--to paddle` from inputs without a program (a TF2 checkpoint, a safetensors file with names
    holding `/`, spaces, tabs, non-ASCII, `@`): paramdex reads the names back from the program it
    wrote, and Paddle (`load_inference_model`, `load_program_state`) loads every tensor by name
-   with its dtype, shape and bytes.
+   with its dtype, shape and bytes;
+6. `--to paddle-merged` (the size-prefixed merged file of the design document "Merging all
+   params in a single file") of the LoD tensors: the size fields, hopped here independently,
+   chain exactly to the end of the file; `load_dense_tensor` on each record cut out at the
+   offset its size field gives, and `load_combine` over the records with their size fields
+   removed, give every tensor; `get OUT '#k'` is record k.
 
 Paddle runs in two worker subprocesses (PIR mode and legacy mode: the IR mode is fixed at import).
 """
@@ -566,6 +571,39 @@ def drive(work, jobs):
                                     "label": f"lod align {align}: load_dense_tensor(record {j} = {name} at offset {o})"})
         except Exception as e:  # noqa: BLE001
             report(f"lod tensors native align {align}: paramdex side", False, str(e))
+
+    # 6. --to paddle-merged: each record after its size as a u64 LE.
+    try:
+        native = os.path.join(work, "lod_all.pdx")
+        pdx("convert", pv, native)
+        merged = os.path.join(work, "lod_all.merged")
+        pdx("convert", native, merged, "--to", "paddle-merged")
+        with open(merged, "rb") as f:
+            buf = f.read()
+        records, pos = [], 0
+        while pos + 8 <= len(buf):
+            (size,) = struct.unpack_from("<Q", buf, pos)
+            records.append((pos + 8, size))
+            pos += 8 + size
+        report("--to paddle-merged: the size fields chain to the end of the file",
+               pos == len(buf) and len(records) == len(expect),
+               f"end {pos} of {len(buf)}, {len(records)} records for {len(expect)} tensors")
+        stripped = os.path.join(work, "lod_all_stripped.bin")
+        with open(stripped, "wb") as f:
+            for o, n in records:
+                f.write(buf[o:o + n])
+        jobs["pir"].append({"kind": "combine", "path": stripped, "expect": expect,
+                            "label": f"load_combine over the records of a --to paddle-merged file of {len(expect)} LoD/dtype tensors"})
+        for k, ((o, n), t) in enumerate(zip(records, expect)):
+            rec = os.path.join(work, f"mergedrec_{k}")
+            with open(rec, "wb") as f:
+                f.write(buf[o:o + n])
+            jobs["pir"].append({"kind": "dense", "path": rec, "expect": t,
+                                "label": f"--to paddle-merged: load_dense_tensor(record {k} = {t['name']} at offset {o})"})
+            raw = pdx("get", merged, f"#{k}", "--format", "raw")
+            report(f"--to paddle-merged: get '#{k}' is {t['name']}", sha(raw) == t["sha256"])
+    except Exception as e:  # noqa: BLE001
+        report("--to paddle-merged: paramdex side", False, str(e))
 
 
 if __name__ == "__main__":

@@ -193,6 +193,7 @@ fn note_left_out(ui: Ui, rep: &ExportReport) {
             OutputFormat::TensorFlow => "a TensorFlow checkpoint",
             OutputFormat::PaddleCombined => "a Paddle parameter file",
             OutputFormat::PaddleTensors => "Paddle tensor files",
+            OutputFormat::PaddleMerged => "a Paddle merged parameter file",
             _ => rep.format.name(),
         };
         ui.note(format!(
@@ -308,7 +309,7 @@ pub fn convert(ui: Ui, src: &Path, dst: &Path, opts: ConvertOptions) -> Result<E
         Target::Tf => {
             format!("wrote TensorFlow checkpoint {dst} ({n}) from {from} in {took:.1?}")
         }
-        Target::Paddle => {
+        Target::Paddle | Target::PaddleMerged => {
             let files: Vec<String> = rep.paths.iter().map(|p| p.display().to_string()).collect();
             let kept = if rep.paths.len() == 1 {
                 " (the program beside it declares these tensors: kept)"

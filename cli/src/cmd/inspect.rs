@@ -1105,6 +1105,7 @@ fn a_format(f: Format) -> String {
         Format::PaddleModel => "a Paddle model".into(),
         Format::PaddleTensor => "a Paddle tensor file".into(),
         Format::PaddleDir => "a directory of Paddle per-variable files".into(),
+        Format::PaddleMerged => "a Paddle merged parameter file".into(),
         Format::Safetensors => "a safetensors file".into(),
         other => format!("a {} input", other.name()),
     }

@@ -36,7 +36,7 @@ pub const EXIT_DIFFER: u8 = 5;
 const EXIT_CODES: &str = "\
 Inputs (detected by content, not by extension): a native paramdex file; a TensorFlow checkpoint \
 (prefix, .index, data file, or its directory); a Paddle model prefix, .pdiparams, single tensor \
-file or per-variable directory; a .safetensors file.
+file, per-variable directory or size-prefixed merged parameter file; a .safetensors file.
 
 Inputs in object storage, read by ranged requests: s3://bucket/key (a native file, a safetensors \
 file, a TensorFlow checkpoint by its prefix or its .index) and file:///absolute/path. S3 settings \
@@ -159,7 +159,8 @@ enum Command {
     Get {
         /// The input (any supported format).
         file: PathBuf,
-        /// The tensor's name (raw bytes on Unix; see --hex).
+        /// The tensor's name (raw bytes on Unix; see --hex). In a Paddle merged parameter file,
+        /// `#K` is also the K-th record by counter (from 0), unless a tensor is named `#K`.
         name: OsString,
         /// Output format.
         #[arg(long, value_enum, default_value_t = GetFormat::Json)]
@@ -213,10 +214,11 @@ enum Command {
         /// The input (any supported format).
         src: PathBuf,
         /// The output (for --to tf: the checkpoint prefix; for --to paddle: DST.pdiparams is
-        /// written; for --to paddle-tensor: a file for one tensor, else a directory). An
-        /// s3://bucket/key URL writes to object storage (AWS_* environment variables): a
-        /// paramdex file streamed by multipart upload, other formats written locally first
-        /// and then uploaded; nothing appears under the key unless the upload completes.
+        /// written; for --to paddle-tensor: a file for one tensor, else a directory; for
+        /// --to paddle-merged: the file DST, its program beside it). An s3://bucket/key URL
+        /// writes to object storage (AWS_* environment variables): a paramdex file streamed by
+        /// multipart upload, other formats written locally first and then uploaded; nothing
+        /// appears under the key unless the upload completes.
         dst: PathBuf,
         /// Output format.
         #[arg(long, value_enum, default_value_t = Target::Paramdex)]
@@ -477,6 +479,9 @@ pub enum Target {
     PaddleTensor,
     /// A safetensors file (no complex128, LoD or string tensors; metadata as __metadata__).
     Safetensors,
+    /// A Paddle merged parameter file DST: each record after its size as a u64 (read back by
+    /// counter, `get DST '#K'`), with its program beside it (DST without extension + .pdmodel).
+    PaddleMerged,
 }
 
 impl Target {
@@ -489,6 +494,7 @@ impl Target {
             Target::Paddle => OutputFormat::PaddleCombined,
             Target::PaddleTensor => OutputFormat::PaddleTensors,
             Target::Safetensors => OutputFormat::Safetensors,
+            Target::PaddleMerged => OutputFormat::PaddleMerged,
         }
     }
 }

@@ -39,7 +39,14 @@ pub(crate) fn describe(dtype: DType, dims: &[u64]) -> String {
 /// in the record (a 2 GiB desc size, 2^63 LoD levels), whose variant has no room for the file,
 /// becomes [`Error::Corrupt`] saying which file and tensor hold it.
 pub(crate) fn in_file(e: Error, path: &Path, tensor: &[u8]) -> Error {
-    let ctx = format!("{}: tensor {}", path.display(), display(tensor));
+    with_context(
+        e,
+        &format!("{}: tensor {}", path.display(), display(tensor)),
+    )
+}
+
+/// Adds `ctx` (a file, a tensor) to a record error as [`in_file`] does.
+pub(crate) fn with_context(e: Error, ctx: &str) -> Error {
     match e {
         Error::LimitExceeded {
             what,
@@ -52,7 +59,7 @@ pub(crate) fn in_file(e: Error, path: &Path, tensor: &[u8]) -> Error {
             kind: Corruption::Other,
             detail: format!("{ctx}: {what} is {value}, above the limit of {limit}"),
         },
-        e => e.context(&ctx),
+        e => e.context(ctx),
     }
 }
 

@@ -21,6 +21,10 @@
 //!   program's parameters instead, each read from `DIR/NAME`; other files are ignored, as
 //!   Paddle's loaders ignore them.
 //!
+//! - **A size-prefixed merged file** (the design document "Merging all params in a single
+//!   file"; SPEC.md section 9.1): [`merged`], opened by [`open_merged_store`], registered
+//!   before [`open_store`] in the registry. Names from the program beside it, else `#k`.
+//!
 //! A Python pickle (`.pdparams`/`.pdopt` from `paddle.save`: first bytes `80 02`..`80 05`) is
 //! reported as such, not read as a tensor stream.
 //!
@@ -28,9 +32,12 @@
 //! [`OutputFormat::PaddleCombined`](crate::interop::OutputFormat::PaddleCombined)
 //! (`convert --to paddle`, written to [`combined_path`]) and
 //! [`OutputFormat::PaddleTensors`](crate::interop::OutputFormat::PaddleTensors)
-//! (`convert --to paddle-tensor`, names as [`relative_path`]s).
+//! (`convert --to paddle-tensor`, names as [`relative_path`]s) and
+//! [`OutputFormat::PaddleMerged`](crate::interop::OutputFormat::PaddleMerged)
+//! (`convert --to paddle-merged`, the program at [`merged_program_output`]).
 
 mod combined;
+pub mod merged;
 mod program;
 mod store;
 mod write;
@@ -46,15 +53,16 @@ use crate::name::{display, MAX_NAME_LEN};
 use crate::native::Source;
 use crate::record::MAX_LOD_LEVELS;
 
+pub use merged::{open_merged, open_merged_store, MergedStore};
 pub use program::{
     load_program, parse_pir_json, parse_program_desc, ParamDecl, Program, ProgramKind,
     MAX_PROGRAM_LEN,
 };
 pub use store::PaddleStore;
 pub(crate) use write::{
-    cannot_hold_combined, combined_outputs, export_combined, export_tensor_files,
+    cannot_hold_combined, combined_outputs, export_combined, export_merged, export_tensor_files,
 };
-pub use write::{combined_path, program_path, relative_path};
+pub use write::{combined_path, merged_program_output, program_path, relative_path};
 
 use store::{Entry, FileSlot};
 

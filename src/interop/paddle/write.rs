@@ -13,6 +13,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::find_program;
+use super::merged::SIZE_FIELD_LEN;
 use super::program::{self, load_program, ParamDecl, ProgramKind, MAX_PROGRAM_LEN};
 use crate::error::{Error, IoContext, Result};
 use crate::interop::store::{ExportJob, Kind, TensorData, TensorInfo, TensorStore, Written};
@@ -116,9 +117,51 @@ pub(crate) fn cannot_hold_combined(info: &TensorInfo) -> Option<String> {
 /// twice or out of order; [`Error::InvalidTensor`] for data whose length does not match dtype
 /// and shape; the input's program and read errors; I/O errors.
 pub(crate) fn export_combined(job: &ExportJob<'_>) -> Result<Written> {
+    export_model(job, combined_path(job.dst), model_prefix(job.dst), false)
+}
+
+/// The path of the program [`OutputFormat::PaddleMerged`] writes beside the merged file `out`
+/// when it writes one: `out` without its extension, with `.pdmodel` (the program a reader
+/// takes for `out`, see [`super::merged::merged_program_path`]).
+pub fn merged_program_output(out: &Path) -> PathBuf {
+    with_ext(&out.with_extension(""), "pdmodel")
+}
+
+/// The exporter of [`OutputFormat::PaddleMerged`]: the job's store as a merged parameter file
+/// at `dst` itself, each record preceded by its length as a `u64` little-endian (the design
+/// document "Merging all params in a single file"), in bytewise name order, and beside it the
+/// program naming the records, chosen and written as [`export_combined`] chooses and writes it,
+/// with `dst` without its extension as the prefix (`DST.pdmodel` for a `dst` without one).
+///
+/// # Errors
+///
+/// As [`export_combined`].
+pub(crate) fn export_merged(job: &ExportJob<'_>) -> Result<Written> {
+    if job
+        .dst
+        .extension()
+        .is_some_and(|e| e == "pdmodel" || e == "json")
+    {
+        return Err(Error::InvalidArgument(format!(
+            "{}: a merged parameter file named as a program; its program is written beside it              as {}: name the file otherwise",
+            job.dst.display(),
+            merged_program_output(job.dst).display()
+        )));
+    }
+    let prefix = job.dst.with_extension("");
+    export_model(job, job.dst.to_path_buf(), prefix, true)
+}
+
+/// The records at `dst` (each preceded by its size when `size_prefixed`) and the program at
+/// the model prefix `prefix` (`PREFIX.json` or `PREFIX.pdmodel`).
+fn export_model(
+    job: &ExportJob<'_>,
+    dst: PathBuf,
+    prefix: PathBuf,
+    size_prefixed: bool,
+) -> Result<Written> {
     let store = job.store;
-    let dst = combined_path(job.dst);
-    let prefix = model_prefix(job.dst);
+    let program_out = with_ext(&prefix, "pdmodel");
     // The candidates: the program at the output prefix, and the input's own.
     let existing = find_program(&prefix).map(|p| {
         let parsed = load_program(&p);
@@ -202,11 +245,11 @@ pub(crate) fn export_combined(job: &ExportJob<'_>) -> Result<Written> {
             let src = source.as_ref().map(|s| (s.path.clone(), s.kind));
             match src {
                 Some((p, ProgramKind::PirJson)) => Plan::Copy(p, with_ext(&prefix, "json")),
-                Some((p, ProgramKind::ProgramDesc)) => Plan::Copy(p, program_path(job.dst)),
-                None => Plan::Generate(program_path(job.dst)),
+                Some((p, ProgramKind::ProgramDesc)) => Plan::Copy(p, program_out.clone()),
+                None => Plan::Generate(program_out.clone()),
             }
         }
-        (None, _, None) => Plan::Generate(program_path(job.dst)),
+        (None, _, None) => Plan::Generate(program_out.clone()),
     };
     let program_bytes = program::program_len(vars_len);
     if matches!(plan, Plan::Generate(_)) && program_bytes > MAX_PROGRAM_LEN {
@@ -234,7 +277,7 @@ pub(crate) fn export_combined(job: &ExportJob<'_>) -> Result<Written> {
     for info in store.scan(b"")? {
         let info = info?;
         check_order(previous.as_deref(), &info.name)?;
-        let len = write_record(&mut params.w, store, &info, offset)?;
+        let len = write_record(&mut params.w, store, &info, offset, size_prefixed)?;
         offset = offset.saturating_add(len);
         if let Some(w) = &mut generated {
             var.clear();
@@ -472,7 +515,7 @@ pub(crate) fn export_tensor_files(job: &ExportJob<'_>) -> Result<Written> {
         }
         let f = File::create(&file).ctx("creating", &final_path)?;
         let mut w = std::io::BufWriter::new(f);
-        let len = write_record(&mut w, store, info, 0)?;
+        let len = write_record(&mut w, store, info, 0, false)?;
         let f = w
             .into_inner()
             .map_err(|e| Error::io(format!("writing {}", final_path.display()), e.into_error()))?;
@@ -536,19 +579,21 @@ fn numeric_list(store: &dyn TensorStore) -> Result<Vec<TensorInfo>> {
 fn write_one(store: &dyn TensorStore, info: &TensorInfo, dst: &Path) -> Result<u64> {
     let mut len = 0;
     atomic_write(dst, |w| {
-        len = write_record(w, store, info, 0)?;
+        len = write_record(w, store, info, 0, false)?;
         Ok(())
     })?;
     Ok(len)
 }
 
-/// Appends the plain Paddle record of tensor `info` (loaded from `store`) at `offset`; returns
-/// its length.
+/// Appends the plain Paddle record of tensor `info` (loaded from `store`) at `offset`, after
+/// its length as a `u64` little-endian when `size_prefixed` (a merged file); returns the bytes
+/// written.
 fn write_record(
     w: &mut dyn Write,
     store: &dyn TensorStore,
     info: &TensorInfo,
     offset: u64,
+    size_prefixed: bool,
 ) -> Result<u64> {
     let t = store.load(&info.name)?.ok_or_else(|| Error::NotFound {
         name: display(&info.name),
@@ -585,9 +630,15 @@ fn write_record(
     };
     encode_header(&spec, offset, 1, &mut header)?;
     let io = |e| Error::io(format!("writing tensor {}", display(&info.name)), e);
+    let record_len = (header.len() as u64).saturating_add(data.len() as u64);
+    let mut prefix_len = 0;
+    if size_prefixed {
+        w.write_all(&record_len.to_le_bytes()).map_err(io)?;
+        prefix_len = SIZE_FIELD_LEN;
+    }
     w.write_all(&header).map_err(io)?;
     w.write_all(data).map_err(io)?;
-    Ok((header.len() as u64).saturating_add(data.len() as u64))
+    Ok(record_len.saturating_add(prefix_len))
 }
 
 /// Writes `dst` through a staged temporary file beside it: `fill`, flush, fsync, rename. On
