@@ -3,7 +3,7 @@
 //! `Writer`): the object is byte for byte the file the same writes give locally, read back by
 //! ranges with every checksum checked; a writer dropped unfinished, a write failing half-way
 //! and refused credentials leave nothing under the name (and an object already there intact),
-//! the multipart upload aborted.
+//! the multipart upload aborted (Garage's own count of open uploads goes back to 0).
 
 mod support;
 
@@ -96,6 +96,36 @@ fn get(rt: &tokio::runtime::Runtime, s: &AmazonS3, key: &str) -> Option<Vec<u8>>
             Err(e) => panic!("get {key}: {e}"),
         }
     })
+}
+
+/// The bucket's unfinished multipart uploads as `garage bucket info` counts them (a line
+/// `Unfinished uploads: N multipart uploads`, absent when there are none).
+fn unfinished_multipart(g: &Garage) -> u64 {
+    let info = g.cli(0, &["bucket", "info", g.bucket()]).unwrap();
+    info.lines()
+        .find_map(|l| {
+            let rest = l.trim().strip_prefix("Unfinished uploads:")?;
+            let n = rest.trim().strip_suffix("multipart uploads")?;
+            n.trim().parse().ok()
+        })
+        .unwrap_or(0)
+}
+
+/// Polls [`unfinished_multipart`] until `ok` holds (Garage updates its counters
+/// asynchronously), for at most 30 s.
+fn wait_unfinished(g: &Garage, ok: impl Fn(u64) -> bool) {
+    let start = Instant::now();
+    loop {
+        let n = unfinished_multipart(g);
+        if ok(n) {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "unfinished multipart uploads: {n}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
 }
 
 fn pattern(n: usize, seed: u8) -> Vec<u8> {
@@ -209,11 +239,16 @@ fn a_dropped_writer_leaves_nothing_and_the_old_object_intact() {
         let data = pattern(3 * PART, 5);
         w.add("x", Tensor::new(DType::UInt8, &[data.len() as u64], &data))
             .unwrap();
+        // Garage counts the bucket's open multipart uploads (`garage bucket info`): ours is.
+        wait_unfinished(g, |n| n >= 1);
         drop(w);
         let c = counters.stats();
         assert!(c.parts >= 1, "parts went out before the drop: {c:?}");
         assert_eq!((c.aborted, c.completed), (1, 0), "{c:?}");
         assert_eq!(get(&rt, &s, "drop/new.pdx"), None);
+        // And once aborted, no upload is left open (other tests of this binary finish or
+        // abort theirs too).
+        wait_unfinished(g, |n| n == 0);
 
         rt.block_on(s.put(
             &ObjectPath::from("drop/old.pdx"),

@@ -1,7 +1,8 @@
 //! `paramdex convert` to and from object storage, on a real 3-node Garage cluster
 //! (`tests/support/garage.rs`): a native file converted to `s3://bucket/key` (streamed by
 //! multipart upload) and back is the same tensors; an existing object is refused without
-//! `--force`; safetensors output to a URL is uploaded whole; refused credentials leave nothing.
+//! `--force`; safetensors output to a URL is uploaded whole; `merge` into an object; refused
+//! credentials leave nothing.
 //! The child process is configured by the usual `AWS_*` environment variables.
 
 #[allow(dead_code)]
@@ -158,6 +159,35 @@ fn convert_to_and_from_an_s3_url() {
         assert!(
             got == std::fs::read(&local_st).unwrap(),
             "uploaded safetensors differ"
+        );
+
+        // merge into an object: the inputs' tensors together, streamed the same way.
+        let other = dir.path().join("other.pdx");
+        let mut w = Writer::create(&other).unwrap();
+        w.add("extra", Tensor::new(DType::UInt8, &[3], b"xyz"))
+            .unwrap();
+        w.finish().unwrap();
+        let merged_url = format!("s3://{}/cli/merged.pdx", g.bucket());
+        run(
+            g,
+            secret,
+            &["merge", &merged_url, src, other.to_str().unwrap()],
+            0,
+        );
+        run(g, secret, &["merge", &merged_url, src], 1);
+        let merged = dir.path().join("merged.pdx");
+        run(
+            g,
+            secret,
+            &["convert", &merged_url, merged.to_str().unwrap()],
+            0,
+        );
+        let r = Reader::open(&merged).unwrap();
+        assert_eq!(r.len(), tensors.len() as u64 + 1);
+        assert_eq!(r.tensor("extra").unwrap().data(), b"xyz");
+        assert!(
+            r.tensor("layer.embed").unwrap().data()
+                == &tensors[..].iter().find(|t| t.0 == "layer.embed").unwrap().1[..]
         );
 
         // Refused credentials: an error naming the URL; nothing under the new name.

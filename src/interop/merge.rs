@@ -68,6 +68,9 @@ pub struct MergeReport {
 /// `_CHECKPOINTABLE_OBJECT_GRAPH` string of every TensorFlow 2 checkpoint) is no conflict, and
 /// the tensor of a name is the latest one that is kept.
 ///
+/// `dst` may be an `s3://bucket/key` URL: the file is then streamed to the object by
+/// multipart upload and appears only when complete ([`crate::interop::export_url`]).
+///
 /// # Errors
 ///
 /// Before anything is read: [`Error::OutputExists`] when `dst` exists and
@@ -82,7 +85,20 @@ pub fn merge(
     opts: &MergeOptions<'_>,
 ) -> Result<MergeReport> {
     let format = OutputFormat::Native;
-    check_outputs(format, dst, opts.export.overwrite)?;
+    // An s3:// destination: the merged file is streamed to the object by multipart upload
+    // (as `export_url` does), refused up front if the object exists and overwrite is off.
+    let url = dst.to_str().filter(|s| s.starts_with("s3://"));
+    let upload = crate::remote::UploadOptions::default();
+    match url {
+        Some(url) => {
+            if !opts.export.overwrite && crate::remote::object_exists(url)? {
+                return Err(Error::OutputExists {
+                    path: url.to_string(),
+                });
+            }
+        }
+        None => check_outputs(format, dst, opts.export.overwrite)?,
+    }
     let skip = opts.export.skip_unsupported;
     // Pass 1: every conflict and every tensor the format cannot hold, before a byte is written.
     let mut replaced = 0u64;
@@ -145,7 +161,14 @@ pub fn merge(
             .filter(|(_, t)| format.cannot_hold(t).is_none())
             .map(|(i, t)| Ok((inputs[i].store, t))),
     });
-    let written = write_native(tensors, dst, None, &opts.export.writer, metadata, progress)?;
+    let written = write_native(
+        tensors,
+        dst,
+        url.map(|u| (u, &upload)),
+        &opts.export.writer,
+        metadata,
+        progress,
+    )?;
     Ok(MergeReport {
         written: ExportReport::new(format, written, skipped, metadata),
         replaced,

@@ -1052,6 +1052,26 @@ mod tests {
         assert_eq!(rr.get("a").unwrap().unwrap().data, pattern(10, 1));
     }
 
+    /// Past 10,000 parts the upload refuses to grow (S3's limit), saying to raise the part
+    /// size; nothing appears. Tiny parts (allowed by no option, set here directly) keep the
+    /// test small.
+    #[test]
+    fn more_than_max_parts_is_an_error() {
+        let store = Arc::new(InMemory::new());
+        let mut up = ObjectUpload::new(location(store.clone(), "big"), &opts(8)).unwrap();
+        up.part_size = 16;
+        let c = up.counters();
+        let e = up
+            .write_all(&vec![1u8; 16 * MAX_PARTS as usize + 1])
+            .unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::FileTooLarge, "{e}");
+        assert!(e.to_string().contains("larger part size"), "{e}");
+        assert!(up.commit().is_err());
+        drop(up);
+        assert_eq!(c.stats().aborted, 1);
+        assert_eq!(get(&store, "big"), None);
+    }
+
     #[test]
     fn options_are_checked() {
         for (part_size, concurrency) in [(P - 1, 1), (P, 0)] {

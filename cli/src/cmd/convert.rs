@@ -338,9 +338,12 @@ pub fn merge(
     skip_unsupported: bool,
     force: bool,
 ) -> Result<ExitCode> {
-    OutputFormat::Native
-        .check_outputs(out, force)
-        .map_err(force_hint)?;
+    // An s3:// output is checked by the library (one HEAD request), not as a path.
+    if !out.to_str().is_some_and(|s| s.starts_with("s3://")) {
+        OutputFormat::Native
+            .check_outputs(out, force)
+            .map_err(force_hint)?;
+    }
     let start = Instant::now();
     let stores = inputs.iter().map(open_any).collect::<Result<Vec<_>>>()?;
     let merged: Vec<MergeInput<'_>> = stores

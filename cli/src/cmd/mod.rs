@@ -275,7 +275,7 @@ enum Command {
     /// input, or a metadata key with different values, is an error unless --allow-override
     /// (then the later input wins).
     Merge {
-        /// The native file to write.
+        /// The native file to write (or an s3://bucket/key URL: streamed by multipart upload).
         out: PathBuf,
         /// The inputs, in order.
         #[arg(required = true, num_args = 1..)]
