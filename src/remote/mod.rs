@@ -11,6 +11,9 @@ mod reader;
 mod url;
 
 pub use object::ObjectRange;
-pub use range::{FileRange, RangeRead, RequestStats};
+pub use range::{Dest, FileRange, Parallelism, RangeRead, ReadPart, RequestStats};
 pub use reader::{RemoteEntry, RemoteOptions, RemoteReader, RemoteTensor};
-pub use url::{is_url, open_url, resolve, split_s3_url, ObjectLocation};
+pub use url::{
+    is_url, open_url, open_url_with, resolve, resolve_with, split_s3_url, ObjectLocation,
+    RemoteConfig,
+};

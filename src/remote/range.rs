@@ -8,15 +8,85 @@ use std::ops::Range;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use bytes::BytesMut;
+
 use crate::error::{Error, IoContext, Result};
 
 /// Requests made and bytes received so far by a [`RangeRead`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RequestStats {
-    /// Reads (ranged GETs for an object store).
+    /// Reads (ranged GETs for an object store), each counted once however often it was tried.
     pub requests: u64,
     /// Bytes received.
     pub bytes: u64,
+    /// Attempts beyond the first made for those reads: a request retried after a connection
+    /// error, a timeout, a server error or a body that broke off (counted for the stores
+    /// [`crate::remote::resolve`] builds, whose client counts the attempts it sends).
+    pub retries: u64,
+}
+
+/// Where some bytes of a [`ReadPart`] go: the object's bytes from `offset` on, `buf.len()`
+/// of them.
+#[derive(Debug)]
+pub struct Dest {
+    /// Offset in the object of the first byte of `buf`.
+    pub offset: u64,
+    /// Filled by the read.
+    pub buf: BytesMut,
+}
+
+/// One request of a parallel read ([`RangeRead::read_parts`]): the bytes of `range`, scattered
+/// into `dests` (in order, not overlapping, inside `range`); bytes of `range` outside every
+/// destination (gaps between tensors read together) are dropped.
+#[derive(Debug)]
+pub struct ReadPart {
+    /// The caller's number for the part (given back with it).
+    pub id: usize,
+    /// The object's bytes asked for.
+    pub range: Range<u64>,
+    /// Where they go.
+    pub dests: Vec<Dest>,
+}
+
+impl ReadPart {
+    /// Checks that the destinations lie in order inside the range.
+    pub(crate) fn check(&self, location: &str) -> Result<()> {
+        let mut at = self.range.start;
+        for d in &self.dests {
+            let end = d.offset.checked_add(d.buf.len() as u64);
+            if d.offset < at || end.is_none_or(|e| e > self.range.end) {
+                return Err(Error::InvalidArgument(format!(
+                    "{location}: part {} ({}..{}): destinations out of order or outside it",
+                    self.id, self.range.start, self.range.end
+                )));
+            }
+            at = end.unwrap_or(at);
+        }
+        Ok(())
+    }
+
+    /// Copies `chunk`, the object's bytes from `at` on, into the destinations it overlaps.
+    pub(crate) fn scatter(&mut self, at: u64, chunk: &[u8]) {
+        let end = at + chunk.len() as u64;
+        for d in &mut self.dests {
+            let (ds, de) = (d.offset, d.offset + d.buf.len() as u64);
+            let (s, e) = (ds.max(at), de.min(end));
+            if s < e {
+                d.buf[(s - ds) as usize..(e - ds) as usize]
+                    .copy_from_slice(&chunk[(s - at) as usize..(e - at) as usize]);
+            }
+        }
+    }
+}
+
+/// How a parallel read runs.
+#[derive(Clone, Copy, Debug)]
+pub struct Parallelism {
+    /// Requests in flight at most.
+    pub concurrency: usize,
+    /// Parts started at most past the first part not finished (bounds the memory of parts
+    /// finished but not yet consumed); at least `concurrency`.
+    pub window: usize,
 }
 
 /// One immutable object (a file, an object in a bucket) read by byte ranges.
@@ -45,6 +115,53 @@ pub trait RangeRead: Send + Sync + std::fmt::Debug {
 
     /// Requests and bytes so far.
     fn stats(&self) -> RequestStats;
+
+    /// Reads every part the iterator gives (one request each), at most `how.concurrency` at
+    /// once, handing each part, filled, to `done` as it finishes (in any order). The first
+    /// error (of a read or of `done`) ends the read. This default reads one part at a time.
+    fn read_parts(
+        &self,
+        parts: &mut dyn Iterator<Item = ReadPart>,
+        how: Parallelism,
+        done: &mut dyn FnMut(ReadPart) -> Result<()>,
+    ) -> Result<()> {
+        let _ = how;
+        for mut part in parts {
+            part.check(self.location())?;
+            let data = self.read(part.range.clone())?;
+            part.scatter(part.range.start, &data);
+            done(part)?;
+        }
+        Ok(())
+    }
+
+    /// The bytes of each range, read with at most `concurrency` requests at once (one request
+    /// per range), in the order of `ranges`.
+    fn read_parallel(&self, ranges: &[Range<u64>], concurrency: usize) -> Result<Vec<Vec<u8>>> {
+        let mut out: Vec<Option<Vec<u8>>> = vec![None; ranges.len()];
+        let mut parts = Vec::with_capacity(ranges.len());
+        for (id, r) in ranges.iter().enumerate() {
+            let n = check_range(r, self.len(), self.location())?;
+            parts.push(ReadPart {
+                id,
+                range: r.clone(),
+                dests: vec![Dest {
+                    offset: r.start,
+                    buf: BytesMut::zeroed(n),
+                }],
+            });
+        }
+        let how = Parallelism {
+            concurrency: concurrency.max(1),
+            window: usize::MAX,
+        };
+        self.read_parts(&mut parts.into_iter(), how, &mut |p| {
+            let buf = p.dests.into_iter().next().map(|d| d.buf).unwrap_or_default();
+            out[p.id] = Some(Vec::from(buf));
+            Ok(())
+        })?;
+        Ok(out.into_iter().map(Option::unwrap_or_default).collect())
+    }
 }
 
 /// Checks `range` against an object of `len` bytes named `location`.
@@ -130,6 +247,7 @@ impl RangeRead for FileRange {
         RequestStats {
             requests: self.requests.load(Ordering::Relaxed),
             bytes: self.bytes.load(Ordering::Relaxed),
+            retries: 0,
         }
     }
 }
