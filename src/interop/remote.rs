@@ -57,30 +57,26 @@ impl TensorStore for RemoteReader {
     }
 
     fn verify(&self, _threads: usize) -> Result<VerifySummary> {
-        // Every tensor stored whole, read and checked against its CRC32C (one request each;
-        // the index blocks were checked as they were read).
+        // Every tensor stored whole, fetched by parallel ranged GETs (RemoteOptions::load)
+        // and checked against its CRC32C (the index blocks were checked as they were read).
         let mut out = VerifySummary {
             tensors: 0,
             data_bytes: 0,
             checksums: 0,
         };
-        for e in self.list_from(b"")? {
-            if e.slices != 0 {
-                return Err(Error::Unsupported(format!(
-                    "{}: verifying tensors stored in slices over the network is not built yet \
-                     ({})",
-                    self.location(),
-                    crate::name::display(&e.name)
-                )));
-            }
-            let t = self.get(&e.name)?.ok_or_else(|| Error::NotFound {
-                name: crate::name::display(&e.name),
-                path: self.location().to_string(),
-            })?;
+        if let Some(e) = self.list_from(b"")?.into_iter().find(|e| e.slices != 0) {
+            return Err(Error::Unsupported(format!(
+                "{}: verifying tensors stored in slices over the network is not built yet ({})",
+                self.location(),
+                crate::name::display(&e.name)
+            )));
+        }
+        self.for_each(&self.options().load, |_, t| {
             out.tensors += 1;
             out.data_bytes += t.data.len() as u64;
             out.checksums += 1;
-        }
+            Ok(())
+        })?;
         Ok(out)
     }
 
@@ -96,8 +92,9 @@ impl TensorStore for RemoteReader {
 
 /// Opens the store at `url` (see [`crate::remote::open_url`]).
 pub(crate) fn open_url_store(url: &str) -> Result<Box<dyn TensorStore>> {
-    let opts = crate::remote::RemoteOptions::default();
-    let src = crate::remote::open_url(url, opts.tail_bytes)?;
+    let config = crate::remote::RemoteConfig::from_env()?;
+    let opts = crate::remote::RemoteOptions::with_config(&config);
+    let src = crate::remote::open_url_with(url, opts.tail_bytes, &config)?;
     match RemoteReader::open(src, opts) {
         Ok(r) => Ok(Box::new(r)),
         Err(Error::Unsupported(d)) => Err(Error::Unsupported(d)),

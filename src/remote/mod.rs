@@ -12,7 +12,9 @@ mod url;
 
 pub use object::ObjectRange;
 pub use range::{Dest, FileRange, Parallelism, RangeRead, ReadPart, RequestStats};
-pub use reader::{RemoteEntry, RemoteOptions, RemoteReader, RemoteTensor};
+pub use reader::{
+    LoadOptions, LoadProgress, RemoteEntry, RemoteOptions, RemoteReader, RemoteTensor,
+};
 pub use url::{
     is_url, open_url, open_url_with, resolve, resolve_with, split_s3_url, ObjectLocation,
     RemoteConfig,

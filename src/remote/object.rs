@@ -165,7 +165,9 @@ impl ObjectRange {
             let mut body = r.into_stream();
             while let Some(chunk) = body.next().await {
                 let chunk = chunk.map_err(|e| remote_error(&self.url, e))?;
-                let end = at.checked_add(chunk.len() as u64).filter(|&e| e <= range.end);
+                let end = at
+                    .checked_add(chunk.len() as u64)
+                    .filter(|&e| e <= range.end);
                 let Some(end) = end else {
                     return Err(self.wrong_length(&range, at - range.start + chunk.len() as u64));
                 };

@@ -156,7 +156,12 @@ pub trait RangeRead: Send + Sync + std::fmt::Debug {
             window: usize::MAX,
         };
         self.read_parts(&mut parts.into_iter(), how, &mut |p| {
-            let buf = p.dests.into_iter().next().map(|d| d.buf).unwrap_or_default();
+            let buf = p
+                .dests
+                .into_iter()
+                .next()
+                .map(|d| d.buf)
+                .unwrap_or_default();
             out[p.id] = Some(Vec::from(buf));
             Ok(())
         })?;

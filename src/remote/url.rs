@@ -18,8 +18,7 @@ use std::time::Duration;
 
 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::client::{
-    HttpClient, HttpConnector, HttpError, HttpRequest, HttpResponse, HttpService,
-    ReqwestConnector,
+    HttpClient, HttpConnector, HttpError, HttpRequest, HttpResponse, HttpService, ReqwestConnector,
 };
 use object_store::path::Path as ObjectPath;
 use object_store::{BackoffConfig, ClientConfigKey, ClientOptions, ObjectStore, RetryConfig};
@@ -122,7 +121,10 @@ fn parse_count(var: &str, v: &str, min: usize) -> Result<usize> {
 /// 4 KiB and at most 4 GiB.
 pub(crate) fn parse_size(var: &str, v: &str) -> Result<u64> {
     let t = v.trim().to_ascii_lowercase();
-    let t = t.strip_suffix("ib").or_else(|| t.strip_suffix('b')).unwrap_or(&t);
+    let t = t
+        .strip_suffix("ib")
+        .or_else(|| t.strip_suffix('b'))
+        .unwrap_or(&t);
     let (digits, shift) = match t.char_indices().last() {
         Some((i, 'k')) => (&t[..i], 10),
         Some((i, 'm')) => (&t[..i], 20),
@@ -174,7 +176,10 @@ impl RemoteConfig {
     /// The `object_store` client settings (timeouts) these settings give.
     fn client_keys(&self) -> [(ClientConfigKey, String); 3] {
         [
-            (ClientConfigKey::ConnectTimeout, secs_text(self.connect_timeout)),
+            (
+                ClientConfigKey::ConnectTimeout,
+                secs_text(self.connect_timeout),
+            ),
             (ClientConfigKey::ReadTimeout, secs_text(self.read_timeout)),
             (ClientConfigKey::Timeout, secs_text(self.request_timeout)),
         ]
@@ -373,7 +378,11 @@ pub fn open_url(url: &str, tail_bytes: u64) -> Result<Arc<dyn RangeRead>> {
 }
 
 /// [`open_url`] with the settings `config` (for an `s3://` URL).
-pub fn open_url_with(url: &str, tail_bytes: u64, config: &RemoteConfig) -> Result<Arc<dyn RangeRead>> {
+pub fn open_url_with(
+    url: &str,
+    tail_bytes: u64,
+    config: &RemoteConfig,
+) -> Result<Arc<dyn RangeRead>> {
     if let Some(path) = url.strip_prefix("file://") {
         return Ok(Arc::new(FileRange::open(path)?));
     }
