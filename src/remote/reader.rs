@@ -683,6 +683,16 @@ impl RemoteReader {
         self.fetch(wants, opts, window, &mut sink)
     }
 
+    /// The byte ranges [`RemoteReader::load_all`] (and [`RemoteReader::for_each`]) with
+    /// `opts` asks for, one request each, in the object's order: to see what a load will cost.
+    pub fn load_plan(&self, opts: &LoadOptions) -> Result<Vec<Range<u64>>> {
+        let extents: Vec<Range<u64>> = self.all_wants()?.into_iter().map(|w| w.range).collect();
+        Ok(plan_parts(&extents, opts.part_size(), opts.max_gap)
+            .into_iter()
+            .map(|p| p.range)
+            .collect())
+    }
+
     /// Every whole tensor of the index, in the object's order.
     fn all_wants(&self) -> Result<Vec<Want>> {
         let mut wants = Vec::new();
