@@ -41,7 +41,7 @@ impl TensorStore for RemoteReader {
     }
 
     fn load(&self, name: &[u8]) -> Result<Option<LoadedTensor<'_>>> {
-        let Some(t) = self.get(name)? else {
+        let Some(t) = self.get_ahead(name)? else {
             return Ok(None);
         };
         Ok(Some(LoadedTensor {

@@ -129,7 +129,7 @@ impl LoadOptions {
 }
 
 /// One tensor to fetch: where its data is and what it must check to.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Want {
     name: Vec<u8>,
     dtype: DType,
@@ -325,6 +325,16 @@ pub struct RemoteReader {
     tail_start: u64,
     cache: Mutex<BlockCache>,
     opts: RemoteOptions,
+    ahead: Mutex<ReadAhead>,
+}
+
+/// What [`RemoteReader::get_ahead`] keeps: the name asked last, the whole tensors in name
+/// order (once a read-ahead starts), and the tensors fetched ahead and not asked for yet.
+#[derive(Debug, Default)]
+struct ReadAhead {
+    last: Option<Vec<u8>>,
+    order: Option<Vec<Want>>,
+    ready: HashMap<Vec<u8>, RemoteTensor>,
 }
 
 impl RemoteReader {
@@ -400,6 +410,7 @@ impl RemoteReader {
             tail_start,
             cache: Mutex::new(BlockCache::default()),
             opts,
+            ahead: Mutex::new(ReadAhead::default()),
         };
         let block = reader.block(0)?;
         let table = Table::new_tail(&block, first_block, &reader.index);
@@ -615,6 +626,59 @@ impl RemoteReader {
             shape: want.shape,
             data,
         }))
+    }
+
+    /// [`RemoteReader::get`] for a caller that reads tensors one by one in name order (a
+    /// conversion, an export): from the second name asked in ascending order on, the tensors
+    /// that follow it in name order are fetched ahead, [`LoadOptions::window_bytes`] of them
+    /// at a time (at least one tensor), by parallel ranged GETs, and served from memory when
+    /// asked. A name out of order drops what was fetched ahead and reads as `get` does.
+    pub fn get_ahead(&self, name: impl AsRef<[u8]>) -> Result<Option<RemoteTensor>> {
+        let name = name.as_ref();
+        let mut ra = self.ahead.lock().unwrap_or_else(|p| p.into_inner());
+        let ascending = ra.last.as_deref().is_some_and(|l| name > l);
+        ra.last = Some(name.to_vec());
+        if let Some(t) = ra.ready.remove(name) {
+            return Ok(Some(t));
+        }
+        ra.ready.clear();
+        if !ascending {
+            drop(ra);
+            return self.get(name);
+        }
+        if ra.order.is_none() {
+            let mut order = Vec::new();
+            self.scan_entries(b"", &mut |key, e, at| {
+                if e.num_slices == 0 {
+                    order.push(self.want(key, &e, at)?);
+                }
+                Ok(())
+            })?;
+            ra.order = Some(order);
+        }
+        let order = ra.order.as_ref().expect("just set");
+        let Ok(at) = order.binary_search_by(|w| w.name.as_slice().cmp(name)) else {
+            drop(ra);
+            return self.get(name);
+        };
+        let mut wants = Vec::new();
+        let mut bytes = 0u64;
+        for w in &order[at..] {
+            if !wants.is_empty() && bytes + (w.range.end - w.range.start) > self.opts.load.window_bytes {
+                break;
+            }
+            bytes += w.range.end - w.range.start;
+            wants.push(w.clone());
+        }
+        wants.sort_by_key(|w| w.range.start);
+        let mut ready = HashMap::with_capacity(wants.len());
+        self.fetch(wants, &self.opts.load, usize::MAX, &mut |n, t| {
+            ready.insert(n, t);
+            Ok(())
+        })?;
+        let out = ready.remove(name);
+        ra.ready = ready;
+        Ok(out)
     }
 
     /// Requests made, bytes received and retries so far by the object this reader reads
@@ -1078,6 +1142,37 @@ mod tests {
         let after = r.stats().requests - before;
         // The index block (unless cached) and 16 parts of 64 KiB.
         assert!((16..=17).contains(&after), "{after} requests");
+    }
+
+    #[test]
+    fn get_ahead_fetches_the_following_tensors_in_parallel() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.pdx");
+        let want = write_file(&path);
+        let src = Arc::new(FileRange::open(&path).unwrap());
+        let ro = RemoteOptions {
+            load: LoadOptions {
+                window_bytes: 400_000,
+                ..opts(1 << 20, 4)
+            },
+            ..Default::default()
+        };
+        let r = RemoteReader::open(src.clone(), ro).unwrap();
+        let before = r.stats().requests;
+        for (n, data) in &want {
+            assert!(r.get_ahead(n).unwrap().unwrap().data == *data, "{n}");
+        }
+        let used = r.stats().requests - before;
+        // One get (index block and record), the index once, then a few windows of parts:
+        // far fewer than a request per tensor.
+        assert!(used < want.len() as u64 / 2, "{used} requests");
+        // Out of order, absent, and again in order: the same answers.
+        for i in [9usize, 3, 4, 0, 11] {
+            let t = r.get_ahead(&want[i].0).unwrap().unwrap();
+            assert!(t.data == want[i].1, "{}", want[i].0);
+        }
+        assert!(r.get_ahead("t99").unwrap().is_none());
+        assert!(r.get_ahead("t00").unwrap().unwrap().data == want[0].1);
     }
 
     #[test]

@@ -395,3 +395,29 @@ pub fn open_url_with(
         tail_bytes,
     )?))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_durations_parse_or_name_the_variable() {
+        assert_eq!(parse_size("V", "8m").unwrap(), 8 << 20);
+        assert_eq!(parse_size("V", "8MiB").unwrap(), 8 << 20);
+        assert_eq!(parse_size("V", " 65536 ").unwrap(), 65536);
+        assert_eq!(parse_size("V", "1G").unwrap(), 1 << 30);
+        for bad in ["", "m", "-1", "1k5", "100", "5g", "99999999999999999999"] {
+            match parse_size("PARAMDEX_S3_PART_SIZE", bad) {
+                Err(Error::InvalidArgument(m)) => assert!(m.contains("PARAMDEX_S3_PART_SIZE")),
+                other => panic!("{bad:?}: {other:?}"),
+            }
+        }
+        assert_eq!(parse_seconds("V", "2.5").unwrap(), Duration::from_millis(2500));
+        for bad in ["0", "-3", "nan", "inf", "1e9", "x"] {
+            assert!(parse_seconds("V", bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(parse_count("V", "0", 0).unwrap(), 0);
+        assert!(parse_count("V", "0", 1).is_err());
+        assert_eq!(secs_text(Duration::from_millis(1500)), "1500ms");
+    }
+}
