@@ -452,3 +452,54 @@ fn one_node_killed_during_a_full_parallel_load_the_load_completes() {
         check_against_local(&path, &names, &again);
     });
 }
+
+/// What `paramdex convert s3://... out.pdx` and `paramdex verify s3://...` run: export of the
+/// remote store (which loads tensor by tensor in name order: fetched ahead in parallel) and
+/// its verify (a parallel load of every tensor).
+#[test]
+fn convert_and_verify_of_a_url_use_parallel_loads() {
+    let Some(g) = shared("convert_and_verify_of_a_url_use_parallel_loads") else {
+        return;
+    };
+    g.run(|| {
+        use paramdex::interop::{export, ExportOptions, OutputFormat, TensorStore};
+        let f = fixture();
+        let c = config(g, g.endpoint());
+        let r = open(g, "parallel/ckpt.pdx", &c).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("copy.pdx");
+        let before = r.stats().requests;
+        let t = Instant::now();
+        let rep = export(
+            &r,
+            OutputFormat::Native,
+            &out,
+            &ExportOptions {
+                writer: WriterOptions {
+                    sync: false,
+                    ..Default::default()
+                },
+                metadata: None,
+                skip_unsupported: false,
+                progress: None,
+                overwrite: false,
+            },
+        )
+        .unwrap();
+        let used = r.stats().requests - before;
+        eprintln!("export of {} tensors: {used} requests in {:?}", rep.tensors, t.elapsed());
+        assert_eq!(rep.tensors as usize, f.names.len());
+        // Far fewer requests than tensors: read ahead in parts.
+        assert!(used * 4 < f.names.len() as u64, "{used} requests");
+        let (a, b) = (Reader::open(&f.path).unwrap(), Reader::open(&out).unwrap());
+        for n in &f.names {
+            assert!(a.tensor(n).unwrap().data() == b.tensor(n).unwrap().data(), "{n}");
+        }
+
+        let plan = r.load_plan(&r.options().load).unwrap();
+        let before = r.stats().requests;
+        let v = TensorStore::verify(&r, 0).unwrap();
+        assert_eq!(v.tensors as usize, f.names.len());
+        assert_eq!(r.stats().requests - before, plan.len() as u64);
+    });
+}
