@@ -487,13 +487,20 @@ fn convert_and_verify_of_a_url_use_parallel_loads() {
         )
         .unwrap();
         let used = r.stats().requests - before;
-        eprintln!("export of {} tensors: {used} requests in {:?}", rep.tensors, t.elapsed());
+        eprintln!(
+            "export of {} tensors: {used} requests in {:?}",
+            rep.tensors,
+            t.elapsed()
+        );
         assert_eq!(rep.tensors as usize, f.names.len());
         // Far fewer requests than tensors: read ahead in parts.
         assert!(used * 4 < f.names.len() as u64, "{used} requests");
         let (a, b) = (Reader::open(&f.path).unwrap(), Reader::open(&out).unwrap());
         for n in &f.names {
-            assert!(a.tensor(n).unwrap().data() == b.tensor(n).unwrap().data(), "{n}");
+            assert!(
+                a.tensor(n).unwrap().data() == b.tensor(n).unwrap().data(),
+                "{n}"
+            );
         }
 
         let plan = r.load_plan(&r.options().load).unwrap();

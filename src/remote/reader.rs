@@ -664,7 +664,9 @@ impl RemoteReader {
         let mut wants = Vec::new();
         let mut bytes = 0u64;
         for w in &order[at..] {
-            if !wants.is_empty() && bytes + (w.range.end - w.range.start) > self.opts.load.window_bytes {
+            if !wants.is_empty()
+                && bytes + (w.range.end - w.range.start) > self.opts.load.window_bytes
+            {
                 break;
             }
             bytes += w.range.end - w.range.start;

@@ -412,7 +412,10 @@ mod tests {
                 other => panic!("{bad:?}: {other:?}"),
             }
         }
-        assert_eq!(parse_seconds("V", "2.5").unwrap(), Duration::from_millis(2500));
+        assert_eq!(
+            parse_seconds("V", "2.5").unwrap(),
+            Duration::from_millis(2500)
+        );
         for bad in ["0", "-3", "nan", "inf", "1e9", "x"] {
             assert!(parse_seconds("V", bad).is_err(), "{bad:?}");
         }
