@@ -14,7 +14,8 @@
 //! `PARAMDEX_BENCH_TENSORS` (512) x `PARAMDEX_BENCH_TENSOR_MIB` (4), `PARAMDEX_BENCH_ROUNDS` (5),
 //! `PARAMDEX_S3_CONCURRENCY` / `PARAMDEX_S3_PART_SIZE` (the library's defaults otherwise), and
 //! `PARAMDEX_BENCH_SWEEP=1` to time paramdex over a grid of concurrency and part sizes (2
-//! rounds each) instead.
+//! rounds each) instead, or `PARAMDEX_BENCH_ONLY=paramdex` to run paramdex's loads alone (for a
+//! profiler).
 
 #[allow(dead_code)]
 #[path = "../tests/support/garage.rs"]
@@ -271,6 +272,13 @@ fn main() {
     }
 
     let (c, part) = (config.concurrency, config.part_size);
+    if std::env::var("PARAMDEX_BENCH_ONLY").is_ok_and(|v| v == "paramdex") {
+        // For profiling: paramdex's loads only.
+        for round in 0..rounds {
+            eprintln!("paramdex round {round}: {:?}", b.paramdex(c, part));
+        }
+        return;
+    }
     let names = [
         format!("paramdex load_all ({c} x {} MiB)", part >> 20),
         "plain GET of the object".to_string(),

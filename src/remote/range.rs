@@ -26,13 +26,34 @@ pub struct RequestStats {
 }
 
 /// Where some bytes of a [`ReadPart`] go: the object's bytes from `offset` on, `buf.len()`
-/// of them.
+/// of them. The CRC32C of what is written is kept as it is written (while the bytes are still
+/// in cache), so that a tensor's checksum costs no second pass over it.
 #[derive(Debug)]
 pub struct Dest {
     /// Offset in the object of the first byte of `buf`.
     pub offset: u64,
     /// Filled by the read.
     pub buf: BytesMut,
+    /// CRC32C of `buf[..written]`.
+    crc: u32,
+    written: usize,
+}
+
+impl Dest {
+    /// A destination for the object's bytes from `offset` on, `buf.len()` of them.
+    pub fn new(offset: u64, buf: BytesMut) -> Dest {
+        Dest {
+            offset,
+            buf,
+            crc: 0,
+            written: 0,
+        }
+    }
+
+    /// The CRC32C of the bytes written into `buf` so far (all of it once the part is read).
+    pub fn crc(&self) -> u32 {
+        self.crc
+    }
 }
 
 /// One request of a parallel read ([`RangeRead::read_parts`]): the bytes of `range`, scattered
@@ -65,15 +86,24 @@ impl ReadPart {
         Ok(())
     }
 
-    /// Copies `chunk`, the object's bytes from `at` on, into the destinations it overlaps.
+    /// Copies `chunk`, the object's bytes from `at` on, into the destinations it overlaps
+    /// (chunks come in the object's order), extending each destination's CRC32C.
     pub(crate) fn scatter(&mut self, at: u64, chunk: &[u8]) {
         let end = at + chunk.len() as u64;
         for d in &mut self.dests {
             let (ds, de) = (d.offset, d.offset + d.buf.len() as u64);
             let (s, e) = (ds.max(at), de.min(end));
             if s < e {
-                d.buf[(s - ds) as usize..(e - ds) as usize]
-                    .copy_from_slice(&chunk[(s - at) as usize..(e - at) as usize]);
+                let (a, b) = ((s - ds) as usize, (e - ds) as usize);
+                d.buf[a..b].copy_from_slice(&chunk[(s - at) as usize..(e - at) as usize]);
+                if a == d.written {
+                    d.crc = crc32c::crc32c_append(d.crc, &d.buf[a..b]);
+                    d.written = b;
+                } else {
+                    // Out of order (not how parts are read): checksum the whole again.
+                    d.crc = crc32c::crc32c(&d.buf[..b]);
+                    d.written = b;
+                }
             }
         }
     }
@@ -145,10 +175,7 @@ pub trait RangeRead: Send + Sync + std::fmt::Debug {
             parts.push(ReadPart {
                 id,
                 range: r.clone(),
-                dests: vec![Dest {
-                    offset: r.start,
-                    buf: BytesMut::zeroed(n),
-                }],
+                dests: vec![Dest::new(r.start, BytesMut::zeroed(n))],
             });
         }
         let how = Parallelism {

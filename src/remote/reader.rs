@@ -195,8 +195,8 @@ struct Assembly<'a> {
     wants: Vec<Option<Want>>,
     /// The part of each tensor's buffer not yet given to a request.
     rest: Vec<Option<BytesMut>>,
-    /// Received pieces of each tensor: (offset within the tensor, bytes).
-    pieces: Vec<Vec<(u64, BytesMut)>>,
+    /// Received pieces of each tensor: (offset within the tensor, bytes, their CRC32C).
+    pieces: Vec<Vec<(u64, BytesMut, u32)>>,
     /// Bytes of each tensor not received yet.
     missing: Vec<u64>,
     /// Parts' members by part number.
@@ -218,10 +218,7 @@ impl Assembly<'_> {
                 BytesMut::zeroed(usize::try_from(size).expect("checked against memory"))
             });
             let len = usize::try_from(r.end - r.start).expect("within the tensor");
-            out.push(Dest {
-                offset: want.range.start + r.start,
-                buf: rest.split_to(len),
-            });
+            out.push(Dest::new(want.range.start + r.start, rest.split_to(len)));
         }
         out
     }
@@ -232,7 +229,8 @@ impl Assembly<'_> {
         for ((t, r), d) in members.into_iter().zip(part.dests) {
             self.missing[t] -= r.end - r.start;
             self.progress.bytes += r.end - r.start;
-            self.pieces[t].push((r.start, d.buf));
+            let crc = d.crc();
+            self.pieces[t].push((r.start, d.buf, crc));
         }
     }
 
@@ -245,14 +243,15 @@ impl Assembly<'_> {
             let mut pieces = std::mem::take(&mut self.pieces[t]);
             self.rest[t] = None;
             pieces.sort_by_key(|p| p.0);
-            let mut it = pieces.into_iter().map(|p| p.1);
-            let mut buf = it.next().unwrap_or_default();
-            for p in it {
+            let mut it = pieces.into_iter();
+            let (mut buf, mut got) = it.next().map(|p| (p.1, p.2)).unwrap_or_default();
+            for (_, p, crc) in it {
+                // The pieces' checksums, computed as their bytes arrived, combined.
+                got = crc32c::crc32c_combine(got, crc, p.len());
                 // Pieces of one allocation, in order: joined without copying.
                 buf.unsplit(p);
             }
             let data = Vec::from(buf);
-            let got = crc32c(&data);
             if got != want.crc {
                 return Err(Error::ChecksumMismatch {
                     what: "tensor data",
