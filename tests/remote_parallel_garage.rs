@@ -111,7 +111,7 @@ fn write_checkpoint(path: &Path, big: usize, big_len: usize) -> Vec<String> {
     for i in 0..big {
         let name = format!("layers.{i:04}.weight");
         let data: Vec<u8> = (0..big_len)
-            .map(|k| (k as u64 * 2_654_435_761 + i as u64 * 97 >> 7) as u8)
+            .map(|k| ((k as u64 * 2_654_435_761 + i as u64 * 97) >> 7) as u8)
             .collect();
         w.add(&name, Tensor::new(DType::UInt8, &[big_len as u64], &data))
             .unwrap();

@@ -13,7 +13,26 @@ use object_store::{GetOptions, GetRange, ObjectStore};
 
 use crate::error::{Error, RemoteProblem, Result};
 use crate::remote::range::{check_range, Parallelism, RangeRead, ReadPart, RequestStats};
-use crate::remote::url::Attempts;
+
+/// Counts the HTTP attempts of one logical request: put in a request's extensions by
+/// [`ObjectRange`], incremented by the client [`crate::remote::resolve`] builds for every attempt it sends
+/// (a retry is one more), so that retries made inside `object_store` are counted.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Attempts(pub(crate) Arc<AtomicU64>);
+
+impl Attempts {
+    /// Attempts sent so far.
+    pub(crate) fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    /// Request extensions carrying this counter.
+    pub(crate) fn extensions(&self) -> object_store::Extensions {
+        let mut e = object_store::Extensions::new();
+        e.insert(self.clone());
+        e
+    }
+}
 
 /// One object of a store, read by ranged GETs.
 pub struct ObjectRange {

@@ -123,10 +123,13 @@ impl LoadOptions {
         }
     }
 
-    fn part_size(&self) -> u64 {
+    fn part_len(&self) -> u64 {
         self.part_size.max(4 << 10)
     }
 }
+
+/// What [`RemoteReader::scan_entries`] calls for each tensor: name, entry, offset of its block.
+type EntryVisitor<'a> = dyn FnMut(&[u8], IndexEntry, u64) -> Result<()> + 'a;
 
 /// One tensor to fetch: where its data is and what it must check to.
 #[derive(Clone, Debug)]
@@ -537,11 +540,7 @@ impl RemoteReader {
     /// Calls `f` (name, entry, offset of its block) for every tensor of the index in name
     /// order from `start` on (slice keys left out), with the index data blocks read as
     /// [`RemoteReader::list_from`] says.
-    fn scan_entries(
-        &self,
-        start: &[u8],
-        f: &mut dyn FnMut(&[u8], IndexEntry, u64) -> Result<()>,
-    ) -> Result<()> {
+    fn scan_entries(&self, start: &[u8], f: &mut EntryVisitor<'_>) -> Result<()> {
         let n = self.index.data_blocks();
         if n == 0 {
             return Ok(());
@@ -599,7 +598,7 @@ impl RemoteReader {
             return Ok(None);
         };
         let want = self.want(name, &e, at)?;
-        if want.range.end - want.range.start > self.opts.load.part_size() {
+        if want.range.end - want.range.start > self.opts.load.part_len() {
             let mut out = None;
             self.fetch(vec![want], &self.opts.load, usize::MAX, &mut |_, t| {
                 out = Some(t);
@@ -744,7 +743,7 @@ impl RemoteReader {
         mut sink: impl FnMut(Vec<u8>, RemoteTensor) -> Result<()>,
     ) -> Result<()> {
         let wants = self.all_wants()?;
-        let window = usize::try_from(opts.window_bytes / opts.part_size()).unwrap_or(usize::MAX);
+        let window = usize::try_from(opts.window_bytes / opts.part_len()).unwrap_or(usize::MAX);
         self.fetch(wants, opts, window, &mut sink)
     }
 
@@ -752,7 +751,7 @@ impl RemoteReader {
     /// `opts` asks for, one request each, in the object's order: to see what a load will cost.
     pub fn load_plan(&self, opts: &LoadOptions) -> Result<Vec<Range<u64>>> {
         let extents: Vec<Range<u64>> = self.all_wants()?.into_iter().map(|w| w.range).collect();
-        Ok(plan_parts(&extents, opts.part_size(), opts.max_gap)
+        Ok(plan_parts(&extents, opts.part_len(), opts.max_gap)
             .into_iter()
             .map(|p| p.range)
             .collect())
@@ -786,7 +785,7 @@ impl RemoteReader {
                 format!("{}: two tensors' data overlap", self.location()),
             ));
         }
-        let plan = plan_parts(&extents, opts.part_size(), opts.max_gap);
+        let plan = plan_parts(&extents, opts.part_len(), opts.max_gap);
         let n = wants.len();
         let mut a = Assembly {
             location: self.location(),

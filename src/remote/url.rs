@@ -12,7 +12,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -24,7 +24,7 @@ use object_store::path::Path as ObjectPath;
 use object_store::{BackoffConfig, ClientConfigKey, ClientOptions, ObjectStore, RetryConfig};
 
 use crate::error::{Error, RemoteProblem, Result};
-use crate::remote::object::ObjectRange;
+use crate::remote::object::{Attempts, ObjectRange};
 use crate::remote::range::{FileRange, RangeRead};
 
 /// How requests to object stores are made: timeouts, retries, and how many ranged GETs a
@@ -202,26 +202,6 @@ impl RemoteConfig {
 /// A duration as `object_store`'s configuration parses it.
 fn secs_text(d: Duration) -> String {
     format!("{}ms", d.as_millis().max(1))
-}
-
-/// Counts the HTTP attempts of one logical request: put in a request's extensions by
-/// [`ObjectRange`], incremented by the client [`resolve`] builds for every attempt it sends
-/// (a retry is one more), so that retries made inside `object_store` are counted.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Attempts(pub(crate) Arc<AtomicU64>);
-
-impl Attempts {
-    /// Attempts sent so far.
-    pub(crate) fn get(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
-    }
-
-    /// Request extensions carrying this counter.
-    pub(crate) fn extensions(&self) -> object_store::Extensions {
-        let mut e = object_store::Extensions::new();
-        e.insert(self.clone());
-        e
-    }
 }
 
 /// The HTTP client of the stores [`resolve`] builds: reqwest, counting attempts.
