@@ -268,6 +268,7 @@ impl RangeRead for ObjectRange {
                     }
                     match parts.next() {
                         Some(p) => {
+                            check_range(&p.range, self.len, &self.url)?;
                             p.check(&self.url)?;
                             unfinished.insert(next);
                             running.push(self.fetch_part(next, p));

@@ -157,6 +157,7 @@ pub trait RangeRead: Send + Sync + std::fmt::Debug {
     ) -> Result<()> {
         let _ = how;
         for mut part in parts {
+            check_range(&part.range, self.len(), self.location())?;
             part.check(self.location())?;
             let data = self.read(part.range.clone())?;
             part.scatter(part.range.start, &data);
@@ -281,5 +282,65 @@ impl RangeRead for FileRange {
             bytes: self.bytes.load(Ordering::Relaxed),
             retries: 0,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn read_parallel_and_read_parts_over_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("obj");
+        let bytes: Vec<u8> = (0..100_000u32).map(|i| (i * 7 + i / 300) as u8).collect();
+        std::fs::write(&path, &bytes).unwrap();
+        let f = FileRange::open(&path).unwrap();
+        let ranges = [10..20, 0..0, 99_000..100_000, 5..50_005];
+        let got = f.read_parallel(&ranges, 3).unwrap();
+        for (r, g) in ranges.iter().zip(&got) {
+            assert_eq!(g.as_slice(), &bytes[r.start as usize..r.end as usize]);
+        }
+        assert_eq!(f.stats().requests, 4);
+        assert!(f.read_parallel(&[0..100_001], 2).is_err());
+
+        // A part scattered into two destinations with a gap between them; CRCs kept.
+        let part = ReadPart {
+            id: 7,
+            range: 1000..3000,
+            dests: vec![
+                Dest::new(1000, BytesMut::zeroed(500)),
+                Dest::new(2500, BytesMut::zeroed(500)),
+            ],
+        };
+        let how = Parallelism {
+            concurrency: 2,
+            window: 2,
+        };
+        let mut seen = 0;
+        f.read_parts(&mut std::iter::once(part), how, &mut |p| {
+            assert_eq!(p.id, 7);
+            assert_eq!(&p.dests[0].buf[..], &bytes[1000..1500]);
+            assert_eq!(&p.dests[1].buf[..], &bytes[2500..3000]);
+            assert_eq!(p.dests[1].crc(), crc32c::crc32c(&bytes[2500..3000]));
+            seen += 1;
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(seen, 1);
+        // Destinations out of order are refused before anything is read.
+        let bad = ReadPart {
+            id: 0,
+            range: 0..100,
+            dests: vec![
+                Dest::new(50, BytesMut::zeroed(10)),
+                Dest::new(0, BytesMut::zeroed(10)),
+            ],
+        };
+        let before = f.stats().requests;
+        assert!(f
+            .read_parts(&mut std::iter::once(bad), how, &mut |_| Ok(()))
+            .is_err());
+        assert_eq!(f.stats().requests, before);
     }
 }
