@@ -42,7 +42,7 @@ use crate::remote::range::{FileRange, RangeRead};
 /// | `max_retries` | `PARAMDEX_S3_MAX_RETRIES` | 5 |
 /// | `retry_timeout` | `PARAMDEX_S3_RETRY_TIMEOUT` (seconds) | 300 s |
 /// | `concurrency` | `PARAMDEX_S3_CONCURRENCY` | 8 |
-/// | `part_size` | `PARAMDEX_S3_PART_SIZE` (bytes; `k`, `m`, `g` suffixes are KiB, MiB, GiB) | 8 MiB |
+/// | `part_size` | `PARAMDEX_S3_PART_SIZE` (bytes; `k`, `m`, `g` suffixes are KiB, MiB, GiB) | 16 MiB |
 ///
 /// Durations are decimal seconds (`2.5`). A variable that is set but does not parse is an
 /// error naming it, never silently ignored.
@@ -82,7 +82,7 @@ impl Default for RemoteConfig {
             max_retries: 5,
             retry_timeout: Duration::from_secs(300),
             concurrency: 8,
-            part_size: 8 << 20,
+            part_size: 16 << 20,
             s3_options: Vec::new(),
         }
     }
