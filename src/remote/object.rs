@@ -120,9 +120,9 @@ impl ObjectRange {
             len,
             etag: meta.e_tag,
             runtime,
-            first: Mutex::new(Some(data.to_vec())),
             requests: AtomicU64::new(1),
             bytes: AtomicU64::new(data.len() as u64),
+            first: Mutex::new(Some(Vec::from(data))),
             retries: AtomicU64::new(attempts.get().saturating_sub(1)),
         })
     }
@@ -242,7 +242,8 @@ impl RangeRead for ObjectRange {
         if data.len() != n {
             return Err(self.wrong_length(&range, data.len() as u64));
         }
-        Ok(data.to_vec())
+        // Without a copy when the body arrived as one buffer.
+        Ok(Vec::from(data))
     }
 
     fn read_parts(
