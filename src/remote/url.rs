@@ -255,7 +255,6 @@ pub(crate) fn runtime() -> Result<Arc<tokio::runtime::Runtime>> {
 /// An `s3://` URL resolved: the bucket's store, the object's key in it, and the runtime that
 /// runs its requests.
 #[derive(Clone)]
-#[non_exhaustive]
 pub struct ObjectLocation {
     /// The bucket's store.
     pub store: Arc<dyn ObjectStore>,
@@ -265,8 +264,6 @@ pub struct ObjectLocation {
     pub url: String,
     /// The runtime the blocking API runs requests on.
     pub runtime: Arc<tokio::runtime::Runtime>,
-    /// The settings the store was built with (its parallel-load fields are for the readers).
-    pub config: RemoteConfig,
 }
 
 impl std::fmt::Debug for ObjectLocation {
@@ -344,7 +341,6 @@ pub fn resolve_with(url: &str, config: &RemoteConfig) -> Result<ObjectLocation> 
         path: ObjectPath::from(key),
         url: url.to_string(),
         runtime: runtime()?,
-        config: config.clone(),
     })
 }
 
