@@ -388,6 +388,8 @@ fn a_store_that_stalls_every_answer_fails_in_the_configured_time() {
                 other => panic!("stalled store: {other:?}"),
             }
             assert!(e.to_string().contains("s3://"), "{e}");
+            // The cause is in the message (it is in object_store's error's sources).
+            assert!(e.to_string().contains("timed out"), "{e}");
             // Two attempts of at most the read timeout each, a backoff, some slack.
             assert!(
                 took < Duration::from_secs(8),

@@ -68,10 +68,21 @@ pub(crate) fn remote_error(url: &str, e: object_store::Error) -> Error {
         E::Precondition { .. } => RemoteProblem::Replaced,
         _ => RemoteProblem::Request,
     };
+    // The causes' messages too (a timeout says so only there), each once.
+    let mut detail = e.to_string();
+    let mut cause = std::error::Error::source(&e);
+    while let Some(c) = cause {
+        let m = c.to_string();
+        if !detail.contains(&m) {
+            detail.push_str(": ");
+            detail.push_str(&m);
+        }
+        cause = c.source();
+    }
     Error::Remote {
         url: url.to_string(),
         problem,
-        detail: e.to_string(),
+        detail,
     }
 }
 
