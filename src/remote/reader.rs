@@ -647,8 +647,10 @@ impl RemoteReader {
         if ra.order.is_none() {
             let mut order = Vec::new();
             self.scan_entries(b"", &mut |key, e, at| {
-                if e.num_slices == 0 {
-                    order.push(self.want(key, &e, at)?);
+                // A tensor that cannot be fetched so (stored in slices, a bad entry) is left
+                // out: asked for, it is read by `get`, which says what is wrong with it.
+                if let Ok(w) = self.want(key, &e, at) {
+                    order.push(w);
                 }
                 Ok(())
             })?;
