@@ -50,7 +50,7 @@ impl TensorStore for RemoteReader {
     }
 
     fn load(&self, name: &[u8]) -> Result<Option<LoadedTensor<'_>>> {
-        let Some(t) = self.get(name)? else {
+        let Some(t) = self.get_ahead(name)? else {
             return Ok(None);
         };
         Ok(Some(LoadedTensor {
@@ -66,30 +66,26 @@ impl TensorStore for RemoteReader {
     }
 
     fn verify(&self, _threads: usize) -> Result<VerifySummary> {
-        // Every tensor stored whole, read and checked against its CRC32C (one request each;
-        // the index blocks were checked as they were read).
+        // Every tensor stored whole, fetched by parallel ranged GETs (RemoteOptions::load)
+        // and checked against its CRC32C (the index blocks were checked as they were read).
         let mut out = VerifySummary {
             tensors: 0,
             data_bytes: 0,
             checksums: 0,
         };
-        for e in self.list_from(b"")? {
-            if e.slices != 0 {
-                return Err(Error::Unsupported(format!(
-                    "{}: verifying tensors stored in slices over the network is not built yet \
-                     ({})",
-                    self.location(),
-                    crate::name::display(&e.name)
-                )));
-            }
-            let t = self.get(&e.name)?.ok_or_else(|| Error::NotFound {
-                name: crate::name::display(&e.name),
-                path: self.location().to_string(),
-            })?;
+        if let Some(e) = self.list_from(b"")?.into_iter().find(|e| e.slices != 0) {
+            return Err(Error::Unsupported(format!(
+                "{}: verifying tensors stored in slices over the network is not built yet ({})",
+                self.location(),
+                crate::name::display(&e.name)
+            )));
+        }
+        self.for_each(&self.options().load, |_, t| {
             out.tensors += 1;
             out.data_bytes += t.data.len() as u64;
             out.checksums += 1;
-        }
+            Ok(())
+        })?;
         Ok(out)
     }
 
@@ -130,7 +126,12 @@ impl Default for UrlOptions {
 /// [`crate::remote::resolve`] (the `AWS_*` environment and the [`crate::remote::S3Settings`]
 /// in force), with default [`UrlOptions`]. See [`open_location`].
 pub fn open_url(url: &str) -> Result<Box<dyn TensorStore>> {
-    open_location(crate::remote::resolve(url)?, &UrlOptions::default())
+    let config = crate::remote::RemoteConfig::from_env()?;
+    let opts = UrlOptions {
+        native: RemoteOptions::with_config(&config),
+        ..UrlOptions::default()
+    };
+    open_location(crate::remote::resolve_with(url, &config)?, &opts)
 }
 
 /// The bytes an open read of an object brought (from `start`), served again without a request:
@@ -171,6 +172,17 @@ impl RangeRead for Held {
 
     fn stats(&self) -> RequestStats {
         self.inner.stats()
+    }
+
+    // Parallel loads go to the object's own concurrent reads (the held bytes are a few
+    // hundred KiB of index: a load asks for records).
+    fn read_parts(
+        &self,
+        parts: &mut dyn Iterator<Item = crate::remote::ReadPart>,
+        how: crate::remote::Parallelism,
+        done: &mut dyn FnMut(crate::remote::ReadPart) -> Result<()>,
+    ) -> Result<()> {
+        self.inner.read_parts(parts, how, done)
     }
 }
 

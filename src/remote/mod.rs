@@ -14,8 +14,10 @@ mod upload;
 mod url;
 
 pub use object::ObjectRange;
-pub use range::{FileRange, RangeRead, RequestStats};
-pub use reader::{RemoteEntry, RemoteOptions, RemoteReader, RemoteTensor};
+pub use range::{Dest, FileRange, Parallelism, RangeRead, ReadPart, RequestStats};
+pub use reader::{
+    LoadOptions, LoadProgress, RemoteEntry, RemoteOptions, RemoteReader, RemoteTensor,
+};
 pub use sharded::{
     data_suffix, object_data_opener, open_sharded, sharded_names, DataOpener, RemoteSharded,
 };
@@ -26,6 +28,6 @@ pub use upload::{
     MAX_PART_SIZE, MIN_PART_SIZE,
 };
 pub use url::{
-    is_url, open_url, resolve, resolve_with_settings, s3_settings, set_s3_settings, split_s3_url,
-    ObjectLocation, S3Settings,
+    is_url, open_url, open_url_with, resolve, resolve_with, s3_settings, set_s3_settings,
+    split_s3_url, ObjectLocation, RemoteConfig, S3Settings,
 };

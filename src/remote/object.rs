@@ -7,11 +7,32 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use futures_util::stream::{FuturesUnordered, StreamExt};
 use object_store::path::Path as ObjectPath;
 use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
 
 use crate::error::{Error, RemoteProblem, Result};
-use crate::remote::range::{check_range, RangeRead, RequestStats};
+use crate::remote::range::{check_range, Parallelism, RangeRead, ReadPart, RequestStats};
+
+/// Counts the HTTP attempts of one logical request: put in a request's extensions by
+/// [`ObjectRange`], incremented by the client [`crate::remote::resolve`] builds for every attempt it sends
+/// (a retry is one more), so that retries made inside `object_store` are counted.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Attempts(pub(crate) Arc<AtomicU64>);
+
+impl Attempts {
+    /// Attempts sent so far.
+    pub(crate) fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    /// Request extensions carrying this counter.
+    pub(crate) fn extensions(&self) -> object_store::Extensions {
+        let mut e = object_store::Extensions::new();
+        e.insert(self.clone());
+        e
+    }
+}
 
 /// One object of a store, read by ranged GETs.
 pub struct ObjectRange {
@@ -25,6 +46,7 @@ pub struct ObjectRange {
     first: Mutex<Option<Vec<u8>>>,
     requests: AtomicU64,
     bytes: AtomicU64,
+    retries: AtomicU64,
 }
 
 impl std::fmt::Debug for ObjectRange {
@@ -46,10 +68,21 @@ pub(crate) fn remote_error(url: &str, e: object_store::Error) -> Error {
         E::Precondition { .. } => RemoteProblem::Replaced,
         _ => RemoteProblem::Request,
     };
+    // The causes' messages too (a timeout says so only there), each once.
+    let mut detail = e.to_string();
+    let mut cause = std::error::Error::source(&e);
+    while let Some(c) = cause {
+        let m = c.to_string();
+        if !detail.contains(&m) {
+            detail.push_str(": ");
+            detail.push_str(&m);
+        }
+        cause = c.source();
+    }
     Error::Remote {
         url: url.to_string(),
         problem,
-        detail: e.to_string(),
+        detail,
     }
 }
 
@@ -65,8 +98,10 @@ impl ObjectRange {
         tail_bytes: u64,
     ) -> Result<ObjectRange> {
         let url = url.into();
+        let attempts = Attempts::default();
         let opts = GetOptions {
             range: Some(GetRange::Suffix(tail_bytes.max(1))),
+            extensions: attempts.extensions(),
             ..Default::default()
         };
         let (meta, range, data) = runtime
@@ -96,9 +131,10 @@ impl ObjectRange {
             len,
             etag: meta.e_tag,
             runtime,
-            first: Mutex::new(Some(data.to_vec())),
             requests: AtomicU64::new(1),
             bytes: AtomicU64::new(data.len() as u64),
+            first: Mutex::new(Some(Vec::from(data))),
+            retries: AtomicU64::new(attempts.get().saturating_sub(1)),
         })
     }
 
@@ -126,8 +162,10 @@ impl ObjectRange {
                 range.start, range.end
             )));
         }
+        let attempts = Attempts::default();
         let opts = GetOptions {
             range: Some(GetRange::Bounded(range.clone())),
+            extensions: attempts.extensions(),
             ..Default::default()
         };
         let got = runtime.block_on(async {
@@ -188,6 +226,7 @@ impl ObjectRange {
             first: Mutex::new(None),
             requests: AtomicU64::new(1),
             bytes: AtomicU64::new(data.len() as u64),
+            retries: AtomicU64::new(attempts.get().saturating_sub(1)),
         };
         Ok((obj, data.to_vec()))
     }
@@ -195,6 +234,77 @@ impl ObjectRange {
     /// The ETag the object had when opened, if the store gives one.
     pub fn etag(&self) -> Option<&str> {
         self.etag.as_deref()
+    }
+
+    /// Options of a GET of `range`, conditional on the ETag, counting its attempts.
+    fn get_options(&self, range: Range<u64>, attempts: &Attempts) -> GetOptions {
+        GetOptions {
+            range: Some(GetRange::Bounded(range)),
+            if_match: self.etag.clone(),
+            extensions: attempts.extensions(),
+            ..Default::default()
+        }
+    }
+
+    /// Counts one request (however often tried) that brought `bytes`.
+    fn count(&self, attempts: &Attempts, bytes: u64) {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        self.bytes.fetch_add(bytes, Ordering::Relaxed);
+        self.retries
+            .fetch_add(attempts.get().saturating_sub(1), Ordering::Relaxed);
+    }
+
+    /// The error of an answer of `got` bytes to a GET of `range`.
+    fn wrong_length(&self, range: &Range<u64>, got: u64) -> Error {
+        let n = range.end - range.start;
+        Error::Remote {
+            url: self.url.clone(),
+            problem: if got < n {
+                RemoteProblem::Truncated
+            } else {
+                RemoteProblem::Request
+            },
+            detail: format!(
+                "bytes {}..{}: got {got} of {n} (the object is {} than when opened?)",
+                range.start,
+                range.end,
+                if got < n { "shorter" } else { "longer" }
+            ),
+        }
+    }
+
+    /// One part of a parallel read: a ranged GET whose body is copied, as it arrives, into
+    /// the part's destinations. `k` is given back with the part.
+    async fn fetch_part(&self, k: usize, mut part: ReadPart) -> Result<(usize, ReadPart)> {
+        let attempts = Attempts::default();
+        let range = part.range.clone();
+        let mut at = range.start;
+        let res = async {
+            let r = self
+                .store
+                .get_opts(&self.path, self.get_options(range.clone(), &attempts))
+                .await
+                .map_err(|e| remote_error(&self.url, e))?;
+            let mut body = r.into_stream();
+            while let Some(chunk) = body.next().await {
+                let chunk = chunk.map_err(|e| remote_error(&self.url, e))?;
+                let end = at
+                    .checked_add(chunk.len() as u64)
+                    .filter(|&e| e <= range.end);
+                let Some(end) = end else {
+                    return Err(self.wrong_length(&range, at - range.start + chunk.len() as u64));
+                };
+                part.scatter(at, &chunk);
+                at = end;
+            }
+            if at != range.end {
+                return Err(self.wrong_length(&range, at - range.start));
+            }
+            Ok(())
+        }
+        .await;
+        self.count(&attempts, at - range.start);
+        res.map(|()| (k, part))
     }
 }
 
@@ -224,38 +334,71 @@ impl RangeRead for ObjectRange {
         if n == 0 {
             return Ok(Vec::new());
         }
-        let opts = GetOptions {
-            range: Some(GetRange::Bounded(range.clone())),
-            if_match: self.etag.clone(),
-            ..Default::default()
-        };
+        let attempts = Attempts::default();
+        let opts = self.get_options(range.clone(), &attempts);
         let data = self
             .runtime
-            .block_on(async { self.store.get_opts(&self.path, opts).await?.bytes().await })
-            .map_err(|e| remote_error(&self.url, e))?;
-        self.requests.fetch_add(1, Ordering::Relaxed);
-        self.bytes.fetch_add(data.len() as u64, Ordering::Relaxed);
+            .block_on(async { self.store.get_opts(&self.path, opts).await?.bytes().await });
+        self.count(&attempts, data.as_ref().map_or(0, |d| d.len() as u64));
+        let data = data.map_err(|e| remote_error(&self.url, e))?;
         // A store answers a range past the end with fewer bytes and no error: an object cut
         // short (or replaced by a shorter one without an ETag) is caught here.
         if data.len() != n {
-            return Err(Error::Remote {
-                url: self.url.clone(),
-                problem: RemoteProblem::Truncated,
-                detail: format!(
-                    "bytes {}..{}: got {} of {n} (the object is shorter than when opened?)",
-                    range.start,
-                    range.end,
-                    data.len()
-                ),
-            });
+            return Err(self.wrong_length(&range, data.len() as u64));
         }
-        Ok(data.to_vec())
+        // Without a copy when the body arrived as one buffer.
+        Ok(Vec::from(data))
+    }
+
+    fn read_parts(
+        &self,
+        parts: &mut dyn Iterator<Item = ReadPart>,
+        how: Parallelism,
+        done: &mut dyn FnMut(ReadPart) -> Result<()>,
+    ) -> Result<()> {
+        let concurrency = how.concurrency.max(1);
+        let window = how.window.max(concurrency);
+        self.runtime.block_on(async {
+            let mut running = FuturesUnordered::new();
+            // Issue numbers of the parts started and not finished: the oldest bounds how far
+            // ahead new parts may start.
+            let mut unfinished = std::collections::BTreeSet::new();
+            let mut next = 0usize;
+            let mut more = true;
+            loop {
+                while more && running.len() < concurrency {
+                    let oldest = unfinished.first().copied().unwrap_or(next);
+                    if next - oldest >= window {
+                        break;
+                    }
+                    match parts.next() {
+                        Some(p) => {
+                            check_range(&p.range, self.len, &self.url)?;
+                            p.check(&self.url)?;
+                            unfinished.insert(next);
+                            running.push(self.fetch_part(next, p));
+                            next += 1;
+                        }
+                        None => more = false,
+                    }
+                }
+                match running.next().await {
+                    Some(r) => {
+                        let (k, p) = r?;
+                        unfinished.remove(&k);
+                        done(p)?;
+                    }
+                    None => return Ok(()),
+                }
+            }
+        })
     }
 
     fn stats(&self) -> RequestStats {
         RequestStats {
             requests: self.requests.load(Ordering::Relaxed),
             bytes: self.bytes.load(Ordering::Relaxed),
+            retries: self.retries.load(Ordering::Relaxed),
         }
     }
 }

@@ -8,6 +8,8 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
+use bytes::BytesMut;
+
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::format::{crc32c, unmask_crc};
@@ -18,7 +20,8 @@ use crate::native::{
     check_partition, plan_region, validate_header, FileHeader, IndexEntry, RegionPlan,
 };
 use crate::record::{self, MAX_RANK};
-use crate::remote::range::RangeRead;
+use crate::remote::range::{Dest, Parallelism, RangeRead, ReadPart, RequestStats};
+use crate::remote::url::RemoteConfig;
 use crate::table::{
     BlockHandle, Footer, Table, TableIndex, TableReadOptions, BLOCK_TRAILER_LEN, FOOTER_LEN,
     MAX_BLOCK_LEN,
@@ -33,6 +36,9 @@ pub struct RemoteOptions {
     pub tail_bytes: u64,
     /// Bytes of index data blocks kept after use.
     pub block_cache_bytes: usize,
+    /// How tensors are fetched in parallel: by [`RemoteReader::get`] for a tensor larger
+    /// than a part, and by the whole-file loads when they are given no options of their own.
+    pub load: LoadOptions,
 }
 
 impl Default for RemoteOptions {
@@ -40,7 +46,241 @@ impl Default for RemoteOptions {
         RemoteOptions {
             tail_bytes: 256 << 10,
             block_cache_bytes: 8 << 20,
+            load: LoadOptions::default(),
         }
+    }
+}
+
+impl RemoteOptions {
+    /// The defaults, with the parallel-load settings of `config`.
+    pub fn with_config(config: &RemoteConfig) -> RemoteOptions {
+        RemoteOptions {
+            load: LoadOptions::with_config(config),
+            ..Default::default()
+        }
+    }
+}
+
+/// How far a parallel load has come (given to [`LoadOptions::progress`] after each part).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LoadProgress {
+    /// Tensor bytes received so far.
+    pub bytes: u64,
+    /// Tensor bytes to receive in all.
+    pub total_bytes: u64,
+    /// Tensors handed over so far (checked).
+    pub tensors: u64,
+    /// Tensors to load in all.
+    pub total_tensors: u64,
+}
+
+/// How a parallel load ([`RemoteReader::load_all`], [`RemoteReader::load_many`],
+/// [`RemoteReader::for_each`], and [`RemoteReader::get`] of a large tensor) fetches tensors:
+/// ranged GETs of `part_size` bytes, at most `concurrency` in flight. Tensors that lie
+/// together (at most `max_gap` bytes apart) share parts; a tensor larger than a part is split
+/// across several, and its bytes are joined without copying.
+#[derive(Clone)]
+pub struct LoadOptions {
+    /// Requests in flight at most (at least 1).
+    pub concurrency: usize,
+    /// Bytes per request (at least 4 KiB).
+    pub part_size: u64,
+    /// Bytes between two tensors that are read (and dropped) rather than starting another
+    /// request: record headers and padding between tensors are small.
+    pub max_gap: u64,
+    /// For [`RemoteReader::for_each`]: bytes of parts started past the oldest part not yet
+    /// received, which bounds the memory of tensors received but not yet handed over (at
+    /// least `concurrency` parts).
+    pub window_bytes: u64,
+    /// Called after each part is received.
+    pub progress: Option<Arc<dyn Fn(LoadProgress) + Send + Sync>>,
+}
+
+impl std::fmt::Debug for LoadOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoadOptions")
+            .field("concurrency", &self.concurrency)
+            .field("part_size", &self.part_size)
+            .field("max_gap", &self.max_gap)
+            .field("window_bytes", &self.window_bytes)
+            .field("progress", &self.progress.is_some())
+            .finish()
+    }
+}
+
+impl Default for LoadOptions {
+    /// The parallel-load settings of [`RemoteConfig::default`].
+    fn default() -> Self {
+        LoadOptions::with_config(&RemoteConfig::default())
+    }
+}
+
+impl LoadOptions {
+    /// The parallel-load settings (`concurrency`, `part_size`) of `config`.
+    pub fn with_config(config: &RemoteConfig) -> LoadOptions {
+        LoadOptions {
+            concurrency: config.concurrency.max(1),
+            part_size: config.part_size.max(4 << 10),
+            max_gap: 256 << 10,
+            window_bytes: 512 << 20,
+            progress: None,
+        }
+    }
+
+    fn part_len(&self) -> u64 {
+        self.part_size.max(4 << 10)
+    }
+}
+
+/// What [`RemoteReader::scan_entries`] calls for each tensor: name, entry, offset of its block.
+type EntryVisitor<'a> = dyn FnMut(&[u8], IndexEntry, u64) -> Result<()> + 'a;
+
+/// One tensor to fetch: where its data is and what it must check to.
+#[derive(Clone, Debug)]
+struct Want {
+    name: Vec<u8>,
+    dtype: DType,
+    shape: Vec<u64>,
+    range: Range<u64>,
+    crc: u32,
+}
+
+/// One request of a parallel load: a range of the object, and the tensors' bytes in it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct PlannedPart {
+    pub(crate) range: Range<u64>,
+    /// (tensor number, byte range within that tensor), in the object's order.
+    pub(crate) members: Vec<(usize, Range<u64>)>,
+}
+
+/// Splits the reading of `extents` (the tensors' byte ranges, sorted by start, not
+/// overlapping) into requests of at most `part_size` bytes: consecutive tensors at most
+/// `max_gap` bytes apart share a request (the gap is read too), a larger tensor is split.
+/// Empty extents are in no request.
+pub(crate) fn plan_parts(extents: &[Range<u64>], part_size: u64, max_gap: u64) -> Vec<PlannedPart> {
+    let part_size = part_size.max(1);
+    let mut out: Vec<PlannedPart> = Vec::new();
+    let mut cur: Option<PlannedPart> = None;
+    for (t, r) in extents.iter().enumerate() {
+        if r.start >= r.end {
+            continue;
+        }
+        if let Some(c) = &cur {
+            if r.start < c.range.end || r.start - c.range.end > max_gap {
+                out.extend(cur.take());
+            }
+        }
+        let mut pos = r.start;
+        while pos < r.end {
+            // A tensor joins the part under way if the part has room past the gap before it.
+            let joins = cur
+                .as_ref()
+                .is_some_and(|c| pos.max(c.range.end) - c.range.start < part_size);
+            if !joins {
+                out.extend(cur.take());
+            }
+            let c = cur.get_or_insert_with(|| PlannedPart {
+                range: pos..pos,
+                members: Vec::new(),
+            });
+            c.range.end = c.range.end.max(pos);
+            let room = part_size - (c.range.end - c.range.start);
+            let take = room.min(r.end - pos);
+            c.members.push((t, pos - r.start..pos - r.start + take));
+            c.range.end = pos + take;
+            pos += take;
+        }
+    }
+    out.extend(cur);
+    out
+}
+
+/// The state of a parallel load: tensors' buffers, split into parts as parts start and joined
+/// as they arrive; tensors handed over in the object's order once whole and checked.
+struct Assembly<'a> {
+    location: &'a str,
+    wants: Vec<Option<Want>>,
+    /// The part of each tensor's buffer not yet given to a request.
+    rest: Vec<Option<BytesMut>>,
+    /// Received pieces of each tensor: (offset within the tensor, bytes, their CRC32C).
+    pieces: Vec<Vec<(u64, BytesMut, u32)>>,
+    /// Bytes of each tensor not received yet.
+    missing: Vec<u64>,
+    /// Parts' members by part number.
+    members: Vec<Vec<(usize, Range<u64>)>>,
+    next: usize,
+    progress: LoadProgress,
+}
+
+impl Assembly<'_> {
+    /// The destinations of part `id`: the next pieces of its tensors' buffers.
+    fn dests(&mut self, id: usize) -> Vec<Dest> {
+        let mut out = Vec::with_capacity(self.members[id].len());
+        for (t, r) in &self.members[id] {
+            let want = self.wants[*t]
+                .as_ref()
+                .expect("not handed over before its parts");
+            let size = want.range.end - want.range.start;
+            let rest = self.rest[*t].get_or_insert_with(|| {
+                BytesMut::zeroed(usize::try_from(size).expect("checked against memory"))
+            });
+            let len = usize::try_from(r.end - r.start).expect("within the tensor");
+            out.push(Dest::new(want.range.start + r.start, rest.split_to(len)));
+        }
+        out
+    }
+
+    /// Takes in a received part.
+    fn received(&mut self, part: ReadPart) {
+        let members = std::mem::take(&mut self.members[part.id]);
+        for ((t, r), d) in members.into_iter().zip(part.dests) {
+            self.missing[t] -= r.end - r.start;
+            self.progress.bytes += r.end - r.start;
+            let crc = d.crc();
+            self.pieces[t].push((r.start, d.buf, crc));
+        }
+    }
+
+    /// Hands over every tensor, in order, that is whole.
+    fn deliver(&mut self, sink: &mut dyn FnMut(Vec<u8>, RemoteTensor) -> Result<()>) -> Result<()> {
+        while self.next < self.wants.len() && self.missing[self.next] == 0 {
+            let t = self.next;
+            self.next += 1;
+            let want = self.wants[t].take().expect("handed over once");
+            let mut pieces = std::mem::take(&mut self.pieces[t]);
+            self.rest[t] = None;
+            pieces.sort_by_key(|p| p.0);
+            let mut it = pieces.into_iter();
+            let (mut buf, mut got) = it.next().map(|p| (p.1, p.2)).unwrap_or_default();
+            for (_, p, crc) in it {
+                // The pieces' checksums, computed as their bytes arrived, combined.
+                got = crc32c::crc32c_combine(got, crc, p.len());
+                // Pieces of one allocation, in order: joined without copying.
+                buf.unsplit(p);
+            }
+            let data = Vec::from(buf);
+            if got != want.crc {
+                return Err(Error::ChecksumMismatch {
+                    what: "tensor data",
+                    name: Some(name::display(&want.name)),
+                    offset: want.range.start,
+                    len: want.range.end - want.range.start,
+                    stored: want.crc,
+                    computed: got,
+                    context: Some(self.location.to_string()),
+                });
+            }
+            self.progress.tensors += 1;
+            sink(
+                want.name,
+                RemoteTensor {
+                    dtype: want.dtype,
+                    shape: want.shape,
+                    data,
+                },
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -91,6 +331,16 @@ pub struct RemoteReader {
     tail_start: u64,
     cache: Mutex<BlockCache>,
     opts: RemoteOptions,
+    ahead: Mutex<ReadAhead>,
+}
+
+/// What [`RemoteReader::get_ahead`] keeps: the name asked last, the whole tensors in name
+/// order (once a read-ahead starts), and the tensors fetched ahead and not asked for yet.
+#[derive(Debug, Default)]
+struct ReadAhead {
+    last: Option<Vec<u8>>,
+    order: Option<Vec<Want>>,
+    ready: HashMap<Vec<u8>, RemoteTensor>,
 }
 
 impl RemoteReader {
@@ -183,6 +433,7 @@ impl RemoteReader {
             tail_start,
             cache: Mutex::new(BlockCache::default()),
             opts,
+            ahead: Mutex::new(ReadAhead::default()),
         };
         let block = reader.block(0)?;
         let table = Table::new_tail(&block, first_block, &reader.index);
@@ -205,6 +456,11 @@ impl RemoteReader {
     /// The decoded header entry.
     pub fn header(&self) -> &FileHeader {
         &self.header
+    }
+
+    /// The options the reader was opened with.
+    pub fn options(&self) -> &RemoteOptions {
+        &self.opts
     }
 
     /// Where the object is.
@@ -272,9 +528,37 @@ impl RemoteReader {
     /// request for the index's data blocks not read yet (they lie together, between the records
     /// and the index block), however many tensors there are.
     pub fn list_from(&self, start: &[u8]) -> Result<Vec<RemoteEntry>> {
+        let mut out = Vec::new();
+        self.scan_entries(start, &mut |key, e, _| {
+            let dtype = DType::from_tf(e.tf_dtype.into()).ok_or_else(|| Error::UnknownDType {
+                system: "tensorflow",
+                code: e.tf_dtype.into(),
+                location: Some(format!(
+                    "{}: tensor {}",
+                    self.location(),
+                    name::display(key)
+                )),
+            })?;
+            out.push(RemoteEntry {
+                name: key.to_vec(),
+                dtype,
+                shape: e.shape.to_vec(),
+                size: e.size,
+                slices: e.num_slices,
+                lod_levels: e.lod_levels,
+            });
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// Calls `f` (name, entry, offset of its block) for every tensor of the index in name
+    /// order from `start` on (slice keys left out), with the index data blocks read as
+    /// [`RemoteReader::list_from`] says.
+    fn scan_entries(&self, start: &[u8], f: &mut EntryVisitor<'_>) -> Result<()> {
         let n = self.index.data_blocks();
         if n == 0 {
-            return Ok(Vec::new());
+            return Ok(());
         }
         let first = self.index.block_handle(0).offset;
         // The bytes from the first index data block to the end: what the open read, and (for a
@@ -290,33 +574,14 @@ impl RemoteReader {
         let table = Table::new_tail(&all, first, &self.index);
         let mut it = table.iter();
         it.seek(start)?;
-        let mut out = Vec::new();
         while it.valid() {
             let (key, value, at) = (it.key(), it.value(), it.block_offset());
             if !key.is_empty() && key[0] != 0 {
-                let e = IndexEntry::decode(value, at, MAX_RANK)?;
-                let dtype =
-                    DType::from_tf(e.tf_dtype.into()).ok_or_else(|| Error::UnknownDType {
-                        system: "tensorflow",
-                        code: e.tf_dtype.into(),
-                        location: Some(format!(
-                            "{}: tensor {}",
-                            self.location(),
-                            name::display(key)
-                        )),
-                    })?;
-                out.push(RemoteEntry {
-                    name: key.to_vec(),
-                    dtype,
-                    shape: e.shape.to_vec(),
-                    size: e.size,
-                    slices: e.num_slices,
-                    lod_levels: e.lod_levels,
-                });
+                f(key, IndexEntry::decode(value, at, MAX_RANK)?, at)?;
             }
             it.next()?;
         }
-        Ok(out)
+        Ok(())
     }
 
     /// The index entry under `key` (a tensor's name or a slice key), if any: decoded, its
@@ -338,10 +603,300 @@ impl RemoteReader {
             .transpose()
     }
 
+    /// [`RemoteReader::get`] for a caller that reads tensors one by one in name order (a
+    /// conversion, an export): from the second name asked in ascending order on, the tensors
+    /// that follow it in name order are fetched ahead, [`LoadOptions::window_bytes`] of them
+    /// at a time (at least one tensor), by parallel ranged GETs, and served from memory when
+    /// asked. A name out of order drops what was fetched ahead and reads as `get` does.
+    pub fn get_ahead(&self, name: impl AsRef<[u8]>) -> Result<Option<RemoteTensor>> {
+        let name = name.as_ref();
+        let mut ra = self.ahead.lock().unwrap_or_else(|p| p.into_inner());
+        let ascending = ra.last.as_deref().is_some_and(|l| name > l);
+        ra.last = Some(name.to_vec());
+        if let Some(t) = ra.ready.remove(name) {
+            return Ok(Some(t));
+        }
+        ra.ready.clear();
+        if !ascending {
+            drop(ra);
+            return self.get(name);
+        }
+        if ra.order.is_none() {
+            let mut order = Vec::new();
+            self.scan_entries(b"", &mut |key, e, at| {
+                // A tensor that cannot be fetched so (stored in slices, a bad entry) is left
+                // out: asked for, it is read by `get`, which says what is wrong with it.
+                if let Ok(w) = self.want(key, &e, at) {
+                    order.push(w);
+                }
+                Ok(())
+            })?;
+            ra.order = Some(order);
+        }
+        let order = ra.order.as_ref().expect("just set");
+        let Ok(at) = order.binary_search_by(|w| w.name.as_slice().cmp(name)) else {
+            drop(ra);
+            return self.get(name);
+        };
+        let mut wants = Vec::new();
+        let mut bytes = 0u64;
+        for w in &order[at..] {
+            if !wants.is_empty()
+                && bytes + (w.range.end - w.range.start) > self.opts.load.window_bytes
+            {
+                break;
+            }
+            bytes += w.range.end - w.range.start;
+            wants.push(w.clone());
+        }
+        wants.sort_by_key(|w| w.range.start);
+        let mut ready = HashMap::with_capacity(wants.len());
+        self.fetch(wants, &self.opts.load, usize::MAX, &mut |n, t| {
+            ready.insert(n, t);
+            Ok(())
+        })?;
+        let out = ready.remove(name);
+        ra.ready = ready;
+        Ok(out)
+    }
+
+    /// Requests made, bytes received and retries so far by the object this reader reads
+    /// (the open's included).
+    pub fn stats(&self) -> RequestStats {
+        self.src.stats()
+    }
+
+    /// Every tensor of the file, in the object's order (which is name order for a file whose
+    /// records are sorted), fetched in parallel as `opts` says, each checked against its
+    /// CRC32C. Holds them all in memory: [`RemoteReader::for_each`] hands them over one by one.
+    ///
+    /// Errors: [`Error::Sliced`] (before any data is read) for a tensor stored in slices, and
+    /// those of [`RemoteReader::get`].
+    pub fn load_all(&self, opts: &LoadOptions) -> Result<Vec<(Vec<u8>, RemoteTensor)>> {
+        let wants = self.all_wants()?;
+        let mut out = Vec::with_capacity(wants.len());
+        self.fetch(wants, opts, usize::MAX, &mut |n, t| {
+            out.push((n, t));
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// The tensors `names` (each once, however often named), fetched in parallel as `opts`
+    /// says, in the object's order. Errors: [`Error::NotFound`] for a name the file does not
+    /// hold (before any data is read), and those of [`RemoteReader::load_all`].
+    pub fn load_many<N: AsRef<[u8]>>(
+        &self,
+        names: &[N],
+        opts: &LoadOptions,
+    ) -> Result<Vec<(Vec<u8>, RemoteTensor)>> {
+        let mut names: Vec<&[u8]> = names.iter().map(|n| n.as_ref()).collect();
+        names.sort_unstable();
+        names.dedup();
+        let mut wants = Vec::with_capacity(names.len());
+        for n in names {
+            let Some((e, at)) = self.entry(n)? else {
+                return Err(Error::NotFound {
+                    name: name::display(n),
+                    path: self.location().to_string(),
+                });
+            };
+            wants.push(self.want(n, &e, at)?);
+        }
+        wants.sort_by_key(|w| w.range.start);
+        let mut out = Vec::with_capacity(wants.len());
+        self.fetch(wants, opts, usize::MAX, &mut |n, t| {
+            out.push((n, t));
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// Every tensor of the file, fetched in parallel as `opts` says and handed to `sink` (name,
+    /// tensor) in the object's order as soon as it and those before it are whole and checked;
+    /// memory stays within about [`LoadOptions::window_bytes`] plus the largest tensor. An
+    /// error from `sink` ends the load.
+    pub fn for_each(
+        &self,
+        opts: &LoadOptions,
+        mut sink: impl FnMut(Vec<u8>, RemoteTensor) -> Result<()>,
+    ) -> Result<()> {
+        let wants = self.all_wants()?;
+        let window = usize::try_from(opts.window_bytes / opts.part_len()).unwrap_or(usize::MAX);
+        self.fetch(wants, opts, window, &mut sink)
+    }
+
+    /// The byte ranges [`RemoteReader::load_all`] (and [`RemoteReader::for_each`]) with
+    /// `opts` asks for, one request each, in the object's order: to see what a load will cost.
+    pub fn load_plan(&self, opts: &LoadOptions) -> Result<Vec<Range<u64>>> {
+        let extents: Vec<Range<u64>> = self.all_wants()?.into_iter().map(|w| w.range).collect();
+        Ok(plan_parts(&extents, opts.part_len(), opts.max_gap)
+            .into_iter()
+            .map(|p| p.range)
+            .collect())
+    }
+
+    /// Every whole tensor of the index, in the object's order.
+    fn all_wants(&self) -> Result<Vec<Want>> {
+        let mut wants = Vec::new();
+        self.scan_entries(b"", &mut |key, e, at| {
+            wants.push(self.want(key, &e, at)?);
+            Ok(())
+        })?;
+        wants.sort_by_key(|w| w.range.start);
+        Ok(wants)
+    }
+
+    /// Fetches `wants` (sorted by offset) in parts, `window` parts ahead at most, handing each
+    /// tensor to `sink` in order.
+    fn fetch(
+        &self,
+        wants: Vec<Want>,
+        opts: &LoadOptions,
+        window: usize,
+        sink: &mut dyn FnMut(Vec<u8>, RemoteTensor) -> Result<()>,
+    ) -> Result<()> {
+        let extents: Vec<Range<u64>> = wants.iter().map(|w| w.range.clone()).collect();
+        if extents.windows(2).any(|w| w[1].start < w[0].end) {
+            return Err(Error::corrupt(
+                "index entry",
+                0,
+                format!("{}: two tensors' data overlap", self.location()),
+            ));
+        }
+        let plan = plan_parts(&extents, opts.part_len(), opts.max_gap);
+        let n = wants.len();
+        let mut a = Assembly {
+            location: self.location(),
+            missing: extents.iter().map(|r| r.end - r.start).collect(),
+            progress: LoadProgress {
+                bytes: 0,
+                total_bytes: extents.iter().map(|r| r.end - r.start).sum(),
+                tensors: 0,
+                total_tensors: n as u64,
+            },
+            wants: wants.into_iter().map(Some).collect(),
+            rest: (0..n).map(|_| None).collect(),
+            pieces: (0..n).map(|_| Vec::new()).collect(),
+            members: Vec::with_capacity(plan.len()),
+            next: 0,
+        };
+        let mut ranges = Vec::with_capacity(plan.len());
+        for p in plan {
+            ranges.push(p.range);
+            a.members.push(p.members);
+        }
+        a.deliver(sink)?;
+        let a = Mutex::new(a);
+        let lock = || a.lock().unwrap_or_else(|p| p.into_inner());
+        let mut parts = ranges.into_iter().enumerate().map(|(id, range)| ReadPart {
+            id,
+            range,
+            dests: lock().dests(id),
+        });
+        let how = Parallelism {
+            concurrency: opts.concurrency.max(1),
+            window,
+        };
+        self.src.read_parts(&mut parts, how, &mut |part| {
+            let mut a = lock();
+            a.received(part);
+            a.deliver(sink)?;
+            if let Some(p) = &opts.progress {
+                p(a.progress);
+            }
+            Ok(())
+        })?;
+        let mut a = lock();
+        a.deliver(sink)?;
+        if a.next != n {
+            return Err(Error::Remote {
+                url: self.location().to_string(),
+                problem: crate::error::RemoteProblem::Truncated,
+                detail: format!("a parallel load ended with {} of {n} tensors", a.next),
+            });
+        }
+        Ok(())
+    }
+
+    /// The index entry of the tensor `name`, if any, and the offset of its block.
+    fn entry(&self, name: &[u8]) -> Result<Option<(IndexEntry, u64)>> {
+        Ok(self.lookup(name)?.map(|(e, _, at)| (e, at)))
+    }
+
+    /// What fetching the tensor `name` (entry `e`, at `at`) of this single file means, checked
+    /// against the file ([`RemoteReader::want_of`], and `shard_id` 0).
+    fn want(&self, name: &[u8], e: &IndexEntry, at: u64) -> Result<Want> {
+        if e.shard_id != 0 {
+            return Err(Error::corrupt(
+                "index entry",
+                at,
+                format!(
+                    "{}: tensor {}: shard_id {} in a file that is not a sharded checkpoint's \
+                     index",
+                    self.location(),
+                    name::display(name),
+                    e.shard_id
+                ),
+            ));
+        }
+        self.want_of(name, e, at)
+    }
+
     /// The data of entry `e` (under `key`, in the block at `at`) of this file, whose records
     /// hold it: its size checked against its shape, its range against the records region, its
-    /// bytes (one request) against its CRC32C. `shard_id` is the caller's to check.
+    /// bytes (one request; parallel requests of [`LoadOptions::part_size`] for a tensor larger
+    /// than a part) against its CRC32C. `shard_id` is the caller's to check.
     pub(crate) fn read_data(&self, key: &[u8], e: &IndexEntry, at: u64) -> Result<RemoteTensor> {
+        let want = self.want_of(key, e, at)?;
+        self.read_want(want)
+    }
+
+    /// The bytes of `want`, checked against its CRC32C: from the bytes the open read when
+    /// they hold it (no request), else one ranged GET, or parallel ones for a tensor larger
+    /// than a part.
+    fn read_want(&self, want: Want) -> Result<RemoteTensor> {
+        let len = want.range.end - want.range.start;
+        if len > self.opts.load.part_len() {
+            let mut out = None;
+            self.fetch(vec![want], &self.opts.load, usize::MAX, &mut |_, t| {
+                out = Some(t);
+                Ok(())
+            })?;
+            return out.ok_or_else(|| {
+                Error::InvalidArgument(format!("{}: a load returned nothing", self.location()))
+            });
+        }
+        let data = if want.range.start >= self.tail_start {
+            let a = usize::try_from(want.range.start - self.tail_start).expect("inside the tail");
+            let b = usize::try_from(want.range.end - self.tail_start).expect("inside the tail");
+            self.tail[a..b].to_vec()
+        } else {
+            self.src.read(want.range.clone())?
+        };
+        let got = crc32c(&data);
+        if got != want.crc {
+            return Err(Error::ChecksumMismatch {
+                what: "tensor data",
+                name: Some(slice_key::display_key(&want.name)),
+                offset: want.range.start,
+                len,
+                stored: want.crc,
+                computed: got,
+                context: Some(self.location().to_string()),
+            });
+        }
+        Ok(RemoteTensor {
+            dtype: want.dtype,
+            shape: want.shape,
+            data,
+        })
+    }
+
+    /// What fetching entry `e` (under `key`, a tensor's name or a slice key; in the block at
+    /// `at`) means, checked against the file: stored whole, its size fitting its shape, its
+    /// range inside the records region. `shard_id` is the caller's to check.
+    fn want_of(&self, key: &[u8], e: &IndexEntry, at: u64) -> Result<Want> {
         let shown = || slice_key::display_key(key);
         let bad = |detail: String| {
             Error::corrupt(
@@ -350,6 +905,13 @@ impl RemoteReader {
                 format!("{}: tensor {}: {detail}", self.location(), shown()),
             )
         };
+        if e.num_slices != 0 {
+            return Err(Error::Sliced {
+                name: shown(),
+                path: self.location().to_string(),
+                slices: u64::from(e.num_slices),
+            });
+        }
         let dtype = DType::from_tf(e.tf_dtype.into()).ok_or_else(|| Error::UnknownDType {
             system: "tensorflow",
             code: e.tf_dtype.into(),
@@ -372,24 +934,15 @@ impl RemoteReader {
                     e.offset, e.size, self.header.records_len
                 ))
             })?;
-        let data = self.src.read(e.offset..end)?;
-        let want = unmask_crc(e.crc32c);
-        let got = crc32c(&data);
-        if got != want {
-            return Err(Error::ChecksumMismatch {
-                what: "tensor data",
-                name: Some(shown()),
-                offset: e.offset,
-                len: e.size,
-                stored: want,
-                computed: got,
-                context: Some(self.location().to_string()),
-            });
+        if usize::try_from(e.size).is_err() {
+            return Err(bad(format!("{} bytes do not fit in memory", e.size)));
         }
-        Ok(RemoteTensor {
+        Ok(Want {
+            name: key.to_vec(),
             dtype,
             shape: e.shape.to_vec(),
-            data,
+            range: e.offset..end,
+            crc: unmask_crc(e.crc32c),
         })
     }
 
@@ -586,5 +1139,293 @@ fn unreachable_header() -> FileHeader {
         shards: Vec::new(),
         slice_count: 0,
         references: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::remote::FileRange;
+    use crate::{Tensor, Writer, WriterOptions};
+
+    fn members(p: &PlannedPart) -> Vec<(usize, Range<u64>)> {
+        p.members.clone()
+    }
+
+    #[test]
+    fn small_tensors_that_lie_together_share_a_part() {
+        let plan = plan_parts(&[0..10, 12..20, 30..40], 100, 16);
+        assert_eq!(plan.len(), 1);
+        assert_eq!(plan[0].range, 0..40);
+        assert_eq!(members(&plan[0]), vec![(0, 0..10), (1, 0..8), (2, 0..10)]);
+    }
+
+    #[test]
+    fn a_gap_larger_than_max_gap_starts_a_part() {
+        let plan = plan_parts(&[0..10, 12..20, 100..110], 1000, 16);
+        let ranges: Vec<_> = plan.iter().map(|p| p.range.clone()).collect();
+        assert_eq!(ranges, vec![0..20, 100..110]);
+    }
+
+    #[test]
+    fn a_large_tensor_is_split_into_parts() {
+        let plan = plan_parts(&[0..3, 4..14], 4, 8);
+        let got: Vec<_> = plan.iter().map(|p| (p.range.clone(), members(p))).collect();
+        assert_eq!(
+            got,
+            vec![
+                // The gap (byte 3) fills the first part: the tensor starts the next one.
+                (0..3, vec![(0, 0..3)]),
+                (4..8, vec![(1, 0..4)]),
+                (8..12, vec![(1, 4..8)]),
+                (12..14, vec![(1, 8..10)]),
+            ]
+        );
+        // Empty tensors are in no part.
+        let plan = plan_parts(&[0..0, 5..5, 5..9], 4, 0);
+        assert_eq!(plan.len(), 1);
+        assert_eq!(members(&plan[0]), vec![(2, 0..4)]);
+    }
+
+    /// Random layouts: every tensor byte in exactly one part, in order; parts no larger than
+    /// asked, in order, not overlapping; gaps inside a part no larger than max_gap.
+    #[test]
+    fn plans_cover_every_byte_once() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rnd = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n.max(1)
+        };
+        for _ in 0..500 {
+            let n = rnd(20) as usize;
+            let mut at = 0;
+            let mut ext = Vec::new();
+            for _ in 0..n {
+                at += rnd(3) * rnd(40);
+                let len = if rnd(4) == 0 { 0 } else { 1 + rnd(3) * rnd(50) };
+                ext.push(at..at + len);
+                at += len;
+            }
+            let part = 1 + rnd(64);
+            let gap = rnd(30);
+            let plan = plan_parts(&ext, part, gap);
+            let mut seen: Vec<u64> = vec![0; n];
+            let mut prev_end = 0;
+            for p in &plan {
+                assert!(p.range.start >= prev_end && p.range.end > p.range.start);
+                assert!(p.range.end - p.range.start <= part, "{p:?} > {part}");
+                prev_end = p.range.end;
+                let mut pos = p.range.start;
+                for (i, (t, r)) in p.members.iter().enumerate() {
+                    let s = ext[*t].start + r.start;
+                    assert!(s >= pos && s - pos <= if i == 0 { 0 } else { gap });
+                    assert_eq!(r.start, seen[*t], "tensor {t} in order");
+                    seen[*t] = r.end;
+                    pos = ext[*t].start + r.end;
+                }
+                assert_eq!(pos, p.range.end);
+            }
+            for (t, r) in ext.iter().enumerate() {
+                assert_eq!(seen[t], r.end - r.start, "tensor {t} whole");
+            }
+        }
+    }
+
+    fn tensor_bytes(i: usize, len: usize) -> Vec<u8> {
+        (0..len).map(|k| (k * 31 + i * 7 + k / 251) as u8).collect()
+    }
+
+    /// A native file of tensors of mixed sizes (one empty, some larger than the parts used
+    /// below); their names and bytes.
+    fn write_file(path: &std::path::Path) -> Vec<(String, Vec<u8>)> {
+        let sizes = [
+            100,
+            0,
+            70_000,
+            5,
+            300_000,
+            64,
+            64,
+            1 << 20,
+            3,
+            128_000,
+            9_999,
+            1,
+        ];
+        let mut w = Writer::create_with(
+            path,
+            WriterOptions {
+                sync: false,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let mut out = Vec::new();
+        for (i, &n) in sizes.iter().enumerate() {
+            let name = format!("t{i:02}");
+            let data = tensor_bytes(i, n);
+            w.add(&name, Tensor::new(DType::UInt8, &[n as u64], &data))
+                .unwrap();
+            out.push((name, data));
+        }
+        w.finish().unwrap();
+        out
+    }
+
+    fn opts(part: u64, concurrency: usize) -> LoadOptions {
+        LoadOptions {
+            concurrency,
+            part_size: part,
+            max_gap: 4096,
+            window_bytes: 2 * part,
+            progress: None,
+        }
+    }
+
+    #[test]
+    fn load_all_over_file_range_reads_every_tensor_in_planned_parts() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.pdx");
+        let want = write_file(&path);
+        for part in [4096u64, 64 << 10, 8 << 20] {
+            let src = Arc::new(FileRange::open(&path).unwrap());
+            let r = RemoteReader::open(src.clone(), RemoteOptions::default()).unwrap();
+            let before = r.stats().requests;
+            let got = r.load_all(&opts(part, 4)).unwrap();
+            let names: Vec<String> = got
+                .iter()
+                .map(|(n, _)| String::from_utf8(n.clone()).unwrap())
+                .collect();
+            assert_eq!(names, want.iter().map(|w| w.0.clone()).collect::<Vec<_>>());
+            for ((_, t), (_, data)) in got.iter().zip(&want) {
+                assert!(t.data == *data);
+            }
+            // One request per planned part (the index was read at open).
+            let extents: Vec<_> = r
+                .all_wants()
+                .unwrap()
+                .iter()
+                .map(|w| w.range.clone())
+                .collect();
+            let parts = plan_parts(&extents, part, 4096).len() as u64;
+            assert_eq!(r.stats().requests - before, parts, "part size {part}");
+            if part == 8 << 20 {
+                assert_eq!(parts, 1, "the whole records region fits one part");
+            } else {
+                let data: u64 = want.iter().map(|w| w.1.len() as u64).sum();
+                assert!(
+                    parts >= data / part,
+                    "{parts} parts of {part} for {data} bytes"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn load_many_for_each_and_large_get_over_file_range() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.pdx");
+        let want = write_file(&path);
+        let src = Arc::new(FileRange::open(&path).unwrap());
+        let ro = RemoteOptions {
+            load: opts(64 << 10, 3),
+            ..Default::default()
+        };
+        let r = RemoteReader::open(src.clone(), ro).unwrap();
+        // A subset, named out of order and twice: once each, in the file's order.
+        let got = r
+            .load_many(&["t07", "t02", "t07", "t01"], &opts(4096, 2))
+            .unwrap();
+        let names: Vec<&[u8]> = got.iter().map(|(n, _)| n.as_slice()).collect();
+        assert_eq!(names, vec![&b"t01"[..], b"t02", b"t07"]);
+        assert!(got[2].1.data == want[7].1);
+        assert!(matches!(
+            r.load_many(&["t01", "nope"], &opts(4096, 2)),
+            Err(Error::NotFound { .. })
+        ));
+        // for_each with a small window, and progress reported up to the whole.
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s2 = seen.clone();
+        let mut o = opts(16 << 10, 4);
+        o.progress = Some(Arc::new(move |p| s2.lock().unwrap().push(p)));
+        let mut i = 0;
+        r.for_each(&o, |n, t| {
+            assert_eq!(n, want[i].0.as_bytes());
+            assert!(t.data == want[i].1);
+            i += 1;
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(i, want.len());
+        let seen = seen.lock().unwrap();
+        let last = seen.last().unwrap();
+        assert_eq!(last.bytes, last.total_bytes);
+        assert_eq!(last.tensors, want.len() as u64);
+        assert!(seen.windows(2).all(|w| w[0].bytes <= w[1].bytes));
+        // get of a tensor larger than a part: parallel parts of 64 KiB.
+        let before = r.stats().requests;
+        let t = r.get("t07").unwrap().unwrap();
+        assert!(t.data == want[7].1);
+        let after = r.stats().requests - before;
+        // The index block (unless cached) and 16 parts of 64 KiB.
+        assert!((16..=17).contains(&after), "{after} requests");
+    }
+
+    #[test]
+    fn get_ahead_fetches_the_following_tensors_in_parallel() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.pdx");
+        let want = write_file(&path);
+        let src = Arc::new(FileRange::open(&path).unwrap());
+        let ro = RemoteOptions {
+            load: LoadOptions {
+                window_bytes: 400_000,
+                ..opts(1 << 20, 4)
+            },
+            ..Default::default()
+        };
+        let r = RemoteReader::open(src.clone(), ro).unwrap();
+        let before = r.stats().requests;
+        for (n, data) in &want {
+            assert!(r.get_ahead(n).unwrap().unwrap().data == *data, "{n}");
+        }
+        let used = r.stats().requests - before;
+        // One get (index block and record), the index once, then a few windows of parts:
+        // far fewer than a request per tensor.
+        assert!(used < want.len() as u64 / 2, "{used} requests");
+        // Out of order, absent, and again in order: the same answers.
+        for i in [9usize, 3, 4, 0, 11] {
+            let t = r.get_ahead(&want[i].0).unwrap().unwrap();
+            assert!(t.data == want[i].1, "{}", want[i].0);
+        }
+        assert!(r.get_ahead("t99").unwrap().is_none());
+        assert!(r.get_ahead("t00").unwrap().unwrap().data == want[0].1);
+    }
+
+    #[test]
+    fn a_damaged_tensor_fails_the_parallel_load_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.pdx");
+        let want = write_file(&path);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let src = Arc::new(FileRange::open(&path).unwrap());
+        let r = RemoteReader::open(src, RemoteOptions::default()).unwrap();
+        let w = r
+            .all_wants()
+            .unwrap()
+            .into_iter()
+            .find(|w| w.name == b"t04")
+            .unwrap();
+        bytes[(w.range.start + 12_345) as usize] ^= 1;
+        std::fs::write(&path, &bytes).unwrap();
+        let src = Arc::new(FileRange::open(&path).unwrap());
+        let r = RemoteReader::open(src, RemoteOptions::default()).unwrap();
+        match r.load_all(&opts(4096, 4)) {
+            Err(Error::ChecksumMismatch { name: Some(n), .. }) => assert_eq!(n, "t04"),
+            other => panic!("damaged tensor: {:?}", other.map(|v| v.len())),
+        }
+        assert_eq!(want.len(), 12);
     }
 }
