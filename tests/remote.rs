@@ -57,10 +57,20 @@ fn open_and_get_cost_at_most_two_requests_each_at_any_tensor_count() {
             assert_eq!(t.shape, [4]);
             let used = src.stats().requests - before;
             assert!(used <= 2, "{n} tensors: get {i} took {used} requests");
-            // The same tensor again: its block is cached (or in the tail).
+            // The same tensor again: its block is cached (or in the tail): one request for
+            // its record, none when the open's read of the tail holds it (the whole file at
+            // 1,000 tensors).
             let before = src.stats().requests;
             r.get(name(i)).unwrap().unwrap();
-            assert_eq!(src.stats().requests - before, 1, "a cached block");
+            let again = src.stats().requests - before;
+            if n == 1_000 {
+                assert_eq!((used, again), (0, 0), "{n} tensors: all in the tail");
+            } else {
+                assert!(
+                    again <= 1,
+                    "{n} tensors: a cached block, then {again} requests"
+                );
+            }
         }
         let before = src.stats().requests;
         assert!(r.get("absent").unwrap().is_none());

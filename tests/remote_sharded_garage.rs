@@ -417,7 +417,13 @@ fn a_data_object_written_over_by_another_save_is_an_error_naming_it() {
         let s = store(g);
         let url = format!("s3://{}/over/ck", g.bucket());
         save_at(&url, 2, 0);
-        let r = open_sharded(&url, RemoteOptions::default()).unwrap();
+        // A small first read, so that the records asked for below are not among the bytes
+        // it brought (those are served as they were read, without a request).
+        let small = RemoteOptions {
+            tail_bytes: 4096,
+            ..RemoteOptions::default()
+        };
+        let r = open_sharded(&url, small).unwrap();
         assert_eq!(r.get("r0.t0003").unwrap().unwrap().data, own(0, 3));
         // The second save's shards are uploaded; its index is not written yet.
         let second = SaveId::random();

@@ -464,7 +464,6 @@ impl ObjectLocation {
     }
 }
 
-
 /// Opens the object at `url` for reading by ranges; an `s3://` object is opened with one GET
 /// of its last `tail_bytes` bytes (which [`crate::remote::RemoteReader::open`] then uses).
 pub fn open_url(url: &str, tail_bytes: u64) -> Result<Arc<dyn RangeRead>> {
