@@ -30,27 +30,20 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use object_store::aws::{AmazonS3, AmazonS3Builder};
+use object_store::aws::AmazonS3;
 use object_store::path::Path;
 use object_store::{
     BackoffConfig, GetOptions, MultipartUpload, ObjectStore, ObjectStoreExt, PutPayload,
     RetryConfig,
 };
 use support::garage::{self, Garage};
+use support::s3::{self, new_runtime as runtime, put_when_writable};
 
-/// The object_store settings Garage needs: plain HTTP on loopback, path-style requests
-/// (`http://host:port/bucket/key`; virtual-hosted style would need DNS for
-/// `bucket.s3.garage.localhost`), and the region of its config (signatures name it). Retries are
+/// A client with Garage's settings ([`s3::builder`]) for `bucket` at `endpoint`. Retries are
 /// kept short so that a wrong answer fails the test quickly instead of after 3 minutes.
 fn store_at(g: &Garage, endpoint: &str, bucket: &str, secret: &str) -> AmazonS3 {
-    AmazonS3Builder::new()
-        .with_endpoint(endpoint)
-        .with_allow_http(true)
-        .with_virtual_hosted_style_request(false)
-        .with_region(g.region())
+    s3::builder(g, endpoint, secret)
         .with_bucket_name(bucket)
-        .with_access_key_id(g.access_key_id())
-        .with_secret_access_key(secret)
         .with_retry(RetryConfig {
             backoff: BackoffConfig {
                 init_backoff: Duration::from_millis(50),
@@ -68,13 +61,6 @@ fn store(g: &Garage) -> AmazonS3 {
     store_at(g, g.endpoint(), g.bucket(), g.secret_access_key())
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime")
-}
-
 /// Deterministic bytes that differ at every offset modulo a large prime (so a range read from
 /// the wrong place cannot match).
 fn pattern(len: usize, seed: u32) -> Vec<u8> {
@@ -85,21 +71,10 @@ fn pattern(len: usize, seed: u32) -> Vec<u8> {
 
 /// Puts until the cluster accepts a write: after `/health` says 200 on every node, the first
 /// writes may still meet a layout not yet propagated everywhere.
-async fn wait_writable(s: &AmazonS3) {
-    let start = Instant::now();
-    loop {
-        match s
-            .put(&Path::from("ready"), PutPayload::from_static(b"ok"))
-            .await
-        {
-            Ok(_) => return,
-            Err(e) if start.elapsed() < Duration::from_secs(60) => {
-                eprintln!("garage not writable yet: {e}");
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-            Err(e) => panic!("garage still not writable after 60 s: {e}"),
-        }
-    }
+fn wait_writable(rt: &tokio::runtime::Runtime, s: &AmazonS3) {
+    let ready = PutPayload::from_static(b"ok");
+    put_when_writable(rt, s, "ready", ready, Duration::from_millis(200))
+        .unwrap_or_else(|e| panic!("garage still not writable after 60 s: {e}"));
 }
 
 /// Runs `body` against the shared cluster (started on first use; writable before any test
@@ -116,7 +91,7 @@ where
     g.run(|| {
         let rt = runtime();
         WRITABLE.get_or_init(|| {
-            rt.block_on(wait_writable(&store(g)));
+            wait_writable(&rt, &store(g));
             eprintln!("garage: shared cluster up in {:?}", g.startup);
         });
         rt.block_on(body(g))
@@ -383,9 +358,10 @@ fn one_node_killed_reads_and_writes_go_on() {
     };
     eprintln!("garage: cluster up in {:?}", g.startup);
     g.run(|| {
-        runtime().block_on(async {
-            let s0 = store(&g);
-            wait_writable(&s0).await;
+        let rt = runtime();
+        let s0 = store(&g);
+        wait_writable(&rt, &s0);
+        rt.block_on(async {
             let data = pattern(6 * 1024 * 1024 + 3, 6);
             let p = Path::from("kill/before.pdx");
             s0.put(&p, PutPayload::from(data.clone()))

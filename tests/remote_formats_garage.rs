@@ -19,20 +19,18 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures_util::stream::BoxStream;
-use object_store::aws::AmazonS3Builder;
 use object_store::path::Path as ObjectPath;
 use object_store::{
     CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    ObjectStoreExt, PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions,
-    RetryConfig,
+    PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions,
 };
 use paramdex::interop::{open_any, open_location, TensorData, TensorInfo, TensorStore, UrlOptions};
 use paramdex::remote::ObjectLocation;
 use paramdex::{Error, RemoteProblem};
 use support::garage::{self, Garage};
+use support::s3::{self, put_retried, runtime};
 
 /// A store that counts the requests made through it (GETs, HEADs: every read; ranged reads
 /// of several ranges go through `get_opts` too, by the trait's default `get_ranges`).
@@ -113,50 +111,6 @@ impl ObjectStore for Counting {
         options: RenameOptions,
     ) -> object_store::Result<()> {
         self.inner.rename_opts(from, to, options).await
-    }
-}
-
-fn runtime() -> Arc<tokio::runtime::Runtime> {
-    Arc::new(
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap(),
-    )
-}
-
-fn s3(g: &Garage) -> Arc<dyn ObjectStore> {
-    Arc::new(
-        AmazonS3Builder::new()
-            .with_endpoint(g.endpoint())
-            .with_allow_http(true)
-            .with_virtual_hosted_style_request(false)
-            .with_region(g.region())
-            .with_bucket_name(g.bucket())
-            .with_access_key_id(g.access_key_id())
-            .with_secret_access_key(g.secret_access_key())
-            .with_retry(RetryConfig {
-                max_retries: 2,
-                retry_timeout: Duration::from_secs(10),
-                ..Default::default()
-            })
-            .build()
-            .unwrap(),
-    )
-}
-
-/// Puts `bytes` at `key`, retrying while the cluster is not yet writable.
-fn put(rt: &tokio::runtime::Runtime, s: &Arc<dyn ObjectStore>, key: &str, bytes: Vec<u8>) {
-    let start = std::time::Instant::now();
-    loop {
-        match rt.block_on(s.put(&ObjectPath::from(key), PutPayload::from(bytes.clone()))) {
-            Ok(_) => return,
-            Err(e) if start.elapsed() < Duration::from_secs(60) => {
-                eprintln!("garage not writable yet: {e}");
-                std::thread::sleep(Duration::from_millis(200));
-            }
-            Err(e) => panic!("put {key}: {e}"),
-        }
     }
 }
 
@@ -286,7 +240,7 @@ fn every_fixture_reads_over_its_url_as_locally() {
     };
     g.run(|| {
         let rt = runtime();
-        let s = s3(g);
+        let s = s3::store(g);
         let root = data_dir();
         let mut all = Vec::new();
         for sub in ["tf", "tf_nul", "tf_opaque", "safetensors", "native/v1"] {
@@ -299,7 +253,7 @@ fn every_fixture_reads_over_its_url_as_locally() {
             )
         };
         for f in &all {
-            put(&rt, &s, &key_of(f), std::fs::read(f).unwrap());
+            put_retried(&rt, &s, &key_of(f), std::fs::read(f).unwrap());
         }
         // The inputs: TF prefixes (and their .index), safetensors and native files.
         let mut inputs: Vec<(PathBuf, String)> = Vec::new();
@@ -354,13 +308,13 @@ fn a_sharded_paramdex_checkpoint_reads_over_its_url_as_locally() {
     };
     g.run(|| {
         let rt = runtime();
-        let s = s3(g);
+        let s = s3::store(g);
         let dir = data_dir().join("native/v2/sharded");
         let mut fs = Vec::new();
         files(&dir, &mut fs);
         for f in &fs {
             let name = f.file_name().unwrap().to_str().unwrap();
-            put(
+            put_retried(
                 &rt,
                 &s,
                 &format!("sharded/{name}"),
@@ -420,7 +374,7 @@ fn safetensors_request_counts() {
     };
     g.run(|| {
         let rt = runtime();
-        let s = s3(g);
+        let s = s3::store(g);
         // (tensors, elements each, key, open requests, requests per get)
         for (n, elems, key, open_requests, get_requests) in [
             (10, 4, "st-count/small.safetensors", 1, 0),
@@ -432,7 +386,7 @@ fn safetensors_request_counts() {
             let (bytes, tensors) = safetensors_file(n, elems);
             let header = u64::from_le_bytes(bytes[..8].try_into().unwrap());
             assert_eq!(header > 64 << 10, n == 1000, "{header}");
-            put(&rt, &s, key, bytes);
+            put_retried(&rt, &s, key, bytes);
             let counting = Arc::new(Counting {
                 inner: s.clone(),
                 reads: AtomicU64::new(0),
@@ -479,7 +433,7 @@ fn tf_request_counts() {
     };
     g.run(|| {
         let rt = runtime();
-        let s = s3(g);
+        let s = s3::store(g);
         let dir = data_dir().join("tf/basic/tf2");
         let mut fs = Vec::new();
         files(&dir, &mut fs);
@@ -490,7 +444,7 @@ fn tf_request_counts() {
         let stem = index.file_stem().unwrap().to_str().unwrap().to_string();
         for f in &fs {
             let name = f.file_name().unwrap().to_str().unwrap();
-            put(
+            put_retried(
                 &rt,
                 &s,
                 &format!("tf-count/{name}"),
@@ -548,7 +502,7 @@ fn tf_request_counts_with_a_large_index() {
     };
     g.run(|| {
         let rt = runtime();
-        let s = s3(g);
+        let s = s3::store(g);
         let dir = tempfile::tempdir().unwrap();
         let native = dir.path().join("m.pdx");
         let mut w = paramdex::Writer::create(&native).unwrap();
@@ -570,9 +524,9 @@ fn tf_request_counts_with_a_large_index() {
         .unwrap();
         let index = std::fs::read(dir.path().join("ckpt.index")).unwrap();
         assert!(index.len() > 256 << 10, "{}", index.len());
-        put(&rt, &s, "tf-large/ckpt.index", index);
+        put_retried(&rt, &s, "tf-large/ckpt.index", index);
         let data = dir.path().join("ckpt.data-00000-of-00001");
-        put(
+        put_retried(
             &rt,
             &s,
             "tf-large/ckpt.data-00000-of-00001",
@@ -613,7 +567,7 @@ fn hostile_objects_are_clear_errors_naming_the_url() {
     };
     g.run(|| {
         let rt = runtime();
-        let s = s3(g);
+        let s = s3::store(g);
         let open =
             |key: &str| open_location(location(g, s.clone(), &rt, key), &UrlOptions::default());
         let url = |key: &str| format!("s3://{}/{key}", g.bucket());
@@ -632,7 +586,7 @@ fn hostile_objects_are_clear_errors_naming_the_url() {
                 b
             }),
         ] {
-            put(&rt, &s, key, bytes);
+            put_retried(&rt, &s, key, bytes);
             let e = open(key).err().expect(key);
             assert!(matches!(e, Error::Corrupt { .. }), "{key}: {e:?}");
             assert!(e.to_string().contains(&url(key)), "{key}: {e}");
@@ -655,14 +609,14 @@ fn hostile_objects_are_clear_errors_naming_the_url() {
             .unwrap();
         let data_bytes = std::fs::read(data).unwrap();
         let cut = data_bytes.len() / 2;
-        put(
+        put_retried(
             &rt,
             &s,
             &format!("hostile-tf/{stem}.index"),
             std::fs::read(index).unwrap(),
         );
         let data_key = format!("hostile-tf/{}", data.file_name().unwrap().to_str().unwrap());
-        put(&rt, &s, &data_key, data_bytes[..cut].to_vec());
+        put_retried(&rt, &s, &data_key, data_bytes[..cut].to_vec());
         let local = open_any(index).unwrap();
         let remote = open(&format!("hostile-tf/{stem}")).unwrap();
         let (mut short, mut whole_read) = (0, 0);

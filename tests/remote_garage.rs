@@ -5,43 +5,16 @@
 
 mod support;
 
-use std::sync::Arc;
-use std::time::Duration;
-
-use object_store::aws::AmazonS3Builder;
 use object_store::path::Path as ObjectPath;
-use object_store::{ObjectStore, ObjectStoreExt, PutPayload, RetryConfig};
+use object_store::ObjectStore;
 use paramdex::remote::{ObjectRange, RangeRead, RemoteOptions, RemoteReader};
 use paramdex::{DType, Error, RemoteProblem, Tensor, Writer, WriterOptions};
+use std::sync::Arc;
 use support::garage::{self, Garage};
-
-fn runtime() -> Arc<tokio::runtime::Runtime> {
-    Arc::new(
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap(),
-    )
-}
+use support::s3::{self, put, runtime, set_aws_env};
 
 fn store(g: &Garage, secret: &str) -> Arc<dyn ObjectStore> {
-    Arc::new(
-        AmazonS3Builder::new()
-            .with_endpoint(g.endpoint())
-            .with_allow_http(true)
-            .with_virtual_hosted_style_request(false)
-            .with_region(g.region())
-            .with_bucket_name(g.bucket())
-            .with_access_key_id(g.access_key_id())
-            .with_secret_access_key(secret)
-            .with_retry(RetryConfig {
-                max_retries: 2,
-                retry_timeout: Duration::from_secs(10),
-                ..Default::default()
-            })
-            .build()
-            .unwrap(),
-    )
+    Arc::new(s3::client(g, secret))
 }
 
 fn name(i: usize) -> String {
@@ -70,11 +43,6 @@ fn native(n: usize) -> Vec<u8> {
     }
     w.finish().unwrap();
     std::fs::read(&path).unwrap()
-}
-
-fn put(rt: &tokio::runtime::Runtime, s: &Arc<dyn ObjectStore>, key: &str, bytes: Vec<u8>) {
-    rt.block_on(s.put(&ObjectPath::from(key), PutPayload::from(bytes)))
-        .unwrap();
 }
 
 fn open(
@@ -175,11 +143,7 @@ fn open_any_reads_an_s3_url_configured_by_the_environment() {
         let s = store(g, g.secret_access_key());
         put(&rt, &s, "any/m.pdx", native(300));
         // The only test of this binary that sets them (tests run on threads of one process).
-        std::env::set_var("AWS_ACCESS_KEY_ID", g.access_key_id());
-        std::env::set_var("AWS_SECRET_ACCESS_KEY", g.secret_access_key());
-        std::env::set_var("AWS_REGION", g.region());
-        std::env::set_var("AWS_ENDPOINT_URL", g.endpoint());
-        std::env::set_var("AWS_ALLOW_HTTP", "true");
+        set_aws_env(g);
         let url = format!("s3://{}/any/m.pdx", g.bucket());
         let store = paramdex::interop::open_any(&url).unwrap();
         let list = store.list().unwrap();

@@ -22,54 +22,21 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use fault_proxy::{Fault, FaultKind, FaultProxy};
-use object_store::aws::AmazonS3Builder;
-use object_store::path::Path as ObjectPath;
-use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use object_store::PutPayload;
 use paramdex::remote::{
     open_url_with, LoadOptions, RemoteConfig, RemoteOptions, RemoteReader, RemoteTensor,
 };
 use paramdex::{DType, Error, Reader, RemoteProblem, Tensor, Writer, WriterOptions};
 use support::garage::{self, Garage};
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-/// A store for uploads, straight to `endpoint`.
-fn upload_store(g: &Garage, endpoint: &str) -> Arc<dyn ObjectStore> {
-    Arc::new(
-        AmazonS3Builder::new()
-            .with_endpoint(endpoint)
-            .with_allow_http(true)
-            .with_virtual_hosted_style_request(false)
-            .with_region(g.region())
-            .with_bucket_name(g.bucket())
-            .with_access_key_id(g.access_key_id())
-            .with_secret_access_key(g.secret_access_key())
-            .build()
-            .unwrap(),
-    )
-}
+use support::s3::{new_runtime, plain_store, put_when_writable};
 
 /// Puts `bytes` under `key`, retrying while a new cluster is not writable yet.
 fn put(g: &Garage, key: &str, bytes: Vec<u8>) {
-    let rt = runtime();
-    let s = upload_store(g, g.endpoint());
-    let payload = PutPayload::from(bytes);
-    let start = Instant::now();
-    loop {
-        match rt.block_on(s.put(&ObjectPath::from(key), payload.clone())) {
-            Ok(_) => return,
-            Err(e) if start.elapsed() < Duration::from_secs(60) => {
-                eprintln!("garage not writable yet: {e}");
-                std::thread::sleep(Duration::from_millis(300));
-            }
-            Err(e) => panic!("put {key}: {e}"),
-        }
-    }
+    let rt = new_runtime();
+    let s = plain_store(g, g.endpoint());
+    let pause = Duration::from_millis(300);
+    put_when_writable(&rt, &*s, key, PutPayload::from(bytes), pause)
+        .unwrap_or_else(|e| panic!("put {key}: {e}"));
 }
 
 /// The library's client settings for `endpoint` of cluster `g`.

@@ -11,13 +11,8 @@
 
 mod support;
 
-use std::path::Path;
-use std::sync::{Arc, Once};
-use std::time::Duration;
-
-use object_store::aws::AmazonS3Builder;
 use object_store::path::Path as ObjectPath;
-use object_store::{ObjectStore, ObjectStoreExt, PutPayload, RetryConfig};
+use object_store::{ObjectStore, ObjectStoreExt};
 use paramdex::remote::{
     merge_shards_url, open_sharded, FileRange, RangeRead, RemoteOptions, RemoteShardWriter,
     RemoteSharded,
@@ -26,52 +21,20 @@ use paramdex::{
     merge_shards, DType, Error, MergeShardsOptions, Reader, Region, RemoteProblem, SaveId, Saved,
     ShardProblem, ShardWriter, ShardedSave, Tensor, WriterOptions,
 };
+use std::path::Path;
+use std::sync::{Arc, Once};
 use support::garage::{self, Garage};
+use support::s3::{put, runtime, set_aws_env, store};
 
 const RANK: &str = "PARAMDEX_RSH_RANK";
 const PREFIX: &str = "PARAMDEX_RSH_PREFIX";
 const SAVE: &str = "PARAMDEX_RSH_SAVE";
 const RANKS: u32 = 4;
 
-fn runtime() -> Arc<tokio::runtime::Runtime> {
-    Arc::new(
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap(),
-    )
-}
-
-fn store(g: &Garage) -> Arc<dyn ObjectStore> {
-    Arc::new(
-        AmazonS3Builder::new()
-            .with_endpoint(g.endpoint())
-            .with_allow_http(true)
-            .with_virtual_hosted_style_request(false)
-            .with_region(g.region())
-            .with_bucket_name(g.bucket())
-            .with_access_key_id(g.access_key_id())
-            .with_secret_access_key(g.secret_access_key())
-            .with_retry(RetryConfig {
-                max_retries: 2,
-                retry_timeout: Duration::from_secs(10),
-                ..Default::default()
-            })
-            .build()
-            .unwrap(),
-    )
-}
-
 /// The `AWS_*` environment the library's URLs resolve with, set once for the process.
 fn env(g: &Garage) {
     static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        std::env::set_var("AWS_ACCESS_KEY_ID", g.access_key_id());
-        std::env::set_var("AWS_SECRET_ACCESS_KEY", g.secret_access_key());
-        std::env::set_var("AWS_REGION", g.region());
-        std::env::set_var("AWS_ENDPOINT_URL", g.endpoint());
-        std::env::set_var("AWS_ALLOW_HTTP", "true");
-    });
+    ONCE.call_once(|| set_aws_env(g));
 }
 
 /// Names of the objects under `dir/` (one level).
@@ -167,11 +130,7 @@ fn upload_dir(rt: &tokio::runtime::Runtime, s: &Arc<dyn ObjectStore>, dir: &Path
         let e = e.unwrap();
         let name = e.file_name().into_string().unwrap();
         let bytes = std::fs::read(e.path()).unwrap();
-        rt.block_on(s.put(
-            &ObjectPath::from(format!("{key_dir}/{name}")),
-            PutPayload::from(bytes),
-        ))
-        .unwrap();
+        put(rt, s, &format!("{key_dir}/{name}"), bytes);
     }
 }
 
@@ -604,11 +563,12 @@ fn the_merge_refuses_a_shard_of_an_incremental_save() {
         w.add_values("new", &[3], &[1u8; 3]).unwrap();
         let pending = w.pending_path().to_path_buf();
         w.finish().unwrap();
-        rt.block_on(s.put(
-            &ObjectPath::from("incr/ck.data-00000-of-00001"),
-            PutPayload::from(std::fs::read(&pending).unwrap()),
-        ))
-        .unwrap();
+        put(
+            &rt,
+            &s,
+            "incr/ck.data-00000-of-00001",
+            std::fs::read(&pending).unwrap(),
+        );
         let url = format!("s3://{}/incr/ck", g.bucket());
         match merge_shards_url(&url, &MergeShardsOptions::default()) {
             Err(Error::Unsupported(d)) => assert!(d.contains("incr/ck.data-00000-of-00001"), "{d}"),

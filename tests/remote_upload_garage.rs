@@ -11,9 +11,9 @@ use std::io::{self, Seek, SeekFrom, Write};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use object_store::aws::{AmazonS3, AmazonS3Builder};
+use object_store::aws::AmazonS3;
 use object_store::path::Path as ObjectPath;
-use object_store::{ObjectStoreExt, PutPayload, RetryConfig};
+use object_store::{ObjectStoreExt, PutPayload};
 use paramdex::remote::{
     ObjectLocation, ObjectRange, ObjectUpload, RemoteOptions, RemoteReader, UploadCounters,
     UploadOptions, MIN_PART_SIZE,
@@ -22,36 +22,12 @@ use paramdex::{
     DType, Error, RemoteProblem, Tensor, WriteBackend, WriteDestination, Writer, WriterOptions,
 };
 use support::garage::{self, Garage};
+use support::s3::{get, put_when_writable, runtime};
 
 const PART: usize = MIN_PART_SIZE;
 
-fn runtime() -> Arc<tokio::runtime::Runtime> {
-    Arc::new(
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap(),
-    )
-}
-
 fn s3(g: &Garage, secret: &str) -> Arc<AmazonS3> {
-    Arc::new(
-        AmazonS3Builder::new()
-            .with_endpoint(g.endpoint())
-            .with_allow_http(true)
-            .with_virtual_hosted_style_request(false)
-            .with_region(g.region())
-            .with_bucket_name(g.bucket())
-            .with_access_key_id(g.access_key_id())
-            .with_secret_access_key(secret)
-            .with_retry(RetryConfig {
-                max_retries: 2,
-                retry_timeout: Duration::from_secs(10),
-                ..Default::default()
-            })
-            .build()
-            .unwrap(),
-    )
+    Arc::new(support::s3::client(g, secret))
 }
 
 fn location(
@@ -75,27 +51,10 @@ fn cluster(test: &str) -> Option<&'static Garage> {
     let g = garage::shared(test)?;
     let rt = runtime();
     let s = s3(g, g.secret_access_key());
-    let start = Instant::now();
-    loop {
-        match rt.block_on(s.put(&ObjectPath::from("ready"), PutPayload::from_static(b"ok"))) {
-            Ok(_) => return Some(g),
-            Err(e) if start.elapsed() < Duration::from_secs(60) => {
-                eprintln!("garage not writable yet: {e}");
-                std::thread::sleep(Duration::from_millis(200));
-            }
-            Err(e) => panic!("garage still not writable after 60 s: {e}"),
-        }
-    }
-}
-
-fn get(rt: &tokio::runtime::Runtime, s: &AmazonS3, key: &str) -> Option<Vec<u8>> {
-    rt.block_on(async {
-        match s.get(&ObjectPath::from(key)).await {
-            Ok(r) => Some(r.bytes().await.unwrap().to_vec()),
-            Err(object_store::Error::NotFound { .. }) => None,
-            Err(e) => panic!("get {key}: {e}"),
-        }
-    })
+    let ready = PutPayload::from_static(b"ok");
+    put_when_writable(&rt, &*s, "ready", ready, Duration::from_millis(200))
+        .unwrap_or_else(|e| panic!("garage still not writable after 60 s: {e}"));
+    Some(g)
 }
 
 /// The bucket's unfinished multipart uploads as `garage bucket info` counts them (a line

@@ -9,6 +9,9 @@ mod common;
 #[path = "../../tests/support/garage.rs"]
 #[allow(dead_code)]
 mod garage;
+#[path = "../../tests/support/s3.rs"]
+#[allow(dead_code)]
+mod s3;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -21,19 +24,15 @@ use object_store::aws::AmazonS3Builder;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use paramdex::{DType, Tensor, Writer};
+use s3::put_retried;
 use serde_json::Value;
 
 /// The child's environment: every S3 setting from `AWS_*` (`with_place`: endpoint and region
 /// too; without, they come from flags).
 fn env(g: &Garage, with_place: bool) -> Vec<(&'static str, String)> {
-    let mut v = vec![
-        ("AWS_ACCESS_KEY_ID", g.access_key_id().to_string()),
-        ("AWS_SECRET_ACCESS_KEY", g.secret_access_key().to_string()),
-    ];
-    if with_place {
-        v.push(("AWS_REGION", g.region().to_string()));
-        v.push(("AWS_ENDPOINT_URL", g.endpoint().to_string()));
-        v.push(("AWS_ALLOW_HTTP", "true".to_string()));
+    let mut v = s3::aws_env(g, g.secret_access_key());
+    if !with_place {
+        v.truncate(2);
     }
     v
 }
@@ -75,36 +74,6 @@ fn json(o: &Output) -> Value {
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stdout)))
 }
 
-fn s3(g: &Garage) -> Arc<dyn ObjectStore> {
-    Arc::new(
-        AmazonS3Builder::new()
-            .with_endpoint(g.endpoint())
-            .with_allow_http(true)
-            .with_virtual_hosted_style_request(false)
-            .with_region(g.region())
-            .with_bucket_name(g.bucket())
-            .with_access_key_id(g.access_key_id())
-            .with_secret_access_key(g.secret_access_key())
-            .build()
-            .unwrap(),
-    )
-}
-
-/// Puts `bytes` at `key`, retrying while the cluster is not yet writable.
-fn put(rt: &tokio::runtime::Runtime, s: &Arc<dyn ObjectStore>, key: &str, bytes: Vec<u8>) {
-    let start = std::time::Instant::now();
-    loop {
-        match rt.block_on(s.put(&ObjectPath::from(key), PutPayload::from(bytes.clone()))) {
-            Ok(_) => return,
-            Err(e) if start.elapsed() < Duration::from_secs(60) => {
-                eprintln!("garage not writable yet: {e}");
-                std::thread::sleep(Duration::from_millis(200));
-            }
-            Err(e) => panic!("put {key}: {e}"),
-        }
-    }
-}
-
 /// A native file of several dtypes, with metadata.
 fn native(dir: &Path) -> PathBuf {
     let p = dir.join("model.pdx");
@@ -122,10 +91,10 @@ fn native(dir: &Path) -> PathBuf {
 
 /// Uploads the files `files` under `prefix/`; returns their keys' URL prefix.
 fn upload(g: &Garage, rt: &tokio::runtime::Runtime, files: &[PathBuf], prefix: &str) {
-    let s = s3(g);
+    let s = s3::plain_store(g, g.endpoint());
     for f in files {
         let key = format!("{prefix}/{}", f.file_name().unwrap().to_str().unwrap());
-        put(rt, &s, &key, std::fs::read(f).unwrap());
+        put_retried(rt, &s, &key, std::fs::read(f).unwrap());
     }
 }
 
@@ -296,8 +265,8 @@ fn errors_on_s3_urls_name_the_url() {
         assert!(String::from_utf8_lossy(&o.stderr).contains(&missing));
 
         // A wrong secret: refused, naming the URL.
-        let s = s3(g);
-        put(
+        let s = s3::plain_store(g, g.endpoint());
+        put_retried(
             &rt,
             &s,
             "errors/model.safetensors",
@@ -318,14 +287,14 @@ fn errors_on_s3_urls_name_the_url() {
         let tf2 = data("tf/basic/tf2");
         let index = tf2.join("ckpt-1.index");
         let data_file = tf2.join("ckpt-1.data-00000-of-00001");
-        put(
+        put_retried(
             &rt,
             &s,
             "errors/tf/ckpt-1.index",
             std::fs::read(&index).unwrap(),
         );
         let bytes = std::fs::read(&data_file).unwrap();
-        put(
+        put_retried(
             &rt,
             &s,
             "errors/tf/ckpt-1.data-00000-of-00001",

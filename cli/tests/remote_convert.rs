@@ -8,6 +8,9 @@
 #[allow(dead_code)]
 #[path = "../../tests/support/garage.rs"]
 mod garage;
+#[allow(dead_code)]
+#[path = "../../tests/support/s3.rs"]
+mod s3;
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -22,11 +25,7 @@ const BIN: &str = env!("CARGO_BIN_EXE_paramdex");
 fn run(g: &garage::Garage, secret: &str, args: &[&str], code: i32) -> Output {
     let out = Command::new(BIN)
         .args(args)
-        .env("AWS_ACCESS_KEY_ID", g.access_key_id())
-        .env("AWS_SECRET_ACCESS_KEY", secret)
-        .env("AWS_REGION", g.region())
-        .env("AWS_ENDPOINT_URL", g.endpoint())
-        .env("AWS_ALLOW_HTTP", "true")
+        .envs(s3::aws_env(g, secret))
         .env_remove("AWS_SESSION_TOKEN")
         .env_remove("AWS_PROFILE")
         .output()

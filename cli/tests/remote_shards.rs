@@ -7,20 +7,14 @@ mod common;
 #[path = "../../tests/support/garage.rs"]
 #[allow(dead_code)]
 mod garage;
+#[path = "../../tests/support/s3.rs"]
+#[allow(dead_code)]
+mod s3;
 
 use common::BIN;
 use paramdex::remote::RemoteShardWriter;
 use paramdex::{SaveId, WriterOptions};
-
-fn aws_env(g: &garage::Garage) -> Vec<(&'static str, String)> {
-    vec![
-        ("AWS_ACCESS_KEY_ID", g.access_key_id().to_string()),
-        ("AWS_SECRET_ACCESS_KEY", g.secret_access_key().to_string()),
-        ("AWS_REGION", g.region().to_string()),
-        ("AWS_ENDPOINT_URL", g.endpoint().to_string()),
-        ("AWS_ALLOW_HTTP", "true".to_string()),
-    ]
-}
+use s3::aws_env;
 
 fn write_shards(url: &str, ranks: &[u32], n: u32) {
     let save = SaveId::random();
@@ -50,7 +44,7 @@ fn merge_shards_takes_an_s3_prefix() {
     let Some(g) = garage::shared("merge_shards_takes_an_s3_prefix") else {
         return;
     };
-    let env = aws_env(g);
+    let env = aws_env(g, g.secret_access_key());
     // The only test of this binary: the library's URLs resolve from the process's environment.
     for (k, v) in &env {
         std::env::set_var(k, v);

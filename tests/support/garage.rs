@@ -18,7 +18,7 @@
 //! Readiness, each step with a 60 s limit: every node listens; every pair of nodes is connected
 //! (`node connect`) and each node sees three healthy nodes; after the layout, key and bucket, each
 //! node's `GET /health` says "fully operational". A test should still retry its first write
-//! (see `wait_writable` in tests/object_store_garage.rs).
+//! (see `put_when_writable` in `s3.rs`).
 //!
 //! Only std, `libc` and `tempfile`: every test binary with `mod support;` compiles this module.
 
