@@ -15,14 +15,9 @@ mod s3;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::Arc;
-use std::time::Duration;
 
 use common::data;
 use garage::Garage;
-use object_store::aws::AmazonS3Builder;
-use object_store::path::Path as ObjectPath;
-use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use paramdex::{DType, Tensor, Writer};
 use s3::put_retried;
 use serde_json::Value;
@@ -116,10 +111,7 @@ fn reading_commands_work_on_s3_urls() {
         return;
     };
     g.run(|| {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = s3::new_runtime();
         let dir = tempfile::tempdir().unwrap();
         let b = g.bucket();
         let native = native(dir.path());
@@ -248,10 +240,7 @@ fn errors_on_s3_urls_name_the_url() {
         return;
     };
     g.run(|| {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = s3::new_runtime();
         let b = g.bucket();
         let env = env(g, true);
         let missing = format!("s3://{b}/errors/nothing");
