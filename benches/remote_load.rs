@@ -20,13 +20,15 @@
 #[allow(dead_code)]
 #[path = "../tests/support/garage.rs"]
 mod garage;
+#[allow(dead_code)]
+#[path = "../tests/support/s3.rs"]
+mod s3;
 
 use std::io::Read;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::stream::{StreamExt, TryStreamExt};
-use object_store::aws::AmazonS3Builder;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, WriteMultipart};
 use paramdex::remote::{open_url_with, LoadOptions, RemoteConfig, RemoteOptions, RemoteReader};
@@ -165,22 +167,8 @@ fn main() {
     let len = std::fs::metadata(&file).expect("metadata").len();
     let data_bytes = (tensors * tensor_len) as u64;
 
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let store: Arc<dyn ObjectStore> = Arc::new(
-        AmazonS3Builder::new()
-            .with_endpoint(g.endpoint())
-            .with_allow_http(true)
-            .with_virtual_hosted_style_request(false)
-            .with_region(g.region())
-            .with_bucket_name(g.bucket())
-            .with_access_key_id(g.access_key_id())
-            .with_secret_access_key(g.secret_access_key())
-            .build()
-            .expect("store"),
-    );
+    let rt = s3::new_runtime();
+    let store = s3::plain_store(&g, g.endpoint());
     let path = ObjectPath::from("bench/ckpt.pdx");
     let t = Instant::now();
     rt.block_on(async {

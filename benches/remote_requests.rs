@@ -26,12 +26,14 @@
 #[path = "../tests/support/garage.rs"]
 #[allow(dead_code)]
 mod garage;
+#[allow(dead_code)]
+#[path = "../tests/support/s3.rs"]
+mod s3;
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use object_store::aws::AmazonS3Builder;
 use object_store::path::Path as ObjectPath;
 use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutPayload};
 use paramdex::raw::entry::IndexEntry;
@@ -210,24 +212,8 @@ fn main() {
             return;
         }
     };
-    let rt = Arc::new(
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap(),
-    );
-    let store: Arc<dyn ObjectStore> = Arc::new(
-        AmazonS3Builder::new()
-            .with_endpoint(g.endpoint())
-            .with_allow_http(true)
-            .with_virtual_hosted_style_request(false)
-            .with_region(g.region())
-            .with_bucket_name(g.bucket())
-            .with_access_key_id(g.access_key_id())
-            .with_secret_access_key(g.secret_access_key())
-            .build()
-            .unwrap(),
-    );
+    let rt = s3::runtime();
+    let store = s3::plain_store(&g, g.endpoint());
     let s = Server {
         store,
         rt,

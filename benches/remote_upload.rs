@@ -22,11 +22,14 @@
 #[allow(dead_code)]
 #[path = "../tests/support/garage.rs"]
 mod garage;
+#[allow(dead_code)]
+#[path = "../tests/support/s3.rs"]
+mod s3;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use object_store::aws::{AmazonS3, AmazonS3Builder};
+use object_store::aws::AmazonS3;
 use object_store::path::Path as ObjectPath;
 use object_store::WriteMultipart;
 use object_store::{ObjectStoreExt, PutPayload};
@@ -47,14 +50,7 @@ fn env_usize(name: &str, default: usize) -> usize {
 
 fn s3(g: &garage::Garage) -> Arc<AmazonS3> {
     Arc::new(
-        AmazonS3Builder::new()
-            .with_endpoint(g.endpoint())
-            .with_allow_http(true)
-            .with_virtual_hosted_style_request(false)
-            .with_region(g.region())
-            .with_bucket_name(g.bucket())
-            .with_access_key_id(g.access_key_id())
-            .with_secret_access_key(g.secret_access_key())
+        s3::builder(g, g.endpoint(), g.secret_access_key())
             .build()
             .unwrap(),
     )
@@ -144,12 +140,7 @@ fn main() {
     let Some(g) = garage::start_or_skip("benches/remote_upload.rs") else {
         return;
     };
-    let rt = Arc::new(
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap(),
-    );
+    let rt = s3::runtime();
     let s = s3(&g);
     let ready = Instant::now();
     while let Err(e) =
