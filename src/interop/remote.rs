@@ -5,34 +5,19 @@
 //! sharded paramdex checkpoint, detected by name where the name says, else by content, with as
 //! few requests as the formats allow (docs/remote.md gives each format's request pattern).
 
-use std::borrow::Cow;
 use std::ops::Range;
 use std::sync::Arc;
 
 use crate::error::{Error, RemoteProblem, Result};
+use crate::interop::remote_sharded::{info_named, infos, loaded};
 use crate::interop::safetensors::{self, RemoteSafetensors, RemoteSafetensorsOptions};
 use crate::interop::store::{
-    Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorInfos, TensorStore, VerifySummary,
+    Format, LoadedTensor, TensorInfo, TensorInfos, TensorStore, VerifySummary,
 };
 use crate::native::Metadata;
 use crate::remote::{
-    ObjectLocation, ObjectRange, RangeRead, RemoteEntry, RemoteOptions, RemoteReader, RequestStats,
+    ObjectLocation, ObjectRange, RangeRead, RemoteOptions, RemoteReader, RequestStats,
 };
-
-fn info(e: RemoteEntry) -> TensorInfo {
-    let nbytes = if e.slices != 0 {
-        crate::record::data_len(e.dtype, &e.shape).unwrap_or(u64::MAX)
-    } else {
-        e.size
-    };
-    TensorInfo {
-        name: e.name,
-        kind: Kind::Numeric(e.dtype),
-        shape: e.shape,
-        lod: Vec::new(),
-        nbytes,
-    }
-}
 
 impl TensorStore for RemoteReader {
     fn format(&self) -> Format {
@@ -40,9 +25,7 @@ impl TensorStore for RemoteReader {
     }
 
     fn scan(&self, start: &[u8]) -> Result<TensorInfos<'_>> {
-        Ok(Box::new(
-            self.list_from(start)?.into_iter().map(|e| Ok(info(e))),
-        ))
+        Ok(infos(self.list_from(start)?))
     }
 
     fn metadata(&self) -> Result<Metadata> {
@@ -50,19 +33,7 @@ impl TensorStore for RemoteReader {
     }
 
     fn load(&self, name: &[u8]) -> Result<Option<LoadedTensor<'_>>> {
-        let Some(t) = self.get_ahead(name)? else {
-            return Ok(None);
-        };
-        Ok(Some(LoadedTensor {
-            info: TensorInfo {
-                name: name.to_vec(),
-                kind: Kind::Numeric(t.dtype),
-                shape: t.shape,
-                lod: Vec::new(),
-                nbytes: t.data.len() as u64,
-            },
-            data: TensorData::Bytes(Cow::Owned(t.data)),
-        }))
+        Ok(self.get_ahead(name)?.map(|t| loaded(name, t)))
     }
 
     fn verify(&self, _threads: usize) -> Result<VerifySummary> {
@@ -90,12 +61,7 @@ impl TensorStore for RemoteReader {
     }
 
     fn info(&self, name: &[u8]) -> Result<Option<TensorInfo>> {
-        Ok(self
-            .list_from(name)?
-            .into_iter()
-            .next()
-            .filter(|e| e.name == name)
-            .map(info))
+        Ok(info_named(self.list_from(name)?, name))
     }
 }
 

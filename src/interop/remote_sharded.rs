@@ -17,8 +17,8 @@ use crate::remote::{
 };
 
 /// What a listing of the index says of a tensor (a tensor stored in slices: its whole shape and
-/// bytes).
-fn info(e: RemoteEntry) -> TensorInfo {
+/// bytes); of a single remote file's index too ([`super::remote`]).
+pub(super) fn info(e: RemoteEntry) -> TensorInfo {
     let nbytes = if e.slices != 0 {
         crate::record::data_len(e.dtype, &e.shape).unwrap_or(u64::MAX)
     } else {
@@ -33,7 +33,8 @@ fn info(e: RemoteEntry) -> TensorInfo {
     }
 }
 
-fn loaded(name: &[u8], t: RemoteTensor) -> LoadedTensor<'static> {
+/// Tensor `name` as read, as a store returns it.
+pub(super) fn loaded(name: &[u8], t: RemoteTensor) -> LoadedTensor<'static> {
     LoadedTensor {
         info: TensorInfo {
             name: name.to_vec(),
@@ -46,15 +47,28 @@ fn loaded(name: &[u8], t: RemoteTensor) -> LoadedTensor<'static> {
     }
 }
 
+/// The info of tensor `name` from a listing that starts at `name` (`None` if its first entry
+/// is another tensor).
+pub(super) fn info_named(listed: Vec<RemoteEntry>, name: &[u8]) -> Option<TensorInfo> {
+    listed
+        .into_iter()
+        .next()
+        .filter(|e| e.name == name)
+        .map(info)
+}
+
+/// A listing as [`TensorStore::scan`] returns it.
+pub(super) fn infos(listed: Vec<RemoteEntry>) -> TensorInfos<'static> {
+    Box::new(listed.into_iter().map(|e| Ok(info(e))))
+}
+
 impl TensorStore for RemoteSharded {
     fn format(&self) -> Format {
         Format::Native
     }
 
     fn scan(&self, start: &[u8]) -> Result<TensorInfos<'_>> {
-        Ok(Box::new(
-            self.list_from(start)?.into_iter().map(|e| Ok(info(e))),
-        ))
+        Ok(infos(self.list_from(start)?))
     }
 
     fn metadata(&self) -> Result<Metadata> {
@@ -112,12 +126,7 @@ impl TensorStore for RemoteSharded {
     }
 
     fn info(&self, name: &[u8]) -> Result<Option<TensorInfo>> {
-        Ok(self
-            .list_from(name)?
-            .into_iter()
-            .next()
-            .filter(|e| e.name == name)
-            .map(info))
+        Ok(info_named(self.list_from(name)?, name))
     }
 }
 
