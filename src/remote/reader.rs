@@ -827,6 +827,18 @@ impl RemoteReader {
     /// What fetching the tensor `name` (entry `e`, at `at`) of this single file means, checked
     /// against the file ([`RemoteReader::want_of`], and `shard_id` 0).
     fn want(&self, name: &[u8], e: &IndexEntry, at: u64) -> Result<Want> {
+        self.check_unsharded(|| name::display(name), e, at)?;
+        self.want_of(name, e, at)
+    }
+
+    /// [`Error::Corrupt`] for an entry `e` (at `at`; its tensor shown as `shown()` says) that
+    /// names a data object other than this file (`shard_id` not 0).
+    fn check_unsharded(
+        &self,
+        shown: impl FnOnce() -> String,
+        e: &IndexEntry,
+        at: u64,
+    ) -> Result<()> {
         if e.shard_id != 0 {
             return Err(Error::corrupt(
                 "index entry",
@@ -835,12 +847,12 @@ impl RemoteReader {
                     "{}: tensor {}: shard_id {} in a file that is not a sharded checkpoint's \
                      index",
                     self.location(),
-                    name::display(name),
+                    shown(),
                     e.shard_id
                 ),
             ));
         }
-        self.want_of(name, e, at)
+        Ok(())
     }
 
     /// The data of entry `e` (under `key`, in the block at `at`) of this file, whose records
@@ -999,19 +1011,7 @@ impl EntrySource for RemoteReader {
     }
 
     fn data(&self, key: &[u8], e: &IndexEntry, at: u64) -> Result<RemoteTensor> {
-        if e.shard_id != 0 {
-            return Err(Error::corrupt(
-                "index entry",
-                at,
-                format!(
-                    "{}: tensor {}: shard_id {} in a file that is not a sharded checkpoint's \
-                     index",
-                    self.location(),
-                    slice_key::display_key(key),
-                    e.shard_id
-                ),
-            ));
-        }
+        self.check_unsharded(|| slice_key::display_key(key), e, at)?;
         self.read_data(key, e, at)
     }
 }
