@@ -81,9 +81,8 @@ fn write_safetensors(path: &Path, n: usize) {
     let views: Vec<(String, safetensors::tensor::TensorView<'_>)> = data
         .iter()
         .map(|(k, v)| {
-            let view =
-                safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![4, 4], v)
-                    .unwrap();
+            let view = safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![4, 4], v)
+                .unwrap();
             (k.clone(), view)
         })
         .collect();

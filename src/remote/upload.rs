@@ -688,9 +688,7 @@ async fn drive(
                         });
                     }
                     let parts = std::mem::take(&mut done).into_values().collect();
-                    let r = multipart
-                        .complete_multipart(&loc.path, &id, parts)
-                        .await;
+                    let r = multipart.complete_multipart(&loc.path, &id, parts).await;
                     counters.request();
                     r.map_err(|e| doing(remote_error(&loc.url, e), "completing the upload"))?;
                     counters.completed.fetch_add(1, Ordering::Relaxed);
