@@ -331,14 +331,23 @@ impl CheckpointManager {
 
     /// The steps of [`CheckpointManager::list`], ascending.
     pub fn steps(&self) -> Result<Vec<u64>> {
-        Ok(self.list()?.into_iter().map(|c| c.step).collect())
+        self.surface()?;
+        Ok(self
+            .d
+            .list_with(false)?
+            .into_iter()
+            .map(|c| c.step)
+            .collect())
     }
 
     /// The latest checkpoint: the one the state file names when it exists, else (no state file,
     /// or one naming a checkpoint that is gone) the highest step.
     pub fn latest(&self) -> Result<CheckpointInfo> {
-        let all = self.list()?;
-        self.d.latest_of(all)
+        self.surface()?;
+        // Only the latest one's index is opened (for its metadata).
+        let mut c = self.d.latest_of(self.d.list_with(false)?)?;
+        c.metadata = read_metadata(&index_path(&c.prefix));
+        Ok(c)
     }
 
     /// Opens the checkpoint of `step` (any format paramdex reads: a TensorFlow checkpoint in the
@@ -350,10 +359,15 @@ impl CheckpointManager {
 
     /// The checkpoint of `step`, or [`CheckpointProblem::NoSuchStep`].
     pub fn find(&self, step: u64) -> Result<CheckpointInfo> {
-        self.list()?
+        self.surface()?;
+        let mut c = self
+            .d
+            .list_with(false)?
             .into_iter()
             .find(|c| c.step == step)
-            .ok_or_else(|| self.d.problem(CheckpointProblem::NoSuchStep, step))
+            .ok_or_else(|| self.d.problem(CheckpointProblem::NoSuchStep, step))?;
+        c.metadata = read_metadata(&index_path(&c.prefix));
+        Ok(c)
     }
 
     /// Saves `tensors` as step `step` on this thread, after every background save finished,
@@ -681,7 +695,7 @@ impl Dir {
                 .dir_lock
                 .lock()
                 .unwrap_or_else(|e| e.into_inner());
-            if let Ok(latest) = self.list().and_then(|all| self.latest_of(all)) {
+            if let Ok(latest) = self.list_with(false).and_then(|all| self.latest_of(all)) {
                 if let Ok(r) = Reader::open(index_path(&latest.prefix)) {
                     if r.is_sharded() {
                         save = save.with_base(Arc::new(r));
@@ -711,9 +725,22 @@ impl Dir {
         r
     }
 
-    /// Every checkpoint, by step.
+    /// Every checkpoint, by step, with metadata.
     fn list(&self) -> Result<Vec<CheckpointInfo>> {
-        let state = CheckpointState::read(&self.dir)?;
+        self.list_with(true)
+    }
+
+    /// Every checkpoint, by step; each one's metadata read (its index opened) when asked.
+    fn list_with(&self, with_metadata: bool) -> Result<Vec<CheckpointInfo>> {
+        self.list_from(CheckpointState::read(&self.dir)?, with_metadata)
+    }
+
+    /// Every checkpoint `state` lists, and those found beside it.
+    fn list_from(
+        &self,
+        state: Option<CheckpointState>,
+        with_metadata: bool,
+    ) -> Result<Vec<CheckpointInfo>> {
         let mut found: BTreeMap<u64, (PathBuf, Option<f64>)> = BTreeMap::new();
         let mut latest_prefix = None;
         if let Some(st) = &state {
@@ -758,9 +785,11 @@ impl Dir {
                     .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
                     .map(|d| d.as_secs_f64())
             });
-            let metadata = Reader::open(&index)
-                .ok()
-                .map(|r| r.header().metadata.clone());
+            let metadata = if with_metadata {
+                read_metadata(&index)
+            } else {
+                None
+            };
             out.push(CheckpointInfo {
                 step,
                 bytes: files_of(&prefix).iter().map(|(_, n)| n).sum(),
@@ -820,18 +849,18 @@ impl Dir {
         self.write_state(&all, old.last_preserved_timestamp)
     }
 
-    /// `list`, with a damaged state file read as none (the manager replaces it).
+    /// `list` without metadata, with a damaged state file read as none (the caller replaces
+    /// it).
     fn list_lenient(&self) -> Result<Vec<CheckpointInfo>> {
-        match self.list() {
+        // The damaged file stays until the new one replaces it (one rename).
+        match CheckpointState::read(&self.dir) {
             Err(Error::Checkpoint {
                 problem: CheckpointProblem::StateFile,
                 ..
             })
-            | Err(Error::LimitExceeded { .. }) => {
-                let _ = std::fs::remove_file(self.dir.join(STATE_FILE));
-                self.list()
-            }
-            other => other,
+            | Err(Error::LimitExceeded { .. }) => self.list_from(None, false),
+            Err(e) => Err(e),
+            Ok(st) => self.list_from(st, false),
         }
     }
 
@@ -923,14 +952,17 @@ impl Dir {
     }
 }
 
+/// The metadata of a paramdex checkpoint (`None` for one TensorFlow wrote).
+fn read_metadata(index: &Path) -> Option<Metadata> {
+    Reader::open(index)
+        .ok()
+        .map(|r| r.header().metadata.clone())
+}
+
 /// The index file an input names when it is a managed checkpoint directory: `DIR` with a
 /// `checkpoint` state file naming a checkpoint (its latest), or `DIR@STEP` (the checkpoint of
 /// that step in `DIR`). `Ok(None)` for anything else.
 pub(crate) fn resolve_input(path: &Path) -> Result<Option<PathBuf>> {
-    let listed = |dir: &Path| -> Result<Vec<CheckpointInfo>> {
-        let m = CheckpointManager::open(dir, ManagerOptions::default())?;
-        m.list()
-    };
     if path.is_dir() {
         // A `checkpoint` file that is not a state file, or names nothing that exists, is left
         // to the formats' own detection (which says what is missing).
@@ -962,15 +994,8 @@ pub(crate) fn resolve_input(path: &Path) -> Result<Option<PathBuf>> {
     if !dir.is_dir() {
         return Ok(None);
     }
-    let all = listed(dir)?;
-    match all.into_iter().find(|c| c.step == step) {
-        Some(c) => Ok(Some(index_path(&c.prefix))),
-        None => Err(Error::Checkpoint {
-            dir: dir.display().to_string(),
-            problem: CheckpointProblem::NoSuchStep,
-            detail: format!("no checkpoint of step {step}"),
-        }),
-    }
+    let m = CheckpointManager::open(dir, ManagerOptions::default())?;
+    Ok(Some(index_path(&m.find(step)?.prefix)))
 }
 
 /// Writes the shards of `save`, each on its own thread, tensors dealt to the least-filled one.
