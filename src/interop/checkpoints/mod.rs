@@ -354,7 +354,7 @@ impl CheckpointManager {
     /// directory opens too). Checks only what opening checks; call `verify` for the rest.
     pub fn restore(&self, step: u64) -> Result<Box<dyn TensorStore>> {
         let info = self.find(step)?;
-        crate::interop::open_any(index_path(&info.prefix))
+        open_checkpoint(&info.prefix)
     }
 
     /// The checkpoint of `step`, or [`CheckpointProblem::NoSuchStep`].
@@ -949,6 +949,23 @@ impl Dir {
             staging::sync_dir(&self.dir)?;
         }
         Ok(report)
+    }
+}
+
+/// Opens the checkpoint at `prefix`: a native one (single file or sharded), else a TensorFlow
+/// one (the two kinds a checkpoint directory holds; the format openers directly, as `open_any`
+/// sits above this module).
+fn open_checkpoint(prefix: &Path) -> Result<Box<dyn TensorStore>> {
+    let index = index_path(prefix);
+    if let Some(s) = crate::interop::native::open_native(&index)? {
+        return Ok(s);
+    }
+    match crate::interop::tf::open_store(&index)? {
+        Some(s) => Ok(s),
+        None => Err(Error::UnrecognizedFormat {
+            path: index.display().to_string(),
+            detail: "neither a paramdex nor a TensorFlow checkpoint".into(),
+        }),
     }
 }
 
