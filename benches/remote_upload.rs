@@ -74,7 +74,7 @@ fn ours(
     tensors: usize,
     opts: &UploadOptions,
 ) -> (f64, u64) {
-    let mut buf: Vec<u8> = (0..TENSOR).map(|i| (i * 131 >> 7) as u8).collect();
+    let mut buf: Vec<u8> = (0..TENSOR).map(|i| ((i * 131) >> 7) as u8).collect();
     let start = Instant::now();
     let loc = ObjectLocation {
         store: s.clone(),
@@ -107,7 +107,7 @@ fn plain(
     part: usize,
     concurrency: usize,
 ) -> f64 {
-    let mut buf: Vec<u8> = (0..TENSOR).map(|i| (i * 131 >> 7) as u8).collect();
+    let mut buf: Vec<u8> = (0..TENSOR).map(|i| ((i * 131) >> 7) as u8).collect();
     let start = Instant::now();
     rt.block_on(async {
         let upload = s.put_multipart(&ObjectPath::from(key)).await.unwrap();
