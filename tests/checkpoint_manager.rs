@@ -282,10 +282,20 @@ fn a_state_file_tensorflow_wrote_is_read() {
     assert_eq!(w_of(dir.path().to_str().unwrap()), [2.0; 3]);
 
     // An absolute path from another machine (the directory moved): found by its file name.
-    let moved = "model_checkpoint_path: \"/elsewhere/run7/ckpt-3\"\n\
-                 all_model_checkpoint_paths: \"/elsewhere/run7/ckpt-3\"\n";
+    let moved = "model_checkpoint_path: \"/elsewhere/run7/ckpt-2\"\n\
+                 all_model_checkpoint_paths: \"/elsewhere/run7/ckpt-2\"\n";
     std::fs::write(dir.path().join(STATE_FILE), moved).unwrap();
+    assert_eq!(m.latest().unwrap().step, 2);
+    // A pointer to a checkpoint that is gone: the manager falls back to the highest step, but
+    // an input naming the directory is an error naming what is missing.
+    std::fs::write(
+        dir.path().join(STATE_FILE),
+        "model_checkpoint_path: \"ckpt-9\"\nlast_preserved_timestamp: 5.5\n",
+    )
+    .unwrap();
     assert_eq!(m.latest().unwrap().step, 3);
+    let e = open_any(dir.path()).err().unwrap().to_string();
+    assert!(e.contains("ckpt-9"), "{e}");
     // The next save keeps TensorFlow's bookkeeping and lists every checkpoint.
     save(&mut m, 4, 0.0);
     let st = CheckpointState::read(dir.path()).unwrap().unwrap();
@@ -294,6 +304,7 @@ fn a_state_file_tensorflow_wrote_is_read() {
         st.all_model_checkpoint_paths,
         ["ckpt-1", "ckpt-2", "ckpt-3", "ckpt-4"]
     );
+    assert_eq!(st.last_preserved_timestamp, 5.5, "kept as read");
 }
 
 #[test]

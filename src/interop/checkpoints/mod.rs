@@ -997,7 +997,14 @@ pub(crate) fn resolve_input(path: &Path) -> Result<Option<PathBuf>> {
             return Ok(None);
         }
         let m = CheckpointManager::open(path, ManagerOptions::default())?;
-        return Ok(m.latest().ok().map(|c| index_path(&c.prefix)));
+        // Only the checkpoint the pointer names: one naming a missing checkpoint is left to the
+        // TensorFlow detector, which says so (the manager's fallback to the highest step is for
+        // saving, not for reading what the user named).
+        return Ok(m
+            .latest()
+            .ok()
+            .filter(|c| c.latest)
+            .map(|c| index_path(&c.prefix)));
     }
     if path.exists() {
         return Ok(None);
