@@ -190,6 +190,12 @@ fn saves_point_the_state_file_at_the_latest_and_prune_by_policy() {
             .unwrap();
     }
     assert_eq!(w_of(dir.path().to_str().unwrap()), [60.0; 3]);
+    let (step, store) = m.restore_latest().unwrap();
+    assert_eq!(step, 60);
+    assert_eq!(
+        store.metadata().unwrap().get("step"),
+        Some(&MetaValue::Int(60))
+    );
     let at = format!("{}@50", dir.path().display());
     assert_eq!(w_of(&at), [50.0; 3]);
     let missing = format!("{}@40", dir.path().display());

@@ -353,8 +353,22 @@ impl CheckpointManager {
     /// Opens the checkpoint of `step` (any format paramdex reads: a TensorFlow checkpoint in the
     /// directory opens too). Checks only what opening checks; call `verify` for the rest.
     pub fn restore(&self, step: u64) -> Result<Box<dyn TensorStore>> {
-        let info = self.find(step)?;
+        self.surface()?;
+        let info = self
+            .d
+            .list_with(false)?
+            .into_iter()
+            .find(|c| c.step == step)
+            .ok_or_else(|| self.d.problem(CheckpointProblem::NoSuchStep, step))?;
         open_checkpoint(&info.prefix)
+    }
+
+    /// Opens the latest checkpoint (as [`CheckpointManager::latest`] chooses it) and says its
+    /// step: what a job resuming after a crash calls.
+    pub fn restore_latest(&self) -> Result<(u64, Box<dyn TensorStore>)> {
+        self.surface()?;
+        let c = self.d.latest_of(self.d.list_with(false)?)?;
+        Ok((c.step, open_checkpoint(&c.prefix)?))
     }
 
     /// The checkpoint of `step`, or [`CheckpointProblem::NoSuchStep`].
@@ -756,10 +770,17 @@ impl Dir {
             }
         }
         let listing = |e| Error::io(format!("listing {}", self.dir.display()), e);
+        // The directory is read once: for the checkpoints named NAME-STEP, and for the files of
+        // each checkpoint in it.
+        let mut names = Vec::new();
         for ent in std::fs::read_dir(&self.dir).map_err(listing)? {
-            let ent = ent.map_err(listing)?;
-            let name = ent.file_name();
-            let Some(stem) = name.to_str().and_then(|n| n.strip_suffix(".index")) else {
+            if let Some(n) = ent.map_err(listing)?.file_name().to_str() {
+                names.push(n.to_string());
+            }
+        }
+        names.sort();
+        for name in &names {
+            let Some(stem) = name.strip_suffix(".index") else {
                 continue;
             };
             let step = stem
@@ -792,7 +813,10 @@ impl Dir {
             };
             out.push(CheckpointInfo {
                 step,
-                bytes: files_of(&prefix).iter().map(|(_, n)| n).sum(),
+                bytes: files_of(&prefix, (&self.dir, &names))
+                    .iter()
+                    .map(|(_, n)| n)
+                    .sum(),
                 latest: latest_prefix.as_ref() == Some(&prefix),
                 prefix,
                 timestamp,
@@ -937,7 +961,7 @@ impl Dir {
             if self.opts.writer.sync {
                 staging::sync_parent(&index)?;
             }
-            for (f, _) in files_of(&c.prefix) {
+            for (f, _) in files_of(&c.prefix, (&self.dir, &[])) {
                 match std::fs::remove_file(&f) {
                     Ok(()) => {}
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -1074,8 +1098,10 @@ fn write_shards(
 }
 
 /// The files of the checkpoint at `prefix` (`PREFIX.index`, `PREFIX.data-*`) and their sizes,
-/// a file linked under two of these names listed once.
-fn files_of(prefix: &Path) -> Vec<(PathBuf, u64)> {
+/// a file linked under two of these names listed once. `listed` is a directory and the names
+/// in it, read already (used when it is the prefix's directory and not empty; else the
+/// prefix's directory is read).
+fn files_of(prefix: &Path, listed: (&Path, &[String])) -> Vec<(PathBuf, u64)> {
     let (Some(dir), Some(name)) = (prefix.parent(), prefix.file_name().and_then(|n| n.to_str()))
     else {
         return Vec::new();
@@ -1084,18 +1110,24 @@ fn files_of(prefix: &Path) -> Vec<(PathBuf, u64)> {
     let index = format!("{name}.index");
     let mut seen = BTreeSet::new();
     let mut out = Vec::new();
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return out;
+    let ours = |n: &str| n == index || n.starts_with(&data);
+    let mut paths: Vec<PathBuf> = if dir == listed.0 && !listed.1.is_empty() {
+        listed
+            .1
+            .iter()
+            .filter(|n| ours(n))
+            .map(|n| dir.join(n))
+            .collect()
+    } else {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return out;
+        };
+        entries
+            .flatten()
+            .filter(|e| e.file_name().to_str().is_some_and(ours))
+            .map(|e| e.path())
+            .collect()
     };
-    let mut paths: Vec<PathBuf> = entries
-        .flatten()
-        .filter(|e| {
-            e.file_name()
-                .to_str()
-                .is_some_and(|n| n == index || n.starts_with(&data))
-        })
-        .map(|e| e.path())
-        .collect();
     paths.sort();
     for p in paths {
         let Ok(m) = std::fs::metadata(&p) else {
