@@ -475,6 +475,12 @@ impl CheckpointManager {
         self.surface()
     }
 
+    /// How many background saves are captured and not yet committed (or failed): never more
+    /// than [`ManagerOptions::max_in_flight`].
+    pub fn in_flight(&self) -> usize {
+        self.d.shared.lock().in_flight.len()
+    }
+
     /// Total time [`CheckpointManager::save_async`] calls spent blocked waiting for a slot.
     pub fn blocked_total(&self) -> Duration {
         self.blocked_total
