@@ -361,6 +361,24 @@ fn hostile_state_files_are_errors_never_panics() {
             .collect();
         let _ = CheckpointState::parse(&bytes, dir.path());
     }
+    // Paths outside the directory are never managed (nor pruned): only file names inside.
+    let outside = tempfile::tempdir().unwrap();
+    let mut other = CheckpointManager::open(outside.path(), fast(KeepPolicy::default())).unwrap();
+    save(&mut other, 7, 0.0);
+    let escape = format!(
+        "model_checkpoint_path: \"ckpt-1\"\nall_model_checkpoint_paths: \"{}\"\n\
+         all_model_checkpoint_paths: \"../{}/ckpt-7\"\nall_model_checkpoint_paths: \"ckpt-1\"\n",
+        other.prefix(7).display(),
+        outside.path().file_name().unwrap().to_str().unwrap()
+    );
+    std::fs::write(dir.path().join(STATE_FILE), escape).unwrap();
+    assert_eq!(m.steps().unwrap(), [1]);
+    let none = KeepPolicy {
+        last: Some(0),
+        ..Default::default()
+    };
+    m.prune(&none, false).unwrap();
+    assert_eq!(other.steps().unwrap(), [7]);
     // Unknown fields (a later TensorFlow) are skipped; a save replaces a damaged file.
     std::fs::write(
         dir.path().join(STATE_FILE),

@@ -846,14 +846,12 @@ impl Dir {
         let path = Path::new(p);
         let name = path.file_name()?.to_str()?;
         let step = step_of(name)?;
-        // Relative to the directory; an absolute path that no longer exists (the directory was
-        // moved) by its file name in the directory, as TensorFlow does.
-        let mut candidates = vec![self.dir.join(path)];
-        if path.is_absolute() {
-            candidates.push(self.dir.join(name));
-        }
-        let prefix = candidates.into_iter().find(|c| index_path(c).is_file())?;
-        Some((step, prefix))
+        // Only checkpoints in the directory itself are managed (pruning deletes them): a path
+        // is looked up by its file name in the directory, so an absolute path from before the
+        // directory moved is found (as TensorFlow finds it), and a hostile state file cannot
+        // name files elsewhere (`../x-1`, `/etc/x-1`) for pruning to delete.
+        let prefix = self.dir.join(name);
+        index_path(&prefix).is_file().then_some((step, prefix))
     }
 
     /// Points the state file at `step` (which exists), listing every checkpoint.
