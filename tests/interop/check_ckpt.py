@@ -10,7 +10,11 @@ check and exits non-zero on any mismatch:
 2. `paramdex ckpt DIR --prune --keep-last 2` rewrites the `checkpoint` state file: TensorFlow's
    `get_checkpoint_state` parses it, `tf.train.latest_checkpoint(DIR)` is still the latest, the
    pruned checkpoint's files are gone, and a new `tf.train.CheckpointManager` over the directory
-   restores the latest and saves the next step, which paramdex then names as the latest.
+   restores the latest and saves the next step, which paramdex then names as the latest;
+3. a directory paramdex's CheckpointManager saved into (examples/train_loop.rs, background saves,
+   keeping the last 2 and the best by loss): `tf.train.latest_checkpoint(DIR)` names its latest,
+   TensorFlow reads each kept checkpoint's tensor, `get_checkpoint_state` lists exactly the kept
+   ones; run again, it resumes after the latest.
 """
 
 import json
@@ -86,6 +90,23 @@ def main():
         steps = [c["step"] for c in listing["checkpoints"]]
         report("paramdex sees TensorFlow's next save", steps == [2, 3, 4] and listing["latest"] == 4, str(listing))
         report("get DIR reads it", np.array_equal(values(d), np.full(4, 4.0)))
+
+    root = os.environ.get("PARAMDEX_ROOT", os.path.join(os.path.dirname(__file__), "..", ".."))
+    with tempfile.TemporaryDirectory() as d:
+        run = ["cargo", "run", "--quiet", "--release", "--example", "train_loop", "--", d, "4"]
+        subprocess.run(run, cwd=root, check=True, capture_output=True)
+        latest = tf.train.latest_checkpoint(d)
+        report("latest_checkpoint names paramdex's latest", latest == os.path.join(d, "ckpt-4"), str(latest))
+        st = tf.train.get_checkpoint_state(d)
+        paths = [os.path.basename(p) for p in st.all_model_checkpoint_paths]
+        report("the state file lists the kept checkpoints", paths == ["ckpt-1", "ckpt-3", "ckpt-4"], str(paths))
+        for step in (1, 3, 4):
+            r = tf.train.load_checkpoint(os.path.join(d, f"ckpt-{step}"))
+            w = r.get_tensor("w")
+            report(f"TensorFlow reads ckpt-{step}", np.array_equal(w, np.full(4, step, dtype=np.float32)), str(w))
+        subprocess.run(run[:-1] + ["1"], cwd=root, check=True, capture_output=True)
+        latest = tf.train.latest_checkpoint(d)
+        report("a second run resumes after the latest", latest == os.path.join(d, "ckpt-5"), str(latest))
 
     if FAILURES:
         print(f"{len(FAILURES)} check(s) failed", file=sys.stderr)
