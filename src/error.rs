@@ -201,6 +201,43 @@ pub enum Error {
         /// The particulars, with the files involved.
         detail: String,
     },
+
+    /// A managed checkpoint directory cannot do what was asked: no checkpoint, no such step, a
+    /// step already saved, or a `checkpoint` state file that is not one
+    /// (`interop::CheckpointManager`).
+    #[error("{dir}: {detail}")]
+    Checkpoint {
+        /// The checkpoint directory.
+        dir: String,
+        /// What is wrong, for callers that act on it.
+        problem: CheckpointProblem,
+        /// The particulars.
+        detail: String,
+    },
+
+    /// A save that ran in the background failed; reported by the next call on its manager.
+    #[error("the background save of step {step} failed: {source}")]
+    BackgroundSave {
+        /// The step that was being saved.
+        step: u64,
+        /// Why it failed.
+        #[source]
+        source: Box<Error>,
+    },
+}
+
+/// What is wrong in a managed checkpoint directory (see [`Error::Checkpoint`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CheckpointProblem {
+    /// The directory holds no checkpoint.
+    Empty,
+    /// No checkpoint of the step asked for.
+    NoSuchStep,
+    /// A checkpoint of that step exists or is being written.
+    StepExists,
+    /// The `checkpoint` state file is not a TensorFlow `CheckpointState` in text format.
+    StateFile,
 }
 
 /// What is wrong with a file of a sharded checkpoint (see [`Error::Shard`]).

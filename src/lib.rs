@@ -77,7 +77,9 @@ pub mod raw;
 
 pub use dtype::DType;
 pub use element::Element;
-pub use error::{Corruption, Error, RemoteProblem, Result, ShardProblem, SliceProblem};
+pub use error::{
+    CheckpointProblem, Corruption, Error, RemoteProblem, Result, ShardProblem, SliceProblem,
+};
 pub use native::{
     clean_shards, last_complete_len, merge_shards, recover, recover_any, recover_any_with,
     remove_staged, rewrite_in_place, shard_files, write_atomically, EarlySync, FileHeader,

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 
+mod checkpoints;
 mod export;
 pub mod json;
 mod merge;
@@ -24,6 +25,11 @@ mod store;
 pub mod tf;
 mod upload;
 
+pub use checkpoints::{
+    step_of, AsyncSaveReport, BestBy, Candidate, CheckpointInfo, CheckpointManager,
+    CheckpointState, KeepPolicy, Layout, ManagerOptions, OwnedTensor, PruneReport, MAX_STATE_BYTES,
+    MAX_STATE_ENTRIES, STATE_FILE,
+};
 pub use export::{export, ExportOptions, ExportReport, OutputFormat, Skipped};
 pub use merge::{merge, MergeInput, MergeOptions, MergeReport};
 pub use remote::{open_location, open_url, UrlOptions};
@@ -47,6 +53,9 @@ const OPENERS: &[Opener] = &[
 
 /// Opens any supported input, detecting its format by content (not by extension).
 ///
+/// A directory with TensorFlow's `checkpoint` state file opens its latest checkpoint, and
+/// `DIR@STEP` the checkpoint of step `STEP` in `DIR` (see [`CheckpointManager`]).
+///
 /// A directory that no format claims itself (it is not a checkpoint directory, a Paddle model
 /// directory or a directory of tensor files) is looked into one level down, the same way for
 /// every format: its subdirectories (hidden ones, starting with `.`, left aside) are tried as
@@ -56,6 +65,10 @@ pub fn open_any(path: impl AsRef<Path>) -> Result<Box<dyn TensorStore>> {
     let path = path.as_ref();
     if let Some(url) = path.to_str().filter(|s| crate::remote::is_url(s)) {
         return remote::open_url(url);
+    }
+    // A checkpoint directory (its latest) or `DIR@STEP`.
+    if let Some(index) = checkpoints::resolve_input(path)? {
+        return open_any(index);
     }
     if let Some(store) = detect(path)? {
         return Ok(store);

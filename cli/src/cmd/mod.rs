@@ -1,6 +1,7 @@
 //! Command definitions, dispatch, and what every command shares: exit codes, error lines,
 //! progress bars, colour.
 
+mod ckpt;
 mod convert;
 mod demo;
 mod diff;
@@ -360,6 +361,41 @@ enum Command {
         /// Only list what would be removed.
         #[arg(long = "dry-run")]
         dry_run: bool,
+    },
+    /// List the checkpoints of a training directory (step, size, when saved, metadata, the
+    /// latest marked `*`): those TensorFlow's `checkpoint` state file lists and NAME-STEP
+    /// checkpoints beside it. With --prune, apply a keep policy (the latest, and a checkpoint
+    /// being written, are always kept). Any command reads DIR (its latest) or DIR@STEP.
+    Ckpt {
+        /// The checkpoint directory.
+        dir: PathBuf,
+        /// The checkpoints' name before -STEP.
+        #[arg(long, default_value = "ckpt")]
+        name: String,
+        /// Delete the checkpoints the --keep-* policy does not keep.
+        #[arg(long)]
+        prune: bool,
+        /// With --prune: only say what would be deleted.
+        #[arg(long = "dry-run", requires = "prune")]
+        dry_run: bool,
+        /// Keep the N highest steps.
+        #[arg(long = "keep-last", value_name = "N", requires = "prune")]
+        keep_last: Option<usize>,
+        /// Keep one checkpoint every K steps (the lowest step of each K).
+        #[arg(long = "keep-every-steps", value_name = "K", requires = "prune")]
+        keep_every_steps: Option<u64>,
+        /// Keep one checkpoint every span of wall time (90s, 30m, 2h, 1d): the earliest of each.
+        #[arg(long = "keep-every", value_name = "DURATION", requires = "prune")]
+        keep_every: Option<String>,
+        /// Keep the COUNT best by the metadata number KEY (higher is better).
+        #[arg(long = "keep-best", value_name = "KEY=COUNT", requires = "prune")]
+        keep_best: Option<String>,
+        /// With --keep-best: lower is better (a loss).
+        #[arg(long = "lower-is-better", requires = "keep_best")]
+        lower_is_better: bool,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// One rank of `demo --ranks` (run by it).
     #[command(name = "demo-rank", hide = true)]
@@ -833,6 +869,27 @@ pub fn run(cli: Cli) -> paramdex::Result<ExitCode> {
             save.as_deref(),
         ),
         Command::CleanShards { prefix, dry_run } => shards::clean(ui, &prefix, dry_run),
+        Command::Ckpt {
+            dir,
+            name,
+            prune,
+            dry_run,
+            keep_last,
+            keep_every_steps,
+            keep_every,
+            keep_best,
+            lower_is_better,
+            json,
+        } => {
+            let policy = prune.then_some(ckpt::PolicyArgs {
+                last: keep_last,
+                every_steps: keep_every_steps,
+                every: keep_every.as_deref(),
+                best: keep_best.as_deref(),
+                lower_is_better,
+            });
+            ckpt::ckpt(ui, &dir, Some(&name), policy, dry_run, json)
+        }
         Command::DemoRank {
             prefix,
             rank,

@@ -1,0 +1,141 @@
+//! `paramdex ckpt DIR` (listing, `--json`, `--prune` with policies and `--dry-run`) and `DIR` /
+//! `DIR@STEP` as the input of reading commands.
+
+mod common;
+use common::*;
+
+use paramdex::interop::{CheckpointManager, ManagerOptions};
+use paramdex::{DType, MetaValue, Metadata, Tensor};
+
+/// Steps 100..=500 with `acc` metadata (best at 200), the latest 500.
+fn training_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let mut opts = ManagerOptions::default();
+    opts.writer.sync = false;
+    let mut m = CheckpointManager::open(dir.path(), opts).unwrap();
+    for (i, acc) in [0.1, 0.9, 0.3, 0.4, 0.5].iter().enumerate() {
+        let step = (i as u64 + 1) * 100;
+        let w: Vec<u8> = [step as f32; 2]
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect();
+        let mut md = Metadata::new();
+        md.insert("acc", MetaValue::Float(*acc)).unwrap();
+        m.save(step, [("w", Tensor::new(DType::Float32, &[2], &w))], md)
+            .unwrap();
+    }
+    dir
+}
+
+#[test]
+fn ckpt_lists_steps_sizes_metadata_and_the_latest() {
+    let dir = training_dir();
+    let o = stdout(&run(&[&"ckpt", &dir.path()], 0));
+    let lines: Vec<&str> = o.lines().collect();
+    assert_eq!(lines.len(), 6, "{o}");
+    assert!(
+        lines[0].contains("STEP") && lines[0].contains("METADATA"),
+        "{o}"
+    );
+    assert!(
+        lines[2].contains(" 200 ") && lines[2].contains("acc=0.9"),
+        "{o}"
+    );
+    assert!(
+        lines[5].starts_with("* ") && lines[5].contains("(latest)"),
+        "{o}"
+    );
+    let v = json(&run(&[&"ckpt", &dir.path(), &"--json"], 0));
+    assert_eq!(v["latest"], 500);
+    let list = v["checkpoints"].as_array().unwrap();
+    let steps: Vec<u64> = list.iter().map(|c| c["step"].as_u64().unwrap()).collect();
+    assert_eq!(steps, [100, 200, 300, 400, 500]);
+    assert!(list.iter().all(|c| c["bytes"].as_u64().unwrap() > 0));
+    assert_eq!(list[4]["latest"], true);
+    assert_eq!(list[0]["latest"], false);
+    assert_eq!(list[1]["metadata"]["acc"], 0.9);
+}
+
+#[test]
+fn ckpt_prune_applies_a_policy_and_dry_run_changes_nothing() {
+    let dir = training_dir();
+    let p = dir.path();
+    let dry = json(&run(
+        &[
+            &"ckpt",
+            &p,
+            &"--prune",
+            &"--keep-last",
+            &"1",
+            &"--keep-best",
+            &"acc=1",
+            &"--dry-run",
+            &"--json",
+        ],
+        0,
+    ));
+    assert_eq!(dry["deleted"], serde_json::json!([100, 300, 400]));
+    assert_eq!(dry["kept"], serde_json::json!([200, 500]));
+    assert_eq!(
+        json(&run(&[&"ckpt", &p, &"--json"], 0))["checkpoints"]
+            .as_array()
+            .unwrap()
+            .len(),
+        5
+    );
+    let o = stdout(&run(
+        &[&"ckpt", &p, &"--prune", &"--keep-every-steps", &"200"],
+        0,
+    ));
+    // Kept: the lowest of each 200 steps (100, 200, 400) and the latest (500).
+    let lines: Vec<&str> = o.lines().collect();
+    assert_eq!(lines.len(), 2, "{o}");
+    assert!(lines[0].starts_with("deleted step 300 "), "{o}");
+    assert!(lines[1].starts_with("deleted 1 checkpoint(s)"), "{o}");
+    let v = json(&run(&[&"ckpt", &p, &"--json"], 0));
+    let steps: Vec<u64> = v["checkpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["step"].as_u64().unwrap())
+        .collect();
+    assert_eq!(steps, [100, 200, 400, 500]);
+    // Lower is better: the smallest acc.
+    let v = json(&run(
+        &[
+            &"ckpt",
+            &p,
+            &"--prune",
+            &"--keep-best",
+            &"acc=1",
+            &"--lower-is-better",
+            &"--json",
+        ],
+        0,
+    ));
+    assert_eq!(v["kept"], serde_json::json!([100, 500]));
+    // No policy; a policy without --prune; a bad duration; not a directory.
+    run(&[&"ckpt", &p, &"--prune"], 1);
+    run(&[&"ckpt", &p, &"--keep-last", &"1"], 2);
+    run(&[&"ckpt", &p, &"--prune", &"--keep-every", &"5x"], 1);
+    run(&[&"ckpt", &p.join("nope")], 1);
+}
+
+#[test]
+fn reading_commands_take_dir_and_dir_at_step() {
+    let dir = training_dir();
+    let p = dir.path().display().to_string();
+    let latest = json(&run(&[&"get", &p, &"w"], 0));
+    let at200 = json(&run(&[&"get", &format!("{p}@200"), &"w"], 0));
+    assert_ne!(latest, at200);
+    assert!(latest.to_string().contains("500"), "{latest}");
+    assert!(at200.to_string().contains("200"), "{at200}");
+    run(&[&"ls", &format!("{p}@300")], 0);
+    run(&[&"verify", &format!("{p}@300")], 0);
+    run(&[&"meta", &format!("{p}@200")], 0);
+    let o = run(&[&"ls", &format!("{p}@999")], 1);
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("no checkpoint of step 999"),
+        "{o:?}"
+    );
+}

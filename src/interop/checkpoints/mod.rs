@@ -1,0 +1,1151 @@
+//! A training job's checkpoint directory: [`CheckpointManager`] saves step-numbered checkpoints
+//! (`DIR/ckpt-STEP`, TensorFlow's naming), keeps TensorFlow's `checkpoint` state file pointing at
+//! the latest, prunes by a [`KeepPolicy`], restores any step, and saves in the background
+//! ([`CheckpointManager::save_async`]). docs/checkpoints.md has the guarantees.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crate::dtype::DType;
+use crate::error::{CheckpointProblem, Error, Result};
+use crate::interop::store::TensorStore;
+use crate::native::{
+    data_path, index_path, staging, MergeShardsOptions, Metadata, Reader, SaveId, ShardedSave,
+    Tensor, Writer, WriterOptions,
+};
+
+mod policy;
+mod state;
+
+pub use policy::{BestBy, Candidate, KeepPolicy};
+pub use state::{CheckpointState, MAX_STATE_BYTES, MAX_STATE_ENTRIES, STATE_FILE};
+
+/// How each checkpoint is laid out on disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    /// One native file, `PREFIX.data-00000-of-00001`, with `PREFIX.index` a hard link to it (a
+    /// copy where the file system cannot link): a TensorFlow checkpoint and a native file.
+    Single,
+    /// A sharded checkpoint (SPEC.md 12) of this many data files, written by as many threads.
+    Sharded {
+        /// Number of data files (1 to [`crate::MAX_SHARDS`]).
+        shards: u32,
+        /// Each save reuses the tensors the previous checkpoint (when it is a sharded paramdex
+        /// checkpoint) holds byte-identical, linking its data files instead of writing them
+        /// again (SPEC.md 12.5).
+        incremental: bool,
+    },
+}
+
+/// Options of a [`CheckpointManager`].
+#[derive(Clone, Debug)]
+pub struct ManagerOptions {
+    /// The checkpoints' name before `-STEP` (`ckpt`, as TensorFlow's `CheckpointManager`).
+    pub name: String,
+    /// Single file or sharded.
+    pub layout: Layout,
+    /// Applied after every save (an empty policy keeps every checkpoint).
+    pub keep: KeepPolicy,
+    /// Most background saves captured but not yet committed; [`CheckpointManager::save_async`]
+    /// blocks while that many are (at least 1).
+    pub max_in_flight: usize,
+    /// How the files are written (`sync: false` skips fsyncs: tests only).
+    pub writer: WriterOptions,
+}
+
+impl Default for ManagerOptions {
+    fn default() -> Self {
+        ManagerOptions {
+            name: "ckpt".into(),
+            layout: Layout::Single,
+            keep: KeepPolicy::default(),
+            max_in_flight: 1,
+            writer: WriterOptions::default(),
+        }
+    }
+}
+
+/// One checkpoint of a directory.
+#[derive(Clone, Debug)]
+pub struct CheckpointInfo {
+    /// Its step (the number after the last `-` of its name).
+    pub step: u64,
+    /// Its prefix (`DIR/ckpt-STEP`).
+    pub prefix: PathBuf,
+    /// When it was saved, seconds since the Unix epoch: from the state file, else the index
+    /// file's modification time.
+    pub timestamp: Option<f64>,
+    /// Bytes of its files (a file linked under two of its names counted once).
+    pub bytes: u64,
+    /// Its metadata, when it is a paramdex checkpoint (`None` for one TensorFlow wrote).
+    pub metadata: Option<Metadata>,
+    /// Whether the state file names it as the latest.
+    pub latest: bool,
+}
+
+/// A tensor handed over by ownership to [`CheckpointManager::save_async_owned`].
+#[derive(Clone, Debug)]
+pub struct OwnedTensor {
+    /// Its name.
+    pub name: Vec<u8>,
+    /// Element type.
+    pub dtype: DType,
+    /// Dimensions.
+    pub shape: Vec<u64>,
+    /// Paddle LoD levels (usually none).
+    pub lod: Vec<Vec<u64>>,
+    /// Little-endian, row-major element bytes.
+    pub data: Vec<u8>,
+}
+
+impl OwnedTensor {
+    /// A tensor without LoD.
+    pub fn new(name: impl Into<Vec<u8>>, dtype: DType, shape: Vec<u64>, data: Vec<u8>) -> Self {
+        OwnedTensor {
+            name: name.into(),
+            dtype,
+            shape,
+            lod: Vec::new(),
+            data,
+        }
+    }
+
+    fn tensor(&self) -> Tensor<'_> {
+        Tensor::new(self.dtype, &self.shape, &self.data).with_lod(&self.lod)
+    }
+}
+
+/// What a background save cost the caller.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AsyncSaveReport {
+    /// Time spent waiting for a slot (too many saves in flight).
+    pub blocked: Duration,
+    /// Time spent copying the tensors (zero when they were handed over).
+    pub captured: Duration,
+    /// Bytes of tensor data captured.
+    pub bytes: u64,
+}
+
+/// What a prune deleted (or, in a dry run, would delete).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PruneReport {
+    /// Steps deleted.
+    pub deleted: Vec<u64>,
+    /// Steps kept.
+    pub kept: Vec<u64>,
+    /// Bytes of the deleted checkpoints' files (files still linked elsewhere included).
+    pub bytes: u64,
+}
+
+/// The captured tensors of a background save.
+enum Captured {
+    Owned(Vec<OwnedTensor>),
+    /// One buffer holding every tensor's bytes; the buffer goes back to the pool after.
+    Copied {
+        buf: Vec<u8>,
+        items: Vec<CopiedItem>,
+    },
+}
+
+struct CopiedItem {
+    name: Vec<u8>,
+    dtype: DType,
+    shape: Vec<u64>,
+    lod: Vec<Vec<u64>>,
+    range: std::ops::Range<usize>,
+}
+
+impl Captured {
+    fn tensors(&self) -> Vec<(&[u8], Tensor<'_>)> {
+        match self {
+            Captured::Owned(v) => v.iter().map(|t| (&t.name[..], t.tensor())).collect(),
+            Captured::Copied { buf, items } => items
+                .iter()
+                .map(|i| {
+                    let t = Tensor::new(i.dtype, &i.shape, &buf[i.range.clone()]).with_lod(&i.lod);
+                    (&i.name[..], t)
+                })
+                .collect(),
+        }
+    }
+}
+
+struct Job {
+    step: u64,
+    tensors: Captured,
+    metadata: Metadata,
+}
+
+/// State shared with the background writer.
+#[derive(Default)]
+struct Inner {
+    /// Steps captured and not yet committed or failed.
+    in_flight: BTreeSet<u64>,
+    /// Steps an incremental save in progress reads from.
+    bases: BTreeMap<u64, usize>,
+    /// Failures not yet reported, oldest first.
+    errors: VecDeque<Error>,
+    /// Buffers of finished copied saves, for the next ones.
+    pool: Vec<Vec<u8>>,
+}
+
+struct Shared {
+    inner: Mutex<Inner>,
+    changed: Condvar,
+    /// Held while the state file is read, changed and written, and while pruning.
+    dir_lock: Mutex<()>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic elsewhere while holding the lock leaves plain data: still usable.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The directory's configuration, shared by the caller and the background writer.
+struct Dir {
+    dir: PathBuf,
+    opts: ManagerOptions,
+    shared: Shared,
+}
+
+/// Saves, lists, prunes and restores the step-numbered checkpoints of a local directory, with
+/// TensorFlow's `checkpoint` state file as the pointer to the latest (so
+/// `tf.train.latest_checkpoint(DIR)` and `tf.train.CheckpointManager` find them, and this finds
+/// theirs).
+///
+/// ```
+/// use paramdex::interop::{CheckpointManager, KeepPolicy, ManagerOptions};
+/// use paramdex::{DType, Metadata, Tensor};
+/// # fn main() -> paramdex::Result<()> {
+/// # let dir = tempfile::tempdir().unwrap();
+/// let opts = ManagerOptions {
+///     keep: KeepPolicy { last: Some(2), ..Default::default() },
+///     ..Default::default()
+/// };
+/// let mut m = CheckpointManager::open(dir.path(), opts)?;
+/// for step in [100, 200, 300] {
+///     let w = [step as f32; 4];
+///     let bytes: Vec<u8> = w.iter().flat_map(|x| x.to_le_bytes()).collect();
+///     m.save_async(step, [("w", Tensor::new(DType::Float32, &[4], &bytes))], Metadata::new())?;
+/// }
+/// m.wait()?;
+/// assert_eq!(m.steps()?, [200, 300]);
+/// let store = m.restore(m.latest()?.step)?;
+/// assert_eq!(store.load(b"w")?.unwrap().info.shape, [4]);
+/// # Ok(()) }
+/// ```
+pub struct CheckpointManager {
+    d: Arc<Dir>,
+    worker: Option<(mpsc::Sender<Job>, std::thread::JoinHandle<()>)>,
+    blocked_total: Duration,
+}
+
+impl std::fmt::Debug for CheckpointManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CheckpointManager")
+            .field("dir", &self.d.dir)
+            .field("opts", &self.d.opts)
+            .finish()
+    }
+}
+
+fn now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+/// The step of a checkpoint name `NAME-STEP` (the digits after the last `-`).
+pub fn step_of(name: &str) -> Option<u64> {
+    let (_, digits) = name.rsplit_once('-')?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+impl CheckpointManager {
+    /// Manages `dir` (created if missing). Reads nothing yet: a damaged state file is reported
+    /// by the calls that read it.
+    pub fn open(dir: impl AsRef<Path>, opts: ManagerOptions) -> Result<CheckpointManager> {
+        let dir = dir.as_ref().to_path_buf();
+        if opts.name.is_empty() || opts.name.contains(['/', '\\']) || opts.name == STATE_FILE {
+            return Err(Error::InvalidArgument(format!(
+                "checkpoint name {:?}: a file name, not empty, not {STATE_FILE:?}",
+                opts.name
+            )));
+        }
+        if let Layout::Sharded { shards, .. } = opts.layout {
+            if shards == 0 || shards > crate::native::MAX_SHARDS {
+                return Err(Error::InvalidArgument(format!(
+                    "{shards} shards: a save has 1 to {}",
+                    crate::native::MAX_SHARDS
+                )));
+            }
+        }
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+        Ok(CheckpointManager {
+            d: Arc::new(Dir {
+                dir,
+                opts,
+                shared: Shared {
+                    inner: Mutex::new(Inner::default()),
+                    changed: Condvar::new(),
+                    dir_lock: Mutex::new(()),
+                },
+            }),
+            worker: None,
+            blocked_total: Duration::ZERO,
+        })
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.d.dir
+    }
+
+    /// The options.
+    pub fn options(&self) -> &ManagerOptions {
+        &self.d.opts
+    }
+
+    /// The prefix of step `step`: `DIR/NAME-STEP`.
+    pub fn prefix(&self, step: u64) -> PathBuf {
+        self.d.prefix(step)
+    }
+
+    /// Every checkpoint of the directory, by step: those the state file lists (any name ending
+    /// in `-STEP`, as TensorFlow's savers name them) and those named `NAME-STEP` found beside it
+    /// (a save committed just before a crash, before the pointer was updated). A checkpoint
+    /// exists when its `.index` file does.
+    pub fn list(&self) -> Result<Vec<CheckpointInfo>> {
+        self.surface()?;
+        self.d.list()
+    }
+
+    /// The steps of [`CheckpointManager::list`], ascending.
+    pub fn steps(&self) -> Result<Vec<u64>> {
+        self.surface()?;
+        Ok(self
+            .d
+            .list_with(false)?
+            .into_iter()
+            .map(|c| c.step)
+            .collect())
+    }
+
+    /// The latest checkpoint: the one the state file names when it exists, else (no state file,
+    /// or one naming a checkpoint that is gone) the highest step.
+    pub fn latest(&self) -> Result<CheckpointInfo> {
+        self.surface()?;
+        // Only the latest one's index is opened (for its metadata).
+        let mut c = self.d.latest_of(self.d.list_with(false)?)?;
+        c.metadata = read_metadata(&index_path(&c.prefix));
+        Ok(c)
+    }
+
+    /// Opens the checkpoint of `step` (any format paramdex reads: a TensorFlow checkpoint in the
+    /// directory opens too). Checks only what opening checks; call `verify` for the rest.
+    pub fn restore(&self, step: u64) -> Result<Box<dyn TensorStore>> {
+        self.surface()?;
+        let info = self
+            .d
+            .list_with(false)?
+            .into_iter()
+            .find(|c| c.step == step)
+            .ok_or_else(|| self.d.problem(CheckpointProblem::NoSuchStep, step))?;
+        open_checkpoint(&info.prefix)
+    }
+
+    /// Opens the latest checkpoint (as [`CheckpointManager::latest`] chooses it) and says its
+    /// step: what a job resuming after a crash calls.
+    pub fn restore_latest(&self) -> Result<(u64, Box<dyn TensorStore>)> {
+        self.surface()?;
+        let c = self.d.latest_of(self.d.list_with(false)?)?;
+        Ok((c.step, open_checkpoint(&c.prefix)?))
+    }
+
+    /// The checkpoint of `step`, or [`CheckpointProblem::NoSuchStep`].
+    pub fn find(&self, step: u64) -> Result<CheckpointInfo> {
+        self.surface()?;
+        let mut c = self
+            .d
+            .list_with(false)?
+            .into_iter()
+            .find(|c| c.step == step)
+            .ok_or_else(|| self.d.problem(CheckpointProblem::NoSuchStep, step))?;
+        c.metadata = read_metadata(&index_path(&c.prefix));
+        Ok(c)
+    }
+
+    /// Saves `tensors` as step `step` on this thread, after every background save finished,
+    /// then points the state file at it and applies the keep policy. Errors if `step` exists.
+    pub fn save<'t, N: AsRef<[u8]>>(
+        &mut self,
+        step: u64,
+        tensors: impl IntoIterator<Item = (N, Tensor<'t>)>,
+        metadata: Metadata,
+    ) -> Result<()> {
+        self.wait()?;
+        self.d.claim(step)?;
+        let list: Vec<(N, Tensor<'t>)> = tensors.into_iter().collect();
+        let refs: Vec<(&[u8], Tensor<'_>)> = list.iter().map(|(n, t)| (n.as_ref(), *t)).collect();
+        let r = self.d.run(step, &refs, metadata);
+        self.d.release(step);
+        r
+    }
+
+    /// Copies `tensors` into buffers of the manager (reused from save to save) and returns; a
+    /// background thread writes them as step `step`, commits, points the state file at it and
+    /// applies the keep policy. Blocks while [`ManagerOptions::max_in_flight`] saves are in
+    /// flight. An earlier background save's error is returned here instead (this save is then
+    /// not started), as [`Error::BackgroundSave`].
+    pub fn save_async<'t, N: AsRef<[u8]>>(
+        &mut self,
+        step: u64,
+        tensors: impl IntoIterator<Item = (N, Tensor<'t>)>,
+        metadata: Metadata,
+    ) -> Result<AsyncSaveReport> {
+        let blocked = self.wait_for_slot(step)?;
+        let t0 = Instant::now();
+        let list: Vec<(N, Tensor<'t>)> = tensors.into_iter().collect();
+        let total: usize = list.iter().map(|(_, t)| t.data.len()).sum();
+        let mut buf = self.take_buffer(total);
+        let mut items = Vec::with_capacity(list.len());
+        for (n, t) in &list {
+            let start = buf.len();
+            buf.extend_from_slice(t.data);
+            items.push(CopiedItem {
+                name: n.as_ref().to_vec(),
+                dtype: t.dtype,
+                shape: t.shape.to_vec(),
+                lod: t.lod.to_vec(),
+                range: start..buf.len(),
+            });
+        }
+        let captured = t0.elapsed();
+        self.enqueue(Job {
+            step,
+            tensors: Captured::Copied { buf, items },
+            metadata,
+        })?;
+        Ok(AsyncSaveReport {
+            blocked,
+            captured,
+            bytes: total as u64,
+        })
+    }
+
+    /// [`CheckpointManager::save_async`] of tensors handed over: nothing is copied.
+    pub fn save_async_owned(
+        &mut self,
+        step: u64,
+        tensors: Vec<OwnedTensor>,
+        metadata: Metadata,
+    ) -> Result<AsyncSaveReport> {
+        let blocked = self.wait_for_slot(step)?;
+        let bytes = tensors.iter().map(|t| t.data.len() as u64).sum();
+        self.enqueue(Job {
+            step,
+            tensors: Captured::Owned(tensors),
+            metadata,
+        })?;
+        Ok(AsyncSaveReport {
+            blocked,
+            captured: Duration::ZERO,
+            bytes,
+        })
+    }
+
+    /// Waits for every background save, then returns the first failure not yet reported, if
+    /// any (call again for the next).
+    pub fn wait(&mut self) -> Result<()> {
+        let sh = &self.d.shared;
+        let mut g = sh.lock();
+        while !g.in_flight.is_empty() {
+            g = sh.changed.wait(g).unwrap_or_else(|e| e.into_inner());
+        }
+        drop(g);
+        self.surface()
+    }
+
+    /// How many background saves are captured and not yet committed (or failed): never more
+    /// than [`ManagerOptions::max_in_flight`].
+    pub fn in_flight(&self) -> usize {
+        self.d.shared.lock().in_flight.len()
+    }
+
+    /// Total time [`CheckpointManager::save_async`] calls spent blocked waiting for a slot.
+    pub fn blocked_total(&self) -> Duration {
+        self.blocked_total
+    }
+
+    /// Applies `policy` (never deleting the latest, a step being written, or the base of an
+    /// incremental save in progress): updates the state file, then deletes each pruned
+    /// checkpoint's index (so it no longer exists) and its data files. `dry_run` changes
+    /// nothing and says what would go.
+    pub fn prune(&self, policy: &KeepPolicy, dry_run: bool) -> Result<PruneReport> {
+        self.surface()?;
+        self.d.prune(policy, dry_run)
+    }
+
+    /// The oldest unreported background failure, as [`Error::BackgroundSave`].
+    fn surface(&self) -> Result<()> {
+        match self.d.shared.lock().errors.pop_front() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Waits until fewer than `max_in_flight` saves are in flight, reports an earlier failure
+    /// (one that finished while waiting included), then claims `step`.
+    fn wait_for_slot(&mut self, step: u64) -> Result<Duration> {
+        let t0 = Instant::now();
+        let max = self.d.opts.max_in_flight.max(1);
+        {
+            let sh = &self.d.shared;
+            let mut g = sh.lock();
+            while g.in_flight.len() >= max {
+                g = sh.changed.wait(g).unwrap_or_else(|e| e.into_inner());
+            }
+        }
+        let blocked = t0.elapsed();
+        self.blocked_total += blocked;
+        self.surface()?;
+        self.d.claim(step)?;
+        Ok(blocked)
+    }
+
+    /// A buffer of the pool with room for `len` bytes (or a new one), emptied.
+    fn take_buffer(&self, len: usize) -> Vec<u8> {
+        let mut g = self.d.shared.lock();
+        let i = g.pool.iter().position(|b| b.capacity() >= len);
+        let mut b = match i {
+            Some(i) => g.pool.swap_remove(i),
+            None => g.pool.pop().unwrap_or_default(),
+        };
+        drop(g);
+        b.clear();
+        b.reserve(len);
+        b
+    }
+
+    fn enqueue(&mut self, job: Job) -> Result<()> {
+        let step = job.step;
+        if self.worker.is_none() {
+            let (tx, rx) = mpsc::channel::<Job>();
+            let d = self.d.clone();
+            let h = std::thread::Builder::new()
+                .name("paramdex-ckpt".into())
+                .spawn(move || background(&d, rx))
+                .map_err(|e| Error::io("starting the checkpoint writer thread", e));
+            match h {
+                Ok(h) => self.worker = Some((tx, h)),
+                Err(e) => {
+                    self.d.release(step);
+                    return Err(e);
+                }
+            }
+        }
+        let Some((tx, _)) = &self.worker else {
+            unreachable!("the worker was started above")
+        };
+        if tx.send(job).is_err() {
+            // The thread is gone (it never exits while the sender lives, unless it panicked).
+            self.d.release(step);
+            return Err(Error::Io {
+                context: format!("saving step {step}"),
+                source: std::io::Error::other("the checkpoint writer thread stopped"),
+            });
+        }
+        Ok(())
+    }
+}
+
+impl Drop for CheckpointManager {
+    /// Waits for the background saves (their errors, unless reported by [`wait`], are lost
+    /// with the manager: call `wait` before dropping it).
+    ///
+    /// [`wait`]: CheckpointManager::wait
+    fn drop(&mut self) {
+        if let Some((tx, h)) = self.worker.take() {
+            drop(tx);
+            let _ = h.join();
+        }
+    }
+}
+
+/// The background writer: one save at a time, in the order they were captured.
+fn background(d: &Dir, rx: mpsc::Receiver<Job>) {
+    while let Ok(job) = rx.recv() {
+        let tensors = job.tensors.tensors();
+        let r = d.run(job.step, &tensors, job.metadata);
+        drop(tensors);
+        let buf = match job.tensors {
+            Captured::Copied { buf, .. } => Some(buf),
+            Captured::Owned(_) => None,
+        };
+        let mut g = d.shared.lock();
+        if let Err(e) = r {
+            g.errors.push_back(Error::BackgroundSave {
+                step: job.step,
+                source: Box::new(e),
+            });
+        }
+        if let Some(b) = buf {
+            // Enough buffers for every save in flight and the one being captured.
+            if g.pool.len() <= d.opts.max_in_flight {
+                g.pool.push(b);
+            }
+        }
+        g.in_flight.remove(&job.step);
+        drop(g);
+        d.shared.changed.notify_all();
+    }
+}
+
+impl Dir {
+    fn prefix(&self, step: u64) -> PathBuf {
+        self.dir.join(format!("{}-{step}", self.opts.name))
+    }
+
+    fn problem(&self, problem: CheckpointProblem, step: u64) -> Error {
+        let detail = match problem {
+            CheckpointProblem::Empty => "no checkpoint".to_string(),
+            CheckpointProblem::NoSuchStep => format!("no checkpoint of step {step}"),
+            CheckpointProblem::StepExists => {
+                format!("step {step} is saved already or being saved")
+            }
+            _ => format!("step {step}"),
+        };
+        Error::Checkpoint {
+            dir: self.dir.display().to_string(),
+            problem,
+            detail,
+        }
+    }
+
+    /// Marks `step` in flight; errors if it is, or exists.
+    fn claim(&self, step: u64) -> Result<()> {
+        let mut g = self.shared.lock();
+        if g.in_flight.contains(&step) || index_path(&self.prefix(step)).exists() {
+            return Err(self.problem(CheckpointProblem::StepExists, step));
+        }
+        g.in_flight.insert(step);
+        Ok(())
+    }
+
+    fn release(&self, step: u64) {
+        self.shared.lock().in_flight.remove(&step);
+        self.shared.changed.notify_all();
+    }
+
+    /// Writes, commits, points the state file at `step`, prunes.
+    fn run(&self, step: u64, tensors: &[(&[u8], Tensor<'_>)], metadata: Metadata) -> Result<()> {
+        let prefix = self.prefix(step);
+        match self.opts.layout {
+            Layout::Single => self.write_single(&prefix, tensors, metadata)?,
+            Layout::Sharded {
+                shards,
+                incremental,
+            } => self.write_sharded(&prefix, shards, incremental, tensors, metadata)?,
+        }
+        self.point_to(step)?;
+        if !self.opts.keep.is_empty() {
+            self.prune(&self.opts.keep, false)?;
+        }
+        Ok(())
+    }
+
+    fn write_single(
+        &self,
+        prefix: &Path,
+        tensors: &[(&[u8], Tensor<'_>)],
+        metadata: Metadata,
+    ) -> Result<()> {
+        let data = data_path(prefix, 0, 1);
+        let index = index_path(prefix);
+        let mut w = Writer::create_with(&data, self.opts.writer.clone())?;
+        w.set_metadata(metadata)?;
+        for (name, t) in tensors {
+            w.add(name, *t)?;
+        }
+        w.finish()?;
+        // The index is the same file: it appears, complete, in one rename.
+        let staged = match staging::stage_link(&data, &index, ".tmp") {
+            Ok(s) => s,
+            Err(_) => {
+                let (mut f, s) = staging::stage_file(&index, ".tmp")?;
+                let copy = std::fs::File::open(&data)
+                    .and_then(|mut src| std::io::copy(&mut src, &mut f))
+                    .and_then(|_| f.sync_all());
+                copy.map_err(|e| Error::io(format!("copying {}", data.display()), e))?;
+                s
+            }
+        };
+        staging::commit([(staged, index.as_path())])?;
+        if self.opts.writer.sync {
+            staging::sync_parent(&index)?;
+        }
+        Ok(())
+    }
+
+    fn write_sharded(
+        &self,
+        prefix: &Path,
+        shards: u32,
+        incremental: bool,
+        tensors: &[(&[u8], Tensor<'_>)],
+        metadata: Metadata,
+    ) -> Result<()> {
+        let mut save =
+            ShardedSave::with_options(prefix, shards, SaveId::random(), self.opts.writer.clone())?;
+        // The base: the latest checkpoint, when it is a sharded paramdex one. It stays
+        // protected from pruning until the save is committed.
+        let mut base_step = None;
+        if incremental {
+            let _dir = self
+                .shared
+                .dir_lock
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            if let Ok(latest) = self.list_with(false).and_then(|all| self.latest_of(all)) {
+                if let Ok(r) = Reader::open(index_path(&latest.prefix)) {
+                    if r.is_sharded() {
+                        save = save.with_base(Arc::new(r));
+                        *self.shared.lock().bases.entry(latest.step).or_default() += 1;
+                        base_step = Some(latest.step);
+                    }
+                }
+            }
+        }
+        let r = write_shards(&save, shards, base_step.is_some(), tensors).and_then(|()| {
+            let opts = MergeShardsOptions {
+                metadata,
+                no_sync: !self.opts.writer.sync,
+                ..Default::default()
+            };
+            save.merge(&opts).map(drop)
+        });
+        if let Some(b) = base_step {
+            let mut g = self.shared.lock();
+            if let Some(n) = g.bases.get_mut(&b) {
+                *n -= 1;
+                if *n == 0 {
+                    g.bases.remove(&b);
+                }
+            }
+        }
+        r
+    }
+
+    /// Every checkpoint, by step, with metadata.
+    fn list(&self) -> Result<Vec<CheckpointInfo>> {
+        self.list_with(true)
+    }
+
+    /// Every checkpoint, by step; each one's metadata read (its index opened) when asked.
+    fn list_with(&self, with_metadata: bool) -> Result<Vec<CheckpointInfo>> {
+        self.list_from(CheckpointState::read(&self.dir)?, with_metadata)
+    }
+
+    /// Every checkpoint `state` lists, and those found beside it.
+    fn list_from(
+        &self,
+        state: Option<CheckpointState>,
+        with_metadata: bool,
+    ) -> Result<Vec<CheckpointInfo>> {
+        let mut found: BTreeMap<u64, (PathBuf, Option<f64>)> = BTreeMap::new();
+        let mut latest_prefix = None;
+        if let Some(st) = &state {
+            for (i, p) in st.all_model_checkpoint_paths.iter().enumerate() {
+                if let Some((step, prefix)) = self.resolve(p) {
+                    let ts = st.all_model_checkpoint_timestamps.get(i).copied();
+                    found.insert(step, (prefix, ts));
+                }
+            }
+            if let Some((step, prefix)) = self.resolve(&st.model_checkpoint_path) {
+                found.entry(step).or_insert((prefix.clone(), None));
+                latest_prefix = Some(prefix);
+            }
+        }
+        let listing = |e| Error::io(format!("listing {}", self.dir.display()), e);
+        // The directory is read once: for the checkpoints named NAME-STEP, and for the files of
+        // each checkpoint in it.
+        let mut names = Vec::new();
+        for ent in std::fs::read_dir(&self.dir).map_err(listing)? {
+            if let Some(n) = ent.map_err(listing)?.file_name().to_str() {
+                names.push(n.to_string());
+            }
+        }
+        names.sort();
+        for name in &names {
+            let Some(stem) = name.strip_suffix(".index") else {
+                continue;
+            };
+            let step = stem
+                .strip_prefix(self.opts.name.as_str())
+                .and_then(|rest| rest.strip_prefix('-'))
+                .filter(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|d| d.parse::<u64>().ok());
+            if let Some(step) = step {
+                found
+                    .entry(step)
+                    .or_insert_with(|| (self.dir.join(stem), None));
+            }
+        }
+        let mut out = Vec::with_capacity(found.len());
+        for (step, (prefix, ts)) in found {
+            let index = index_path(&prefix);
+            let Ok(meta) = std::fs::metadata(&index) else {
+                continue; // pruned or renamed since listed
+            };
+            let timestamp = ts.or_else(|| {
+                meta.modified()
+                    .ok()
+                    .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+                    .map(|d| d.as_secs_f64())
+            });
+            let metadata = if with_metadata {
+                read_metadata(&index)
+            } else {
+                None
+            };
+            out.push(CheckpointInfo {
+                step,
+                bytes: files_of(&prefix, (&self.dir, &names))
+                    .iter()
+                    .map(|(_, n)| n)
+                    .sum(),
+                latest: latest_prefix.as_ref() == Some(&prefix),
+                prefix,
+                timestamp,
+                metadata,
+            });
+        }
+        Ok(out)
+    }
+
+    fn latest_of(&self, all: Vec<CheckpointInfo>) -> Result<CheckpointInfo> {
+        let named = all.iter().position(|c| c.latest);
+        let i = named.or(all.len().checked_sub(1));
+        match i {
+            Some(i) => Ok(all.into_iter().nth(i).unwrap_or_else(|| unreachable!())),
+            None => Err(self.problem(CheckpointProblem::Empty, 0)),
+        }
+    }
+
+    /// The step and prefix of a path from the state file, when its checkpoint exists.
+    fn resolve(&self, p: &str) -> Option<(u64, PathBuf)> {
+        let path = Path::new(p);
+        let name = path.file_name()?.to_str()?;
+        let step = step_of(name)?;
+        // Only checkpoints in the directory itself are managed (pruning deletes them): a path
+        // is looked up by its file name in the directory, so an absolute path from before the
+        // directory moved is found (as TensorFlow finds it), and a hostile state file cannot
+        // name files elsewhere (`../x-1`, `/etc/x-1`) for pruning to delete.
+        let prefix = self.dir.join(name);
+        index_path(&prefix).is_file().then_some((step, prefix))
+    }
+
+    /// Points the state file at `step` (which exists), listing every checkpoint.
+    fn point_to(&self, step: u64) -> Result<()> {
+        let _dir = self
+            .shared
+            .dir_lock
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let old = CheckpointState::read(&self.dir)
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        let mut all = self.list_lenient()?;
+        let latest = self.prefix(step);
+        let i = all.iter().position(|c| c.prefix == latest);
+        let mut entry = match i {
+            Some(i) => all.remove(i),
+            None => return Err(self.problem(CheckpointProblem::NoSuchStep, step)),
+        };
+        entry.timestamp = Some(now());
+        all.push(entry);
+        self.write_state(&all, old.last_preserved_timestamp)
+    }
+
+    /// `list` without metadata, with a damaged state file read as none (the caller replaces
+    /// it).
+    fn list_lenient(&self) -> Result<Vec<CheckpointInfo>> {
+        // The damaged file stays until the new one replaces it (one rename).
+        match CheckpointState::read(&self.dir) {
+            Err(Error::Checkpoint {
+                problem: CheckpointProblem::StateFile,
+                ..
+            })
+            | Err(Error::LimitExceeded { .. }) => self.list_from(None, false),
+            Err(e) => Err(e),
+            Ok(st) => self.list_from(st, false),
+        }
+    }
+
+    /// Writes the state file: `all` in order, the last one the latest.
+    fn write_state(&self, all: &[CheckpointInfo], last_preserved: f64) -> Result<()> {
+        let rel = |c: &CheckpointInfo| -> String {
+            match c.prefix.strip_prefix(&self.dir) {
+                Ok(r) => r.to_string_lossy().into_owned(),
+                Err(_) => c.prefix.to_string_lossy().into_owned(),
+            }
+        };
+        let st = CheckpointState {
+            model_checkpoint_path: all.last().map(rel).unwrap_or_default(),
+            all_model_checkpoint_paths: all.iter().map(rel).collect(),
+            all_model_checkpoint_timestamps: all
+                .iter()
+                .map(|c| c.timestamp.unwrap_or(0.0))
+                .collect(),
+            last_preserved_timestamp: last_preserved,
+        };
+        st.write(&self.dir)
+    }
+
+    fn prune(&self, policy: &KeepPolicy, dry_run: bool) -> Result<PruneReport> {
+        let _dir = self
+            .shared
+            .dir_lock
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let all = self.list()?;
+        if all.is_empty() {
+            return Ok(PruneReport::default());
+        }
+        let latest = self.latest_of(all.clone())?;
+        let candidates: Vec<Candidate<'_>> = all
+            .iter()
+            .map(|c| Candidate {
+                step: c.step,
+                timestamp: c.timestamp,
+                metadata: c.metadata.as_ref(),
+            })
+            .collect();
+        let mut keep = policy.keep(&candidates);
+        keep.insert(latest.step);
+        {
+            let g = self.shared.lock();
+            keep.extend(g.in_flight.iter().copied());
+            keep.extend(g.bases.keys().copied());
+        }
+        let (kept, gone): (Vec<CheckpointInfo>, Vec<CheckpointInfo>) =
+            all.into_iter().partition(|c| keep.contains(&c.step));
+        let report = PruneReport {
+            deleted: gone.iter().map(|c| c.step).collect(),
+            kept: kept.iter().map(|c| c.step).collect(),
+            bytes: gone.iter().map(|c| c.bytes).sum(),
+        };
+        if dry_run || gone.is_empty() {
+            return Ok(report);
+        }
+        // The pointer first (the latest last, as it was), then the files: a crash in between
+        // leaves files no index or state names, never a listed checkpoint without files.
+        let old = CheckpointState::read(&self.dir)
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        let mut order: Vec<CheckpointInfo> =
+            kept.into_iter().filter(|c| c.step != latest.step).collect();
+        order.push(latest);
+        self.write_state(&order, old.last_preserved_timestamp)?;
+        for c in &gone {
+            let index = index_path(&c.prefix);
+            std::fs::remove_file(&index)
+                .map_err(|e| Error::io(format!("removing {}", index.display()), e))?;
+            if self.opts.writer.sync {
+                staging::sync_parent(&index)?;
+            }
+            for (f, _) in files_of(&c.prefix, (&self.dir, &[])) {
+                match std::fs::remove_file(&f) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(Error::io(format!("removing {}", f.display()), e)),
+                }
+            }
+        }
+        if self.opts.writer.sync {
+            staging::sync_dir(&self.dir)?;
+        }
+        Ok(report)
+    }
+}
+
+/// Opens the checkpoint at `prefix`: a native one (single file or sharded), else a TensorFlow
+/// one (the two kinds a checkpoint directory holds; the format openers directly, as `open_any`
+/// sits above this module).
+fn open_checkpoint(prefix: &Path) -> Result<Box<dyn TensorStore>> {
+    let index = index_path(prefix);
+    if let Some(s) = crate::interop::native::open_native(&index)? {
+        return Ok(s);
+    }
+    match crate::interop::tf::open_store(&index)? {
+        Some(s) => Ok(s),
+        None => Err(Error::UnrecognizedFormat {
+            path: index.display().to_string(),
+            detail: "neither a paramdex nor a TensorFlow checkpoint".into(),
+        }),
+    }
+}
+
+/// The metadata of a paramdex checkpoint (`None` for one TensorFlow wrote).
+fn read_metadata(index: &Path) -> Option<Metadata> {
+    Reader::open(index)
+        .ok()
+        .map(|r| r.header().metadata.clone())
+}
+
+/// The index file an input names when it is a managed checkpoint directory: `DIR` with a
+/// `checkpoint` state file naming a checkpoint (its latest), or `DIR@STEP` (the checkpoint of
+/// that step in `DIR`). `Ok(None)` for anything else.
+pub(crate) fn resolve_input(path: &Path) -> Result<Option<PathBuf>> {
+    if path.is_dir() {
+        // A `checkpoint` file that is not a state file, or names nothing that exists, is left
+        // to the formats' own detection (which says what is missing).
+        let named = CheckpointState::read(path)
+            .ok()
+            .flatten()
+            .is_some_and(|st| {
+                Path::new(&st.model_checkpoint_path)
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .and_then(step_of)
+                    .is_some()
+            });
+        if !named {
+            return Ok(None);
+        }
+        let m = CheckpointManager::open(path, ManagerOptions::default())?;
+        // Only the checkpoint the pointer names: one naming a missing checkpoint is left to the
+        // TensorFlow detector, which says so (the manager's fallback to the highest step is for
+        // saving, not for reading what the user named).
+        return Ok(m
+            .latest()
+            .ok()
+            .filter(|c| c.latest)
+            .map(|c| index_path(&c.prefix)));
+    }
+    if path.exists() {
+        return Ok(None);
+    }
+    let Some((dir, step)) = path.to_str().and_then(|s| s.rsplit_once('@')) else {
+        return Ok(None);
+    };
+    let (dir, Ok(step)) = (Path::new(dir), step.parse::<u64>()) else {
+        return Ok(None);
+    };
+    if !dir.is_dir() {
+        return Ok(None);
+    }
+    let m = CheckpointManager::open(dir, ManagerOptions::default())?;
+    Ok(Some(index_path(&m.find(step)?.prefix)))
+}
+
+/// Writes the shards of `save`, each on its own thread, tensors dealt to the least-filled one.
+fn write_shards(
+    save: &ShardedSave,
+    shards: u32,
+    reuse: bool,
+    tensors: &[(&[u8], Tensor<'_>)],
+) -> Result<()> {
+    let n = shards as usize;
+    let mut order: Vec<usize> = (0..tensors.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(tensors[i].1.data.len()));
+    let mut fill = vec![0usize; n];
+    let mut dealt: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for i in order {
+        let k = (0..n).min_by_key(|&k| fill[k]).unwrap_or(0);
+        fill[k] += tensors[i].1.data.len();
+        dealt[k].push(i);
+    }
+    let results: Vec<Result<()>> = std::thread::scope(|s| {
+        let handles: Vec<_> = dealt
+            .iter()
+            .enumerate()
+            .map(|(k, idx)| {
+                s.spawn(move || -> Result<()> {
+                    let mut w = save.shard(k as u32)?;
+                    for &i in idx {
+                        let (name, t) = tensors[i];
+                        if reuse {
+                            w.add_or_reuse(name, t)?;
+                        } else {
+                            w.add(name, t)?;
+                        }
+                    }
+                    w.finish().map(drop)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(Error::Io {
+                        context: "writing a shard".into(),
+                        source: std::io::Error::other("the shard writer thread panicked"),
+                    })
+                })
+            })
+            .collect()
+    });
+    results.into_iter().collect()
+}
+
+/// The files of the checkpoint at `prefix` (`PREFIX.index`, `PREFIX.data-*`) and their sizes,
+/// a file linked under two of these names listed once. `listed` is a directory and the names
+/// in it, read already (used when it is the prefix's directory and not empty; else the
+/// prefix's directory is read).
+fn files_of(prefix: &Path, listed: (&Path, &[String])) -> Vec<(PathBuf, u64)> {
+    let (Some(dir), Some(name)) = (prefix.parent(), prefix.file_name().and_then(|n| n.to_str()))
+    else {
+        return Vec::new();
+    };
+    let data = format!("{name}.data-");
+    let index = format!("{name}.index");
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    let ours = |n: &str| n == index || n.starts_with(&data);
+    let mut paths: Vec<PathBuf> = if dir == listed.0 && !listed.1.is_empty() {
+        listed
+            .1
+            .iter()
+            .filter(|n| ours(n))
+            .map(|n| dir.join(n))
+            .collect()
+    } else {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return out;
+        };
+        entries
+            .flatten()
+            .filter(|e| e.file_name().to_str().is_some_and(ours))
+            .map(|e| e.path())
+            .collect()
+    };
+    paths.sort();
+    for p in paths {
+        let Ok(m) = std::fs::metadata(&p) else {
+            continue;
+        };
+        #[cfg(unix)]
+        let id = {
+            use std::os::unix::fs::MetadataExt;
+            (m.dev(), m.ino())
+        };
+        #[cfg(not(unix))]
+        let id = (0u64, seen.len() as u64);
+        let len = if seen.insert(id) { m.len() } else { 0 };
+        out.push((p, len));
+    }
+    out
+}
