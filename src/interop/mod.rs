@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, RemoteProblem, Result};
 
 mod checkpoints;
 mod export;
@@ -64,7 +64,20 @@ const OPENERS: &[Opener] = &[
 pub fn open_any(path: impl AsRef<Path>) -> Result<Box<dyn TensorStore>> {
     let path = path.as_ref();
     if let Some(url) = path.to_str().filter(|s| crate::remote::is_url(s)) {
-        return remote::open_url(url);
+        return match remote::open_url(url) {
+            // No object nor checkpoint prefix: a managed checkpoint directory (its latest), or
+            // `URL@STEP`?
+            Err(
+                e @ Error::Remote {
+                    problem: RemoteProblem::NotFound,
+                    ..
+                },
+            ) if url.starts_with("s3://") => match checkpoints::resolve_url_input(url)? {
+                Some(index) => remote::open_url(&index),
+                None => Err(e),
+            },
+            r => r,
+        };
     }
     // A checkpoint directory (its latest) or `DIR@STEP`.
     if let Some(index) = checkpoints::resolve_input(path)? {

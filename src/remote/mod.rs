@@ -13,6 +13,7 @@ mod sharded_write;
 mod upload;
 mod url;
 
+pub(crate) use object::remote_error;
 pub use object::ObjectRange;
 pub use range::{Dest, FileRange, Parallelism, RangeRead, ReadPart, RequestStats};
 pub use reader::{

@@ -16,8 +16,11 @@ use crate::native::{
     Tensor, Writer, WriterOptions,
 };
 
+mod location;
 mod policy;
 mod state;
+
+use location::{Listed, Location};
 
 pub use policy::{BestBy, Candidate, KeepPolicy};
 pub use state::{CheckpointState, MAX_STATE_BYTES, MAX_STATE_ENTRIES, STATE_FILE};
@@ -207,7 +210,9 @@ impl Shared {
 
 /// The directory's configuration, shared by the caller and the background writer.
 struct Dir {
+    /// The directory as named (a URL for an object store).
     dir: PathBuf,
+    at: Location,
     opts: ManagerOptions,
     shared: Shared,
 }
@@ -288,11 +293,21 @@ impl CheckpointManager {
                 )));
             }
         }
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+        let at = Location::new(&dir)?;
+        if let (Location::Object(_), Layout::Sharded { incremental: true, .. }) =
+            (&at, opts.layout)
+        {
+            return Err(Error::Unsupported(format!(
+                "{}: incremental saves link the base's data files beside the new checkpoint, \
+                 which an object store cannot do",
+                dir.display()
+            )));
+        }
+        at.create()?;
         Ok(CheckpointManager {
             d: Arc::new(Dir {
-                dir,
+                dir: at.display_path(),
+                at,
                 opts,
                 shared: Shared {
                     inner: Mutex::new(Inner::default()),
@@ -346,7 +361,7 @@ impl CheckpointManager {
         self.surface()?;
         // Only the latest one's index is opened (for its metadata).
         let mut c = self.d.latest_of(self.d.list_with(false)?)?;
-        c.metadata = read_metadata(&index_path(&c.prefix));
+        c.metadata = self.d.read_metadata(&c.prefix);
         Ok(c)
     }
 
@@ -360,7 +375,7 @@ impl CheckpointManager {
             .into_iter()
             .find(|c| c.step == step)
             .ok_or_else(|| self.d.problem(CheckpointProblem::NoSuchStep, step))?;
-        open_checkpoint(&info.prefix)
+        open_checkpoint(&info.prefix, self.d.at.is_object())
     }
 
     /// Opens the latest checkpoint (as [`CheckpointManager::latest`] chooses it) and says its
@@ -368,7 +383,7 @@ impl CheckpointManager {
     pub fn restore_latest(&self) -> Result<(u64, Box<dyn TensorStore>)> {
         self.surface()?;
         let c = self.d.latest_of(self.d.list_with(false)?)?;
-        Ok((c.step, open_checkpoint(&c.prefix)?))
+        Ok((c.step, open_checkpoint(&c.prefix, self.d.at.is_object())?))
     }
 
     /// The checkpoint of `step`, or [`CheckpointProblem::NoSuchStep`].
@@ -380,7 +395,7 @@ impl CheckpointManager {
             .into_iter()
             .find(|c| c.step == step)
             .ok_or_else(|| self.d.problem(CheckpointProblem::NoSuchStep, step))?;
-        c.metadata = read_metadata(&index_path(&c.prefix));
+        c.metadata = self.d.read_metadata(&c.prefix);
         Ok(c)
     }
 
@@ -612,7 +627,12 @@ fn background(d: &Dir, rx: mpsc::Receiver<Job>) {
 
 impl Dir {
     fn prefix(&self, step: u64) -> PathBuf {
-        self.dir.join(format!("{}-{step}", self.opts.name))
+        self.at.child(&self.stem(step))
+    }
+
+    /// `NAME-STEP`, the prefix's last part.
+    fn stem(&self, step: u64) -> String {
+        format!("{}-{step}", self.opts.name)
     }
 
     fn problem(&self, problem: CheckpointProblem, step: u64) -> Error {
@@ -634,11 +654,23 @@ impl Dir {
     /// Marks `step` in flight; errors if it is, or exists.
     fn claim(&self, step: u64) -> Result<()> {
         let mut g = self.shared.lock();
-        if g.in_flight.contains(&step) || index_path(&self.prefix(step)).exists() {
+        if g.in_flight.contains(&step) {
             return Err(self.problem(CheckpointProblem::StepExists, step));
         }
+        // Claimed before the (possibly remote) check, which runs without the lock.
         g.in_flight.insert(step);
-        Ok(())
+        drop(g);
+        match self.at.exists(&format!("{}.index", self.stem(step))) {
+            Ok(false) => Ok(()),
+            Ok(true) => {
+                self.release(step);
+                Err(self.problem(CheckpointProblem::StepExists, step))
+            }
+            Err(e) => {
+                self.release(step);
+                Err(e)
+            }
+        }
     }
 
     fn release(&self, step: u64) {
@@ -650,6 +682,9 @@ impl Dir {
     fn run(&self, step: u64, tensors: &[(&[u8], Tensor<'_>)], metadata: Metadata) -> Result<()> {
         let prefix = self.prefix(step);
         match self.opts.layout {
+            Layout::Single if self.at.is_object() => {
+                self.write_single_object(step, tensors, metadata)?
+            }
             Layout::Single => self.write_single(&prefix, tensors, metadata)?,
             Layout::Sharded {
                 shards,
@@ -696,6 +731,27 @@ impl Dir {
         Ok(())
     }
 
+    /// A single file in an object store: the native file uploaded as
+    /// `PREFIX.data-00000-of-00001` (multipart, appearing whole at the end), then copied by the
+    /// store to `PREFIX.index` (the checkpoint exists from then on).
+    fn write_single_object(
+        &self,
+        step: u64,
+        tensors: &[(&[u8], Tensor<'_>)],
+        metadata: Metadata,
+    ) -> Result<()> {
+        let stem = self.stem(step);
+        let data = format!("{stem}{}", crate::remote::data_suffix(0, 1));
+        let url = self.at.child(&data);
+        let mut w = crate::remote::create_writer(&url.to_string_lossy(), self.opts.writer.clone())?;
+        w.set_metadata(metadata)?;
+        for (name, t) in tensors {
+            w.add(name, *t)?;
+        }
+        w.finish()?;
+        self.at.copy_object(&data, &format!("{stem}.index"))
+    }
+
     fn write_sharded(
         &self,
         prefix: &Path,
@@ -704,6 +760,9 @@ impl Dir {
         tensors: &[(&[u8], Tensor<'_>)],
         metadata: Metadata,
     ) -> Result<()> {
+        if self.at.is_object() {
+            return self.write_sharded_object(prefix, shards, tensors, metadata);
+        }
         let mut save =
             ShardedSave::with_options(prefix, shards, SaveId::random(), self.opts.writer.clone())?;
         // The base: the latest checkpoint, when it is a sharded paramdex one. It stays
@@ -725,7 +784,8 @@ impl Dir {
                 }
             }
         }
-        let r = write_shards(&save, shards, base_step.is_some(), tensors).and_then(|()| {
+        let open = |k: u32| save.shard(k).map(ShardSink::Local);
+        let r = write_shards(&open, shards, base_step.is_some(), tensors).and_then(|()| {
             let opts = MergeShardsOptions {
                 metadata,
                 no_sync: !self.opts.writer.sync,
@@ -745,6 +805,32 @@ impl Dir {
         r
     }
 
+    /// A sharded checkpoint in an object store: each shard uploaded under its final name by a
+    /// [`crate::remote::RemoteShardWriter`] on its own thread, then
+    /// [`crate::remote::merge_shards_url`], which PUTs `PREFIX.index` last (the checkpoint
+    /// exists from then on). Never incremental (refused at `open`).
+    fn write_sharded_object(
+        &self,
+        prefix: &Path,
+        shards: u32,
+        tensors: &[(&[u8], Tensor<'_>)],
+        metadata: Metadata,
+    ) -> Result<()> {
+        let url = prefix.to_string_lossy().into_owned();
+        let save = SaveId::random();
+        let open = |k: u32| -> Result<ShardSink> {
+            crate::remote::RemoteShardWriter::create(&url, k, shards, save, self.opts.writer.clone())
+                .map(ShardSink::Remote)
+        };
+        write_shards(&open, shards, false, tensors)?;
+        let opts = MergeShardsOptions {
+            metadata,
+            save_id: Some(save),
+            ..Default::default()
+        };
+        crate::remote::merge_shards_url(&url, &opts).map(drop)
+    }
+
     /// Every checkpoint, by step, with metadata.
     fn list(&self) -> Result<Vec<CheckpointInfo>> {
         self.list_with(true)
@@ -752,7 +838,7 @@ impl Dir {
 
     /// Every checkpoint, by step; each one's metadata read (its index opened) when asked.
     fn list_with(&self, with_metadata: bool) -> Result<Vec<CheckpointInfo>> {
-        self.list_from(CheckpointState::read(&self.dir)?, with_metadata)
+        self.list_from(self.at.read_state()?, with_metadata)
     }
 
     /// Every checkpoint `state` lists, and those found beside it.
@@ -761,32 +847,26 @@ impl Dir {
         state: Option<CheckpointState>,
         with_metadata: bool,
     ) -> Result<Vec<CheckpointInfo>> {
-        let mut found: BTreeMap<u64, (PathBuf, Option<f64>)> = BTreeMap::new();
-        let mut latest_prefix = None;
+        // The directory is read once: which checkpoints exist (their `.index`), the ones named
+        // NAME-STEP, and the files of each.
+        let listed = self.at.list()?;
+        let names: BTreeSet<&str> = listed.iter().map(|l| l.name.as_str()).collect();
+        let mut found: BTreeMap<u64, (String, Option<f64>)> = BTreeMap::new();
+        let mut latest_stem = None;
         if let Some(st) = &state {
             for (i, p) in st.all_model_checkpoint_paths.iter().enumerate() {
-                if let Some((step, prefix)) = self.resolve(p) {
+                if let Some((step, stem)) = resolve_stem(p, &names) {
                     let ts = st.all_model_checkpoint_timestamps.get(i).copied();
-                    found.insert(step, (prefix, ts));
+                    found.insert(step, (stem, ts));
                 }
             }
-            if let Some((step, prefix)) = self.resolve(&st.model_checkpoint_path) {
-                found.entry(step).or_insert((prefix.clone(), None));
-                latest_prefix = Some(prefix);
+            if let Some((step, stem)) = resolve_stem(&st.model_checkpoint_path, &names) {
+                found.entry(step).or_insert((stem.clone(), None));
+                latest_stem = Some(stem);
             }
         }
-        let listing = |e| Error::io(format!("listing {}", self.dir.display()), e);
-        // The directory is read once: for the checkpoints named NAME-STEP, and for the files of
-        // each checkpoint in it.
-        let mut names = Vec::new();
-        for ent in std::fs::read_dir(&self.dir).map_err(listing)? {
-            if let Some(n) = ent.map_err(listing)?.file_name().to_str() {
-                names.push(n.to_string());
-            }
-        }
-        names.sort();
-        for name in &names {
-            let Some(stem) = name.strip_suffix(".index") else {
+        for l in &listed {
+            let Some(stem) = l.name.strip_suffix(".index") else {
                 continue;
             };
             let step = stem
@@ -797,39 +877,47 @@ impl Dir {
             if let Some(step) = step {
                 found
                     .entry(step)
-                    .or_insert_with(|| (self.dir.join(stem), None));
+                    .or_insert_with(|| (stem.to_string(), None));
             }
         }
         let mut out = Vec::with_capacity(found.len());
-        for (step, (prefix, ts)) in found {
-            let index = index_path(&prefix);
-            let Ok(meta) = std::fs::metadata(&index) else {
-                continue; // pruned or renamed since listed
+        for (step, (stem, ts)) in found {
+            let index_name = format!("{stem}.index");
+            let Some(index) = listed.iter().find(|l| l.name == index_name) else {
+                continue;
             };
-            let timestamp = ts.or_else(|| {
-                meta.modified()
-                    .ok()
-                    .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-                    .map(|d| d.as_secs_f64())
-            });
+            let prefix = self.at.child(&stem);
             let metadata = if with_metadata {
-                read_metadata(&index)
+                self.read_metadata(&prefix)
             } else {
                 None
             };
             out.push(CheckpointInfo {
                 step,
-                bytes: files_of(&prefix, (&self.dir, &names))
-                    .iter()
-                    .map(|(_, n)| n)
-                    .sum(),
-                latest: latest_prefix.as_ref() == Some(&prefix),
+                bytes: files_of(&stem, &listed).iter().map(|l| l.len).sum(),
+                latest: latest_stem.as_ref() == Some(&stem),
+                timestamp: ts.or(index.modified),
                 prefix,
-                timestamp,
                 metadata,
             });
         }
         Ok(out)
+    }
+
+    /// The metadata of the paramdex checkpoint at `prefix` (`None` for one TensorFlow wrote, or
+    /// one that does not open).
+    fn read_metadata(&self, prefix: &Path) -> Option<Metadata> {
+        match &self.at {
+            Location::Local(_) => Reader::open(index_path(prefix))
+                .ok()
+                .map(|r| r.header().metadata.clone()),
+            Location::Object(_) => {
+                let store = open_checkpoint(prefix, true).ok()?;
+                (store.format() == crate::interop::store::Format::Native)
+                    .then(|| store.metadata().ok())
+                    .flatten()
+            }
+        }
     }
 
     fn latest_of(&self, all: Vec<CheckpointInfo>) -> Result<CheckpointInfo> {
@@ -841,19 +929,6 @@ impl Dir {
         }
     }
 
-    /// The step and prefix of a path from the state file, when its checkpoint exists.
-    fn resolve(&self, p: &str) -> Option<(u64, PathBuf)> {
-        let path = Path::new(p);
-        let name = path.file_name()?.to_str()?;
-        let step = step_of(name)?;
-        // Only checkpoints in the directory itself are managed (pruning deletes them): a path
-        // is looked up by its file name in the directory, so an absolute path from before the
-        // directory moved is found (as TensorFlow finds it), and a hostile state file cannot
-        // name files elsewhere (`../x-1`, `/etc/x-1`) for pruning to delete.
-        let prefix = self.dir.join(name);
-        index_path(&prefix).is_file().then_some((step, prefix))
-    }
-
     /// Points the state file at `step` (which exists), listing every checkpoint.
     fn point_to(&self, step: u64) -> Result<()> {
         let _dir = self
@@ -861,10 +936,7 @@ impl Dir {
             .dir_lock
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        let old = CheckpointState::read(&self.dir)
-            .ok()
-            .flatten()
-            .unwrap_or_default();
+        let old = self.at.read_state().ok().flatten().unwrap_or_default();
         let mut all = self.list_lenient()?;
         let latest = self.prefix(step);
         let i = all.iter().position(|c| c.prefix == latest);
@@ -881,7 +953,7 @@ impl Dir {
     /// it).
     fn list_lenient(&self) -> Result<Vec<CheckpointInfo>> {
         // The damaged file stays until the new one replaces it (one rename).
-        match CheckpointState::read(&self.dir) {
+        match self.at.read_state() {
             Err(Error::Checkpoint {
                 problem: CheckpointProblem::StateFile,
                 ..
@@ -909,7 +981,7 @@ impl Dir {
                 .collect(),
             last_preserved_timestamp: last_preserved,
         };
-        st.write(&self.dir)
+        self.at.write_state(&st)
     }
 
     fn prune(&self, policy: &KeepPolicy, dry_run: bool) -> Result<PruneReport> {
@@ -950,31 +1022,25 @@ impl Dir {
         }
         // The pointer first (the latest last, as it was), then the files: a crash in between
         // leaves files no index or state names, never a listed checkpoint without files.
-        let old = CheckpointState::read(&self.dir)
-            .ok()
-            .flatten()
-            .unwrap_or_default();
+        let old = self.at.read_state().ok().flatten().unwrap_or_default();
         let mut order: Vec<CheckpointInfo> =
             kept.into_iter().filter(|c| c.step != latest.step).collect();
         order.push(latest);
         self.write_state(&order, old.last_preserved_timestamp)?;
+        let listed = self.at.list()?;
+        let sync = self.opts.writer.sync;
         for c in &gone {
-            let index = index_path(&c.prefix);
-            std::fs::remove_file(&index)
-                .map_err(|e| Error::io(format!("removing {}", index.display()), e))?;
-            if self.opts.writer.sync {
-                staging::sync_parent(&index)?;
-            }
-            for (f, _) in files_of(&c.prefix, (&self.dir, &[])) {
-                match std::fs::remove_file(&f) {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                    Err(e) => return Err(Error::io(format!("removing {}", f.display()), e)),
-                }
+            let Some(stem) = c.prefix.file_name().and_then(|n| n.to_str()) else {
+                continue;
+            };
+            // The index first: from then on the checkpoint does not exist.
+            self.at.remove(&format!("{stem}.index"), sync)?;
+            for l in files_of(stem, &listed) {
+                self.at.remove(&l.name, false)?;
             }
         }
-        if self.opts.writer.sync {
-            staging::sync_dir(&self.dir)?;
+        if let (Location::Local(d), true) = (&self.at, sync) {
+            staging::sync_dir(d)?;
         }
         Ok(report)
     }
@@ -982,9 +1048,13 @@ impl Dir {
 
 /// Opens the checkpoint at `prefix`: a native one (single file or sharded), else a TensorFlow
 /// one (the two kinds a checkpoint directory holds; the format openers directly, as `open_any`
-/// sits above this module).
-fn open_checkpoint(prefix: &Path) -> Result<Box<dyn TensorStore>> {
+/// sits above this module). `object`: `prefix` is an `s3://` URL, opened by its `.index`
+/// through the URL dispatcher.
+fn open_checkpoint(prefix: &Path, object: bool) -> Result<Box<dyn TensorStore>> {
     let index = index_path(prefix);
+    if object {
+        return crate::interop::remote::open_url(&index.to_string_lossy());
+    }
     if let Some(s) = crate::interop::native::open_native(&index)? {
         return Ok(s);
     }
@@ -997,11 +1067,17 @@ fn open_checkpoint(prefix: &Path) -> Result<Box<dyn TensorStore>> {
     }
 }
 
-/// The metadata of a paramdex checkpoint (`None` for one TensorFlow wrote).
-fn read_metadata(index: &Path) -> Option<Metadata> {
-    Reader::open(index)
-        .ok()
-        .map(|r| r.header().metadata.clone())
+/// The step and stem (`NAME-STEP`) of a path from the state file, when its checkpoint's
+/// `.index` is among `names`. Only checkpoints in the directory itself are managed (pruning
+/// deletes them): a path is looked up by its last part in the directory, so an absolute path
+/// from before the directory moved is found (as TensorFlow finds it), and a hostile state file
+/// cannot name files elsewhere (`../x-1`, `/etc/x-1`) for pruning to delete.
+fn resolve_stem(p: &str, names: &BTreeSet<&str>) -> Option<(u64, String)> {
+    let name = p.rsplit(['/', '\\']).next()?;
+    let step = step_of(name)?;
+    names
+        .contains(format!("{name}.index").as_str())
+        .then(|| (step, name.to_string()))
 }
 
 /// The index file an input names when it is a managed checkpoint directory: `DIR` with a
@@ -1050,9 +1126,33 @@ pub(crate) fn resolve_input(path: &Path) -> Result<Option<PathBuf>> {
     Ok(Some(index_path(&m.find(step)?.prefix)))
 }
 
-/// Writes the shards of `save`, each on its own thread, tensors dealt to the least-filled one.
+/// The writer of one shard: in a local directory (pending name, renamed by the merge), or
+/// uploaded to an object store under its final name.
+enum ShardSink {
+    Local(crate::native::ShardWriter),
+    Remote(crate::remote::RemoteShardWriter),
+}
+
+impl ShardSink {
+    fn writer(&mut self) -> &mut crate::native::ShardWriter {
+        match self {
+            ShardSink::Local(w) => w,
+            ShardSink::Remote(w) => w,
+        }
+    }
+
+    fn finish(self) -> Result<()> {
+        match self {
+            ShardSink::Local(w) => w.finish().map(drop),
+            ShardSink::Remote(w) => w.finish().map(drop),
+        }
+    }
+}
+
+/// Writes `shards` shards, each opened by `open` and written on its own thread, tensors dealt
+/// (largest first) to the least-filled one.
 fn write_shards(
-    save: &ShardedSave,
+    open: &(dyn Fn(u32) -> Result<ShardSink> + Sync),
     shards: u32,
     reuse: bool,
     tensors: &[(&[u8], Tensor<'_>)],
@@ -1073,7 +1173,8 @@ fn write_shards(
             .enumerate()
             .map(|(k, idx)| {
                 s.spawn(move || -> Result<()> {
-                    let mut w = save.shard(k as u32)?;
+                    let mut sink = open(k as u32)?;
+                    let w = sink.writer();
                     for &i in idx {
                         let (name, t) = tensors[i];
                         if reuse {
@@ -1082,7 +1183,7 @@ fn write_shards(
                             w.add(name, t)?;
                         }
                     }
-                    w.finish().map(drop)
+                    sink.finish()
                 })
             })
             .collect();
@@ -1101,51 +1202,56 @@ fn write_shards(
     results.into_iter().collect()
 }
 
-/// The files of the checkpoint at `prefix` (`PREFIX.index`, `PREFIX.data-*`) and their sizes,
-/// a file linked under two of these names listed once. `listed` is a directory and the names
-/// in it, read already (used when it is the prefix's directory and not empty; else the
-/// prefix's directory is read).
-fn files_of(prefix: &Path, listed: (&Path, &[String])) -> Vec<(PathBuf, u64)> {
-    let (Some(dir), Some(name)) = (prefix.parent(), prefix.file_name().and_then(|n| n.to_str()))
-    else {
-        return Vec::new();
-    };
-    let data = format!("{name}.data-");
-    let index = format!("{name}.index");
+/// The files of the checkpoint `stem` (`STEM.index`, `STEM.data-*`) among `listed`, a file
+/// linked under two of these names listed once.
+fn files_of<'a>(stem: &str, listed: &'a [Listed]) -> Vec<&'a Listed> {
+    let data = format!("{stem}.data-");
+    let index = format!("{stem}.index");
     let mut seen = BTreeSet::new();
-    let mut out = Vec::new();
-    let ours = |n: &str| n == index || n.starts_with(&data);
-    let mut paths: Vec<PathBuf> = if dir == listed.0 && !listed.1.is_empty() {
-        listed
-            .1
-            .iter()
-            .filter(|n| ours(n))
-            .map(|n| dir.join(n))
-            .collect()
-    } else {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return out;
-        };
-        entries
-            .flatten()
-            .filter(|e| e.file_name().to_str().is_some_and(ours))
-            .map(|e| e.path())
-            .collect()
-    };
-    paths.sort();
-    for p in paths {
-        let Ok(m) = std::fs::metadata(&p) else {
-            continue;
-        };
-        #[cfg(unix)]
-        let id = {
-            use std::os::unix::fs::MetadataExt;
-            (m.dev(), m.ino())
-        };
-        #[cfg(not(unix))]
-        let id = (0u64, seen.len() as u64);
-        let len = if seen.insert(id) { m.len() } else { 0 };
-        out.push((p, len));
+    listed
+        .iter()
+        .filter(|l| l.name == index || l.name.starts_with(&data))
+        .filter(|l| l.id.is_none_or(|id| seen.insert(id)))
+        .collect()
+}
+
+/// The `.index` URL an object-store URL names when it is a managed checkpoint directory, asked
+/// once the URL names no object nor checkpoint prefix: `s3://bucket/dir` with a `checkpoint`
+/// state object naming a checkpoint (its latest), or `s3://bucket/dir@STEP` (the checkpoint of
+/// that step there). `Ok(None)` for anything else.
+pub(crate) fn resolve_url_input(url: &str) -> Result<Option<String>> {
+    let at_step = url
+        .rsplit_once('@')
+        .filter(|(dir, d)| {
+            !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()) && crate::remote::is_url(dir)
+        })
+        .and_then(|(dir, d)| Some((dir, d.parse::<u64>().ok()?)));
+    let index_url = |c: &CheckpointInfo| index_path(&c.prefix).to_string_lossy().into_owned();
+    if let Some((dir, step)) = at_step {
+        let m = CheckpointManager::open(dir, ManagerOptions::default())?;
+        let c = m
+            .d
+            .list_with(false)?
+            .into_iter()
+            .find(|c| c.step == step)
+            .ok_or_else(|| m.d.problem(CheckpointProblem::NoSuchStep, step))?;
+        return Ok(Some(index_url(&c)));
     }
-    out
+    let m = CheckpointManager::open(url, ManagerOptions::default())?;
+    let Some(st) = m.d.at.read_state()? else {
+        return Ok(None);
+    };
+    let all = m.d.list_from(Some(st.clone()), false)?;
+    match all.iter().find(|c| c.latest) {
+        Some(c) => Ok(Some(index_url(c))),
+        None => Err(Error::Checkpoint {
+            dir: m.d.dir.display().to_string(),
+            problem: CheckpointProblem::NoSuchStep,
+            detail: format!(
+                "its `{STATE_FILE}` object names {:?} as the latest checkpoint, which does not \
+                 exist (no {:?}.index object in the directory)",
+                st.model_checkpoint_path, st.model_checkpoint_path
+            ),
+        }),
+    }
 }
