@@ -243,7 +243,12 @@ impl Location {
         let bytes = match got {
             Ok(Ok(b)) => b,
             Ok(Err(size)) => {
-                return Err(Error::limit("state file bytes", size, MAX_STATE_BYTES, None))
+                return Err(Error::limit(
+                    "state file bytes",
+                    size,
+                    MAX_STATE_BYTES,
+                    None,
+                ))
             }
             Err(object_store::Error::NotFound { .. }) => return Ok(None),
             Err(e) => return Err(request_error(&url, e)),

@@ -294,8 +294,12 @@ impl CheckpointManager {
             }
         }
         let at = Location::new(&dir)?;
-        if let (Location::Object(_), Layout::Sharded { incremental: true, .. }) =
-            (&at, opts.layout)
+        if let (
+            Location::Object(_),
+            Layout::Sharded {
+                incremental: true, ..
+            },
+        ) = (&at, opts.layout)
         {
             return Err(Error::Unsupported(format!(
                 "{}: incremental saves link the base's data files beside the new checkpoint, \
@@ -819,8 +823,14 @@ impl Dir {
         let url = prefix.to_string_lossy().into_owned();
         let save = SaveId::random();
         let open = |k: u32| -> Result<ShardSink> {
-            crate::remote::RemoteShardWriter::create(&url, k, shards, save, self.opts.writer.clone())
-                .map(ShardSink::Remote)
+            crate::remote::RemoteShardWriter::create(
+                &url,
+                k,
+                shards,
+                save,
+                self.opts.writer.clone(),
+            )
+            .map(ShardSink::Remote)
         };
         write_shards(&open, shards, false, tensors)?;
         let opts = MergeShardsOptions {
@@ -1229,12 +1239,11 @@ pub(crate) fn resolve_url_input(url: &str) -> Result<Option<String>> {
     let index_url = |c: &CheckpointInfo| index_path(&c.prefix).to_string_lossy().into_owned();
     if let Some((dir, step)) = at_step {
         let m = CheckpointManager::open(dir, ManagerOptions::default())?;
-        let c = m
-            .d
-            .list_with(false)?
-            .into_iter()
-            .find(|c| c.step == step)
-            .ok_or_else(|| m.d.problem(CheckpointProblem::NoSuchStep, step))?;
+        let c =
+            m.d.list_with(false)?
+                .into_iter()
+                .find(|c| c.step == step)
+                .ok_or_else(|| m.d.problem(CheckpointProblem::NoSuchStep, step))?;
         return Ok(Some(index_url(&c)));
     }
     let m = CheckpointManager::open(url, ManagerOptions::default())?;
