@@ -1,5 +1,5 @@
-//! `ckpt DIR [--json]`: the checkpoints of a training directory; `ckpt DIR --prune POLICY
-//! [--dry-run]`: applies a keep policy.
+//! `ckpt DIR [--json]`: the checkpoints of a training directory (local, or `s3://bucket/dir`);
+//! `ckpt DIR --prune POLICY [--dry-run]`: applies a keep policy.
 
 use std::io::Write;
 use std::path::Path;
@@ -110,7 +110,9 @@ pub fn ckpt(
     dry_run: bool,
     as_json: bool,
 ) -> Result<ExitCode> {
-    if !dir.is_dir() {
+    // A URL (`s3://bucket/dir`) is a directory of an object store: nothing to check here.
+    let url = dir.to_str().is_some_and(paramdex::remote::is_url);
+    if !url && !dir.is_dir() {
         return Err(Error::io(
             format!("opening {}", dir.display()),
             std::io::Error::new(std::io::ErrorKind::NotFound, "no such directory"),

@@ -40,7 +40,8 @@ Inputs (detected by content, not by extension): a native paramdex file; a Tensor
 file, per-variable directory or size-prefixed merged parameter file; a .safetensors file.
 
 Inputs in object storage, read by ranged requests: s3://bucket/key (a native file, a safetensors \
-file, a TensorFlow checkpoint by its prefix or its .index) and file:///absolute/path. S3 settings \
+file, a TensorFlow checkpoint by its prefix or its .index, a checkpoint directory s3://bucket/dir \
+(its latest) or s3://bucket/dir@STEP) and file:///absolute/path. S3 settings \
 come from the AWS_* environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION, \
 AWS_ENDPOINT_URL, ...) and from --endpoint-url, --region and --no-sign-request, which win.
 
@@ -366,8 +367,9 @@ enum Command {
     /// latest marked `*`): those TensorFlow's `checkpoint` state file lists and NAME-STEP
     /// checkpoints beside it. With --prune, apply a keep policy (the latest, and a checkpoint
     /// being written, are always kept). Any command reads DIR (its latest) or DIR@STEP.
+    /// DIR may be an object-store directory, s3://bucket/dir.
     Ckpt {
-        /// The checkpoint directory.
+        /// The checkpoint directory (a path, or s3://bucket/dir).
         dir: PathBuf,
         /// The checkpoints' name before -STEP.
         #[arg(long, default_value = "ckpt")]
