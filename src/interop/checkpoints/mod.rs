@@ -434,20 +434,29 @@ impl CheckpointManager {
         let blocked = self.wait_for_slot(step)?;
         let t0 = Instant::now();
         let list: Vec<(N, Tensor<'t>)> = tensors.into_iter().collect();
-        let total: usize = list.iter().map(|(_, t)| t.data.len()).sum();
-        let mut buf = self.take_buffer(total);
         let mut items = Vec::with_capacity(list.len());
+        let mut total = 0usize;
         for (n, t) in &list {
-            let start = buf.len();
-            buf.extend_from_slice(t.data);
+            let start = total;
+            total = total.checked_add(t.data.len()).ok_or_else(|| {
+                self.d.release(step);
+                Error::limit("bytes of one save", u64::MAX, usize::MAX as u64, None)
+            })?;
             items.push(CopiedItem {
                 name: n.as_ref().to_vec(),
                 dtype: t.dtype,
                 shape: t.shape.to_vec(),
                 lod: t.lod.to_vec(),
-                range: start..buf.len(),
+                range: start..total,
             });
         }
+        let mut buf = self.take_buffer(total);
+        let sources: Vec<(usize, &[u8])> = items
+            .iter()
+            .zip(&list)
+            .map(|(i, (_, t))| (i.range.start, t.data))
+            .collect();
+        copy_into(&mut buf, &sources);
         let captured = t0.elapsed();
         self.enqueue(Job {
             step,
@@ -541,18 +550,24 @@ impl CheckpointManager {
         Ok(blocked)
     }
 
-    /// A buffer of the pool with room for `len` bytes (or a new one), emptied.
+    /// A buffer of exactly `len` bytes (their values unspecified: they are all overwritten): a
+    /// buffer of the pool with room for them, whose pages an earlier save already touched, else
+    /// a new one (zeroed lazily by the system: its pages are mapped as the copy first writes
+    /// them, which is what a first save pays for).
     fn take_buffer(&self, len: usize) -> Vec<u8> {
         let mut g = self.d.shared.lock();
         let i = g.pool.iter().position(|b| b.capacity() >= len);
-        let mut b = match i {
-            Some(i) => g.pool.swap_remove(i),
-            None => g.pool.pop().unwrap_or_default(),
-        };
+        let b = i.map(|i| g.pool.swap_remove(i));
         drop(g);
-        b.clear();
-        b.reserve(len);
-        b
+        match b {
+            Some(mut b) => {
+                // Buffers go back to the pool full: shortening costs nothing; lengthening
+                // within the capacity writes only the difference.
+                b.resize(len, 0);
+                b
+            }
+            None => vec![0u8; len],
+        }
     }
 
     fn enqueue(&mut self, job: Job) -> Result<()> {
@@ -598,6 +613,45 @@ impl Drop for CheckpointManager {
             let _ = h.join();
         }
     }
+}
+
+/// Captures of at least this many bytes are copied on several threads.
+const PARALLEL_COPY_MIN: usize = 64 << 20;
+/// Bytes each thread of a parallel capture claims at a time.
+const COPY_CHUNK: usize = 16 << 20;
+/// Most threads copying one capture (memory bandwidth, not cores, limits a copy).
+const MAX_COPY_THREADS: usize = 4;
+
+/// Copies each source `(offset, bytes)` to `dst[offset..]` (the sources in order, back to back,
+/// filling `dst`): for a large capture, chunks of `dst` claimed by up to [`MAX_COPY_THREADS`]
+/// threads, so a busy core slows only its own share.
+fn copy_into(dst: &mut [u8], sources: &[(usize, &[u8])]) {
+    let copy = |base: usize, part: &mut [u8]| {
+        let end = base + part.len();
+        // The first source ending after `base`.
+        let first = sources.partition_point(|(a, src)| a + src.len() <= base);
+        for (a, src) in &sources[first..] {
+            if *a >= end {
+                break;
+            }
+            let (lo, hi) = ((*a).max(base), (a + src.len()).min(end));
+            part[lo - base..hi - base].copy_from_slice(&src[lo - a..hi - a]);
+        }
+    };
+    if dst.len() < PARALLEL_COPY_MIN {
+        return copy(0, dst);
+    }
+    let chunks: Vec<(usize, Mutex<&mut [u8]>)> = dst
+        .chunks_mut(COPY_CHUNK)
+        .enumerate()
+        .map(|(i, c)| (i * COPY_CHUNK, Mutex::new(c)))
+        .collect();
+    let threads = crate::parallel::resolve_threads(0).min(MAX_COPY_THREADS);
+    let r = crate::parallel::try_each(&chunks, threads, |(base, part)| {
+        copy(*base, &mut part.lock().unwrap_or_else(|p| p.into_inner()));
+        Ok(())
+    });
+    debug_assert!(r.is_ok(), "the copy cannot fail");
 }
 
 /// The background writer: one save at a time, in the order they were captured.
@@ -1262,5 +1316,52 @@ pub(crate) fn resolve_url_input(url: &str) -> Result<Option<String>> {
                 st.model_checkpoint_path, st.model_checkpoint_path
             ),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The parallel capture puts every byte where the sequential one does, with sources of
+    /// every shape around chunk boundaries (empty ones, one spanning several chunks, several in
+    /// one chunk).
+    #[test]
+    fn copy_into_matches_a_concatenation() {
+        let lens = [
+            0,
+            5,
+            COPY_CHUNK - 5,
+            0,
+            3 * COPY_CHUNK + 17,
+            1,
+            1000,
+            COPY_CHUNK,
+            0,
+            PARALLEL_COPY_MIN / 3,
+            7,
+        ];
+        let data: Vec<Vec<u8>> = lens
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| (0..n).map(|k| (k * 7 + i * 13) as u8).collect())
+            .collect();
+        let want: Vec<u8> = data.concat();
+        assert!(want.len() >= PARALLEL_COPY_MIN);
+        for total in [want.len(), 1000 + 5 + 1] {
+            // The whole set (parallel), and a small prefix of it (one thread).
+            let mut at = 0;
+            let mut sources = Vec::new();
+            for d in &data {
+                if at + d.len() > total {
+                    break;
+                }
+                sources.push((at, &d[..]));
+                at += d.len();
+            }
+            let mut dst = vec![0xAAu8; at];
+            copy_into(&mut dst, &sources);
+            assert!(dst == want[..at], "total {at}");
+        }
     }
 }
