@@ -4,7 +4,8 @@
 //!    synchronous `save` against `save_async` copying into the manager's buffers (first call:
 //!    fresh buffers; later calls: the reused ones) and `save_async_owned` (handed over), with a
 //!    plain memcpy of the same bytes on one thread for reference, into fresh memory and into
-//!    memory already touched. Every save is fsynced.
+//!    memory already touched (again just before each background save, as the machine's load
+//!    changes), and a first `save_async` after `prepare_capture`. Every save is fsynced.
 //! 2. Restoring the latest of 100 checkpoints: from nothing open to the first tensor's bytes,
 //!    through the manager (`open` + `latest` + `restore` + `load`) and through `open_any(DIR)`.
 //!
@@ -25,7 +26,12 @@ fn ms(d: Duration) -> String {
 
 fn model(seed: u8) -> Vec<Vec<u8>> {
     (0..TENSORS)
-        .map(|i| vec![seed.wrapping_add(i as u8); TENSOR_BYTES])
+        .map(|i| {
+            // Not a constant: every page different, as real weights are.
+            (0..TENSOR_BYTES)
+                .map(|k| ((k as u64).wrapping_mul(2_654_435_761) >> 11) as u8 ^ seed ^ i as u8)
+                .collect()
+        })
         .collect()
 }
 
@@ -45,7 +51,7 @@ fn named(model: &[Vec<u8>]) -> Vec<(String, Tensor<'_>)> {
 
 fn row(what: &str, blocked: Duration, total: Option<Duration>) {
     println!(
-        "| {what:<44} | {:>12} | {:>12} |",
+        "| {what:<46} | {:>12} | {:>12} |",
         ms(blocked),
         total.map(ms).unwrap_or_else(|| "-".into())
     );
@@ -63,28 +69,36 @@ fn main() {
     let gib = (TENSORS * TENSOR_BYTES) as f64 / (1u64 << 30) as f64;
     println!("## save of {gib:.0} GiB ({TENSORS} tensors of 128 MiB), fsynced\n");
     println!(
-        "| {:<44} | {:>12} | {:>12} |",
+        "| {:<46} | {:>12} | {:>12} |",
         "", "loop blocked", "save done"
     );
-    println!("|{:-<46}|{:->14}|{:->14}|", "", "", "");
+    println!("|{:-<48}|{:->14}|{:->14}|", "", "", "");
 
     let m0 = model(1);
-    // References: one memcpy of the bytes (on this thread) into memory never touched (its
-    // pages are mapped as the copy writes them), then into the same memory again (mapped).
+    // The reference: one memcpy of the bytes on this thread, tensor by tensor, into memory
+    // never touched (its pages are mapped as the copy writes them), then into the same memory
+    // again (mapped): measured again just before each background save below, as the machine's
+    // load changes.
     let mut dst = vec![0u8; TENSORS * TENSOR_BYTES];
-    for label in [
-        "memcpy into fresh memory (reference)",
-        "memcpy into touched memory (reference)",
-    ] {
-        black_box(&mut dst);
+    let mut memcpy = |dst: &mut Vec<u8>| {
+        black_box(&mut *dst);
         let t = Instant::now();
         for (i, d) in m0.iter().enumerate() {
             dst[i * TENSOR_BYTES..(i + 1) * TENSOR_BYTES].copy_from_slice(d);
         }
-        row(label, t.elapsed(), None);
-        black_box(&dst);
-    }
-    drop(dst);
+        black_box(&*dst);
+        t.elapsed()
+    };
+    row(
+        "memcpy into fresh memory (reference)",
+        memcpy(&mut dst),
+        None,
+    );
+    row(
+        "memcpy into touched memory (reference)",
+        memcpy(&mut dst),
+        None,
+    );
 
     let opts = ManagerOptions {
         keep: KeepPolicy {
@@ -93,25 +107,42 @@ fn main() {
         },
         ..Default::default()
     };
-    let mut m = CheckpointManager::open(tmp.path().join("big"), opts).unwrap();
+    let mut m = CheckpointManager::open(tmp.path().join("big"), opts.clone()).unwrap();
     let t = Instant::now();
     m.save(1, named(&m0), Metadata::new()).unwrap();
     let sync = t.elapsed();
     row("save (synchronous)", sync, Some(sync));
 
-    for (step, label) in [
-        (2, "save_async, copy (first: fresh buffer)"),
-        (3, "save_async, copy (buffer reused)"),
-        (4, "save_async, copy (buffer reused)"),
-        (5, "save_async, copy (buffer reused)"),
-    ] {
+    let mut async_save = |m: &mut CheckpointManager, step: u64, label: &str| {
         let t = Instant::now();
         let r = m.save_async(step, named(&m0), Metadata::new()).unwrap();
         let blocked = t.elapsed();
         m.wait().unwrap();
         row(label, blocked, Some(t.elapsed()));
         assert!(r.blocked <= blocked);
+    };
+    async_save(&mut m, 2, "save_async, copy, first (fresh buffer)");
+    for step in 3..=5 {
+        row(
+            "  memcpy into touched memory, just before",
+            memcpy(&mut dst),
+            None,
+        );
+        async_save(&mut m, step, "save_async, copy (buffer reused)");
     }
+    // A manager whose buffer was prepared before the first save.
+    let mut m2 = CheckpointManager::open(tmp.path().join("prepared"), opts).unwrap();
+    let t = Instant::now();
+    m2.prepare_capture(TENSORS * TENSOR_BYTES);
+    row("prepare_capture (once, before training)", t.elapsed(), None);
+    row(
+        "  memcpy into touched memory, just before",
+        memcpy(&mut dst),
+        None,
+    );
+    async_save(&mut m2, 1, "save_async, copy, first after prepare_capture");
+    drop(m2);
+    drop(dst);
     for step in [6, 7] {
         let owned: Vec<OwnedTensor> = named(&m0)
             .into_iter()

@@ -525,7 +525,14 @@ fn a_file_url_is_the_local_directory() {
     let url = format!("file://{}", tmp.path().join("run").display());
     let mut m = CheckpointManager::open(&url, opts(Layout::Single, Default::default())).unwrap();
     assert_eq!(m.dir(), tmp.path().join("run"));
-    m.save(5, tensors(&model(5)), meta(5, 0.5)).unwrap();
+    // A prepared capture buffer (larger than needed) holds exactly the tensors saved.
+    m.prepare_capture(1 << 20);
+    let r = m.save_async(5, tensors(&model(5)), meta(5, 0.5)).unwrap();
+    assert_eq!(
+        r.bytes,
+        model(5).iter().map(|(_, _, d)| d.len() as u64).sum::<u64>()
+    );
+    m.wait().unwrap();
     assert!(tmp.path().join("run/ckpt-5.index").is_file());
     assert!(tmp.path().join("run/checkpoint").is_file());
     holds_step(tmp.path().join("run").to_str().unwrap(), 5);

@@ -451,12 +451,12 @@ impl CheckpointManager {
             });
         }
         let mut buf = self.take_buffer(total);
-        let sources: Vec<(usize, &[u8])> = items
-            .iter()
-            .zip(&list)
-            .map(|(i, (_, t))| (i.range.start, t.data))
-            .collect();
-        copy_into(&mut buf, &sources);
+        // One memcpy per tensor, on this thread: a copy in smaller pieces is slower (below
+        // glibc's non-temporal threshold, ~1.5x measured), and more threads gained nothing
+        // measurable on the 2-core benchmark machine (BENCHMARKS.md, issue 16).
+        for (i, (_, t)) in items.iter().zip(&list) {
+            buf[i.range.clone()].copy_from_slice(t.data);
+        }
         let captured = t0.elapsed();
         self.enqueue(Job {
             step,
@@ -550,6 +550,30 @@ impl CheckpointManager {
         Ok(blocked)
     }
 
+    /// Allocates a capture buffer of `bytes` bytes and touches every page of it, so that the
+    /// first [`CheckpointManager::save_async`] of up to that many bytes copies into memory
+    /// already mapped (as later ones do) instead of paying for page faults while the caller
+    /// waits. Call it once before training, with the size of the tensors saved. Does nothing
+    /// when [`ManagerOptions::max_in_flight`] buffers are kept already (the memory bound:
+    /// never more buffers than saves in flight).
+    pub fn prepare_capture(&mut self, bytes: usize) {
+        let max = self.d.opts.max_in_flight.max(1);
+        let held = |g: &Inner| g.pool.len() + g.in_flight.len();
+        if held(&self.d.shared.lock()) >= max {
+            return;
+        }
+        let mut b = vec![0u8; bytes];
+        // A write per page maps it (the values do not matter: a capture overwrites them).
+        for x in b.iter_mut().step_by(4096) {
+            *x = 1;
+        }
+        std::hint::black_box(&mut b);
+        let mut g = self.d.shared.lock();
+        if held(&g) < max {
+            g.pool.push(b);
+        }
+    }
+
     /// A buffer of exactly `len` bytes (their values unspecified: they are all overwritten): a
     /// buffer of the pool with room for them, whose pages an earlier save already touched, else
     /// a new one (zeroed lazily by the system: its pages are mapped as the copy first writes
@@ -615,45 +639,6 @@ impl Drop for CheckpointManager {
     }
 }
 
-/// Captures of at least this many bytes are copied on several threads.
-const PARALLEL_COPY_MIN: usize = 64 << 20;
-/// Bytes each thread of a parallel capture claims at a time.
-const COPY_CHUNK: usize = 16 << 20;
-/// Most threads copying one capture (memory bandwidth, not cores, limits a copy).
-const MAX_COPY_THREADS: usize = 4;
-
-/// Copies each source `(offset, bytes)` to `dst[offset..]` (the sources in order, back to back,
-/// filling `dst`): for a large capture, chunks of `dst` claimed by up to [`MAX_COPY_THREADS`]
-/// threads, so a busy core slows only its own share.
-fn copy_into(dst: &mut [u8], sources: &[(usize, &[u8])]) {
-    let copy = |base: usize, part: &mut [u8]| {
-        let end = base + part.len();
-        // The first source ending after `base`.
-        let first = sources.partition_point(|(a, src)| a + src.len() <= base);
-        for (a, src) in &sources[first..] {
-            if *a >= end {
-                break;
-            }
-            let (lo, hi) = ((*a).max(base), (a + src.len()).min(end));
-            part[lo - base..hi - base].copy_from_slice(&src[lo - a..hi - a]);
-        }
-    };
-    if dst.len() < PARALLEL_COPY_MIN {
-        return copy(0, dst);
-    }
-    let chunks: Vec<(usize, Mutex<&mut [u8]>)> = dst
-        .chunks_mut(COPY_CHUNK)
-        .enumerate()
-        .map(|(i, c)| (i * COPY_CHUNK, Mutex::new(c)))
-        .collect();
-    let threads = crate::parallel::resolve_threads(0).min(MAX_COPY_THREADS);
-    let r = crate::parallel::try_each(&chunks, threads, |(base, part)| {
-        copy(*base, &mut part.lock().unwrap_or_else(|p| p.into_inner()));
-        Ok(())
-    });
-    debug_assert!(r.is_ok(), "the copy cannot fail");
-}
-
 /// The background writer: one save at a time, in the order they were captured.
 fn background(d: &Dir, rx: mpsc::Receiver<Job>) {
     while let Ok(job) = rx.recv() {
@@ -672,8 +657,8 @@ fn background(d: &Dir, rx: mpsc::Receiver<Job>) {
             });
         }
         if let Some(b) = buf {
-            // Enough buffers for every save in flight and the one being captured.
-            if g.pool.len() <= d.opts.max_in_flight {
+            // Never more buffers than saves may be in flight.
+            if g.pool.len() < d.opts.max_in_flight.max(1) {
                 g.pool.push(b);
             }
         }
@@ -1316,52 +1301,5 @@ pub(crate) fn resolve_url_input(url: &str) -> Result<Option<String>> {
                 st.model_checkpoint_path, st.model_checkpoint_path
             ),
         }),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The parallel capture puts every byte where the sequential one does, with sources of
-    /// every shape around chunk boundaries (empty ones, one spanning several chunks, several in
-    /// one chunk).
-    #[test]
-    fn copy_into_matches_a_concatenation() {
-        let lens = [
-            0,
-            5,
-            COPY_CHUNK - 5,
-            0,
-            3 * COPY_CHUNK + 17,
-            1,
-            1000,
-            COPY_CHUNK,
-            0,
-            PARALLEL_COPY_MIN / 3,
-            7,
-        ];
-        let data: Vec<Vec<u8>> = lens
-            .iter()
-            .enumerate()
-            .map(|(i, &n)| (0..n).map(|k| (k * 7 + i * 13) as u8).collect())
-            .collect();
-        let want: Vec<u8> = data.concat();
-        assert!(want.len() >= PARALLEL_COPY_MIN);
-        for total in [want.len(), 1000 + 5 + 1] {
-            // The whole set (parallel), and a small prefix of it (one thread).
-            let mut at = 0;
-            let mut sources = Vec::new();
-            for d in &data {
-                if at + d.len() > total {
-                    break;
-                }
-                sources.push((at, &d[..]));
-                at += d.len();
-            }
-            let mut dst = vec![0xAAu8; at];
-            copy_into(&mut dst, &sources);
-            assert!(dst == want[..at], "total {at}");
-        }
     }
 }
