@@ -80,7 +80,7 @@ fn main() {
     // again (mapped): measured again just before each background save below, as the machine's
     // load changes.
     let mut dst = vec![0u8; TENSORS * TENSOR_BYTES];
-    let mut memcpy = |dst: &mut Vec<u8>| {
+    let memcpy = |dst: &mut Vec<u8>| {
         black_box(&mut *dst);
         let t = Instant::now();
         for (i, d) in m0.iter().enumerate() {
@@ -113,7 +113,7 @@ fn main() {
     let sync = t.elapsed();
     row("save (synchronous)", sync, Some(sync));
 
-    let mut async_save = |m: &mut CheckpointManager, step: u64, label: &str| {
+    let async_save = |m: &mut CheckpointManager, step: u64, label: &str| {
         let t = Instant::now();
         let r = m.save_async(step, named(&m0), Metadata::new()).unwrap();
         let blocked = t.elapsed();
