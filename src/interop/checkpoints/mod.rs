@@ -1,7 +1,8 @@
 //! A training job's checkpoint directory: [`CheckpointManager`] saves step-numbered checkpoints
 //! (`DIR/ckpt-STEP`, TensorFlow's naming), keeps TensorFlow's `checkpoint` state file pointing at
 //! the latest, prunes by a [`KeepPolicy`], restores any step, and saves in the background
-//! ([`CheckpointManager::save_async`]). docs/checkpoints.md has the guarantees.
+//! ([`CheckpointManager::save_async`]), in a local directory or an object store's
+//! (`s3://bucket/dir`, through `location.rs`). docs/checkpoints.md has the guarantees.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
@@ -29,7 +30,8 @@ pub use state::{CheckpointState, MAX_STATE_BYTES, MAX_STATE_ENTRIES, STATE_FILE}
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Layout {
     /// One native file, `PREFIX.data-00000-of-00001`, with `PREFIX.index` a hard link to it (a
-    /// copy where the file system cannot link): a TensorFlow checkpoint and a native file.
+    /// copy where the file system cannot link; in an object store, a server-side copy of the
+    /// object): a TensorFlow checkpoint and a native file.
     Single,
     /// A sharded checkpoint (SPEC.md 12) of this many data files, written by as many threads.
     Sharded {
@@ -37,7 +39,7 @@ pub enum Layout {
         shards: u32,
         /// Each save reuses the tensors the previous checkpoint (when it is a sharded paramdex
         /// checkpoint) holds byte-identical, linking its data files instead of writing them
-        /// again (SPEC.md 12.5).
+        /// again (SPEC.md 12.5). Local directories only.
         incremental: bool,
     },
 }
@@ -75,10 +77,11 @@ impl Default for ManagerOptions {
 pub struct CheckpointInfo {
     /// Its step (the number after the last `-` of its name).
     pub step: u64,
-    /// Its prefix (`DIR/ckpt-STEP`).
+    /// Its prefix (`DIR/ckpt-STEP`; for an object-store directory, the URL
+    /// `s3://bucket/dir/ckpt-STEP`).
     pub prefix: PathBuf,
     /// When it was saved, seconds since the Unix epoch: from the state file, else the index
-    /// file's modification time.
+    /// file's (or object's) modification time.
     pub timestamp: Option<f64>,
     /// Bytes of its files (a file linked under two of its names counted once).
     pub bytes: u64,
@@ -217,10 +220,11 @@ struct Dir {
     shared: Shared,
 }
 
-/// Saves, lists, prunes and restores the step-numbered checkpoints of a local directory, with
+/// Saves, lists, prunes and restores the step-numbered checkpoints of a directory, with
 /// TensorFlow's `checkpoint` state file as the pointer to the latest (so
 /// `tf.train.latest_checkpoint(DIR)` and `tf.train.CheckpointManager` find them, and this finds
-/// theirs).
+/// theirs). The directory is a local path or an object store's: `s3://bucket/dir` (the objects
+/// `dir/NAME`; see [`CheckpointManager::open`]).
 ///
 /// ```
 /// use paramdex::interop::{CheckpointManager, KeepPolicy, ManagerOptions};
@@ -277,6 +281,16 @@ pub fn step_of(name: &str) -> Option<u64> {
 impl CheckpointManager {
     /// Manages `dir` (created if missing). Reads nothing yet: a damaged state file is reported
     /// by the calls that read it.
+    ///
+    /// `dir` may be an object-store URL, `s3://bucket/dir` (resolved by
+    /// [`crate::remote::resolve`]: the `AWS_*` environment and the S3 settings in force; no
+    /// request is made here): checkpoints are written straight into the bucket, each object
+    /// appearing whole (a single file is uploaded as `ckpt-STEP.data-00000-of-00001`, then
+    /// copied by the store to `ckpt-STEP.index`; a sharded one is uploaded shard by shard, its
+    /// index PUT last), and the state object is PUT after the checkpoint is complete.
+    /// `file:///dir` is the local directory `/dir`. Errors: [`Error::Unsupported`] for an
+    /// incremental [`Layout::Sharded`] on an object store (it links files, which a bucket cannot
+    /// do).
     pub fn open(dir: impl AsRef<Path>, opts: ManagerOptions) -> Result<CheckpointManager> {
         let dir = dir.as_ref().to_path_buf();
         if opts.name.is_empty() || opts.name.contains(['/', '\\']) || opts.name == STATE_FILE {
@@ -324,7 +338,7 @@ impl CheckpointManager {
         })
     }
 
-    /// The directory.
+    /// The directory (for an object store, its URL without a trailing `/`).
     pub fn dir(&self) -> &Path {
         &self.d.dir
     }
