@@ -3,8 +3,10 @@
 //! background copies, handed over), `steps` / `latest` / `restore`, the state object in
 //! TensorFlow's text format, pruning (dry run first, then for real, never the latest), the
 //! `s3://DIR` and `s3://DIR@STEP` inputs of `open_any`, checkpoints whose index never arrived
-//! (ignored, and cleaned by the next save of that step), damaged state objects. Garage ignores
-//! conditional PUTs: nothing here relies on them.
+//! (ignored, and cleaned by the next save of that step), damaged state objects, and a saving
+//! process SIGKILLed at random moments (single files and sharded: every listed checkpoint
+//! complete, the state object naming one). Garage ignores conditional PUTs: nothing here relies
+//! on them.
 //!
 //! The library resolves `s3://` URLs from the `AWS_*` environment, which every test sets once
 //! (the same values: one shared cluster) before any request.
@@ -366,7 +368,12 @@ fn sharded_checkpoints_in_a_bucket_with_a_keep_policy() {
         // A synchronous save after the background ones.
         m.save(6, tensors(&model(6)), meta(6, 0.5)).unwrap();
         assert_eq!(m.steps().unwrap(), [5, 6]);
-        assert_eq!(m.latest().unwrap().step, 6);
+        let latest = m.latest().unwrap();
+        assert_eq!(latest.step, 6);
+        assert_eq!(
+            latest.metadata.unwrap().get("step"),
+            Some(&MetaValue::Int(6))
+        );
 
         // Incremental saves link files: refused on object storage.
         let inc = Layout::Sharded {
@@ -536,4 +543,123 @@ fn a_file_url_is_the_local_directory() {
     assert!(tmp.path().join("run/ckpt-5.index").is_file());
     assert!(tmp.path().join("run/checkpoint").is_file());
     holds_step(tmp.path().join("run").to_str().unwrap(), 5);
+}
+
+const CHILD_URL: &str = "PARAMDEX_CKPT_GARAGE_CHILD_URL";
+
+/// The child side of the crash test: does nothing unless started by it. Saves into `$URL`
+/// forever (in the background, two in flight, keeping the last 3; sharded in 2 objects when
+/// `PARAMDEX_CKPT_GARAGE_SHARDED` is set), from one past the highest step there.
+#[test]
+fn checkpoint_garage_crash_child_helper() {
+    let Ok(url) = std::env::var(CHILD_URL) else {
+        return;
+    };
+    let layout = if std::env::var("PARAMDEX_CKPT_GARAGE_SHARDED").is_ok() {
+        Layout::Sharded {
+            shards: 2,
+            incremental: false,
+        }
+    } else {
+        Layout::Single
+    };
+    let keep = KeepPolicy {
+        last: Some(3),
+        ..Default::default()
+    };
+    let mut m = CheckpointManager::open(&url, opts(layout, keep)).unwrap();
+    let start = m.steps().unwrap().last().map_or(1, |s| s + 1);
+    // One complete checkpoint per round before the killing may start.
+    m.save(start, tensors(&model(start)), meta(start, 0.5))
+        .unwrap();
+    println!("PDX-STARTED");
+    for step in start + 1.. {
+        m.save_async(step, tensors(&model(step)), meta(step, 0.5))
+            .unwrap();
+    }
+}
+
+/// Every listed checkpoint of `url` holds its step's tensors and verifies; the state object
+/// parses and names a listed checkpoint (or an older one than a checkpoint committed just
+/// before the kill, which is then listed beside it).
+fn check_remote_dir(
+    rt: &tokio::runtime::Runtime,
+    s: &Arc<dyn ObjectStore>,
+    key: &str,
+    url: &str,
+) -> usize {
+    let m = CheckpointManager::open(url, ManagerOptions::default()).unwrap();
+    let all = m.list().unwrap();
+    let text = get(rt, &**s, &format!("{key}/checkpoint")).expect("a state object");
+    let st = CheckpointState::parse(&text, std::path::Path::new(url)).expect("it parses");
+    let named = format!("{url}/{}", st.model_checkpoint_path);
+    assert!(
+        all.iter()
+            .any(|c| c.prefix.to_str() == Some(named.as_str()) && c.latest),
+        "the pointer {named:?} names no complete checkpoint: {all:?}"
+    );
+    for c in &all {
+        check_store(&*m.restore(c.step).unwrap(), c.step, &named);
+        assert_eq!(
+            c.metadata.as_ref().unwrap().get("step"),
+            Some(&MetaValue::Int(c.step as i64))
+        );
+    }
+    all.len()
+}
+
+fn killed_at_random_moments(g: &Garage, sharded: bool) {
+    use std::io::BufRead;
+    let rt = runtime();
+    let s = store(g);
+    let key = format!(
+        "mgr-crash-{}/run",
+        if sharded { "sharded" } else { "single" }
+    );
+    let url = format!("s3://{}/{key}", g.bucket());
+    let mut x = 0x2545_f491_4f6c_dd1du64 ^ u64::from(sharded);
+    let mut seen = 0;
+    for _round in 0..4 {
+        let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+        cmd.args([
+            "--exact",
+            "checkpoint_garage_crash_child_helper",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_URL, &url)
+        .stdout(std::process::Stdio::piped());
+        if sharded {
+            cmd.env("PARAMDEX_CKPT_GARAGE_SHARDED", "1");
+        }
+        let mut c = cmd.spawn().unwrap();
+        let mut out = std::io::BufReader::new(c.stdout.take().unwrap());
+        let mut line = String::new();
+        while !line.contains("PDX-STARTED") {
+            line.clear();
+            assert!(out.read_line(&mut line).unwrap() > 0, "the child exited");
+        }
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        std::thread::sleep(std::time::Duration::from_millis(20 + x % 600));
+        c.kill().unwrap();
+        c.wait().unwrap();
+        seen += check_remote_dir(&rt, &s, &key, &url);
+    }
+    assert!(seen > 0, "no checkpoint was ever completed");
+}
+
+#[test]
+fn a_process_saving_into_a_bucket_killed_at_random_moments_leaves_complete_checkpoints() {
+    let Some(g) = garage::shared(
+        "a_process_saving_into_a_bucket_killed_at_random_moments_leaves_complete_checkpoints",
+    ) else {
+        return;
+    };
+    env(g);
+    g.run(|| {
+        killed_at_random_moments(g, false);
+        killed_at_random_moments(g, true);
+    });
 }
