@@ -130,6 +130,21 @@ fn ckpt_lists_and_prunes_an_s3_directory() {
         assert_eq!(steps(&url), [100, 200, 400, 500]);
         // Without a policy: refused.
         run(&[&"ckpt", &url, &"--prune"], 1);
+        // Refused credentials: one error line naming the directory, exit 1, nothing deleted.
+        let out = std::process::Command::new(common::BIN)
+            .args(["ckpt", url.as_str(), "--prune", "--keep-last", "1"])
+            .env("AWS_SECRET_ACCESS_KEY", "not-the-secret")
+            .env_remove("CLICOLOR_FORCE")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.starts_with("paramdex: error: ") && err.contains(&url),
+            "{err}"
+        );
+        assert_eq!(steps(&url), [100, 200, 400, 500]);
         // An empty directory (nothing under the prefix) lists nothing.
         let empty = format!("s3://{}/cli-ckpt/nothing-here", g.bucket());
         let o = stdout(&run(&[&"ckpt", &empty], 0));
