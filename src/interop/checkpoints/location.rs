@@ -201,12 +201,12 @@ impl Location {
         }
     }
 
-    /// Copies `from` to `to` inside the directory, `to` appearing whole (an object store's
-    /// server-side copy: no bytes through this process).
+    /// Copies `from` to `to` inside the directory, `to` appearing whole: a staged local copy
+    /// renamed in, or an object store's server-side copy (no bytes through this process).
     pub fn copy_object(&self, from: &str, to: &str) -> Result<()> {
         match self {
             Location::Local(d) => {
-                // Not used for local directories (they link); kept total for the enum.
+                // A staged copy, fsynced, renamed in: for a file system that cannot link.
                 let (src, dst) = (d.join(from), d.join(to));
                 let (mut f, staged) = crate::native::staging::stage_file(&dst, ".tmp")?;
                 std::fs::File::open(&src)

@@ -769,19 +769,23 @@ impl Dir {
             w.add(name, *t)?;
         }
         w.finish()?;
-        // The index is the same file: it appears, complete, in one rename.
-        let staged = match staging::stage_link(&data, &index, ".tmp") {
-            Ok(s) => s,
+        // The index is the same file: it appears, complete, in one rename (of a link, or of a
+        // copy where the file system cannot link).
+        match staging::stage_link(&data, &index, ".tmp") {
+            Ok(staged) => staging::commit([(staged, index.as_path())])?,
             Err(_) => {
-                let (mut f, s) = staging::stage_file(&index, ".tmp")?;
-                let copy = std::fs::File::open(&data)
-                    .and_then(|mut src| std::io::copy(&mut src, &mut f))
-                    .and_then(|_| f.sync_all());
-                copy.map_err(|e| Error::io(format!("copying {}", data.display()), e))?;
-                s
+                let name = |p: &Path| p.file_name().and_then(|n| n.to_str()).map(str::to_string);
+                match (name(&data), name(&index)) {
+                    (Some(d), Some(i)) => self.at.copy_object(&d, &i)?,
+                    _ => {
+                        return Err(Error::InvalidArgument(format!(
+                            "{}: not a file name",
+                            prefix.display()
+                        )))
+                    }
+                }
             }
-        };
-        staging::commit([(staged, index.as_path())])?;
+        }
         if self.opts.writer.sync {
             staging::sync_parent(&index)?;
         }
