@@ -271,10 +271,20 @@ def _to_paddle(arr: np.ndarray, device: str) -> Any:
     import paddle
 
     if arr.dtype == object:
-        raise UnsupportedError("paddle tensors cannot hold strings")
-    if device != "cpu":
-        return paddle.to_tensor(arr, place=device)
-    return paddle.to_tensor(arr, place=paddle.CPUPlace())
+        raise TypeError("paddle tensors cannot hold strings")
+    place = device if device != "cpu" else paddle.CPUPlace()
+    name = arr.dtype.name
+    if name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
+        # Paddle takes no ml_dtypes arrays: through float32, which holds these values exactly.
+        return paddle.to_tensor(arr.astype(np.float32), place=place).astype(name)
+    if arr.dtype.kind == "c":
+        # Paddle's array import takes no complex arrays: real and imaginary parts.
+        real = paddle.to_tensor(np.ascontiguousarray(arr.real), place=place)
+        imag = paddle.to_tensor(np.ascontiguousarray(arr.imag), place=place)
+        return paddle.complex(real, imag)
+    if name in ("uint16", "uint32", "uint64"):
+        raise TypeError(f"paddle has no {name} tensors")
+    return paddle.to_tensor(arr, place=place)
 
 
 def _to_tf(arr: np.ndarray, device: str) -> Any:

@@ -6,6 +6,7 @@ ml_dtypes into a failure: CI must not pass by skipping.
 """
 
 import importlib
+import importlib.util
 import os
 import subprocess
 import sys
@@ -16,9 +17,15 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 DATA = os.path.join(REPO, "tests", "data")
 
 
-def need(module):
-    """Imports ``module``, or skips (fails under PARAMDEX_REQUIRE_ALL=1) when it is missing."""
+def need(module, load=True):
+    """Imports ``module`` (only finds it when ``load`` is false: TensorFlow and Paddle are
+    imported by child processes, never here), or skips (fails under PARAMDEX_REQUIRE_ALL=1)
+    when it is missing."""
     try:
+        if not load:
+            if importlib.util.find_spec(module) is None:
+                raise ImportError(f"no module named {module}")
+            return None
         return importlib.import_module(module)
     except ImportError as e:
         if os.environ.get("PARAMDEX_REQUIRE_ALL") == "1":
