@@ -550,9 +550,9 @@ impl NativeWriter {
             .inner
             .lock()
             .map_err(|_| PyRuntimeError::new_err("writer lock poisoned"))?;
-        let w = g
-            .as_mut()
-            .ok_or_else(|| PyValueError::new_err(format!("the writer of {} is closed", self.path)))?;
+        let w = g.as_mut().ok_or_else(|| {
+            PyValueError::new_err(format!("the writer of {} is closed", self.path))
+        })?;
         f(w).py()
     }
 }
@@ -606,7 +606,9 @@ impl NativeWriter {
             .lock()
             .map_err(|_| PyRuntimeError::new_err("writer lock poisoned"))?
             .take()
-            .ok_or_else(|| PyValueError::new_err(format!("the writer of {} is closed", self.path)))?;
+            .ok_or_else(|| {
+                PyValueError::new_err(format!("the writer of {} is closed", self.path))
+            })?;
         py.detach(|| w.finish()).py()?;
         Ok(())
     }
@@ -702,12 +704,12 @@ impl PyCheckpointManager {
         py.detach(|| {
             self.lock()?
                 .save(
-                step,
-                items
-                    .iter()
-                    .map(|p| (&p.name, Tensor::new(p.dtype, &p.shape, p.bytes.slice()))),
-                meta,
-            )
+                    step,
+                    items
+                        .iter()
+                        .map(|p| (&p.name, Tensor::new(p.dtype, &p.shape, p.bytes.slice()))),
+                    meta,
+                )
                 .map_err(py_err)
         })
     }
