@@ -104,6 +104,19 @@ def _name_out(n: bytes) -> Name:
         return n
 
 
+def _identity(path: str) -> Optional[Tuple[int, int, int, int]]:
+    """(device, inode, size, mtime) of a regular local file, else None."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    import stat as _stat
+
+    if not _stat.S_ISREG(st.st_mode):
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
 def _path_in(path: Any) -> str:
     if isinstance(path, bytes):
         return os.fsdecode(path)
@@ -119,7 +132,12 @@ class SafeOpen:
             raise ValueError(f"framework must be one of {', '.join(_FRAMEWORKS)}, not {framework!r}")
         self._framework = {"numpy": "np", "torch": "pt", "tensorflow": "tf"}.get(framework, framework)
         self._device = device
-        self._store = _paramdex.Store(_path_in(path))
+        p = _path_in(path)
+        before = _identity(p)
+        self._store = _paramdex.Store(p)
+        # The file the store mapped, when it is certain (unchanged across the open): torch maps
+        # that file again by its name (paramdex.torch), and only while it is still this one.
+        self._file = before if before is not None and _identity(p) == before else None
         self._torch_files: Dict[str, Any] = {}
         self._lock = threading.Lock()
 
@@ -418,6 +436,7 @@ class CheckpointManager:
         f._framework = {"numpy": "np", "torch": "pt", "tensorflow": "tf"}.get(framework, framework)
         f._device = device
         f._store = self._m.restore(step)
+        f._file = None  # a checkpoint's files are found by the library: torch tensors are copies
         f._torch_files = {}
         f._lock = threading.Lock()
         return f

@@ -76,10 +76,10 @@ def _from_file(f: Any, name: Name, dt: Any, shape: List[int], nbytes: int) -> Op
     """A tensor over a private mapping of the file holding ``name``'s bytes, or None when its
     bytes are not one run in one local file."""
     loc = f._store.data_location(name)
-    if loc is None:
+    if loc is None or f._file is None:
         return None
     path, offset, length = loc
-    if length != nbytes or not os.path.isfile(path):
+    if length != nbytes:
         return None
     size = torch.empty((), dtype=dt).element_size()
     if offset % size:
@@ -87,7 +87,16 @@ def _from_file(f: Any, name: Name, dt: Any, shape: List[int], nbytes: int) -> Op
     with f._lock:
         st = f._torch_files.get(path)
         if st is None:
-            st = torch.UntypedStorage.from_file(path, shared=False, nbytes=os.path.getsize(path))
+            # Only the file the store itself mapped (same device, inode, size and mtime before
+            # and after torch maps it): a file replaced under the same name since the open is
+            # not mapped (its bytes are not the ones paramdex checked); then one copy instead.
+            from . import _identity
+
+            if _identity(path) != f._file:
+                return None
+            st = torch.UntypedStorage.from_file(path, shared=False, nbytes=f._file[2])
+            if _identity(path) != f._file:
+                return None
             f._torch_files[path] = st
     if offset + length > st.nbytes():
         return None

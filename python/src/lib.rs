@@ -431,7 +431,8 @@ impl Store {
     fn count(&self, py: Python<'_>) -> PyResult<u64> {
         let s = self.get()?;
         if let Some(r) = s.as_native() {
-            if r.header().num_shards <= 1 {
+            // A paramdex file's header counts its tensors (each partitioned one once).
+            if r.header().num_shards <= 1 && r.header().format_version >= 1 {
                 return Ok(r.header().tensor_count);
             }
         }

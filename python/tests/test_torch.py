@@ -95,3 +95,15 @@ def test_strings_are_refused_for_torch():
     path = f"{paramdex.__file__}"  # any file: unrecognized
     with pytest.raises(paramdex.UnrecognizedFormatError):
         paramdex.safe_open(path, framework="pt")
+
+
+def test_a_file_replaced_under_its_name_is_not_mapped_by_torch(tmp_path):
+    p = tmp_path / "m.pdx"
+    pdt.save_file({"w": torch.zeros(64), "v": torch.ones(64)}, p)
+    with paramdex.safe_open(p, framework="pt") as f:
+        # Rewritten (renamed into place: a new file) after the open: torch must not map the new
+        # file with the old file's offsets; the tensor is the bytes paramdex has mapped.
+        pdt.save_file({"v": torch.full((64,), 7.0), "w": torch.full((64,), 5.0), "x": torch.zeros(9)}, p)
+        w = f.get_tensor("w")
+        assert torch.equal(w, torch.zeros(64))
+        assert torch.equal(f.get_tensor("v"), torch.ones(64))
