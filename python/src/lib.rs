@@ -653,6 +653,8 @@ impl PyCheckpointManager {
 impl PyCheckpointManager {
     /// Opens (creating it if needed) the checkpoint directory `directory`.
     #[new]
+    // The keyword arguments of the Python constructor, one each.
+    #[allow(clippy::too_many_arguments)]
     #[pyo3(signature = (directory, name = "ckpt".to_string(), keep_last = None, shards = None, incremental = false, max_in_flight = 1, sync = true))]
     fn py_new(
         py: Python<'_>,
