@@ -73,7 +73,16 @@ def main():
     import paramdex.torch as pdt
 
     work = tempfile.mkdtemp(dir=args.dir, prefix="pdx-bench-")
-    rows = []
+    print("| operation | safetensors | paramdex | paramdex speed-up |")
+    print("|---|---|---|---|", flush=True)
+
+    class Rows(list):
+        def append(self, row):
+            name, a, b = row
+            print(f"| {name} | {fmt(a)} | {fmt(b)} | {a / b:.2f}× |", flush=True)
+            super().append(row)
+
+    rows = Rows()
     try:
         # Row 1: one tensor among many.
         many = {f"layers.{i:07d}.weight": np.full((4,), i, np.float32) for i in range(args.many)}
@@ -98,9 +107,9 @@ def main():
         os.remove(pp)
 
         # Rows 2-3: a ~1.7 GiB model.
-        per = args.model_mib * (1 << 20) // args.tensors // 4
+        per = args.model_mib * (1 << 20) // args.tensors // 4 // 256 * 256
         rng = np.random.default_rng(0)
-        model = {f"model.layers.{i:03d}.weight": rng.standard_normal(per, dtype=np.float32).reshape(-1, 256)[: per // 256]
+        model = {f"model.layers.{i:03d}.weight": rng.standard_normal(per, dtype=np.float32).reshape(-1, 256)
                  for i in range(args.tensors)}
         total = sum(a.nbytes for a in model.values())
         sp, pp = os.path.join(work, "model.safetensors"), os.path.join(work, "model.pdx")
@@ -141,10 +150,6 @@ def main():
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
-    print("| operation | safetensors | paramdex | paramdex speed-up |")
-    print("|---|---|---|---|")
-    for name, a, b in rows:
-        print(f"| {name} | {fmt(a)} | {fmt(b)} | {a / b:.2f}× |")
 
 
 if __name__ == "__main__":
