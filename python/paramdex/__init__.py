@@ -127,11 +127,12 @@ class SafeOpen:
     """An open store; see :func:`safe_open`. Usable as a context manager; arrays and tensors
     taken from it stay valid after it is closed (they hold the mapping themselves)."""
 
-    def __init__(self, path: Any, framework: str = "np", device: str = "cpu") -> None:
+    def __init__(self, path: Any, framework: str = "np", device: str = "cpu", checksums: bool = True) -> None:
         if framework not in _FRAMEWORKS:
             raise ValueError(f"framework must be one of {', '.join(_FRAMEWORKS)}, not {framework!r}")
         self._framework = {"numpy": "np", "torch": "pt", "tensorflow": "tf"}.get(framework, framework)
         self._device = device
+        self._checksums = bool(checksums)
         p = _path_in(path)
         before = _identity(p)
         self._store = _paramdex.Store(p)
@@ -210,7 +211,7 @@ class SafeOpen:
         numpy: a read-only view of the file's mapping where the format stores the tensor as
         one run of bytes in a local file (paramdex, safetensors, Paddle, aligned TensorFlow
         data), else one copy (writable). torch: see :mod:`paramdex.torch`."""
-        kind, shape, data = self._store.load(name)
+        kind, shape, data = self._store.load(name, self._checksums)
         if self._framework == "np":
             return to_numpy(kind, shape, data)
         if self._framework == "pt":
@@ -244,10 +245,14 @@ class SafeOpen:
         return _to_tf(arr, self._device)
 
 
-def safe_open(path: Any, framework: str = "np", device: str = "cpu") -> SafeOpen:
+def safe_open(path: Any, framework: str = "np", device: str = "cpu", checksums: bool = True) -> SafeOpen:
     """Opens ``path`` (a file, directory, checkpoint prefix, ``DIR@STEP`` or ``s3://`` URL) for
-    reading tensors as ``framework`` (``"np"``, ``"pt"``, ``"paddle"`` or ``"tf"``)."""
-    return SafeOpen(path, framework=framework, device=device)
+    reading tensors as ``framework`` (``"np"``, ``"pt"``, ``"paddle"`` or ``"tf"``).
+
+    ``get_tensor`` checks each tensor's data checksum where the format has one;
+    ``checksums=False`` skips it for tensors stored whole in a paramdex file (no pass over the
+    data: the view is handed out as mapped), for files already checked with ``verify()``."""
+    return SafeOpen(path, framework=framework, device=device, checksums=checksums)
 
 
 class SafeSlice:
@@ -435,6 +440,7 @@ class CheckpointManager:
         f = SafeOpen.__new__(SafeOpen)
         f._framework = {"numpy": "np", "torch": "pt", "tensorflow": "tf"}.get(framework, framework)
         f._device = device
+        f._checksums = True
         f._store = self._m.restore(step)
         f._file = None  # a checkpoint's files are found by the library: torch tensors are copies
         f._torch_files = {}

@@ -31,8 +31,9 @@ def save_file(
             w.add(name, array)
 
 
-def load_file(filename: Any) -> Dict[Name, np.ndarray]:
+def load_file(filename: Any, checksums: bool = True) -> Dict[Name, np.ndarray]:
     """Every tensor of ``filename`` (any format paramdex reads) as numpy arrays: read-only views
-    of the mapping where the format allows, else copies."""
-    with safe_open(filename, framework="np") as f:
+    of the mapping where the format allows, else copies. ``checksums=False``: see
+    :func:`paramdex.safe_open`."""
+    with safe_open(filename, framework="np", checksums=checksums) as f:
         return {name: f.get_tensor(name) for name in f.keys()}

@@ -151,7 +151,8 @@ def save_file(
             w._w.add(name, kind, shape, a)
 
 
-def load_file(filename: Any, device: str = "cpu") -> Dict[Name, Any]:
-    """Every tensor of ``filename`` (any format paramdex reads) as torch tensors."""
-    with safe_open(filename, framework="pt", device=device) as f:
+def load_file(filename: Any, device: str = "cpu", checksums: bool = True) -> Dict[Name, Any]:
+    """Every tensor of ``filename`` (any format paramdex reads) as torch tensors.
+    ``checksums=False``: see :func:`paramdex.safe_open`."""
+    with safe_open(filename, framework="pt", device=device, checksums=checksums) as f:
         return {name: f.get_tensor(name) for name in f.keys()}

@@ -461,14 +461,44 @@ impl Store {
     }
 
     /// (kind, shape, data) of tensor `name` (checksums checked where the format has them);
-    /// raises NotFoundError when absent.
+    /// raises NotFoundError when absent. `verify=False` skips the data checksum of a tensor
+    /// stored whole in a native file (a view straight from `Reader::get`), for callers that
+    /// checked the file with `verify` already.
+    #[pyo3(signature = (name, verify = true))]
     fn load<'py>(
         &self,
         py: Python<'py>,
         name: &Bound<'py, PyAny>,
+        verify: bool,
     ) -> PyResult<Bound<'py, PyTuple>> {
         let n = name_bytes(name)?;
         let s = self.get()?;
+        if !verify {
+            if let Some(r) = s.as_native() {
+                match py.detach(|| {
+                    r.get(&n)
+                        .map(|v| v.map(|v| (v.dtype(), v.shape().to_vec(), v.data())))
+                }) {
+                    Ok(Some((d, shape, data))) => {
+                        let t = LoadedTensor {
+                            info: paramdex::interop::TensorInfo {
+                                name: n.clone(),
+                                kind: Kind::Numeric(d),
+                                shape,
+                                lod: Vec::new(),
+                                nbytes: data.len() as u64,
+                            },
+                            data: TensorData::Bytes(Cow::Borrowed(data)),
+                        };
+                        return loaded(py, &s, t);
+                    }
+                    Ok(None) => return Err(self.not_found(&n)),
+                    // Stored in slices: assembled by `load` below.
+                    Err(Error::Sliced { .. }) => {}
+                    Err(e) => return Err(py_err(e)),
+                }
+            }
+        }
         let t = py.detach(|| s.load(&n)).py()?;
         match t {
             Some(t) => loaded(py, &s, t),

@@ -325,3 +325,26 @@ def test_checkpoint_manager(tmp_path):
         assert (f.get_tensor("w") == w + 2).all()
     with paramdex.safe_open(f"{tmp_path / 'ckpts'}@2") as f:
         assert (f.get_tensor("w") == w + 1).all()
+
+
+def test_checksums_false_skips_the_data_check_only(tmp_path):
+    p = tmp_path / "m.pdx"
+    save_file({"a": np.arange(64, dtype=np.int32), "b": np.ones(8)}, p)
+    with paramdex.safe_open(p) as f:
+        start, _ = f._mapping_range()
+        off = f.get_tensor("a").__array_interface__["data"][0] - start
+    b = bytearray(p.read_bytes())
+    b[off] ^= 1
+    p.write_bytes(bytes(b))
+    with paramdex.safe_open(p, checksums=False) as f:
+        a = f.get_tensor("a")  # handed out as mapped: the damage is not looked for
+        assert a[0] == 1 and not a.flags.writeable
+        lo, hi = f._mapping_range()
+        assert lo <= a.__array_interface__["data"][0] < hi
+        with pytest.raises(paramdex.NotFoundError):
+            f.get_tensor("zz")
+        with pytest.raises(paramdex.CorruptError):
+            f.verify()
+    with pytest.raises(paramdex.CorruptError):
+        load_file(p)
+    assert load_file(p, checksums=False)["a"][1] == 1
