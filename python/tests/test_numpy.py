@@ -348,3 +348,19 @@ def test_checksums_false_skips_the_data_check_only(tmp_path):
     with pytest.raises(paramdex.CorruptError):
         load_file(p)
     assert load_file(p, checksums=False)["a"][1] == 1
+
+
+def test_sharded_checkpoints_read_through_safe_open(tmp_path):
+    m = paramdex.CheckpointManager(tmp_path / "ck", shards=3, incremental=True, sync=False)
+    ts = {f"layer{i}.w": np.arange(i * 50, i * 50 + 50, dtype=np.float32).reshape(5, 10) for i in range(7)}
+    m.save(10, ts)
+    ts2 = dict(ts, **{"layer0.w": ts["layer0.w"] + 1})
+    m.save(20, ts2)  # incremental: unchanged tensors linked from step 10
+    for path in (m.restore(), paramdex.safe_open(tmp_path / "ck"), paramdex.safe_open(f"{tmp_path / 'ck'}@10")):
+        with path as f:
+            want = ts2 if "@10" not in f.path else ts
+            assert sorted(f.keys()) == sorted(want)
+            for k, v in want.items():
+                assert (f.get_tensor(k) == v).all()
+                assert (f.get_slice(k)[1:3, ::4] == v[1:3, ::4]).all()
+            assert f.verify().tensors == len(want)
