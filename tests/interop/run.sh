@@ -2,8 +2,10 @@
 # Interop step: checks paramdex against the real TensorFlow and PaddlePaddle.
 # Creates (once) a virtualenv in ${PARAMDEX_CACHE:-~/.cache/paramdex}/venv with tensorflow-cpu,
 # paddlepaddle, numpy and safetensors from PyPI, builds the release binary, and runs every
-# tests/interop/check_*.py with PARAMDEX pointing at it. Any failure, including a failed install,
-# fails the step loudly.
+# tests/interop/check_*.py with PARAMDEX pointing at it. Then the Python package (issue 18):
+# adds torch, pytest and ml_dtypes to the same virtualenv, builds and installs python/ with
+# `pip install ./python` (maturin, into python/target), and runs its pytest suite with every
+# framework required. Any failure, including a failed install, fails the step loudly.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -43,5 +45,29 @@ done
 if [ "$ran" -eq 0 ]; then
   echo "interop: no check scripts found" >&2
   exit 1
+fi
+
+# The Python package. torch from PyPI (its CPU-only index is not reachable everywhere).
+have_py() {
+  for mod in torch pytest ml_dtypes; do
+    "$venv/bin/python" -c "import $mod" >/dev/null 2>&1 || return 1
+  done
+}
+if ! have_py; then
+  echo "python: installing torch, pytest and ml_dtypes into $venv"
+  "$venv/bin/pip" install --quiet "torch==2.15.0" "pytest==9.2.0" "ml_dtypes==0.6.0"
+  have_py || { echo "python: FAILED to install torch/pytest/ml_dtypes" >&2; exit 1; }
+fi
+echo "python: pip install ./python (maturin; a cold release build takes minutes)"
+py_start=$(date +%s)
+if ! "$venv/bin/pip" install --quiet --force-reinstall --no-deps "$root/python"; then
+  echo "python: FAILED to build or install the paramdex package" >&2
+  exit 1
+fi
+echo "python: built and installed in $(($(date +%s) - py_start)) s"
+# From a directory without a paramdex/ folder, so that the installed package is the one tested.
+if ! (cd "$cache" && PARAMDEX_REQUIRE_ALL=1 "$venv/bin/python" -m pytest -q -p no:cacheprovider "$root/python/tests"); then
+  echo "python: FAILED: pytest python/tests" >&2
+  status=1
 fi
 exit $status

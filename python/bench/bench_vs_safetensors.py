@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""paramdex against the safetensors package, in Python, on the same tensors (issue 18).
+
+Rows:
+  1. safe_open + get_tensor of one tensor among N (default 500,000 tiny tensors);
+  2. loading every tensor of a ~1.7 GiB model (default 200 float32 tensors) into numpy, and
+     into torch (safe_open(..., framework=...) + get_tensor of every key, as a user does, and
+     load_file);
+  3. save_file of the same model, with fsync (safetensors' save_file does not fsync: the bench
+     fsyncs its file after it, so both have the data on disk when the clock stops).
+
+Warm page cache for reads (each file was just written; every run reads the same bytes), median of
+--repeat runs. Prints a Markdown table. Usage:
+  python python/bench/bench_vs_safetensors.py [--dir DIR] [--many 500000] [--model-mib 1740]
+"""
+
+import argparse
+import os
+import shutil
+import statistics
+import tempfile
+import time
+
+import numpy as np
+
+
+def timed(fn, repeat):
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def fsync_file(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    dfd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+def fmt(s):
+    if s < 1e-3:
+        return f"{s * 1e6:.0f} µs"
+    if s < 1:
+        return f"{s * 1e3:.1f} ms"
+    return f"{s:.2f} s"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dir", default=None)
+    ap.add_argument("--many", type=int, default=500_000)
+    ap.add_argument("--model-mib", type=int, default=1740)
+    ap.add_argument("--tensors", type=int, default=200)
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+
+    import safetensors
+    import safetensors.numpy as stn
+    import safetensors.torch as stt
+    import torch
+
+    import paramdex
+    import paramdex.numpy as pdn
+    import paramdex.torch as pdt
+
+    work = tempfile.mkdtemp(dir=args.dir, prefix="pdx-bench-")
+    print("| operation | safetensors | paramdex | paramdex speed-up |")
+    print("|---|---|---|---|", flush=True)
+
+    class Rows(list):
+        def append(self, row):
+            name, a, b = row
+            print(f"| {name} | {fmt(a)} | {fmt(b)} | {a / b:.2f}× |", flush=True)
+            super().append(row)
+
+    rows = Rows()
+    try:
+        # Row 1: one tensor among many.
+        many = {f"layers.{i:07d}.weight": np.full((4,), i, np.float32) for i in range(args.many)}
+        sp, pp = os.path.join(work, "many.safetensors"), os.path.join(work, "many.pdx")
+        stn.save_file(many, sp)
+        pdn.save_file(many, pp)
+        del many
+        target = f"layers.{args.many // 2:07d}.weight"
+
+        def st_one():
+            with safetensors.safe_open(sp, framework="np") as f:
+                return f.get_tensor(target)
+
+        def pdx_one():
+            with paramdex.safe_open(pp, framework="np") as f:
+                return f.get_tensor(target)
+
+        assert (st_one() == pdx_one()).all()
+        a, b = timed(st_one, args.repeat), timed(pdx_one, max(args.repeat, 20))
+        rows.append((f"safe_open + get_tensor of 1 among {args.many:,} (numpy)", a, b))
+        os.remove(sp)
+        os.remove(pp)
+
+        # Rows 2-3: a ~1.7 GiB model.
+        per = args.model_mib * (1 << 20) // args.tensors // 4 // 256 * 256
+        rng = np.random.default_rng(0)
+        model = {f"model.layers.{i:03d}.weight": rng.standard_normal(per, dtype=np.float32).reshape(-1, 256)
+                 for i in range(args.tensors)}
+        total = sum(a.nbytes for a in model.values())
+        sp, pp = os.path.join(work, "model.safetensors"), os.path.join(work, "model.pdx")
+
+        def st_save():
+            stn.save_file(model, sp)
+            fsync_file(sp)
+
+        def pdx_save():
+            pdn.save_file(model, pp)
+
+        a, b = timed(st_save, args.repeat), timed(pdx_save, args.repeat)
+        rows.append((f"save_file of {total / (1 << 30):.2f} GiB ({args.tensors} tensors), fsync", a, b))
+
+        def load_all(mod, path, fw, **kw):
+            def run():
+                with mod.safe_open(path, framework=fw, **kw) as f:
+                    out = {k: f.get_tensor(k) for k in f.keys()}
+                # Touch every byte, as a user of the values would (views are lazy).
+                if fw == "np":
+                    s = sum(float(v.sum(dtype=np.float64)) for v in out.values())
+                else:
+                    s = sum(float(v.double().sum()) for v in out.values())
+                return s
+            return run
+
+        gib = f"{total / (1 << 30):.2f} GiB"
+        for fw, label in (("np", "numpy"), ("pt", "torch")):
+            a = timed(load_all(safetensors, sp, fw), args.repeat)
+            b = timed(load_all(paramdex, pp, fw), args.repeat)
+            rows.append((f"safe_open + get_tensor of every tensor into {label}, then sum it ({gib})", a, b))
+            b = timed(load_all(paramdex, pp, fw, checksums=False), args.repeat)
+            rows.append(("the same, paramdex with checksums=False", a, b))
+
+        a = timed(lambda: stn.load_file(sp), args.repeat)
+        b = timed(lambda: pdn.load_file(pp), args.repeat)
+        rows.append((f"numpy load_file ({gib}; values not touched)", a, b))
+        b = timed(lambda: pdn.load_file(pp, checksums=False), args.repeat)
+        rows.append(("the same, paramdex with checksums=False", a, b))
+        a = timed(lambda: stt.load_file(sp), args.repeat)
+        b = timed(lambda: pdt.load_file(pp), args.repeat)
+        rows.append((f"torch load_file ({gib}; values not touched)", a, b))
+        b = timed(lambda: pdt.load_file(pp, checksums=False), args.repeat)
+        rows.append(("the same, paramdex with checksums=False", a, b))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,448 @@
+"""paramdex: named tensors by memory map, with the API shape of ``safetensors``.
+
+Reading::
+
+    with paramdex.safe_open("model.pdx", framework="np") as f:
+        for name in f.keys():
+            a = f.get_tensor(name)       # numpy: a zero-copy, read-only view of the file
+
+``safe_open`` opens every input the ``paramdex`` CLI opens, detected by content: paramdex
+files, sharded checkpoints (by prefix or ``PREFIX.index``), TensorFlow checkpoints (prefix or
+directory), Paddle models and tensor files, safetensors files, ``DIR@STEP`` of a checkpoint
+directory, and ``s3://`` URLs.
+
+Writing: :func:`paramdex.numpy.save_file`, :func:`paramdex.torch.save_file`, the streaming
+:class:`Writer`, and :class:`CheckpointManager`.
+
+Errors are :class:`ParamdexError` subclasses chosen by the library's error variant (see
+:mod:`paramdex.errors`). The GIL is released while data is read, written or checked, and one
+``safe_open`` object may be used by several threads at once.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple, Union
+
+import numpy as np
+
+from . import _paramdex
+from ._convert import apply_picks, normalize_index, numpy_dtype, to_numpy, writable_bytes
+from .errors import (
+    BackgroundSaveError,
+    CheckpointError,
+    CorruptError,
+    InvalidArgumentError,
+    LimitExceededError,
+    NotFoundError,
+    OutputExistsError,
+    ParamdexError,
+    ParamdexIOError,
+    RemoteError,
+    ShardError,
+    SliceError,
+    UnrecognizedFormatError,
+    UnsupportedError,
+)
+
+__version__ = _paramdex.__version__
+
+__all__ = [
+    "safe_open",
+    "SafeOpen",
+    "SafeSlice",
+    "TensorInfo",
+    "VerifyReport",
+    "Writer",
+    "CheckpointManager",
+    "ParamdexError",
+    "NotFoundError",
+    "CorruptError",
+    "ParamdexIOError",
+    "RemoteError",
+    "UnrecognizedFormatError",
+    "UnsupportedError",
+    "InvalidArgumentError",
+    "LimitExceededError",
+    "OutputExistsError",
+    "ShardError",
+    "SliceError",
+    "CheckpointError",
+    "BackgroundSaveError",
+]
+
+Name = Union[str, bytes]
+_FRAMEWORKS = ("np", "numpy", "pt", "torch", "paddle", "tf", "tensorflow")
+
+
+class TensorInfo(NamedTuple):
+    """What the index says of a tensor, without reading its data."""
+
+    dtype: str
+    """paramdex dtype name (``float32``, ``bfloat16``...; ``string``; opaque TensorFlow types)."""
+    shape: Tuple[int, ...]
+    nbytes: int
+    """Bytes of data (strings: the sum of their lengths)."""
+    lod: List[List[int]]
+    """Paddle LoD levels (empty elsewhere)."""
+
+
+class VerifyReport(NamedTuple):
+    """What :meth:`SafeOpen.verify` checked."""
+
+    tensors: int
+    data_bytes: int
+    checksums: int
+
+
+def _name_out(n: bytes) -> Name:
+    """A name as Python sees it: str when it is UTF-8, else the bytes."""
+    try:
+        return n.decode("utf-8")
+    except UnicodeDecodeError:
+        return n
+
+
+def _identity(path: str) -> Optional[Tuple[int, int, int, int]]:
+    """(device, inode, size, mtime) of a regular local file, else None."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    import stat as _stat
+
+    if not _stat.S_ISREG(st.st_mode):
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _path_in(path: Any) -> str:
+    if isinstance(path, bytes):
+        return os.fsdecode(path)
+    return os.fspath(path)
+
+
+class SafeOpen:
+    """An open store; see :func:`safe_open`. Usable as a context manager; arrays and tensors
+    taken from it stay valid after it is closed (they hold the mapping themselves)."""
+
+    def __init__(self, path: Any, framework: str = "np", device: str = "cpu", checksums: bool = True) -> None:
+        if framework not in _FRAMEWORKS:
+            raise ValueError(f"framework must be one of {', '.join(_FRAMEWORKS)}, not {framework!r}")
+        self._framework = {"numpy": "np", "torch": "pt", "tensorflow": "tf"}.get(framework, framework)
+        self._device = device
+        self._checksums = bool(checksums)
+        p = _path_in(path)
+        before = _identity(p)
+        self._store = _paramdex.Store(p)
+        # The file the store mapped, when it is certain (unchanged across the open): torch maps
+        # that file again by its name (paramdex.torch), and only while it is still this one.
+        self._file = before if before is not None and _identity(p) == before else None
+        self._torch_files: Dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    # -- context manager -------------------------------------------------------------------
+    def __enter__(self) -> "SafeOpen":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Lets go of the store (tensors already taken stay valid)."""
+        self._store.close()
+        with self._lock:
+            self._torch_files.clear()
+
+    # -- listing ---------------------------------------------------------------------------
+    def keys(self) -> List[Name]:
+        """Every tensor name, sorted bytewise (str, or bytes for names that are not UTF-8)."""
+        return [_name_out(n) for n in self._store.names()]
+
+    def __iter__(self) -> Iterator[Name]:
+        return iter(self.keys())
+
+    def __len__(self) -> int:
+        return int(self._store.count())
+
+    def __contains__(self, name: object) -> bool:
+        if not isinstance(name, (str, bytes)):
+            return False
+        return self._store.info(name) is not None
+
+    @property
+    def format(self) -> str:
+        """The format's name (``paramdex``, ``safetensors``, ``tensorflow checkpoint``...)."""
+        return self._store.format()
+
+    @property
+    def path(self) -> str:
+        return self._store.path
+
+    def metadata(self) -> Optional[Dict[str, Any]]:
+        """The metadata (typed values: str, int, float, bool, bytes, lists), or None when the
+        store has none, as safetensors answers."""
+        m = self._store.metadata()
+        return m if m else None
+
+    def info(self, name: Name) -> TensorInfo:
+        """dtype, shape, nbytes and LoD of tensor ``name`` from the index (no data read)."""
+        i = self._store.info(name)
+        if i is None:
+            self._store.load(name)  # raises NotFoundError with the library's message
+            raise NotFoundError(name)  # pragma: no cover
+        kind, shape, nbytes, lod = i
+        return TensorInfo(kind, tuple(shape), nbytes, [list(level) for level in lod])
+
+    def lod(self, name: Name) -> List[List[int]]:
+        """The Paddle LoD of tensor ``name`` (empty when it has none)."""
+        return self.info(name).lod
+
+    def verify(self, threads: int = 0) -> VerifyReport:
+        """Reads and checks everything the format lets one check (every checksum); raises
+        :class:`CorruptError` on damage. ``threads=0``: one per core."""
+        return VerifyReport(*self._store.verify(threads))
+
+    # -- reading ---------------------------------------------------------------------------
+    def get_tensor(self, name: Name) -> Any:
+        """Tensor ``name`` in the framework of this ``safe_open``.
+
+        numpy: a read-only view of the file's mapping where the format stores the tensor as
+        one run of bytes in a local file (paramdex, safetensors, Paddle, aligned TensorFlow
+        data), else one copy (writable). torch: see :mod:`paramdex.torch`."""
+        kind, shape, data = self._store.load(name, self._checksums)
+        if self._framework == "np":
+            return to_numpy(kind, shape, data)
+        if self._framework == "pt":
+            from . import torch as _pt
+
+            return _pt._tensor(self, name, kind, shape, data, self._device)
+        arr = to_numpy(kind, shape, data)
+        if self._framework == "paddle":
+            return _to_paddle(arr, self._device)
+        return _to_tf(arr, self._device)
+
+    def get_slice(self, name: Name) -> "SafeSlice":
+        """A lazy handle on tensor ``name``: index it numpy-style (``[1:3, ..., 0]``) to read
+        only that region."""
+        return SafeSlice(self, name)
+
+    def _mapping_range(self) -> Optional[Tuple[int, int]]:
+        """(first address, end address) of a native file's memory map (tests)."""
+        r = self._store.mapping_range()
+        return None if r is None else (r[0], r[0] + r[1])
+
+    def _convert(self, arr: np.ndarray) -> Any:
+        if self._framework == "np":
+            return arr
+        if self._framework == "pt":
+            from . import torch as _pt
+
+            return _pt._from_numpy(arr, self._device)
+        if self._framework == "paddle":
+            return _to_paddle(arr, self._device)
+        return _to_tf(arr, self._device)
+
+
+def safe_open(path: Any, framework: str = "np", device: str = "cpu", checksums: bool = True) -> SafeOpen:
+    """Opens ``path`` (a file, directory, checkpoint prefix, ``DIR@STEP`` or ``s3://`` URL) for
+    reading tensors as ``framework`` (``"np"``, ``"pt"``, ``"paddle"`` or ``"tf"``).
+
+    ``get_tensor`` checks each tensor's data checksum where the format has one;
+    ``checksums=False`` skips it for tensors stored whole in a paramdex file (no pass over the
+    data: the view is handed out as mapped), for files already checked with ``verify()``."""
+    return SafeOpen(path, framework=framework, device=device, checksums=checksums)
+
+
+class SafeSlice:
+    """A tensor not read yet; ``slice[...]`` reads only the region indexed (integers, slices
+    with any step, ``...``), from whichever stored tensor or slices hold it."""
+
+    def __init__(self, f: SafeOpen, name: Name) -> None:
+        self._f = f
+        self._name = name
+        self._info = f.info(name)
+
+    def get_shape(self) -> List[int]:
+        return list(self._info.shape)
+
+    def get_dtype(self) -> str:
+        return self._info.dtype
+
+    @property
+    def shape(self) -> Tuple[int, ...]:
+        return self._info.shape
+
+    @property
+    def dtype(self) -> str:
+        return self._info.dtype
+
+    def __len__(self) -> int:
+        if not self._info.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self._info.shape[0]
+
+    def __getitem__(self, key: Any) -> Any:
+        start, lens, picks, drop = normalize_index(self._info.shape, key)
+        kind, shape, data = self._f._store.load_region(self._name, start, lens)
+        arr = apply_picks(to_numpy(kind, shape, data), picks, drop)
+        return self._f._convert(arr)
+
+
+def _to_paddle(arr: np.ndarray, device: str) -> Any:
+    import paddle
+
+    if arr.dtype == object:
+        raise TypeError("paddle tensors cannot hold strings")
+    place = device if device != "cpu" else paddle.CPUPlace()
+    name = arr.dtype.name
+    if name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
+        # Paddle takes no ml_dtypes arrays: through float32, which holds these values exactly.
+        return paddle.to_tensor(arr.astype(np.float32), place=place).astype(name)
+    if arr.dtype.kind == "c":
+        # Paddle's array import takes no complex arrays: real and imaginary parts.
+        real = paddle.to_tensor(np.ascontiguousarray(arr.real), place=place)
+        imag = paddle.to_tensor(np.ascontiguousarray(arr.imag), place=place)
+        return paddle.complex(real, imag)
+    if name in ("uint16", "uint32", "uint64"):
+        raise TypeError(f"paddle has no {name} tensors")
+    return paddle.to_tensor(arr, place=place)
+
+
+def _to_tf(arr: np.ndarray, device: str) -> Any:
+    import tensorflow as tf
+
+    with tf.device(device):
+        return tf.convert_to_tensor(arr)
+
+
+class Writer:
+    """Writes a paramdex file one tensor at a time (for models that do not fit in memory).
+
+    The file is written under a temporary name beside ``path`` and renamed into place, after an
+    fsync, by :meth:`finish`; used as a context manager, it finishes when the block ends and is
+    abandoned (nothing appears under ``path``) when the block raises::
+
+        with paramdex.Writer("model.pdx", metadata={"step": 3}) as w:
+            for name, array in arrays():
+                w.add(name, array)
+    """
+
+    def __init__(
+        self,
+        path: Any,
+        metadata: Optional[Dict[str, Any]] = None,
+        alignment: Optional[int] = None,
+        sync: bool = True,
+    ) -> None:
+        self._w = _paramdex.NativeWriter(_path_in(path), alignment, sync)
+        if metadata:
+            self._w.set_metadata(dict(metadata))
+
+    def add(self, name: Name, array: Any, dtype: Optional[str] = None) -> None:
+        """Adds one tensor (a numpy array or anything ``numpy.asarray`` takes; torch tensors
+        through :mod:`paramdex.torch`). ``dtype`` names the paramdex dtype when the array holds
+        raw bits (``"bfloat16"`` for uint16 bits, say)."""
+        a, kind, shape = writable_bytes(array)
+        if dtype is not None:
+            kind = dtype
+        self._w.add(name, kind, shape, a)
+
+    def set_metadata(self, metadata: Dict[str, Any]) -> None:
+        self._w.set_metadata(dict(metadata))
+
+    def finish(self) -> None:
+        """Writes the index, fsyncs and renames the file into place."""
+        self._w.finish()
+
+    def abort(self) -> None:
+        """Abandons the file: nothing is left under its name."""
+        self._w.abort()
+
+    def __len__(self) -> int:
+        return len(self._w)
+
+    def __enter__(self) -> "Writer":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            self.finish()
+        else:
+            self.abort()
+
+
+def _items(tensors: Dict[Name, Any]) -> List[Tuple[Name, str, List[int], np.ndarray]]:
+    out = []
+    for name, array in tensors.items():
+        if type(array).__module__.startswith("torch"):
+            from . import torch as _pt
+
+            a, kind, shape = _pt._writable(array)
+        else:
+            a, kind, shape = writable_bytes(array)
+        out.append((name, kind, shape, a))
+    return out
+
+
+class CheckpointManager:
+    """A directory of numbered checkpoints (``DIR/ckpt-STEP``, with TensorFlow's
+    ``checkpoint`` state file), saved synchronously or in the background.
+
+    ``tensors`` are dicts of name -> numpy array (or torch tensor). ``restore`` gives a
+    :class:`SafeOpen` of a checkpoint."""
+
+    def __init__(
+        self,
+        directory: Any,
+        name: str = "ckpt",
+        keep_last: Optional[int] = None,
+        shards: Optional[int] = None,
+        incremental: bool = False,
+        max_in_flight: int = 1,
+        sync: bool = True,
+    ) -> None:
+        self._m = _paramdex.CheckpointManager(
+            _path_in(directory), name, keep_last, shards, incremental, max_in_flight, sync
+        )
+
+    @property
+    def directory(self) -> str:
+        return self._m.directory
+
+    def save(self, step: int, tensors: Dict[Name, Any], metadata: Optional[Dict[str, Any]] = None) -> None:
+        """Saves ``tensors`` as ``step`` on this thread (after any background save)."""
+        self._m.save(step, _items(tensors), dict(metadata) if metadata else None)
+
+    def save_async(
+        self, step: int, tensors: Dict[Name, Any], metadata: Optional[Dict[str, Any]] = None
+    ) -> float:
+        """Copies ``tensors`` and returns; a background thread saves them as ``step``. Returns
+        the seconds this call was blocked (waiting for a slot and copying). A failure is
+        raised by the next call (:class:`BackgroundSaveError`)."""
+        blocked, captured = self._m.save_async(step, _items(tensors), dict(metadata) if metadata else None)
+        return blocked + captured
+
+    def wait(self) -> None:
+        """Waits for every background save; raises the first failure not yet reported."""
+        self._m.wait()
+
+    def steps(self) -> List[int]:
+        return list(self._m.steps())
+
+    def latest(self) -> int:
+        """The latest step (:class:`CheckpointError` when there is none)."""
+        return int(self._m.latest())
+
+    def restore(self, step: Optional[int] = None, framework: str = "np", device: str = "cpu") -> SafeOpen:
+        """The checkpoint of ``step`` (the latest when None), open for reading."""
+        f = SafeOpen.__new__(SafeOpen)
+        f._framework = {"numpy": "np", "torch": "pt", "tensorflow": "tf"}.get(framework, framework)
+        f._device = device
+        f._checksums = True
+        f._store = self._m.restore(step)
+        f._file = None  # a checkpoint's files are found by the library: torch tensors are copies
+        f._torch_files = {}
+        f._lock = threading.Lock()
+        return f

@@ -1,0 +1,103 @@
+"""The exceptions paramdex raises.
+
+Every error of the library is a :class:`ParamdexError`; the subclass is chosen by the library's
+error variant (never by its message, which is the library's own text):
+
+=========================  =========================================  ======================
+class                      library variant                            also a
+=========================  =========================================  ======================
+NotFoundError              ``NotFound`` (no tensor of that name)      ``KeyError``
+CorruptError               ``Corrupt``, ``ChecksumMismatch``
+ParamdexIOError            ``Io`` (an operating-system call failed)   ``OSError``
+RemoteError                ``Remote`` (an object-store request)       ``OSError``
+UnrecognizedFormatError    ``UnrecognizedFormat``
+UnsupportedError           ``Unsupported``, ``UnsupportedVersion``,
+                           ``UnknownDType``
+InvalidArgumentError       ``InvalidArgument``, ``InvalidTensor``,    ``ValueError``
+                           ``DuplicateName``, ``EmptyName``
+LimitExceededError         ``LimitExceeded``
+OutputExistsError          ``OutputExists``                           ``FileExistsError``
+ShardError                 ``Shard`` (a sharded checkpoint's file)
+SliceError                 ``Slices``, ``Sliced``
+CheckpointError            ``Checkpoint`` (a checkpoint directory)
+BackgroundSaveError        ``BackgroundSave``
+=========================  =========================================  ======================
+"""
+
+__all__ = [
+    "ParamdexError",
+    "NotFoundError",
+    "CorruptError",
+    "ParamdexIOError",
+    "RemoteError",
+    "UnrecognizedFormatError",
+    "UnsupportedError",
+    "InvalidArgumentError",
+    "LimitExceededError",
+    "OutputExistsError",
+    "ShardError",
+    "SliceError",
+    "CheckpointError",
+    "BackgroundSaveError",
+]
+
+
+class ParamdexError(Exception):
+    """Any error of the paramdex library; ``str(e)`` is the library's message."""
+
+    def __str__(self) -> str:
+        # KeyError (a base of NotFoundError) would show the message quoted.
+        return str(self.args[0]) if self.args else ""
+
+
+class NotFoundError(ParamdexError, KeyError):
+    """No tensor of the name asked for."""
+
+
+class CorruptError(ParamdexError):
+    """The file is damaged: a malformed structure or a checksum that does not match."""
+
+
+class ParamdexIOError(ParamdexError, OSError):
+    """An operating-system I/O call failed (a missing file, permissions, a full disk)."""
+
+
+class RemoteError(ParamdexError, OSError):
+    """A request to an object store failed, or its answer is not the object opened."""
+
+
+class UnrecognizedFormatError(ParamdexError):
+    """The input is none of the formats paramdex reads."""
+
+
+class UnsupportedError(ParamdexError):
+    """The input is valid but uses something this paramdex cannot do."""
+
+
+class InvalidArgumentError(ParamdexError, ValueError):
+    """An argument is outside what is allowed (a tensor inconsistent with its shape, a
+    duplicate or empty name, a region outside the tensor)."""
+
+
+class LimitExceededError(ParamdexError):
+    """A number exceeds a documented limit of the format."""
+
+
+class OutputExistsError(ParamdexError, FileExistsError):
+    """The output exists and replacing it was not asked for."""
+
+
+class ShardError(ParamdexError):
+    """A file of a sharded checkpoint is missing or is not the one its index records."""
+
+
+class SliceError(ParamdexError):
+    """The slices of a partitioned tensor do not fit together."""
+
+
+class CheckpointError(ParamdexError):
+    """A checkpoint directory cannot do what was asked (no checkpoint, no such step...)."""
+
+
+class BackgroundSaveError(ParamdexError):
+    """A background save (``CheckpointManager.save_async``) failed."""

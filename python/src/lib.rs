@@ -1,0 +1,838 @@
+//! `paramdex._paramdex`: the Rust half of the `paramdex` Python package.
+//!
+//! Thin by design: it opens stores with [`paramdex::interop::open_any`], hands tensor bytes to
+//! Python as [`Buffer`]s (a view of the file's mapping that keeps the store alive, or bytes it
+//! owns), writes through [`paramdex::Writer`] and [`CheckpointManager`], and turns
+//! [`paramdex::Error`] into the exception classes of `paramdex/errors.py` by variant. The Python
+//! modules (`paramdex/__init__.py`, `numpy.py`, `torch.py`) build the safetensors-shaped API on
+//! top. Every call that reads, writes or checks data releases the GIL (`Python::detach`).
+
+use std::borrow::Cow;
+use std::sync::{Arc, Mutex, RwLock};
+
+use paramdex::interop::{
+    open_any, CheckpointManager, KeepPolicy, Kind, Layout, LoadedTensor, ManagerOptions,
+    TensorData, TensorStore,
+};
+use paramdex::{DType, Error, MetaValue, Metadata, Region, Tensor, Writer, WriterOptions};
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+
+/// The exception class (in `paramdex.errors`) for a library error: chosen by variant, never by
+/// the message, which is the library's.
+fn class_of(e: &Error) -> &'static str {
+    match e {
+        Error::NotFound { .. } => "NotFoundError",
+        Error::Corrupt { .. } | Error::ChecksumMismatch { .. } => "CorruptError",
+        Error::Io { .. } => "ParamdexIOError",
+        Error::Remote { .. } => "RemoteError",
+        Error::UnrecognizedFormat { .. } => "UnrecognizedFormatError",
+        Error::UnsupportedVersion { .. } | Error::Unsupported(_) | Error::UnknownDType { .. } => {
+            "UnsupportedError"
+        }
+        Error::InvalidArgument(_)
+        | Error::InvalidTensor { .. }
+        | Error::DuplicateName { .. }
+        | Error::EmptyName => "InvalidArgumentError",
+        Error::LimitExceeded { .. } => "LimitExceededError",
+        Error::OutputExists { .. } => "OutputExistsError",
+        Error::Shard { .. } => "ShardError",
+        Error::Slices { .. } | Error::Sliced { .. } => "SliceError",
+        Error::Checkpoint { .. } => "CheckpointError",
+        Error::BackgroundSave { .. } => "BackgroundSaveError",
+        _ => "ParamdexError",
+    }
+}
+
+/// A library error as the Python exception of its variant, with the library's message.
+fn py_err(e: Error) -> PyErr {
+    let msg = e.to_string();
+    let class = class_of(&e);
+    Python::attach(|py| {
+        let made = py
+            .import("paramdex.errors")
+            .and_then(|m| m.getattr(class))
+            .and_then(|c| c.call1((msg.clone(),)));
+        match made {
+            Ok(exc) => PyErr::from_value(exc),
+            // The extension used without its package: still an exception, with the message.
+            Err(_) => PyRuntimeError::new_err(msg),
+        }
+    })
+}
+
+trait OrPy<T> {
+    fn py(self) -> PyResult<T>;
+}
+
+impl<T> OrPy<T> for paramdex::Result<T> {
+    fn py(self) -> PyResult<T> {
+        self.map_err(py_err)
+    }
+}
+
+/// A name given as `str` (its UTF-8 bytes) or `bytes` (as is).
+fn name_bytes(name: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
+    if let Ok(s) = name.cast::<PyString>() {
+        return Ok(s.to_cow()?.as_bytes().to_vec());
+    }
+    if let Ok(b) = name.cast::<PyBytes>() {
+        return Ok(b.as_bytes().to_vec());
+    }
+    Err(PyTypeError::new_err(format!(
+        "a tensor name is a str or bytes, not {}",
+        name.get_type().name()?
+    )))
+}
+
+/// An open store, shared by the `Store` object and every buffer borrowed from it.
+type Shared = Arc<dyn TensorStore>;
+
+/// Memory a [`Buffer`] owns: a copy made where no view of a mapping was possible. Written to
+/// only from Python (through numpy), never read through a Rust reference.
+struct Owned {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the allocation is owned by this value alone and freed only in its `drop`; no Rust
+// reference to it exists, so sending or sharing the pointer cannot create aliasing references.
+unsafe impl Send for Owned {}
+// SAFETY: as above; Python code that writes through numpy holds the GIL (numpy's own rules).
+unsafe impl Sync for Owned {}
+
+impl Owned {
+    fn new(v: Vec<u8>) -> Owned {
+        let b = v.into_boxed_slice();
+        let len = b.len();
+        let ptr = Box::into_raw(b) as *mut u8;
+        Owned { ptr, len }
+    }
+}
+
+impl Drop for Owned {
+    fn drop(&mut self) {
+        // SAFETY: `ptr`/`len` come from `Box::into_raw` of a boxed slice of `len` bytes in
+        // `Owned::new`, and are freed only here, once.
+        unsafe {
+            drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(
+                self.ptr, self.len,
+            )))
+        };
+    }
+}
+
+/// What keeps a buffer's bytes alive.
+enum Backing {
+    /// Bytes inside the store (its memory map): kept alive by holding the store.
+    Store(#[allow(dead_code)] Shared),
+    /// Bytes the buffer owns (freed when it drops).
+    Owned(#[allow(dead_code)] Owned),
+}
+
+/// One tensor's bytes, seen by numpy through `__array_interface__` (a one-dimensional `uint8`
+/// array whose `base` is this object, so the bytes live as long as any array over them).
+/// Read-only when it is a view of a file's mapping; writable when it is a copy it owns.
+#[pyclass(frozen, module = "paramdex._paramdex")]
+struct Buffer {
+    addr: usize,
+    len: usize,
+    readonly: bool,
+    _backing: Backing,
+}
+
+#[pymethods]
+impl Buffer {
+    /// numpy's array interface (version 3): the bytes as a one-dimensional `uint8` array.
+    #[getter]
+    fn __array_interface__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("version", 3)?;
+        d.set_item("shape", (self.len,))?;
+        d.set_item("typestr", "|u1")?;
+        d.set_item("data", (self.addr, self.readonly))?;
+        Ok(d)
+    }
+
+    /// Bytes.
+    #[getter]
+    fn nbytes(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the bytes are a view of the file's mapping (read-only) rather than a copy.
+    #[getter]
+    fn readonly(&self) -> bool {
+        self.readonly
+    }
+
+    /// The address of the first byte (tests check that it lies inside the mapping).
+    #[getter]
+    fn address(&self) -> usize {
+        self.addr
+    }
+}
+
+fn buffer_of(store: &Shared, data: Cow<'_, [u8]>) -> Buffer {
+    match data {
+        Cow::Borrowed(b) => Buffer {
+            addr: b.as_ptr() as usize,
+            len: b.len(),
+            readonly: true,
+            _backing: Backing::Store(store.clone()),
+        },
+        Cow::Owned(v) => {
+            let o = Owned::new(v);
+            Buffer {
+                addr: o.ptr as usize,
+                len: o.len,
+                readonly: false,
+                _backing: Backing::Owned(o),
+            }
+        }
+    }
+}
+
+/// (kind name, shape, data) of a loaded tensor: data is a [`Buffer`] for numeric and opaque
+/// tensors, a list of `bytes` for strings.
+fn loaded<'py>(
+    py: Python<'py>,
+    store: &Shared,
+    t: LoadedTensor<'_>,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let kind = t.info.kind.name();
+    let shape = t.info.shape.clone();
+    let data: Bound<'py, PyAny> = match t.data {
+        TensorData::Bytes(b) => Bound::new(py, buffer_of(store, b))?.into_any(),
+        TensorData::Strings(s) => {
+            let items: Vec<Bound<'py, PyBytes>> = s.iter().map(|e| PyBytes::new(py, e)).collect();
+            PyList::new(py, items)?.into_any()
+        }
+    };
+    PyTuple::new(
+        py,
+        [
+            kind.into_pyobject(py)?.into_any(),
+            shape.into_pyobject(py)?.into_any(),
+            data,
+        ],
+    )
+}
+
+fn meta_to_py<'py>(py: Python<'py>, v: &MetaValue) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match v {
+        MetaValue::String(s) => s.into_pyobject(py)?.into_any(),
+        MetaValue::Int(i) => i.into_pyobject(py)?.into_any(),
+        MetaValue::Float(f) => f.into_pyobject(py)?.into_any(),
+        MetaValue::Bool(b) => PyBool::new(py, *b).to_owned().into_any(),
+        MetaValue::Bytes(b) => PyBytes::new(py, b).into_any(),
+        MetaValue::List(l) => {
+            let items = l
+                .iter()
+                .map(|x| meta_to_py(py, x))
+                .collect::<PyResult<Vec<_>>>()?;
+            PyList::new(py, items)?.into_any()
+        }
+    })
+}
+
+fn meta_from_py(v: &Bound<'_, PyAny>) -> PyResult<MetaValue> {
+    // bool before int: Python's bool is an int.
+    if let Ok(b) = v.cast::<PyBool>() {
+        return Ok(MetaValue::Bool(b.is_true()));
+    }
+    if v.is_instance_of::<PyInt>() {
+        return Ok(MetaValue::Int(v.extract()?));
+    }
+    if v.is_instance_of::<PyFloat>() {
+        return Ok(MetaValue::Float(v.extract()?));
+    }
+    if let Ok(s) = v.cast::<PyString>() {
+        return Ok(MetaValue::String(s.to_cow()?.into_owned()));
+    }
+    if let Ok(b) = v.cast::<PyBytes>() {
+        return Ok(MetaValue::Bytes(b.as_bytes().to_vec()));
+    }
+    if v.is_instance_of::<PyList>() || v.is_instance_of::<PyTuple>() {
+        let mut out = Vec::new();
+        for x in v.try_iter()? {
+            out.push(meta_from_py(&x?)?);
+        }
+        return Ok(MetaValue::List(out));
+    }
+    Err(PyTypeError::new_err(format!(
+        "metadata values are str, int, float, bool, bytes or lists of them, not {}",
+        v.get_type().name()?
+    )))
+}
+
+fn metadata_from_py(d: Option<&Bound<'_, PyDict>>) -> PyResult<Metadata> {
+    let mut m = Metadata::new();
+    if let Some(d) = d {
+        for (k, v) in d.iter() {
+            let key: String = k
+                .extract()
+                .map_err(|_| PyTypeError::new_err("metadata keys are str"))?;
+            m.insert(key, meta_from_py(&v)?).py()?;
+        }
+    }
+    Ok(m)
+}
+
+fn dtype_of(name: &str) -> PyResult<DType> {
+    DType::from_name(name)
+        .ok_or_else(|| PyValueError::new_err(format!("paramdex has no dtype named {name}")))
+}
+
+/// The bytes of a C-contiguous numpy array (the Python side makes it so), read in place through
+/// its `__array_interface__`.
+struct ArrayBytes {
+    addr: usize,
+    len: usize,
+}
+
+impl ArrayBytes {
+    fn of(array: &Bound<'_, PyAny>) -> PyResult<ArrayBytes> {
+        let ai = array.getattr("__array_interface__")?;
+        let strides = ai.get_item("strides")?;
+        if !strides.is_none() {
+            return Err(PyValueError::new_err(
+                "the array must be C-contiguous (numpy.ascontiguousarray)",
+            ));
+        }
+        let (addr, _ro): (usize, bool) = ai.get_item("data")?.extract()?;
+        let len: usize = array.getattr("nbytes")?.extract()?;
+        Ok(ArrayBytes { addr, len })
+    }
+
+    /// The bytes. The caller holds a reference to the array object for as long as it uses
+    /// them (the array cannot be freed or resized meanwhile).
+    fn slice(&self) -> &[u8] {
+        if self.len == 0 {
+            return &[];
+        }
+        // SAFETY: `addr`/`len` are the data pointer and byte length numpy reports for a
+        // C-contiguous array; the caller keeps the array alive while the slice is used, and a
+        // numpy array with outstanding references cannot be resized.
+        unsafe { std::slice::from_raw_parts(self.addr as *const u8, self.len) }
+    }
+}
+
+/// One tensor to write: (name, dtype name, shape, C-contiguous array).
+type PyTensorArgs<'py> = (Bound<'py, PyAny>, String, Vec<u64>, Bound<'py, PyAny>);
+
+struct Prepared {
+    name: Vec<u8>,
+    dtype: DType,
+    shape: Vec<u64>,
+    bytes: ArrayBytes,
+}
+
+fn prepare(items: Vec<PyTensorArgs<'_>>) -> PyResult<Vec<Prepared>> {
+    items
+        .iter()
+        .map(|(n, d, s, a)| {
+            Ok(Prepared {
+                name: name_bytes(n)?,
+                dtype: dtype_of(d)?,
+                shape: s.clone(),
+                bytes: ArrayBytes::of(a)?,
+            })
+        })
+        .collect()
+}
+
+/// An open store of any format ([`open_any`]). Shareable between threads: every method takes
+/// `&self`, and the store is `Send + Sync`.
+#[pyclass(frozen, module = "paramdex._paramdex")]
+struct Store {
+    inner: RwLock<Option<Shared>>,
+    path: String,
+}
+
+impl Store {
+    fn new(store: Shared, path: String) -> Store {
+        Store {
+            inner: RwLock::new(Some(store)),
+            path,
+        }
+    }
+
+    fn get(&self) -> PyResult<Shared> {
+        self.inner
+            .read()
+            .map_err(|_| PyRuntimeError::new_err("store lock poisoned"))?
+            .clone()
+            .ok_or_else(|| PyValueError::new_err(format!("{} is closed", self.path)))
+    }
+
+    fn not_found(&self, name: &[u8]) -> PyErr {
+        py_err(Error::NotFound {
+            name: paramdex::name::display(name),
+            path: self.path.clone(),
+        })
+    }
+}
+
+#[pymethods]
+impl Store {
+    /// Opens any input `open_any` opens: a file, a directory, a checkpoint prefix, `DIR@STEP`,
+    /// an `s3://` URL.
+    #[new]
+    fn py_new(py: Python<'_>, path: String) -> PyResult<Store> {
+        let p = path.clone();
+        let s = py.detach(move || open_any(&p)).py()?;
+        Ok(Store::new(Arc::from(s), path))
+    }
+
+    /// The path or URL it was opened with.
+    #[getter]
+    fn path(&self) -> String {
+        self.path.clone()
+    }
+
+    /// The format's short name (`paramdex`, `safetensors`, `tensorflow checkpoint`, ...).
+    fn format(&self) -> PyResult<&'static str> {
+        Ok(self.get()?.format().name())
+    }
+
+    /// Drops this object's hold on the store; buffers still hold it until they go.
+    fn close(&self) -> PyResult<()> {
+        *self
+            .inner
+            .write()
+            .map_err(|_| PyRuntimeError::new_err("store lock poisoned"))? = None;
+        Ok(())
+    }
+
+    /// Whether `close` has been called.
+    #[getter]
+    fn closed(&self) -> PyResult<bool> {
+        Ok(self
+            .inner
+            .read()
+            .map_err(|_| PyRuntimeError::new_err("store lock poisoned"))?
+            .is_none())
+    }
+
+    /// Every name, in bytewise order, as bytes.
+    fn names<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+        let s = self.get()?;
+        let names: Vec<Vec<u8>> = py
+            .detach(|| -> paramdex::Result<Vec<Vec<u8>>> {
+                s.scan(b"")?.map(|t| t.map(|t| t.name)).collect()
+            })
+            .py()?;
+        Ok(names.iter().map(|n| PyBytes::new(py, n)).collect())
+    }
+
+    /// The number of tensors (a native file's header count; others count their listing).
+    fn count(&self, py: Python<'_>) -> PyResult<u64> {
+        let s = self.get()?;
+        if let Some(r) = s.as_native() {
+            // A paramdex file's header counts its tensors (each partitioned one once).
+            if r.header().num_shards <= 1 && r.header().format_version >= 1 {
+                return Ok(r.header().tensor_count);
+            }
+        }
+        py.detach(|| -> paramdex::Result<u64> {
+            let mut n = 0u64;
+            for t in s.scan(b"")? {
+                t?;
+                n += 1;
+            }
+            Ok(n)
+        })
+        .py()
+    }
+
+    /// (kind, shape, nbytes, lod) of tensor `name`, or None when absent.
+    #[allow(clippy::type_complexity)]
+    fn info(
+        &self,
+        py: Python<'_>,
+        name: &Bound<'_, PyAny>,
+    ) -> PyResult<Option<(&'static str, Vec<u64>, u64, Vec<Vec<u64>>)>> {
+        let n = name_bytes(name)?;
+        let s = self.get()?;
+        let info = py.detach(|| s.info(&n)).py()?;
+        Ok(info.map(|t| (t.kind.name(), t.shape, t.nbytes, t.lod)))
+    }
+
+    /// (kind, shape, data) of tensor `name` (checksums checked where the format has them);
+    /// raises NotFoundError when absent. `verify=False` skips the data checksum of a tensor
+    /// stored whole in a native file (a view straight from `Reader::get`), for callers that
+    /// checked the file with `verify` already.
+    #[pyo3(signature = (name, verify = true))]
+    fn load<'py>(
+        &self,
+        py: Python<'py>,
+        name: &Bound<'py, PyAny>,
+        verify: bool,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        let n = name_bytes(name)?;
+        let s = self.get()?;
+        if !verify {
+            if let Some(r) = s.as_native() {
+                match py.detach(|| {
+                    r.get(&n)
+                        .map(|v| v.map(|v| (v.dtype(), v.shape().to_vec(), v.data())))
+                }) {
+                    Ok(Some((d, shape, data))) => {
+                        let t = LoadedTensor {
+                            info: paramdex::interop::TensorInfo {
+                                name: n.clone(),
+                                kind: Kind::Numeric(d),
+                                shape,
+                                lod: Vec::new(),
+                                nbytes: data.len() as u64,
+                            },
+                            data: TensorData::Bytes(Cow::Borrowed(data)),
+                        };
+                        return loaded(py, &s, t);
+                    }
+                    Ok(None) => return Err(self.not_found(&n)),
+                    // Stored in slices: assembled by `load` below.
+                    Err(Error::Sliced { .. }) => {}
+                    Err(e) => return Err(py_err(e)),
+                }
+            }
+        }
+        let t = py.detach(|| s.load(&n)).py()?;
+        match t {
+            Some(t) => loaded(py, &s, t),
+            None => Err(self.not_found(&n)),
+        }
+    }
+
+    /// (kind, shape, data) of the region at `start` of lengths `lens` of numeric tensor `name`.
+    fn load_region<'py>(
+        &self,
+        py: Python<'py>,
+        name: &Bound<'py, PyAny>,
+        start: Vec<u64>,
+        lens: Vec<u64>,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        let n = name_bytes(name)?;
+        let region = Region::new(start, lens).ok_or_else(|| {
+            PyValueError::new_err("a region's start and lengths must have the same rank")
+        })?;
+        let s = self.get()?;
+        let t = py.detach(|| s.load_slice(&n, &region)).py()?;
+        match t {
+            Some(t) => loaded(py, &s, t),
+            None => Err(self.not_found(&n)),
+        }
+    }
+
+    /// The store's metadata as a dict.
+    fn metadata<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = self.get()?;
+        let m = py.detach(|| s.metadata()).py()?;
+        let d = PyDict::new(py);
+        for (k, v) in m.iter() {
+            d.set_item(k, meta_to_py(py, v)?)?;
+        }
+        Ok(d)
+    }
+
+    /// Reads and checks everything; (tensors, data bytes, checksums compared).
+    #[pyo3(signature = (threads = 0))]
+    fn verify(&self, py: Python<'_>, threads: usize) -> PyResult<(u64, u64, u64)> {
+        let s = self.get()?;
+        let v = py.detach(|| s.verify(threads)).py()?;
+        Ok((v.tensors, v.data_bytes, v.checksums))
+    }
+
+    /// (path, offset, length) of tensor `name`'s bytes when they are one run in one local file.
+    fn data_location(
+        &self,
+        py: Python<'_>,
+        name: &Bound<'_, PyAny>,
+    ) -> PyResult<Option<(String, u64, u64)>> {
+        let n = name_bytes(name)?;
+        let s = self.get()?;
+        let loc = py.detach(|| s.data_location(&n)).py()?;
+        Ok(loc.map(|l| (l.path.to_string_lossy().into_owned(), l.offset, l.len)))
+    }
+
+    /// (address, length) of the native file's memory map, or None for other stores.
+    fn mapping_range(&self) -> PyResult<Option<(usize, usize)>> {
+        let s = self.get()?;
+        Ok(s.as_native().map(|r| {
+            let b = r.as_bytes();
+            (b.as_ptr() as usize, b.len())
+        }))
+    }
+}
+
+/// A native file written one tensor at a time; dropped without `finish`, nothing is left under
+/// the final name.
+#[pyclass(frozen, module = "paramdex._paramdex")]
+struct NativeWriter {
+    inner: Mutex<Option<Writer>>,
+    path: String,
+}
+
+impl NativeWriter {
+    fn with<T>(&self, f: impl FnOnce(&mut Writer) -> paramdex::Result<T>) -> PyResult<T> {
+        let mut g = self
+            .inner
+            .lock()
+            .map_err(|_| PyRuntimeError::new_err("writer lock poisoned"))?;
+        let w = g.as_mut().ok_or_else(|| {
+            PyValueError::new_err(format!("the writer of {} is closed", self.path))
+        })?;
+        f(w).py()
+    }
+}
+
+#[pymethods]
+impl NativeWriter {
+    /// Starts writing `path` (a temporary file beside it until `finish`).
+    #[new]
+    #[pyo3(signature = (path, alignment = None, sync = true))]
+    fn py_new(path: String, alignment: Option<u64>, sync: bool) -> PyResult<NativeWriter> {
+        let mut opts = WriterOptions {
+            sync,
+            ..WriterOptions::default()
+        };
+        if let Some(a) = alignment {
+            opts.alignment = a;
+        }
+        let w = Writer::create_with(&path, opts).py()?;
+        Ok(NativeWriter {
+            inner: Mutex::new(Some(w)),
+            path,
+        })
+    }
+
+    /// Adds one tensor: name (str or bytes), dtype name, shape, C-contiguous array.
+    fn add(
+        &self,
+        py: Python<'_>,
+        name: &Bound<'_, PyAny>,
+        dtype: &str,
+        shape: Vec<u64>,
+        array: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let n = name_bytes(name)?;
+        let d = dtype_of(dtype)?;
+        let bytes = ArrayBytes::of(array)?;
+        // `array` is held (borrowed from the caller) for the whole call.
+        py.detach(|| self.with(|w| w.add(&n, Tensor::new(d, &shape, bytes.slice()))))
+    }
+
+    /// Replaces the metadata to be written.
+    fn set_metadata(&self, metadata: &Bound<'_, PyDict>) -> PyResult<()> {
+        let m = metadata_from_py(Some(metadata))?;
+        self.with(|w| w.set_metadata(m))
+    }
+
+    /// Writes the index, syncs and renames the file into place.
+    fn finish(&self, py: Python<'_>) -> PyResult<()> {
+        let w = self
+            .inner
+            .lock()
+            .map_err(|_| PyRuntimeError::new_err("writer lock poisoned"))?
+            .take()
+            .ok_or_else(|| {
+                PyValueError::new_err(format!("the writer of {} is closed", self.path))
+            })?;
+        py.detach(|| w.finish()).py()?;
+        Ok(())
+    }
+
+    /// Abandons the file: its temporary file is removed, nothing appears under the final name.
+    fn abort(&self) -> PyResult<()> {
+        let w = self
+            .inner
+            .lock()
+            .map_err(|_| PyRuntimeError::new_err("writer lock poisoned"))?
+            .take();
+        drop(w);
+        Ok(())
+    }
+
+    /// Tensors added so far.
+    fn __len__(&self) -> PyResult<usize> {
+        let g = self
+            .inner
+            .lock()
+            .map_err(|_| PyRuntimeError::new_err("writer lock poisoned"))?;
+        Ok(g.as_ref().map_or(0, |w| w.len()))
+    }
+}
+
+/// A directory of numbered checkpoints ([`CheckpointManager`]).
+#[pyclass(frozen, name = "CheckpointManager", module = "paramdex._paramdex")]
+struct PyCheckpointManager {
+    inner: Mutex<CheckpointManager>,
+}
+
+impl PyCheckpointManager {
+    fn lock(&self) -> PyResult<std::sync::MutexGuard<'_, CheckpointManager>> {
+        self.inner
+            .lock()
+            .map_err(|_| PyRuntimeError::new_err("checkpoint manager lock poisoned"))
+    }
+}
+
+#[pymethods]
+impl PyCheckpointManager {
+    /// Opens (creating it if needed) the checkpoint directory `directory`.
+    #[new]
+    // The keyword arguments of the Python constructor, one each.
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (directory, name = "ckpt".to_string(), keep_last = None, shards = None, incremental = false, max_in_flight = 1, sync = true))]
+    fn py_new(
+        py: Python<'_>,
+        directory: String,
+        name: String,
+        keep_last: Option<usize>,
+        shards: Option<u32>,
+        incremental: bool,
+        max_in_flight: usize,
+        sync: bool,
+    ) -> PyResult<PyCheckpointManager> {
+        let opts = ManagerOptions {
+            name,
+            layout: match shards {
+                None => Layout::Single,
+                Some(shards) => Layout::Sharded {
+                    shards,
+                    incremental,
+                },
+            },
+            keep: KeepPolicy {
+                last: keep_last,
+                ..KeepPolicy::default()
+            },
+            max_in_flight,
+            writer: WriterOptions {
+                sync,
+                ..WriterOptions::default()
+            },
+        };
+        let m = py
+            .detach(|| CheckpointManager::open(&directory, opts))
+            .py()?;
+        Ok(PyCheckpointManager {
+            inner: Mutex::new(m),
+        })
+    }
+
+    /// Saves the tensors ((name, dtype, shape, array) tuples) as `step`, on this thread.
+    #[pyo3(signature = (step, tensors, metadata = None))]
+    fn save(
+        &self,
+        py: Python<'_>,
+        step: u64,
+        tensors: Vec<PyTensorArgs<'_>>,
+        metadata: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<()> {
+        let items = prepare(tensors)?;
+        let meta = metadata_from_py(metadata)?;
+        py.detach(|| {
+            self.lock()?
+                .save(
+                    step,
+                    items
+                        .iter()
+                        .map(|p| (&p.name, Tensor::new(p.dtype, &p.shape, p.bytes.slice()))),
+                    meta,
+                )
+                .map_err(py_err)
+        })
+    }
+
+    /// Copies the tensors and returns; a background thread saves them as `step`. Returns the
+    /// seconds spent blocked waiting for a slot and copying.
+    #[pyo3(signature = (step, tensors, metadata = None))]
+    fn save_async(
+        &self,
+        py: Python<'_>,
+        step: u64,
+        tensors: Vec<PyTensorArgs<'_>>,
+        metadata: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<(f64, f64)> {
+        let items = prepare(tensors)?;
+        let meta = metadata_from_py(metadata)?;
+        let r = py.detach(|| {
+            self.lock()?
+                .save_async(
+                    step,
+                    items
+                        .iter()
+                        .map(|p| (&p.name, Tensor::new(p.dtype, &p.shape, p.bytes.slice()))),
+                    meta,
+                )
+                .map_err(py_err)
+        })?;
+        Ok((r.blocked.as_secs_f64(), r.captured.as_secs_f64()))
+    }
+
+    /// Waits for every background save; raises the first failure not yet reported.
+    fn wait(&self, py: Python<'_>) -> PyResult<()> {
+        py.detach(|| self.lock()?.wait().map_err(py_err))
+    }
+
+    /// The steps saved, ascending.
+    fn steps(&self, py: Python<'_>) -> PyResult<Vec<u64>> {
+        py.detach(|| self.lock()?.steps().map_err(py_err))
+    }
+
+    /// The latest step.
+    fn latest(&self, py: Python<'_>) -> PyResult<u64> {
+        py.detach(|| self.lock()?.latest().map_err(py_err).map(|c| c.step))
+    }
+
+    /// The store of checkpoint `step` (the latest when None).
+    #[pyo3(signature = (step = None))]
+    fn restore(&self, py: Python<'_>, step: Option<u64>) -> PyResult<Store> {
+        py.detach(|| {
+            let m = self.lock()?;
+            let (step, s) = match step {
+                Some(k) => m.restore(k).map(|s| (k, s)),
+                None => m.restore_latest(),
+            }
+            .map_err(py_err)?;
+            Ok(Store::new(
+                Arc::from(s),
+                m.prefix(step).to_string_lossy().into_owned(),
+            ))
+        })
+    }
+
+    /// The directory.
+    #[getter]
+    fn directory(&self) -> PyResult<String> {
+        Ok(self.lock()?.dir().to_string_lossy().into_owned())
+    }
+}
+
+/// Every dtype name paramdex knows, with its element size in bytes.
+#[pyfunction]
+fn dtypes() -> Vec<(&'static str, usize)> {
+    DType::ALL.iter().map(|d| (d.name(), d.size())).collect()
+}
+
+/// The kind names that are not numeric dtypes (`string`, opaque TensorFlow types) give
+/// `Kind::numeric() == None`; this tells Python whether a kind name is numeric.
+#[pyfunction]
+fn is_numeric(kind: &str) -> bool {
+    DType::from_name(kind).map(Kind::Numeric).is_some()
+}
+
+#[pymodule]
+fn _paramdex(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Store>()?;
+    m.add_class::<Buffer>()?;
+    m.add_class::<NativeWriter>()?;
+    m.add_class::<PyCheckpointManager>()?;
+    m.add_function(wrap_pyfunction!(dtypes, m)?)?;
+    m.add_function(wrap_pyfunction!(is_numeric, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

@@ -1,0 +1,109 @@
+"""torch: tensors equal to what torch and safetensors load, every dtype round trip, the
+copy-on-write zero-copy mapping, devices and writing torch tensors."""
+
+import numpy as np
+import pytest
+
+import paramdex
+
+from conftest import need
+
+torch = need("torch")
+import paramdex.torch as pdt  # noqa: E402
+
+
+def sample(dtype, shape, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, generator=g).bool()
+    if dtype.is_floating_point or dtype.is_complex:
+        t = torch.randn(shape, generator=g, dtype=torch.float64) * 8
+        if dtype.is_complex:
+            return torch.complex(t, -t).to(dtype)
+        return t.to(dtype)
+    info = torch.iinfo(dtype)
+    lo, hi = max(info.min, -1000), min(info.max, 1000)
+    return torch.randint(lo, hi, shape, generator=g, dtype=torch.int64).to(dtype)
+
+
+DTYPES = list(pdt.TORCH_DTYPES.items())
+
+
+def bits_equal(a, b):
+    assert a.dtype == b.dtype and tuple(a.shape) == tuple(b.shape), (a.dtype, b.dtype, a.shape, b.shape)
+    if a.numel() == 0:
+        return
+    av = a.contiguous().reshape(-1).view(torch.uint8)
+    bv = b.contiguous().reshape(-1).view(torch.uint8)
+    assert torch.equal(av, bv)
+
+
+@pytest.mark.parametrize("kind,dtype", DTYPES, ids=[k for k, _ in DTYPES])
+def test_round_trip_every_dtype(tmp_path, kind, dtype):
+    ts = {"a": sample(dtype, (3, 4)), "s": sample(dtype, ()), "e": sample(dtype, (0, 2))}
+    p = tmp_path / "m.pdx"
+    pdt.save_file(ts, p)
+    got = pdt.load_file(p)
+    for k in ts:
+        bits_equal(got[k], ts[k])
+    with paramdex.safe_open(p, framework="np") as f:
+        assert f.info("a").dtype == kind
+
+
+def test_equal_to_safetensors_torch_load(tmp_path):
+    st = need("safetensors.torch")
+    ts = {name: sample(dt, (5, 3), i) for i, (name, dt) in enumerate(DTYPES) if name not in ("uint16", "uint32", "uint64", "complex128")}
+    sp = tmp_path / "m.safetensors"
+    st.save_file(ts, str(sp))
+    theirs = st.load_file(str(sp))
+    pp = tmp_path / "m.pdx"
+    pdt.save_file(theirs, pp)
+    for path in (sp, pp):
+        ours = pdt.load_file(path)
+        assert sorted(ours) == sorted(theirs)
+        for k in theirs:
+            bits_equal(ours[k], theirs[k])
+        with paramdex.safe_open(path, framework="pt") as f:
+            bits_equal(f.get_slice("float32")[1:3, ::2], theirs["float32"][1:3, ::2])
+
+
+def test_zero_copy_tensors_are_copy_on_write(tmp_path):
+    p = tmp_path / "m.pdx"
+    pdt.save_file({"w": torch.arange(1000, dtype=torch.float32)}, p)
+    before = p.read_bytes()
+    with paramdex.safe_open(p, framework="pt") as f:
+        w = f.get_tensor("w")
+        w2 = f.get_tensor("w")
+        # Both tensors share the one private mapping of the file: no copy.
+        assert w.untyped_storage().data_ptr() == w2.untyped_storage().data_ptr()
+        assert w.untyped_storage().nbytes() == len(before)
+    w[0] = 42.0  # writable; the write stays in this process
+    assert p.read_bytes() == before
+    assert w2[0] == 0.0 or w2[0] == 42.0  # same private pages (torch shares the storage)
+    assert pdt.load_file(p)["w"][0] == 0.0
+
+
+def test_torch_save_file_accepts_noncontiguous_and_grad_tensors(tmp_path):
+    a = torch.arange(20, dtype=torch.float32).reshape(4, 5).t()
+    g = torch.ones(3, requires_grad=True)
+    pdt.save_file({"a": a, "g": g}, tmp_path / "m.pdx", metadata={"framework": "pt"})
+    got = pdt.load_file(tmp_path / "m.pdx")
+    assert torch.equal(got["a"], a) and torch.equal(got["g"], g.detach())
+
+
+def test_strings_are_refused_for_torch():
+    path = f"{paramdex.__file__}"  # any file: unrecognized
+    with pytest.raises(paramdex.UnrecognizedFormatError):
+        paramdex.safe_open(path, framework="pt")
+
+
+def test_a_file_replaced_under_its_name_is_not_mapped_by_torch(tmp_path):
+    p = tmp_path / "m.pdx"
+    pdt.save_file({"w": torch.zeros(64), "v": torch.ones(64)}, p)
+    with paramdex.safe_open(p, framework="pt") as f:
+        # Rewritten (renamed into place: a new file) after the open: torch must not map the new
+        # file with the old file's offsets; the tensor is the bytes paramdex has mapped.
+        pdt.save_file({"v": torch.full((64,), 7.0), "w": torch.full((64,), 5.0), "x": torch.zeros(9)}, p)
+        w = f.get_tensor("w")
+        assert torch.equal(w, torch.zeros(64))
+        assert torch.equal(f.get_tensor("v"), torch.ones(64))
