@@ -283,8 +283,15 @@ impl HashIndex {
                     return Ok(false);
                 }
                 if v >> 56 == tag {
+                    let Some(block) = (v & 0xffff_ffff).checked_sub(1) else {
+                        return Err(Error::corrupt(
+                            "hash index block",
+                            self.handle.offset.saturating_add((base + 8 * s) as u64),
+                            "a slot that is not empty names data block number 0 - 1",
+                        ));
+                    };
                     let c = Candidate {
-                        block: ((v & 0xffff_ffff) - 1) as usize,
+                        block: block as usize,
                         restart: ((v >> 32) & 0xff_ffff) as usize,
                     };
                     if probe(c)? {

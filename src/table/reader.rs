@@ -838,7 +838,7 @@ impl<'a> Table<'a> {
         while it.next()? {
             let (key, at) = (it.key(), it.block_offset());
             let value = it.value();
-            let found = self.get_hashed(hx, key, |v, b| v.as_ptr() == value.as_ptr() && b == at)?;
+            let found = self.get_hashed(hx, key, |v, b| v == value && b == at)?;
             if found != Some(true) {
                 return Err(Error::corrupt(
                     "hash index block",
