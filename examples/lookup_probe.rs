@@ -118,7 +118,11 @@ fn main() -> Res<()> {
                 black_box(t.get(s.as_bytes(), |v, _| v.len()).unwrap().unwrap());
             });
             let search = per_get(&sample, |s| {
-                black_box(t.get_by_search(s.as_bytes(), |v, _| v.len()).unwrap().unwrap());
+                black_box(
+                    t.get_by_search(s.as_bytes(), |v, _| v.len())
+                        .unwrap()
+                        .unwrap(),
+                );
             });
             println!(
                 "Reader::get {reader:?}; Table::get {hashed:?}; Table::get_by_search {search:?}"

@@ -76,7 +76,10 @@ fn the_hashed_file_reads_verifies_and_is_what_the_writer_writes() {
         assert_eq!(v.shape(), shape.as_slice());
         assert_eq!(v.data(), d.as_slice(), "{}", name(i));
     }
-    assert!(r.get("encoder.layer.500.attention.weight").unwrap().is_none());
+    assert!(r
+        .get("encoder.layer.500.attention.weight")
+        .unwrap()
+        .is_none());
     let rep = r.verify().unwrap();
     assert_eq!(rep.tensors, N as u64);
     assert_eq!(rep.blocks, t.data_blocks() as u64 + 3);
@@ -95,7 +98,11 @@ fn the_hashed_file_reads_verifies_and_is_what_the_writer_writes() {
 #[ignore = "writes tests/data/native/hash/hashed.pdx when it is missing"]
 fn regenerate() {
     let p = path();
-    assert!(!p.exists(), "{} exists: compatibility files are frozen", p.display());
+    assert!(
+        !p.exists(),
+        "{} exists: compatibility files are frozen",
+        p.display()
+    );
     std::fs::create_dir_all(p.parent().unwrap()).unwrap();
     write(&p);
     println!("{}", support::sha256_hex(&std::fs::read(&p).unwrap()));

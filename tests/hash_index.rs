@@ -78,7 +78,10 @@ fn slots_for(file: &[u8], h: BlockHandle, key: &[u8]) -> Vec<(usize, usize)> {
                 break 'outer;
             }
             if v >> 56 == u64::from(hash & 0xff) {
-                out.push((((v & 0xffff_ffff) - 1) as usize, ((v >> 32) & 0xff_ffff) as usize));
+                out.push((
+                    ((v & 0xffff_ffff) - 1) as usize,
+                    ((v >> 32) & 0xff_ffff) as usize,
+                ));
             }
         }
     }
@@ -169,7 +172,10 @@ fn without_the_options_the_index_is_the_earlier_layout() {
     let r_new = Reader::from_bytes(new.clone()).unwrap();
     assert_eq!(r_old.records(), r_new.records());
     for i in 0..300 {
-        let (a, b) = (r_old.tensor(name(i)).unwrap(), r_new.tensor(name(i)).unwrap());
+        let (a, b) = (
+            r_old.tensor(name(i)).unwrap(),
+            r_new.tensor(name(i)).unwrap(),
+        );
         assert_eq!(a.data(), b.data());
         assert_eq!(a.data_offset(), b.data_offset());
     }
@@ -194,13 +200,33 @@ fn hashed_and_binary_search_lookups_agree() {
     let probe = |t: &Table<'_>, k: &[u8]| t.get(k, |v, at| (v.to_vec(), at)).unwrap();
     let mut keys: Vec<Vec<u8>> = (0..n).map(|i| name(i).into_bytes()).collect();
     // Absent keys: neighbours of present ones, prefixes, extensions, the empty key.
-    keys.extend((0..n).step_by(7).map(|i| format!("model.layers.{i}.v").into_bytes()));
-    keys.extend((0..n).step_by(13).map(|i| format!("model.layers.{i}").into_bytes()));
-    keys.extend((0..n).step_by(11).map(|i| format!("model.layers.{i}.w.") .into_bytes()));
-    keys.extend([b"".to_vec(), b"\xff".to_vec(), b"a".to_vec(), b"model".to_vec()]);
+    keys.extend(
+        (0..n)
+            .step_by(7)
+            .map(|i| format!("model.layers.{i}.v").into_bytes()),
+    );
+    keys.extend(
+        (0..n)
+            .step_by(13)
+            .map(|i| format!("model.layers.{i}").into_bytes()),
+    );
+    keys.extend(
+        (0..n)
+            .step_by(11)
+            .map(|i| format!("model.layers.{i}.w.").into_bytes()),
+    );
+    keys.extend([
+        b"".to_vec(),
+        b"\xff".to_vec(),
+        b"a".to_vec(),
+        b"model".to_vec(),
+    ]);
     for k in &keys {
         assert_eq!(probe(&hashed, k), probe(&searched, k), "{k:?}");
-        assert_eq!(probe(&hashed, k), hashed.get_by_search(k, |v, at| (v.to_vec(), at)).unwrap());
+        assert_eq!(
+            probe(&hashed, k),
+            hashed.get_by_search(k, |v, at| (v.to_vec(), at)).unwrap()
+        );
     }
     let r = Reader::from_bytes(file).unwrap();
     for i in 0..n {
@@ -263,8 +289,14 @@ fn hostile_hash_blocks_never_return_another_tensor() {
     // Every slot shifted to the next block, restart point, or swapped with its neighbour:
     // lookups miss or fail, never return a wrong tensor; verify reports the block.
     let rewrites: Vec<(&str, Box<dyn Fn(u64, u64) -> u64>)> = vec![
-        ("next block", Box::new(|v, _| if v == 0 { 0 } else { v + 1 })),
-        ("next restart", Box::new(|v, _| if v == 0 { 0 } else { v + (1 << 32) })),
+        (
+            "next block",
+            Box::new(|v, _| if v == 0 { 0 } else { v + 1 }),
+        ),
+        (
+            "next restart",
+            Box::new(|v, _| if v == 0 { 0 } else { v + (1 << 32) }),
+        ),
         (
             "another key's block and restart",
             Box::new(|v, w| {
@@ -277,7 +309,13 @@ fn hostile_hash_blocks_never_return_another_tensor() {
         ),
         (
             "block out of range",
-            Box::new(move |v, _| if v == 0 { 0 } else { (v & !0xffff_ffff) | (data_blocks + 7) }),
+            Box::new(move |v, _| {
+                if v == 0 {
+                    0
+                } else {
+                    (v & !0xffff_ffff) | (data_blocks + 7)
+                }
+            }),
         ),
         (
             "restart out of range",
@@ -328,7 +366,9 @@ fn hostile_hash_blocks_never_return_another_tensor() {
     let (_, _, errors) = never_wrong(&r, n);
     assert!(errors > 0);
     assert!(matches!(
-        r.get(name(0)).err().or_else(|| (0..n).find_map(|i| r.get(name(i)).err())),
+        r.get(name(0))
+            .err()
+            .or_else(|| (0..n).find_map(|i| r.get(name(i)).err())),
         Some(Error::ChecksumMismatch { .. })
     ));
     // With block verification off the page is not checked, and still nothing wrong is read.
@@ -433,11 +473,8 @@ fn sharded_indexes_and_rewrites_get_the_block() {
         .unwrap();
         for i in 0..50 {
             let d = support::f32_bytes(&[i as f32]);
-            w.add(
-                format!("r{k}.t{i}"),
-                Tensor::new(DType::Float32, &[1], &d),
-            )
-            .unwrap();
+            w.add(format!("r{k}.t{i}"), Tensor::new(DType::Float32, &[1], &d))
+                .unwrap();
         }
         w.finish().unwrap();
     }
@@ -460,6 +497,9 @@ fn sharded_indexes_and_rewrites_get_the_block() {
     let bytes = std::fs::read(&path).unwrap();
     assert!(hash_handle(&bytes).is_some());
     let r = Reader::open(&path).unwrap();
-    assert_eq!(r.tensor(name(7)).unwrap().as_slice::<f32>().unwrap(), &[7.0, -7.0]);
+    assert_eq!(
+        r.tensor(name(7)).unwrap().as_slice::<f32>().unwrap(),
+        &[7.0, -7.0]
+    );
     r.verify().unwrap();
 }

@@ -38,7 +38,10 @@ fn run(data: &[u8], opts: TableReadOptions) {
     let hash_ok = opts.hash_index && table.check_hash_index().is_ok();
     let strict = !opts.hash_index || !table.has_hash_index().unwrap_or(true) || hash_ok;
     if verified && opts.hash_index {
-        assert!(hash_ok, "verify_all_blocks accepted a hash index check_hash_index rejects");
+        assert!(
+            hash_ok,
+            "verify_all_blocks accepted a hash index check_hash_index rejects"
+        );
     }
     if !complete {
         return;
@@ -54,7 +57,11 @@ fn run(data: &[u8], opts: TableReadOptions) {
         let searched = table
             .get_by_search(k, |value, _| value.to_vec())
             .expect("a binary search for a key that iteration found must not fail");
-        assert_eq!(searched.as_ref(), Some(v), "get_by_search disagrees with iteration");
+        assert_eq!(
+            searched.as_ref(),
+            Some(v),
+            "get_by_search disagrees with iteration"
+        );
         let mut s = table.iter();
         s.seek(k).expect("seek to an iterated key must not fail");
         assert!(s.valid() && s.key() == k.as_slice() && s.value() == v.as_slice());

@@ -497,7 +497,11 @@ pub(crate) fn find_in_span(
                 p,
                 format!(
                     "bad entry in block: {} shares {} bytes with a previous key of {key_len} bytes",
-                    if p == start { "a restart entry" } else { "an entry" },
+                    if p == start {
+                        "a restart entry"
+                    } else {
+                        "an entry"
+                    },
                     h.shared,
                 ),
             ));

@@ -217,7 +217,11 @@ impl<W: Write> TableBuilder<W> {
         self.data_block.add(key, value);
         if let Some(h) = &mut self.hash {
             // The block being built is the next one to be written.
-            h.add(key, self.stats.data_blocks, self.data_block.current_restart());
+            h.add(
+                key,
+                self.stats.data_blocks,
+                self.data_block.current_restart(),
+            );
         }
         if self.data_block.size_estimate() >= self.opts.block_size
             || (self.opts.first_entry_alone && self.stats.entries == 1)

@@ -104,9 +104,8 @@ impl HashBuilder {
         }
         let mut slots: Vec<u64> = vec![0; home as usize * SLOTS_PER_BUCKET];
         for [h, block, restart] in self.items {
-            let slot = u64::from(block + 1)
-                | (u64::from(restart) << 32)
-                | (u64::from(h & 0xff) << 56);
+            let slot =
+                u64::from(block + 1) | (u64::from(restart) << 32) | (u64::from(h & 0xff) << 56);
             let mut b = home_bucket(h, home);
             loop {
                 if b * SLOTS_PER_BUCKET >= slots.len() {

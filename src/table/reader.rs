@@ -846,7 +846,11 @@ impl<'a> Table<'a> {
                     format!(
                         "key {} (in the data block at {at}) is {} through the hash index",
                         display(key),
-                        if found.is_some() { "found elsewhere" } else { "not found" }
+                        if found.is_some() {
+                            "found elsewhere"
+                        } else {
+                            "not found"
+                        }
                     ),
                 ));
             }
