@@ -288,7 +288,9 @@ fn hostile_hash_blocks_never_return_another_tensor() {
 
     // Every slot shifted to the next block, restart point, or swapped with its neighbour:
     // lookups miss or fail, never return a wrong tensor; verify reports the block.
-    let rewrites: Vec<(&str, Box<dyn Fn(u64, u64) -> u64>)> = vec![
+    // (what, new slot value from the slot's value and another slot's).
+    type Rewrite = Box<dyn Fn(u64, u64) -> u64>;
+    let rewrites: Vec<(&str, Rewrite)> = vec![
         (
             "next block",
             Box::new(|v, _| if v == 0 { 0 } else { v + 1 }),

@@ -532,7 +532,11 @@ impl Layout {
     /// keeps them so that a lookup does not touch the block's end).
     pub(crate) fn restart_offsets(&self, data: &[u8]) -> Result<Vec<u32>> {
         (0..self.num_restarts)
-            .map(|i| self.restart(data, i).map(|r| r as u32))
+            // A restart offset is a fixed32 read as usize: it fits back.
+            .map(|i| {
+                self.restart(data, i)
+                    .map(|r| u32::try_from(r).unwrap_or(u32::MAX))
+            })
             .collect()
     }
 

@@ -59,8 +59,8 @@ pub(crate) fn key_hash(key: &[u8]) -> u32 {
 
 #[inline]
 fn home_bucket(h: u32, home: u32) -> usize {
-    // Lemire's multiply-shift: < home for any h. Fits usize: home <= 2^26.
-    ((u64::from(h) * u64::from(home)) >> 32) as usize
+    // Lemire's multiply-shift: < home for any h, and home <= 2^26 fits any usize of 32 bits.
+    usize::try_from((u64::from(h) * u64::from(home)) >> 32).unwrap_or(usize::MAX)
 }
 
 /// Accumulates (hash, block, restart point) per key as a table builder adds keys, and lays out
@@ -127,7 +127,7 @@ impl HashBuilder {
         let mut out = Vec::with_capacity(HASH_HEADER_LEN + 4 * pages + slots.len() * 8);
         put_fixed32(&mut out, home);
         put_fixed32(&mut out, total);
-        out.extend_from_slice(&[HASH_CRC32C, SLOTS_PER_BUCKET as u8, PAGE_LOG2 as u8, 0]);
+        out.extend_from_slice(&[HASH_CRC32C, 8, 6, 0]); // SLOTS_PER_BUCKET, PAGE_LOG2
         let hc = mask_crc(crc32c(&out));
         put_fixed32(&mut out, hc);
         let crcs_at = out.len();
@@ -290,8 +290,9 @@ impl HashIndex {
                         ));
                     };
                     let c = Candidate {
-                        block: block as usize,
-                        restart: ((v >> 32) & 0xff_ffff) as usize,
+                        // A block number beyond usize names no block (refused by the caller).
+                        block: usize::try_from(block).unwrap_or(usize::MAX),
+                        restart: usize::try_from((v >> 32) & 0xff_ffff).unwrap_or(usize::MAX),
                     };
                     if probe(c)? {
                         return Ok(true);
