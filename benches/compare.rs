@@ -659,11 +659,19 @@ fn main() -> Res<()> {
 
     let load_before = loadavg();
     let mut rows = Vec::new();
+    // 1k, 10k, ... and 500k (issue 17's hot-get aim is at 500k and 1M).
+    let mut sizes = Vec::new();
     let mut n = 1_000;
     while n <= max_tensors {
+        if n == 1_000_000 {
+            sizes.push(500_000);
+        }
+        sizes.push(n);
+        n *= 10;
+    }
+    for n in sizes {
         eprintln!("tiny tensors: {}", fmt_count(n));
         rows.push(tiny_round(dir, n)?);
-        n *= 10;
     }
     let total = write_mib << 20;
     eprintln!("large tensors: {LARGE_TENSORS} x {} MiB", write_mib / 16);

@@ -25,7 +25,14 @@ fn golden_file_with_metadata_matches_spec() {
 
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("golden.pdx");
-    let mut w = Writer::create(&path).unwrap();
+    // Without the optional hash index and lone header blocks (SPEC.md 4.2, 4.5), as the golden
+    // file of tests/engine.rs.
+    let opts = WriterOptions {
+        hash_index: false,
+        header_alone: false,
+        ..WriterOptions::default()
+    };
+    let mut w = Writer::create_with(&path, opts).unwrap();
     w.add_values("w", &[2], &[1.0f32, 2.0]).unwrap();
     w.insert_metadata("step", 5i64).unwrap();
     w.finish().unwrap();

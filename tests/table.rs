@@ -78,6 +78,7 @@ fn golden_minimal_tensorflow_index() {
             raw_data_block_bytes: 36,
             stored_data_block_bytes: 36,
             index_block_len: 14,
+            hash_block_len: 0,
             table_len: 121,
         }
     );
@@ -262,6 +263,10 @@ fn options_strategy() -> impl Strategy<Value = TableOptions> {
             block_size,
             restart_interval,
             compression,
+            // The hash index block and the lone first entry (SPEC.md 4.5, 4.2) on every other
+            // block size: lookups must not depend on them.
+            hash_index: block_size % 128 == 64 || block_size == 1,
+            first_entry_alone: block_size >= 256,
         })
 }
 
@@ -279,9 +284,12 @@ proptest! {
         let (file, stats) = build(&model, start, opts);
         prop_assert_eq!(stats.entries, model.len() as u64);
         prop_assert_eq!(stats.table_len as usize, file.len() - start);
-        let t = Table::open(&file, TableReadOptions { verify_checksums: true, cache_capacity: cache }).unwrap();
+        let t = Table::open(&file, TableReadOptions { verify_checksums: true, cache_capacity: cache, ..TableReadOptions::default() }).unwrap();
         prop_assert_eq!(t.data_blocks() as u64, stats.data_blocks);
-        prop_assert_eq!(t.verify_all_blocks().unwrap(), stats.data_blocks + 2);
+        prop_assert_eq!(
+            t.verify_all_blocks().unwrap(),
+            stats.data_blocks + 2 + u64::from(stats.hash_block_len > 0)
+        );
         prop_assert_eq!(scan(&t).unwrap(), model_vec(&model));
         for (k, v) in &model {
             prop_assert_eq!(lookup(&t, k).unwrap(), Some(v.clone()));
@@ -346,6 +354,7 @@ fn probe(file: &[u8], model: &Model, absent: &[Vec<u8>], verify: bool) {
     let opts = TableReadOptions {
         verify_checksums: verify,
         cache_capacity: 1 << 20,
+        hash_index: true,
     };
     let Ok(t) = Table::open(file, opts) else {
         return;
@@ -383,7 +392,7 @@ fn corruption_sweep(opts: TableOptions) {
     let model = small_model();
     let (file, stats) = build(&model, 0, opts);
     assert!(stats.data_blocks >= 3, "want several blocks: {stats:?}");
-    assert!(file.len() < 1000, "small table: {} bytes", file.len());
+    assert!(file.len() < 1500, "small table: {} bytes", file.len());
     let absent = vec![
         b"a".to_vec(),
         b"layer00".to_vec(),
@@ -416,6 +425,18 @@ fn corruption_uncompressed() {
         block_size: 64,
         restart_interval: 2,
         compression: Compression::None,
+        ..TableOptions::default()
+    });
+}
+
+#[test]
+fn corruption_hash_index() {
+    corruption_sweep(TableOptions {
+        block_size: 64,
+        restart_interval: 2,
+        compression: Compression::None,
+        hash_index: true,
+        first_entry_alone: true,
     });
 }
 
@@ -425,6 +446,7 @@ fn corruption_snappy() {
         block_size: 64,
         restart_interval: 16,
         compression: Compression::Snappy,
+        ..TableOptions::default()
     });
 }
 
@@ -533,6 +555,7 @@ fn snappy_kept_only_when_it_pays() {
         block_size: 4096,
         restart_interval: 16,
         compression: Compression::Snappy,
+        ..TableOptions::default()
     };
     let mut model = Model::new();
     model.insert(b"a-compressible".to_vec(), vec![b'x'; 5000]);

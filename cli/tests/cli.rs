@@ -479,8 +479,10 @@ fn native_stat_reports_the_layout() {
     assert_eq!(st["alignment"], 64);
     assert_eq!(st["shards"], 1);
     // Every block of the index table, each with its checksum (as `verify` counts them).
-    assert_eq!(st["index_blocks"], 3);
-    assert_eq!(st["index_data_blocks"], 1);
+    // The header alone in the first data block, and the hash index block (SPEC.md 4.2, 4.5).
+    assert_eq!(st["index_blocks"], 5);
+    assert_eq!(st["index_data_blocks"], 2);
+    assert_eq!(st["hash_index"], true);
     assert_eq!(st["dead_bytes"], 0);
     assert_eq!(st["metadata_entries"], 2);
     assert_eq!(st["index_compression"], "none");
@@ -795,7 +797,9 @@ fn verify_checks_large_tensors_in_pieces_on_several_threads() {
         let v = json(&run(&[&"verify", &p, &"--json", &"--threads", &threads], 0));
         assert_eq!(v["tensors"], 3);
         assert_eq!(v["data_bytes"].as_u64().unwrap(), big.len() as u64 + 8);
-        assert_eq!(v["checksums"], 3 + 3, "3 blocks + 3 tensors");
+        // 2 data blocks (the header alone in the first), the hash index block, the metaindex
+        // and the index block; 3 tensors.
+        assert_eq!(v["checksums"], 5 + 3, "5 blocks + 3 tensors");
     }
     // One flipped byte in the fourth 1 MiB piece of the large tensor.
     let off = Reader::open(&p)

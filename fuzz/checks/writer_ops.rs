@@ -208,6 +208,10 @@ fn check_input(input: Input) {
             paramdex::Compression::None
         },
         sync: input.sync,
+        // From bits the other fields leave free (restart intervals are taken modulo 20), so
+        // that stored inputs keep decoding as they did.
+        hash_index: input.restart_interval & 0x80 == 0,
+        header_alone: input.restart_interval & 0x40 == 0,
     };
     let fired = Arc::new(AtomicBool::new(false));
     let backend_fired = fired.clone();

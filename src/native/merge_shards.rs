@@ -43,10 +43,9 @@ use crate::native::shard_index::{read_references, read_shard_index, References, 
 use crate::native::shard_table::{data_path, index_path, pending_path, refs_path, reused_path};
 use crate::native::slice_key::{self, Extent};
 use crate::native::staging;
-use crate::native::writer::{DEFAULT_BLOCK_SIZE, DEFAULT_RESTART_INTERVAL};
 use crate::native::{MAX_SHARDS, TF_BUNDLE_VERSION};
 use crate::record::{self, MAX_RANK};
-use crate::table::{Compression, Table, TableBuilder, TableOptions};
+use crate::table::{Compression, Table, TableBuilder};
 
 /// Which tensors [`merge_shards`] lets be partial: stored in slices that do not cover them.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -791,11 +790,7 @@ pub(crate) fn plan_index(
 
 /// Writes the planned index (a native file without records) to `out`; returns its length.
 pub(crate) fn write_index(out: &mut dyn Write, planned: &PlannedIndex) -> Result<u64> {
-    let table_opts = TableOptions {
-        block_size: DEFAULT_BLOCK_SIZE,
-        restart_interval: DEFAULT_RESTART_INTERVAL,
-        compression: Compression::None,
-    };
+    let table_opts = crate::native::writer::default_table_options(Compression::None);
     let mut b = TableBuilder::new(out, 0, table_opts)?;
     b.add(b"", &planned.header.encode())?;
     for (k, v) in &planned.merged.entries {

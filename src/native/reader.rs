@@ -206,6 +206,7 @@ impl Reader {
         let table_opts = TableReadOptions {
             verify_checksums: opts.verify_blocks,
             cache_capacity: opts.block_cache_bytes,
+            hash_index: true,
         };
         let index = TableIndex::open(bytes, &table_opts).map_err(|e| match e {
             Error::Corrupt {
@@ -356,6 +357,7 @@ impl Reader {
 
     /// The entry of tensor `name`, if there is one. The empty name is the header's, and in a
     /// version 2 file names starting with a NUL byte are slice keys: neither is a tensor.
+    #[inline]
     pub(super) fn find(&self, name: &[u8]) -> Result<Option<Found<'_>>> {
         if name.is_empty() || (self.is_v2() && name[0] == 0) {
             return Ok(None);
@@ -459,6 +461,7 @@ impl Reader {
     }
 
     /// Checks an index entry against the file and says what it holds.
+    #[inline]
     pub(super) fn found<'r>(&'r self, key: &[u8], value: &[u8], at: u64) -> Result<Found<'r>> {
         ensure_within(
             "tensor name length",
@@ -538,6 +541,7 @@ impl Reader {
 
     /// Builds a view of the data an entry (under index key `key`, of tensor `name`) points at,
     /// checking it against the file (for a sharded checkpoint, against its data file).
+    #[inline]
     fn data_view<'r>(
         &'r self,
         key: &[u8],

@@ -25,10 +25,9 @@ use crate::native::shard_index::read_shard_index;
 use crate::native::shard_table::{data_path, refs_path, reused_path};
 use crate::native::slice_key;
 use crate::native::staging;
-use crate::native::writer::{DEFAULT_BLOCK_SIZE, DEFAULT_RESTART_INTERVAL};
 use crate::native::TF_BUNDLE_VERSION;
 use crate::record::MAX_RANK;
-use crate::table::{Compression, TableBuilder, TableOptions};
+use crate::table::{Compression, TableBuilder};
 
 /// How a shard of an incremental save got an earlier data file into its checkpoint's directory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -369,11 +368,7 @@ impl Reuse {
         let (file, staged) = staging::stage_file(&path, ".pdx-tmp")?;
         {
             let mut out = BufWriter::with_capacity(1 << 20, &file);
-            let opts = TableOptions {
-                block_size: DEFAULT_BLOCK_SIZE,
-                restart_interval: DEFAULT_RESTART_INTERVAL,
-                compression: Compression::None,
-            };
+            let opts = crate::native::writer::default_table_options(Compression::None);
             let mut b = TableBuilder::new(&mut out, 0, opts)?;
             b.add(b"", &header.encode())?;
             for (key, value) in &entries {

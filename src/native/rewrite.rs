@@ -10,7 +10,7 @@ use crate::error::{Error, IoContext, Result};
 use crate::native::header::FileHeader;
 use crate::native::meta::Metadata;
 use crate::native::reader::Reader;
-use crate::table::{Compression, Table, TableBuilder, TableOptions, TableReadOptions, FOOTER_LEN};
+use crate::table::{Compression, Table, TableBuilder, TableReadOptions, FOOTER_LEN};
 
 /// What [`rewrite_in_place`] did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -155,11 +155,7 @@ fn append_index(
         inner: BufWriter::with_capacity(1 << 20, file),
         held: Vec::with_capacity(2 * FOOTER_LEN),
     };
-    let opts = TableOptions {
-        block_size: crate::native::writer::DEFAULT_BLOCK_SIZE,
-        restart_interval: crate::native::writer::DEFAULT_RESTART_INTERVAL,
-        compression,
-    };
+    let opts = crate::native::writer::default_table_options(compression);
     let mut builder = TableBuilder::new(out, old_len, opts)?;
     let mut it = table.iter();
     let mut first = true;

@@ -175,6 +175,7 @@ fn read_index_tail_from(
     let opts = TableReadOptions {
         verify_checksums: true,
         cache_capacity: 8 << 20,
+        hash_index: true,
     };
     let first = TableIndex::open_tail(&end, idx.offset, &opts)
         .map_err(ctx)?

@@ -414,6 +414,8 @@ impl RemoteReader {
         let table_opts = TableReadOptions {
             verify_checksums: true,
             cache_capacity: 0,
+            // Only some blocks of the object are held: lookups binary-search.
+            hash_index: false,
         };
         let from_idx = usize::try_from(idx.offset - tail_start).expect("inside the tail");
         let index =

@@ -103,6 +103,11 @@ impl BlockBuilder {
         &self.last_key
     }
 
+    /// Number of the restart point of the run the last added entry belongs to.
+    pub(crate) fn current_restart(&self) -> usize {
+        self.restarts.len() - 1
+    }
+
     /// Size the block would have if finished now (LevelDB's `CurrentSizeEstimate`):
     /// entries + 4 bytes per restart point + 4.
     pub fn size_estimate(&self) -> usize {
@@ -443,7 +448,121 @@ pub(crate) fn scan_entries<'d>(
     Ok(())
 }
 
+/// Length of the common prefix of `a` and `b`, eight bytes at a time.
+#[inline]
+fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    let n = a.len().min(b.len());
+    let mut i = 0;
+    while i + 8 <= n {
+        let x = <[u8; 8]>::try_from(&a[i..i + 8]).map_or(0, u64::from_le_bytes);
+        let y = <[u8; 8]>::try_from(&b[i..i + 8]).map_or(0, u64::from_le_bytes);
+        let d = x ^ y;
+        if d != 0 {
+            return i + (d.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while i < n && a[i] == b[i] {
+        i += 1;
+    }
+    i
+}
+
+/// Finds `target` among the entries of `data` from byte `start`, an entry with `shared == 0`
+/// (a restart point), up to byte `end` (the next restart point, or the end of the entries):
+/// returns the range of its value, or `None` once a key above it, or `end`, is reached. Every
+/// entry is bounds-checked against the entries region and its `shared` against the previous
+/// key's length. (The hash index lookup: `start` and `end` come from the block's validated
+/// restart array.)
+///
+/// Keys are not assembled: the scan keeps how many leading bytes of the current key equal
+/// `target`'s, which the next entry's `shared` and suffix update, so an entry matches exactly
+/// when the key a full scan assembles equals `target`. (Key order is checked by iteration and
+/// `verify`, not here.)
+pub(crate) fn find_in_span(
+    data: &[u8],
+    lay: &Layout,
+    start: usize,
+    end: usize,
+    target: &[u8],
+) -> Result<Option<(usize, usize)>> {
+    // Length of the previous key, and of its common prefix with `target`.
+    let (mut key_len, mut matched) = (0usize, 0usize);
+    let mut p = start;
+    let end = end.min(lay.restarts_start);
+    while p < end {
+        let h = decode_header(data, lay, p)?;
+        if (p == start && h.shared != 0) || h.shared > key_len {
+            return Err(lay.err(
+                p,
+                format!(
+                    "bad entry in block: {} shares {} bytes with a previous key of {key_len} bytes",
+                    if p == start {
+                        "a restart entry"
+                    } else {
+                        "an entry"
+                    },
+                    h.shared,
+                ),
+            ));
+        }
+        let suffix = &data[h.key_start..h.key_end];
+        key_len = h.shared + suffix.len();
+        if h.shared <= matched {
+            // The key's first `shared` bytes are the target's: compare the rest.
+            let rest = &target[h.shared..];
+            let l = common_prefix(suffix, rest);
+            matched = h.shared + l;
+            match (suffix.get(l), rest.get(l)) {
+                (None, None) => return Ok(Some((h.key_end, h.end))),
+                (Some(a), Some(b)) if a > b => return Ok(None),
+                (Some(_), None) => return Ok(None),
+                _ => {}
+            }
+        }
+        // Otherwise the key keeps the previous key's byte at `matched`, below the target's:
+        // still below the target, with the same common prefix.
+        p = h.end;
+    }
+    Ok(None)
+}
+
 impl Layout {
+    /// The restart offsets of a block whose layout was validated, copied out (the hash index
+    /// keeps them so that a lookup does not touch the block's end).
+    pub(crate) fn restart_offsets(&self, data: &[u8]) -> Result<Vec<u32>> {
+        (0..self.num_restarts)
+            // A restart offset is a fixed32 read as usize: it fits back.
+            .map(|i| {
+                self.restart(data, i)
+                    .map(|r| u32::try_from(r).unwrap_or(u32::MAX))
+            })
+            .collect()
+    }
+
+    /// End of the entries region (start of the restart array).
+    pub(crate) fn entries_end(&self) -> usize {
+        self.restarts_start
+    }
+
+    /// The layout of a block already validated by [`Layout::parse`], from its remembered
+    /// geometry (no byte of the block is read).
+    pub(crate) fn known(
+        restarts_start: usize,
+        num_restarts: usize,
+        base: u64,
+        exact: bool,
+        what: &'static str,
+    ) -> Layout {
+        Layout {
+            restarts_start,
+            num_restarts,
+            base,
+            exact,
+            what,
+        }
+    }
+
     /// A corruption error at position `pos` of the block contents (for callers of
     /// [`scan_entries`]).
     pub(crate) fn error(&self, pos: usize, detail: impl Into<String>) -> Error {

@@ -4,6 +4,7 @@ use std::io::Write;
 
 use super::block::BlockBuilder;
 use super::footer::{BlockHandle, Footer};
+use super::hash::{HashBuilder, HASH_INDEX_KEY};
 use super::{Compression, BLOCK_TRAILER_LEN, MAX_BLOCK_LEN};
 use crate::error::{ensure_within, Error, Result};
 use crate::format::{crc32c, crc32c_extend, mask_crc};
@@ -18,6 +19,14 @@ pub struct TableOptions {
     pub restart_interval: usize,
     /// Compression of data and index blocks. Default none (what TensorFlow bundles use).
     pub compression: Compression,
+    /// Write a hash index meta block (`paramdex.hash`, SPEC.md 4.5) and list it in the
+    /// metaindex, so that readers find a key without binary searches. Default false (what
+    /// TensorFlow writes: an empty metaindex). Readers that do not know the block ignore it.
+    pub hash_index: bool,
+    /// Cut the first data block right after the first entry (the native header entry), so a
+    /// reader of the first entry checksums a block of a few dozen bytes, not `block_size`.
+    /// Default false (TensorFlow's cutting rule only).
+    pub first_entry_alone: bool,
 }
 
 impl TableOptions {
@@ -44,6 +53,8 @@ impl Default for TableOptions {
             block_size: 256 * 1024,
             restart_interval: 16,
             compression: Compression::None,
+            hash_index: false,
+            first_entry_alone: false,
         }
     }
 }
@@ -61,6 +72,8 @@ pub struct TableStats {
     pub stored_data_block_bytes: u64,
     /// Stored length of the index block (without its trailer).
     pub index_block_len: u64,
+    /// Length of the hash index block (without its trailer), 0 when none was written.
+    pub hash_block_len: u64,
     /// Total bytes written by the builder (the whole table, footer included).
     pub table_len: u64,
 }
@@ -115,6 +128,8 @@ pub struct TableBuilder<W: Write> {
     compressed: Vec<u8>,
     encoder: snap::raw::Encoder,
     failed: bool,
+    /// The hash index being accumulated (`opts.hash_index`).
+    hash: Option<HashBuilder>,
 }
 
 impl<W: Write> TableBuilder<W> {
@@ -137,6 +152,7 @@ impl<W: Write> TableBuilder<W> {
             compressed: Vec::new(),
             encoder: snap::raw::Encoder::new(),
             failed: false,
+            hash: opts.hash_index.then(HashBuilder::default),
         })
     }
 
@@ -199,7 +215,17 @@ impl<W: Write> TableBuilder<W> {
         self.last_key.extend_from_slice(key);
         self.stats.entries += 1;
         self.data_block.add(key, value);
-        if self.data_block.size_estimate() >= self.opts.block_size {
+        if let Some(h) = &mut self.hash {
+            // The block being built is the next one to be written.
+            h.add(
+                key,
+                self.stats.data_blocks,
+                self.data_block.current_restart(),
+            );
+        }
+        if self.data_block.size_estimate() >= self.opts.block_size
+            || (self.opts.first_entry_alone && self.stats.entries == 1)
+        {
             self.flush()?;
         }
         Ok(())
@@ -245,8 +271,24 @@ impl<W: Write> TableBuilder<W> {
     pub fn finish(mut self) -> Result<(W, TableStats)> {
         self.check_usable()?;
         self.flush()?;
-        // Metaindex: always the empty block, uncompressed.
+        // The hash index block (uncompressed: it is read in place), then the metaindex listing
+        // it; without it the metaindex is the empty block, as TensorFlow writes it.
         let mut meta = BlockBuilder::new(self.opts.restart_interval);
+        if let Some(contents) = self.hash.take().and_then(HashBuilder::finish) {
+            let handle = BlockHandle {
+                offset: self.offset,
+                size: contents.len() as u64,
+            };
+            let crc = crc32c_extend(crc32c(&contents), &[Compression::None.type_byte()]);
+            let mut trailer = [0u8; BLOCK_TRAILER_LEN];
+            trailer[1..].copy_from_slice(&mask_crc(crc).to_le_bytes());
+            write_all(&mut self.writer, &mut self.offset, &contents)?;
+            write_all(&mut self.writer, &mut self.offset, &trailer)?;
+            self.stats.hash_block_len = handle.size;
+            self.handle_buf.clear();
+            handle.encode_to(&mut self.handle_buf);
+            meta.add(HASH_INDEX_KEY, &self.handle_buf);
+        }
         let (metaindex, _) = write_block(
             &mut self.writer,
             &mut self.offset,

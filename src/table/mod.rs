@@ -5,7 +5,8 @@
 //!
 //! ```text
 //! [data block 0][trailer] ... [data block N-1][trailer]
-//! [metaindex block (always the empty block)][trailer]
+//! [hash index block, optional: `paramdex.hash`][trailer]
+//! [metaindex block (empty, or one entry naming the hash index block)][trailer]
 //! [index block: one entry per data block, key = separator, value = BlockHandle][trailer]
 //! [footer: metaindex handle, index handle, zero padding to 40 bytes, magic (8 bytes)]
 //! ```
@@ -29,6 +30,7 @@
 mod block;
 mod builder;
 mod footer;
+mod hash;
 mod reader;
 
 pub use block::{Block, BlockBuilder, BlockIter};
@@ -36,6 +38,7 @@ pub use builder::{
     find_short_successor, find_shortest_separator, TableBuilder, TableOptions, TableStats,
 };
 pub use footer::{BlockHandle, Footer};
+pub use hash::HASH_INDEX_KEY;
 pub use reader::{BlockBytes, Table, TableIndex, TableIter, TableReadOptions};
 
 /// Length of the table footer in bytes (two padded block handles and the magic number).

@@ -4,10 +4,11 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Deref;
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
-use super::block::{key_lt, scan_entries, EntryCursor, Layout};
+use super::block::{find_in_span, key_lt, scan_entries, Block, EntryCursor, Layout};
 use super::footer::{BlockHandle, Footer};
+use super::hash::{HashIndex, HASH_INDEX_KEY};
 use super::{Compression, BLOCK_TRAILER_LEN, FOOTER_LEN, MAX_BLOCK_LEN};
 use crate::error::{ensure_within, Error, Result};
 use crate::format::{crc32c, crc32c_extend, get_fixed32, unmask_crc, Cursor};
@@ -22,6 +23,11 @@ pub struct TableReadOptions {
     /// Bytes of decompressed (Snappy) blocks kept in memory; 0 disables the cache. Uncompressed
     /// blocks are read in place and never cached. Default 8 MiB.
     pub cache_capacity: usize,
+    /// Look keys up through the hash index block when the table has one (SPEC.md 4.5; default
+    /// true). Only for a [`Table`] over bytes that hold the whole table (its data blocks, hash
+    /// block and metaindex): a table over some blocks only (a remote reader's) sets it false.
+    /// Off, or without the block, `get` binary-searches the index block and a data block.
+    pub hash_index: bool,
 }
 
 impl Default for TableReadOptions {
@@ -29,6 +35,7 @@ impl Default for TableReadOptions {
         TableReadOptions {
             verify_checksums: true,
             cache_capacity: 8 << 20,
+            hash_index: true,
         }
     }
 }
@@ -129,6 +136,19 @@ pub struct TableIndex {
     /// so that later loads skip the work.
     state: Vec<AtomicU8>,
     cache: Mutex<BlockCache>,
+    /// The hash index block, once the metaindex has been read (on the first lookup, so that
+    /// open never reads it): `None` when the table has none.
+    hash: OnceLock<Option<HashIndex>>,
+    /// Per data block, once the hash index has led a lookup to it: its restart offsets and
+    /// where its entries end (allocated on the first hashed lookup).
+    runs: OnceLock<Box<[OnceLock<BlockRuns>]>>,
+}
+
+/// A data block's validated restart offsets, kept in memory for hashed lookups.
+#[derive(Debug)]
+struct BlockRuns {
+    restarts: Box<[u32]>,
+    entries_end: usize,
 }
 
 /// Extent of a block and its trailer (exclusive end), if it does not overflow.
@@ -352,6 +372,8 @@ impl TableIndex {
                 capacity: opts.cache_capacity,
                 ..BlockCache::default()
             }),
+            hash: OnceLock::new(),
+            runs: OnceLock::new(),
         })
     }
 
@@ -577,9 +599,11 @@ impl<'a> Table<'a> {
         Ok(lay)
     }
 
-    /// Checks the CRC of every data block, the metaindex block and the index block, whatever
-    /// the options say, and remembers the data blocks as verified. Returns the number of blocks
-    /// checked (data blocks + 2).
+    /// Checks the CRC of every data block, the metaindex block, the index block and the hash
+    /// index block if there is one (its trailer CRC, over the whole block), whatever the options
+    /// say, and remembers the data blocks as verified; with a hash index block, also
+    /// [`Table::check_hash_index`]. Returns the number of blocks checked (data blocks + 2, + 1
+    /// with a hash index block).
     pub fn verify_all_blocks(&self) -> Result<u64> {
         let ix = &*self.index;
         for (i, e) in ix.entries.iter().enumerate() {
@@ -591,7 +615,14 @@ impl<'a> Table<'a> {
             let (contents, ty, stored) = read_raw(self.file, self.base, &h)?;
             verify_crc(&h, contents, ty, stored)?;
         }
-        Ok(ix.entries.len() as u64 + 2)
+        let mut n = ix.entries.len() as u64 + 2;
+        if let Some(hx) = self.hash_index()? {
+            let (contents, ty, stored) = read_raw(self.file, self.base, &hx.handle)?;
+            verify_crc(&hx.handle, contents, ty, stored)?;
+            n += 1;
+            self.check_hash_index()?;
+        }
+        Ok(n)
     }
 
     /// Looks `key` up; if present, calls `f` with its value and the absolute file offset of the
@@ -599,7 +630,27 @@ impl<'a> Table<'a> {
     /// itself returns a `Result`, `Option::transpose` flattens the two.)
     ///
     /// Does not allocate for uncompressed blocks and keys up to 128 bytes.
+    ///
+    /// With the hash index block (SPEC.md 4.5) and [`TableReadOptions::hash_index`], the key is
+    /// found through it: the key is always compared with the entry's, and a slot naming a block
+    /// or restart point that does not exist, or an entry outside its block's separator range,
+    /// is an error. Without it, two binary searches ([`Table::get_by_search`]).
     pub fn get<R>(&self, key: &[u8], f: impl FnOnce(&[u8], u64) -> R) -> Result<Option<R>> {
+        if self.index.opts.hash_index {
+            if let Some(hx) = self.hash_index()? {
+                return self.get_hashed(hx, key, f);
+            }
+        }
+        self.get_by_search(key, f)
+    }
+
+    /// [`Table::get`] by binary search of the index block and the data block's restart points,
+    /// whether or not the table has a hash index.
+    pub fn get_by_search<R>(
+        &self,
+        key: &[u8],
+        f: impl FnOnce(&[u8], u64) -> R,
+    ) -> Result<Option<R>> {
         let i = self.index.find_block(key);
         if i >= self.index.entries.len() {
             return Ok(None);
@@ -615,6 +666,204 @@ impl<'a> Table<'a> {
         } else {
             Ok(None)
         }
+    }
+
+    /// The hash index block, reading the metaindex the first time (`None` if there is none).
+    fn hash_index(&self) -> Result<Option<&HashIndex>> {
+        if let Some(h) = self.index.hash.get() {
+            return Ok(h.as_ref());
+        }
+        let h = self.read_hash_index()?;
+        Ok(self.index.hash.get_or_init(|| h).as_ref())
+    }
+
+    /// Reads the metaindex (checking its CRC) and, if it names a hash index block, validates
+    /// that block's handle (between the last data block and the metaindex, stored
+    /// uncompressed) and header ([`HashIndex::parse`]). Other metaindex entries are ignored.
+    fn read_hash_index(&self) -> Result<Option<HashIndex>> {
+        let ix = &*self.index;
+        let meta = ix.footer.metaindex;
+        let (raw, ty, stored) = read_raw(self.file, self.base, &meta)?;
+        verify_crc(&meta, raw, ty, stored)?;
+        let contents: Cow<'_, [u8]> = match Compression::from_type_byte(ty) {
+            Some(Compression::None) => Cow::Borrowed(raw),
+            Some(Compression::Snappy) => Cow::Owned(decompress(raw, meta.offset)?),
+            None => return Err(bad_type(meta.offset, ty)),
+        };
+        let block = Block::parse(&contents, meta.offset)?;
+        let mut it = block.iter();
+        it.seek(HASH_INDEX_KEY)?;
+        if !it.valid() || it.key() != HASH_INDEX_KEY {
+            return Ok(None);
+        }
+        let bad = |d: String| Error::corrupt("metaindex block", meta.offset, d);
+        let mut vc = Cursor::new(it.value(), meta.offset);
+        let h = BlockHandle::decode(&mut vc)
+            .filter(|_| vc.remaining() == 0)
+            .ok_or_else(|| bad("the paramdex.hash entry is not a block handle".into()))?;
+        let data_end = ix
+            .entries
+            .last()
+            .and_then(|e| block_end(&e.handle))
+            .unwrap_or(0);
+        if h.offset < data_end || !matches!(block_end(&h), Some(e) if e <= meta.offset) {
+            return Err(bad(format!(
+                "hash index block (offset {}, size {}) is not between the data blocks (which end at {data_end}) and the metaindex at {}",
+                h.offset, h.size, meta.offset
+            )));
+        }
+        let (raw, ty, _) = read_raw(self.file, self.base, &h)?;
+        if ty != Compression::None.type_byte() {
+            return Err(bad(format!(
+                "hash index block stored with block type {ty}: it must be uncompressed (0)"
+            )));
+        }
+        HashIndex::parse(raw, h).map(Some)
+    }
+
+    /// The bytes of the hash block (checked by `read_hash_index`).
+    fn hash_contents(&self, hx: &HashIndex) -> Result<&'a [u8]> {
+        Ok(read_raw(self.file, self.base, &hx.handle)?.0)
+    }
+
+    fn get_hashed<R>(
+        &self,
+        hx: &HashIndex,
+        key: &[u8],
+        f: impl FnOnce(&[u8], u64) -> R,
+    ) -> Result<Option<R>> {
+        let contents = self.hash_contents(hx)?;
+        let ix = &*self.index;
+        let mut f = Some(f);
+        let mut out = None;
+        hx.lookup(contents, key, ix.opts.verify_checksums, |c| {
+            let Some(e) = ix.entries.get(c.block) else {
+                return Err(Error::corrupt(
+                    "hash index block",
+                    hx.handle.offset,
+                    format!(
+                        "a slot names data block {}, but the table has {}",
+                        c.block,
+                        ix.entries.len()
+                    ),
+                ));
+            };
+            let bytes = self.load_block(c.block)?;
+            let runs = self.block_runs(c.block, &bytes)?;
+            let Some(&start) = runs.restarts.get(c.restart) else {
+                return Err(Error::corrupt(
+                    "hash index block",
+                    hx.handle.offset,
+                    format!(
+                        "a slot names restart point {} of data block {} (at {}), which has {}",
+                        c.restart,
+                        c.block,
+                        e.handle.offset,
+                        runs.restarts.len()
+                    ),
+                ));
+            };
+            let end = runs
+                .restarts
+                .get(c.restart + 1)
+                .map_or(runs.entries_end, |&r| r as usize);
+            let lay = Layout::known(
+                runs.entries_end,
+                runs.restarts.len(),
+                e.handle.offset,
+                matches!(bytes, BlockBytes::Mapped(_)),
+                "data block",
+            );
+            let Some((vs, ve)) = find_in_span(&bytes, &lay, start as usize, end, key)? else {
+                return Ok(false);
+            };
+            // The entry must be where a binary search finds it: in this block's separator
+            // range, so that both paths give the same answer.
+            let above_prev = c.block == 0 || key_lt(ix.separator(c.block - 1), key);
+            if !above_prev || key_lt(ix.separator(c.block), key) {
+                return Err(Error::corrupt(
+                    "hash index block",
+                    hx.handle.offset,
+                    format!(
+                        "a slot names key {} in data block {} (at {}), outside that block's separator range",
+                        display(key),
+                        c.block,
+                        e.handle.offset
+                    ),
+                ));
+            }
+            if let Some(f) = f.take() {
+                out = Some(f(&bytes[vs..ve], e.handle.offset));
+            }
+            Ok(true)
+        })?;
+        Ok(out)
+    }
+
+    /// The restart offsets of data block `i` (whose bytes are `bytes`), validated and copied
+    /// the first time.
+    fn block_runs(&self, i: usize, bytes: &BlockBytes<'_>) -> Result<&BlockRuns> {
+        let ix = &*self.index;
+        let all = ix
+            .runs
+            .get_or_init(|| (0..ix.entries.len()).map(|_| OnceLock::new()).collect());
+        if let Some(r) = all[i].get() {
+            return Ok(r);
+        }
+        let lay = self.layout(i, bytes)?;
+        let runs = BlockRuns {
+            restarts: lay.restart_offsets(bytes)?.into_boxed_slice(),
+            entries_end: lay.entries_end(),
+        };
+        Ok(all[i].get_or_init(|| runs))
+    }
+
+    /// Whether the table has a hash index block (reads the metaindex the first time).
+    pub fn has_hash_index(&self) -> Result<bool> {
+        Ok(self.hash_index()?.is_some())
+    }
+
+    /// Checks the hash index block against the table, if there is one: every page checksum,
+    /// and that it maps every key of the table to the entry a binary search finds, and nothing
+    /// else (as many occupied slots as entries). Returns the number of keys checked (0 without
+    /// the block). O(entries); `verify` runs it.
+    pub fn check_hash_index(&self) -> Result<u64> {
+        let Some(hx) = self.hash_index()? else {
+            return Ok(0);
+        };
+        let contents = self.hash_contents(hx)?;
+        let occupied = hx.occupied(contents)?;
+        let mut n = 0u64;
+        let mut it = self.iter();
+        while it.next()? {
+            let (key, at) = (it.key(), it.block_offset());
+            let value = it.value();
+            let found = self.get_hashed(hx, key, |v, b| v == value && b == at)?;
+            if found != Some(true) {
+                return Err(Error::corrupt(
+                    "hash index block",
+                    hx.handle.offset,
+                    format!(
+                        "key {} (in the data block at {at}) is {} through the hash index",
+                        display(key),
+                        if found.is_some() {
+                            "found elsewhere"
+                        } else {
+                            "not found"
+                        }
+                    ),
+                ));
+            }
+            n += 1;
+        }
+        if occupied != n {
+            return Err(Error::corrupt(
+                "hash index block",
+                hx.handle.offset,
+                format!("{occupied} occupied slots for the table's {n} keys"),
+            ));
+        }
+        Ok(n)
     }
 
     /// An unpositioned iterator over all entries.

@@ -235,15 +235,18 @@ pub fn run(ui: Ui, dir: Option<PathBuf>, tensors: Option<u64>) -> Result<ExitCod
     )?;
     let stats = w.finish()?;
     let write_time = t0.elapsed();
+    let hash_block = paramdex::WriterOptions::default().hash_index;
     out!(
-        "  wrote {}, {} of data, {} file ({} index in {}: {} + metaindex + index) in {:.1?} ({}/s)",
+        "  wrote {}, {} of data, {} file ({} index in {}: {} + {}metaindex + index) in {:.1?} ({}/s)",
         count_s(stats.tensors, "tensor"),
         human_bytes(data_bytes),
         human_bytes(stats.file_len),
         human_bytes(stats.index_len),
-        // As `stat` and `verify` count them: every block of the index table has a checksum.
-        count_s(stats.data_blocks + 2, "index block"),
+        // As `stat` and `verify` count them: every block of the index table has a checksum
+        // (the default writer adds the hash index block, SPEC.md 4.5).
+        count_s(stats.data_blocks + 2 + u64::from(hash_block), "index block"),
         count_s(stats.data_blocks, "data block"),
+        if hash_block { "hash index + " } else { "" },
         write_time,
         human_bytes((data_bytes as f64 / write_time.as_secs_f64().max(1e-9)) as u64)
     );

@@ -773,6 +773,8 @@ struct TableFigures {
     raw: u64,
     first_data_offset: u64,
     snappy_blocks: u64,
+    /// Whether the table has the hash index block (SPEC.md 4.5).
+    hash_block: bool,
 }
 
 fn table_figures(bytes: &[u8]) -> Result<TableFigures> {
@@ -783,6 +785,7 @@ fn table_figures(bytes: &[u8]) -> Result<TableFigures> {
         raw: 0,
         first_data_offset: table.first_data_offset().unwrap_or(0),
         snappy_blocks: 0,
+        hash_block: table.has_hash_index()?,
     };
     for i in 0..table.data_blocks() {
         let h = table.block_handle(i);
@@ -854,7 +857,11 @@ pub fn stat(ui: Ui, file: &Path, as_json: bool) -> Result<ExitCode> {
         );
         // A table's blocks, each with its own CRC32C (what `verify` counts): its data blocks,
         // its metaindex block and its index block.
-        o.insert("index_blocks".into(), json!(f.data_blocks + 2));
+        o.insert(
+            "index_blocks".into(),
+            json!(f.data_blocks + 2 + u64::from(f.hash_block)),
+        );
+        o.insert("hash_index".into(), json!(f.hash_block));
         o.insert("index_data_blocks".into(), json!(f.data_blocks));
         let comp = match f.snappy_blocks {
             0 => "none",
@@ -959,8 +966,13 @@ pub fn stat(ui: Ui, file: &Path, as_json: bool) -> Result<ExitCode> {
             rows.push((
                 "index blocks".into(),
                 format!(
-                    "{b} ({}, the metaindex and the index block)",
-                    count_s(data, "data block")
+                    "{b} ({}, {}the metaindex and the index block)",
+                    count_s(data, "data block"),
+                    if get("hash_index").as_bool() == Some(true) {
+                        "the hash index block, "
+                    } else {
+                        ""
+                    }
                 ),
             ));
             rows.push((

@@ -1,0 +1,181 @@
+//! Probe of the lookup paths of a native file (issue 17; numbers in BENCHMARKS.md, "Hot get and
+//! cold open"): hot `get` through the hash index block against the binary searches, and open +
+//! get in a fresh process.
+//!
+//! ```sh
+//! cargo run --release --example lookup_probe -- write /tmp/p.pdx 1000000   # tiny tensors
+//! cargo run --release --example lookup_probe -- hot /tmp/p.pdx 1000000
+//! cargo run --release --example lookup_probe -- open /tmp/p.pdx 500000     # run it a few times
+//! ```
+//!
+//! Names are those of `benches/compare.rs` (`model.layers.{i}.self_attn.q_proj.weight`, empty
+//! float32 tensors). `write` takes `--no-hash` and `--no-header-alone` to write the earlier
+//! layout.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use paramdex::raw::table::{Table, TableReadOptions};
+use paramdex::{DType, Reader, Tensor, Writer, WriterOptions};
+
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+fn name(i: usize) -> String {
+    format!("model.layers.{i}.self_attn.q_proj.weight")
+}
+
+/// 4096 pseudo-random names of `n`.
+fn sample(n: usize) -> Vec<String> {
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    (0..4096)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            name((x % n as u64) as usize)
+        })
+        .collect()
+}
+
+/// Median per-call time over batches of `f` on a pseudo-random sample of names.
+fn per_get(names: &[String], mut f: impl FnMut(&str)) -> Duration {
+    for n in names {
+        f(n);
+    }
+    let mut samples = Vec::new();
+    let mut k = 0;
+    while samples.len() < 400 {
+        let t0 = Instant::now();
+        for j in 0..256 {
+            f(&names[(k + j) % names.len()]);
+        }
+        samples.push(t0.elapsed() / 256);
+        k += 256;
+    }
+    samples.sort_unstable();
+    samples[samples.len() / 2]
+}
+
+fn main() -> Res<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let arg = |i: usize| -> Res<&str> {
+        args.get(i)
+            .map(String::as_str)
+            .ok_or_else(|| "usage: lookup_probe write|hot|open PATH N".into())
+    };
+    let (cmd, path, n): (&str, &str, usize) = (arg(0)?, arg(1)?, arg(2)?.parse()?);
+    match cmd {
+        "write" => {
+            let opts = WriterOptions {
+                sync: false,
+                hash_index: !args.iter().any(|a| a == "--no-hash"),
+                header_alone: !args.iter().any(|a| a == "--no-header-alone"),
+                ..WriterOptions::default()
+            };
+            let t0 = Instant::now();
+            let mut w = Writer::create_with(path, opts)?;
+            for i in 0..n {
+                w.add(name(i), Tensor::new(DType::Float32, &[0], &[]))?;
+            }
+            let st = w.finish()?;
+            println!("wrote {n} tensors in {:?}: {st:?}", t0.elapsed());
+        }
+        "hot-table" => {
+            // Table::get through the hash index only, for a profiler.
+            let sample = sample(n);
+            let r = Reader::open(path)?;
+            let t = Table::open(r.as_bytes(), TableReadOptions::default())?;
+            let mut best = Duration::MAX;
+            for _ in 0..10 {
+                best = best.min(per_get(&sample, |s| {
+                    black_box(t.get(s.as_bytes(), |v, _| v.len()).unwrap().unwrap());
+                }));
+            }
+            println!("Table::get {best:?}");
+        }
+        "hot-reader" => {
+            // Reader::get only, for a profiler.
+            let sample = sample(n);
+            let r = Reader::open(path)?;
+            let mut best = Duration::MAX;
+            for _ in 0..10 {
+                best = best.min(per_get(&sample, |s| {
+                    black_box(r.get(s).unwrap().unwrap().data());
+                }));
+            }
+            println!("Reader::get {best:?}");
+        }
+        "hot" => {
+            let sample = sample(n);
+            let r = Reader::open(path)?;
+            let reader = per_get(&sample, |s| {
+                black_box(r.get(s).unwrap().unwrap().data());
+            });
+            let bytes = r.as_bytes();
+            let t = Table::open(bytes, TableReadOptions::default())?;
+            println!("hash index block: {}", t.has_hash_index()?);
+            let hashed = per_get(&sample, |s| {
+                black_box(t.get(s.as_bytes(), |v, _| v.len()).unwrap().unwrap());
+            });
+            let search = per_get(&sample, |s| {
+                black_box(
+                    t.get_by_search(s.as_bytes(), |v, _| v.len())
+                        .unwrap()
+                        .unwrap(),
+                );
+            });
+            println!(
+                "Reader::get {reader:?}; Table::get {hashed:?}; Table::get_by_search {search:?}"
+            );
+        }
+        "open-loop" => {
+            // Open + get 200 times in this process: the page cache and the code are warm, each
+            // open maps the file anew.
+            let mut v: Vec<(Duration, Duration)> = (0..200)
+                .map(|_| {
+                    let t0 = Instant::now();
+                    let r = Reader::open(path).unwrap();
+                    let t1 = t0.elapsed();
+                    black_box(r.tensor(name(n)).unwrap().data().as_ptr());
+                    (t1, t0.elapsed())
+                })
+                .collect();
+            v.sort_unstable_by_key(|x| x.1);
+            println!("median open {:?}, open + get {:?}", v[100].0, v[100].1);
+        }
+        "open" => {
+            let t0 = Instant::now();
+            let r = Reader::open(path)?;
+            let t1 = t0.elapsed();
+            let v = r.tensor(name(n))?;
+            black_box(v.data().as_ptr());
+            let t2 = t0.elapsed();
+            println!("open {t1:?}, open + get {t2:?}");
+        }
+        "st" => {
+            // The same names in a safetensors file, and its hot get (a hash map lookup).
+            let names: Vec<String> = (0..n).map(name).collect();
+            let views = names
+                .iter()
+                .map(|s| {
+                    let v = safetensors::tensor::TensorView::new(
+                        safetensors::Dtype::F32,
+                        vec![0],
+                        &[],
+                    )?;
+                    Ok((s.as_str(), v))
+                })
+                .collect::<Res<Vec<_>>>()?;
+            safetensors::serialize_to_file(views, None, std::path::Path::new(path))?;
+            let bytes = std::fs::read(path)?;
+            let st = safetensors::SafeTensors::deserialize(&bytes)?;
+            let sample = sample(n);
+            let hot = per_get(&sample, |s| {
+                black_box(st.tensor(s).unwrap().data());
+            });
+            println!("safetensors hot get {hot:?}");
+        }
+        other => return Err(format!("unknown command {other}").into()),
+    }
+    Ok(())
+}
