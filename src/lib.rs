@@ -88,7 +88,7 @@ pub use native::{
     ReuseStats, RewriteReport, SaveId, Saved, ShardFile, ShardFileKind, ShardOf, ShardRef,
     ShardWriter, ShardedSave, SliceData, Tensor, TensorView, TensorWriter, VerifyOptions,
     VerifyReport, WriteBackend, WriteDestination, Writer, WriterOptions, DEFAULT_ALIGNMENT,
-    DEFAULT_BLOCK_SIZE, FORMAT_VERSION, MAX_SHARDS, MAX_SLICES,
+    DEFAULT_BLOCK_SIZE, DEFAULT_INDEX_MEMORY, FORMAT_VERSION, MAX_SHARDS, MAX_SLICES,
 };
 pub use progress::{NoProgress, Progress, Unit};
 pub use record::Lod;

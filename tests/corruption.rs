@@ -80,6 +80,7 @@ fn reference(compression: Compression) -> (Vec<u8>, Model) {
             restart_interval: 3,
             compression,
             sync: false,
+            ..WriterOptions::default()
         },
     )
     .unwrap();

@@ -753,6 +753,7 @@ proptest! {
         let opts = WriterOptions {
             block_size, restart_interval, alignment: align, sync: false,
             compression: if snappy { Compression::Snappy } else { Compression::None },
+            ..WriterOptions::default()
         };
         let mut w = Writer::create_with(&path, opts).unwrap();
         // Insert in reverse order so the writer has to sort.

@@ -15,6 +15,7 @@
 //! | `reader`, `view` | [`Reader`], [`TensorView`], [`Iter`] |
 //! | `verify` | [`Reader::verify_with`]: the one verify implementation |
 //! | `writer`, `stream`, `backend` | [`Writer`], [`TensorWriter`], [`WriteBackend`] |
+//! | `spill` | the writer's sorted runs of index entries in a nameless temporary file, merged at `finish` |
 //! | `staging` | staged outputs: temporaries beside a target (parents created), a registry that [`remove_staged`] empties, commit by rename |
 //! | `rewrite` | [`rewrite_in_place`]: new metadata without touching records |
 //! | `recover` | rebuilding a file from a torn one, and the policy of what to do |
@@ -42,6 +43,7 @@ mod shard_table;
 mod shard_writer;
 mod shards;
 pub mod slice_key;
+mod spill;
 mod source;
 pub(crate) mod staging;
 mod stream;
@@ -94,6 +96,7 @@ pub use verify::{VerifyOptions, VerifyReport};
 pub use view::{SliceData, TensorView};
 pub use writer::{
     FinishStats, Tensor, Writer, WriterOptions, DEFAULT_ALIGNMENT, DEFAULT_BLOCK_SIZE,
+    DEFAULT_INDEX_MEMORY,
 };
 
 /// Limits on metadata (SPEC.md 8.1).
