@@ -41,11 +41,8 @@ fn write(path: &Path, items: &[(String, Vec<u8>)], index_memory: usize) -> usize
     let mut w = Writer::create_with(path, opts(index_memory)).unwrap();
     w.insert_metadata("step", 7i64).unwrap();
     for (name, data) in items {
-        w.add(
-            name,
-            Tensor::new(DType::UInt8, &[data.len() as u64], data),
-        )
-        .unwrap();
+        w.add(name, Tensor::new(DType::UInt8, &[data.len() as u64], data))
+            .unwrap();
     }
     let runs = w.spilled_runs();
     assert_eq!(w.len(), items.len());
@@ -119,7 +116,10 @@ fn duplicates_are_refused_across_runs_when_added() {
                 .unwrap_err();
             assert!(matches!(e, Error::DuplicateName { .. }), "{e}");
             // Streamed too.
-            let e = w.begin(name, DType::UInt8, &[1], &[]).map(|_| ()).unwrap_err();
+            let e = w
+                .begin(name, DType::UInt8, &[1], &[])
+                .map(|_| ())
+                .unwrap_err();
             assert!(matches!(e, Error::DuplicateName { .. }), "{e}");
             // And slices of a tensor added whole.
             let e = w
@@ -134,7 +134,8 @@ fn duplicates_are_refused_across_runs_when_added() {
             assert!(matches!(e, Error::DuplicateName { .. }), "{e}");
         }
         // A new name is still accepted, and the file holds each name once with its first data.
-        w.add("zzz.new", Tensor::new(DType::UInt8, &[1], &[5])).unwrap();
+        w.add("zzz.new", Tensor::new(DType::UInt8, &[1], &[5]))
+            .unwrap();
         w.finish().unwrap();
         let r = Reader::open(&path).unwrap();
         assert_eq!(r.len(), 501);
@@ -159,7 +160,8 @@ fn slices_streams_and_metadata_survive_spilling() {
             s.write_all(&data).unwrap();
             s.finish().unwrap();
         } else {
-            w.add(&name, Tensor::new(DType::UInt8, &[4], &data)).unwrap();
+            w.add(&name, Tensor::new(DType::UInt8, &[4], &data))
+                .unwrap();
         }
         expect.insert(name, data);
         if i % 50 == 0 {
@@ -190,8 +192,11 @@ fn a_dropped_or_failed_spilling_writer_leaves_nothing() {
     let path = dir.path().join("sub").join("x.pdx");
     let mut w = Writer::create_with(&path, opts(512)).unwrap();
     for (name, data) in scrambled(400) {
-        w.add(&name, Tensor::new(DType::UInt8, &[data.len() as u64], &data))
-            .unwrap();
+        w.add(
+            &name,
+            Tensor::new(DType::UInt8, &[data.len() as u64], &data),
+        )
+        .unwrap();
     }
     assert!(w.spilled_runs() > 5);
     // While writing: the staged file only; the spill file has no name.
@@ -210,8 +215,11 @@ fn a_dropped_or_failed_spilling_writer_leaves_nothing() {
     })
     .unwrap();
     for (name, data) in scrambled(300) {
-        w.add(&name, Tensor::new(DType::UInt8, &[data.len() as u64], &data))
-            .unwrap();
+        w.add(
+            &name,
+            Tensor::new(DType::UInt8, &[data.len() as u64], &data),
+        )
+        .unwrap();
     }
     assert!(w.spilled_runs() > 5);
     armed.store(true, Ordering::SeqCst);
@@ -262,8 +270,11 @@ fn spill_crash_child() {
     let path = PathBuf::from(dir).join("out.pdx");
     let mut w = Writer::create_with(&path, opts(512)).unwrap();
     for (name, data) in scrambled(1000) {
-        w.add(&name, Tensor::new(DType::UInt8, &[data.len() as u64], &data))
-            .unwrap();
+        w.add(
+            &name,
+            Tensor::new(DType::UInt8, &[data.len() as u64], &data),
+        )
+        .unwrap();
     }
     // The records must be in the file for recovery: flush them by a spill-free route (the
     // staged file is written through a buffer that a kill would lose).
@@ -296,7 +307,12 @@ fn a_killed_spilling_writer_leaves_only_its_recoverable_temporary_file() {
     }
     let dir = tempfile::tempdir().unwrap();
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "spill_crash_child", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "spill_crash_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(CHILD_ENV, dir.path())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -1230,11 +1230,9 @@ impl Writer {
                 }
             }
             // The runs and the entries in memory, merged into one sorted stream.
-            Some(spill) => {
-                spill.merge(in_memory, &self.final_path, |key, value| {
-                    builder.add(key, value)
-                })?
-            }
+            Some(spill) => spill.merge(in_memory, &self.final_path, |key, value| {
+                builder.add(key, value)
+            })?,
         }
         let (_, stats) = builder.finish()?;
         Ok(stats)
