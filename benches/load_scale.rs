@@ -276,8 +276,70 @@ fn loads(dir: &Path) -> Res<()> {
         }
         println!();
     }
+    convert_rows(dir, &pdx, &st, total, reps)?;
     std::fs::remove_file(&pdx)?;
     std::fs::remove_file(&st)?;
+    Ok(())
+}
+
+/// `interop::export` to a native file (what the CLI's `convert` runs) against the loop it
+/// replaced: `load` of one tensor, then `Writer::add`, tensor by tensor. Page-cache writes
+/// (`sync` off), so the rows compare CPU work, not the disk.
+fn convert_rows(dir: &Path, pdx: &Path, st: &Path, total: u64, reps: usize) -> Res<()> {
+    use paramdex::interop::{export, open_any, ExportOptions, Kind, OutputFormat, TensorData};
+    let out = dir.join("converted.pdx");
+    let writer = WriterOptions {
+        sync: false,
+        ..WriterOptions::default()
+    };
+    let one_by_one = |input: &Path| -> Res<Duration> {
+        let t0 = Instant::now();
+        let store = open_any(input)?;
+        let mut w = Writer::create_with(&out, writer.clone())?;
+        for info in store.scan(b"")? {
+            let info = info?;
+            let t = store.load(&info.name)?.ok_or("listed tensor missing")?;
+            let (Kind::Numeric(dtype), TensorData::Bytes(data)) = (t.info.kind, &t.data) else {
+                return Err("not numeric".into());
+            };
+            w.add(&t.info.name, Tensor::new(dtype, &t.info.shape, data))?;
+        }
+        w.finish()?;
+        Ok(t0.elapsed())
+    };
+    let exported = |input: &Path| -> Res<Duration> {
+        let t0 = Instant::now();
+        let store = open_any(input)?;
+        let opts = ExportOptions {
+            writer: writer.clone(),
+            overwrite: true,
+            ..ExportOptions::default()
+        };
+        export(store.as_ref(), OutputFormat::Native, &out, &opts)?;
+        Ok(t0.elapsed())
+    };
+    println!("#### Convert to a native file, warm (sync off)\n");
+    println!("| input | one tensor at a time (before) | interop::export (windows loaded ahead) | speed-up |");
+    println!("|---|---|---|---|");
+    for (label, input) in [("paramdex", pdx), ("safetensors", st)] {
+        one_by_one(input)?;
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        for _ in 0..reps {
+            a.push(one_by_one(input)?);
+            b.push(exported(input)?);
+        }
+        let (a, b) = (median(a), median(b));
+        println!(
+            "| {label} | {} ({:.2} GB/s) | {} ({:.2} GB/s) | {:.2}× |",
+            fmt_dur(a),
+            gbps(total, a),
+            fmt_dur(b),
+            gbps(total, b),
+            a.as_secs_f64() / b.as_secs_f64()
+        );
+    }
+    println!();
+    std::fs::remove_file(&out)?;
     Ok(())
 }
 

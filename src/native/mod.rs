@@ -95,6 +95,7 @@ pub use shard_writer::{Saved, ShardWriter, ShardedSave};
 pub use source::{LoadAdvice, Source};
 pub use staging::{remove_staged, write_atomically};
 pub use stream::TensorWriter;
+pub(crate) use verify::check_crcs;
 pub use verify::{VerifyOptions, VerifyReport};
 pub use view::{SliceData, TensorView};
 pub use writer::{
