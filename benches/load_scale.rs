@@ -3,7 +3,7 @@
 //!
 //! ```sh
 //! cargo bench --bench load_scale                                   # both parts
-//! PARAMDEX_BENCH_PARTS=loads cargo bench --bench load_scale        # loads only
+//! PARAMDEX_BENCH_PARTS=loads cargo bench --bench load_scale        # loads only (also: convert)
 //! PARAMDEX_BENCH_PARTS=scale PARAMDEX_BENCH_TENSORS=1000000 cargo bench --bench load_scale
 //! ```
 //!
@@ -142,7 +142,42 @@ fn st_load(path: &Path) -> Res<Duration> {
     Ok(d)
 }
 
-fn loads(dir: &Path) -> Res<()> {
+/// safetensors into the caller's buffers (allocated and touched before): deserialize, then
+/// `copy_from_slice` of each tensor.
+fn st_load_into(path: &Path, names: &[String], bufs: &mut [Vec<u8>]) -> Res<Duration> {
+    let t0 = Instant::now();
+    let src = Source::map(path)?;
+    let st = SafeTensors::deserialize(&src)?;
+    for (n, b) in names.iter().zip(bufs.iter_mut()) {
+        b.copy_from_slice(st.tensor(n)?.data());
+    }
+    Ok(t0.elapsed())
+}
+
+fn pdx_load_into(
+    path: &Path,
+    names: &[String],
+    bufs: &mut [Vec<u8>],
+    opts: &LoadOptions,
+) -> Res<Duration> {
+    let t0 = Instant::now();
+    let r = Reader::open(path)?;
+    let mut dst: Vec<&mut [u8]> = bufs.iter_mut().map(|b| b.as_mut_slice()).collect();
+    r.load_into(names, &mut dst, opts)?;
+    Ok(t0.elapsed())
+}
+
+/// The model written as `model.pdx` and `model.safetensors` in `dir`: (paths, tensors,
+/// data bytes, repetitions).
+struct ModelFiles {
+    pdx: std::path::PathBuf,
+    st: std::path::PathBuf,
+    tensors: Vec<(String, Vec<u64>)>,
+    total: u64,
+    reps: usize,
+}
+
+fn model_files(dir: &Path) -> Res<ModelFiles> {
     let mib: usize = std::env::var("PARAMDEX_BENCH_LOAD_MIB")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -199,7 +234,17 @@ fn loads(dir: &Path) -> Res<()> {
         tensors.len(),
         total as f64 / (1u64 << 30) as f64
     );
+    Ok(ModelFiles {
+        pdx,
+        st,
+        tensors,
+        total,
+        reps,
+    })
+}
 
+fn loads(m: &ModelFiles) -> Res<()> {
+    let (pdx, st, tensors, total, reps) = (&m.pdx, &m.st, &m.tensors, m.total, m.reps);
     let variants: Vec<(String, LoadOptions)> = [1usize, 2]
         .into_iter()
         .flat_map(|threads| {
@@ -232,19 +277,19 @@ fn loads(dir: &Path) -> Res<()> {
         let reps = if cold { reps.min(3) } else { reps };
         // One unmeasured pass of each brings a warm run's pages in.
         if !cold {
-            st_load(&st)?;
-            pdx_load(&pdx, &LoadOptions::default())?;
+            st_load(st)?;
+            pdx_load(pdx, &LoadOptions::default())?;
         }
         for _ in 0..reps {
             if cold {
-                drop_cache(&st)?;
+                drop_cache(st)?;
             }
-            st_times.push(st_load(&st)?);
+            st_times.push(st_load(st)?);
             for (i, (_, o)) in variants.iter().enumerate() {
                 if cold {
-                    drop_cache(&pdx)?;
+                    drop_cache(pdx)?;
                 }
-                times[i].push(pdx_load(&pdx, o)?);
+                times[i].push(pdx_load(pdx, o)?);
             }
         }
         let st_t = median(st_times);
@@ -276,9 +321,64 @@ fn loads(dir: &Path) -> Res<()> {
         }
         println!();
     }
-    convert_rows(dir, &pdx, &st, total, reps)?;
-    std::fs::remove_file(&pdx)?;
-    std::fs::remove_file(&st)?;
+    // Into the caller's buffers, allocated and touched once before: the copy and the checks
+    // alone, without the page faults of fresh memory (which dominate the owned loads above).
+    let names: Vec<String> = tensors.iter().map(|(n, _)| n.clone()).collect();
+    let mut bufs: Vec<Vec<u8>> = tensors
+        .iter()
+        .map(|(_, s)| vec![1u8; (s.iter().product::<u64>() * 4) as usize])
+        .collect();
+    let into: Vec<(String, LoadOptions)> = [1usize, 2]
+        .into_iter()
+        .flat_map(|threads| {
+            [LoadAdvice::PopulateRead, LoadAdvice::None]
+                .into_iter()
+                .map(move |advice| {
+                    (
+                        format!("paramdex load_into, {threads} thread(s), {advice:?}"),
+                        LoadOptions { threads, advice },
+                    )
+                })
+        })
+        .collect();
+    st_load_into(st, &names, &mut bufs)?;
+    let mut st_times = Vec::new();
+    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); into.len()];
+    for _ in 0..reps {
+        st_times.push(st_load_into(st, &names, &mut bufs)?);
+        for (i, (_, o)) in into.iter().enumerate() {
+            times[i].push(pdx_load_into(pdx, &names, &mut bufs, o)?);
+        }
+    }
+    drop(bufs);
+    let st_t = median(st_times);
+    println!("#### Load every tensor into the caller's buffers (touched before), warm\n");
+    println!("| load | time | GB/s | vs safetensors | vs same advice, 1 thread |");
+    println!("|---|---|---|---|---|");
+    println!(
+        "| safetensors deserialize + copy_from_slice, 1 thread | {} | {:.2} | 1.00× | |",
+        fmt_dur(st_t),
+        gbps(total, st_t)
+    );
+    let half = into.len() / 2;
+    for (i, (label, _)) in into.iter().enumerate() {
+        let t = median(times[i].clone());
+        let one = if i >= half {
+            format!(
+                "{:.2}×",
+                median(times[i - half].clone()).as_secs_f64() / t.as_secs_f64()
+            )
+        } else {
+            String::new()
+        };
+        println!(
+            "| {label} | {} | {:.2} | {:.2}× | {one} |",
+            fmt_dur(t),
+            gbps(total, t),
+            st_t.as_secs_f64() / t.as_secs_f64()
+        );
+    }
+    println!();
     Ok(())
 }
 
@@ -472,7 +572,9 @@ fn main() -> Res<()> {
     if args.first().map(String::as_str) == Some("--child") {
         return child(&args[1..]);
     }
-    let parts = std::env::var("PARAMDEX_BENCH_PARTS").unwrap_or_else(|_| "loads,scale".into());
+    let parts =
+        std::env::var("PARAMDEX_BENCH_PARTS").unwrap_or_else(|_| "loads,convert,scale".into());
+    let mut model: Option<ModelFiles> = None;
     let dir = match std::env::var_os("PARAMDEX_BENCH_DIR") {
         Some(d) => tempfile::tempdir_in(d)?,
         None => tempfile::tempdir()?,
@@ -480,7 +582,17 @@ fn main() -> Res<()> {
     println!("load average before: {}\n", loadavg());
     for part in parts.split(',') {
         match part {
-            "loads" => loads(dir.path())?,
+            "loads" | "convert" => {
+                if model.is_none() {
+                    model = Some(model_files(dir.path())?);
+                }
+                let m = model.as_ref().expect("made above");
+                if part == "loads" {
+                    loads(m)?;
+                } else {
+                    convert_rows(dir.path(), &m.pdx, &m.st, m.total, m.reps)?;
+                }
+            }
             "scale" => scale(dir.path())?,
             "" => {}
             other => return Err(format!("unknown part {other}").into()),

@@ -31,7 +31,7 @@ fn scrambled(n: u64) -> Vec<(String, Vec<u8>)> {
         .map(|i| {
             let j = (i * 7919 + 13) % n;
             let name = format!("model.layers.{j}.self_attn.q_proj.weight");
-            let data: Vec<u8> = (0..(j % 5) * 4).map(|b| (b as u64 + j) as u8).collect();
+            let data: Vec<u8> = (0..(j % 5) * 4).map(|b| (b + j) as u8).collect();
             (name, data)
         })
         .collect()

@@ -248,11 +248,12 @@ pub(crate) fn export(job: &ExportJob<'_>) -> Result<Written> {
 const WINDOW_TENSORS: usize = 4096;
 const WINDOW_BYTES: u64 = 64 << 20;
 
+/// A loaded window: each tensor with its listed size.
+type Window<'s> = Vec<(u64, LoadedTensor<'s>)>;
+
 /// Loads a window of tensors, each store's consecutive run with one `load_many`; returns each
 /// with its listed size, in the window's order.
-fn load_window<'s>(
-    window: &[(&'s dyn TensorStore, TensorInfo)],
-) -> Result<Vec<(u64, LoadedTensor<'s>)>> {
+fn load_window<'s>(window: &[(&'s dyn TensorStore, TensorInfo)]) -> Result<Window<'s>> {
     let mut out = Vec::with_capacity(window.len());
     let mut i = 0;
     while i < window.len() {
@@ -303,9 +304,7 @@ pub(crate) fn write_native<'s>(
     // parallel where the format can: `TensorStore::load_many`) on a second thread while this
     // one writes the window before.
     std::thread::scope(|s| -> Result<()> {
-        let mut ahead: Option<
-            std::thread::ScopedJoinHandle<'_, Result<Vec<(u64, LoadedTensor<'s>)>>>,
-        > = None;
+        let mut ahead: Option<std::thread::ScopedJoinHandle<'_, Result<Window<'s>>>> = None;
         loop {
             let mut window: Vec<(&'s dyn TensorStore, TensorInfo)> = Vec::new();
             let mut bytes = 0u64;

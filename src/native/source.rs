@@ -47,7 +47,11 @@ impl Source {
 /// and for bytes in memory).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum LoadAdvice {
-    /// Nothing: pages fault in on first touch (the kernel's default readahead).
+    /// Nothing: pages fault in on first touch, with the kernel's default readahead. The
+    /// default: as fast as any advice with the file in the page cache, and the fastest from
+    /// disk on two threads in the measurements of BENCHMARKS.md ("Parallel loads and 10M
+    /// tensors").
+    #[default]
     None,
     /// `MADV_SEQUENTIAL` on each window of the load: aggressive readahead, pages dropped
     /// early behind.
@@ -56,9 +60,8 @@ pub enum LoadAdvice {
     WillNeed,
     /// `MADV_POPULATE_READ` (Linux 5.14+; elsewhere nothing) by each loading thread on the
     /// range it is about to copy: the pages are read and mapped in one call instead of one
-    /// fault per page (or group of 16 pages). The default: measured fastest, warm and cold
-    /// (BENCHMARKS.md, "Parallel loads and 10M tensors").
-    #[default]
+    /// fault per page (or group of 16 pages). Measured slower than `None` (each call reads
+    /// its batch before the thread copies a byte of it).
     PopulateRead,
 }
 

@@ -8,6 +8,12 @@
 //! finished and they are empty). A crash leaves the temporary file behind; `recover` rebuilds
 //! a complete file from its self-describing records (SPEC.md 10).
 //!
+//! Index entries wait in memory until `finish` sorts them into the index, up to
+//! [`WriterOptions::index_memory`] bytes; past that, the writer sorts what it holds and spills
+//! it as one run to a nameless temporary file beside the output (`native/spill.rs`), and
+//! `finish` merges the runs into the one sorted stream the table builder takes. A name added
+//! twice is refused by `add` whether its first entry is in memory or spilled.
+//!
 //! A writer made by [`Writer::create_on`] writes through a [`WriteDestination`] instead (an
 //! object uploaded in parts): `finish` commits it, and dropping the writer unfinished drops
 //! the destination, which discards what was written. The records' checksum fields the
