@@ -90,8 +90,9 @@ impl Reader {
     /// # w.finish()?;
     /// let r = paramdex::Reader::open(&path)?;
     /// let all = r.load_all(&paramdex::LoadOptions::default())?;
-    /// assert_eq!(all[0].0, b"a");
-    /// assert_eq!(all[1].1.data, [1.0f32.to_le_bytes(), 2.0f32.to_le_bytes()].concat());
+    /// assert_eq!(all[0].0, b"b"); // file order: as written
+    /// assert_eq!(all[0].1.data, [1.0f32.to_le_bytes(), 2.0f32.to_le_bytes()].concat());
+    /// assert_eq!((all[1].0.as_slice(), all[1].1.data.as_slice()), (&b"a"[..], &[3u8][..]));
     /// # Ok::<(), paramdex::Error>(())
     /// ```
     ///
