@@ -767,6 +767,7 @@ proptest! {
             compression: if snappy { Compression::Snappy } else { Compression::None },
             // The hash index block and the lone header block on some layouts, not others.
             hash_index: block_size != 64, header_alone: restart_interval != 2,
+            ..WriterOptions::default()
         };
         let mut w = Writer::create_with(&path, opts).unwrap();
         // Insert in reverse order so the writer has to sort.

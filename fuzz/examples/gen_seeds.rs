@@ -63,6 +63,7 @@ fn native_files() -> Vec<(String, Vec<u8>)> {
             restart_interval,
             compression,
             sync: false,
+            ..Default::default()
         };
         let mut w = Writer::create_with(&path, opts).unwrap();
         for i in 0..n {

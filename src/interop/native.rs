@@ -66,6 +66,41 @@ impl TensorStore for Reader {
         }))
     }
 
+    fn load_many(&self, names: &[&[u8]], threads: usize) -> Result<Vec<LoadedTensor<'_>>> {
+        // Whole tensors are looked up first and their checksums checked together, in
+        // parallel; a tensor stored in slices is assembled by `load`.
+        let mut views = Vec::with_capacity(names.len());
+        for n in names {
+            match self.get(n) {
+                Ok(Some(v)) => views.push(Some(v)),
+                Ok(None) => {
+                    return Err(Error::NotFound {
+                        name: name::display(n),
+                        path: self.path().to_string(),
+                    })
+                }
+                Err(Error::Sliced { .. }) => views.push(None),
+                Err(e) => return Err(e),
+            }
+        }
+        let whole: Vec<TensorView<'_>> = views.iter().flatten().cloned().collect();
+        crate::native::check_crcs(&whole, threads, None)?;
+        names
+            .iter()
+            .zip(views)
+            .map(|(n, v)| match v {
+                Some(t) => Ok(LoadedTensor {
+                    info: info(&t)?,
+                    data: TensorData::Bytes(Cow::Borrowed(t.data())),
+                }),
+                None => self.assemble(n)?.ok_or_else(|| Error::NotFound {
+                    name: name::display(n),
+                    path: self.path().to_string(),
+                }),
+            })
+            .collect()
+    }
+
     fn info(&self, name: &[u8]) -> Result<Option<TensorInfo>> {
         match self.listing(name, Some(name)).next() {
             Some(Ok(t)) if t.name == name => listed(self, t).map(Some),
@@ -208,10 +243,48 @@ pub(crate) fn export(job: &ExportJob<'_>) -> Result<Written> {
     )
 }
 
+/// Most tensors, and bytes of tensors (by their listing), in a window that `write_native`
+/// loads while it writes the window before: bounds the memory of inputs that are not mapped.
+const WINDOW_TENSORS: usize = 4096;
+const WINDOW_BYTES: u64 = 64 << 20;
+
+/// A loaded window: each tensor with its listed size.
+type Window<'s> = Vec<(u64, LoadedTensor<'s>)>;
+
+/// Loads a window of tensors, each store's consecutive run with one `load_many`; returns each
+/// with its listed size, in the window's order.
+fn load_window<'s>(window: &[(&'s dyn TensorStore, TensorInfo)]) -> Result<Window<'s>> {
+    let mut out = Vec::with_capacity(window.len());
+    let mut i = 0;
+    while i < window.len() {
+        let store = window[i].0;
+        let mut j = i + 1;
+        while j < window.len() && std::ptr::addr_eq(window[j].0, store) {
+            j += 1;
+        }
+        let names: Vec<&[u8]> = window[i..j]
+            .iter()
+            .map(|(_, t)| t.name.as_slice())
+            .collect();
+        let loaded = store.load_many(&names, 0)?;
+        if loaded.len() != names.len() {
+            return Err(Error::InvalidArgument(format!(
+                "a {} input loaded {} tensors for {} names",
+                store.format().name(),
+                loaded.len(),
+                names.len()
+            )));
+        }
+        out.extend(window[i..j].iter().map(|(_, t)| t.nbytes).zip(loaded));
+        i = j;
+    }
+    Ok(out)
+}
+
 /// Writes `tensors` (each loaded from the store beside it, in the order given) and `metadata`
 /// into a new native file at `dst`, telling `progress` each tensor's bytes once written: the
-/// one native writing loop, shared by [`export`] and `interop::merge`. Streams: one tensor in
-/// memory at a time (none when the input maps its file).
+/// one native writing loop, shared by [`export`] and `interop::merge`. Streams by windows: at
+/// most two windows of tensors in memory (none when the input maps its file).
 pub(crate) fn write_native<'s>(
     tensors: impl Iterator<Item = Result<(&'s dyn TensorStore, TensorInfo)>>,
     dst: &Path,
@@ -226,28 +299,49 @@ pub(crate) fn write_native<'s>(
     };
     w.set_metadata(metadata.clone())?;
     let mut data_bytes = 0u64;
-    for t in tensors {
-        let (store, info) = t?;
-        let t = store.load(&info.name)?.ok_or_else(|| Error::NotFound {
-            name: name::display(&info.name),
-            path: format!("{} input", store.format().name()),
-        })?;
-        // The survey refused what is not numeric; a store whose data disagrees with its
-        // listing is refused here.
-        let (Kind::Numeric(dtype), TensorData::Bytes(data)) = (t.info.kind, &t.data) else {
-            return Err(Error::Unsupported(format!(
-                "tensor {} is not numeric; paramdex files hold numeric tensors only (SPEC.md \
-                 section 6)",
-                name::display(&info.name)
-            )));
-        };
-        w.add(
-            &t.info.name,
-            Tensor::new(dtype, &t.info.shape, data).with_lod(&t.info.lod),
-        )?;
-        data_bytes = data_bytes.saturating_add(data.len() as u64);
-        progress.advance(info.nbytes);
-    }
+    let mut tensors = tensors;
+    // The inputs of the next window of tensors are loaded (and their checksums checked, in
+    // parallel where the format can: `TensorStore::load_many`) on a second thread while this
+    // one writes the window before.
+    std::thread::scope(|s| -> Result<()> {
+        let mut ahead: Option<std::thread::ScopedJoinHandle<'_, Result<Window<'s>>>> = None;
+        loop {
+            let mut window: Vec<(&'s dyn TensorStore, TensorInfo)> = Vec::new();
+            let mut bytes = 0u64;
+            while window.len() < WINDOW_TENSORS && bytes < WINDOW_BYTES {
+                let Some(t) = tensors.next() else { break };
+                let t = t?;
+                bytes = bytes.saturating_add(t.1.nbytes);
+                window.push(t);
+            }
+            let next = (!window.is_empty()).then(|| s.spawn(move || load_window(&window)));
+            if let Some(h) = ahead.take() {
+                let loaded = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))?;
+                for (listed, t) in loaded {
+                    // The survey refused what is not numeric; a store whose data disagrees
+                    // with its listing is refused here.
+                    let (Kind::Numeric(dtype), TensorData::Bytes(data)) = (t.info.kind, &t.data)
+                    else {
+                        return Err(Error::Unsupported(format!(
+                            "tensor {} is not numeric; paramdex files hold numeric tensors only \
+                             (SPEC.md section 6)",
+                            name::display(&t.info.name)
+                        )));
+                    };
+                    w.add(
+                        &t.info.name,
+                        Tensor::new(dtype, &t.info.shape, data).with_lod(&t.info.lod),
+                    )?;
+                    data_bytes = data_bytes.saturating_add(data.len() as u64);
+                    progress.advance(listed);
+                }
+            }
+            match next {
+                Some(h) => ahead = Some(h),
+                None => return Ok(()),
+            }
+        }
+    })?;
     let stats = w.finish()?;
     Ok(Written {
         tensors: stats.tensors,

@@ -223,6 +223,25 @@ pub trait TensorStore: Send + Sync {
     /// A tensor stored in slices (a partitioned tensor) is assembled, as TensorFlow's
     /// `get_tensor` does.
     fn load(&self, name: &[u8]) -> Result<Option<LoadedTensor<'_>>>;
+    /// The tensors `names`, in that order, each as [`TensorStore::load`] returns it (checked),
+    /// on up to `threads` threads (0 = all cores) where the format can: a native file checks
+    /// their checksums in parallel, its data staying borrowed from the mapped file. The
+    /// default loads them one at a time with `load`. Exporters load a window of tensors so
+    /// while they write the previous one.
+    ///
+    /// Errors: [`Error::NotFound`] for a name the store does not hold; those of `load`.
+    fn load_many(&self, names: &[&[u8]], threads: usize) -> Result<Vec<LoadedTensor<'_>>> {
+        let _ = threads;
+        names
+            .iter()
+            .map(|n| {
+                self.load(n)?.ok_or_else(|| Error::NotFound {
+                    name: crate::name::display(n),
+                    path: format!("{} input", self.format().name()),
+                })
+            })
+            .collect()
+    }
     /// The description of one tensor by name; `Ok(None)` if absent. The default takes it from
     /// a [`TensorStore::scan`] from `name`.
     fn info(&self, name: &[u8]) -> Result<Option<TensorInfo>> {

@@ -14,7 +14,9 @@
 //! | `source` | the bytes a reader reads: a memory map or memory (the crate's one `unsafe`) |
 //! | `reader`, `view` | [`Reader`], [`TensorView`], [`Iter`] |
 //! | `verify` | [`Reader::verify_with`]: the one verify implementation |
+//! | `load` | [`Reader::load_all`], [`Reader::load_many`], [`Reader::load_into`]: parallel copies out of the file, checked as they copy |
 //! | `writer`, `stream`, `backend` | [`Writer`], [`TensorWriter`], [`WriteBackend`] |
+//! | `spill` | the writer's sorted runs of index entries in a nameless temporary file, merged at `finish` |
 //! | `staging` | staged outputs: temporaries beside a target (parents created), a registry that [`remove_staged`] empties, commit by rename |
 //! | `rewrite` | [`rewrite_in_place`]: new metadata without touching records |
 //! | `recover` | rebuilding a file from a torn one, and the policy of what to do |
@@ -30,6 +32,7 @@
 mod backend;
 mod entry;
 mod header;
+mod load;
 mod merge_shards;
 mod meta;
 mod reader;
@@ -43,6 +46,7 @@ mod shard_writer;
 mod shards;
 pub mod slice_key;
 mod source;
+mod spill;
 pub(crate) mod staging;
 mod stream;
 mod unchanged;
@@ -71,6 +75,7 @@ pub const TF_BUNDLE_VERSION: i32 = 1;
 pub use backend::{EarlySync, WriteBackend, WriteDestination};
 pub use entry::{decode_slices, encode_partitioned, Dims, IndexEntry};
 pub use header::{FileHeader, SaveId, ShardOf, ShardRef};
+pub use load::{LoadOptions, OwnedTensor};
 pub use merge_shards::{
     clean_shards, merge_shards, shard_files, MergeShardsOptions, MergeShardsReport, MergeStep,
     PartialTensors, ShardFile, ShardFileKind,
@@ -89,13 +94,15 @@ pub use rewrite::{rewrite_in_place, RewriteReport};
 pub(crate) use shard_index::{read_shard_index_from, IndexSource, ShardIndex};
 pub(crate) use shard_table::{data_path, index_path};
 pub use shard_writer::{Saved, ShardWriter, ShardedSave};
-pub use source::Source;
+pub use source::{LoadAdvice, Source};
 pub use staging::{remove_staged, write_atomically};
 pub use stream::TensorWriter;
+pub(crate) use verify::check_crcs;
 pub use verify::{VerifyOptions, VerifyReport};
 pub use view::{SliceData, TensorView};
 pub use writer::{
     FinishStats, Tensor, Writer, WriterOptions, DEFAULT_ALIGNMENT, DEFAULT_BLOCK_SIZE,
+    DEFAULT_INDEX_MEMORY,
 };
 
 /// Limits on metadata (SPEC.md 8.1).

@@ -223,7 +223,7 @@ impl ShardWriter {
                     name: crate::name::display(name),
                 });
             }
-            if !self.writer.holds(name) && reuse.base().holds_unchanged(name, tensor)? {
+            if !self.writer.holds(name)? && reuse.base().holds_unchanged(name, tensor)? {
                 reuse.refer(name)?;
                 return Ok(Saved::Reused);
             }
@@ -246,7 +246,7 @@ impl ShardWriter {
             return Err(self.no_base(name));
         }
         let reuse = self.reuse.as_mut().expect("checked above");
-        if self.writer.holds(name) {
+        if self.writer.holds(name)? {
             return Err(Error::DuplicateName {
                 name: crate::name::display(name),
             });
@@ -288,7 +288,7 @@ impl ShardWriter {
                     ),
                 });
             }
-            if self.slice_is_free(name, dtype, full_shape, region)
+            if self.slice_is_free(name, dtype, full_shape, region)?
                 && reuse
                     .base()
                     .holds_unchanged_slice(name, dtype, full_shape, region, data)?
@@ -320,7 +320,7 @@ impl ShardWriter {
         if self.reuse.is_none() {
             return Err(self.no_base(name));
         }
-        if !self.slice_is_free(name, dtype, full_shape, region) {
+        if !self.slice_is_free(name, dtype, full_shape, region)? {
             return Err(match self.writer.slices_of(name) {
                 None => Error::DuplicateName {
                     name: crate::name::display(name),
@@ -350,13 +350,13 @@ impl ShardWriter {
         dtype: DType,
         full_shape: &[u64],
         region: &Region,
-    ) -> bool {
-        match self.writer.slices_of(name) {
+    ) -> Result<bool> {
+        Ok(match self.writer.slices_of(name) {
             Some((d, shape, regions)) => {
                 d == dtype && shape == full_shape && !regions.iter().any(|r| r.overlaps(region))
             }
-            None => !self.writer.holds(name),
-        }
+            None => !self.writer.holds(name)?,
+        })
     }
 
     fn no_base(&self, name: &[u8]) -> Error {
@@ -402,7 +402,7 @@ impl ShardWriter {
                                 || shape != r.full_shape.as_slice()
                                 || own.iter().any(|o| r.regions.iter().any(|x| x.overlaps(o)))
                         }
-                        _ => self.writer.holds(name),
+                        _ => self.writer.holds(name)?,
                     };
                     if clash {
                         return Err(Error::DuplicateName {

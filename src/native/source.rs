@@ -42,6 +42,59 @@ impl Source {
     }
 }
 
+/// What a parallel load ([`crate::Reader::load_all`]) tells the kernel about the pages of the
+/// mapped file it is about to read (`madvise`; ignored where the platform has no such advice,
+/// and for bytes in memory).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LoadAdvice {
+    /// Nothing: pages fault in on first touch, with the kernel's default readahead. The
+    /// default: as fast as any advice with the file in the page cache, and the fastest from
+    /// disk on two threads in the measurements of BENCHMARKS.md ("Parallel loads and 10M
+    /// tensors").
+    #[default]
+    None,
+    /// `MADV_SEQUENTIAL` on each window of the load: aggressive readahead, pages dropped
+    /// early behind.
+    Sequential,
+    /// `MADV_WILLNEED` on each window of the load: readahead started at once, asynchronously.
+    WillNeed,
+    /// `MADV_POPULATE_READ` (Linux 5.14+; elsewhere nothing) by each loading thread on the
+    /// range it is about to copy: the pages are read and mapped in one call instead of one
+    /// fault per page (or group of 16 pages). Measured slower than `None` (each call reads
+    /// its batch before the thread copies a byte of it).
+    PopulateRead,
+}
+
+impl Source {
+    /// Gives `advice` for the bytes `offset..offset + len` of a mapped source (a hint: errors,
+    /// e.g. from a kernel without the advice, are ignored, and nothing changes for memory).
+    pub fn advise(&self, advice: LoadAdvice, offset: usize, len: usize) {
+        let Source::Mapped(map) = self else {
+            return;
+        };
+        let end = offset.saturating_add(len).min(map.len());
+        if offset >= end {
+            return;
+        }
+        #[cfg(unix)]
+        {
+            let a = match advice {
+                LoadAdvice::None => return,
+                LoadAdvice::Sequential => memmap2::Advice::Sequential,
+                LoadAdvice::WillNeed => memmap2::Advice::WillNeed,
+                #[cfg(target_os = "linux")]
+                LoadAdvice::PopulateRead => memmap2::Advice::PopulateRead,
+                #[cfg(not(target_os = "linux"))]
+                LoadAdvice::PopulateRead => return,
+            };
+            // A hint only: a kernel without the advice (EINVAL) loses nothing but speed.
+            let _ = map.advise_range(a, offset, end - offset);
+        }
+        #[cfg(not(unix))]
+        let _ = (advice, end);
+    }
+}
+
 impl Deref for Source {
     type Target = [u8];
     fn deref(&self) -> &[u8] {

@@ -265,7 +265,7 @@ struct Piece {
 
 /// Checks the CRC32C of every view on up to `threads` threads (0 = available parallelism).
 /// Returns the bytes checked, or the first mismatch in the order of `views`.
-fn check_crcs(
+pub(crate) fn check_crcs(
     views: &[TensorView<'_>],
     threads: usize,
     progress: Option<&dyn Progress>,

@@ -8,6 +8,12 @@
 //! finished and they are empty). A crash leaves the temporary file behind; `recover` rebuilds
 //! a complete file from its self-describing records (SPEC.md 10).
 //!
+//! Index entries wait in memory until `finish` sorts them into the index, up to
+//! [`WriterOptions::index_memory`] bytes; past that, the writer sorts what it holds and spills
+//! it as one run to a nameless temporary file beside the output (`native/spill.rs`), and
+//! `finish` merges the runs into the one sorted stream the table builder takes. A name added
+//! twice is refused by `add` whether its first entry is in memory or spilled.
+//!
 //! A writer made by [`Writer::create_on`] writes through a [`WriteDestination`] instead (an
 //! object uploaded in parts): `finish` commits it, and dropping the writer unfinished drops
 //! the destination, which discards what was written. The records' checksum fields the
@@ -28,6 +34,7 @@ use crate::native::entry::{encode_partitioned, Dims, IndexEntry};
 use crate::native::header::{FileHeader, ShardOf};
 use crate::native::region::Region;
 use crate::native::slice_key;
+use crate::native::spill::Spill;
 use crate::native::staging;
 use crate::native::{MAX_SLICES, TF_BUNDLE_VERSION};
 use crate::record::{self, RecordSpec, MAX_ALIGNMENT};
@@ -41,6 +48,10 @@ pub const DEFAULT_BLOCK_SIZE: usize = 64 * 1024;
 
 /// Default restart interval of index data blocks (LevelDB's and TensorFlow's).
 pub const DEFAULT_RESTART_INTERVAL: usize = 16;
+
+/// Default [`WriterOptions::index_memory`]: 64 MiB, about 550,000 entries of 45-byte names,
+/// so files of fewer tensors never spill, and 10M tensors spill in about 18 runs.
+pub const DEFAULT_INDEX_MEMORY: usize = 64 << 20;
 
 /// Tensors of at least this many bytes are checksummed on a second thread while the calling
 /// thread writes them (a thread costs tens of microseconds; 8 MiB takes milliseconds to write).
@@ -72,6 +83,12 @@ pub struct WriterOptions {
     /// and `hash_index` both false, the index is byte for byte what earlier versions wrote
     /// (and what TensorFlow's table builder writes for the same entries).
     pub header_alone: bool,
+    /// Bytes of index entries (names, values and their bookkeeping) the writer holds in memory
+    /// before it sorts them and spills them as one run to a nameless temporary file in the
+    /// output's directory, to be merged at `finish`. Bounds the writer's memory however many
+    /// tensors it writes (it then also keeps an 8-byte hash per spilled tensor, for exact
+    /// duplicate checks). `usize::MAX` never spills. Default [`DEFAULT_INDEX_MEMORY`].
+    pub index_memory: usize,
 }
 
 impl Default for WriterOptions {
@@ -84,6 +101,7 @@ impl Default for WriterOptions {
             sync: true,
             hash_index: true,
             header_alone: true,
+            index_memory: DEFAULT_INDEX_MEMORY,
         }
     }
 }
@@ -254,13 +272,18 @@ pub struct Writer {
     /// For a shard of an incremental save: the tensors it reuses instead of writing (header
     /// field 25), listed in its references file by `ShardWriter`.
     references: u64,
+    /// Sorted runs of entries spilled so far (`WriterOptions::index_memory`); `entries` then
+    /// holds only the entries added since the last run.
+    spill: Option<Spill>,
+    /// Where the spill file goes: the output's directory; `None`: the system's temporary one.
+    spill_dir: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for Writer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Writer")
             .field("final_path", &self.final_path)
-            .field("tensors", &self.entries.len())
+            .field("entries", &self.entry_count())
             .field("pos", &self.pos)
             .finish_non_exhaustive()
     }
@@ -290,12 +313,18 @@ impl Writer {
         let path = path.as_ref();
         Self::check_options(&opts)?;
         let (file, temp) = staging::stage_file(path, ".pdx-tmp")?;
-        Ok(Self::new(
+        let mut w = Self::new(
             path.to_path_buf(),
             Output::Local(wrap(file)),
             Some(temp),
             opts,
-        ))
+        );
+        // The staged file's directory exists (staging made it).
+        w.spill_dir = Some(match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        });
+        Ok(w)
     }
 
     /// Starts a file written through `dest`, which makes it appear under its final name when
@@ -352,6 +381,8 @@ impl Writer {
             shard_of: None,
             nul_name: false,
             references: 0,
+            spill: None,
+            spill_dir: None,
         }
     }
 
@@ -362,12 +393,70 @@ impl Writer {
 
     /// Tensors added so far: whole tensors, and each tensor with slices once.
     pub fn len(&self) -> usize {
-        self.entries.len() - self.slice_entries + self.partitioned.len()
+        self.entry_count() - self.slice_entries + self.partitioned.len()
     }
 
     /// Whether no tensor was added yet.
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.entry_count() == 0
+    }
+
+    /// Entries pushed so far, spilled or in memory.
+    fn entry_count(&self) -> usize {
+        let spilled = self.spill.as_ref().map_or(0, Spill::entries);
+        self.entries.len() + usize::try_from(spilled).expect("spilled entries were in memory")
+    }
+
+    /// Runs of sorted index entries spilled to the temporary file so far (see
+    /// [`WriterOptions::index_memory`]).
+    pub fn spilled_runs(&self) -> usize {
+        self.spill.as_ref().map_or(0, Spill::runs)
+    }
+
+    /// Bytes the entries in memory take (what [`WriterOptions::index_memory`] bounds).
+    fn run_bytes(&self) -> usize {
+        self.names.len()
+            + self.values.len()
+            + self.entries.len() * std::mem::size_of::<Pending>()
+            + self.seen.len() * std::mem::size_of::<(u64, usize)>() * 8 / 7
+    }
+
+    /// Sorts the entries in memory and appends them to the spill file as one run.
+    fn spill_run(&mut self) -> Result<()> {
+        let order = self.name_order();
+        let io_err = |e: std::io::Error, path: &Path| {
+            Error::io(
+                format!(
+                    "spilling index entries of {} to a temporary file",
+                    path.display()
+                ),
+                e,
+            )
+        };
+        if self.spill.is_none() {
+            match Spill::create(self.spill_dir.as_deref()) {
+                Ok(s) => self.spill = Some(s),
+                Err(e) => return Err(io_err(e, &self.final_path)),
+            }
+        }
+        let (names, values, entries) = (&self.names, &self.values, &self.entries);
+        let run = order.iter().map(|&i| {
+            let p = entries[i];
+            (
+                &names[p.name_start..p.name_start + p.name_len],
+                &values[p.value_start..p.value_start + p.value_len],
+            )
+        });
+        let spill = self.spill.as_mut().expect("created above");
+        if let Err(e) = spill.write_run(run, &self.hasher) {
+            self.poisoned = Some(format!("spilling index entries failed: {e}"));
+            return Err(io_err(e, &self.final_path));
+        }
+        self.names.clear();
+        self.values.clear();
+        self.entries.clear();
+        self.seen.clear();
+        Ok(())
     }
 
     /// Makes this writer a shard of a sharded save: `shard` goes into the header (field 22) and
@@ -422,22 +511,42 @@ impl Writer {
     }
 
     /// Whether a tensor `name` was added, whole or in slices (no state change).
-    pub(super) fn holds(&self, name: &[u8]) -> bool {
-        self.partitioned.contains_key(name) || self.has_entry(name)
+    pub(super) fn holds(&self, name: &[u8]) -> Result<bool> {
+        Ok(self.partitioned.contains_key(name) || self.has_entry(name)?)
     }
 
     /// Whether an entry named `name` was pushed (no state change).
-    fn has_entry(&self, name: &[u8]) -> bool {
-        if self.sorted {
-            return self
-                .entries
+    fn has_entry(&self, name: &[u8]) -> Result<bool> {
+        let in_memory = if self.sorted {
+            self.entries
                 .binary_search_by(|p| self.names[p.name_start..p.name_start + p.name_len].cmp(name))
-                .is_ok();
+                .is_ok()
+        } else {
+            let h = self.hasher.hash_one(name);
+            self.seen
+                .find(h, |&(eh, j)| eh == h && self.entry_name(j) == name)
+                .is_some()
+        };
+        if in_memory {
+            return Ok(true);
         }
-        let h = self.hasher.hash_one(name);
-        self.seen
-            .find(h, |&(eh, j)| eh == h && self.entry_name(j) == name)
-            .is_some()
+        self.spilled(name)
+    }
+
+    /// Whether a spilled entry is named `name`.
+    fn spilled(&self, name: &[u8]) -> Result<bool> {
+        let Some(spill) = &self.spill else {
+            return Ok(false);
+        };
+        spill.holds(name, self.hasher.hash_one(name)).map_err(|e| {
+            Error::io(
+                format!(
+                    "reading the spilled index entries of {} (a temporary file)",
+                    self.final_path.display()
+                ),
+                e,
+            )
+        })
     }
 
     /// Checks a new name of a whole tensor: non-empty, within the limit, not added before (whole
@@ -465,11 +574,18 @@ impl Writer {
         }
         ensure_within("tensor name length", name.len(), MAX_NAME_LEN, None)?;
         self.pending_hash = None;
-        let Some(last) = self.entries.len().checked_sub(1) else {
+        if !self.entries.is_empty() && self.run_bytes() > self.opts.index_memory {
+            self.spill_run()?;
+        }
+        let last = match self.entries.len().checked_sub(1) {
+            Some(last) => Some(self.entry_name(last)),
+            None => self.spill.as_ref().and_then(Spill::last_key),
+        };
+        let Some(last) = last else {
             return Ok(());
         };
         if self.sorted {
-            if name > self.entry_name(last) {
+            if name > last {
                 return Ok(());
             }
             // First out-of-order name: from now on duplicates are found by hash.
@@ -486,7 +602,7 @@ impl Writer {
             let p = entries[j];
             eh == h && &names[p.name_start..p.name_start + p.name_len] == name
         });
-        if duplicate.is_some() {
+        if duplicate.is_some() || self.spilled(name)? {
             return Err(Error::DuplicateName {
                 name: name::display(name),
             });
@@ -804,7 +920,7 @@ impl Writer {
         let records_sorted = self.sorted;
         self.push_partitioned();
         let slice_count = self.slice_entries as u64;
-        let tensor_count = self.entries.len() as u64 - slice_count;
+        let tensor_count = self.entry_count() as u64 - slice_count;
         let header = FileHeader {
             num_shards: 1,
             big_endian: false,
@@ -963,7 +1079,7 @@ impl Writer {
                 }
             }
             None => {
-                if self.has_entry(name) {
+                if self.has_entry(name)? {
                     return Err(Error::DuplicateName {
                         name: name::display(name),
                     });
@@ -1068,7 +1184,7 @@ impl Writer {
     /// that follow the prefix common to all names (zero-padded, big-endian): when two keys
     /// differ, their order is the names' order; only equal keys compare the whole names.
     fn name_order(&self) -> Vec<usize> {
-        if self.sorted {
+        if self.sorted || self.entries.len() < 2 {
             return (0..self.entries.len()).collect();
         }
         // Not sorted means a name arrived out of order, so there are at least two entries.
@@ -1107,12 +1223,24 @@ impl Writer {
         let records_len = self.pos;
         let mut builder = TableBuilder::new(&mut self.out, records_len, table_opts)?;
         builder.add(b"", &header.encode())?;
-        for &i in &order {
-            let p = self.entries[i];
-            builder.add(
-                &self.names[p.name_start..p.name_start + p.name_len],
-                &self.values[p.value_start..p.value_start + p.value_len],
-            )?;
+        let (names, values, entries) = (&self.names, &self.values, &self.entries);
+        let in_memory = order.iter().map(|&i| {
+            let p = entries[i];
+            (
+                &names[p.name_start..p.name_start + p.name_len],
+                &values[p.value_start..p.value_start + p.value_len],
+            )
+        });
+        match &self.spill {
+            None => {
+                for (key, value) in in_memory {
+                    builder.add(key, value)?;
+                }
+            }
+            // The runs and the entries in memory, merged into one sorted stream.
+            Some(spill) => spill.merge(in_memory, &self.final_path, |key, value| {
+                builder.add(key, value)
+            })?,
         }
         let (_, stats) = builder.finish()?;
         Ok(stats)

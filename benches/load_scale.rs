@@ -1,0 +1,603 @@
+//! Issue 17, items 3 and 4: parallel whole-checkpoint loads against safetensors, and a native
+//! file of 10M tiny tensors (write rate and peak writer memory, open + get, verify).
+//!
+//! ```sh
+//! cargo bench --bench load_scale                                   # both parts
+//! PARAMDEX_BENCH_PARTS=loads cargo bench --bench load_scale        # loads only (also: convert)
+//! PARAMDEX_BENCH_PARTS=scale PARAMDEX_BENCH_TENSORS=1000000 cargo bench --bench load_scale
+//! ```
+//!
+//! Loads: a ~1.7 GiB model (float32 embedding and head, 6 layers of attention and MLP
+//! matrices and norms) written once as a paramdex file and once as a safetensors file; each
+//! load is open + every tensor copied into an owned buffer (paramdex: `Reader::load_all`,
+//! which also checks every CRC32C; safetensors: `SafeTensors::deserialize` on the same kind
+//! of read-only mmap + `data().to_vec()` of every tensor). *Warm*: the files are in the page
+//! cache; *cold*: each file is dropped from the page cache (`posix_fadvise(DONTNEED)` after
+//! an fsync, which needs no root and touches no other file) before each load. Medians; the
+//! variants are interleaved.
+//!
+//! Scale: N tiny (empty float32) tensors named as in `benches/compare.rs`, written in a fresh
+//! child process with `sync` on, whose peak resident memory (`VmHWM`) is reported; once with
+//! the default `index_memory` and once with spilling off (`usize::MAX`, the writer before
+//! issue 17). Then open + get of tensor N/2 in fresh processes, and `verify` on one thread.
+
+use std::hint::black_box;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use paramdex::raw::source::Source;
+use paramdex::{
+    DType, LoadAdvice, LoadOptions, Reader, Tensor, VerifyOptions, Writer, WriterOptions,
+};
+use safetensors::SafeTensors;
+
+type Res<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort_unstable();
+    v[v.len() / 2]
+}
+
+fn fmt_dur(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s >= 1.0 {
+        format!("{s:.2} s")
+    } else if s >= 1e-3 {
+        format!("{:.1} ms", s * 1e3)
+    } else {
+        format!("{:.1} µs", s * 1e6)
+    }
+}
+
+fn gbps(bytes: u64, d: Duration) -> f64 {
+    bytes as f64 / d.as_secs_f64() / 1e9
+}
+
+fn status_kib(field: &str) -> i64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix(field))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+fn tiny_name(i: usize) -> String {
+    format!("model.layers.{i}.self_attn.q_proj.weight")
+}
+
+/// Drops `path` from the page cache (its pages must be clean: it was fsync'd).
+fn drop_cache(path: &Path) -> Res<()> {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::File::open(path)?;
+    f.sync_all()?;
+    // SAFETY: a plain system call on a file descriptor this function owns.
+    let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    if rc != 0 {
+        return Err(format!("posix_fadvise: {rc}").into());
+    }
+    Ok(())
+}
+
+// ------------------------------------------------------------------------------------------
+// Loads
+// ------------------------------------------------------------------------------------------
+
+/// (name, shape) of the model's float32 tensors: about `mib` MiB in all.
+fn model(mib: usize) -> Vec<(String, Vec<u64>)> {
+    let (vocab, d, ff) = (32_000u64, 2048u64, 5504u64);
+    let mut v = vec![("model.embed_tokens.weight".to_string(), vec![vocab, d])];
+    let per_layer = (4 * d * d + 3 * d * ff + 2 * d) * 4;
+    let fixed = 2 * vocab * d * 4;
+    let layers = ((mib as u64) << 20).saturating_sub(fixed) / per_layer;
+    for l in 0..layers.max(1) {
+        for m in ["q_proj", "k_proj", "v_proj", "o_proj"] {
+            v.push((format!("model.layers.{l}.self_attn.{m}.weight"), vec![d, d]));
+        }
+        for (m, shape) in [
+            ("gate_proj", vec![ff, d]),
+            ("up_proj", vec![ff, d]),
+            ("down_proj", vec![d, ff]),
+        ] {
+            v.push((format!("model.layers.{l}.mlp.{m}.weight"), shape));
+        }
+        v.push((format!("model.layers.{l}.input_layernorm.weight"), vec![d]));
+        v.push((
+            format!("model.layers.{l}.post_attention_layernorm.weight"),
+            vec![d],
+        ));
+    }
+    v.push(("lm_head.weight".to_string(), vec![vocab, d]));
+    v
+}
+
+fn pdx_load(path: &Path, opts: &LoadOptions) -> Res<Duration> {
+    let t0 = Instant::now();
+    let r = Reader::open(path)?;
+    let all = r.load_all(opts)?;
+    let d = t0.elapsed();
+    black_box(all.len());
+    Ok(d)
+}
+
+fn st_load(path: &Path) -> Res<Duration> {
+    let t0 = Instant::now();
+    let src = Source::map(path)?;
+    let st = SafeTensors::deserialize(&src)?;
+    let all: Vec<(String, Vec<u8>)> = st
+        .iter()
+        .map(|(n, t)| (n.to_string(), t.data().to_vec()))
+        .collect();
+    let d = t0.elapsed();
+    black_box(all.len());
+    Ok(d)
+}
+
+/// safetensors into the caller's buffers (allocated and touched before): deserialize, then
+/// `copy_from_slice` of each tensor.
+fn st_load_into(path: &Path, names: &[String], bufs: &mut [Vec<u8>]) -> Res<Duration> {
+    let t0 = Instant::now();
+    let src = Source::map(path)?;
+    let st = SafeTensors::deserialize(&src)?;
+    for (n, b) in names.iter().zip(bufs.iter_mut()) {
+        b.copy_from_slice(st.tensor(n)?.data());
+    }
+    Ok(t0.elapsed())
+}
+
+fn pdx_load_into(
+    path: &Path,
+    names: &[String],
+    bufs: &mut [Vec<u8>],
+    opts: &LoadOptions,
+) -> Res<Duration> {
+    let t0 = Instant::now();
+    let r = Reader::open(path)?;
+    let mut dst: Vec<&mut [u8]> = bufs.iter_mut().map(|b| b.as_mut_slice()).collect();
+    r.load_into(names, &mut dst, opts)?;
+    Ok(t0.elapsed())
+}
+
+/// The model written as `model.pdx` and `model.safetensors` in `dir`: (paths, tensors,
+/// data bytes, repetitions).
+struct ModelFiles {
+    pdx: std::path::PathBuf,
+    st: std::path::PathBuf,
+    tensors: Vec<(String, Vec<u64>)>,
+    total: u64,
+    reps: usize,
+}
+
+fn model_files(dir: &Path) -> Res<ModelFiles> {
+    let mib: usize = std::env::var("PARAMDEX_BENCH_LOAD_MIB")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1700);
+    let reps: usize = std::env::var("PARAMDEX_BENCH_REPS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5);
+    let tensors = model(mib);
+    let total: u64 = tensors
+        .iter()
+        .map(|(_, s)| s.iter().product::<u64>() * 4)
+        .sum();
+    // One buffer of pseudo-random bytes as long as the largest tensor; every tensor is a
+    // prefix of it (the content does not matter to a copy, only that it is not zero pages).
+    let largest = tensors
+        .iter()
+        .map(|(_, s)| s.iter().product::<u64>() * 4)
+        .max()
+        .unwrap_or(0) as usize;
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let data: Vec<u8> = (0..largest)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    let pdx = dir.join("model.pdx");
+    let st = dir.join("model.safetensors");
+    let mut w = Writer::create(&pdx)?;
+    for (name, shape) in &tensors {
+        let n = (shape.iter().product::<u64>() * 4) as usize;
+        w.add(name, Tensor::new(DType::Float32, shape, &data[..n]))?;
+    }
+    w.finish()?;
+    let views: Vec<(String, safetensors::tensor::TensorView<'_>)> = tensors
+        .iter()
+        .map(|(name, shape)| {
+            let n = (shape.iter().product::<u64>() * 4) as usize;
+            let shape: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
+            let v =
+                safetensors::tensor::TensorView::new(safetensors::Dtype::F32, shape, &data[..n])
+                    .expect("valid view");
+            (name.clone(), v)
+        })
+        .collect();
+    safetensors::serialize_to_file(views, None, &st)?;
+    drop(data);
+    std::fs::File::open(&st)?.sync_all()?;
+    println!(
+        "model: {} tensors, {:.2} GiB of float32 data\n",
+        tensors.len(),
+        total as f64 / (1u64 << 30) as f64
+    );
+    Ok(ModelFiles {
+        pdx,
+        st,
+        tensors,
+        total,
+        reps,
+    })
+}
+
+fn loads(m: &ModelFiles) -> Res<()> {
+    let (pdx, st, tensors, total, reps) = (&m.pdx, &m.st, &m.tensors, m.total, m.reps);
+    let variants: Vec<(String, LoadOptions)> = [1usize, 2]
+        .into_iter()
+        .flat_map(|threads| {
+            [
+                LoadAdvice::PopulateRead,
+                LoadAdvice::None,
+                LoadAdvice::Sequential,
+                LoadAdvice::WillNeed,
+            ]
+            .into_iter()
+            .map(move |advice| {
+                (
+                    format!(
+                        "paramdex load_all, {threads} thread{}, {advice:?}",
+                        if threads > 1 { "s" } else { "" }
+                    ),
+                    LoadOptions { threads, advice },
+                )
+            })
+        })
+        .collect();
+    for cold in [false, true] {
+        let what = if cold {
+            "cold (dropped from the page cache before each load)"
+        } else {
+            "warm (page cache)"
+        };
+        let mut st_times = Vec::new();
+        let mut times: Vec<Vec<Duration>> = vec![Vec::new(); variants.len()];
+        let reps = if cold { reps.min(3) } else { reps };
+        // One unmeasured pass of each brings a warm run's pages in.
+        if !cold {
+            st_load(st)?;
+            pdx_load(pdx, &LoadOptions::default())?;
+        }
+        for _ in 0..reps {
+            if cold {
+                drop_cache(st)?;
+            }
+            st_times.push(st_load(st)?);
+            for (i, (_, o)) in variants.iter().enumerate() {
+                if cold {
+                    drop_cache(pdx)?;
+                }
+                times[i].push(pdx_load(pdx, o)?);
+            }
+        }
+        let st_t = median(st_times);
+        println!("#### Load every tensor, {what}\n");
+        println!("| load | time | GB/s | vs safetensors | vs same advice, 1 thread |");
+        println!("|---|---|---|---|---|");
+        println!(
+            "| safetensors deserialize + to_vec, 1 thread | {} | {:.2} | 1.00× | |",
+            fmt_dur(st_t),
+            gbps(total, st_t)
+        );
+        let half = variants.len() / 2;
+        for (i, (label, _)) in variants.iter().enumerate() {
+            let t = median(times[i].clone());
+            let one = if i >= half {
+                format!(
+                    "{:.2}×",
+                    median(times[i - half].clone()).as_secs_f64() / t.as_secs_f64()
+                )
+            } else {
+                String::new()
+            };
+            println!(
+                "| {label} | {} | {:.2} | {:.2}× | {one} |",
+                fmt_dur(t),
+                gbps(total, t),
+                st_t.as_secs_f64() / t.as_secs_f64()
+            );
+        }
+        println!();
+    }
+    // Into the caller's buffers, allocated and touched once before: the copy and the checks
+    // alone, without the page faults of fresh memory (which dominate the owned loads above).
+    let names: Vec<String> = tensors.iter().map(|(n, _)| n.clone()).collect();
+    let mut bufs: Vec<Vec<u8>> = tensors
+        .iter()
+        .map(|(_, s)| vec![1u8; (s.iter().product::<u64>() * 4) as usize])
+        .collect();
+    let into: Vec<(String, LoadOptions)> = [1usize, 2]
+        .into_iter()
+        .flat_map(|threads| {
+            [LoadAdvice::PopulateRead, LoadAdvice::None]
+                .into_iter()
+                .map(move |advice| {
+                    (
+                        format!("paramdex load_into, {threads} thread(s), {advice:?}"),
+                        LoadOptions { threads, advice },
+                    )
+                })
+        })
+        .collect();
+    st_load_into(st, &names, &mut bufs)?;
+    let mut st_times = Vec::new();
+    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); into.len()];
+    for _ in 0..reps {
+        st_times.push(st_load_into(st, &names, &mut bufs)?);
+        for (i, (_, o)) in into.iter().enumerate() {
+            times[i].push(pdx_load_into(pdx, &names, &mut bufs, o)?);
+        }
+    }
+    drop(bufs);
+    let st_t = median(st_times);
+    println!("#### Load every tensor into the caller's buffers (touched before), warm\n");
+    println!("| load | time | GB/s | vs safetensors | vs same advice, 1 thread |");
+    println!("|---|---|---|---|---|");
+    println!(
+        "| safetensors deserialize + copy_from_slice, 1 thread | {} | {:.2} | 1.00× | |",
+        fmt_dur(st_t),
+        gbps(total, st_t)
+    );
+    let half = into.len() / 2;
+    for (i, (label, _)) in into.iter().enumerate() {
+        let t = median(times[i].clone());
+        let one = if i >= half {
+            format!(
+                "{:.2}×",
+                median(times[i - half].clone()).as_secs_f64() / t.as_secs_f64()
+            )
+        } else {
+            String::new()
+        };
+        println!(
+            "| {label} | {} | {:.2} | {:.2}× | {one} |",
+            fmt_dur(t),
+            gbps(total, t),
+            st_t.as_secs_f64() / t.as_secs_f64()
+        );
+    }
+    println!();
+    Ok(())
+}
+
+/// `interop::export` to a native file (what the CLI's `convert` runs) against the loop it
+/// replaced: `load` of one tensor, then `Writer::add`, tensor by tensor. Page-cache writes
+/// (`sync` off), so the rows compare CPU work, not the disk.
+fn convert_rows(dir: &Path, pdx: &Path, st: &Path, total: u64, reps: usize) -> Res<()> {
+    use paramdex::interop::{export, open_any, ExportOptions, Kind, OutputFormat, TensorData};
+    let out = dir.join("converted.pdx");
+    let writer = WriterOptions {
+        sync: false,
+        ..WriterOptions::default()
+    };
+    let one_by_one = |input: &Path| -> Res<Duration> {
+        let t0 = Instant::now();
+        let store = open_any(input)?;
+        let mut w = Writer::create_with(&out, writer.clone())?;
+        for info in store.scan(b"")? {
+            let info = info?;
+            let t = store.load(&info.name)?.ok_or("listed tensor missing")?;
+            let (Kind::Numeric(dtype), TensorData::Bytes(data)) = (t.info.kind, &t.data) else {
+                return Err("not numeric".into());
+            };
+            w.add(&t.info.name, Tensor::new(dtype, &t.info.shape, data))?;
+        }
+        w.finish()?;
+        Ok(t0.elapsed())
+    };
+    let exported = |input: &Path| -> Res<Duration> {
+        let t0 = Instant::now();
+        let store = open_any(input)?;
+        let opts = ExportOptions {
+            writer: writer.clone(),
+            overwrite: true,
+            ..ExportOptions::default()
+        };
+        export(store.as_ref(), OutputFormat::Native, &out, &opts)?;
+        Ok(t0.elapsed())
+    };
+    println!("#### Convert to a native file, warm (sync off)\n");
+    println!("| input | one tensor at a time (before) | interop::export (windows loaded ahead) | speed-up |");
+    println!("|---|---|---|---|");
+    for (label, input) in [("paramdex", pdx), ("safetensors", st)] {
+        one_by_one(input)?;
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        for _ in 0..reps {
+            a.push(one_by_one(input)?);
+            b.push(exported(input)?);
+        }
+        let (a, b) = (median(a), median(b));
+        println!(
+            "| {label} | {} ({:.2} GB/s) | {} ({:.2} GB/s) | {:.2}× |",
+            fmt_dur(a),
+            gbps(total, a),
+            fmt_dur(b),
+            gbps(total, b),
+            a.as_secs_f64() / b.as_secs_f64()
+        );
+    }
+    println!();
+    std::fs::remove_file(&out)?;
+    Ok(())
+}
+
+// ------------------------------------------------------------------------------------------
+// 10M tiny tensors
+// ------------------------------------------------------------------------------------------
+
+/// `--child write N INDEX_MEMORY PATH`: prints "ns vmhwm_kib"; `--child open PATH NAME`:
+/// prints "ns".
+fn child(args: &[String]) -> Res<()> {
+    match args[0].as_str() {
+        "write" => {
+            let n: usize = args[1].parse()?;
+            let index_memory: usize = args[2].parse()?;
+            let path = Path::new(&args[3]);
+            // Names are made one at a time, so the peak memory is the writer's.
+            let t0 = Instant::now();
+            let mut w = Writer::create_with(
+                path,
+                WriterOptions {
+                    index_memory,
+                    ..WriterOptions::default()
+                },
+            )?;
+            let mut name = String::new();
+            for i in 0..n {
+                use std::fmt::Write as _;
+                name.clear();
+                write!(name, "model.layers.{i}.self_attn.q_proj.weight")?;
+                w.add(&name, Tensor::new(DType::Float32, &[0], &[]))?;
+            }
+            w.finish()?;
+            let d = t0.elapsed();
+            println!("{} {}", d.as_nanos(), status_kib("VmHWM:"));
+        }
+        "open" => {
+            let path = Path::new(&args[1]);
+            let t0 = Instant::now();
+            let r = Reader::open(path)?;
+            let t = r.tensor(&args[2])?;
+            black_box(t.data().as_ptr());
+            println!("{}", t0.elapsed().as_nanos());
+        }
+        other => return Err(format!("unknown child mode {other}").into()),
+    }
+    Ok(())
+}
+
+fn run_child(args: &[&str]) -> Res<Vec<u64>> {
+    let out = Command::new(std::env::current_exe()?)
+        .arg("--child")
+        .args(args)
+        .output()?;
+    if !out.status.success() {
+        return Err(format!("child failed: {}", String::from_utf8_lossy(&out.stderr)).into());
+    }
+    Ok(String::from_utf8(out.stdout)?
+        .split_whitespace()
+        .map(|x| x.parse())
+        .collect::<std::result::Result<_, _>>()?)
+}
+
+fn scale(dir: &Path) -> Res<()> {
+    let n: usize = std::env::var("PARAMDEX_BENCH_TENSORS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10_000_000);
+    let path = dir.join("tiny.pdx");
+    let p = path.to_str().ok_or("non-UTF-8 temp path")?;
+    let ns = n.to_string();
+    println!("#### {n} tiny tensors\n");
+    println!("| measurement | result | aim |");
+    println!("|---|---|---|");
+    let mut rows = Vec::new();
+    for (label, budget) in [
+        (
+            "default index_memory (64 MiB)",
+            paramdex::DEFAULT_INDEX_MEMORY,
+        ),
+        (
+            "spilling off (usize::MAX, the writer before issue 17)",
+            usize::MAX,
+        ),
+    ] {
+        let f = run_child(&["write", &ns, &budget.to_string(), p])?;
+        let rate = n as f64 / (f[0] as f64 / 1e9);
+        rows.push(format!(
+            "| write, fsync'd, {label} | {:.2} M tensors/s ({:.2} s), peak RSS {:.0} MiB | ≥ 1 M/s, ≤ 512 MiB |",
+            rate / 1e6,
+            f[0] as f64 / 1e9,
+            f[1] as f64 / 1024.0
+        ));
+    }
+    let size = std::fs::metadata(&path)?.len();
+    let mid = tiny_name(n / 2);
+    let mut opens = Vec::new();
+    for _ in 0..7 {
+        opens.push(Duration::from_nanos(run_child(&["open", p, &mid])?[0]));
+    }
+    rows.push(format!(
+        "| open + get, fresh process (median of 7) | {} | ≤ 300 µs |",
+        fmt_dur(median(opens))
+    ));
+    let r = Reader::open(&path)?;
+    for threads in [1usize, 2] {
+        let t0 = Instant::now();
+        let rep = r.verify_with(VerifyOptions {
+            threads,
+            progress: None,
+        })?;
+        let d = t0.elapsed();
+        rows.push(format!(
+            "| verify, {threads} thread{} | {:.2} M tensors/s ({}) | ≥ 1 M/s per core |",
+            if threads > 1 { "s" } else { "" },
+            rep.tensors as f64 / d.as_secs_f64() / 1e6,
+            fmt_dur(d)
+        ));
+    }
+    for row in rows {
+        println!("{row}");
+    }
+    println!("\nfile: {:.2} GiB\n", size as f64 / (1u64 << 30) as f64);
+    drop(r);
+    std::fs::remove_file(&path)?;
+    Ok(())
+}
+
+fn main() -> Res<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--child") {
+        return child(&args[1..]);
+    }
+    let parts =
+        std::env::var("PARAMDEX_BENCH_PARTS").unwrap_or_else(|_| "loads,convert,scale".into());
+    let mut model: Option<ModelFiles> = None;
+    let dir = match std::env::var_os("PARAMDEX_BENCH_DIR") {
+        Some(d) => tempfile::tempdir_in(d)?,
+        None => tempfile::tempdir()?,
+    };
+    println!("load average before: {}\n", loadavg());
+    for part in parts.split(',') {
+        match part {
+            "loads" | "convert" => {
+                if model.is_none() {
+                    model = Some(model_files(dir.path())?);
+                }
+                let m = model.as_ref().expect("made above");
+                if part == "loads" {
+                    loads(m)?;
+                } else {
+                    convert_rows(dir.path(), &m.pdx, &m.st, m.total, m.reps)?;
+                }
+            }
+            "scale" => scale(dir.path())?,
+            "" => {}
+            other => return Err(format!("unknown part {other}").into()),
+        }
+    }
+    println!("load average after: {}", loadavg());
+    Ok(())
+}
