@@ -314,9 +314,15 @@ pub(crate) fn write_native<'s>(
                 bytes = bytes.saturating_add(t.1.nbytes);
                 window.push(t);
             }
+            // The previous window's load is joined before the next one starts: one loader at
+            // a time (two would interleave their names, which defeats a remote store's
+            // read-ahead in name order, and hold a third window in memory).
+            let loaded = match ahead.take() {
+                Some(h) => Some(h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))?),
+                None => None,
+            };
             let next = (!window.is_empty()).then(|| s.spawn(move || load_window(&window)));
-            if let Some(h) = ahead.take() {
-                let loaded = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))?;
+            if let Some(loaded) = loaded {
                 for (listed, t) in loaded {
                     // The survey refused what is not numeric; a store whose data disagrees
                     // with its listing is refused here.
