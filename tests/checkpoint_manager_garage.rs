@@ -13,9 +13,8 @@
 
 mod support;
 
-use std::sync::{Arc, Once};
+use std::sync::Arc;
 
-use object_store::path::Path as ObjectPath;
 use object_store::ObjectStore;
 use paramdex::interop::{
     open_any, BestBy, CheckpointManager, CheckpointState, KeepPolicy, Layout, ManagerOptions,
@@ -23,17 +22,9 @@ use paramdex::interop::{
 };
 use paramdex::remote::RemoteShardWriter;
 use paramdex::{CheckpointProblem, DType, Error, MetaValue, Metadata, SaveId, Tensor};
+use support::f32_bytes;
 use support::garage::{self, Garage};
-use support::s3::{get, put, runtime, set_aws_env, store};
-
-fn env(g: &Garage) {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| set_aws_env(g));
-}
-
-fn f32_bytes(v: &[f32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
+use support::s3::{get, list_names, put, runtime, set_aws_env_once, store};
 
 fn opts(layout: Layout, keep: KeepPolicy) -> ManagerOptions {
     let mut o = ManagerOptions {
@@ -103,20 +94,6 @@ fn check_store(s: &dyn paramdex::interop::TensorStore, step: u64, what: &str) {
         .unwrap_or_else(|e| panic!("{what}: verify: {e}"));
 }
 
-/// Names of the objects directly under `dir/`.
-fn objects(rt: &tokio::runtime::Runtime, s: &Arc<dyn ObjectStore>, dir: &str) -> Vec<String> {
-    let l = rt
-        .block_on(s.list_with_delimiter(Some(&ObjectPath::from(dir))))
-        .unwrap();
-    let mut v: Vec<String> = l
-        .objects
-        .iter()
-        .map(|o| o.location.filename().unwrap().to_string())
-        .collect();
-    v.sort();
-    v
-}
-
 fn names(v: &[&str]) -> Vec<String> {
     let mut v: Vec<String> = v.iter().map(|s| s.to_string()).collect();
     v.sort();
@@ -128,7 +105,7 @@ fn single_file_checkpoints_in_a_bucket() {
     let Some(g) = garage::shared("single_file_checkpoints_in_a_bucket") else {
         return;
     };
-    env(g);
+    set_aws_env_once(g);
     g.run(|| {
         let rt = runtime();
         let s = store(g);
@@ -175,7 +152,7 @@ fn single_file_checkpoints_in_a_bucket() {
             })
             .collect();
         want.extend(all.iter().map(String::as_str));
-        assert_eq!(objects(&rt, &s, key), names(&want));
+        assert_eq!(list_names(&rt, &s, key), names(&want));
         assert_eq!(
             get(&rt, &*s, &format!("{key}/ckpt-30.index")),
             get(&rt, &*s, &format!("{key}/ckpt-30.data-00000-of-00001"))
@@ -269,17 +246,17 @@ fn single_file_checkpoints_in_a_bucket() {
             }),
             ..Default::default()
         };
-        let before = objects(&rt, &s, key);
+        let before = list_names(&rt, &s, key);
         let dry = m.prune(&policy, true).unwrap();
         assert_eq!(dry.deleted, [10, 20, 30, 40]);
         assert_eq!(dry.kept, [50, 60]);
         assert!(dry.bytes > 0);
-        assert_eq!(objects(&rt, &s, key), before);
+        assert_eq!(list_names(&rt, &s, key), before);
         let done = m.prune(&policy, false).unwrap();
         assert_eq!(done, dry);
         assert_eq!(m.steps().unwrap(), [50, 60]);
         assert_eq!(
-            objects(&rt, &s, key),
+            list_names(&rt, &s, key),
             names(&[
                 "checkpoint",
                 "ckpt-50.data-00000-of-00001",
@@ -329,7 +306,7 @@ fn sharded_checkpoints_in_a_bucket_with_a_keep_policy() {
     let Some(g) = garage::shared("sharded_checkpoints_in_a_bucket_with_a_keep_policy") else {
         return;
     };
-    env(g);
+    set_aws_env_once(g);
     g.run(|| {
         let rt = runtime();
         let s = store(g);
@@ -359,7 +336,7 @@ fn sharded_checkpoints_in_a_bucket_with_a_keep_policy() {
             }
         }
         want.sort();
-        assert_eq!(objects(&rt, &s, key), want);
+        assert_eq!(list_names(&rt, &s, key), want);
         for step in [4, 5] {
             check_store(&*m.restore(step).unwrap(), step, "restore");
             holds_step(&format!("{url}@{step}"), step);
@@ -392,7 +369,7 @@ fn checkpoints_whose_index_never_arrived_are_ignored() {
     let Some(g) = garage::shared("checkpoints_whose_index_never_arrived_are_ignored") else {
         return;
     };
-    env(g);
+    set_aws_env_once(g);
     g.run(|| {
         let rt = runtime();
         let s = store(g);
@@ -474,7 +451,7 @@ fn checkpoints_whose_index_never_arrived_are_ignored() {
         m.save(7, tensors(&model(7)), meta(7, 0.5)).unwrap();
         assert_eq!(m.steps().unwrap(), [1, 7]);
         holds_step(&url, 7);
-        let left = objects(&rt, &s, key);
+        let left = list_names(&rt, &s, key);
         assert!(
             !left.contains(&"ckpt-7.data-00000-of-00002".to_string()),
             "{left:?}"
@@ -488,7 +465,7 @@ fn damaged_state_objects_are_errors_and_a_save_replaces_them() {
     else {
         return;
     };
-    env(g);
+    set_aws_env_once(g);
     g.run(|| {
         let rt = runtime();
         let s = store(g);
@@ -657,7 +634,7 @@ fn a_process_saving_into_a_bucket_killed_at_random_moments_leaves_complete_check
     ) else {
         return;
     };
-    env(g);
+    set_aws_env_once(g);
     g.run(|| {
         killed_at_random_moments(g, false);
         killed_at_random_moments(g, true);

@@ -22,34 +22,15 @@ use paramdex::{
     ShardProblem, ShardWriter, ShardedSave, Tensor, WriterOptions,
 };
 use std::path::Path;
-use std::sync::{Arc, Once};
-use support::garage::{self, Garage};
-use support::s3::{put, runtime, set_aws_env, store};
+use std::sync::Arc;
+use support::f32_bytes;
+use support::garage;
+use support::s3::{list_names, put, runtime, set_aws_env_once, store};
 
 const RANK: &str = "PARAMDEX_RSH_RANK";
 const PREFIX: &str = "PARAMDEX_RSH_PREFIX";
 const SAVE: &str = "PARAMDEX_RSH_SAVE";
 const RANKS: u32 = 4;
-
-/// The `AWS_*` environment the library's URLs resolve with, set once for the process.
-fn env(g: &Garage) {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| set_aws_env(g));
-}
-
-/// Names of the objects under `dir/` (one level).
-fn list(rt: &tokio::runtime::Runtime, s: &Arc<dyn ObjectStore>, dir: &str) -> Vec<String> {
-    let l = rt
-        .block_on(s.list_with_delimiter(Some(&ObjectPath::from(dir))))
-        .unwrap();
-    let mut v: Vec<String> = l
-        .objects
-        .iter()
-        .map(|o| o.location.filename().unwrap().to_string())
-        .collect();
-    v.sort();
-    v
-}
 
 /// The bytes of tensor `i` of rank `rank` (varied lengths: some shards have several blocks).
 fn own(rank: u32, i: u32) -> Vec<u8> {
@@ -62,10 +43,6 @@ fn own(rank: u32, i: u32) -> Vec<u8> {
 /// The whole `emb` tensor ([RANKS * 2, 6] float32), of which rank k holds rows 2k and 2k+1.
 fn emb() -> Vec<f32> {
     (0..RANKS * 2 * 6).map(|v| v as f32 * 0.5 - 3.0).collect()
-}
-
-fn f32_bytes(v: &[f32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
 /// Writes rank `rank`'s tensors: `r{rank}.t{i}` (`count` of them), its rows of `emb`, and (with
@@ -144,7 +121,7 @@ fn an_uploaded_checkpoint_reads_as_it_does_locally() {
     let Some(g) = garage::shared("an_uploaded_checkpoint_reads_as_it_does_locally") else {
         return;
     };
-    env(g);
+    set_aws_env_once(g);
     g.run(|| {
         let rt = runtime();
         let s = store(g);
@@ -240,7 +217,7 @@ fn four_processes_write_one_checkpoint() {
     let Some(g) = garage::shared("four_processes_write_one_checkpoint") else {
         return;
     };
-    env(g);
+    set_aws_env_once(g);
     g.run(|| {
         let rt = runtime();
         let s = store(g);
@@ -267,7 +244,7 @@ fn four_processes_write_one_checkpoint() {
         }
         // No index before the merge: no checkpoint.
         assert_eq!(
-            list(&rt, &s, "four"),
+            list_names(&rt, &s, "four"),
             (0..RANKS)
                 .map(|k| format!("ck.data-{k:05}-of-00004"))
                 .collect::<Vec<_>>()
@@ -292,7 +269,7 @@ fn four_processes_write_one_checkpoint() {
             .collect();
         want.insert(0, "ck.index".into());
         want.sort();
-        assert_eq!(list(&rt, &s, "four"), want);
+        assert_eq!(list_names(&rt, &s, "four"), want);
 
         let r = open_sharded(&url, RemoteOptions::default()).unwrap();
         let h = r.header();
@@ -370,7 +347,7 @@ fn a_data_object_written_over_by_another_save_is_an_error_naming_it() {
     else {
         return;
     };
-    env(g);
+    set_aws_env_once(g);
     g.run(|| {
         let rt = runtime();
         let s = store(g);
@@ -424,7 +401,7 @@ fn a_data_object_written_over_by_another_save_is_an_error_naming_it() {
         // A save of three shards: the two-shard data objects go once its index is in.
         save_at(&url, 3, 20);
         assert_eq!(
-            list(&rt, &s, "over"),
+            list_names(&rt, &s, "over"),
             vec![
                 "ck.data-00000-of-00003".to_string(),
                 "ck.data-00001-of-00003".into(),
@@ -443,7 +420,7 @@ fn the_merge_refuses_a_missing_shard() {
     let Some(g) = garage::shared("the_merge_refuses_a_missing_shard") else {
         return;
     };
-    env(g);
+    set_aws_env_once(g);
     g.run(|| {
         let rt = runtime();
         let s = store(g);
@@ -461,7 +438,7 @@ fn the_merge_refuses_a_missing_shard() {
             }
             other => panic!("{other:?}"),
         }
-        assert!(!list(&rt, &s, "missing").contains(&"ck.index".to_string()));
+        assert!(!list_names(&rt, &s, "missing").contains(&"ck.index".to_string()));
         match open_sharded(&url, RemoteOptions::default()) {
             Err(Error::Remote { problem, .. }) => assert_eq!(problem, RemoteProblem::NotFound),
             other => panic!("{other:?}"),
@@ -544,7 +521,7 @@ fn the_merge_refuses_a_shard_of_an_incremental_save() {
     let Some(g) = garage::shared("the_merge_refuses_a_shard_of_an_incremental_save") else {
         return;
     };
-    env(g);
+    set_aws_env_once(g);
     g.run(|| {
         let rt = runtime();
         let s = store(g);
@@ -575,7 +552,7 @@ fn the_merge_refuses_a_shard_of_an_incremental_save() {
             other => panic!("{other:?}"),
         }
         assert_eq!(
-            list(&rt, &s, "incr"),
+            list_names(&rt, &s, "incr"),
             vec!["ck.data-00000-of-00001".to_string()]
         );
     });
