@@ -24,7 +24,7 @@ use paramdex::remote::RemoteShardWriter;
 use paramdex::{CheckpointProblem, DType, Error, MetaValue, Metadata, SaveId, Tensor};
 use support::f32_bytes;
 use support::garage::{self, Garage};
-use support::s3::{get, list_names, put, runtime, set_aws_env_once, store};
+use support::s3::{get, list_names, put, runtime, set_aws_env_once, store, with_bucket};
 
 fn opts(layout: Layout, keep: KeepPolicy) -> ManagerOptions {
     let mut o = ManagerOptions {
@@ -100,24 +100,14 @@ fn names(v: &[&str]) -> Vec<String> {
     v
 }
 
-/// Runs `f` in a test of the shared Garage cluster (skipped without one), with the `AWS_*`
-/// environment set: a runtime, a client of the bucket, `key` and its `s3://` URL.
+/// [`with_bucket`] with `key` and its `s3://` URL.
 fn in_bucket(
     test: &str,
     key: &str,
     f: impl FnOnce(Arc<tokio::runtime::Runtime>, Arc<dyn ObjectStore>, &str, String),
 ) {
-    let Some(g) = garage::shared(test) else {
-        return;
-    };
-    set_aws_env_once(g);
-    g.run(|| {
-        f(
-            runtime(),
-            store(g),
-            key,
-            format!("s3://{}/{key}", g.bucket()),
-        )
+    with_bucket(test, |g, rt, s| {
+        f(rt, s, key, format!("s3://{}/{key}", g.bucket()))
     });
 }
 

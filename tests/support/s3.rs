@@ -150,3 +150,17 @@ pub fn list_names(rt: &tokio::runtime::Runtime, s: &dyn ObjectStore, dir: &str) 
     v.sort();
     v
 }
+
+/// Runs `f` as a test of the shared cluster of `garage.rs` (nothing without one: the test is
+/// skipped), with [`set_aws_env_once`] done: the cluster, a runtime and a client of its bucket.
+/// The cluster's logs are printed should `f` panic.
+pub fn with_bucket(
+    test: &str,
+    f: impl FnOnce(&'static Garage, Arc<tokio::runtime::Runtime>, Arc<dyn ObjectStore>),
+) {
+    let Some(g) = super::garage::shared(test) else {
+        return;
+    };
+    set_aws_env_once(g);
+    g.run(|| f(g, runtime(), store(g)));
+}
