@@ -31,20 +31,7 @@ fn training_dir() -> tempfile::TempDir {
 fn ckpt_lists_steps_sizes_metadata_and_the_latest() {
     let dir = training_dir();
     let o = stdout(&run(&[&"ckpt", &dir.path()], 0));
-    let lines: Vec<&str> = o.lines().collect();
-    assert_eq!(lines.len(), 6, "{o}");
-    assert!(
-        lines[0].contains("STEP") && lines[0].contains("METADATA"),
-        "{o}"
-    );
-    assert!(
-        lines[2].contains(" 200 ") && lines[2].contains("acc=0.9"),
-        "{o}"
-    );
-    assert!(
-        lines[5].starts_with("* ") && lines[5].contains("(latest)"),
-        "{o}"
-    );
+    assert_ckpt_listing(&o);
     let v = json(&run(&[&"ckpt", &dir.path(), &"--json"], 0));
     assert_eq!(v["latest"], 500);
     let list = v["checkpoints"].as_array().unwrap();
