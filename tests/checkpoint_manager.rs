@@ -2,6 +2,8 @@
 //! TensorFlow's), keep policies by exact expected sets, background saves and their errors,
 //! `DIR` / `DIR@STEP` inputs, and a writer process killed (SIGKILL) at random moments.
 
+mod support;
+
 use std::path::Path;
 use std::time::Duration;
 
@@ -10,10 +12,7 @@ use paramdex::interop::{
     ManagerOptions, OwnedTensor, STATE_FILE,
 };
 use paramdex::{CheckpointProblem, DType, Error, MetaValue, Metadata, Reader, Tensor};
-
-fn f32_bytes(v: &[f32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
+use support::{f32_bytes, kill_child_at_random_moment, Rng};
 
 fn fast(keep: KeepPolicy) -> ManagerOptions {
     let mut o = ManagerOptions {
@@ -576,36 +575,15 @@ fn check_dir(dir: &Path) -> usize {
 }
 
 fn killed_at_random_moments(sharded: bool) {
-    use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
-    let mut x = 0x2545_f491_4f6c_dd1du64 ^ u64::from(sharded);
+    let mut rng = Rng(0x2545_f491_4f6c_dd1du64 ^ u64::from(sharded));
     let mut seen = 0;
     for _round in 0..6 {
-        let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
-        cmd.args([
-            "--exact",
-            "checkpoint_crash_child_helper",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_DIR, dir.path())
-        .stdout(std::process::Stdio::piped());
+        let mut envs = vec![(CHILD_DIR, dir.path().as_os_str())];
         if sharded {
-            cmd.env("PARAMDEX_CKPT_SHARDED", "1");
+            envs.push(("PARAMDEX_CKPT_SHARDED", std::ffi::OsStr::new("1")));
         }
-        let mut c = cmd.spawn().unwrap();
-        let mut out = std::io::BufReader::new(c.stdout.take().unwrap());
-        let mut line = String::new();
-        while !line.contains("PDX-STARTED") {
-            line.clear();
-            assert!(out.read_line(&mut line).unwrap() > 0, "the child exited");
-        }
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        std::thread::sleep(Duration::from_millis(20 + x % 400));
-        c.kill().unwrap();
-        c.wait().unwrap();
+        kill_child_at_random_moment("checkpoint_crash_child_helper", &envs, &mut rng, 400);
         seen += check_dir(dir.path());
     }
     assert!(seen > 0, "no checkpoint was ever completed");

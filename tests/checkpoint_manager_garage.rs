@@ -22,9 +22,9 @@ use paramdex::interop::{
 };
 use paramdex::remote::RemoteShardWriter;
 use paramdex::{CheckpointProblem, DType, Error, MetaValue, Metadata, SaveId, Tensor};
-use support::f32_bytes;
 use support::garage::{self, Garage};
 use support::s3::{get, list_names, put, runtime, set_aws_env_once, store, with_bucket};
+use support::{f32_bytes, kill_child_at_random_moment, Rng};
 
 fn opts(layout: Layout, keep: KeepPolicy) -> ManagerOptions {
     let mut o = ManagerOptions {
@@ -572,7 +572,6 @@ fn check_remote_dir(
 }
 
 fn killed_at_random_moments(g: &Garage, sharded: bool) {
-    use std::io::BufRead;
     let rt = runtime();
     let s = store(g);
     let key = format!(
@@ -580,34 +579,14 @@ fn killed_at_random_moments(g: &Garage, sharded: bool) {
         if sharded { "sharded" } else { "single" }
     );
     let url = format!("s3://{}/{key}", g.bucket());
-    let mut x = 0x2545_f491_4f6c_dd1du64 ^ u64::from(sharded);
+    let mut rng = Rng(0x2545_f491_4f6c_dd1du64 ^ u64::from(sharded));
     let mut seen = 0;
     for _round in 0..4 {
-        let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
-        cmd.args([
-            "--exact",
-            "checkpoint_garage_crash_child_helper",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_URL, &url)
-        .stdout(std::process::Stdio::piped());
+        let mut envs = vec![(CHILD_URL, std::ffi::OsStr::new(&url))];
         if sharded {
-            cmd.env("PARAMDEX_CKPT_GARAGE_SHARDED", "1");
+            envs.push(("PARAMDEX_CKPT_GARAGE_SHARDED", std::ffi::OsStr::new("1")));
         }
-        let mut c = cmd.spawn().unwrap();
-        let mut out = std::io::BufReader::new(c.stdout.take().unwrap());
-        let mut line = String::new();
-        while !line.contains("PDX-STARTED") {
-            line.clear();
-            assert!(out.read_line(&mut line).unwrap() > 0, "the child exited");
-        }
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        std::thread::sleep(std::time::Duration::from_millis(20 + x % 600));
-        c.kill().unwrap();
-        c.wait().unwrap();
+        kill_child_at_random_moment("checkpoint_garage_crash_child_helper", &envs, &mut rng, 600);
         seen += check_remote_dir(&rt, &s, &key, &url);
     }
     assert!(seen > 0, "no checkpoint was ever completed");

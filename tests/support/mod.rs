@@ -180,3 +180,30 @@ impl Rng {
         r
     }
 }
+
+/// Runs this test binary's test `helper` alone as a child process with `envs`, waits until it
+/// prints `PDX-STARTED`, lets it run 20 ms and up to `spread_ms` more (drawn from `rng`), then
+/// kills it (SIGKILL) and reaps it: a writer process killed at a random moment.
+pub fn kill_child_at_random_moment(
+    helper: &str,
+    envs: &[(&str, &std::ffi::OsStr)],
+    rng: &mut Rng,
+    spread_ms: u64,
+) {
+    use std::io::BufRead;
+    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", helper, "--nocapture", "--test-threads=1"])
+        .envs(envs.iter().copied())
+        .stdout(std::process::Stdio::piped());
+    let mut c = cmd.spawn().unwrap();
+    let mut out = std::io::BufReader::new(c.stdout.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("PDX-STARTED") {
+        line.clear();
+        assert!(out.read_line(&mut line).unwrap() > 0, "the child exited");
+    }
+    let pause = 20 + rng.next() % spread_ms;
+    std::thread::sleep(std::time::Duration::from_millis(pause));
+    c.kill().unwrap();
+    c.wait().unwrap();
+}
