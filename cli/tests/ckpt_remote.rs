@@ -12,7 +12,7 @@ mod garage;
 #[allow(dead_code)]
 mod s3;
 
-use common::{assert_ckpt_listing, json, run, stdout};
+use common::{assert_ckpt_listing, assert_ckpt_prune_dry_run, json, run, stdout};
 use paramdex::interop::{CheckpointManager, Layout, ManagerOptions};
 use paramdex::{DType, MetaValue, Metadata, Tensor};
 
@@ -76,22 +76,7 @@ fn ckpt_lists_and_prunes_an_s3_directory() {
         assert_eq!(list[1]["metadata"]["acc"], 0.9);
 
         // A dry run changes nothing; then the policy is applied.
-        let dry = json(&run(
-            &[
-                &"ckpt",
-                &url,
-                &"--prune",
-                &"--keep-last",
-                &"1",
-                &"--keep-best",
-                &"acc=1",
-                &"--dry-run",
-                &"--json",
-            ],
-            0,
-        ));
-        assert_eq!(dry["deleted"], serde_json::json!([100, 300, 400]));
-        assert_eq!(dry["kept"], serde_json::json!([200, 500]));
+        assert_ckpt_prune_dry_run(&url);
         assert_eq!(steps(&url), [100, 200, 300, 400, 500]);
         let o = stdout(&run(
             &[&"ckpt", &url, &"--prune", &"--keep-every-steps", &"200"],

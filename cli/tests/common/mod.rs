@@ -87,6 +87,27 @@ pub fn assert_ckpt_listing(o: &str) {
     );
 }
 
+/// Runs `paramdex ckpt DIR --prune --keep-last 1 --keep-best acc=1 --dry-run --json` over the
+/// steps of [`assert_ckpt_listing`] and checks what it would delete and keep.
+pub fn assert_ckpt_prune_dry_run(dir: &dyn AsRef<std::ffi::OsStr>) {
+    let dry = json(&run(
+        &[
+            &"ckpt",
+            dir,
+            &"--prune",
+            &"--keep-last",
+            &"1",
+            &"--keep-best",
+            &"acc=1",
+            &"--dry-run",
+            &"--json",
+        ],
+        0,
+    ));
+    assert_eq!(dry["deleted"], serde_json::json!([100, 300, 400]));
+    assert_eq!(dry["kept"], serde_json::json!([200, 500]));
+}
+
 /// A native file with metadata, a LoD tensor, a non-UTF-8 name and several dtypes.
 pub fn native(dir: &Path) -> PathBuf {
     let p = dir.join("native.pdx");
