@@ -12,6 +12,7 @@ use paramdex::interop::{
     ManagerOptions, OwnedTensor, STATE_FILE,
 };
 use paramdex::{CheckpointProblem, DType, Error, MetaValue, Metadata, Reader, Tensor};
+use support::ckpt::{keep_last, meta};
 use support::{f32_bytes, kill_child_at_random_moment, Rng};
 
 fn fast(keep: KeepPolicy) -> ManagerOptions {
@@ -21,13 +22,6 @@ fn fast(keep: KeepPolicy) -> ManagerOptions {
     };
     o.writer.sync = false;
     o
-}
-
-fn meta(step: u64, acc: f64) -> Metadata {
-    let mut m = Metadata::new();
-    m.insert("step", MetaValue::Int(step as i64)).unwrap();
-    m.insert("acc", MetaValue::Float(acc)).unwrap();
-    m
 }
 
 fn save(m: &mut CheckpointManager, step: u64, acc: f64) {
@@ -64,10 +58,7 @@ fn keep_policies_keep_exactly_the_expected_steps() {
     let c: Vec<Candidate<'_>> = steps.iter().map(|s| cand(*s, None, None)).collect();
     let keep = |p: KeepPolicy| p.keep(&c).into_iter().collect::<Vec<u64>>();
     assert_eq!(keep(KeepPolicy::default()), steps);
-    let last2 = KeepPolicy {
-        last: Some(2),
-        ..Default::default()
-    };
+    let last2 = keep_last(2);
     assert_eq!(keep(last2.clone()), [250, 300]);
     let every100 = KeepPolicy {
         every_steps: Some(100),
@@ -207,10 +198,7 @@ fn saves_point_the_state_file_at_the_latest_and_prune_by_policy() {
     ));
 
     // A prune with another policy: a dry run changes nothing; the latest always stays.
-    let none = KeepPolicy {
-        last: Some(0),
-        ..Default::default()
-    };
+    let none = keep_last(0);
     let dry = m.prune(&none, true).unwrap();
     assert_eq!((dry.deleted, dry.kept), (vec![20, 50], vec![60]));
     assert_eq!(m.steps().unwrap(), [20, 50, 60]);
@@ -372,10 +360,7 @@ fn hostile_state_files_are_errors_never_panics() {
     );
     std::fs::write(dir.path().join(STATE_FILE), escape).unwrap();
     assert_eq!(m.steps().unwrap(), [1]);
-    let none = KeepPolicy {
-        last: Some(0),
-        ..Default::default()
-    };
+    let none = keep_last(0);
     m.prune(&none, false).unwrap();
     assert_eq!(other.steps().unwrap(), [7]);
     // Unknown fields (a later TensorFlow) are skipped; a save replaces a damaged file.
@@ -463,10 +448,7 @@ fn sharded_incremental_saves_survive_pruning_their_base() {
             shards: 2,
             incremental: true,
         },
-        ..fast(KeepPolicy {
-            last: Some(1),
-            ..Default::default()
-        })
+        ..fast(keep_last(1))
     };
     let mut m = CheckpointManager::open(dir.path(), opts).unwrap();
     let a = f32_bytes(&[1.0; 1000]);
@@ -509,10 +491,7 @@ fn checkpoint_crash_child_helper() {
     };
     let opts = ManagerOptions {
         max_in_flight: 2,
-        keep: KeepPolicy {
-            last: Some(3),
-            ..Default::default()
-        },
+        keep: keep_last(3),
         layout: if std::env::var("PARAMDEX_CKPT_SHARDED").is_ok() {
             Layout::Sharded {
                 shards: 2,

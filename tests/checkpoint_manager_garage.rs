@@ -22,6 +22,7 @@ use paramdex::interop::{
 };
 use paramdex::remote::RemoteShardWriter;
 use paramdex::{CheckpointProblem, DType, Error, MetaValue, Metadata, SaveId, Tensor};
+use support::ckpt::{keep_last, meta};
 use support::garage::{self, Garage};
 use support::s3::{get, list_names, put, runtime, set_aws_env_once, store, with_bucket};
 use support::{f32_bytes, kill_child_at_random_moment, Rng};
@@ -35,13 +36,6 @@ fn opts(layout: Layout, keep: KeepPolicy) -> ManagerOptions {
     };
     o.writer.sync = false;
     o
-}
-
-fn meta(step: u64, acc: f64) -> Metadata {
-    let mut m = Metadata::new();
-    m.insert("step", MetaValue::Int(step as i64)).unwrap();
-    m.insert("acc", MetaValue::Float(acc)).unwrap();
-    m
 }
 
 /// The tensors of step `step`: `w` ([step; 3] float32) and `b{i}` (uint8 of varied lengths, so
@@ -296,15 +290,7 @@ fn single_file_checkpoints_in_a_bucket() {
             );
             assert_eq!(m.latest().unwrap().step, 50);
             holds_step(&url, 50);
-            let kept = m
-                .prune(
-                    &KeepPolicy {
-                        last: Some(1),
-                        ..Default::default()
-                    },
-                    false,
-                )
-                .unwrap();
+            let kept = m.prune(&keep_last(1), false).unwrap();
             assert!(kept.deleted.is_empty(), "{kept:?}");
             assert_eq!(kept.kept, [50, 60]);
         },
@@ -321,10 +307,7 @@ fn sharded_checkpoints_in_a_bucket_with_a_keep_policy() {
                 shards: 3,
                 incremental: false,
             };
-            let keep = KeepPolicy {
-                last: Some(2),
-                ..Default::default()
-            };
+            let keep = keep_last(2);
             let mut m = CheckpointManager::open(&url, opts(layout, keep)).unwrap();
             for step in 1..=5u64 {
                 let md = model(step);
@@ -426,15 +409,7 @@ fn checkpoints_whose_index_never_arrived_are_ignored() {
             let detail = no_such_step(open_any(&url), "opened a checkpoint without its index");
             assert!(detail.contains("ckpt-7"), "{detail}");
             // Pruning leaves the leftovers alone (they are no checkpoint) and keeps the latest.
-            let p = m
-                .prune(
-                    &KeepPolicy {
-                        last: Some(1),
-                        ..Default::default()
-                    },
-                    false,
-                )
-                .unwrap();
+            let p = m.prune(&keep_last(1), false).unwrap();
             assert!(p.deleted.is_empty());
             // Saving step 7 for real: the merge takes this save's shards and deletes the stale
             // shard of the other number of shards.
@@ -526,10 +501,7 @@ fn checkpoint_garage_crash_child_helper() {
     } else {
         Layout::Single
     };
-    let keep = KeepPolicy {
-        last: Some(3),
-        ..Default::default()
-    };
+    let keep = keep_last(3);
     let mut m = CheckpointManager::open(&url, opts(layout, keep)).unwrap();
     let start = m.steps().unwrap().last().map_or(1, |s| s + 1);
     // One complete checkpoint per round before the killing may start.

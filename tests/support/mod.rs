@@ -1,11 +1,13 @@
 //! Helpers shared by the integration tests (`mod support;` in each test file): fixture paths,
 //! manifests, hex and SHA-256, and SPEC.md's golden file built byte by byte; `garage` starts a
 //! real 3-node Garage cluster for the object-storage tests, `s3` has their object_store clients,
-//! runtime, puts and gets, and `AWS_*` environment.
+//! runtime, puts and gets, and `AWS_*` environment; `ckpt` has the checkpoint manager tests'
+//! metadata and keep policies.
 //!
 //! Each test file is its own crate and uses only some of these, hence the `allow(dead_code)`.
 #![allow(dead_code)]
 
+pub mod ckpt;
 pub mod garage;
 pub mod s3;
 
