@@ -292,34 +292,14 @@ fn loads(m: &ModelFiles) -> Res<()> {
                 times[i].push(pdx_load(pdx, o)?);
             }
         }
-        let st_t = median(st_times);
-        println!("#### Load every tensor, {what}\n");
-        println!("| load | time | GB/s | vs safetensors | vs same advice, 1 thread |");
-        println!("|---|---|---|---|---|");
-        println!(
-            "| safetensors deserialize + to_vec, 1 thread | {} | {:.2} | 1.00× | |",
-            fmt_dur(st_t),
-            gbps(total, st_t)
+        print_load_table(
+            &format!("Load every tensor, {what}"),
+            "safetensors deserialize + to_vec",
+            st_times,
+            &variants,
+            &times,
+            total,
         );
-        let half = variants.len() / 2;
-        for (i, (label, _)) in variants.iter().enumerate() {
-            let t = median(times[i].clone());
-            let one = if i >= half {
-                format!(
-                    "{:.2}×",
-                    median(times[i - half].clone()).as_secs_f64() / t.as_secs_f64()
-                )
-            } else {
-                String::new()
-            };
-            println!(
-                "| {label} | {} | {:.2} | {:.2}× | {one} |",
-                fmt_dur(t),
-                gbps(total, t),
-                st_t.as_secs_f64() / t.as_secs_f64()
-            );
-        }
-        println!();
     }
     // Into the caller's buffers, allocated and touched once before: the copy and the checks
     // alone, without the page faults of fresh memory (which dominate the owned loads above).
@@ -351,17 +331,39 @@ fn loads(m: &ModelFiles) -> Res<()> {
         }
     }
     drop(bufs);
+    print_load_table(
+        "Load every tensor into the caller's buffers (touched before), warm",
+        "safetensors deserialize + copy_from_slice",
+        st_times,
+        &into,
+        &times,
+        total,
+    );
+    Ok(())
+}
+
+/// A table of load times: the safetensors row (`st_label`, 1 thread) and a row a variant
+/// (`times[i]` the runs of `variants[i]`), each against safetensors and, in the second half of
+/// the variants, against the same variant of the first half (1 thread).
+fn print_load_table(
+    title: &str,
+    st_label: &str,
+    st_times: Vec<Duration>,
+    variants: &[(String, LoadOptions)],
+    times: &[Vec<Duration>],
+    total: u64,
+) {
     let st_t = median(st_times);
-    println!("#### Load every tensor into the caller's buffers (touched before), warm\n");
+    println!("#### {title}\n");
     println!("| load | time | GB/s | vs safetensors | vs same advice, 1 thread |");
     println!("|---|---|---|---|---|");
     println!(
-        "| safetensors deserialize + copy_from_slice, 1 thread | {} | {:.2} | 1.00× | |",
+        "| {st_label}, 1 thread | {} | {:.2} | 1.00× | |",
         fmt_dur(st_t),
         gbps(total, st_t)
     );
-    let half = into.len() / 2;
-    for (i, (label, _)) in into.iter().enumerate() {
+    let half = variants.len() / 2;
+    for (i, (label, _)) in variants.iter().enumerate() {
         let t = median(times[i].clone());
         let one = if i >= half {
             format!(
@@ -379,7 +381,6 @@ fn loads(m: &ModelFiles) -> Res<()> {
         );
     }
     println!();
-    Ok(())
 }
 
 /// `interop::export` to a native file (what the CLI's `convert` runs) against the loop it

@@ -2,6 +2,8 @@
 //! TensorFlow's), keep policies by exact expected sets, background saves and their errors,
 //! `DIR` / `DIR@STEP` inputs, and a writer process killed (SIGKILL) at random moments.
 
+mod support;
+
 use std::path::Path;
 use std::time::Duration;
 
@@ -10,10 +12,8 @@ use paramdex::interop::{
     ManagerOptions, OwnedTensor, STATE_FILE,
 };
 use paramdex::{CheckpointProblem, DType, Error, MetaValue, Metadata, Reader, Tensor};
-
-fn f32_bytes(v: &[f32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
+use support::ckpt::{keep_last, meta};
+use support::{f32_bytes, kill_child_at_random_moment, Rng};
 
 fn fast(keep: KeepPolicy) -> ManagerOptions {
     let mut o = ManagerOptions {
@@ -22,13 +22,6 @@ fn fast(keep: KeepPolicy) -> ManagerOptions {
     };
     o.writer.sync = false;
     o
-}
-
-fn meta(step: u64, acc: f64) -> Metadata {
-    let mut m = Metadata::new();
-    m.insert("step", MetaValue::Int(step as i64)).unwrap();
-    m.insert("acc", MetaValue::Float(acc)).unwrap();
-    m
 }
 
 fn save(m: &mut CheckpointManager, step: u64, acc: f64) {
@@ -65,10 +58,7 @@ fn keep_policies_keep_exactly_the_expected_steps() {
     let c: Vec<Candidate<'_>> = steps.iter().map(|s| cand(*s, None, None)).collect();
     let keep = |p: KeepPolicy| p.keep(&c).into_iter().collect::<Vec<u64>>();
     assert_eq!(keep(KeepPolicy::default()), steps);
-    let last2 = KeepPolicy {
-        last: Some(2),
-        ..Default::default()
-    };
+    let last2 = keep_last(2);
     assert_eq!(keep(last2.clone()), [250, 300]);
     let every100 = KeepPolicy {
         every_steps: Some(100),
@@ -208,10 +198,7 @@ fn saves_point_the_state_file_at_the_latest_and_prune_by_policy() {
     ));
 
     // A prune with another policy: a dry run changes nothing; the latest always stays.
-    let none = KeepPolicy {
-        last: Some(0),
-        ..Default::default()
-    };
+    let none = keep_last(0);
     let dry = m.prune(&none, true).unwrap();
     assert_eq!((dry.deleted, dry.kept), (vec![20, 50], vec![60]));
     assert_eq!(m.steps().unwrap(), [20, 50, 60]);
@@ -373,10 +360,7 @@ fn hostile_state_files_are_errors_never_panics() {
     );
     std::fs::write(dir.path().join(STATE_FILE), escape).unwrap();
     assert_eq!(m.steps().unwrap(), [1]);
-    let none = KeepPolicy {
-        last: Some(0),
-        ..Default::default()
-    };
+    let none = keep_last(0);
     m.prune(&none, false).unwrap();
     assert_eq!(other.steps().unwrap(), [7]);
     // Unknown fields (a later TensorFlow) are skipped; a save replaces a damaged file.
@@ -464,10 +448,7 @@ fn sharded_incremental_saves_survive_pruning_their_base() {
             shards: 2,
             incremental: true,
         },
-        ..fast(KeepPolicy {
-            last: Some(1),
-            ..Default::default()
-        })
+        ..fast(keep_last(1))
     };
     let mut m = CheckpointManager::open(dir.path(), opts).unwrap();
     let a = f32_bytes(&[1.0; 1000]);
@@ -510,10 +491,7 @@ fn checkpoint_crash_child_helper() {
     };
     let opts = ManagerOptions {
         max_in_flight: 2,
-        keep: KeepPolicy {
-            last: Some(3),
-            ..Default::default()
-        },
+        keep: keep_last(3),
         layout: if std::env::var("PARAMDEX_CKPT_SHARDED").is_ok() {
             Layout::Sharded {
                 shards: 2,
@@ -576,36 +554,15 @@ fn check_dir(dir: &Path) -> usize {
 }
 
 fn killed_at_random_moments(sharded: bool) {
-    use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
-    let mut x = 0x2545_f491_4f6c_dd1du64 ^ u64::from(sharded);
+    let mut rng = Rng(0x2545_f491_4f6c_dd1du64 ^ u64::from(sharded));
     let mut seen = 0;
     for _round in 0..6 {
-        let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
-        cmd.args([
-            "--exact",
-            "checkpoint_crash_child_helper",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_DIR, dir.path())
-        .stdout(std::process::Stdio::piped());
+        let mut envs = vec![(CHILD_DIR, dir.path().as_os_str())];
         if sharded {
-            cmd.env("PARAMDEX_CKPT_SHARDED", "1");
+            envs.push(("PARAMDEX_CKPT_SHARDED", std::ffi::OsStr::new("1")));
         }
-        let mut c = cmd.spawn().unwrap();
-        let mut out = std::io::BufReader::new(c.stdout.take().unwrap());
-        let mut line = String::new();
-        while !line.contains("PDX-STARTED") {
-            line.clear();
-            assert!(out.read_line(&mut line).unwrap() > 0, "the child exited");
-        }
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        std::thread::sleep(Duration::from_millis(20 + x % 400));
-        c.kill().unwrap();
-        c.wait().unwrap();
+        kill_child_at_random_moment("checkpoint_crash_child_helper", &envs, &mut rng, 400);
         seen += check_dir(dir.path());
     }
     assert!(seen > 0, "no checkpoint was ever completed");

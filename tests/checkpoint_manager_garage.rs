@@ -13,9 +13,8 @@
 
 mod support;
 
-use std::sync::{Arc, Once};
+use std::sync::Arc;
 
-use object_store::path::Path as ObjectPath;
 use object_store::ObjectStore;
 use paramdex::interop::{
     open_any, BestBy, CheckpointManager, CheckpointState, KeepPolicy, Layout, ManagerOptions,
@@ -23,17 +22,10 @@ use paramdex::interop::{
 };
 use paramdex::remote::RemoteShardWriter;
 use paramdex::{CheckpointProblem, DType, Error, MetaValue, Metadata, SaveId, Tensor};
+use support::ckpt::{keep_last, meta};
 use support::garage::{self, Garage};
-use support::s3::{get, put, runtime, set_aws_env, store};
-
-fn env(g: &Garage) {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| set_aws_env(g));
-}
-
-fn f32_bytes(v: &[f32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
+use support::s3::{get, list_names, put, runtime, set_aws_env_once, store, with_bucket};
+use support::{f32_bytes, kill_child_at_random_moment, Rng};
 
 fn opts(layout: Layout, keep: KeepPolicy) -> ManagerOptions {
     let mut o = ManagerOptions {
@@ -44,13 +36,6 @@ fn opts(layout: Layout, keep: KeepPolicy) -> ManagerOptions {
     };
     o.writer.sync = false;
     o
-}
-
-fn meta(step: u64, acc: f64) -> Metadata {
-    let mut m = Metadata::new();
-    m.insert("step", MetaValue::Int(step as i64)).unwrap();
-    m.insert("acc", MetaValue::Float(acc)).unwrap();
-    m
 }
 
 /// The tensors of step `step`: `w` ([step; 3] float32) and `b{i}` (uint8 of varied lengths, so
@@ -103,426 +88,379 @@ fn check_store(s: &dyn paramdex::interop::TensorStore, step: u64, what: &str) {
         .unwrap_or_else(|e| panic!("{what}: verify: {e}"));
 }
 
-/// Names of the objects directly under `dir/`.
-fn objects(rt: &tokio::runtime::Runtime, s: &Arc<dyn ObjectStore>, dir: &str) -> Vec<String> {
-    let l = rt
-        .block_on(s.list_with_delimiter(Some(&ObjectPath::from(dir))))
-        .unwrap();
-    let mut v: Vec<String> = l
-        .objects
-        .iter()
-        .map(|o| o.location.filename().unwrap().to_string())
-        .collect();
-    v.sort();
-    v
-}
-
 fn names(v: &[&str]) -> Vec<String> {
     let mut v: Vec<String> = v.iter().map(|s| s.to_string()).collect();
     v.sort();
     v
 }
 
+/// [`with_bucket`] with `key` and its `s3://` URL.
+fn in_bucket(
+    test: &str,
+    key: &str,
+    f: impl FnOnce(Arc<tokio::runtime::Runtime>, Arc<dyn ObjectStore>, &str, String),
+) {
+    with_bucket(test, |g, rt, s| {
+        f(rt, s, key, format!("s3://{}/{key}", g.bucket()))
+    });
+}
+
+/// The detail of `r`, which must be the error of a step that is not there; `ok` is the
+/// failure message should it succeed.
+fn no_such_step<T>(r: Result<T, Error>, ok: &str) -> String {
+    match r {
+        Err(Error::Checkpoint {
+            problem: CheckpointProblem::NoSuchStep,
+            detail,
+            ..
+        }) => detail,
+        Err(e) => panic!("{e}"),
+        Ok(_) => panic!("{ok}"),
+    }
+}
+
 #[test]
 fn single_file_checkpoints_in_a_bucket() {
-    let Some(g) = garage::shared("single_file_checkpoints_in_a_bucket") else {
-        return;
-    };
-    env(g);
-    g.run(|| {
-        let rt = runtime();
-        let s = store(g);
-        let key = "mgr-single/run";
-        let url = format!("s3://{}/{key}", g.bucket());
-        // A trailing `/` names the same directory.
-        let mut m =
-            CheckpointManager::open(format!("{url}/"), opts(Layout::Single, Default::default()))
-                .unwrap();
-        assert_eq!(m.dir().to_str(), Some(url.as_str()));
-        match m.latest() {
-            Err(Error::Checkpoint {
-                problem: CheckpointProblem::Empty,
-                ..
-            }) => {}
-            other => panic!("{other:?}"),
-        }
-        for step in [10, 20] {
-            let md = model(step);
-            m.save(step, tensors(&md), meta(step, step as f64 / 100.0))
-                .unwrap();
-        }
-        for step in [30, 40] {
-            let md = model(step);
-            let r = m
-                .save_async(step, tensors(&md), meta(step, step as f64 / 100.0))
-                .unwrap();
-            assert!(r.bytes > 0);
-        }
-        m.save_async_owned(50, owned(50), meta(50, 0.9)).unwrap();
-        m.save_async_owned(60, owned(60), meta(60, 0.1)).unwrap();
-        m.wait().unwrap();
-        assert_eq!(m.steps().unwrap(), [10, 20, 30, 40, 50, 60]);
-
-        // Each checkpoint: a TensorFlow-named data object and its index, the same bytes.
-        let mut want = vec!["checkpoint"];
-        let all: Vec<String> = [10, 20, 30, 40, 50, 60]
-            .iter()
-            .flat_map(|s| {
-                [
-                    format!("ckpt-{s}.index"),
-                    format!("ckpt-{s}.data-00000-of-00001"),
-                ]
-            })
-            .collect();
-        want.extend(all.iter().map(String::as_str));
-        assert_eq!(objects(&rt, &s, key), names(&want));
-        assert_eq!(
-            get(&rt, &*s, &format!("{key}/ckpt-30.index")),
-            get(&rt, &*s, &format!("{key}/ckpt-30.data-00000-of-00001"))
-        );
-
-        // The state object, in TensorFlow's text format, the latest last.
-        let text = String::from_utf8(get(&rt, &*s, &format!("{key}/checkpoint")).unwrap()).unwrap();
-        let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines[0], "model_checkpoint_path: \"ckpt-60\"");
-        let paths: Vec<&str> = lines
-            .iter()
-            .filter_map(|l| l.strip_prefix("all_model_checkpoint_paths: "))
-            .collect();
-        assert_eq!(
-            paths,
-            [
-                "\"ckpt-10\"",
-                "\"ckpt-20\"",
-                "\"ckpt-30\"",
-                "\"ckpt-40\"",
-                "\"ckpt-50\"",
-                "\"ckpt-60\""
-            ]
-        );
-        let st = CheckpointState::parse(text.as_bytes(), std::path::Path::new(&url)).unwrap();
-        assert_eq!(st.all_model_checkpoint_timestamps.len(), 6);
-        assert!(st
-            .all_model_checkpoint_timestamps
-            .windows(2)
-            .all(|w| w[0] <= w[1]));
-
-        // latest, find, restore, list.
-        let latest = m.latest().unwrap();
-        assert_eq!((latest.step, latest.latest), (60, true));
-        assert_eq!(
-            latest.prefix.to_str(),
-            Some(format!("{url}/ckpt-60").as_str())
-        );
-        assert_eq!(
-            latest.metadata.as_ref().unwrap().get("acc"),
-            Some(&MetaValue::Float(0.1))
-        );
-        let (step, store60) = m.restore_latest().unwrap();
-        assert_eq!(step, 60);
-        check_store(&*store60, 60, "restore_latest");
-        check_store(&*m.restore(30).unwrap(), 30, "restore(30)");
-        let list = m.list().unwrap();
-        assert_eq!(list.len(), 6);
-        for c in &list {
-            assert_eq!(
-                c.metadata.as_ref().unwrap().get("step"),
-                Some(&MetaValue::Int(c.step as i64))
-            );
-            assert!(c.bytes > 0 && c.timestamp.is_some());
-        }
-        match m.restore(15) {
-            Err(Error::Checkpoint {
-                problem: CheckpointProblem::NoSuchStep,
-                ..
-            }) => {}
-            Err(e) => panic!("{e}"),
-            Ok(_) => panic!("restored a step never saved"),
-        }
-        match m.save(20, tensors(&model(20)), Metadata::new()) {
-            Err(Error::Checkpoint {
-                problem: CheckpointProblem::StepExists,
-                ..
-            }) => {}
-            other => panic!("{other:?}"),
-        }
-
-        // Inputs: the directory (its latest) and DIR@STEP.
-        holds_step(&url, 60);
-        holds_step(&format!("{url}@20"), 20);
-        match open_any(format!("{url}@15")) {
-            Err(Error::Checkpoint {
-                problem: CheckpointProblem::NoSuchStep,
-                ..
-            }) => {}
-            Err(e) => panic!("{e}"),
-            Ok(_) => panic!("opened a step never saved"),
-        }
-
-        // Prune: a dry run changes nothing; then the best by accuracy and the last two stay.
-        let policy = KeepPolicy {
-            last: Some(2),
-            best: Some(BestBy {
-                key: "acc".into(),
-                count: 1,
-                higher_is_better: true,
-            }),
-            ..Default::default()
-        };
-        let before = objects(&rt, &s, key);
-        let dry = m.prune(&policy, true).unwrap();
-        assert_eq!(dry.deleted, [10, 20, 30, 40]);
-        assert_eq!(dry.kept, [50, 60]);
-        assert!(dry.bytes > 0);
-        assert_eq!(objects(&rt, &s, key), before);
-        let done = m.prune(&policy, false).unwrap();
-        assert_eq!(done, dry);
-        assert_eq!(m.steps().unwrap(), [50, 60]);
-        assert_eq!(
-            objects(&rt, &s, key),
-            names(&[
-                "checkpoint",
-                "ckpt-50.data-00000-of-00001",
-                "ckpt-50.index",
-                "ckpt-60.data-00000-of-00001",
-                "ckpt-60.index",
-            ])
-        );
-        let st = CheckpointState::parse(
-            &get(&rt, &*s, &format!("{key}/checkpoint")).unwrap(),
-            std::path::Path::new(&url),
-        )
-        .unwrap();
-        assert_eq!(st.model_checkpoint_path, "ckpt-60");
-        assert_eq!(st.all_model_checkpoint_paths, ["ckpt-50", "ckpt-60"]);
-        // Pruning again with the same policy deletes nothing more.
-        assert!(m.prune(&policy, false).unwrap().deleted.is_empty());
-
-        // The latest is never pruned, whatever the policy: point the state at step 50.
-        let mut older = st.clone();
-        older.model_checkpoint_path = "ckpt-50".into();
-        older.all_model_checkpoint_paths = vec!["ckpt-60".into(), "ckpt-50".into()];
-        put(
-            &rt,
-            &*s,
-            &format!("{key}/checkpoint"),
-            older.to_text().into_bytes(),
-        );
-        assert_eq!(m.latest().unwrap().step, 50);
-        holds_step(&url, 50);
-        let kept = m
-            .prune(
-                &KeepPolicy {
-                    last: Some(1),
-                    ..Default::default()
-                },
-                false,
+    in_bucket(
+        "single_file_checkpoints_in_a_bucket",
+        "mgr-single/run",
+        |rt, s, key, url| {
+            // A trailing `/` names the same directory.
+            let mut m = CheckpointManager::open(
+                format!("{url}/"),
+                opts(Layout::Single, Default::default()),
             )
             .unwrap();
-        assert!(kept.deleted.is_empty(), "{kept:?}");
-        assert_eq!(kept.kept, [50, 60]);
-    });
+            assert_eq!(m.dir().to_str(), Some(url.as_str()));
+            match m.latest() {
+                Err(Error::Checkpoint {
+                    problem: CheckpointProblem::Empty,
+                    ..
+                }) => {}
+                other => panic!("{other:?}"),
+            }
+            for step in [10, 20] {
+                let md = model(step);
+                m.save(step, tensors(&md), meta(step, step as f64 / 100.0))
+                    .unwrap();
+            }
+            for step in [30, 40] {
+                let md = model(step);
+                let r = m
+                    .save_async(step, tensors(&md), meta(step, step as f64 / 100.0))
+                    .unwrap();
+                assert!(r.bytes > 0);
+            }
+            m.save_async_owned(50, owned(50), meta(50, 0.9)).unwrap();
+            m.save_async_owned(60, owned(60), meta(60, 0.1)).unwrap();
+            m.wait().unwrap();
+            assert_eq!(m.steps().unwrap(), [10, 20, 30, 40, 50, 60]);
+
+            // Each checkpoint: a TensorFlow-named data object and its index, the same bytes.
+            let mut want = vec!["checkpoint"];
+            let all: Vec<String> = [10, 20, 30, 40, 50, 60]
+                .iter()
+                .flat_map(|s| {
+                    [
+                        format!("ckpt-{s}.index"),
+                        format!("ckpt-{s}.data-00000-of-00001"),
+                    ]
+                })
+                .collect();
+            want.extend(all.iter().map(String::as_str));
+            assert_eq!(list_names(&rt, &s, key), names(&want));
+            assert_eq!(
+                get(&rt, &*s, &format!("{key}/ckpt-30.index")),
+                get(&rt, &*s, &format!("{key}/ckpt-30.data-00000-of-00001"))
+            );
+
+            // The state object, in TensorFlow's text format, the latest last.
+            let text =
+                String::from_utf8(get(&rt, &*s, &format!("{key}/checkpoint")).unwrap()).unwrap();
+            let lines: Vec<&str> = text.lines().collect();
+            assert_eq!(lines[0], "model_checkpoint_path: \"ckpt-60\"");
+            let paths: Vec<&str> = lines
+                .iter()
+                .filter_map(|l| l.strip_prefix("all_model_checkpoint_paths: "))
+                .collect();
+            assert_eq!(
+                paths,
+                [
+                    "\"ckpt-10\"",
+                    "\"ckpt-20\"",
+                    "\"ckpt-30\"",
+                    "\"ckpt-40\"",
+                    "\"ckpt-50\"",
+                    "\"ckpt-60\""
+                ]
+            );
+            let st = CheckpointState::parse(text.as_bytes(), std::path::Path::new(&url)).unwrap();
+            assert_eq!(st.all_model_checkpoint_timestamps.len(), 6);
+            assert!(st
+                .all_model_checkpoint_timestamps
+                .windows(2)
+                .all(|w| w[0] <= w[1]));
+
+            // latest, find, restore, list.
+            let latest = m.latest().unwrap();
+            assert_eq!((latest.step, latest.latest), (60, true));
+            assert_eq!(
+                latest.prefix.to_str(),
+                Some(format!("{url}/ckpt-60").as_str())
+            );
+            assert_eq!(
+                latest.metadata.as_ref().unwrap().get("acc"),
+                Some(&MetaValue::Float(0.1))
+            );
+            let (step, store60) = m.restore_latest().unwrap();
+            assert_eq!(step, 60);
+            check_store(&*store60, 60, "restore_latest");
+            check_store(&*m.restore(30).unwrap(), 30, "restore(30)");
+            let list = m.list().unwrap();
+            assert_eq!(list.len(), 6);
+            for c in &list {
+                assert_eq!(
+                    c.metadata.as_ref().unwrap().get("step"),
+                    Some(&MetaValue::Int(c.step as i64))
+                );
+                assert!(c.bytes > 0 && c.timestamp.is_some());
+            }
+            no_such_step(m.restore(15), "restored a step never saved");
+            match m.save(20, tensors(&model(20)), Metadata::new()) {
+                Err(Error::Checkpoint {
+                    problem: CheckpointProblem::StepExists,
+                    ..
+                }) => {}
+                other => panic!("{other:?}"),
+            }
+
+            // Inputs: the directory (its latest) and DIR@STEP.
+            holds_step(&url, 60);
+            holds_step(&format!("{url}@20"), 20);
+            no_such_step(open_any(format!("{url}@15")), "opened a step never saved");
+
+            // Prune: a dry run changes nothing; then the best by accuracy and the last two stay.
+            let policy = KeepPolicy {
+                last: Some(2),
+                best: Some(BestBy {
+                    key: "acc".into(),
+                    count: 1,
+                    higher_is_better: true,
+                }),
+                ..Default::default()
+            };
+            let before = list_names(&rt, &s, key);
+            let dry = m.prune(&policy, true).unwrap();
+            assert_eq!(dry.deleted, [10, 20, 30, 40]);
+            assert_eq!(dry.kept, [50, 60]);
+            assert!(dry.bytes > 0);
+            assert_eq!(list_names(&rt, &s, key), before);
+            let done = m.prune(&policy, false).unwrap();
+            assert_eq!(done, dry);
+            assert_eq!(m.steps().unwrap(), [50, 60]);
+            assert_eq!(
+                list_names(&rt, &s, key),
+                names(&[
+                    "checkpoint",
+                    "ckpt-50.data-00000-of-00001",
+                    "ckpt-50.index",
+                    "ckpt-60.data-00000-of-00001",
+                    "ckpt-60.index",
+                ])
+            );
+            let st = CheckpointState::parse(
+                &get(&rt, &*s, &format!("{key}/checkpoint")).unwrap(),
+                std::path::Path::new(&url),
+            )
+            .unwrap();
+            assert_eq!(st.model_checkpoint_path, "ckpt-60");
+            assert_eq!(st.all_model_checkpoint_paths, ["ckpt-50", "ckpt-60"]);
+            // Pruning again with the same policy deletes nothing more.
+            assert!(m.prune(&policy, false).unwrap().deleted.is_empty());
+
+            // The latest is never pruned, whatever the policy: point the state at step 50.
+            let mut older = st.clone();
+            older.model_checkpoint_path = "ckpt-50".into();
+            older.all_model_checkpoint_paths = vec!["ckpt-60".into(), "ckpt-50".into()];
+            put(
+                &rt,
+                &*s,
+                &format!("{key}/checkpoint"),
+                older.to_text().into_bytes(),
+            );
+            assert_eq!(m.latest().unwrap().step, 50);
+            holds_step(&url, 50);
+            let kept = m.prune(&keep_last(1), false).unwrap();
+            assert!(kept.deleted.is_empty(), "{kept:?}");
+            assert_eq!(kept.kept, [50, 60]);
+        },
+    );
 }
 
 #[test]
 fn sharded_checkpoints_in_a_bucket_with_a_keep_policy() {
-    let Some(g) = garage::shared("sharded_checkpoints_in_a_bucket_with_a_keep_policy") else {
-        return;
-    };
-    env(g);
-    g.run(|| {
-        let rt = runtime();
-        let s = store(g);
-        let key = "mgr-sharded/run";
-        let url = format!("s3://{}/{key}", g.bucket());
-        let layout = Layout::Sharded {
-            shards: 3,
-            incremental: false,
-        };
-        let keep = KeepPolicy {
-            last: Some(2),
-            ..Default::default()
-        };
-        let mut m = CheckpointManager::open(&url, opts(layout, keep)).unwrap();
-        for step in 1..=5u64 {
-            let md = model(step);
-            let r = m.save_async(step, tensors(&md), meta(step, 0.5)).unwrap();
-            assert!(m.in_flight() <= 2, "{r:?}");
-        }
-        m.wait().unwrap();
-        assert_eq!(m.steps().unwrap(), [4, 5]);
-        let mut want = vec!["checkpoint".to_string()];
-        for step in [4, 5] {
-            want.push(format!("ckpt-{step}.index"));
-            for k in 0..3 {
-                want.push(format!("ckpt-{step}.data-{k:05}-of-00003"));
+    in_bucket(
+        "sharded_checkpoints_in_a_bucket_with_a_keep_policy",
+        "mgr-sharded/run",
+        |rt, s, key, url| {
+            let layout = Layout::Sharded {
+                shards: 3,
+                incremental: false,
+            };
+            let keep = keep_last(2);
+            let mut m = CheckpointManager::open(&url, opts(layout, keep)).unwrap();
+            for step in 1..=5u64 {
+                let md = model(step);
+                let r = m.save_async(step, tensors(&md), meta(step, 0.5)).unwrap();
+                assert!(m.in_flight() <= 2, "{r:?}");
             }
-        }
-        want.sort();
-        assert_eq!(objects(&rt, &s, key), want);
-        for step in [4, 5] {
-            check_store(&*m.restore(step).unwrap(), step, "restore");
-            holds_step(&format!("{url}@{step}"), step);
-        }
-        holds_step(&url, 5);
-        // A synchronous save after the background ones.
-        m.save(6, tensors(&model(6)), meta(6, 0.5)).unwrap();
-        assert_eq!(m.steps().unwrap(), [5, 6]);
-        let latest = m.latest().unwrap();
-        assert_eq!(latest.step, 6);
-        assert_eq!(
-            latest.metadata.unwrap().get("step"),
-            Some(&MetaValue::Int(6))
-        );
+            m.wait().unwrap();
+            assert_eq!(m.steps().unwrap(), [4, 5]);
+            let mut want = vec!["checkpoint".to_string()];
+            for step in [4, 5] {
+                want.push(format!("ckpt-{step}.index"));
+                for k in 0..3 {
+                    want.push(format!("ckpt-{step}.data-{k:05}-of-00003"));
+                }
+            }
+            want.sort();
+            assert_eq!(list_names(&rt, &s, key), want);
+            for step in [4, 5] {
+                check_store(&*m.restore(step).unwrap(), step, "restore");
+                holds_step(&format!("{url}@{step}"), step);
+            }
+            holds_step(&url, 5);
+            // A synchronous save after the background ones.
+            m.save(6, tensors(&model(6)), meta(6, 0.5)).unwrap();
+            assert_eq!(m.steps().unwrap(), [5, 6]);
+            let latest = m.latest().unwrap();
+            assert_eq!(latest.step, 6);
+            assert_eq!(
+                latest.metadata.unwrap().get("step"),
+                Some(&MetaValue::Int(6))
+            );
 
-        // Incremental saves link files: refused on object storage.
-        let inc = Layout::Sharded {
-            shards: 2,
-            incremental: true,
-        };
-        match CheckpointManager::open(&url, opts(inc, Default::default())) {
-            Err(Error::Unsupported(msg)) => assert!(msg.contains(&url), "{msg}"),
-            other => panic!("{other:?}"),
-        }
-    });
+            // Incremental saves link files: refused on object storage.
+            let inc = Layout::Sharded {
+                shards: 2,
+                incremental: true,
+            };
+            match CheckpointManager::open(&url, opts(inc, Default::default())) {
+                Err(Error::Unsupported(msg)) => assert!(msg.contains(&url), "{msg}"),
+                other => panic!("{other:?}"),
+            }
+        },
+    );
 }
 
 #[test]
 fn checkpoints_whose_index_never_arrived_are_ignored() {
-    let Some(g) = garage::shared("checkpoints_whose_index_never_arrived_are_ignored") else {
-        return;
-    };
-    env(g);
-    g.run(|| {
-        let rt = runtime();
-        let s = store(g);
-        let key = "mgr-incomplete/run";
-        let url = format!("s3://{}/{key}", g.bucket());
-        let layout = Layout::Sharded {
-            shards: 3,
-            incremental: false,
-        };
-        let mut m = CheckpointManager::open(&url, opts(layout, Default::default())).unwrap();
-        m.save(1, tensors(&model(1)), meta(1, 0.5)).unwrap();
-        // A save killed before its merge: one shard of two uploaded, no index.
-        let mut w = RemoteShardWriter::create(
-            &format!("{url}/ckpt-7"),
-            0,
-            2,
-            SaveId::random(),
-            Default::default(),
-        )
-        .unwrap();
-        w.add("w", Tensor::new(DType::Float32, &[1], &f32_bytes(&[7.0])))
-            .unwrap();
-        w.finish().unwrap();
-        // A single file whose index copy never happened.
-        put(
-            &rt,
-            &*s,
-            &format!("{key}/ckpt-8.data-00000-of-00001"),
-            vec![0u8; 64],
-        );
-        assert_eq!(m.steps().unwrap(), [1]);
-        assert_eq!(m.latest().unwrap().step, 1);
-        holds_step(&url, 1);
-        match open_any(format!("{url}@7")) {
-            Err(Error::Checkpoint {
-                problem: CheckpointProblem::NoSuchStep,
-                ..
-            }) => {}
-            Err(e) => panic!("{e}"),
-            Ok(_) => panic!("opened a checkpoint without its index"),
-        }
-        // A state object naming the incomplete one as the latest: the manager falls back to
-        // the highest complete step, a reader of the directory is told what is missing.
-        let st = CheckpointState {
-            model_checkpoint_path: "ckpt-7".into(),
-            all_model_checkpoint_paths: vec!["ckpt-1".into(), "ckpt-7".into()],
-            ..Default::default()
-        };
-        put(
-            &rt,
-            &*s,
-            &format!("{key}/checkpoint"),
-            st.to_text().into_bytes(),
-        );
-        assert_eq!(m.steps().unwrap(), [1]);
-        assert_eq!(m.latest().unwrap().step, 1);
-        match open_any(&url) {
-            Err(Error::Checkpoint {
-                problem: CheckpointProblem::NoSuchStep,
-                detail,
-                ..
-            }) => assert!(detail.contains("ckpt-7"), "{detail}"),
-            Err(e) => panic!("{e}"),
-            Ok(_) => panic!("opened a checkpoint without its index"),
-        }
-        // Pruning leaves the leftovers alone (they are no checkpoint) and keeps the latest.
-        let p = m
-            .prune(
-                &KeepPolicy {
-                    last: Some(1),
-                    ..Default::default()
-                },
-                false,
+    in_bucket(
+        "checkpoints_whose_index_never_arrived_are_ignored",
+        "mgr-incomplete/run",
+        |rt, s, key, url| {
+            let layout = Layout::Sharded {
+                shards: 3,
+                incremental: false,
+            };
+            let mut m = CheckpointManager::open(&url, opts(layout, Default::default())).unwrap();
+            m.save(1, tensors(&model(1)), meta(1, 0.5)).unwrap();
+            // A save killed before its merge: one shard of two uploaded, no index.
+            let mut w = RemoteShardWriter::create(
+                &format!("{url}/ckpt-7"),
+                0,
+                2,
+                SaveId::random(),
+                Default::default(),
             )
             .unwrap();
-        assert!(p.deleted.is_empty());
-        // Saving step 7 for real: the merge takes this save's shards and deletes the stale
-        // shard of the other number of shards.
-        m.save(7, tensors(&model(7)), meta(7, 0.5)).unwrap();
-        assert_eq!(m.steps().unwrap(), [1, 7]);
-        holds_step(&url, 7);
-        let left = objects(&rt, &s, key);
-        assert!(
-            !left.contains(&"ckpt-7.data-00000-of-00002".to_string()),
-            "{left:?}"
-        );
-    });
+            w.add("w", Tensor::new(DType::Float32, &[1], &f32_bytes(&[7.0])))
+                .unwrap();
+            w.finish().unwrap();
+            // A single file whose index copy never happened.
+            put(
+                &rt,
+                &*s,
+                &format!("{key}/ckpt-8.data-00000-of-00001"),
+                vec![0u8; 64],
+            );
+            assert_eq!(m.steps().unwrap(), [1]);
+            assert_eq!(m.latest().unwrap().step, 1);
+            holds_step(&url, 1);
+            no_such_step(
+                open_any(format!("{url}@7")),
+                "opened a checkpoint without its index",
+            );
+            // A state object naming the incomplete one as the latest: the manager falls back to
+            // the highest complete step, a reader of the directory is told what is missing.
+            let st = CheckpointState {
+                model_checkpoint_path: "ckpt-7".into(),
+                all_model_checkpoint_paths: vec!["ckpt-1".into(), "ckpt-7".into()],
+                ..Default::default()
+            };
+            put(
+                &rt,
+                &*s,
+                &format!("{key}/checkpoint"),
+                st.to_text().into_bytes(),
+            );
+            assert_eq!(m.steps().unwrap(), [1]);
+            assert_eq!(m.latest().unwrap().step, 1);
+            let detail = no_such_step(open_any(&url), "opened a checkpoint without its index");
+            assert!(detail.contains("ckpt-7"), "{detail}");
+            // Pruning leaves the leftovers alone (they are no checkpoint) and keeps the latest.
+            let p = m.prune(&keep_last(1), false).unwrap();
+            assert!(p.deleted.is_empty());
+            // Saving step 7 for real: the merge takes this save's shards and deletes the stale
+            // shard of the other number of shards.
+            m.save(7, tensors(&model(7)), meta(7, 0.5)).unwrap();
+            assert_eq!(m.steps().unwrap(), [1, 7]);
+            holds_step(&url, 7);
+            let left = list_names(&rt, &s, key);
+            assert!(
+                !left.contains(&"ckpt-7.data-00000-of-00002".to_string()),
+                "{left:?}"
+            );
+        },
+    );
 }
 
 #[test]
 fn damaged_state_objects_are_errors_and_a_save_replaces_them() {
-    let Some(g) = garage::shared("damaged_state_objects_are_errors_and_a_save_replaces_them")
-    else {
-        return;
-    };
-    env(g);
-    g.run(|| {
-        let rt = runtime();
-        let s = store(g);
-        let key = "mgr-damaged/run";
-        let url = format!("s3://{}/{key}", g.bucket());
-        let mut m =
-            CheckpointManager::open(&url, opts(Layout::Single, Default::default())).unwrap();
-        put(
-            &rt,
-            &*s,
-            &format!("{key}/checkpoint"),
-            b"model_checkpoint_path: ckpt-1\n".to_vec(),
-        );
-        match m.steps() {
-            Err(Error::Checkpoint {
-                problem: CheckpointProblem::StateFile,
-                ..
-            }) => {}
-            other => panic!("{other:?}"),
-        }
-        put(
-            &rt,
-            &*s,
-            &format!("{key}/checkpoint"),
-            vec![b'#'; (4 << 20) + 1],
-        );
-        match m.steps() {
-            Err(Error::LimitExceeded { .. }) => {}
-            other => panic!("{other:?}"),
-        }
-        m.save(3, tensors(&model(3)), meta(3, 0.5)).unwrap();
-        assert_eq!(m.steps().unwrap(), [3]);
-        holds_step(&url, 3);
-    });
+    in_bucket(
+        "damaged_state_objects_are_errors_and_a_save_replaces_them",
+        "mgr-damaged/run",
+        |rt, s, key, url| {
+            let mut m =
+                CheckpointManager::open(&url, opts(Layout::Single, Default::default())).unwrap();
+            put(
+                &rt,
+                &*s,
+                &format!("{key}/checkpoint"),
+                b"model_checkpoint_path: ckpt-1\n".to_vec(),
+            );
+            match m.steps() {
+                Err(Error::Checkpoint {
+                    problem: CheckpointProblem::StateFile,
+                    ..
+                }) => {}
+                other => panic!("{other:?}"),
+            }
+            put(
+                &rt,
+                &*s,
+                &format!("{key}/checkpoint"),
+                vec![b'#'; (4 << 20) + 1],
+            );
+            match m.steps() {
+                Err(Error::LimitExceeded { .. }) => {}
+                other => panic!("{other:?}"),
+            }
+            m.save(3, tensors(&model(3)), meta(3, 0.5)).unwrap();
+            assert_eq!(m.steps().unwrap(), [3]);
+            holds_step(&url, 3);
+        },
+    );
 }
 
 /// A `file:///dir` URL is the local directory `/dir`, managed as a path is.
@@ -563,10 +501,7 @@ fn checkpoint_garage_crash_child_helper() {
     } else {
         Layout::Single
     };
-    let keep = KeepPolicy {
-        last: Some(3),
-        ..Default::default()
-    };
+    let keep = keep_last(3);
     let mut m = CheckpointManager::open(&url, opts(layout, keep)).unwrap();
     let start = m.steps().unwrap().last().map_or(1, |s| s + 1);
     // One complete checkpoint per round before the killing may start.
@@ -609,7 +544,6 @@ fn check_remote_dir(
 }
 
 fn killed_at_random_moments(g: &Garage, sharded: bool) {
-    use std::io::BufRead;
     let rt = runtime();
     let s = store(g);
     let key = format!(
@@ -617,34 +551,14 @@ fn killed_at_random_moments(g: &Garage, sharded: bool) {
         if sharded { "sharded" } else { "single" }
     );
     let url = format!("s3://{}/{key}", g.bucket());
-    let mut x = 0x2545_f491_4f6c_dd1du64 ^ u64::from(sharded);
+    let mut rng = Rng(0x2545_f491_4f6c_dd1du64 ^ u64::from(sharded));
     let mut seen = 0;
     for _round in 0..4 {
-        let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
-        cmd.args([
-            "--exact",
-            "checkpoint_garage_crash_child_helper",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_URL, &url)
-        .stdout(std::process::Stdio::piped());
+        let mut envs = vec![(CHILD_URL, std::ffi::OsStr::new(&url))];
         if sharded {
-            cmd.env("PARAMDEX_CKPT_GARAGE_SHARDED", "1");
+            envs.push(("PARAMDEX_CKPT_GARAGE_SHARDED", std::ffi::OsStr::new("1")));
         }
-        let mut c = cmd.spawn().unwrap();
-        let mut out = std::io::BufReader::new(c.stdout.take().unwrap());
-        let mut line = String::new();
-        while !line.contains("PDX-STARTED") {
-            line.clear();
-            assert!(out.read_line(&mut line).unwrap() > 0, "the child exited");
-        }
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        std::thread::sleep(std::time::Duration::from_millis(20 + x % 600));
-        c.kill().unwrap();
-        c.wait().unwrap();
+        kill_child_at_random_moment("checkpoint_garage_crash_child_helper", &envs, &mut rng, 600);
         seen += check_remote_dir(&rt, &s, &key, &url);
     }
     assert!(seen > 0, "no checkpoint was ever completed");
@@ -657,7 +571,7 @@ fn a_process_saving_into_a_bucket_killed_at_random_moments_leaves_complete_check
     ) else {
         return;
     };
-    env(g);
+    set_aws_env_once(g);
     g.run(|| {
         killed_at_random_moments(g, false);
         killed_at_random_moments(g, true);

@@ -22,34 +22,14 @@ use paramdex::{
     ShardProblem, ShardWriter, ShardedSave, Tensor, WriterOptions,
 };
 use std::path::Path;
-use std::sync::{Arc, Once};
-use support::garage::{self, Garage};
-use support::s3::{put, runtime, set_aws_env, store};
+use std::sync::Arc;
+use support::f32_bytes;
+use support::s3::{list_names, put, with_bucket};
 
 const RANK: &str = "PARAMDEX_RSH_RANK";
 const PREFIX: &str = "PARAMDEX_RSH_PREFIX";
 const SAVE: &str = "PARAMDEX_RSH_SAVE";
 const RANKS: u32 = 4;
-
-/// The `AWS_*` environment the library's URLs resolve with, set once for the process.
-fn env(g: &Garage) {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| set_aws_env(g));
-}
-
-/// Names of the objects under `dir/` (one level).
-fn list(rt: &tokio::runtime::Runtime, s: &Arc<dyn ObjectStore>, dir: &str) -> Vec<String> {
-    let l = rt
-        .block_on(s.list_with_delimiter(Some(&ObjectPath::from(dir))))
-        .unwrap();
-    let mut v: Vec<String> = l
-        .objects
-        .iter()
-        .map(|o| o.location.filename().unwrap().to_string())
-        .collect();
-    v.sort();
-    v
-}
 
 /// The bytes of tensor `i` of rank `rank` (varied lengths: some shards have several blocks).
 fn own(rank: u32, i: u32) -> Vec<u8> {
@@ -62,10 +42,6 @@ fn own(rank: u32, i: u32) -> Vec<u8> {
 /// The whole `emb` tensor ([RANKS * 2, 6] float32), of which rank k holds rows 2k and 2k+1.
 fn emb() -> Vec<f32> {
     (0..RANKS * 2 * 6).map(|v| v as f32 * 0.5 - 3.0).collect()
-}
-
-fn f32_bytes(v: &[f32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
 /// Writes rank `rank`'s tensors: `r{rank}.t{i}` (`count` of them), its rows of `emb`, and (with
@@ -141,93 +117,90 @@ fn upload_dir(rt: &tokio::runtime::Runtime, s: &Arc<dyn ObjectStore>, dir: &Path
 /// prefix and by its index.
 #[test]
 fn an_uploaded_checkpoint_reads_as_it_does_locally() {
-    let Some(g) = garage::shared("an_uploaded_checkpoint_reads_as_it_does_locally") else {
-        return;
-    };
-    env(g);
-    g.run(|| {
-        let rt = runtime();
-        let s = store(g);
-        let dir = tempfile::tempdir().unwrap();
-        let prefix = dir.path().join("ck");
-        let save = SaveId::random();
-        for rank in 0..RANKS {
-            let mut w = ShardWriter::create(&prefix, rank, RANKS, save, opts()).unwrap();
-            fill(&mut w, rank, PER_RANK, false);
-            w.finish().unwrap();
-        }
-        merge_shards(
-            &prefix,
-            &MergeShardsOptions {
-                no_sync: true,
-                ..Default::default()
-            },
-        )
-        .unwrap();
-        upload_dir(&rt, &s, dir.path(), "uploaded");
-        let local = Reader::open(&prefix).unwrap();
-        let url = format!("s3://{}/uploaded/ck", g.bucket());
-
-        let r = open_sharded(&url, RemoteOptions::default()).unwrap();
-        assert!(r.requests() <= 2, "open: {}", r.requests());
-        eprintln!("open of a {RANKS}-shard checkpoint: {} GETs", r.requests());
-        assert_eq!(r.data_objects(), RANKS);
-        // Whole tensors: the first of a data object opens it, the next ones do not.
-        for rank in 0..RANKS {
-            let before = r.requests();
-            let t = r.get(format!("r{rank}.t0007")).unwrap().unwrap();
-            assert_eq!(t.data, own(rank, 7));
-            assert!(r.requests() - before <= 4, "first get in shard {rank}");
-            eprintln!(
-                "first get in data object {rank}: {} GETs",
-                r.requests() - before
-            );
-            let before = r.requests();
-            let name = format!("r{rank}.t0121");
-            let t = r.get(&name).unwrap().unwrap();
-            assert_eq!(t.data, local.tensor(&name).unwrap().data());
-            assert!(r.requests() - before <= 2, "get in shard {rank}");
-            eprintln!(
-                "next get in data object {rank}: {} GETs",
-                r.requests() - before
-            );
-        }
-        // Every tensor, and regions of the partitioned one.
-        for e in r.list_from(b"").unwrap() {
-            if e.slices != 0 {
-                continue;
+    with_bucket(
+        "an_uploaded_checkpoint_reads_as_it_does_locally",
+        |g, rt, s| {
+            let dir = tempfile::tempdir().unwrap();
+            let prefix = dir.path().join("ck");
+            let save = SaveId::random();
+            for rank in 0..RANKS {
+                let mut w = ShardWriter::create(&prefix, rank, RANKS, save, opts()).unwrap();
+                fill(&mut w, rank, PER_RANK, false);
+                w.finish().unwrap();
             }
-            let t = r.get(&e.name).unwrap().unwrap();
-            assert_eq!(t.data, local.tensor(&e.name).unwrap().data());
-        }
-        let shape = [u64::from(RANKS) * 2, 6];
-        for region in [
-            Region::full(&shape),
-            Region::new(vec![2, 1], vec![2, 4]).unwrap(), // inside rank 1's rows
-            Region::new(vec![1, 2], vec![5, 3]).unwrap(), // across ranks 0, 1, 2
-            Region::new(vec![3, 0], vec![0, 6]).unwrap(), // empty
-        ] {
-            let want = local.get_slice("emb", &region).unwrap().unwrap();
-            let got = r.get_slice("emb", &region).unwrap().unwrap();
-            assert_eq!(got.data, want.data(), "{region:?}");
-            assert_eq!(got.shape, region.len);
-        }
-        assert!(matches!(r.get("emb"), Err(Error::Sliced { .. })));
-        assert!(r.get("absent").unwrap().is_none());
+            merge_shards(
+                &prefix,
+                &MergeShardsOptions {
+                    no_sync: true,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+            upload_dir(&rt, &s, dir.path(), "uploaded");
+            let local = Reader::open(&prefix).unwrap();
+            let url = format!("s3://{}/uploaded/ck", g.bucket());
 
-        for u in [url.clone(), format!("{url}.index")] {
-            let st = paramdex::interop::open_any(&u).unwrap();
-            assert_eq!(
-                st.list().unwrap().len(),
-                RANKS as usize * PER_RANK as usize + 1
-            );
-            let t = st.load(b"emb").unwrap().unwrap();
-            assert_eq!(&*t.data.raw_bytes(), f32_bytes(&emb()).as_slice());
-        }
-        let st = paramdex::interop::open_any(&url).unwrap();
-        let v = st.verify(0).unwrap();
-        assert_eq!(v.tensors, u64::from(RANKS * PER_RANK) + 1);
-    });
+            let r = open_sharded(&url, RemoteOptions::default()).unwrap();
+            assert!(r.requests() <= 2, "open: {}", r.requests());
+            eprintln!("open of a {RANKS}-shard checkpoint: {} GETs", r.requests());
+            assert_eq!(r.data_objects(), RANKS);
+            // Whole tensors: the first of a data object opens it, the next ones do not.
+            for rank in 0..RANKS {
+                let before = r.requests();
+                let t = r.get(format!("r{rank}.t0007")).unwrap().unwrap();
+                assert_eq!(t.data, own(rank, 7));
+                assert!(r.requests() - before <= 4, "first get in shard {rank}");
+                eprintln!(
+                    "first get in data object {rank}: {} GETs",
+                    r.requests() - before
+                );
+                let before = r.requests();
+                let name = format!("r{rank}.t0121");
+                let t = r.get(&name).unwrap().unwrap();
+                assert_eq!(t.data, local.tensor(&name).unwrap().data());
+                assert!(r.requests() - before <= 2, "get in shard {rank}");
+                eprintln!(
+                    "next get in data object {rank}: {} GETs",
+                    r.requests() - before
+                );
+            }
+            // Every tensor, and regions of the partitioned one.
+            for e in r.list_from(b"").unwrap() {
+                if e.slices != 0 {
+                    continue;
+                }
+                let t = r.get(&e.name).unwrap().unwrap();
+                assert_eq!(t.data, local.tensor(&e.name).unwrap().data());
+            }
+            let shape = [u64::from(RANKS) * 2, 6];
+            for region in [
+                Region::full(&shape),
+                Region::new(vec![2, 1], vec![2, 4]).unwrap(), // inside rank 1's rows
+                Region::new(vec![1, 2], vec![5, 3]).unwrap(), // across ranks 0, 1, 2
+                Region::new(vec![3, 0], vec![0, 6]).unwrap(), // empty
+            ] {
+                let want = local.get_slice("emb", &region).unwrap().unwrap();
+                let got = r.get_slice("emb", &region).unwrap().unwrap();
+                assert_eq!(got.data, want.data(), "{region:?}");
+                assert_eq!(got.shape, region.len);
+            }
+            assert!(matches!(r.get("emb"), Err(Error::Sliced { .. })));
+            assert!(r.get("absent").unwrap().is_none());
+
+            for u in [url.clone(), format!("{url}.index")] {
+                let st = paramdex::interop::open_any(&u).unwrap();
+                assert_eq!(
+                    st.list().unwrap().len(),
+                    RANKS as usize * PER_RANK as usize + 1
+                );
+                let t = st.load(b"emb").unwrap().unwrap();
+                assert_eq!(&*t.data.raw_bytes(), f32_bytes(&emb()).as_slice());
+            }
+            let st = paramdex::interop::open_any(&url).unwrap();
+            let v = st.verify(0).unwrap();
+            assert_eq!(v.tensors, u64::from(RANKS * PER_RANK) + 1);
+        },
+    );
 }
 
 /// Four processes each write one shard straight into the bucket (one of them over 16 MiB, so
@@ -237,13 +210,7 @@ fn an_uploaded_checkpoint_reads_as_it_does_locally() {
 /// this save's identity; downloaded, the local reader verifies it whole.
 #[test]
 fn four_processes_write_one_checkpoint() {
-    let Some(g) = garage::shared("four_processes_write_one_checkpoint") else {
-        return;
-    };
-    env(g);
-    g.run(|| {
-        let rt = runtime();
-        let s = store(g);
+    with_bucket("four_processes_write_one_checkpoint", |g, rt, s| {
         let url = format!("s3://{}/four/ck", g.bucket());
         let save = SaveId::random();
         let children: Vec<_> = (0..RANKS)
@@ -267,7 +234,7 @@ fn four_processes_write_one_checkpoint() {
         }
         // No index before the merge: no checkpoint.
         assert_eq!(
-            list(&rt, &s, "four"),
+            list_names(&rt, &s, "four"),
             (0..RANKS)
                 .map(|k| format!("ck.data-{k:05}-of-00004"))
                 .collect::<Vec<_>>()
@@ -292,7 +259,7 @@ fn four_processes_write_one_checkpoint() {
             .collect();
         want.insert(0, "ck.index".into());
         want.sort();
-        assert_eq!(list(&rt, &s, "four"), want);
+        assert_eq!(list_names(&rt, &s, "four"), want);
 
         let r = open_sharded(&url, RemoteOptions::default()).unwrap();
         let h = r.header();
@@ -365,88 +332,77 @@ fn save_at(url: &str, n: u32, seed: u32) -> SaveId {
 /// merged, only its own data objects.
 #[test]
 fn a_data_object_written_over_by_another_save_is_an_error_naming_it() {
-    let Some(g) =
-        garage::shared("a_data_object_written_over_by_another_save_is_an_error_naming_it")
-    else {
-        return;
-    };
-    env(g);
-    g.run(|| {
-        let rt = runtime();
-        let s = store(g);
-        let url = format!("s3://{}/over/ck", g.bucket());
-        save_at(&url, 2, 0);
-        // A small first read, so that the records asked for below are not among the bytes
-        // it brought (those are served as they were read, without a request).
-        let small = RemoteOptions {
-            tail_bytes: 4096,
-            ..RemoteOptions::default()
-        };
-        let r = open_sharded(&url, small).unwrap();
-        assert_eq!(r.get("r0.t0003").unwrap().unwrap().data, own(0, 3));
-        // The second save's shards are uploaded; its index is not written yet.
-        let second = SaveId::random();
-        for k in 0..2 {
-            let mut w = RemoteShardWriter::create(&url, k, 2, second, opts()).unwrap();
-            for i in 0..50 {
-                let d = own(k + 9, i);
-                w.add_values(format!("r{k}.t{i:04}"), &[d.len() as u64], &d)
-                    .unwrap();
+    with_bucket(
+        "a_data_object_written_over_by_another_save_is_an_error_naming_it",
+        |g, rt, s| {
+            let url = format!("s3://{}/over/ck", g.bucket());
+            save_at(&url, 2, 0);
+            // A small first read, so that the records asked for below are not among the bytes
+            // it brought (those are served as they were read, without a request).
+            let small = RemoteOptions {
+                tail_bytes: 4096,
+                ..RemoteOptions::default()
+            };
+            let r = open_sharded(&url, small).unwrap();
+            assert_eq!(r.get("r0.t0003").unwrap().unwrap().data, own(0, 3));
+            // The second save's shards are uploaded; its index is not written yet.
+            let second = SaveId::random();
+            for k in 0..2 {
+                let mut w = RemoteShardWriter::create(&url, k, 2, second, opts()).unwrap();
+                for i in 0..50 {
+                    let d = own(k + 9, i);
+                    w.add_values(format!("r{k}.t{i:04}"), &[d.len() as u64], &d)
+                        .unwrap();
+                }
+                w.finish().unwrap();
             }
-            w.finish().unwrap();
-        }
-        // Data object 0 was open: its ETag changed.
-        match r.get("r0.t0004") {
-            Err(Error::Remote {
-                url: u, problem, ..
-            }) => {
-                assert_eq!(problem, RemoteProblem::Replaced);
-                assert!(u.ends_with("over/ck.data-00000-of-00002"), "{u}");
+            // Data object 0 was open: its ETag changed.
+            match r.get("r0.t0004") {
+                Err(Error::Remote {
+                    url: u, problem, ..
+                }) => {
+                    assert_eq!(problem, RemoteProblem::Replaced);
+                    assert!(u.ends_with("over/ck.data-00000-of-00002"), "{u}");
+                }
+                other => panic!("{other:?}"),
             }
-            other => panic!("{other:?}"),
-        }
-        // Data object 1 was not: it is opened now, and is not the one the index records.
-        match r.get("r1.t0004") {
-            Err(Error::Shard { path, problem, .. }) => {
-                assert!(
-                    problem == ShardProblem::Identity || problem == ShardProblem::Length,
-                    "{problem:?}"
-                );
-                assert_eq!(path, format!("{url}.data-00001-of-00002"));
+            // Data object 1 was not: it is opened now, and is not the one the index records.
+            match r.get("r1.t0004") {
+                Err(Error::Shard { path, problem, .. }) => {
+                    assert!(
+                        problem == ShardProblem::Identity || problem == ShardProblem::Length,
+                        "{problem:?}"
+                    );
+                    assert_eq!(path, format!("{url}.data-00001-of-00002"));
+                }
+                other => panic!("{other:?}"),
             }
-            other => panic!("{other:?}"),
-        }
-        // Committed, the second save reads.
-        let report = merge_shards_url(&url, &MergeShardsOptions::default()).unwrap();
-        assert_eq!(report.save_id, second);
-        let r = open_sharded(&url, RemoteOptions::default()).unwrap();
-        assert_eq!(r.get("r1.t0004").unwrap().unwrap().data, own(10, 4));
-        // A save of three shards: the two-shard data objects go once its index is in.
-        save_at(&url, 3, 20);
-        assert_eq!(
-            list(&rt, &s, "over"),
-            vec![
-                "ck.data-00000-of-00003".to_string(),
-                "ck.data-00001-of-00003".into(),
-                "ck.data-00002-of-00003".into(),
-                "ck.index".into(),
-            ]
-        );
-        let r = open_sharded(&url, RemoteOptions::default()).unwrap();
-        assert_eq!(r.get("r2.t0049").unwrap().unwrap().data, own(22, 49));
-    });
+            // Committed, the second save reads.
+            let report = merge_shards_url(&url, &MergeShardsOptions::default()).unwrap();
+            assert_eq!(report.save_id, second);
+            let r = open_sharded(&url, RemoteOptions::default()).unwrap();
+            assert_eq!(r.get("r1.t0004").unwrap().unwrap().data, own(10, 4));
+            // A save of three shards: the two-shard data objects go once its index is in.
+            save_at(&url, 3, 20);
+            assert_eq!(
+                list_names(&rt, &s, "over"),
+                vec![
+                    "ck.data-00000-of-00003".to_string(),
+                    "ck.data-00001-of-00003".into(),
+                    "ck.data-00002-of-00003".into(),
+                    "ck.index".into(),
+                ]
+            );
+            let r = open_sharded(&url, RemoteOptions::default()).unwrap();
+            assert_eq!(r.get("r2.t0049").unwrap().unwrap().data, own(22, 49));
+        },
+    );
 }
 
 /// A save with a shard missing: the merge names the missing object and writes no index.
 #[test]
 fn the_merge_refuses_a_missing_shard() {
-    let Some(g) = garage::shared("the_merge_refuses_a_missing_shard") else {
-        return;
-    };
-    env(g);
-    g.run(|| {
-        let rt = runtime();
-        let s = store(g);
+    with_bucket("the_merge_refuses_a_missing_shard", |g, rt, s| {
         let url = format!("s3://{}/missing/ck", g.bucket());
         let save = SaveId::random();
         for k in [0, 1, 3] {
@@ -461,7 +417,7 @@ fn the_merge_refuses_a_missing_shard() {
             }
             other => panic!("{other:?}"),
         }
-        assert!(!list(&rt, &s, "missing").contains(&"ck.index".to_string()));
+        assert!(!list_names(&rt, &s, "missing").contains(&"ck.index".to_string()));
         match open_sharded(&url, RemoteOptions::default()) {
             Err(Error::Remote { problem, .. }) => assert_eq!(problem, RemoteProblem::NotFound),
             other => panic!("{other:?}"),
@@ -541,42 +497,41 @@ fn each_data_object_is_checked_against_the_index_when_first_read() {
 /// `Error::Unsupported` naming the object, and writes no index.
 #[test]
 fn the_merge_refuses_a_shard_of_an_incremental_save() {
-    let Some(g) = garage::shared("the_merge_refuses_a_shard_of_an_incremental_save") else {
-        return;
-    };
-    env(g);
-    g.run(|| {
-        let rt = runtime();
-        let s = store(g);
-        let dir = tempfile::tempdir().unwrap();
-        let base = dir.path().join("base");
-        local_save(&base, 1, SaveId::random(), 0);
-        let save = ShardedSave::new(dir.path().join("next"), 1)
-            .unwrap()
-            .with_base(Arc::new(Reader::open(&base).unwrap()));
-        let mut w = save.shard(0).unwrap();
-        let d = own(0, 3);
-        let saved = w
-            .add_or_reuse("r0.t0003", Tensor::new(DType::UInt8, &[d.len() as u64], &d))
-            .unwrap();
-        assert_eq!(saved, Saved::Reused);
-        w.add_values("new", &[3], &[1u8; 3]).unwrap();
-        let pending = w.pending_path().to_path_buf();
-        w.finish().unwrap();
-        put(
-            &rt,
-            &s,
-            "incr/ck.data-00000-of-00001",
-            std::fs::read(&pending).unwrap(),
-        );
-        let url = format!("s3://{}/incr/ck", g.bucket());
-        match merge_shards_url(&url, &MergeShardsOptions::default()) {
-            Err(Error::Unsupported(d)) => assert!(d.contains("incr/ck.data-00000-of-00001"), "{d}"),
-            other => panic!("{other:?}"),
-        }
-        assert_eq!(
-            list(&rt, &s, "incr"),
-            vec!["ck.data-00000-of-00001".to_string()]
-        );
-    });
+    with_bucket(
+        "the_merge_refuses_a_shard_of_an_incremental_save",
+        |g, rt, s| {
+            let dir = tempfile::tempdir().unwrap();
+            let base = dir.path().join("base");
+            local_save(&base, 1, SaveId::random(), 0);
+            let save = ShardedSave::new(dir.path().join("next"), 1)
+                .unwrap()
+                .with_base(Arc::new(Reader::open(&base).unwrap()));
+            let mut w = save.shard(0).unwrap();
+            let d = own(0, 3);
+            let saved = w
+                .add_or_reuse("r0.t0003", Tensor::new(DType::UInt8, &[d.len() as u64], &d))
+                .unwrap();
+            assert_eq!(saved, Saved::Reused);
+            w.add_values("new", &[3], &[1u8; 3]).unwrap();
+            let pending = w.pending_path().to_path_buf();
+            w.finish().unwrap();
+            put(
+                &rt,
+                &s,
+                "incr/ck.data-00000-of-00001",
+                std::fs::read(&pending).unwrap(),
+            );
+            let url = format!("s3://{}/incr/ck", g.bucket());
+            match merge_shards_url(&url, &MergeShardsOptions::default()) {
+                Err(Error::Unsupported(d)) => {
+                    assert!(d.contains("incr/ck.data-00000-of-00001"), "{d}")
+                }
+                other => panic!("{other:?}"),
+            }
+            assert_eq!(
+                list_names(&rt, &s, "incr"),
+                vec!["ck.data-00000-of-00001".to_string()]
+            );
+        },
+    );
 }

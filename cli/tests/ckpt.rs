@@ -31,20 +31,7 @@ fn training_dir() -> tempfile::TempDir {
 fn ckpt_lists_steps_sizes_metadata_and_the_latest() {
     let dir = training_dir();
     let o = stdout(&run(&[&"ckpt", &dir.path()], 0));
-    let lines: Vec<&str> = o.lines().collect();
-    assert_eq!(lines.len(), 6, "{o}");
-    assert!(
-        lines[0].contains("STEP") && lines[0].contains("METADATA"),
-        "{o}"
-    );
-    assert!(
-        lines[2].contains(" 200 ") && lines[2].contains("acc=0.9"),
-        "{o}"
-    );
-    assert!(
-        lines[5].starts_with("* ") && lines[5].contains("(latest)"),
-        "{o}"
-    );
+    assert_ckpt_listing(&o);
     let v = json(&run(&[&"ckpt", &dir.path(), &"--json"], 0));
     assert_eq!(v["latest"], 500);
     let list = v["checkpoints"].as_array().unwrap();
@@ -60,22 +47,7 @@ fn ckpt_lists_steps_sizes_metadata_and_the_latest() {
 fn ckpt_prune_applies_a_policy_and_dry_run_changes_nothing() {
     let dir = training_dir();
     let p = dir.path();
-    let dry = json(&run(
-        &[
-            &"ckpt",
-            &p,
-            &"--prune",
-            &"--keep-last",
-            &"1",
-            &"--keep-best",
-            &"acc=1",
-            &"--dry-run",
-            &"--json",
-        ],
-        0,
-    ));
-    assert_eq!(dry["deleted"], serde_json::json!([100, 300, 400]));
-    assert_eq!(dry["kept"], serde_json::json!([200, 500]));
+    assert_ckpt_prune_dry_run(&p);
     assert_eq!(
         json(&run(&[&"ckpt", &p, &"--json"], 0))["checkpoints"]
             .as_array()

@@ -12,16 +12,9 @@ mod garage;
 #[allow(dead_code)]
 mod s3;
 
-use std::sync::Once;
-
-use common::{json, run, stdout};
+use common::{assert_ckpt_listing, assert_ckpt_prune_dry_run, json, run, stdout};
 use paramdex::interop::{CheckpointManager, Layout, ManagerOptions};
 use paramdex::{DType, MetaValue, Metadata, Tensor};
-
-fn env(g: &garage::Garage) {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| s3::set_aws_env(g));
-}
 
 /// Steps 100..=500 at `url` with `acc` metadata (best at 200), the latest 500; sharded in
 /// 2 data objects when `sharded`.
@@ -68,28 +61,11 @@ fn steps(url: &str) -> Vec<u64> {
 
 #[test]
 fn ckpt_lists_and_prunes_an_s3_directory() {
-    let Some(g) = garage::shared("ckpt_lists_and_prunes_an_s3_directory") else {
-        return;
-    };
-    env(g);
-    g.run(|| {
+    s3::with_bucket("ckpt_lists_and_prunes_an_s3_directory", |g, _, _| {
         let url = format!("s3://{}/cli-ckpt/run", g.bucket());
         training_dir(&url, false);
         let o = stdout(&run(&[&"ckpt", &url], 0));
-        let lines: Vec<&str> = o.lines().collect();
-        assert_eq!(lines.len(), 6, "{o}");
-        assert!(
-            lines[0].contains("STEP") && lines[0].contains("METADATA"),
-            "{o}"
-        );
-        assert!(
-            lines[2].contains(" 200 ") && lines[2].contains("acc=0.9"),
-            "{o}"
-        );
-        assert!(
-            lines[5].starts_with("* ") && lines[5].contains("(latest)"),
-            "{o}"
-        );
+        assert_ckpt_listing(&o);
         let v = json(&run(&[&"ckpt", &url, &"--json"], 0));
         assert_eq!(v["dir"], url.as_str());
         assert_eq!(v["latest"], 500);
@@ -100,22 +76,7 @@ fn ckpt_lists_and_prunes_an_s3_directory() {
         assert_eq!(list[1]["metadata"]["acc"], 0.9);
 
         // A dry run changes nothing; then the policy is applied.
-        let dry = json(&run(
-            &[
-                &"ckpt",
-                &url,
-                &"--prune",
-                &"--keep-last",
-                &"1",
-                &"--keep-best",
-                &"acc=1",
-                &"--dry-run",
-                &"--json",
-            ],
-            0,
-        ));
-        assert_eq!(dry["deleted"], serde_json::json!([100, 300, 400]));
-        assert_eq!(dry["kept"], serde_json::json!([200, 500]));
+        assert_ckpt_prune_dry_run(&url);
         assert_eq!(steps(&url), [100, 200, 300, 400, 500]);
         let o = stdout(&run(
             &[&"ckpt", &url, &"--prune", &"--keep-every-steps", &"200"],
@@ -154,11 +115,7 @@ fn ckpt_lists_and_prunes_an_s3_directory() {
 
 #[test]
 fn reading_commands_take_s3_dir_and_dir_at_step() {
-    let Some(g) = garage::shared("reading_commands_take_s3_dir_and_dir_at_step") else {
-        return;
-    };
-    env(g);
-    g.run(|| {
+    s3::with_bucket("reading_commands_take_s3_dir_and_dir_at_step", |g, _, _| {
         for (sub, sharded) in [("single", false), ("sharded", true)] {
             let url = format!("s3://{}/cli-read/{sub}", g.bucket());
             training_dir(&url, sharded);

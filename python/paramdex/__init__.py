@@ -29,22 +29,9 @@ import numpy as np
 
 from . import _paramdex
 from ._convert import apply_picks, normalize_index, numpy_dtype, to_numpy, writable_bytes
-from .errors import (
-    BackgroundSaveError,
-    CheckpointError,
-    CorruptError,
-    InvalidArgumentError,
-    LimitExceededError,
-    NotFoundError,
-    OutputExistsError,
-    ParamdexError,
-    ParamdexIOError,
-    RemoteError,
-    ShardError,
-    SliceError,
-    UnrecognizedFormatError,
-    UnsupportedError,
-)
+from . import errors
+from .errors import *  # noqa: F403 (the names of errors.__all__, re-exported below)
+from .errors import NotFoundError
 
 __version__ = _paramdex.__version__
 
@@ -56,20 +43,7 @@ __all__ = [
     "VerifyReport",
     "Writer",
     "CheckpointManager",
-    "ParamdexError",
-    "NotFoundError",
-    "CorruptError",
-    "ParamdexIOError",
-    "RemoteError",
-    "UnrecognizedFormatError",
-    "UnsupportedError",
-    "InvalidArgumentError",
-    "LimitExceededError",
-    "OutputExistsError",
-    "ShardError",
-    "SliceError",
-    "CheckpointError",
-    "BackgroundSaveError",
+    *errors.__all__,
 ]
 
 Name = Union[str, bytes]

@@ -1,11 +1,13 @@
 //! Helpers shared by the integration tests (`mod support;` in each test file): fixture paths,
 //! manifests, hex and SHA-256, and SPEC.md's golden file built byte by byte; `garage` starts a
 //! real 3-node Garage cluster for the object-storage tests, `s3` has their object_store clients,
-//! runtime, puts and gets, and `AWS_*` environment.
+//! runtime, puts and gets, and `AWS_*` environment; `ckpt` has the checkpoint manager tests'
+//! metadata and keep policies.
 //!
 //! Each test file is its own crate and uses only some of these, hence the `allow(dead_code)`.
 #![allow(dead_code)]
 
+pub mod ckpt;
 pub mod garage;
 pub mod s3;
 
@@ -179,4 +181,31 @@ impl Rng {
         }
         r
     }
+}
+
+/// Runs this test binary's test `helper` alone as a child process with `envs`, waits until it
+/// prints `PDX-STARTED`, lets it run 20 ms and up to `spread_ms` more (drawn from `rng`), then
+/// kills it (SIGKILL) and reaps it: a writer process killed at a random moment.
+pub fn kill_child_at_random_moment(
+    helper: &str,
+    envs: &[(&str, &std::ffi::OsStr)],
+    rng: &mut Rng,
+    spread_ms: u64,
+) {
+    use std::io::BufRead;
+    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", helper, "--nocapture", "--test-threads=1"])
+        .envs(envs.iter().copied())
+        .stdout(std::process::Stdio::piped());
+    let mut c = cmd.spawn().unwrap();
+    let mut out = std::io::BufReader::new(c.stdout.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("PDX-STARTED") {
+        line.clear();
+        assert!(out.read_line(&mut line).unwrap() > 0, "the child exited");
+    }
+    let pause = 20 + rng.next() % spread_ms;
+    std::thread::sleep(std::time::Duration::from_millis(pause));
+    c.kill().unwrap();
+    c.wait().unwrap();
 }

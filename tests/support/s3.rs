@@ -6,7 +6,7 @@
 //!
 //! Only std, `object_store` and `tokio` beside `garage.rs` (reached as `super::garage`).
 
-use std::sync::Arc;
+use std::sync::{Arc, Once};
 use std::time::{Duration, Instant};
 
 use object_store::aws::{AmazonS3, AmazonS3Builder};
@@ -129,4 +129,38 @@ pub fn set_aws_env(g: &Garage) {
     for (k, v) in aws_env(g, g.secret_access_key()) {
         std::env::set_var(k, v);
     }
+}
+
+/// [`set_aws_env`] once for the process, whatever the number of tests calling it.
+pub fn set_aws_env_once(g: &Garage) {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| set_aws_env(g));
+}
+
+/// Sorted names of the objects directly under `dir/` (one level, no common prefixes).
+pub fn list_names(rt: &tokio::runtime::Runtime, s: &dyn ObjectStore, dir: &str) -> Vec<String> {
+    let l = rt
+        .block_on(s.list_with_delimiter(Some(&ObjectPath::from(dir))))
+        .unwrap();
+    let mut v: Vec<String> = l
+        .objects
+        .iter()
+        .map(|o| o.location.filename().unwrap().to_string())
+        .collect();
+    v.sort();
+    v
+}
+
+/// Runs `f` as a test of the shared cluster of `garage.rs` (nothing without one: the test is
+/// skipped), with [`set_aws_env_once`] done: the cluster, a runtime and a client of its bucket.
+/// The cluster's logs are printed should `f` panic.
+pub fn with_bucket(
+    test: &str,
+    f: impl FnOnce(&'static Garage, Arc<tokio::runtime::Runtime>, Arc<dyn ObjectStore>),
+) {
+    let Some(g) = super::garage::shared(test) else {
+        return;
+    };
+    set_aws_env_once(g);
+    g.run(|| f(g, runtime(), store(g)));
 }

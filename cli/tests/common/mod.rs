@@ -67,6 +67,47 @@ pub fn json(o: &Output) -> Value {
     serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", stdout(o)))
 }
 
+/// Checks the text listing `o` of `paramdex ckpt` over steps 100..=500 whose `acc` is best at
+/// 200 (the `training_dir` of `ckpt.rs` and `ckpt_remote.rs`): a header, one line a step, the
+/// latest marked.
+pub fn assert_ckpt_listing(o: &str) {
+    let lines: Vec<&str> = o.lines().collect();
+    assert_eq!(lines.len(), 6, "{o}");
+    assert!(
+        lines[0].contains("STEP") && lines[0].contains("METADATA"),
+        "{o}"
+    );
+    assert!(
+        lines[2].contains(" 200 ") && lines[2].contains("acc=0.9"),
+        "{o}"
+    );
+    assert!(
+        lines[5].starts_with("* ") && lines[5].contains("(latest)"),
+        "{o}"
+    );
+}
+
+/// Runs `paramdex ckpt DIR --prune --keep-last 1 --keep-best acc=1 --dry-run --json` over the
+/// steps of [`assert_ckpt_listing`] and checks what it would delete and keep.
+pub fn assert_ckpt_prune_dry_run(dir: &dyn AsRef<std::ffi::OsStr>) {
+    let dry = json(&run(
+        &[
+            &"ckpt",
+            dir,
+            &"--prune",
+            &"--keep-last",
+            &"1",
+            &"--keep-best",
+            &"acc=1",
+            &"--dry-run",
+            &"--json",
+        ],
+        0,
+    ));
+    assert_eq!(dry["deleted"], serde_json::json!([100, 300, 400]));
+    assert_eq!(dry["kept"], serde_json::json!([200, 500]));
+}
+
 /// A native file with metadata, a LoD tensor, a non-UTF-8 name and several dtypes.
 pub fn native(dir: &Path) -> PathBuf {
     let p = dir.join("native.pdx");
