@@ -12,7 +12,7 @@ use paramdex::interop::{
     ManagerOptions, OwnedTensor, STATE_FILE,
 };
 use paramdex::{CheckpointProblem, DType, Error, MetaValue, Metadata, Reader, Tensor};
-use support::ckpt::{keep_last, meta};
+use support::ckpt::{keep_last, keep_last_and_best_acc, meta};
 use support::{f32_bytes, kill_child_at_random_moment, Rng};
 
 fn fast(keep: KeepPolicy) -> ManagerOptions {
@@ -124,15 +124,7 @@ fn keep_policies_keep_exactly_the_expected_steps() {
 #[test]
 fn saves_point_the_state_file_at_the_latest_and_prune_by_policy() {
     let dir = tempfile::tempdir().unwrap();
-    let policy = KeepPolicy {
-        last: Some(2),
-        best: Some(BestBy {
-            key: "acc".into(),
-            count: 1,
-            higher_is_better: true,
-        }),
-        ..Default::default()
-    };
+    let policy = keep_last_and_best_acc(2);
     let mut m = CheckpointManager::open(dir.path(), fast(policy)).unwrap();
     let accs = [0.1, 0.9, 0.3, 0.2, 0.4, 0.5];
     for (i, acc) in accs.iter().enumerate() {

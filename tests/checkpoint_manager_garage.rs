@@ -17,12 +17,11 @@ use std::sync::Arc;
 
 use object_store::ObjectStore;
 use paramdex::interop::{
-    open_any, BestBy, CheckpointManager, CheckpointState, KeepPolicy, Layout, ManagerOptions,
-    OwnedTensor,
+    open_any, CheckpointManager, CheckpointState, KeepPolicy, Layout, ManagerOptions, OwnedTensor,
 };
 use paramdex::remote::RemoteShardWriter;
 use paramdex::{CheckpointProblem, DType, Error, MetaValue, Metadata, SaveId, Tensor};
-use support::ckpt::{keep_last, meta};
+use support::ckpt::{keep_last, keep_last_and_best_acc, meta};
 use support::garage::{self, Garage};
 use support::s3::{get, list_names, put, runtime, set_aws_env_once, store, with_bucket};
 use support::{f32_bytes, kill_child_at_random_moment, Rng};
@@ -240,15 +239,7 @@ fn single_file_checkpoints_in_a_bucket() {
             no_such_step(open_any(format!("{url}@15")), "opened a step never saved");
 
             // Prune: a dry run changes nothing; then the best by accuracy and the last two stay.
-            let policy = KeepPolicy {
-                last: Some(2),
-                best: Some(BestBy {
-                    key: "acc".into(),
-                    count: 1,
-                    higher_is_better: true,
-                }),
-                ..Default::default()
-            };
+            let policy = keep_last_and_best_acc(2);
             let before = list_names(&rt, &s, key);
             let dry = m.prune(&policy, true).unwrap();
             assert_eq!(dry.deleted, [10, 20, 30, 40]);

@@ -1,7 +1,7 @@
 //! Helpers of the `interop::CheckpointManager` tests (`checkpoint_manager.rs` and
 //! `checkpoint_manager_garage.rs`).
 
-use paramdex::interop::KeepPolicy;
+use paramdex::interop::{BestBy, KeepPolicy};
 use paramdex::{MetaValue, Metadata};
 
 /// The metadata of a save: `step` (an integer) and `acc` (a float).
@@ -17,5 +17,17 @@ pub fn keep_last(n: usize) -> KeepPolicy {
     KeepPolicy {
         last: Some(n),
         ..Default::default()
+    }
+}
+
+/// The `n` checkpoints of the highest steps and the one of the highest `acc`.
+pub fn keep_last_and_best_acc(n: usize) -> KeepPolicy {
+    KeepPolicy {
+        best: Some(BestBy {
+            key: "acc".into(),
+            count: 1,
+            higher_is_better: true,
+        }),
+        ..keep_last(n)
     }
 }
