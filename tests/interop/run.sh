@@ -24,7 +24,7 @@ if ! have_all; then
   python3 -m venv "$venv"
   "$venv/bin/pip" install --quiet --upgrade pip
   # The versions the interop checks were verified with.
-  "$venv/bin/pip" install --quiet "tensorflow-cpu==2.21.0" "paddlepaddle==3.3.1" "numpy==2.4.6" "safetensors==0.8.0"
+  "$venv/bin/pip" install --quiet --no-cache-dir "tensorflow-cpu==2.21.0" "paddlepaddle==3.3.1" "numpy==2.4.6" "safetensors==0.8.0"
   have_all || { echo "interop: FAILED to install tensorflow-cpu/paddlepaddle/numpy/safetensors" >&2; exit 1; }
 fi
 (cd "$root" && cargo build --release --quiet)
@@ -55,7 +55,7 @@ have_py() {
 }
 if ! have_py; then
   echo "python: installing torch, pytest and ml_dtypes into $venv"
-  "$venv/bin/pip" install --quiet "torch==2.15.0" "pytest==9.2.0" "ml_dtypes==0.6.0"
+  "$venv/bin/pip" install --quiet --no-cache-dir "torch==2.15.0" "pytest==9.2.0" "ml_dtypes==0.6.0"
   have_py || { echo "python: FAILED to install torch/pytest/ml_dtypes" >&2; exit 1; }
 fi
 echo "python: pip install ./python (maturin; a cold release build takes minutes)"
