@@ -219,6 +219,30 @@ fn saves_point_the_state_file_at_the_latest_and_prune_by_policy() {
     ));
 }
 
+/// `file:///dir` and `file:///dir@STEP` name a checkpoint directory's latest and one step, as
+/// the plain path does.
+#[test]
+fn file_urls_of_a_checkpoint_directory_open_its_checkpoints() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut m = CheckpointManager::open(dir.path(), fast(keep_last(3))).unwrap();
+    save(&mut m, 7, 0.1);
+    save(&mut m, 8, 0.2);
+    let url = format!("file://{}", dir.path().display());
+    assert_eq!(w_of(&url), [8.0; 3]);
+    assert_eq!(w_of(&format!("{url}@7")), [7.0; 3]);
+    // A step that is not there is the manager's error, not "no such object".
+    match open_any(format!("{url}@9")) {
+        Err(Error::Checkpoint {
+            problem: CheckpointProblem::NoSuchStep,
+            ..
+        }) => {}
+        other => panic!("expected NoSuchStep, got {:?}", other.err()),
+    }
+    // A directory without a state file is still not found.
+    let empty = tempfile::tempdir().unwrap();
+    assert!(open_any(format!("file://{}", empty.path().display())).is_err());
+}
+
 #[test]
 fn the_state_file_round_trips() {
     let st = CheckpointState {

@@ -54,7 +54,8 @@ const OPENERS: &[Opener] = &[
 /// Opens any supported input, detecting its format by content (not by extension).
 ///
 /// A directory with TensorFlow's `checkpoint` state file opens its latest checkpoint, and
-/// `DIR@STEP` the checkpoint of step `STEP` in `DIR` (see [`CheckpointManager`]).
+/// `DIR@STEP` the checkpoint of step `STEP` in `DIR` (see [`CheckpointManager`]); the same for
+/// a directory URL (`s3://bucket/dir`, `file:///dir`, and `URL@STEP`) that names no object.
 ///
 /// A directory that no format claims itself (it is not a checkpoint directory, a Paddle model
 /// directory or a directory of tensor files) is looked into one level down, the same way for
@@ -66,14 +67,15 @@ pub fn open_any(path: impl AsRef<Path>) -> Result<Box<dyn TensorStore>> {
     if let Some(url) = path.to_str().filter(|s| crate::remote::is_url(s)) {
         return match remote::open_url(url) {
             // No object nor checkpoint prefix: a managed checkpoint directory (its latest), or
-            // `URL@STEP`?
+            // `URL@STEP`? The index found is an `s3://` URL in a bucket and a local path for
+            // `file:///dir` (whose checkpoints are the local directory's).
             Err(
                 e @ Error::Remote {
                     problem: RemoteProblem::NotFound,
                     ..
                 },
-            ) if url.starts_with("s3://") => match checkpoints::resolve_url_input(url)? {
-                Some(index) => remote::open_url(&index),
+            ) => match checkpoints::resolve_url_input(url)? {
+                Some(index) => open_any(index),
                 None => Err(e),
             },
             r => r,

@@ -26,23 +26,9 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 
-FAILURES = []
-BIN = os.environ["PARAMDEX"]
+from interop_common import FAILURES, pdx, report
+
 VAR = "v/.ATTRIBUTES/VARIABLE_VALUE"
-
-
-def report(label, ok, detail=""):
-    print(f"{'ok  ' if ok else 'FAIL'} {label}" + (f": {detail}" if detail and not ok else ""))
-    sys.stdout.flush()
-    if not ok:
-        FAILURES.append(label)
-
-
-def pdx(*args, code=0):
-    p = subprocess.run([BIN, *map(str, args)], capture_output=True)
-    if p.returncode != code:
-        raise RuntimeError(f"paramdex {args}: exit {p.returncode}: {p.stderr.decode()}")
-    return p.stdout
 
 
 def values(inp):

@@ -21,7 +21,6 @@ inside the interop virtualenv. Prints one line per check and exits non-zero on a
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -30,23 +29,9 @@ import numpy as np
 import safetensors
 from safetensors.numpy import load_file, save_file
 
-FAILURES = []
-BIN = os.environ["PARAMDEX"]
+from interop_common import FAILURES, pdx, report
+
 ROOT = os.environ.get("PARAMDEX_ROOT", os.path.join(os.path.dirname(__file__), "..", ".."))
-
-
-def report(label, ok, detail=""):
-    print(f"{'ok  ' if ok else 'FAIL'} {label}" + (f": {detail}" if detail and not ok else ""))
-    sys.stdout.flush()
-    if not ok:
-        FAILURES.append(label)
-
-
-def pdx(*args, code=0):
-    p = subprocess.run([BIN, *map(str, args)], capture_output=True)
-    if p.returncode != code:
-        raise RuntimeError(f"paramdex {args}: exit {p.returncode}: {p.stderr.decode()}")
-    return p.stdout
 
 
 def sample():

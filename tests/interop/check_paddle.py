@@ -39,14 +39,7 @@ import subprocess
 import sys
 import tempfile
 
-FAILURES = []
-
-
-def report(label, ok, detail=""):
-    print(f"{'ok  ' if ok else 'FAIL'} {label}" + (f": {detail}" if detail and not ok else ""))
-    sys.stdout.flush()
-    if not ok:
-        FAILURES.append(label)
+from interop_common import FAILURES, pdx, report
 
 
 def sha(b):
@@ -194,14 +187,6 @@ def worker(mode, jobs_path):
 PARAMDEX = os.environ.get("PARAMDEX", "")
 ROOT = os.environ.get("PARAMDEX_ROOT", "")
 DATA = os.path.join(ROOT, "tests", "data", "paddle")
-
-
-def pdx(*args):
-    r = subprocess.run([PARAMDEX, *map(str, args)], capture_output=True)
-    if r.returncode != 0:
-        raise RuntimeError(f"paramdex {' '.join(map(str, args))}: exit {r.returncode}: "
-                           f"{r.stderr.decode(errors='replace').strip()}")
-    return r.stdout
 
 
 def ls_json(path):

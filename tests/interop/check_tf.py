@@ -42,6 +42,8 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from tensorflow.python.framework import dtypes as tf_dtypes  # noqa: E402
 
+from interop_common import tf_values as values  # noqa: E402
+
 PDX = os.environ["PARAMDEX"]
 ROOT = os.environ["PARAMDEX_ROOT"]
 F8 = [tf_dtypes.float8_e4m3fn, tf_dtypes.float8_e5m2]
@@ -110,20 +112,6 @@ def sha(b):
     return hashlib.sha256(b).hexdigest()
 
 
-def values(dtype, shape, seed):
-    rng = np.random.default_rng(seed)
-    n = int(np.prod(shape)) if shape else 1
-    np_dtype = dtype.as_numpy_dtype
-    if dtype == tf.bool:
-        v = rng.integers(0, 2, n).astype(bool)
-    elif dtype.is_complex:
-        v = (rng.normal(size=n) + 1j * rng.normal(size=n)).astype(np_dtype)
-    elif dtype.is_floating:
-        v = (rng.normal(size=n) * 3).astype(np.float32).astype(np_dtype)
-    else:
-        info = np.iinfo(np_dtype)
-        v = rng.integers(max(info.min, -(2**62)), min(info.max, 2**62), n, endpoint=True).astype(np_dtype)
-    return v.reshape(shape)
 
 
 # ---------------------------------------------------------------------------------------------
