@@ -204,8 +204,17 @@ def tf_bench(work, args):
         a, b = timed_pair(tf_all, pdx_all("np"), repeat)
         row("tf", f"open + get_tensor of every tensor into numpy ({label})", a, b)
         if prefix == big:
-            a, b = timed_pair(tf_all, pdx_all("tf"), repeat)
-            row("tf", "the same, paramdex with framework=\"tf\" (tf.Tensor: one more copy)", a, b)
+            def tf_all_tensors():
+                rr = tf.train.load_checkpoint(prefix)
+                return {n: tf.convert_to_tensor(rr.get_tensor(n)) for n in values}
+
+            def pdx_all_tensors():
+                with paramdex.safe_open(prefix, framework="tf") as f:
+                    return {n: f.get_tensor(n) for n in values}
+
+            a, b = timed_pair(tf_all_tensors, pdx_all_tensors, repeat)
+            row("tf", "the same into tf.Tensor (TensorFlow: get_tensor + tf.convert_to_tensor; "
+                "paramdex: framework=\"tf\")", a, b)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -327,6 +336,14 @@ def paddle_bench(work, args):
         a, b = timed_pair(pd_all, pdx_one, few)
         row("paddle", f"one parameter: load_combine_func of the file vs paramdex open + get_tensor of 1 ({label})",
             a, b, (m, 0))
+        if out == "pd_big":
+            def pdx_one_copy(prefix=prefix, mid=mid):
+                with paramdex.safe_open(prefix, framework="np") as f:
+                    return np.array(f.get_tensor(mid))
+
+            a, b = timed_pair(pd_all, pdx_one_copy, few)
+            row("paddle", "the same, paramdex then copying it (np.array: its values read into process memory)",
+                a, b, (m, 0.5))
 
         def pdx_all(fw, prefix=prefix):
             def run():
@@ -337,6 +354,13 @@ def paddle_bench(work, args):
         a, b = timed_pair(pd_all, pdx_all("np"), repeat)
         row("paddle", f"full load: load_combine_func vs paramdex open + get_tensor of every parameter into numpy "
             f"({label})", a, b, (m, 1))
+        def pdx_all_copies(prefix=prefix):
+            with paramdex.safe_open(prefix, framework="np") as f:
+                return {n: np.array(f.get_tensor(n)) for n in f.keys()}
+
+        a, b = timed_pair(pd_all, pdx_all_copies, repeat)
+        row("paddle", "the same, paramdex then copying each (np.array: the values in process memory, as "
+            "load_combine leaves them)", a, b, (m, 1.5))
         a, b = timed_pair(pd_all, pdx_all("paddle"), repeat)
         row("paddle", "the same, paramdex with framework=\"paddle\" (paddle.Tensor: one copy each)", a, b, (m, 2))
         models.append((m, prefix, pdx_all("np")))
