@@ -182,13 +182,6 @@ def tf_bench(work, args):
 
         a, b = timed_pair(tf_one, pdx_one, max(repeat, 21) if prefix == small else repeat)
         row("tf", f"open + get_tensor of 1 ({label})", a, b)
-        if prefix == big:
-            def pdx_one_unchecked():
-                with paramdex.safe_open(prefix, framework="np", checksums=False) as f:
-                    return f.get_tensor(mid)
-
-            a, b = timed_pair(tf_one, pdx_one_unchecked, repeat)
-            row("tf", "the same, paramdex with checksums=False (TensorFlow always checks)", a, b)
 
         # 3. Full load.
         def tf_all():
