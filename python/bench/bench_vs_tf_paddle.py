@@ -10,7 +10,9 @@ elements, and one of 8 float32 tensors totalling ~1 GiB):
   2. open + get of one tensor: `tf.train.load_checkpoint(prefix).get_tensor(name)` against
      `with paramdex.safe_open(prefix) as f: f.get_tensor(name)`;
   3. a full load: open + get of every tensor (`get_variable_to_shape_map()` for TensorFlow,
-     `keys()` for paramdex; both include TensorFlow's `_CHECKPOINTABLE_OBJECT_GRAPH` string).
+     `keys()` for paramdex; both include TensorFlow's `_CHECKPOINTABLE_OBJECT_GRAPH` string);
+     for the 1 GiB checkpoint also into `tf.Tensor`s (TensorFlow: `get_tensor` +
+     `tf.convert_to_tensor`; paramdex: `framework="tf"`).
 Both return numpy arrays: TensorFlow's are copies (its `BundleReader` reads each tensor with
 `pread` into a new buffer and checks its CRC32C); paramdex's are read-only views of its mapping of
 the data file where the tensor is aligned for its dtype (else one copy), also after checking the
@@ -20,17 +22,20 @@ Paddle (a real inference model written by `paddle.static.save_inference_model` i
 default PIR mode: `PREFIX.json` + `PREFIX.pdiparams`; one model of 5,000 float32 parameters of 16
 elements, and one of 8 float32 parameters totalling ~1 GiB):
   4. one parameter: Paddle has no way to read one parameter of a combined `.pdiparams`: the file
-     is a sequence of records without an index, and `load_combine` refuses to stop early ("You are
-     not allowed to load partial data via load_combine_op, use load_op instead": the bench checks
-     it), so Paddle's cost for one parameter is the load of the whole file; paramdex: open + get
-     of the middle parameter (it indexes the records through the program in the `.json`);
+     is a sequence of records without an index, and `load_combine_func` refuses to stop early ("Not
+     allowed to load partial data via load_combine_op, please use load_op instead": the bench
+     checks it), so Paddle's cost for one parameter is the load of the whole file; paramdex: open + get
+     of the middle parameter (it indexes the records through the program in the `.json`), and for
+     the 1 GiB model also with that parameter then copied (`np.array`);
   5. a full load: `core.load_combine_func(path, names, tensors, False, place)`, the pybind
      function of the `load_combine` kernel, which is what Paddle's own Python calls in PIR mode
-     (`paddle.static.io.load_vars` -> `pir_io.load_vars_pir`, `paddle.jit.load` ->
-     `pir_translated_layer._load_persistable_vars`): the most direct loader of the file, given
+     (`paddle.static.load_vars` -> `pir_io.load_vars_pir`, `paddle.jit.load` ->
+     `pir_translated_layer._load_pir_parameter_vars`): the most direct loader of the file, given
      the names (sorted, as Paddle sorts them) and fresh `DenseTensor`s (made inside the timing,
-     as a load must); against paramdex open + `get_tensor` of every parameter into numpy and into
-     Paddle tensors (`framework="paddle"`: one copy each, `paddle.to_tensor`);
+     as a load must); against paramdex open + `get_tensor` of every parameter into numpy (views:
+     Paddle records have no checksum, so nothing is read), the same with every array copied
+     (`np.array`: the values in process memory, as `load_combine_func` leaves them), and into
+     Paddle tensors (`framework="paddle"`: one copy each, `paddle.to_tensor`, in dynamic mode);
   6. the user's whole path, for reference: `paddle.static.load_inference_model(prefix, exe)` (parses
      the program, creates the variables in a fresh scope and runs `load_combine_func`).
 
