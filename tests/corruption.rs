@@ -611,6 +611,41 @@ fn overlapping_records_fail_verify() {
     );
 }
 
+/// Every record of a native file is named (SPEC.md 2): a record whose header leaves the name
+/// out, behind an entry that otherwise matches it, fails verify (which counts on the name to
+/// know each record is its own entry's).
+#[test]
+fn a_record_without_a_name_fails_verify() {
+    let data = vec![5u8; 8];
+    let file = write_file(&[("a", data.clone())]);
+    let r = Reader::from_bytes(file.clone()).unwrap();
+    let mut records = Vec::new();
+    let spec = record::RecordSpec {
+        dtype: DType::UInt8,
+        dims: &[8],
+        lod: &[],
+        name: None,
+        data_crc: Some(paramdex::raw::format::mask_crc(
+            paramdex::raw::format::crc32c(&data),
+        )),
+        full_shape: None,
+    };
+    let layout = record::encode_header(&spec, 0, 1, &mut records).unwrap();
+    records.extend_from_slice(&data);
+    let mut entries = entries_of(&file);
+    let mut e = paramdex::raw::entry::IndexEntry::decode(&entries[0].1, 0, 254).unwrap();
+    e.offset = layout.header_len as u64;
+    e.record_header_len = layout.header_len as u32;
+    let mut value = Vec::new();
+    e.encode(&mut value);
+    entries[0].1 = value;
+    let r = Reader::from_bytes(assemble(&r, &records, &entries)).unwrap();
+    assert_eq!(r.tensor("a").unwrap().data(), data.as_slice());
+    let err = r.verify().unwrap_err();
+    assert!(matches!(err, paramdex::Error::Corrupt { .. }), "{err}");
+    assert!(err.to_string().contains("record has no name"), "{err}");
+}
+
 // ---------------------------------------------------------------------------------------------
 // The regression catalogue: hostile files with valid checksums, one per class of parser bug that
 // GGUF and safetensors parsers have had (CVE numbers from their advisories). Each must be an

@@ -215,13 +215,17 @@ impl<'a> TensorView<'a> {
                 self.lod_levels
             )));
         }
-        if let Some(n) = h.name {
-            if n != self.key() {
+        // A native record is always named (SPEC.md 2, 8.2): `verify` relies on this check to
+        // know that every record of the region is its own name's.
+        match h.name {
+            Some(n) if n == self.key() => {}
+            Some(n) => {
                 return Err(bad(format!(
                     "record is named {}",
                     slice_key::display_key(n)
-                )));
+                )))
             }
+            None => return Err(bad("record has no name".into())),
         }
         let full = self.slice.as_ref().map(|s| s.full_shape.as_slice());
         if h.full_shape.as_deref() != full {

@@ -622,6 +622,14 @@ impl EntryCursor {
         }
     }
 
+    /// The restart run holding the current entry (the last restart point at or before it), if
+    /// valid and the entry is not before the first restart point.
+    pub(crate) fn run(&self) -> Option<usize> {
+        // After a step onto an entry, `next_restart` counts the restart points at or before it
+        // (`step` checks that the scan meets each restart point at an entry boundary).
+        self.next_restart.checked_sub(1).filter(|_| self.valid())
+    }
+
     /// The current value within `data` (empty unless valid).
     pub(crate) fn value<'d>(&self, data: &'d [u8]) -> &'d [u8] {
         if self.valid() {

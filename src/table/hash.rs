@@ -303,6 +303,67 @@ impl HashIndex {
         Ok(false)
     }
 
+    /// Whether the probe sequence of a key of hash `h` ([`key_hash`]), before its first empty
+    /// slot, holds a slot with the key's tag naming data block `block` and restart run `run` (pages not checked here:
+    /// [`HashIndex::occupied`] checks them all first).
+    pub(crate) fn has_slot(&self, contents: &[u8], h: u32, block: usize, run: usize) -> bool {
+        let (Ok(block), Ok(run)) = (u64::try_from(block), u64::try_from(run)) else {
+            return false;
+        };
+        let want = (u64::from(h & 0xff) << 56) | (run << 32) | (block + 1);
+        let at = self.buckets_at();
+        for b in home_bucket(h, self.home)..self.total as usize {
+            let base = at + b * BUCKET_LEN;
+            for s in 0..SLOTS_PER_BUCKET {
+                // In bounds: parse checked the length against the geometry.
+                let v = get_fixed64(contents, base + 8 * s).unwrap_or(0);
+                if v == 0 {
+                    return false;
+                }
+                if v == want {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
+    /// Checks that `names(block, run)` holds for the data block and restart run of every
+    /// occupied slot, else the error names the slot's offset.
+    pub(crate) fn check_slots(
+        &self,
+        contents: &[u8],
+        names: impl Fn(usize, usize) -> bool,
+    ) -> Result<()> {
+        let at = self.buckets_at();
+        for (i, s) in contents[at..].chunks_exact(8).enumerate() {
+            let v = get_fixed64(s, 0).unwrap_or(0);
+            if v == 0 {
+                continue;
+            }
+            let block = (v & 0xffff_ffff).checked_sub(1);
+            let run = (v >> 32) & 0xff_ffff;
+            let ok = block.is_some_and(|b| {
+                names(
+                    usize::try_from(b).unwrap_or(usize::MAX),
+                    usize::try_from(run).unwrap_or(usize::MAX),
+                )
+            });
+            if !ok {
+                return Err(Error::corrupt(
+                    "hash index block",
+                    self.handle.offset.saturating_add((at + 8 * i) as u64),
+                    format!(
+                        "a slot names restart run {run} of data block {}, which the table \
+                         does not have",
+                        block.map_or("-1".to_string(), |b| b.to_string())
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Number of occupied slots (reads, and checks, every page).
     pub(crate) fn occupied(&self, contents: &[u8]) -> Result<u64> {
         let pages = (self.total as usize).div_ceil(PAGE_BUCKETS);
