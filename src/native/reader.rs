@@ -21,7 +21,7 @@ use crate::native::region::{self, Region};
 use crate::native::shard_table::{self as shards, Shards};
 use crate::native::slice_key;
 use crate::native::source::Source;
-use crate::native::view::{NameBuf, SliceData, SlicePiece, TensorView};
+use crate::native::view::{data_crc_mismatch, NameBuf, SliceData, SlicePiece, TensorView};
 use crate::native::FORMAT_VERSION;
 use crate::record::{self, MAX_ALIGNMENT, MAX_RANK};
 use crate::table::{Table, TableIndex, TableIter, TableReadOptions, FOOTER_LEN};
@@ -662,10 +662,30 @@ impl Reader {
         // Both bounds are within the records region, itself within the file.
         let in_file = |v: u64| usize::try_from(v).expect("an offset inside the mapped file");
         let data = &file[in_file(e.offset)..in_file(end)];
-        let view = |shape: Dims, slice: Option<Box<SlicePiece>>| TensorView {
+        if self.opts.verify_tensors {
+            let computed = crc32c(data);
+            let stored = unmask_crc(e.crc32c);
+            if computed != stored {
+                // Named as the view's display_name names it.
+                let shown = match &slice {
+                    Some(s) => slice_key::display_key(&s.key),
+                    None => name::display(name),
+                };
+                return Err(data_crc_mismatch(
+                    shown,
+                    e.offset,
+                    data.len(),
+                    stored,
+                    computed,
+                ));
+            }
+        }
+        // The last expression, so that the view is built in the caller's return slot rather
+        // than moved there.
+        Ok(TensorView {
             name: NameBuf::from_slice(name),
             dtype,
-            shape,
+            shape: e.shape,
             data,
             data_offset: e.offset,
             record_offset,
@@ -673,18 +693,7 @@ impl Reader {
             lod_levels: e.lod_levels,
             file,
             slice,
-        };
-        if self.opts.verify_tensors {
-            let computed = crc32c(data);
-            if computed != unmask_crc(e.crc32c) {
-                // Fails, naming the tensor as the view shows it.
-                let v = view(e.shape, slice);
-                v.check_computed_crc(computed)?;
-                return Ok(v);
-            }
-        }
-        // Built here, in the caller's return slot, rather than moved there.
-        Ok(view(e.shape, slice))
+        })
     }
 
     /// Every stored tensor in bytewise name order: whole tensors, and each slice of a tensor
