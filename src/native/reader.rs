@@ -335,8 +335,9 @@ impl Reader {
         if !self.is_tensor_name(name) {
             return Ok(None);
         }
-        // The hot path: the lookup returns the decoded entry, and the view is built once, here
-        // (building it inside the lookup moved it, some 200 bytes, through every layer).
+        // The hot path: the lookup decodes the entry into `e`, here, and the view is built once,
+        // from it (building the view inside the lookup moved it, some 200 bytes, through every
+        // layer).
         let mut e = IndexEntry::default();
         let Some(at) = self.table().get(name, |value, at| {
             Self::decode_entry(&mut e, name, value, at)
