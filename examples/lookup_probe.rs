@@ -4,7 +4,7 @@
 //!
 //! ```sh
 //! cargo run --release --example lookup_probe -- write /tmp/p.pdx 1000000   # tiny tensors
-//! cargo run --release --example lookup_probe -- hot /tmp/p.pdx 1000000
+//! cargo run --release --example lookup_probe -- hot /tmp/p.pdx 1000000    # and safetensors
 //! cargo run --release --example lookup_probe -- open /tmp/p.pdx 500000     # run it a few times
 //! ```
 //!
@@ -26,7 +26,11 @@ fn name(i: usize) -> String {
 
 /// 4096 pseudo-random names of `n`.
 fn sample(n: usize) -> Vec<String> {
-    let mut x = 0x2545_f491_4f6c_dd1du64;
+    sample_seeded(n, 0x2545_f491_4f6c_dd1d)
+}
+
+/// 4096 pseudo-random names of `n`, drawn with seed `x` (not 0).
+fn sample_seeded(n: usize, mut x: u64) -> Vec<String> {
     (0..4096)
         .map(|_| {
             x ^= x << 13;
@@ -54,6 +58,22 @@ fn per_get(names: &[String], mut f: impl FnMut(&str)) -> Duration {
     }
     samples.sort_unstable();
     samples[samples.len() / 2]
+}
+
+/// One way of getting a tensor by name, timed by `hot`.
+type Get<'a> = Box<dyn FnMut(&str) + 'a>;
+
+/// A safetensors file of the same names (empty float32 tensors), in memory.
+fn st_bytes(n: usize) -> Res<Vec<u8>> {
+    let names: Vec<String> = (0..n).map(name).collect();
+    let views = names
+        .iter()
+        .map(|s| {
+            let v = safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![0], &[])?;
+            Ok((s.as_str(), v))
+        })
+        .collect::<Res<Vec<_>>>()?;
+    Ok(safetensors::serialize(views, None)?)
 }
 
 fn main() -> Res<()> {
@@ -106,27 +126,77 @@ fn main() -> Res<()> {
             println!("Reader::get {best:?}");
         }
         "hot" => {
-            let sample = sample(n);
+            // Reader::get, Table::get (hash block), Table::get_by_search and safetensors'
+            // `tensor()`, their batches interleaved so that all four see the same load; each on
+            // its own 4096 random names (on the same names, each would find the lines the one
+            // before it just fetched in the CPU caches).
+            let samples: Vec<Vec<String>> = (1..=4u64)
+                .map(|i| sample_seeded(n, 0x2545_f491_4f6c_dd1d ^ (i << 40)))
+                .collect();
             let r = Reader::open(path)?;
-            let reader = per_get(&sample, |s| {
-                black_box(r.get(s).unwrap().unwrap().data());
-            });
-            let bytes = r.as_bytes();
-            let t = Table::open(bytes, TableReadOptions::default())?;
+            let t = Table::open(r.as_bytes(), TableReadOptions::default())?;
             println!("hash index block: {}", t.has_hash_index()?);
-            let hashed = per_get(&sample, |s| {
-                black_box(t.get(s.as_bytes(), |v, _| v.len()).unwrap().unwrap());
-            });
-            let search = per_get(&sample, |s| {
-                black_box(
-                    t.get_by_search(s.as_bytes(), |v, _| v.len())
-                        .unwrap()
-                        .unwrap(),
+            let st_bytes = st_bytes(n)?;
+            let st = safetensors::SafeTensors::deserialize(&st_bytes)?;
+            let mut gets: [(&str, Get<'_>); 4] = [
+                (
+                    "Reader::get",
+                    Box::new(|s: &str| {
+                        black_box(r.get(s).unwrap().unwrap().data());
+                    }),
+                ),
+                (
+                    "Table::get",
+                    Box::new(|s: &str| {
+                        black_box(t.get(s.as_bytes(), |v, _| v.len()).unwrap().unwrap());
+                    }),
+                ),
+                (
+                    "Table::get_by_search",
+                    Box::new(|s: &str| {
+                        black_box(
+                            t.get_by_search(s.as_bytes(), |v, _| v.len())
+                                .unwrap()
+                                .unwrap(),
+                        );
+                    }),
+                ),
+                (
+                    "safetensors tensor()",
+                    Box::new(|s: &str| {
+                        black_box(st.tensor(s).unwrap().data());
+                    }),
+                ),
+            ];
+            let mut times = vec![Vec::new(); gets.len()];
+            for ((_, g), names) in gets.iter_mut().zip(&samples) {
+                for s in names {
+                    g(s);
+                }
+            }
+            let mut k = 0;
+            for _ in 0..400 {
+                for (((_, g), out), names) in gets.iter_mut().zip(times.iter_mut()).zip(&samples) {
+                    let t0 = Instant::now();
+                    for j in 0..256 {
+                        g(&names[(k + j) % names.len()]);
+                    }
+                    out.push(t0.elapsed() / 256);
+                }
+                k += 256;
+            }
+            let med = |v: &mut Vec<Duration>| {
+                v.sort_unstable();
+                v[v.len() / 2]
+            };
+            let st_med = med(&mut times[3]);
+            for ((label, _), v) in gets.iter().zip(times.iter_mut()) {
+                let m = med(v);
+                println!(
+                    "{label}: {m:?} per get (safetensors / this: {:.2})",
+                    st_med.as_secs_f64() / m.as_secs_f64()
                 );
-            });
-            println!(
-                "Reader::get {reader:?}; Table::get {hashed:?}; Table::get_by_search {search:?}"
-            );
+            }
         }
         "open-loop" => {
             // Open + get 200 times in this process: the page cache and the code are warm, each
@@ -154,19 +224,7 @@ fn main() -> Res<()> {
         }
         "st" => {
             // The same names in a safetensors file, and its hot get (a hash map lookup).
-            let names: Vec<String> = (0..n).map(name).collect();
-            let views = names
-                .iter()
-                .map(|s| {
-                    let v = safetensors::tensor::TensorView::new(
-                        safetensors::Dtype::F32,
-                        vec![0],
-                        &[],
-                    )?;
-                    Ok((s.as_str(), v))
-                })
-                .collect::<Res<Vec<_>>>()?;
-            safetensors::serialize_to_file(views, None, std::path::Path::new(path))?;
+            std::fs::write(path, st_bytes(n)?)?;
             let bytes = std::fs::read(path)?;
             let st = safetensors::SafeTensors::deserialize(&bytes)?;
             let sample = sample(n);

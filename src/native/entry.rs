@@ -93,8 +93,16 @@ impl IndexEntry {
     /// Unknown fields are skipped; malformed wire data, negative sizes, a negative or unknown-rank
     /// shape, and more than `max_rank` dimensions are errors.
     pub fn decode(buf: &[u8], at: u64, max_rank: usize) -> Result<IndexEntry> {
-        let bad = |detail: &str| Error::corrupt("index entry", at, detail.to_string());
         let mut e = IndexEntry::default();
+        e.decode_into(buf, at, max_rank)?;
+        Ok(e)
+    }
+
+    /// [`IndexEntry::decode`] into `self`, which must be `IndexEntry::default()` (the lookup
+    /// decodes the entry where the view is built from, so that it is not moved).
+    pub(crate) fn decode_into(&mut self, buf: &[u8], at: u64, max_rank: usize) -> Result<()> {
+        let bad = |detail: &str| Error::corrupt("index entry", at, detail.to_string());
+        let e = self;
         let mut pos = 0usize;
         while pos < buf.len() {
             let (tag, p) = pbwire::read_tag(buf, pos).ok_or_else(|| bad("bad field tag"))?;
@@ -138,7 +146,7 @@ impl IndexEntry {
                     let (body, p) = pbwire::read_bytes(buf, p, len)
                         .ok_or_else(|| bad("field runs past the entry"))?;
                     if tag.field == 2 {
-                        e.shape = decode_shape(body, at, max_rank)?;
+                        decode_shape(&mut e.shape, body, at, max_rank)?;
                     } else {
                         e.num_slices = e.num_slices.saturating_add(1);
                     }
@@ -149,7 +157,7 @@ impl IndexEntry {
                     .ok_or_else(|| bad("malformed unknown field"))?,
             };
         }
-        Ok(e)
+        Ok(())
     }
 
     /// The tensor's element count (1 for a scalar), or `None` on overflow.
@@ -256,9 +264,10 @@ fn decode_slice(buf: &[u8], rank: usize) -> std::result::Result<Vec<Extent>, Str
     Ok(extents)
 }
 
-fn decode_shape(buf: &[u8], at: u64, max_rank: usize) -> Result<Dims> {
+fn decode_shape(dims: &mut Dims, buf: &[u8], at: u64, max_rank: usize) -> Result<()> {
     let bad = |detail: String| Error::corrupt("index entry shape", at, detail);
-    let mut dims = Dims::new();
+    // A repeated shape field: the last one wins.
+    dims.clear();
     let mut pos = 0usize;
     while pos < buf.len() {
         let (tag, p) = pbwire::read_tag(buf, pos).ok_or_else(|| bad("bad tag".into()))?;
@@ -306,7 +315,7 @@ fn decode_shape(buf: &[u8], at: u64, max_rank: usize) -> Result<Dims> {
             }
         };
     }
-    Ok(dims)
+    Ok(())
 }
 
 #[cfg(test)]

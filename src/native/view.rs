@@ -25,6 +25,27 @@ pub(super) struct SlicePiece {
     pub(super) start: Dims,
 }
 
+/// The error for tensor data (`len` bytes at `offset`, of the tensor shown as `shown`) whose
+/// CRC32C is `computed` where `stored` was stored.
+#[cold]
+pub(super) fn data_crc_mismatch(
+    shown: String,
+    offset: u64,
+    len: usize,
+    stored: u32,
+    computed: u32,
+) -> Error {
+    Error::ChecksumMismatch {
+        what: "tensor data",
+        name: Some(shown),
+        offset,
+        len: len as u64,
+        stored,
+        computed,
+        context: None,
+    }
+}
+
 /// A zero-copy view of one stored tensor inside a [`Reader`](crate::Reader)'s file: a whole
 /// tensor, or one slice of a tensor stored in slices ([`TensorView::slice_start`]).
 #[derive(Clone, Debug)]
@@ -171,15 +192,13 @@ impl<'a> TensorView<'a> {
     pub(crate) fn check_computed_crc(&self, computed: u32) -> Result<()> {
         let stored = unmask_crc(self.crc32c);
         if computed != stored {
-            return Err(Error::ChecksumMismatch {
-                what: "tensor data",
-                name: Some(self.display_name()),
-                offset: self.data_offset,
-                len: self.data.len() as u64,
+            return Err(data_crc_mismatch(
+                self.display_name(),
+                self.data_offset,
+                self.data.len(),
                 stored,
                 computed,
-                context: None,
-            });
+            ));
         }
         Ok(())
     }

@@ -151,6 +151,23 @@ struct BlockRuns {
     entries_end: usize,
 }
 
+/// Most cache lines of a restart run [`touch_lines`] touches.
+const TOUCH_LINES: usize = 32;
+
+/// Reads one byte of each 64-byte line of `span` (its first [`TOUCH_LINES`] lines), so that a
+/// run of entries about to be scanned is fetched from memory all at once: the scan finds each
+/// entry's position from the one before, so the lines it misses on would otherwise be waited
+/// for one after the other.
+#[inline]
+fn touch_lines(span: &[u8]) {
+    let x = span
+        .iter()
+        .step_by(64)
+        .take(TOUCH_LINES)
+        .fold(0u8, |x, &b| x ^ b);
+    std::hint::black_box(x);
+}
+
 /// Extent of a block and its trailer (exclusive end), if it does not overflow.
 fn block_end(h: &BlockHandle) -> Option<u64> {
     h.offset
@@ -767,6 +784,7 @@ impl<'a> Table<'a> {
                 .restarts
                 .get(c.restart + 1)
                 .map_or(runs.entries_end, |&r| r as usize);
+            touch_lines(bytes.get(start as usize..end).unwrap_or_default());
             let lay = Layout::known(
                 runs.entries_end,
                 runs.restarts.len(),
