@@ -408,14 +408,12 @@ fn pir_dtype(name: &str) -> Option<DType> {
 /// As [`load_program`].
 pub fn parse_pir_json(bytes: &[u8], path: &Path) -> Result<Vec<ParamDecl>> {
     let mut params = Vec::new();
-    // serde_json bounds its recursion (128 levels), so hostile nesting cannot overflow the
-    // stack; `Skip` goes through the same bound, so it refuses what a `Value` parse refuses.
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    let top = Read(Top {
-        params: &mut params,
-    })
-    .deserialize(&mut de)
-    .and_then(|top| de.end().map(|()| top))
+    // UTF-8 checked once for the whole text spares serde_json checking each string
+    // (`from_str`); a text that is not UTF-8 goes through `from_slice`, which says where.
+    let top = match std::str::from_utf8(bytes) {
+        Ok(text) => read_json(serde_json::Deserializer::from_str(text), &mut params),
+        Err(_) => read_json(serde_json::Deserializer::from_slice(bytes), &mut params),
+    }
     .map_err(|e| corrupt(path, format!("not valid JSON: {e}")))?;
     if !top.pir {
         return Err(corrupt(
@@ -428,6 +426,18 @@ pub fn parse_pir_json(bytes: &[u8], path: &Path) -> Result<Vec<ParamDecl>> {
         Some(Err(missing)) => Err(corrupt(path, missing)),
         Some(Ok(())) => finish(params, path),
     }
+}
+
+/// Reads a whole JSON text as [`Top`], as `serde_json::from_slice` would.
+fn read_json<'de, R: serde_json::de::Read<'de>>(
+    mut de: serde_json::Deserializer<R>,
+    params: &mut Vec<ParamDecl>,
+) -> serde_json::Result<TopOut> {
+    // serde_json bounds its recursion (128 levels), so hostile nesting cannot overflow the
+    // stack; `Skip` goes through the same bound, so it refuses what a `Value` parse refuses.
+    let top = Read(Top { params }).deserialize(&mut de)?;
+    de.end()?;
+    Ok(top)
 }
 
 /// What the first region, block or op (in document order) that breaks a rule lacks.
