@@ -15,9 +15,8 @@
 //! so [`Program::params`] is sorted. The program's declared dtype and dims are kept, where it
 //! states them, to cross-check each record.
 
-use std::path::{Path, PathBuf};
-
 use std::borrow::Cow;
+use std::path::{Path, PathBuf};
 
 use prost::Message;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
