@@ -202,6 +202,31 @@ class SafeOpen:
         only that region."""
         return SafeSlice(self, name)
 
+    def _load_all(self, make: Any, threads: int = 0) -> Optional[Dict[Name, Any]]:
+        """Every tensor of a paramdex file or sharded checkpoint, in ``keys()`` order, copied in
+        parallel (``threads``; 0: one per core) into buffers ``make(kind, shape, nbytes)``
+        allocates, each tensor's checksum checked as it is copied, without the GIL. ``make``
+        returns (the tensor handed out, a writable C-contiguous numpy array of its bytes).
+        Tensors stored in slices come from :meth:`get_tensor`. None for other stores."""
+        listed = self._store.native_tensors()
+        if listed is None:
+            return None
+        out: Dict[Name, Any] = {}
+        names, bufs, sliced = [], [], []
+        for name, kind, shape, nbytes, whole in listed:
+            key = _name_out(name)
+            if whole:
+                out[key], buf = make(kind, shape, nbytes)
+                names.append(name)
+                bufs.append(buf)
+            else:
+                out[key] = None
+                sliced.append(key)
+        self._store.load_into(names, bufs, threads)
+        for key in sliced:
+            out[key] = self.get_tensor(key)
+        return out
+
     def _mapping_range(self) -> Optional[Tuple[int, int]]:
         """(first address, end address) of a native file's memory map (tests)."""
         r = self._store.mapping_range()

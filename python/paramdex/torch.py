@@ -151,8 +151,28 @@ def save_file(
             w._w.add(name, kind, shape, a)
 
 
-def load_file(filename: Any, device: str = "cpu", checksums: bool = True) -> Dict[Name, Any]:
+def _alloc(kind: str, shape: List[int], nbytes: int) -> Tuple[Any, np.ndarray]:
+    """(the tensor handed out, a numpy array of its bytes) of a tensor ``load_file`` copies."""
+    t = torch.empty(tuple(shape), dtype=_torch_dtype(kind))
+    if t.nbytes != nbytes:
+        raise ValueError(f"a {kind} tensor of shape {shape} cannot hold {nbytes} bytes")
+    return t, t.reshape(-1).view(torch.uint8).numpy()
+
+
+def load_file(filename: Any, device: str = "cpu", checksums: bool = True, threads: int = 0) -> Dict[Name, Any]:
     """Every tensor of ``filename`` (any format paramdex reads) as torch tensors.
-    ``checksums=False``: see :func:`paramdex.safe_open`."""
+
+    A paramdex file or sharded checkpoint with ``checksums=True`` (the default) is copied into
+    new tensors (``torch.empty``) on ``threads`` threads (0: one per core), every tensor's
+    checksum checked as it is copied, without the GIL. With ``checksums=False`` (files already
+    checked with ``verify()``), and for other formats, tensors come as
+    :meth:`paramdex.SafeOpen.get_tensor` gives them (over a copy-on-write mapping of the file
+    where possible: see this module's docstring)."""
     with safe_open(filename, framework="pt", device=device, checksums=checksums) as f:
+        if checksums:
+            out = f._load_all(_alloc, threads)
+            if out is not None:
+                if device != "cpu":
+                    out = {k: v.to(device) for k, v in out.items()}
+                return out
         return {name: f.get_tensor(name) for name in f.keys()}
