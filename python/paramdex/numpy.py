@@ -38,17 +38,19 @@ def _alloc(kind: str, shape: List[int], nbytes: int) -> Tuple[np.ndarray, np.nda
     return to_numpy(kind, shape, buf), buf
 
 
-def load_file(filename: Any, checksums: bool = True, threads: int = 0) -> Dict[Name, np.ndarray]:
+def load_file(
+    filename: Any, checksums: bool = True, threads: int = 0, copy: bool = False
+) -> Dict[Name, np.ndarray]:
     """Every tensor of ``filename`` (any format paramdex reads) as numpy arrays.
 
-    A paramdex file or sharded checkpoint with ``checksums=True`` (the default) is copied into
-    new, writable arrays on ``threads`` threads (0: one per core), every tensor's checksum
-    checked as it is copied, without the GIL. With ``checksums=False`` (files already checked
-    with ``verify()``), and for other formats, the arrays are read-only views of the mapping
-    where the format allows, else copies (see :func:`paramdex.safe_open`)."""
+    By default: read-only views of the mapping where the format allows, else copies (see
+    :func:`paramdex.safe_open`); a paramdex file's or sharded checkpoint's checksums are all
+    checked first, on ``threads`` threads (0: one per core), unless ``checksums=False``.
+    ``copy=True``: a paramdex file or sharded checkpoint is copied into new, writable arrays
+    on ``threads`` threads, every checksum checked as it is copied, without the GIL."""
     with safe_open(filename, framework="np", checksums=checksums) as f:
-        if checksums:
+        if copy:
             out = f._load_all(_alloc, threads)
             if out is not None:
                 return out
-        return {name: f.get_tensor(name) for name in f.keys()}
+        return f._get_all(threads)

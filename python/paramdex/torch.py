@@ -159,20 +159,22 @@ def _alloc(kind: str, shape: List[int], nbytes: int) -> Tuple[Any, np.ndarray]:
     return t, t.reshape(-1).view(torch.uint8).numpy()
 
 
-def load_file(filename: Any, device: str = "cpu", checksums: bool = True, threads: int = 0) -> Dict[Name, Any]:
+def load_file(
+    filename: Any, device: str = "cpu", checksums: bool = True, threads: int = 0, copy: bool = False
+) -> Dict[Name, Any]:
     """Every tensor of ``filename`` (any format paramdex reads) as torch tensors.
 
-    A paramdex file or sharded checkpoint with ``checksums=True`` (the default) is copied into
-    new tensors (``torch.empty``) on ``threads`` threads (0: one per core), every tensor's
-    checksum checked as it is copied, without the GIL. With ``checksums=False`` (files already
-    checked with ``verify()``), and for other formats, tensors come as
-    :meth:`paramdex.SafeOpen.get_tensor` gives them (over a copy-on-write mapping of the file
-    where possible: see this module's docstring)."""
+    By default the tensors of a paramdex file or sharded checkpoint are zero-copy (over a
+    copy-on-write mapping of the file: see this module's docstring), every tensor's checksum
+    checked first, on ``threads`` threads (0: one per core). ``checksums=False`` skips that
+    check (files already checked with ``verify()``). ``copy=True`` copies them instead into
+    new tensors (``torch.empty``) on ``threads`` threads, every checksum checked as it is
+    copied, without the GIL: tensors that own their memory, independent of the file. Other
+    formats: as :meth:`paramdex.SafeOpen.get_tensor` gives them. Which is faster is measured in
+    BENCHMARKS.md ("Python (issue 18)")."""
     with safe_open(filename, framework="pt", device=device, checksums=checksums) as f:
-        if checksums:
+        if copy:
             out = f._load_all(_alloc, threads)
             if out is not None:
-                if device != "cpu":
-                    out = {k: v.to(device) for k, v in out.items()}
-                return out
-        return {name: f.get_tensor(name) for name in f.keys()}
+                return out if device == "cpu" else {k: v.to(device) for k, v in out.items()}
+        return f._get_all(threads)

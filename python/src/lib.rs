@@ -337,30 +337,6 @@ impl ArrayBytes {
         Ok(out)
     }
 
-    /// Asks Linux to back the whole 2 MiB pages inside the bytes with transparent huge pages
-    /// (`MADV_HUGEPAGE`; a hint: failures are ignored, and other systems do nothing). A new
-    /// buffer's pages are then faulted in 2 MiB at a time as a load first writes them, not
-    /// 4 KiB at a time: that fault cost was most of a parallel load's time into new tensors
-    /// (BENCHMARKS.md, "Python (issue 18)").
-    fn advise_huge_pages(&self) {
-        #[cfg(target_os = "linux")]
-        {
-            const HUGE: usize = 2 << 20;
-            let Some(lo) = self.addr.checked_next_multiple_of(HUGE) else {
-                return;
-            };
-            let hi = self.addr.saturating_add(self.len) / HUGE * HUGE;
-            if hi > lo {
-                // SAFETY: `lo..hi` lies inside the array's bytes, which the caller keeps alive;
-                // MADV_HUGEPAGE changes only how the kernel backs the pages (their contents
-                // and validity stay as they are), and its result is a hint we may ignore.
-                unsafe {
-                    libc::madvise(lo as *mut libc::c_void, hi - lo, libc::MADV_HUGEPAGE);
-                }
-            }
-        }
-    }
-
     /// The bytes, to be written. The caller holds a reference to the array object for as long
     /// as it uses them, made them with [`ArrayBytes::writable`] (writable, no two overlapping),
     /// and takes each one's slice once.
@@ -697,9 +673,6 @@ impl Store {
         };
         // `arrays` is held (borrowed from the caller) for the whole call.
         py.detach(|| {
-            for b in &bytes {
-                b.advise_huge_pages();
-            }
             let mut dst: Vec<&mut [u8]> = bytes.iter().map(ArrayBytes::slice_mut).collect();
             r.load_into(&names, &mut dst, &opts)
         })
