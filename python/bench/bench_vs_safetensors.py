@@ -51,8 +51,10 @@ def fsync_file(path):
         os.close(dfd)
 
 
-# One timed load in a fresh interpreter: prints the seconds from before the load to after it
-# (and the sum of every value, when asked), imports excluded.
+# One timed load in a fresh interpreter: prints the wall seconds from before the load to after
+# it (and the sum of every value, when asked), imports excluded, and the process's CPU seconds
+# (user + system, every thread) over the same span: on a shared machine the wall time is mostly
+# the share of the CPUs the run got, the CPU time what the load cost.
 CHILD = r"""
 import json, sys, time
 lib, fw, how, path, touch, kw = sys.argv[1:7]
@@ -63,7 +65,10 @@ if lib == "st":
     import safetensors as mod, safetensors.numpy as mnp, safetensors.torch as mpt
 else:
     import paramdex as mod, paramdex.numpy as mnp, paramdex.torch as mpt
+import resource
 float(torch.ones(1 << 16).sum())  # torch's thread pool started before the clock
+r = resource.getrusage(resource.RUSAGE_SELF)
+cpu0 = r.ru_utime + r.ru_stime
 t0 = time.perf_counter()
 if how == "load_file":
     out = (mnp if fw == "np" else mpt).load_file(path, **kw)
@@ -77,20 +82,31 @@ if touch == "1":
         s = sum(float(v.sum(dtype=np.float64)) for v in out.values())
     else:
         s = sum(float(v.sum()) for v in out.values())
-print(time.perf_counter() - t0)
+r = resource.getrusage(resource.RUSAGE_SELF)  # every thread's, since cpu0
+print(time.perf_counter() - t0, r.ru_utime + r.ru_stime - cpu0)
 """
+
+
+class Timing(float):
+    """Median wall seconds, with the median CPU seconds (user + system, every thread) beside."""
+
+    cpu = 0.0
 
 
 def fresh(lib, fw, how, path, touch, kw, repeat):
     """Median seconds of ``repeat`` loads, each in a new interpreter."""
-    times = []
+    walls, cpus = [], []
     for _ in range(repeat):
         out = subprocess.run(
             [sys.executable, "-c", CHILD, lib, fw, how, path, "1" if touch else "0", json.dumps(kw)],
             check=True, capture_output=True, text=True,
         ).stdout
-        times.append(float(out.split()[-1]))
-    return statistics.median(times)
+        wall, cpu = out.split()[-2:]
+        walls.append(float(wall))
+        cpus.append(float(cpu))
+    t = Timing(statistics.median(walls))
+    t.cpu = statistics.median(cpus)
+    return t
 
 
 def fmt(s):
@@ -108,6 +124,7 @@ def main():
     ap.add_argument("--model-mib", type=int, default=1740)
     ap.add_argument("--tensors", type=int, default=200)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--load-repeat", type=int, default=5, help="fresh interpreters per load timing")
     args = ap.parse_args()
 
     import safetensors
@@ -117,13 +134,14 @@ def main():
     import paramdex.numpy as pdn
 
     work = tempfile.mkdtemp(dir=args.dir, prefix="pdx-bench-")
-    print("| operation | safetensors | paramdex | paramdex speed-up |")
-    print("|---|---|---|---|", flush=True)
+    print("| operation | safetensors | paramdex | paramdex speed-up | CPU time, safetensors / paramdex |")
+    print("|---|---|---|---|---|", flush=True)
 
     class Rows(list):
         def append(self, row):
             name, a, b = row
-            print(f"| {name} | {fmt(a)} | {fmt(b)} | {a / b:.2f}× |", flush=True)
+            cpu = f"{fmt(a.cpu)} / {fmt(b.cpu)}" if isinstance(a, Timing) else ""
+            print(f"| {name} | {fmt(a)} | {fmt(b)} | {a / b:.2f}× | {cpu} |", flush=True)
             super().append(row)
 
     rows = Rows()
@@ -174,9 +192,9 @@ def main():
         gib = f"{total / (1 << 30):.2f} GiB"
         for fw, label in (("np", "numpy"), ("pt", "torch")):
             def both(how, touch, variants, title):
-                a = fresh("st", fw, how, sp, touch, {}, args.repeat)
+                a = fresh("st", fw, how, sp, touch, {}, args.load_repeat)
                 for i, (kw, what) in enumerate(variants):
-                    b = fresh("pdx", fw, how, pp, touch, kw, args.repeat)
+                    b = fresh("pdx", fw, how, pp, touch, kw, args.load_repeat)
                     rows.append((title if i == 0 else f"the same, paramdex {what}", a, b))
 
             both("get", True, [({}, ""), ({"checksums": False}, "with checksums=False")],
