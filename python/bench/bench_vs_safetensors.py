@@ -57,10 +57,12 @@ def fsync_file(path):
 # the share of the CPUs the run got, the CPU time what the load cost.
 CHILD = r"""
 import json, sys, time
-lib, fw, how, path, touch, kw = sys.argv[1:7]
+lib, fw, how, path, touch, kw, threads = sys.argv[1:8]
 kw = json.loads(kw)
 import numpy as np
 import torch
+if int(threads):
+    torch.set_num_threads(int(threads))
 if lib == "st":
     import safetensors as mod, safetensors.numpy as mnp, safetensors.torch as mpt
 else:
@@ -93,12 +95,14 @@ class Timing(float):
     cpu = 0.0
 
 
-def fresh(lib, fw, how, path, touch, kw, repeat):
-    """Median seconds of ``repeat`` loads, each in a new interpreter."""
+def fresh(lib, fw, how, path, touch, kw, repeat, torch_threads=0):
+    """Median seconds of ``repeat`` loads, each in a new interpreter (torch's intra-op threads
+    set to ``torch_threads`` unless 0)."""
     walls, cpus = [], []
     for _ in range(repeat):
         out = subprocess.run(
-            [sys.executable, "-c", CHILD, lib, fw, how, path, "1" if touch else "0", json.dumps(kw)],
+            [sys.executable, "-c", CHILD, lib, fw, how, path, "1" if touch else "0", json.dumps(kw),
+             str(torch_threads)],
             check=True, capture_output=True, text=True,
         ).stdout
         wall, cpu = out.split()[-2:]
@@ -125,6 +129,9 @@ def main():
     ap.add_argument("--tensors", type=int, default=200)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--load-repeat", type=int, default=5, help="fresh interpreters per load timing")
+    ap.add_argument("--frameworks", default="np,pt", help="the load rows' frameworks (np, pt)")
+    ap.add_argument("--torch-threads", type=int, default=0,
+                    help="torch.set_num_threads in the load children (0: torch's default)")
     args = ap.parse_args()
 
     import safetensors
@@ -191,10 +198,12 @@ def main():
         # would hide by reusing the memory the previous iteration freed.
         gib = f"{total / (1 << 30):.2f} GiB"
         for fw, label in (("np", "numpy"), ("pt", "torch")):
+            if fw not in args.frameworks.split(","):
+                continue
             def both(how, touch, variants, title):
-                a = fresh("st", fw, how, sp, touch, {}, args.load_repeat)
+                a = fresh("st", fw, how, sp, touch, {}, args.load_repeat, args.torch_threads)
                 for i, (kw, what) in enumerate(variants):
-                    b = fresh("pdx", fw, how, pp, touch, kw, args.load_repeat)
+                    b = fresh("pdx", fw, how, pp, touch, kw, args.load_repeat, args.torch_threads)
                     rows.append((title if i == 0 else f"the same, paramdex {what}", a, b))
 
             both("get", True, [({}, ""), ({"checksums": False}, "with checksums=False")],
