@@ -605,7 +605,7 @@ impl Store {
 
     /// For a paramdex file or sharded checkpoint: (name, kind, shape, nbytes, whole) of every
     /// tensor in bytewise name order, `whole` False for a tensor stored in slices (its shape
-    /// and nbytes then 0 and `[]`: `load` assembles it); None for other stores.
+    /// then `[]` and its nbytes 0: `load` assembles it); None for other stores.
     #[allow(clippy::type_complexity)]
     fn native_tensors<'py>(
         &self,
