@@ -185,7 +185,10 @@ class SafeOpen:
         numpy: a read-only view of the file's mapping where the format stores the tensor as
         one run of bytes in a local file (paramdex, safetensors, Paddle, aligned TensorFlow
         data), else one copy (writable). torch: see :mod:`paramdex.torch`."""
-        kind, shape, data = self._store.load(name, self._checksums)
+        return self._get(name, self._checksums)
+
+    def _get(self, name: Name, checksums: bool) -> Any:
+        kind, shape, data = self._store.load(name, checksums)
         if self._framework == "np":
             return to_numpy(kind, shape, data)
         if self._framework == "pt":
@@ -201,6 +204,42 @@ class SafeOpen:
         """A lazy handle on tensor ``name``: index it numpy-style (``[1:3, ..., 0]``) to read
         only that region."""
         return SafeSlice(self, name)
+
+    def _load_all(self, make: Any, threads: int = 0) -> Optional[Dict[Name, Any]]:
+        """Every tensor of a paramdex file or sharded checkpoint, in ``keys()`` order, copied in
+        parallel (``threads``; 0: one per core) into buffers ``make(kind, shape, nbytes)``
+        allocates, each tensor's checksum checked as it is copied, without the GIL. ``make``
+        returns (the tensor handed out, a writable C-contiguous numpy array of its bytes).
+        Tensors stored in slices come from :meth:`get_tensor`. None for other stores."""
+        listed = self._store.native_tensors()
+        if listed is None:
+            return None
+        out: Dict[Name, Any] = {}
+        names, bufs, sliced = [], [], []
+        for name, kind, shape, nbytes, whole in listed:
+            key = _name_out(name)
+            if whole:
+                out[key], buf = make(kind, shape, nbytes)
+                names.append(name)
+                bufs.append(buf)
+            else:
+                out[key] = None
+                sliced.append(key)
+        self._store.load_into(names, bufs, threads)
+        for key in sliced:
+            out[key] = self.get_tensor(key)
+        return out
+
+    def _get_all(self, threads: int = 0) -> Dict[Name, Any]:
+        """``get_tensor`` of every name, in ``keys()`` order. With checksums on, a paramdex file
+        or sharded checkpoint is verified first on ``threads`` threads (0: one per core; every
+        checksum, the data's included), and its tensors are then handed out without a second
+        pass over their data."""
+        checked = self._checksums
+        if checked and self._store.mapping_range() is not None:
+            self._store.verify(threads)
+            checked = False
+        return {k: self._get(k, checked) for k in self.keys()}
 
     def _mapping_range(self) -> Optional[Tuple[int, int]]:
         """(first address, end address) of a native file's memory map (tests)."""

@@ -7,11 +7,12 @@ fsync before the rename.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
 from . import Writer, safe_open
+from ._convert import to_numpy
 
 Name = Union[str, bytes]
 
@@ -31,9 +32,25 @@ def save_file(
             w.add(name, array)
 
 
-def load_file(filename: Any, checksums: bool = True) -> Dict[Name, np.ndarray]:
-    """Every tensor of ``filename`` (any format paramdex reads) as numpy arrays: read-only views
-    of the mapping where the format allows, else copies. ``checksums=False``: see
-    :func:`paramdex.safe_open`."""
+def _alloc(kind: str, shape: List[int], nbytes: int) -> Tuple[np.ndarray, np.ndarray]:
+    """(the array handed out, its bytes) of a tensor that ``load_file`` copies."""
+    buf = np.empty(nbytes, np.uint8)
+    return to_numpy(kind, shape, buf), buf
+
+
+def load_file(
+    filename: Any, checksums: bool = True, threads: int = 0, copy: bool = False
+) -> Dict[Name, np.ndarray]:
+    """Every tensor of ``filename`` (any format paramdex reads) as numpy arrays.
+
+    By default: read-only views of the mapping where the format allows, else copies (see
+    :func:`paramdex.safe_open`); a paramdex file's or sharded checkpoint's checksums are all
+    checked first, on ``threads`` threads (0: one per core), unless ``checksums=False``.
+    ``copy=True``: a paramdex file or sharded checkpoint is copied into new, writable arrays
+    on ``threads`` threads, every checksum checked as it is copied, without the GIL."""
     with safe_open(filename, framework="np", checksums=checksums) as f:
-        return {name: f.get_tensor(name) for name in f.keys()}
+        if copy:
+            out = f._load_all(_alloc, threads)
+            if out is not None:
+                return out
+        return f._get_all(threads)

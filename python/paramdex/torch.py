@@ -151,8 +151,30 @@ def save_file(
             w._w.add(name, kind, shape, a)
 
 
-def load_file(filename: Any, device: str = "cpu", checksums: bool = True) -> Dict[Name, Any]:
+def _alloc(kind: str, shape: List[int], nbytes: int) -> Tuple[Any, np.ndarray]:
+    """(the tensor handed out, a numpy array of its bytes) of a tensor ``load_file`` copies."""
+    t = torch.empty(tuple(shape), dtype=_torch_dtype(kind))
+    if t.nbytes != nbytes:
+        raise ValueError(f"a {kind} tensor of shape {shape} cannot hold {nbytes} bytes")
+    return t, t.reshape(-1).view(torch.uint8).numpy()
+
+
+def load_file(
+    filename: Any, device: str = "cpu", checksums: bool = True, threads: int = 0, copy: bool = False
+) -> Dict[Name, Any]:
     """Every tensor of ``filename`` (any format paramdex reads) as torch tensors.
-    ``checksums=False``: see :func:`paramdex.safe_open`."""
+
+    By default the tensors of a paramdex file or sharded checkpoint are zero-copy (over a
+    copy-on-write mapping of the file: see this module's docstring), every tensor's checksum
+    checked first, on ``threads`` threads (0: one per core). ``checksums=False`` skips that
+    check (files already checked with ``verify()``). ``copy=True`` copies them instead into
+    new tensors (``torch.empty``) on ``threads`` threads, every checksum checked as it is
+    copied, without the GIL: tensors that own their memory, independent of the file. Other
+    formats: as :meth:`paramdex.SafeOpen.get_tensor` gives them. Which is faster is measured in
+    BENCHMARKS.md ("Python (issue 18)")."""
     with safe_open(filename, framework="pt", device=device, checksums=checksums) as f:
-        return {name: f.get_tensor(name) for name in f.keys()}
+        if copy:
+            out = f._load_all(_alloc, threads)
+            if out is not None:
+                return out if device == "cpu" else {k: v.to(device) for k, v in out.items()}
+        return f._get_all(threads)

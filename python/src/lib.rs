@@ -285,11 +285,12 @@ fn dtype_of(name: &str) -> PyResult<DType> {
         .ok_or_else(|| PyValueError::new_err(format!("paramdex has no dtype named {name}")))
 }
 
-/// The bytes of a C-contiguous numpy array (the Python side makes it so), read in place through
-/// its `__array_interface__`.
+/// The bytes of a C-contiguous numpy array (the Python side makes it so), read (or, when it is
+/// writable, written) in place through its `__array_interface__`.
 struct ArrayBytes {
     addr: usize,
     len: usize,
+    readonly: bool,
 }
 
 impl ArrayBytes {
@@ -301,9 +302,54 @@ impl ArrayBytes {
                 "the array must be C-contiguous (numpy.ascontiguousarray)",
             ));
         }
-        let (addr, _ro): (usize, bool) = ai.get_item("data")?.extract()?;
+        let (addr, readonly): (usize, bool) = ai.get_item("data")?.extract()?;
         let len: usize = array.getattr("nbytes")?.extract()?;
-        Ok(ArrayBytes { addr, len })
+        Ok(ArrayBytes {
+            addr,
+            len,
+            readonly,
+        })
+    }
+
+    /// The bytes of `arrays`, to be written: refused unless every array is writable and no two
+    /// share a byte (so the mutable slices [`ArrayBytes::slice_mut`] makes never alias).
+    fn writable(arrays: &[Bound<'_, PyAny>]) -> PyResult<Vec<ArrayBytes>> {
+        let out = arrays
+            .iter()
+            .map(ArrayBytes::of)
+            .collect::<PyResult<Vec<_>>>()?;
+        if out.iter().any(|a| a.readonly) {
+            return Err(PyValueError::new_err(
+                "the arrays to load into must be writable",
+            ));
+        }
+        let mut spans: Vec<(usize, usize)> = out
+            .iter()
+            .filter(|a| a.len > 0)
+            .map(|a| (a.addr, a.addr.saturating_add(a.len)))
+            .collect();
+        spans.sort_unstable();
+        if spans.windows(2).any(|w| w[1].0 < w[0].1) {
+            return Err(PyValueError::new_err(
+                "the arrays to load into must not overlap",
+            ));
+        }
+        Ok(out)
+    }
+
+    /// The bytes, to be written. The caller holds a reference to the array object for as long
+    /// as it uses them, made them with [`ArrayBytes::writable`] (writable, no two overlapping),
+    /// and takes each one's slice once.
+    #[allow(clippy::mut_from_ref)]
+    fn slice_mut(&self) -> &mut [u8] {
+        if self.len == 0 {
+            return &mut [];
+        }
+        // SAFETY: `addr`/`len` are the data pointer and byte length numpy reports for a
+        // writable C-contiguous array that the caller keeps alive (and so unresized) while the
+        // slice is used; `ArrayBytes::writable` refused overlapping arrays and each slice is
+        // taken once, so no other reference to these bytes exists on the Rust side.
+        unsafe { std::slice::from_raw_parts_mut(self.addr as *mut u8, self.len) }
     }
 
     /// The bytes. The caller holds a reference to the array object for as long as it uses
@@ -555,6 +601,82 @@ impl Store {
         let s = self.get()?;
         let loc = py.detach(|| s.data_location(&n)).py()?;
         Ok(loc.map(|l| (l.path.to_string_lossy().into_owned(), l.offset, l.len)))
+    }
+
+    /// For a paramdex file or sharded checkpoint: (name, kind, shape, nbytes, whole) of every
+    /// tensor in bytewise name order, `whole` False for a tensor stored in slices (its shape
+    /// then `[]` and its nbytes 0: `load` assembles it); None for other stores.
+    #[allow(clippy::type_complexity)]
+    fn native_tensors<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> PyResult<Option<Vec<(Bound<'py, PyBytes>, &'static str, Vec<u64>, u64, bool)>>> {
+        let s = self.get()?;
+        let Some(r) = s.as_native() else {
+            return Ok(None);
+        };
+        let listed = py
+            .detach(
+                || -> paramdex::Result<Vec<(Vec<u8>, DType, Vec<u64>, u64, bool)>> {
+                    let mut out: Vec<(Vec<u8>, DType, Vec<u64>, u64, bool)> = Vec::new();
+                    for v in r.iter() {
+                        let v = v?;
+                        if v.slice_start().is_some() {
+                            // One entry per tensor, however many slices hold it.
+                            if out.last().is_none_or(|l| l.0 != v.name()) {
+                                out.push((v.name().to_vec(), v.dtype(), Vec::new(), 0, false));
+                            }
+                        } else {
+                            let n = v.data().len() as u64;
+                            out.push((v.name().to_vec(), v.dtype(), v.shape().to_vec(), n, true));
+                        }
+                    }
+                    Ok(out)
+                },
+            )
+            .py()?;
+        Ok(Some(
+            listed
+                .into_iter()
+                .map(|(n, d, shape, nbytes, whole)| {
+                    (PyBytes::new(py, &n), d.name(), shape, nbytes, whole)
+                })
+                .collect(),
+        ))
+    }
+
+    /// Copies the tensors `names` (stored whole in a paramdex file or sharded checkpoint) into
+    /// `arrays` (writable C-contiguous numpy arrays, `arrays[i]` exactly as long in bytes as
+    /// tensor `names[i]`, none overlapping), on `threads` threads (0: one per core), checking
+    /// every tensor's CRC32C as it is copied (`Reader::load_into`), without the GIL. The
+    /// arrays must not be resized or freed by another thread meanwhile (the caller made them).
+    #[pyo3(signature = (names, arrays, threads = 0))]
+    fn load_into(
+        &self,
+        py: Python<'_>,
+        names: Vec<Bound<'_, PyAny>>,
+        arrays: Vec<Bound<'_, PyAny>>,
+        threads: usize,
+    ) -> PyResult<()> {
+        let s = self.get()?;
+        let Some(r) = s.as_native() else {
+            return Err(PyValueError::new_err(format!(
+                "{} is not a paramdex file or sharded checkpoint",
+                self.path
+            )));
+        };
+        let names = names.iter().map(name_bytes).collect::<PyResult<Vec<_>>>()?;
+        let bytes = ArrayBytes::writable(&arrays)?;
+        let opts = paramdex::LoadOptions {
+            threads,
+            ..paramdex::LoadOptions::default()
+        };
+        // `arrays` is held (borrowed from the caller) for the whole call.
+        py.detach(|| {
+            let mut dst: Vec<&mut [u8]> = bytes.iter().map(ArrayBytes::slice_mut).collect();
+            r.load_into(&names, &mut dst, &opts)
+        })
+        .py()
     }
 
     /// (address, length) of the native file's memory map, or None for other stores.

@@ -13,6 +13,8 @@ from paramdex import _paramdex
 from paramdex._convert import numpy_dtype
 from paramdex.numpy import load_file, save_file
 
+from conftest import DATA
+
 ALL = [name for name, _ in _paramdex.dtypes()]
 
 
@@ -364,3 +366,87 @@ def test_sharded_checkpoints_read_through_safe_open(tmp_path):
                 assert (f.get_tensor(k) == v).all()
                 assert (f.get_slice(k)[1:3, ::4] == v[1:3, ::4]).all()
             assert f.verify().tensors == len(want)
+
+
+def test_load_file_copy_gives_writable_arrays_checked_as_copied(tmp_path):
+    p = tmp_path / "m.pdx"
+    want = {
+        "a": np.arange(3_000_000, dtype=np.float32).reshape(3000, 1000),  # > 4 MiB: two threads
+        "b": np.array(7, np.int64),
+        "e": np.zeros((0, 3), np.float16),
+        b"\xff": np.arange(5, dtype=np.uint8),
+    }
+    save_file(want, p)
+    views = load_file(p)
+    for threads in (0, 1, 2):
+        got = load_file(p, copy=True, threads=threads)
+        assert list(got) == list(views) == ["a", "b", "e", b"\xff"]
+        for k, v in want.items():
+            assert got[k].dtype == v.dtype and got[k].shape == v.shape and (got[k] == v).all()
+            assert got[k].flags.writeable and got[k].flags.c_contiguous
+    assert not views["a"].flags.writeable  # the default: views
+    with paramdex.safe_open(p) as f:
+        lo, hi = f._mapping_range()
+        a = f.get_tensor("a")
+        # One byte near the end of the large tensor, to be flipped below.
+        off = a.__array_interface__["data"][0] + a.nbytes - 3 - lo
+    addr = got["a"].__array_interface__["data"][0]
+    assert not lo <= addr < hi  # a copy, not a view of the file
+    got["a"][0, 0] = -1.0
+    assert load_file(p)["a"][0, 0] == 0.0
+    # The flipped byte is found as it is copied, by the default path (verify first) too, and
+    # not looked for with checksums=False.
+    del views, a
+    b = bytearray(p.read_bytes())
+    b[off] ^= 1
+    p.write_bytes(bytes(b))
+    for kw in ({"copy": True}, {"copy": True, "threads": 1}, {}):
+        with pytest.raises(paramdex.CorruptError):
+            load_file(p, **kw)
+    assert load_file(p, checksums=False)["b"] == 7
+
+
+@pytest.mark.parametrize("path", ["slices.pdx", "sharded/ckpt", "incremental/ckpt"])
+def test_load_file_of_sliced_and_sharded_checkpoints(path):
+    path = os.path.join(DATA, "native", "v2", path)
+    with paramdex.safe_open(path) as f:
+        want, failed = {}, None
+        for k in f.keys():
+            try:
+                want[k] = f.get_tensor(k)
+            except paramdex.ParamdexError as e:
+                failed = type(e)
+    for kw in ({}, {"copy": True}, {"checksums": False}):
+        if failed is not None:  # a partial tensor: refused however it is loaded
+            with pytest.raises(failed):
+                load_file(path, **kw)
+            continue
+        got = load_file(path, **kw)
+        assert list(got) == list(want)
+        for k, v in want.items():
+            assert got[k].dtype == v.dtype and got[k].shape == v.shape and (got[k] == v).all(), k
+
+
+def test_store_load_into_refuses_bad_destinations(tmp_path):
+    p = tmp_path / "m.pdx"
+    save_file({"a": np.arange(16, dtype=np.int32), "b": np.ones(4, np.int8)}, p)
+    st = _paramdex.Store(str(p))
+    ok = np.empty(64, np.uint8)
+    st.load_into(["a", b"b"], [ok, np.empty(4, np.uint8)], 1)
+    assert (ok.view(np.int32) == np.arange(16)).all()
+    with pytest.raises(ValueError, match="writable"):
+        st.load_into(["a"], [np.frombuffer(bytes(64), np.uint8)])
+    with pytest.raises(ValueError, match="overlap"):
+        st.load_into(["a", "a"], [ok, ok])
+    with pytest.raises(ValueError, match="C-contiguous"):
+        st.load_into(["b"], [np.empty(8, np.uint8)[::2]])
+    with pytest.raises(paramdex.InvalidArgumentError):
+        st.load_into(["a"], [np.empty(63, np.uint8)])
+    with pytest.raises(paramdex.InvalidArgumentError):
+        st.load_into(["a", "b"], [ok])
+    with pytest.raises(paramdex.NotFoundError):
+        st.load_into(["zz"], [ok])
+    st2 = _paramdex.Store(os.path.join(DATA, "safetensors", "model.safetensors"))
+    assert st2.native_tensors() is None
+    with pytest.raises(ValueError, match="not a paramdex file"):
+        st2.load_into([], [])

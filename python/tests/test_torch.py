@@ -107,3 +107,45 @@ def test_a_file_replaced_under_its_name_is_not_mapped_by_torch(tmp_path):
         w = f.get_tensor("w")
         assert torch.equal(w, torch.zeros(64))
         assert torch.equal(f.get_tensor("v"), torch.ones(64))
+
+
+def test_load_file_copy_owns_its_memory_and_checks_as_it_copies(tmp_path):
+    p = tmp_path / "m.pdx"
+    ts = {k: sample(dt, (1200, 1000) if k == "float32" else (3, 4), i) for i, (k, dt) in enumerate(DTYPES)}
+    ts["scalar"] = sample(torch.float64, ())
+    ts["empty"] = sample(torch.bfloat16, (0, 5))
+    pdt.save_file(ts, p)
+    mapped = pdt.load_file(p)
+    copied = pdt.load_file(p, copy=True)
+    assert list(copied) == list(mapped) == sorted(ts)
+    size = p.stat().st_size
+    for k, t in ts.items():
+        bits_equal(copied[k], t)
+        bits_equal(mapped[k], t)
+        # Its own storage (torch.empty), not the mapping of the whole file the default shares.
+        assert copied[k].untyped_storage().nbytes() == t.nbytes
+        if t.numel():
+            assert mapped[k].untyped_storage().nbytes() == size
+    copied["float32"][0, 0] = 1.0  # writable
+    # One flipped byte of the large tensor: refused by both paths, not looked for unchecked.
+    with paramdex.safe_open(p, framework="np") as f:
+        lo, _ = f._mapping_range()
+        off = f.get_tensor("float32").__array_interface__["data"][0] + 4_000_000 - lo
+    b = bytearray(p.read_bytes())
+    b[off] ^= 1
+    p.write_bytes(bytes(b))
+    for kw in ({}, {"copy": True}, {"copy": True, "threads": 1}):
+        with pytest.raises(paramdex.CorruptError):
+            pdt.load_file(p, **kw)
+    assert pdt.load_file(p, checksums=False)["scalar"] == ts["scalar"]
+
+
+def test_load_file_copy_of_a_sharded_checkpoint(tmp_path):
+    m = paramdex.CheckpointManager(tmp_path / "ck", shards=3, sync=False)
+    ts = {f"layer{i}.w": torch.arange(i * 50, i * 50 + 50, dtype=torch.float32).reshape(5, 10) for i in range(7)}
+    m.save(1, ts)
+    for kw in ({}, {"copy": True}):
+        got = pdt.load_file(tmp_path / "ck", **kw)
+        assert sorted(got) == sorted(ts)
+        for k, t in ts.items():
+            bits_equal(got[k], t)
