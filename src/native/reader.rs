@@ -364,9 +364,7 @@ impl Reader {
     }
 
     /// Decodes the entry of index key `key` into `e` (a default entry), checking the key's
-    /// length first as [`found`] does; returns `at`, the offset of its data block.
-    ///
-    /// [`found`]: Reader::found
+    /// length first; returns `at`, the offset of its data block.
     #[inline]
     fn decode_entry(e: &mut IndexEntry, key: &[u8], value: &[u8], at: u64) -> Result<u64> {
         ensure_within(
@@ -507,13 +505,8 @@ impl Reader {
     /// Checks an index entry against the file and says what it holds.
     #[inline]
     pub(super) fn found<'r>(&'r self, key: &[u8], value: &[u8], at: u64) -> Result<Found<'r>> {
-        ensure_within(
-            "tensor name length",
-            key.len(),
-            name::MAX_NAME_LEN,
-            Some(at),
-        )?;
-        let e = IndexEntry::decode(value, at, MAX_RANK)?;
+        let mut e = IndexEntry::default();
+        Self::decode_entry(&mut e, key, value, at)?;
         let dtype = self.dtype_of(key, &e)?;
         if e.num_slices != 0 {
             return self
