@@ -102,7 +102,9 @@ def _little() -> bool:
 def to_numpy(kind: str, shape: Sequence[int], data: Any) -> np.ndarray:
     """The numpy array of a loaded tensor: a view of ``data`` (a paramdex Buffer) when numeric;
     an object array of bytes for strings; the raw bytes (uint8) of opaque TensorFlow types."""
-    shape = tuple(int(d) for d in shape)
+    # The extension hands out shapes as lists of Python ints: tuple() is all reshape needs
+    # (a generator of int() per dimension was a tenth of a small tensor's get_tensor).
+    shape = tuple(shape)
     if isinstance(data, list):  # strings
         out = np.empty(len(data), dtype=object)
         out[:] = data
