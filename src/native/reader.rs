@@ -745,13 +745,8 @@ impl Reader {
                     return Ok(None);
                 }
                 let (key, value, at) = (it.key(), it.value(), it.block_offset());
-                ensure_within(
-                    "tensor name length",
-                    key.len(),
-                    name::MAX_NAME_LEN,
-                    Some(at),
-                )?;
-                let e = IndexEntry::decode(value, at, MAX_RANK)?;
+                let mut e = IndexEntry::default();
+                Self::decode_entry(&mut e, key, value, at)?;
                 let dtype = self.dtype_of(key, &e)?;
                 if e.num_slices != 0 {
                     let p = self.partition(key, &e, dtype, value, at)?;
