@@ -303,29 +303,23 @@ impl HashIndex {
         Ok(false)
     }
 
-    /// Whether the probe sequence of a key of hash `h` ([`key_hash`]), before its first empty
-    /// slot, holds a slot with the key's tag naming data block `block` and restart run `run` (pages not checked here:
-    /// [`HashIndex::occupied`] checks them all first).
-    pub(crate) fn has_slot(&self, contents: &[u8], h: u32, block: usize, run: usize) -> bool {
-        let (Ok(block), Ok(run)) = (u64::try_from(block), u64::try_from(run)) else {
-            return false;
-        };
-        let want = (u64::from(h & 0xff) << 56) | (run << 32) | (block + 1);
-        let at = self.buckets_at();
-        for b in home_bucket(h, self.home)..self.total as usize {
-            let base = at + b * BUCKET_LEN;
-            for s in 0..SLOTS_PER_BUCKET {
-                // In bounds: parse checked the length against the geometry.
-                let v = get_fixed64(contents, base + 8 * s).unwrap_or(0);
-                if v == 0 {
-                    return false;
-                }
-                if v == want {
-                    return true;
-                }
-            }
-        }
-        false
+    /// Whether the probe sequence of `key`, before its first empty slot, holds a slot with the
+    /// key's tag naming data block `block` and restart run `run`: [`HashIndex::lookup`] with a
+    /// probe that only compares the candidate (pages not checked here: [`HashIndex::occupied`]
+    /// checks them all first).
+    pub(crate) fn has_slot(
+        &self,
+        contents: &[u8],
+        key: &[u8],
+        block: usize,
+        run: usize,
+    ) -> Result<bool> {
+        self.lookup(contents, key, false, |c| {
+            Ok(c == Candidate {
+                block,
+                restart: run,
+            })
+        })
     }
 
     /// Checks that `names(block, run)` holds for the data block and restart run of every

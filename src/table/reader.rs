@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use super::block::{find_in_span, key_lt, scan_entries, Block, EntryCursor, Layout};
 use super::footer::{BlockHandle, Footer};
-use super::hash::{key_hash, HashIndex, HASH_INDEX_KEY};
+use super::hash::{HashIndex, HASH_INDEX_KEY};
 use super::{Compression, BLOCK_TRAILER_LEN, FOOTER_LEN, MAX_BLOCK_LEN};
 use crate::error::{ensure_within, Error, Result};
 use crate::format::{crc32c, crc32c_extend, get_fixed32, unmask_crc, Cursor};
@@ -864,12 +864,15 @@ impl<'a> Table<'a> {
         let mut it = self.iter();
         while it.next()? {
             let (key, at) = (it.key(), it.block_offset());
-            let found = it.position().is_some_and(|(block, run, in_block)| {
-                if let Some(r) = restarts.get_mut(block) {
-                    *r = in_block;
+            let found = match it.position() {
+                Some((block, run, in_block)) => {
+                    if let Some(r) = restarts.get_mut(block) {
+                        *r = in_block;
+                    }
+                    hx.has_slot(contents, key, block, run)?
                 }
-                hx.has_slot(contents, key_hash(key), block, run)
-            });
+                None => false,
+            };
             if !found {
                 return Err(bad(format!(
                     "key {} (in the data block at {at}) is not found through the hash index",
