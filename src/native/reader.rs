@@ -21,7 +21,9 @@ use crate::native::region::{self, Region};
 use crate::native::shard_table::{self as shards, Shards};
 use crate::native::slice_key;
 use crate::native::source::Source;
-use crate::native::view::{data_crc_mismatch, NameBuf, SliceData, SlicePiece, TensorView};
+use crate::native::view::{
+    data_crc_mismatch, shown_name, NameBuf, SliceData, SlicePiece, TensorView,
+};
 use crate::native::FORMAT_VERSION;
 use crate::record::{self, MAX_ALIGNMENT, MAX_RANK};
 use crate::table::{Table, TableIndex, TableIter, TableReadOptions, FOOTER_LEN};
@@ -660,13 +662,8 @@ impl Reader {
             let computed = crc32c(data);
             let stored = unmask_crc(e.crc32c);
             if computed != stored {
-                // Named as the view's display_name names it.
-                let shown = match &slice {
-                    Some(s) => slice_key::display_key(&s.key),
-                    None => name::display(name),
-                };
                 return Err(data_crc_mismatch(
-                    shown,
+                    shown_name(name, slice.as_deref()),
                     e.offset,
                     data.len(),
                     stored,

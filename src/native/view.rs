@@ -25,6 +25,15 @@ pub(super) struct SlicePiece {
     pub(super) start: Dims,
 }
 
+/// How a view of tensor `name` (or of its slice `slice`) is named in messages: the slice key of
+/// a slice, else the name.
+pub(super) fn shown_name(name: &[u8], slice: Option<&SlicePiece>) -> String {
+    match slice {
+        Some(s) => slice_key::display_key(&s.key),
+        None => name::display(name),
+    }
+}
+
 /// The error for tensor data (`len` bytes at `offset`, of the tensor shown as `shown`) whose
 /// CRC32C is `computed` where `stored` was stored.
 #[cold]
@@ -72,10 +81,7 @@ impl<'a> TensorView<'a> {
     /// The name for display (lossless escapes for bytes that are not UTF-8); a slice is shown
     /// with its extents, `NAME (slice START,LENGTH:...)`.
     pub fn display_name(&self) -> String {
-        match &self.slice {
-            Some(s) => slice_key::display_key(&s.key),
-            None => name::display(&self.name),
-        }
+        shown_name(&self.name, self.slice.as_deref())
     }
 
     /// The key of the view's index entry and the name in its record: the name, or for a slice
