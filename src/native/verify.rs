@@ -449,7 +449,8 @@ mod tests {
         assert!(!tiles(&[(0, 5), (0, 5), (5, 10)], 10)); // one record twice
         assert!(!tiles(&[(0, 10), (3, 5)], 10)); // a record inside another
         assert!(!tiles(&[(0, 10)], 5)); // past the region
-                                        // Balanced in and out, but through an edge that goes backwards (or nowhere).
+
+        // Balanced in and out, but through an edge that goes backwards (or nowhere).
         assert!(!tiles(&[(0, 5), (5, 3), (3, 5), (5, 10)], 10));
         assert!(!tiles(&[(0, 5), (5, 5), (5, 10)], 10));
     }
