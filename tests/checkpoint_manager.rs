@@ -593,3 +593,54 @@ fn a_saving_process_killed_at_random_moments_leaves_complete_checkpoints_and_a_p
 fn a_sharded_incremental_saving_process_killed_at_random_moments_leaves_complete_checkpoints() {
     killed_at_random_moments(true);
 }
+
+/// `keep_last` keeps the most recent saves, as TensorFlow's `max_to_keep` does, not the highest
+/// steps: a job that resumed from step 300 of a directory holding 300 and 400 and saved 310 and
+/// 320 keeps 310 and 320 (its newest work), and the abandoned 400 goes first.
+#[test]
+fn keep_last_keeps_the_most_recent_saves_after_a_rollback() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut m = CheckpointManager::open(dir.path(), fast(KeepPolicy::default())).unwrap();
+    save(&mut m, 300, 0.1);
+    save(&mut m, 400, 0.2);
+    drop(m);
+    // The job resumes from 300 with keep_last(2).
+    let mut m = CheckpointManager::open(dir.path(), fast(keep_last(2))).unwrap();
+    assert_eq!(w_of(&format!("{}@300", dir.path().display())), [300.0; 3]);
+    save(&mut m, 310, 0.3);
+    assert_eq!(m.steps().unwrap(), [310, 400]);
+    save(&mut m, 320, 0.4);
+    assert_eq!(m.steps().unwrap(), [310, 320]);
+    assert_eq!(m.latest().unwrap().step, 320);
+    // The state file lists them in the order they were saved, the latest last, as TensorFlow's
+    // CheckpointManager reads it back.
+    let st = CheckpointState::read(dir.path()).unwrap().unwrap();
+    assert_eq!(st.all_model_checkpoint_paths, ["ckpt-310", "ckpt-320"]);
+    // A prune by hand keeps the most recent one, not the highest step.
+    save(&mut m, 500, 0.5);
+    save(&mut m, 330, 0.6);
+    assert_eq!(m.steps().unwrap(), [330, 500]);
+    let report = m.prune(&keep_last(1), false).unwrap();
+    assert_eq!(report.deleted, [500]);
+    assert_eq!(m.steps().unwrap(), [330]);
+}
+
+/// A checkpoint the state file does not list (committed just before a crash, before the pointer
+/// moved) counts by its index's time among the saves the state file lists.
+#[test]
+fn keep_last_orders_an_unlisted_checkpoint_by_its_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut m = CheckpointManager::open(dir.path(), fast(KeepPolicy::default())).unwrap();
+    save(&mut m, 10, 0.1);
+    save(&mut m, 20, 0.2);
+    // Step 5 saved last, then the state file lost it (the crash window).
+    save(&mut m, 5, 0.3);
+    let mut st = CheckpointState::read(dir.path()).unwrap().unwrap();
+    st.all_model_checkpoint_paths.retain(|p| p != "ckpt-5");
+    st.all_model_checkpoint_timestamps.truncate(2);
+    st.model_checkpoint_path = "ckpt-20".into();
+    st.write(dir.path()).unwrap();
+    let report = m.prune(&keep_last(2), false).unwrap();
+    assert_eq!(report.deleted, [10]);
+    assert_eq!(m.steps().unwrap(), [5, 20]);
+}

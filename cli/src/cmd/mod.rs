@@ -380,7 +380,7 @@ enum Command {
         /// With --prune: only say what would be deleted.
         #[arg(long = "dry-run", requires = "prune")]
         dry_run: bool,
-        /// Keep the N highest steps.
+        /// Keep the N most recent saves (the state file's order, as TensorFlow's max_to_keep).
         #[arg(long = "keep-last", value_name = "N", requires = "prune")]
         keep_last: Option<usize>,
         /// Keep one checkpoint every K steps (the lowest step of each K).

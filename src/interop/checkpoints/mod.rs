@@ -905,10 +905,13 @@ impl Dir {
 
     /// Every checkpoint, by step; each one's metadata read (its index opened) when asked.
     fn list_with(&self, with_metadata: bool) -> Result<Vec<CheckpointInfo>> {
-        self.list_from(self.at.read_state()?, with_metadata)
+        let mut all = self.list_from(self.at.read_state()?, with_metadata)?;
+        all.sort_by_key(|c| c.step);
+        Ok(all)
     }
 
-    /// Every checkpoint `state` lists, and those found beside it.
+    /// Every checkpoint `state` lists, and those found beside it, in the order they were saved
+    /// (oldest first; see [`in_save_order`]).
     fn list_from(
         &self,
         state: Option<CheckpointState>,
@@ -919,12 +922,15 @@ impl Dir {
         let listed = self.at.list()?;
         let names: BTreeSet<&str> = listed.iter().map(|l| l.name.as_str()).collect();
         let mut found: BTreeMap<u64, (String, Option<f64>)> = BTreeMap::new();
+        // Where each step stands in the state file's list, which is in the order of saving.
+        let mut saved_at: BTreeMap<u64, usize> = BTreeMap::new();
         let mut latest_stem = None;
         if let Some(st) = &state {
             for (i, p) in st.all_model_checkpoint_paths.iter().enumerate() {
                 if let Some((step, stem)) = resolve_stem(p, &names) {
                     let ts = st.all_model_checkpoint_timestamps.get(i).copied();
                     found.insert(step, (stem, ts));
+                    saved_at.insert(step, i);
                 }
             }
             if let Some((step, stem)) = resolve_stem(&st.model_checkpoint_path, &names) {
@@ -968,7 +974,7 @@ impl Dir {
                 metadata,
             });
         }
-        Ok(out)
+        Ok(in_save_order(out, &saved_at))
     }
 
     /// The metadata of the paramdex checkpoint at `prefix` (`None` for one TensorFlow wrote, or
@@ -987,10 +993,16 @@ impl Dir {
         }
     }
 
+    /// The checkpoint of `all` (in any order) the state file names as the latest, else the
+    /// highest step.
     fn latest_of(&self, all: Vec<CheckpointInfo>) -> Result<CheckpointInfo> {
         let named = all.iter().position(|c| c.latest);
-        let i = named.or(all.len().checked_sub(1));
-        match i {
+        let highest = all
+            .iter()
+            .enumerate()
+            .max_by_key(|(_, c)| c.step)
+            .map(|(i, _)| i);
+        match named.or(highest) {
             Some(i) => Ok(all.into_iter().nth(i).unwrap_or_else(|| unreachable!())),
             None => Err(self.problem(CheckpointProblem::Empty, 0)),
         }
@@ -1057,7 +1069,8 @@ impl Dir {
             .dir_lock
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        let all = self.list()?;
+        // In the order of saving: `KeepPolicy::last` keeps the most recent saves.
+        let all = self.list_from(self.at.read_state()?, true)?;
         if all.is_empty() {
             return Ok(PruneReport::default());
         }
@@ -1139,6 +1152,40 @@ fn open_checkpoint(prefix: &Path, object: bool) -> Result<Box<dyn TensorStore>> 
 /// deletes them): a path is looked up by its last part in the directory, so an absolute path
 /// from before the directory moved is found (as TensorFlow finds it), and a hostile state file
 /// cannot name files elsewhere (`../x-1`, `/etc/x-1`) for pruning to delete.
+/// `all` (by step) in the order the checkpoints were saved, oldest first: those the state file
+/// lists in its order (`saved_at`: each step's position there; TensorFlow's savers append each
+/// save to the list, and a save that reuses a step moves it last), and each checkpoint it does
+/// not list (committed just before a crash, before the pointer moved) after the last one saved
+/// no later than it, by timestamp (first when it has none). The order is what "the most recent
+/// saves" means: after a job resumed from an earlier step, its new saves are more recent than
+/// the higher steps it abandoned.
+fn in_save_order(all: Vec<CheckpointInfo>, saved_at: &BTreeMap<u64, usize>) -> Vec<CheckpointInfo> {
+    let (mut listed, mut unlisted): (Vec<CheckpointInfo>, Vec<CheckpointInfo>) = all
+        .into_iter()
+        .partition(|c| saved_at.contains_key(&c.step));
+    listed.sort_by_key(|c| saved_at.get(&c.step).copied());
+    unlisted.sort_by(|a, b| {
+        let ts = |c: &CheckpointInfo| c.timestamp.filter(|t| t.is_finite());
+        match (ts(a), ts(b)) {
+            (Some(x), Some(y)) => x.total_cmp(&y),
+            (x, y) => x.is_some().cmp(&y.is_some()),
+        }
+        .then(a.step.cmp(&b.step))
+    });
+    let mut out = listed;
+    for c in unlisted {
+        let at = match c.timestamp.filter(|t| t.is_finite()) {
+            Some(t) => out
+                .iter()
+                .rposition(|o| o.timestamp.is_some_and(|x| x <= t))
+                .map_or(0, |i| i + 1),
+            None => 0,
+        };
+        out.insert(at, c);
+    }
+    out
+}
+
 fn resolve_stem(p: &str, names: &BTreeSet<&str>) -> Option<(u64, String)> {
     let name = p.rsplit(['/', '\\']).next()?;
     let step = step_of(name)?;

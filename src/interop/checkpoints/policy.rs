@@ -13,7 +13,9 @@ use crate::native::{MetaValue, Metadata};
 /// progress.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct KeepPolicy {
-    /// The `n` checkpoints of the highest steps.
+    /// The `n` most recent saves (TensorFlow's `max_to_keep`): the last `n` candidates, which
+    /// [`KeepPolicy::keep`] takes in the order they were saved. After a job resumed from an
+    /// earlier step these are its new saves, not the higher steps it abandoned.
     pub last: Option<usize>,
     /// One checkpoint every `k` steps: the lowest step in each range `[i*k, (i+1)*k)` (with
     /// saves on multiples of `k`, exactly those).
@@ -59,17 +61,19 @@ impl KeepPolicy {
             && self.best.is_none()
     }
 
-    /// The steps of `all` this policy keeps (protections not applied).
+    /// The steps of `all` this policy keeps (protections not applied). `all` is in the order
+    /// the checkpoints were saved, oldest first (as a checkpoint directory's state file lists
+    /// them); only [`KeepPolicy::last`] depends on that order.
     pub fn keep(&self, all: &[Candidate<'_>]) -> BTreeSet<u64> {
         if self.is_empty() {
             return all.iter().map(|c| c.step).collect();
         }
         let mut keep = BTreeSet::new();
+        if let Some(n) = self.last {
+            keep.extend(all.iter().rev().take(n).map(|c| c.step));
+        }
         let mut steps: Vec<u64> = all.iter().map(|c| c.step).collect();
         steps.sort_unstable();
-        if let Some(n) = self.last {
-            keep.extend(steps.iter().rev().take(n));
-        }
         if let Some(k) = self.every_steps.filter(|k| *k > 0) {
             let mut seen = BTreeSet::new();
             for s in &steps {
