@@ -579,9 +579,50 @@ fn killed_at_random_moments(sharded: bool) {
             envs.push(("PARAMDEX_CKPT_SHARDED", std::ffi::OsStr::new("1")));
         }
         kill_child_at_random_moment("checkpoint_crash_child_helper", &envs, &mut rng, 400);
+        // check_dir opens a manager, which removes what the killed save had staged (each a
+        // whole checkpoint's worth of disk).
         seen += check_dir(dir.path());
+        assert_eq!(staged_files(dir.path()), Vec::<String>::new());
     }
     assert!(seen > 0, "no checkpoint was ever completed");
+}
+
+/// The staged (temporary) files of checkpoint saves in `dir`.
+fn staged_files(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".ckpt-") && n.ends_with(".pdx-tmp"))
+        .collect()
+}
+
+/// A staged file whose writer is gone (no lock on it) is removed when a manager opens the
+/// directory; one a live writer holds (locked) stays, and so do other managers' and other
+/// programs' files.
+#[test]
+fn opening_a_manager_removes_only_abandoned_staged_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let abandoned = dir
+        .path()
+        .join(".ckpt-5200.data-00000-of-00001.k3j4h5g6f7.pdx-tmp");
+    std::fs::write(&abandoned, vec![7u8; 4096]).unwrap();
+    let live = dir
+        .path()
+        .join(".ckpt-5300.data-00000-of-00001.a1b2c3d4e5.pdx-tmp");
+    std::fs::write(&live, b"being written").unwrap();
+    let writer = std::fs::File::open(&live).unwrap();
+    writer.try_lock().unwrap();
+    let other = dir.path().join(".model-7.index.a1b2c3d4e5.pdx-tmp");
+    std::fs::write(&other, b"another manager's").unwrap();
+    let unrelated = dir.path().join(".ckpt-notes.txt");
+    std::fs::write(&unrelated, b"a user's file").unwrap();
+    drop(CheckpointManager::open(dir.path(), fast(KeepPolicy::default())).unwrap());
+    assert!(!abandoned.exists());
+    assert!(live.exists() && other.exists() && unrelated.exists());
+    // Once its writer is gone, the next open removes it too.
+    drop(writer);
+    drop(CheckpointManager::open(dir.path(), fast(KeepPolicy::default())).unwrap());
+    assert!(!live.exists() && other.exists());
 }
 
 #[test]

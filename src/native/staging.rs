@@ -124,6 +124,7 @@ impl Registry {
         });
         Staged {
             id,
+            held: if dir { None } else { hold(&path) },
             path,
             entry: None,
         }
@@ -257,6 +258,12 @@ fn random_token(attempt: u32) -> String {
 #[derive(Debug)]
 pub(crate) struct Staged {
     id: u64,
+    /// For a staged file: a handle holding an exclusive advisory lock on it for as long as the
+    /// item lives, so that another process can tell a file being written from one abandoned by
+    /// a writer that was killed ([`remove_abandoned`]). The kernel releases it when the process
+    /// dies, however it dies. `None` for a directory, or where the file system has no locks.
+    #[allow(dead_code)] // held for its lock, never read
+    held: Option<File>,
     path: PathBuf,
     /// For a staged directory: commit moves this entry inside it, not the directory.
     entry: Option<PathBuf>,
@@ -284,6 +291,59 @@ impl Drop for Staged {
             reg.prune_dirs();
         }
     }
+}
+
+/// Opens the staged file at `path` and takes the lock that marks it as live (a second open
+/// file description: the caller's handle may be closed before the commit).
+fn hold(path: &Path) -> Option<File> {
+    let f = File::open(path).ok()?;
+    f.try_lock().ok()?;
+    Some(f)
+}
+
+/// Removes the staged files (`.<target name>.<random>.pdx-tmp`) in `dir` whose target names
+/// start with `target_prefix` and whose writer is gone: a process that was killed (SIGKILL, a
+/// preemption) while writing leaves its staged file, the size of a whole output, and nothing
+/// else would ever remove it. A staged file is abandoned when its lock (taken for as long as
+/// the item lives, see [`Staged`]) can be taken: the kernel released it with the process. One
+/// that is locked (being written by a live process), one this process has staged, and one
+/// whose lock cannot be tested (a file system without locks) are left alone. Returns each
+/// removed file and its size.
+pub(crate) fn remove_abandoned(dir: &Path, target_prefix: &str) -> Result<Vec<(PathBuf, u64)>> {
+    let entries = std::fs::read_dir(dir).ctx("listing", dir)?;
+    let mut removed = Vec::new();
+    let mut lead = OsString::from(".");
+    lead.push(target_prefix);
+    let lead = lead.as_encoded_bytes().to_vec();
+    for entry in entries {
+        let entry = entry.ctx("listing", dir)?;
+        let name = entry.file_name();
+        let bytes = name.as_encoded_bytes();
+        if !bytes.starts_with(&lead) || !bytes.ends_with(b".pdx-tmp") {
+            continue;
+        }
+        if !entry.file_type().is_ok_and(|t| t.is_file()) {
+            continue;
+        }
+        let path = entry.path();
+        let abs = absolute(&path);
+        let reg = registry();
+        if reg.items.iter().any(|it| it.abs == abs) {
+            continue;
+        }
+        let Ok(f) = File::open(&path) else {
+            continue;
+        };
+        if f.try_lock().is_err() {
+            continue;
+        }
+        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+        if std::fs::remove_file(&path).is_ok() {
+            removed.push((path, len));
+        }
+        drop(reg);
+    }
+    Ok(removed)
 }
 
 /// Creates a temporary file `.<file name>.<random><suffix>` beside `target` (creating missing
