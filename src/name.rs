@@ -62,7 +62,7 @@ pub fn to_hex(name: &[u8]) -> String {
 /// Parses lower- or upper-case hex into bytes; `None` if malformed.
 pub fn from_hex(hex: &str) -> Option<Vec<u8>> {
     let bytes = hex.as_bytes();
-    if bytes.len() % 2 != 0 {
+    if !bytes.len().is_multiple_of(2) {
         return None;
     }
     bytes

@@ -42,7 +42,10 @@ pub fn hex(b: &[u8]) -> String {
 /// The bytes of a hex string; whitespace between digits is ignored (for annotated literals).
 pub fn unhex(s: &str) -> Vec<u8> {
     let s: String = s.split_whitespace().collect();
-    assert!(s.len() % 2 == 0, "odd number of hex digits in {s:?}");
+    assert!(
+        s.len().is_multiple_of(2),
+        "odd number of hex digits in {s:?}"
+    );
     (0..s.len())
         .step_by(2)
         .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
