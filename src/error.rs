@@ -380,8 +380,9 @@ impl Error {
     /// Says where a lower layer's error happened: prefixes `ctx` (a file, a tensor, an entry)
     /// to the message. Every error keeps its variant and its figures: [`Error::Corrupt`] and
     /// [`Error::UnknownDType`] carry the context in their text, [`Error::ChecksumMismatch`] in
-    /// its `context` field (an earlier context stays after the new one). Other errors (limits
-    /// carry their own offset) pass through unchanged.
+    /// its `context` field (an earlier context stays after the new one; the same context twice
+    /// in a row is kept once). Other errors (limits carry their own offset) pass through
+    /// unchanged.
     pub fn context(self, ctx: &str) -> Error {
         match self {
             Error::Corrupt {
@@ -393,7 +394,7 @@ impl Error {
                 what,
                 offset,
                 kind,
-                detail: format!("{ctx}: {detail}"),
+                detail: prefix(ctx, Some(detail)),
             },
             Error::UnknownDType {
                 system,
@@ -426,9 +427,11 @@ impl Error {
     }
 }
 
-/// `ctx`, then `: ` and an earlier context if there is one.
+/// `ctx`, then `: ` and an earlier context if there is one. The same context given twice in a
+/// row (a layer and its caller both naming the file) is said once.
 fn prefix(ctx: &str, earlier: Option<String>) -> String {
     match earlier {
+        Some(e) if e == ctx || e.strip_prefix(ctx).is_some_and(|r| r.starts_with(": ")) => e,
         Some(e) => format!("{ctx}: {e}"),
         None => ctx.to_string(),
     }

@@ -211,7 +211,7 @@ impl Reader {
             cache_capacity: opts.block_cache_bytes,
             hash_index: true,
         };
-        let index = TableIndex::open(bytes, &table_opts).map_err(|e| match e {
+        let mut index = TableIndex::open(bytes, &table_opts).map_err(|e| match e {
             Error::Corrupt {
                 what: "footer",
                 kind: Corruption::BadMagic,
@@ -221,8 +221,9 @@ impl Reader {
                 path: path.clone(),
                 detail: format!("not a paramdex file: {detail}"),
             },
-            other => other,
+            other => other.context(&path),
         })?;
+        index.set_location(&path);
         let table = Table::new(bytes, &index);
         let first_block = table.first_data_offset().unwrap_or(0);
         let header = {
@@ -233,7 +234,8 @@ impl Reader {
                     "header entry",
                     first_block,
                     "the first key is not the empty header key",
-                ));
+                )
+                .context(&path));
             }
             let value = it.value();
             FileHeader::decode(value, first_block).map_err(|e| {
@@ -250,7 +252,7 @@ impl Reader {
                          format (a PREFIX.index and PREFIX.data-* files)"
                     ))
                 } else {
-                    e
+                    e.context(&path)
                 }
             })?
         };
@@ -596,6 +598,7 @@ impl Reader {
                 at,
                 format!("tensor {}: {detail}", slice_key::display_key(key)),
             )
+            .context(&self.path)
         };
         let expected = record::data_len(dtype, &e.shape)
             .ok_or_else(|| bad(format!("shape {:?} overflows", e.shape.as_slice())))?;
@@ -668,7 +671,8 @@ impl Reader {
                     data.len(),
                     stored,
                     computed,
-                ));
+                )
+                .context(where_.unwrap_or(&self.path)));
             }
         }
         // The last expression, so that the view is built in the caller's return slot rather
@@ -683,6 +687,7 @@ impl Reader {
             crc32c: e.crc32c,
             lod_levels: e.lod_levels,
             file,
+            path: where_.unwrap_or(&self.path),
             slice,
         })
     }

@@ -68,6 +68,8 @@ pub struct TensorView<'a> {
     pub(super) crc32c: u32,
     pub(super) lod_levels: u32,
     pub(super) file: &'a [u8],
+    /// The file `file` is (for a tensor of a sharded checkpoint, its data file), for messages.
+    pub(super) path: &'a str,
     /// For a slice of a tensor stored in slices: where it sits.
     pub(super) slice: Option<Box<SlicePiece>>,
 }
@@ -204,7 +206,8 @@ impl<'a> TensorView<'a> {
                 self.data.len(),
                 stored,
                 computed,
-            ));
+            )
+            .context(self.path));
         }
         Ok(())
     }
