@@ -567,7 +567,7 @@ pub fn get(file: &Path, name_arg: OsString, opts: GetOptions) -> Result<ExitCode
     };
     let store = open_any(file)?;
     let t = match &slice {
-        Some(spec) => super::shards::load_region(store.as_ref(), &key, spec)?,
+        Some(spec) => super::index::load_index(store.as_ref(), &key, spec)?,
         None => store.load(&key)?,
     };
     let Some(t) = t else {

@@ -5,6 +5,7 @@ mod ckpt;
 mod convert;
 mod demo;
 mod diff;
+mod index;
 mod inspect;
 mod interrupt;
 mod meta;
@@ -182,10 +183,11 @@ enum Command {
         /// standard deviation of the finite values (json or text format).
         #[arg(long)]
         stats: bool,
-        /// Only this region, NumPy style, one item per dimension: `0:128,:` (A:B, A:, :B, :, or
-        /// an index); missing trailing dimensions are whole. Reads only those bytes, from
-        /// whichever slices hold them (no checksum: `verify` checks them).
-        #[arg(long, value_name = "REGION")]
+        /// Only this selection, as NumPy's x[...] without the brackets: `0:128,:`, `-1`,
+        /// `::2`, `...,0` (an integer drops its axis; negative counts from the end; bounds
+        /// clamp; steps may be negative). Reads only the box holding it, from whichever slices
+        /// hold it (no checksum: `verify` checks them).
+        #[arg(long, value_name = "INDEX", allow_hyphen_values = true)]
         slice: Option<String>,
     },
     /// Summarize a checkpoint: tensors, bytes by dtype, index size and blocks, compression,
