@@ -224,6 +224,15 @@ pub enum Error {
         #[source]
         source: Box<Error>,
     },
+
+    /// A URL (`s3://`, `file://`) was given to a paramdex built without object-storage
+    /// support: its `s3` cargo feature (on by default) was turned off. Nothing was read or
+    /// written.
+    #[error("{url}: this paramdex was built without object-storage support (URLs need its cargo feature `s3`)")]
+    NoObjectStorage {
+        /// The URL, as given.
+        url: String,
+    },
 }
 
 /// What is wrong in a managed checkpoint directory (see [`Error::Checkpoint`]).

@@ -10,6 +10,8 @@
 //!
 //! The library resolves `s3://` URLs from the `AWS_*` environment, which every test sets once
 //! (the same values: one shared cluster) before any request.
+// Object storage: built with the `s3` feature (on by default) only.
+#![cfg(feature = "s3")]
 
 mod support;
 

@@ -2,6 +2,8 @@
 //! garage.rs`) through `paramdex::remote`: the request counts SPEC.md 8.3 promises (open <= 2
 //! GETs, get <= 2), the bytes, and the errors of an object replaced or cut short while open,
 //! a missing object, and refused credentials, each naming the URL.
+// Object storage: built with the `s3` feature (on by default) only.
+#![cfg(feature = "s3")]
 
 mod support;
 

@@ -10,6 +10,8 @@
 //!   retried for the rest, counted in `RequestStats::retries`, the bytes right;
 //! * a stalled response times out and is retried; a store that stalls every answer fails with
 //!   `RemoteProblem::Request` naming the URL within the configured time.
+// Object storage: built with the `s3` feature (on by default) only.
+#![cfg(feature = "s3")]
 
 mod support;
 

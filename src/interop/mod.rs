@@ -18,11 +18,23 @@ mod merge;
 pub(crate) mod native;
 pub mod npy;
 pub mod paddle;
+// Object storage (the `s3` feature): stores read from URLs, and exports to them.
+#[cfg(feature = "s3")]
 mod remote;
+/// Without object storage (the `s3` feature), a URL is refused as one, never taken for a path.
+#[cfg(not(feature = "s3"))]
+mod remote {
+    /// Refuses `url` with [`crate::Error::NoObjectStorage`].
+    pub(crate) fn open_url(url: &str) -> crate::Result<Box<dyn super::TensorStore>> {
+        Err(crate::remote::not_built(url))
+    }
+}
+#[cfg(feature = "s3")]
 mod remote_sharded;
 pub mod safetensors;
 mod store;
 pub mod tf;
+#[cfg(feature = "s3")]
 mod upload;
 
 pub use checkpoints::{
@@ -32,11 +44,13 @@ pub use checkpoints::{
 };
 pub use export::{export, ExportOptions, ExportReport, OutputFormat, Skipped};
 pub use merge::{merge, MergeInput, MergeOptions, MergeReport};
+#[cfg(feature = "s3")]
 pub use remote::{open_location, open_url, UrlOptions};
 pub use store::{
     DataLocation, Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorInfos, TensorStore,
     VerifySummary,
 };
+#[cfg(feature = "s3")]
 pub use upload::export_url;
 
 /// A detector: returns `Ok(None)` when the input is not its format.

@@ -35,6 +35,7 @@ use crate::native::staging;
 use crate::native::Metadata;
 use crate::native::Source;
 use crate::progress::Progress;
+#[cfg(feature = "s3")]
 use crate::remote::RangeRead;
 
 /// The safetensors dtype of a paramdex dtype, if safetensors has it.
@@ -69,7 +70,7 @@ pub fn from_safetensors_dtype(d: StDtype) -> Option<DType> {
 }
 
 /// A safetensors header, parsed and checked: what the reader of a local file
-/// ([`SafetensorsStore`]) and the reader of an object in a store ([`RemoteSafetensors`]) share.
+/// ([`SafetensorsStore`]) and the reader of an object in a store (`RemoteSafetensors`) share.
 /// The checks are the `safetensors` crate's own (the JSON, the dtypes, every tensor's offsets
 /// contiguous from 0 and its size equal to shape × dtype, through its `Metadata`), plus the
 /// file's length: the data must end exactly at the end of the file.
@@ -338,6 +339,7 @@ impl TensorStore for SafetensorsStore {
 }
 
 /// How a [`RemoteSafetensors`] opens its object.
+#[cfg(feature = "s3")]
 #[derive(Clone, Copy, Debug)]
 pub struct RemoteSafetensorsOptions {
     /// Bytes asked for by the first request, from the start of the object: the 8-byte header
@@ -346,6 +348,7 @@ pub struct RemoteSafetensorsOptions {
     pub head_bytes: u64,
 }
 
+#[cfg(feature = "s3")]
 impl Default for RemoteSafetensorsOptions {
     fn default() -> Self {
         RemoteSafetensorsOptions {
@@ -363,12 +366,14 @@ impl Default for RemoteSafetensorsOptions {
 /// safetensors stores no checksums: the bytes of a tensor read over the network cannot be
 /// checked beyond their length (a short answer is an error). [`TensorStore::verify`] checks the
 /// header's structure only, as for a local file.
+#[cfg(feature = "s3")]
 #[derive(Debug)]
 pub struct RemoteSafetensors {
     src: std::sync::Arc<dyn RangeRead>,
     header: Header,
 }
 
+#[cfg(feature = "s3")]
 impl RemoteSafetensors {
     /// Opens `src`, whose first bytes `head` the caller has already read (none, or any number:
     /// more are read as needed).
@@ -411,6 +416,7 @@ impl RemoteSafetensors {
     }
 }
 
+#[cfg(feature = "s3")]
 impl TensorStore for RemoteSafetensors {
     fn format(&self) -> Format {
         Format::Safetensors
@@ -471,6 +477,7 @@ pub fn looks_like(head: &[u8], len: u64) -> bool {
 /// The detector of objects read by ranges, which sees their first bytes before their length
 /// matters: an object cut short inside its header is then a safetensors file with a
 /// clear error ("invalid header length"), not an unrecognized object.
+#[cfg(feature = "s3")]
 pub(crate) fn starts_like(head: &[u8]) -> bool {
     let Some(n) = head.get(..8) else {
         return false;

@@ -80,9 +80,14 @@ pub use merge_shards::{
     clean_shards, merge_shards, shard_files, MergeShardsOptions, MergeShardsReport, MergeStep,
     PartialTensors, ShardFile, ShardFileKind,
 };
+// The engine's insides that the object-storage reader and writer (`remote/`, the `s3` feature)
+// share.
+#[cfg(feature = "s3")]
 pub(crate) use merge_shards::{parse_data_name, plan_index, write_index};
 pub use meta::{MetaValue, Metadata};
-pub(crate) use reader::{check_partition, plan_region, validate_header, Listed, RegionPlan};
+pub(crate) use reader::Listed;
+#[cfg(feature = "s3")]
+pub(crate) use reader::{check_partition, plan_region, validate_header, RegionPlan};
 pub use reader::{Iter, ReadOptions, Reader};
 pub use recover::{
     last_complete_len, recover, recover_any, recover_any_with, scan, FoundRecord, RecoverOptions,
@@ -91,6 +96,7 @@ pub use recover::{
 pub use region::Region;
 pub use reuse::ReuseStats;
 pub use rewrite::{rewrite_in_place, RewriteReport};
+#[cfg(feature = "s3")]
 pub(crate) use shard_index::{read_shard_index_from, IndexSource, ShardIndex};
 pub(crate) use shard_table::{data_path, index_path};
 pub use shard_writer::{Saved, ShardWriter, ShardedSave};

@@ -40,8 +40,9 @@ use tokio::task::JoinSet;
 
 use crate::error::{Error, IoContext, RemoteProblem, Result};
 use crate::native::{WriteBackend, WriteDestination, Writer, WriterOptions};
+use crate::remote::is_url;
 use crate::remote::object::remote_error;
-use crate::remote::url::{is_url, resolve, ObjectLocation};
+use crate::remote::url::{resolve, ObjectLocation};
 
 /// The smallest part size: S3 refuses parts under 5 MiB (except the last).
 pub const MIN_PART_SIZE: usize = 5 << 20;

@@ -237,11 +237,6 @@ impl HttpService for CountingService {
     }
 }
 
-/// Whether `s` names a remote object (`s3://`, `file://`) rather than a local path.
-pub fn is_url(s: &str) -> bool {
-    s.starts_with("s3://") || s.starts_with("file://")
-}
-
 /// The runtime that runs the object store's futures for every blocking call of paramdex.
 pub(crate) fn runtime() -> Result<Arc<tokio::runtime::Runtime>> {
     static RT: OnceLock<Arc<tokio::runtime::Runtime>> = OnceLock::new();

@@ -9,6 +9,8 @@
 
 pub mod ckpt;
 pub mod garage;
+// object_store's clients: the library's own dependency, there with its `s3` feature only.
+#[cfg(feature = "s3")]
 pub mod s3;
 
 use std::fs;
