@@ -19,6 +19,7 @@ use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 
 use crate::error::{Error, Result};
+use crate::native::staging;
 #[cfg(feature = "s3")]
 use crate::remote::{remote_error as request_error, ObjectLocation};
 
@@ -97,6 +98,17 @@ impl Location {
             Location::Local(_) => false,
             #[cfg(feature = "s3")]
             Location::Object(_) => true,
+        }
+    }
+
+    /// Removes what saves of killed processes staged in a local directory (an object store
+    /// has no staged files: an unfinished upload is never an object). Files of outputs named
+    /// `name-*`.
+    pub fn remove_abandoned(&self, name: &str) -> Result<()> {
+        match self {
+            Location::Local(d) => staging::remove_abandoned(d, &format!("{name}-")).map(drop),
+            #[cfg(feature = "s3")]
+            Location::Object(_) => Ok(()),
         }
     }
 

@@ -325,11 +325,9 @@ impl CheckpointManager {
             )));
         }
         at.create()?;
-        if let Location::Local(d) = &at {
-            // What saves of a process that was killed left behind: each a whole checkpoint's
-            // worth of disk that nothing else would remove.
-            staging::remove_abandoned(d, &format!("{}-", opts.name))?;
-        }
+        // What saves of a process that was killed left behind: each a whole checkpoint's
+        // worth of disk that nothing else would remove.
+        at.remove_abandoned(&opts.name)?;
         Ok(CheckpointManager {
             d: Arc::new(Dir {
                 dir: at.display_path(),
