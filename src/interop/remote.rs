@@ -268,7 +268,6 @@ fn open_object(held: Held, opts: &UrlOptions) -> Result<Box<dyn TensorStore>> {
         )?));
     }
     let held = Arc::new(held);
-    let head_read = held.head().is_some();
     // The tail is held (read first), or the head was read and is not safetensors: the native
     // reader reads the tail if it must.
     let native = RemoteReader::open(held.clone(), opts.native.clone());
@@ -277,20 +276,31 @@ fn open_object(held: Held, opts: &UrlOptions) -> Result<Box<dyn TensorStore>> {
         Err(Error::UnrecognizedFormat { detail, .. }) => detail,
         Err(e) => return Err(e),
     };
-    if !head_read {
-        // Read from the end first, and not a native file: its start says whether it is a
-        // safetensors file.
-        let head = held.read(0..opts.safetensors.head_bytes.max(9).min(len))?;
-        if safetensors::starts_like(&head) {
-            return Ok(Box::new(RemoteSafetensors::open_with_head(
-                held,
-                head,
-                opts.safetensors,
-            )?));
+    let head = match held.head() {
+        Some(head) => head.to_vec(),
+        None => {
+            // Read from the end first, and not a native file: its start says whether it is a
+            // safetensors file.
+            let head = held.read(0..opts.safetensors.head_bytes.max(9).min(len))?;
+            if safetensors::starts_like(&head) {
+                return Ok(Box::new(RemoteSafetensors::open_with_head(
+                    held,
+                    head,
+                    opts.safetensors,
+                )?));
+            }
+            head
         }
+    };
+    // Something paramdex does not read: say what it looks like, as for a local file.
+    let name = url.rsplit('/').next().unwrap_or_default();
+    let head = &head[..head.len().min(super::foreign::HEAD_LEN)];
+    if let Some(kind) = super::foreign::looks_like(name, head) {
+        return Err(super::foreign::not_recognized(url, kind, head));
     }
     Err(Error::UnrecognizedFormat {
         path: url.clone(),
+        looks_like: None,
         detail: format!(
             "neither a native paramdex file ({not_native}) nor a safetensors file; a TensorFlow \
              or sharded checkpoint is named by its prefix (PREFIX, with PREFIX.index beside it) \
