@@ -150,6 +150,23 @@ fn urls_say_what_foreign_objects_are() {
     let (kind, msg) = refused(format!("file://{}", pkl.display()));
     assert_eq!(kind, LooksLike::PaddlePickle, "{msg}");
     assert!(msg.contains("protocol 2"), "{msg}");
+    // A DCP directory (a prefix naming no object, with `.metadata` under it) and its files.
+    let dcp = dir.path().join("dcp");
+    torch_zip::dcp_dir(&dcp);
+    for url in [
+        format!("file://{}", dcp.display()),
+        format!("file://{}/", dcp.display()),
+        format!("file://{}/__0_0.distcp", dcp.display()),
+    ] {
+        let (kind, msg) = refused(&url);
+        assert_eq!(kind, LooksLike::TorchDcp, "{url}: {msg}");
+        assert!(msg.starts_with(url.trim_end_matches('/')), "{msg}");
+    }
+    // A prefix naming nothing stays not found.
+    match open_any(format!("file://{}/nothing", dir.path().display())) {
+        Err(Error::Remote { .. } | Error::Io { .. }) => {}
+        other => panic!("{:?}", other.map(|s| s.format())),
+    }
 }
 
 /// Bytes of nothing in particular stay "not a … file" with nothing more to say.
