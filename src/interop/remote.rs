@@ -233,11 +233,11 @@ pub fn open_location(loc: ObjectLocation, opts: &UrlOptions) -> Result<Box<dyn T
                 }) if url == format!("{}.index", loc.url) => match dcp_at(&loc) {
                     Some(e) => Err(e),
                     None => Err(Error::Remote {
-                    problem: RemoteProblem::NotFound,
-                    detail: format!(
-                        "no such object, and no checkpoint with this prefix ({url} does not \
+                        problem: RemoteProblem::NotFound,
+                        detail: format!(
+                            "no such object, and no checkpoint with this prefix ({url} does not \
                          exist either)"
-                    ),
+                        ),
                         url: loc.url,
                     }),
                 },
