@@ -25,12 +25,19 @@ pub enum Error {
     },
 
     /// The bytes are not the format they were opened as (bad magic, too short, wrong kind of file).
+    ///
+    /// Never damage: an input that no format paramdex reads claims is this error, and a
+    /// recognisable foreign input (a `torch.save` zip, a pickle, a torch DCP checkpoint) says
+    /// so in `looks_like`.
     #[error("{path}: {detail}")]
     UnrecognizedFormat {
         /// The file (or `<memory>`).
         path: String,
         /// What was seen and what it probably is.
         detail: String,
+        /// What the input looks like, when it is a format paramdex recognises but does not
+        /// read; `None` when nothing more is known than that it is none of paramdex's.
+        looks_like: Option<LooksLike>,
     },
 
     /// A structure inside the file is malformed.
@@ -233,6 +240,55 @@ pub enum Error {
         /// The URL, as given.
         url: String,
     },
+}
+
+/// What an input that paramdex does not read looks like (see [`Error::UnrecognizedFormat`]):
+/// recognised from its first bytes, its name, or (for a directory) the files in it, so that the
+/// message can say what it is instead of calling it damaged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LooksLike {
+    /// A zip archive whose entries are those `torch.save` writes (`NAME/data.pkl`,
+    /// `NAME/data/0`, `NAME/version`): a PyTorch checkpoint such as `model.pt` or
+    /// `pytorch_model.bin`.
+    TorchZip,
+    /// Another zip archive (a local file header first, entries not recognised).
+    Zip,
+    /// A Python pickle (first bytes `80 02` to `80 05`): a legacy `torch.save`, a
+    /// `paddle.save` output under another name, or any pickled object.
+    Pickle,
+    /// A Python pickle named `.pdparams` or `.pdopt`: a Paddle dygraph `state_dict` written by
+    /// `paddle.save`.
+    PaddlePickle,
+    /// A torch.distributed.checkpoint (DCP) checkpoint written by `FileSystemWriter`: a
+    /// directory with a `.metadata` pickle and `*.distcp` files, or one of those files.
+    TorchDcp,
+}
+
+impl std::fmt::Display for LooksLike {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            LooksLike::TorchZip => {
+                "a zip archive written by torch.save (a PyTorch checkpoint such as model.pt or \
+                 pytorch_model.bin)"
+            }
+            LooksLike::Zip => {
+                "a zip archive, e.g. written by torch.save / pytorch_model.bin, or a NumPy .npz"
+            }
+            LooksLike::Pickle => {
+                "a Python pickle, e.g. a legacy torch.save file or a .pdparams/.pdopt written by \
+                 paddle.save"
+            }
+            LooksLike::PaddlePickle => {
+                "a Python pickle of a Paddle dygraph state_dict, as paddle.save writes to \
+                 .pdparams/.pdopt"
+            }
+            LooksLike::TorchDcp => {
+                "a torch.distributed.checkpoint (DCP) checkpoint written by FileSystemWriter (a \
+                 .metadata file and *.distcp files)"
+            }
+        })
+    }
 }
 
 /// What is wrong in a managed checkpoint directory (see [`Error::Checkpoint`]).

@@ -67,7 +67,9 @@ class RemoteError(ParamdexError, OSError):
 
 
 class UnrecognizedFormatError(ParamdexError):
-    """The input is none of the formats paramdex reads."""
+    """The input is none of the formats paramdex reads; the message says what it looks like
+    where paramdex recognises it (a ``torch.save`` zip, a pickle, a torch DCP checkpoint). Never
+    a :class:`CorruptError`: damage is reported only inside a format paramdex reads."""
 
 
 class UnsupportedError(ParamdexError):

@@ -13,6 +13,7 @@ use crate::error::{Error, RemoteProblem, Result};
 
 mod checkpoints;
 mod export;
+pub(crate) mod foreign;
 pub mod json;
 mod merge;
 pub(crate) mod native;
@@ -116,7 +117,7 @@ pub fn open_any(path: impl AsRef<Path>) -> Result<Box<dyn TensorStore>> {
             return Ok(store);
         }
     }
-    let kinds = "a paramdex file, a safetensors file, a TensorFlow checkpoint or a Paddle model/tensor file";
+    let kinds = foreign::READ_KINDS;
     let detail = match std::fs::metadata(path) {
         Ok(m) if m.is_file() && m.len() == 0 => format!("the file is empty: not {kinds}"),
         Ok(m) if m.is_dir() => format!(
@@ -127,18 +128,38 @@ pub fn open_any(path: impl AsRef<Path>) -> Result<Box<dyn TensorStore>> {
     };
     Err(Error::UnrecognizedFormat {
         path: path.display().to_string(),
+        looks_like: None,
         detail,
     })
 }
 
-/// The store of the first format that claims `path`, if one does.
+/// The store of the first format that claims `path`, if one does. A file that none claims
+/// (or that a format refuses as not its own) but that looks like a format recognised in
+/// [`foreign`] (a `torch.save` zip, a pickle, a torch DCP file) is
+/// [`Error::UnrecognizedFormat`] saying so, and so is a torch DCP directory, before any format
+/// looks at its files.
 fn detect(path: &Path) -> Result<Option<Box<dyn TensorStore>>> {
-    for open in OPENERS {
-        if let Some(store) = open(path)? {
-            return Ok(Some(store));
+    // A torch DCP directory first: the Paddle per-variable detector would otherwise take a
+    // `.distcp` file starting with zeros for a damaged tensor file.
+    let is_dir = path.is_dir();
+    if is_dir {
+        if let Some(e) = foreign::refusal(path) {
+            return Err(e);
         }
     }
-    Ok(None)
+    let mut result = Ok(None);
+    for open in OPENERS {
+        result = open(path);
+        if !matches!(result, Ok(None)) {
+            break;
+        }
+    }
+    match result {
+        Ok(None) | Err(Error::UnrecognizedFormat { .. }) if !is_dir => {
+            foreign::refusal(path).map_or(result, Err)
+        }
+        r => r,
+    }
 }
 
 /// Most subdirectories [`open_any`] tries as inputs when it looks into a directory.
@@ -146,7 +167,9 @@ pub const MAX_SUBDIRS_TRIED: usize = 4096;
 
 /// The one input among the subdirectories of `dir`, if there is exactly one; an error listing
 /// them if there are several. A subdirectory that a format claims but cannot open (a damaged
-/// model) counts as an input: when it is the only one, its error is the result.
+/// model) counts as an input: when it is the only one, its error is the result. A
+/// subdirectory that looks like a foreign format (a torch DCP checkpoint, see [`foreign`])
+/// is no input, but when there is no input and exactly one such, its error is the result.
 fn one_level_down(dir: &Path) -> Result<Option<Box<dyn TensorStore>>> {
     let listing = |e| Error::io(format!("listing {}", dir.display()), e);
     let mut subdirs = Vec::new();
@@ -166,12 +189,22 @@ fn one_level_down(dir: &Path) -> Result<Option<Box<dyn TensorStore>>> {
     }
     subdirs.sort();
     let mut found: Vec<(PathBuf, Result<Box<dyn TensorStore>>)> = Vec::new();
+    let mut foreign = Vec::new();
     for sub in subdirs {
         match detect(&sub) {
             Ok(None) => {}
             Ok(Some(store)) => found.push((sub, Ok(store))),
+            Err(
+                e @ Error::UnrecognizedFormat {
+                    looks_like: Some(_),
+                    ..
+                },
+            ) => foreign.push(e),
             Err(e) => found.push((sub, Err(e))),
         }
+    }
+    if found.is_empty() && foreign.len() == 1 {
+        return foreign.pop().map(Err).transpose();
     }
     if found.len() <= 1 {
         return found.pop().map(|(_, r)| r).transpose();

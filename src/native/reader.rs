@@ -200,6 +200,7 @@ impl Reader {
         if bytes.len() < FOOTER_LEN {
             return Err(Error::UnrecognizedFormat {
                 path,
+                looks_like: None,
                 detail: format!(
                     "{} bytes is too short to be a paramdex file (48-byte footer)",
                     bytes.len()
@@ -219,6 +220,7 @@ impl Reader {
                 ..
             } => Error::UnrecognizedFormat {
                 path: path.clone(),
+                looks_like: None,
                 detail: format!("not a paramdex file: {detail}"),
             },
             other => other.context(&path),
@@ -915,6 +917,7 @@ pub(crate) fn validate_header(header: &FileHeader, first_block: u64, path: &str)
     if header.format_version == 0 {
         return Err(Error::UnrecognizedFormat {
             path: path.to_string(),
+            looks_like: None,
             detail: "a TensorFlow checkpoint index, not a native paramdex file (its header has no paramdex format version)".into(),
         });
     }

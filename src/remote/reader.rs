@@ -370,6 +370,7 @@ impl RemoteReader {
         if len < FOOTER_LEN as u64 {
             return Err(Error::UnrecognizedFormat {
                 path: location,
+                looks_like: None,
                 detail: format!("{len} bytes is too short to be a paramdex file (48-byte footer)"),
             });
         }
@@ -385,6 +386,7 @@ impl RemoteReader {
                     ..
                 } => Error::UnrecognizedFormat {
                     path: location.clone(),
+                    looks_like: None,
                     detail: format!("not a paramdex file: {detail}"),
                 },
                 other => ctx(other),

@@ -1153,6 +1153,7 @@ fn open_checkpoint(prefix: &Path, object: bool) -> Result<Box<dyn TensorStore>> 
         Some(s) => Ok(s),
         None => Err(Error::UnrecognizedFormat {
             path: index.display().to_string(),
+            looks_like: None,
             detail: "neither a paramdex nor a TensorFlow checkpoint".into(),
         }),
     }

@@ -102,6 +102,7 @@ pub fn export_tf(native: &Path, prefix: &Path) -> Result<ExportTfReport> {
             None => {
                 return Err(Error::UnrecognizedFormat {
                     path: native.display().to_string(),
+                    looks_like: None,
                     detail: "not a native paramdex file (export-tf needs one: it serves as both \
                              the index and the data file)"
                         .into(),
