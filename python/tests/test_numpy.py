@@ -13,7 +13,7 @@ from paramdex import _paramdex
 from paramdex._convert import numpy_dtype
 from paramdex.numpy import load_file, save_file
 
-from conftest import DATA
+from conftest import DATA, need
 
 ALL = [name for name, _ in _paramdex.dtypes()]
 
@@ -61,7 +61,7 @@ def test_round_trip_every_dtype(tmp_path, kind, shape):
 
 
 def test_bfloat16_and_float8_are_ml_dtypes(tmp_path):
-    ml = pytest.importorskip("ml_dtypes")
+    ml = need("ml_dtypes")
     a = np.array([1.5, -2.0, 0.25], dtype=ml.bfloat16)
     e = np.array([1.0, 448.0], dtype=ml.float8_e4m3fn)
     save_file({"b": a, "e": e}, tmp_path / "m.pdx")

@@ -1,5 +1,8 @@
 """torch: tensors equal to what torch and safetensors load, every dtype round trip, the
-copy-on-write zero-copy mapping, devices and writing torch tensors."""
+copy-on-write zero-copy mapping, devices and writing torch tensors.
+
+Without torch the whole module is skipped (a failure under PARAMDEX_REQUIRE_ALL=1): see
+``conftest.need``."""
 
 import numpy as np
 import pytest
