@@ -626,7 +626,9 @@ pub fn get(file: &Path, name_arg: OsString, opts: GetOptions) -> Result<ExitCode
 }
 
 /// `get` of a name that is not there: the error, with the near names the store holds when
-/// there are any (one line; exit code 4 either way).
+/// there are any (`name::near`; one line; exit code 4 either way). A near name that cannot be
+/// typed as shown (escapes, or the name asked for in another Unicode normalisation form) comes
+/// with its `--hex`, and the message says where every name's exact bytes are.
 fn not_found(key: &[u8], file: &Path, store: &dyn TensorStore) -> Result<ExitCode> {
     let e = Error::NotFound {
         name: name::display(key),
@@ -635,17 +637,23 @@ fn not_found(key: &[u8], file: &Path, store: &dyn TensorStore) -> Result<ExitCod
     // Suggestions are a courtesy: a listing that fails here leaves the plain error.
     let near = store
         .scan(b"")
-        .and_then(|names| super::suggest::near(key, names))
+        .and_then(|names| name::near(key, names.map(|t| t.map(|t| t.name))))
         .unwrap_or_default();
     if near.is_empty() {
         return Err(e);
     }
-    let names: Vec<String> = near.iter().map(|n| name::display(n)).collect();
-    let which = match names.as_slice() {
-        [one] => one.clone(),
-        _ => format!("one of {}", names.join(", ")),
-    };
-    super::print_error(format!("{e}; did you mean {which}?"));
+    let hex = |n: &[u8]| format!("paramdex get --hex {} {}", file.display(), name::to_hex(n));
+    let mut msg = format!("{e}; {}", name::did_you_mean(key, &near, &hex));
+    if near
+        .iter()
+        .any(|n| !name::typeable(n) || name::normalisation_differs(key, n).is_some())
+    {
+        msg.push_str(&format!(
+            " (`paramdex ls --json {}` gives every name's bytes as name_hex)",
+            file.display()
+        ));
+    }
+    super::print_error(msg);
     Ok(ExitCode::from(super::EXIT_NOT_FOUND))
 }
 

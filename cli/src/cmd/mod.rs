@@ -12,7 +12,6 @@ mod meta;
 mod numbers;
 mod output;
 mod shards;
-mod suggest;
 
 use std::ffi::OsString;
 use std::io::{IsTerminal, Write};
