@@ -845,6 +845,19 @@ pub fn stat(ui: Ui, file: &Path, as_json: bool) -> Result<ExitCode> {
     bar.finish();
     let mut o = Map::new();
     o.insert("file".into(), json!(file.display().to_string()));
+    // A checkpoint directory (or DIR@STEP): which checkpoint was read.
+    let resolved = paramdex::interop::resolve_checkpoint_dir(file)?.map(|index| {
+        let prefix = index.with_extension("");
+        let step = prefix
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(paramdex::interop::step_of);
+        (prefix, step)
+    });
+    if let Some((prefix, step)) = &resolved {
+        o.insert("checkpoint".into(), json!(prefix.display().to_string()));
+        o.insert("step".into(), json!(step));
+    }
     o.insert("format".into(), json!(store.format().name()));
     o.insert("tensors".into(), json!(n));
     o.insert("data_bytes".into(), json!(data_bytes));
@@ -935,8 +948,16 @@ pub fn stat(ui: Ui, file: &Path, as_json: bool) -> Result<ExitCode> {
     } else {
         let get = |k: &str| o.get(k).cloned().unwrap_or(Value::Null);
         let num = |k: &str| get(k).as_u64();
-        let mut rows: Vec<(String, String)> = vec![
-            ("file".into(), file.display().to_string()),
+        let mut rows: Vec<(String, String)> = vec![("file".into(), file.display().to_string())];
+        if let Some((prefix, step)) = &resolved {
+            let step = step.map_or_else(|| "?".to_string(), |s| s.to_string());
+            let latest = if file.is_dir() { ", the latest" } else { "" };
+            rows.push((
+                "checkpoint".into(),
+                format!("{} (step {step}{latest})", prefix.display()),
+            ));
+        }
+        rows.extend([
             (
                 "format".into(),
                 match num("format_version") {
@@ -949,7 +970,7 @@ pub fn stat(ui: Ui, file: &Path, as_json: bool) -> Result<ExitCode> {
                 "data".into(),
                 format!("{} ({data_bytes} bytes)", human_bytes(data_bytes)),
             ),
-        ];
+        ]);
         for (d, (c, b)) in &by_dtype {
             rows.push((
                 format!("  {d}"),
