@@ -498,6 +498,58 @@ fn near_names_that_cannot_be_typed_as_shown_say_how_to_give_them() {
     );
 }
 
+/// Issue 30, defect 9: `diff` of a bfloat16 export against its float32 master, with a
+/// tolerance, compares the values (each side decoded from its own dtype); without one, the
+/// dtype difference says how to compare them.
+#[test]
+fn diff_across_dtypes_with_a_tolerance_compares_the_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let master = [1.0f32, 0.1, -3.3, 1000.5];
+    let f32_path = dir.path().join("master.pdx");
+    let bf16_path = dir.path().join("export.pdx");
+    let mut w = Writer::create(&f32_path).unwrap();
+    w.add_values("w", &[4], &master).unwrap();
+    w.add_values("same", &[1], &[2.0f32]).unwrap();
+    w.finish().unwrap();
+    let bf: Vec<u8> = master
+        .iter()
+        .flat_map(|x| half::bf16::from_f32(*x).to_le_bytes())
+        .collect();
+    let mut w = Writer::create(&bf16_path).unwrap();
+    w.add(b"w", Tensor::new(DType::BFloat16, &[4], &bf))
+        .unwrap();
+    w.add_values("same", &[1], &[2.0f32]).unwrap();
+    w.finish().unwrap();
+    let o = stdout(&run(&[&"diff", &bf16_path, &f32_path], 5));
+    assert!(
+        o.contains(
+            "dtype: w: bfloat16 vs float32 (--atol/--rtol compare the values across dtypes)"
+        ),
+        "{o}"
+    );
+    let o = stdout(&run(
+        &[&"diff", &bf16_path, &f32_path, &"--rtol", &"1e-2"],
+        0,
+    ));
+    assert!(o.contains("1 tensor within tolerance"), "{o}");
+    let o = stdout(&run(
+        &[&"diff", &bf16_path, &f32_path, &"--rtol", &"1e-5"],
+        5,
+    ));
+    assert!(
+        o.contains("values: w: 3 of 4 elements differ (bfloat16 vs float32)"),
+        "{o}"
+    );
+    let v = json(&run(
+        &[&"diff", &bf16_path, &f32_path, &"--atol", &"0", &"--json"],
+        5,
+    ));
+    assert_eq!(v["values"][0]["dtype"], "bfloat16");
+    assert_eq!(v["values"][0]["dtype_b"], "float32");
+    assert_eq!(v["values"][0]["differing_elements"], 3);
+    assert_eq!(v["dtype"], json!([]));
+}
+
 #[test]
 fn diff_tolerances_and_nans_that_do_not_hide_the_largest_difference() {
     let dir = tempfile::tempdir().unwrap();

@@ -370,6 +370,8 @@ enum Command {
         ///
         /// As numpy.allclose: elements a, b are equal when |a - b| <= atol + rtol * |b|.
         /// Without --atol, --rtol or --equal-nan, elements are equal when their bytes are.
+        /// With them, tensors of different numeric dtypes (a bfloat16 export against its
+        /// float32 master) are compared too: each element decoded from its own dtype, as f64.
         #[arg(long, value_name = "ATOL", value_parser = tolerance)]
         atol: Option<f64>,
         /// Relative tolerance (times |b|, the element of B).
