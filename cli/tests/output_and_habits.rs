@@ -498,6 +498,111 @@ fn near_names_that_cannot_be_typed_as_shown_say_how_to_give_them() {
     );
 }
 
+/// Issue 30, defect 9: `get` of several names or a glob pattern prints every tensor (one JSON
+/// array, or text blocks); `ls` of several inputs lists each.
+#[test]
+fn get_of_several_names_or_a_glob_and_ls_of_several_inputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("m.pdx");
+    let mut w = Writer::create(&p).unwrap();
+    for (n, v) in [
+        ("model.layers.0.bias", 0.0f32),
+        ("model.layers.0.weight", 1.0),
+        ("model.layers.1.bias", 2.0),
+        ("lm_head.weight", 3.0),
+        ("odd*name", 4.0),
+    ] {
+        w.add_values(n, &[1], &[v]).unwrap();
+    }
+    w.finish().unwrap();
+    let names = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let v = json(&run(&[&"get", &p, &"model.layers.*.bias"], 0));
+    assert_eq!(names(&v), ["model.layers.0.bias", "model.layers.1.bias"]);
+    assert_eq!(v[1]["data"], json!([2.0]));
+    // Names and patterns together, in the order given.
+    let v = json(&run(&[&"get", &p, &"lm_head.weight", &"*.0.*"], 0));
+    assert_eq!(
+        names(&v),
+        [
+            "lm_head.weight",
+            "model.layers.0.bias",
+            "model.layers.0.weight"
+        ]
+    );
+    // A name that is a tensor's is that tensor, even with a glob character: one object.
+    let v = json(&run(&[&"get", &p, &"odd*name"], 0));
+    assert_eq!(v["data"], json!([4.0]));
+    let t = stdout(&run(
+        &[
+            &"get",
+            &p,
+            &"lm_head.weight",
+            &"odd*name",
+            &"--format",
+            &"text",
+        ],
+        0,
+    ));
+    assert!(
+        t.contains("name    lm_head.weight\n") && t.contains("\n\nname    odd*name\n"),
+        "{t}"
+    );
+    // Nothing matching, a missing name among several, and raw of several.
+    let o = run(&[&"get", &p, &"zzz*"], 4);
+    assert!(
+        stderr(&o).contains("no tensor name matches the pattern zzz*"),
+        "{}",
+        stderr(&o)
+    );
+    let o = run(&[&"get", &p, &"lm_head.weight", &"model.layers.0.bais"], 4);
+    assert!(
+        stderr(&o).contains("did you mean model.layers.0.bias?"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(o.stdout.is_empty());
+    let o = run(&[&"get", &p, &"model.*", &"--format", &"raw"], 1);
+    assert!(
+        stderr(&o).contains("--format raw writes one tensor, not the 3"),
+        "{}",
+        stderr(&o)
+    );
+
+    // ls of several inputs: each under its name; JSON: one array, each tensor with its file.
+    let q = dir.path().join("q.pdx");
+    let mut w = Writer::create(&q).unwrap();
+    w.add_values("only_q", &[1], &[5.0f32]).unwrap();
+    w.finish().unwrap();
+    let o = stdout(&run(&[&"ls", &p, &q], 0));
+    let (pp, qq) = (
+        format!("{}:\n", p.display()),
+        format!("\n\n{}:\n", q.display()),
+    );
+    assert!(
+        o.starts_with(&pp) && o.contains(&qq) && o.contains("only_q"),
+        "{o}"
+    );
+    let v = json(&run(&[&"ls", &p, &q, &"--json"], 0));
+    let list = v.as_array().unwrap();
+    assert_eq!(list.len(), 6);
+    assert_eq!(list[0]["file"], p.display().to_string());
+    assert_eq!(list[5]["file"], q.display().to_string());
+    assert_eq!(list[5]["name"], "only_q");
+    // An input that cannot be listed is reported; the others are listed; its status is the
+    // exit status.
+    let missing = dir.path().join("missing.pdx");
+    let o = run(&[&"ls", &missing, &q, &"--json"], 1);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v.as_array().unwrap().len(), 1);
+    assert!(stderr(&o).contains("missing.pdx"), "{}", stderr(&o));
+}
+
 /// Issue 30, defect 9: `diff` of a bfloat16 export against its float32 master, with a
 /// tolerance, compares the values (each side decoded from its own dtype); without one, the
 /// dtype difference says how to compare them.

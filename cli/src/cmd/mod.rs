@@ -214,8 +214,9 @@ enum Command {
   paramdex ls ckpt/ --prefix model.layers.0.
   paramdex ls model.pdx --json      (exact names: name_hex for names that are not UTF-8)")]
     Ls {
-        /// The input (any supported format).
-        file: PathBuf,
+        /// The inputs (any supported format): several are listed one after the other.
+        #[arg(value_name = "FILE", required = true, num_args = 1..)]
+        files: Vec<PathBuf>,
         /// Print one JSON array of {name, dtype, shape, lod, nbytes} objects (plus name_hex
         /// for names that are not UTF-8).
         #[arg(long)]
@@ -240,9 +241,15 @@ enum Command {
     Get {
         /// The input (any supported format).
         file: PathBuf,
-        /// The tensor's name (raw bytes on Unix; see --hex). In a Paddle merged parameter file,
-        /// `#K` is also the K-th record by counter (from 0), unless a tensor is named `#K`.
-        name: OsString,
+        /// The tensor's name, or several, or a glob pattern (`'model.layers.*.bias'`).
+        ///
+        /// Raw bytes on Unix; see --hex. In a Paddle merged parameter file, `#K` is also the
+        /// K-th record by counter (from 0), unless a tensor is named `#K`. A name that no
+        /// tensor has but that holds `*`, `?`, `[` or `{` is a glob pattern (`*` runs across
+        /// `/` and `.`), standing for the tensors it matches. Several tensors print as one
+        /// JSON array of their objects (or their text blocks); raw and npy take one.
+        #[arg(value_name = "NAME", required = true, num_args = 1..)]
+        names: Vec<OsString>,
         /// Output format.
         #[arg(long, value_enum, default_value_t = GetFormat::Json)]
         format: GetFormat,
@@ -905,14 +912,14 @@ pub fn run(cli: Cli) -> paramdex::Result<ExitCode> {
         } => shards::demo(ranks, dir),
         Command::Demo { dir, tensors, .. } => demo::run(ui, dir, tensors),
         Command::Ls {
-            file,
+            files,
             json,
             prefix,
             long,
-        } => inspect::ls(ui, &file, json, prefix, long),
+        } => inspect::ls_many(ui, &files, json, prefix, long),
         Command::Get {
             file,
-            name,
+            names,
             format,
             output,
             hex,
@@ -921,7 +928,7 @@ pub fn run(cli: Cli) -> paramdex::Result<ExitCode> {
             slice,
         } => inspect::get(
             &file,
-            name,
+            names,
             inspect::GetOptions {
                 hex,
                 format,
