@@ -944,3 +944,66 @@ fn diff_prints_in_the_same_order_whatever_the_interleaving() {
     assert_eq!(d["only_in_b"], serde_json::json!(["a0", "b1", "e5"]));
     assert_eq!(d["values"][1]["name"], "h");
 }
+
+/// Issue 30, defect 6: a command's help lists its own options, then the global ones under
+/// their own heading; the object-storage options only on commands whose inputs or outputs may
+/// be URLs; every command has examples; summaries are one short line, details in `--help`.
+#[test]
+fn help_separates_global_and_object_storage_options_and_gives_examples() {
+    let local = [
+        "demo",
+        "export-tf",
+        "recover",
+        "clean-shards",
+        "completions",
+    ];
+    let remote = [
+        "ls",
+        "get",
+        "stat",
+        "verify",
+        "convert",
+        "diff",
+        "merge",
+        "meta",
+        "merge-shards",
+        "ckpt",
+    ];
+    for c in local.iter().chain(&remote) {
+        let h = stdout(&run(&[c, &"--help"], 0));
+        let own = h.find("\nOptions:").unwrap_or_else(|| panic!("{c}: {h}"));
+        let global = h
+            .find("\nGlobal options:")
+            .unwrap_or_else(|| panic!("{c}: {h}"));
+        assert!(
+            own < global && !h[own..global].contains("--quiet"),
+            "{c}: {h}"
+        );
+        assert_eq!(h.contains("--endpoint-url"), remote.contains(c), "{c}: {h}");
+        assert_eq!(
+            h.contains("Object storage (s3:// inputs and outputs):"),
+            remote.contains(c),
+            "{c}: {h}"
+        );
+        assert!(h.contains("Examples:\n  paramdex "), "{c}: {h}");
+        let summary = stdout(&run(&[c, &"-h"], 0));
+        let first = summary.lines().next().unwrap_or_default();
+        assert!(first.len() <= 100, "{c}: {first}");
+    }
+    // The object-storage options before the command's name, as ever; not on a local command.
+    let o = run(&[&"demo", &"--region", &"x"], 2);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("unexpected argument '--region'"), "{e}");
+    // The list of commands: one short line each.
+    let h = stdout(&run(&[&"--help"], 0));
+    let commands: Vec<&str> = h
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .collect();
+    assert!(commands.len() >= 15, "{h}");
+    for line in commands {
+        assert!(line.len() <= 100, "{line}");
+    }
+}

@@ -133,6 +133,17 @@ pub fn open_any(path: impl AsRef<Path>) -> Result<Box<dyn TensorStore>> {
     })
 }
 
+/// The checkpoint [`open_any`] opens for a local checkpoint-directory input, as its `.index`
+/// file: `DIR` (its latest, the one its `checkpoint` state file names) or `DIR@STEP`. `None`
+/// for any other input, URLs included. (`paramdex stat DIR` says which step it read.)
+pub fn resolve_checkpoint_dir(path: impl AsRef<Path>) -> Result<Option<PathBuf>> {
+    let path = path.as_ref();
+    if path.to_str().is_some_and(crate::remote::is_url) {
+        return Ok(None);
+    }
+    checkpoints::resolve_input(path)
+}
+
 /// The store of the first format that claims `path`, if one does. A file that none claims
 /// (or that a format refuses as not its own) but that looks like a format recognised in
 /// [`foreign`] (a `torch.save` zip, a pickle, a torch DCP file) is

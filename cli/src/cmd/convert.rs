@@ -33,7 +33,7 @@ struct Patterns {
 
 /// A glob over a whole tensor name: `*` runs across `/` and `.` (names are not paths), `\`
 /// escapes.
-fn glob(flag: &str, p: &str) -> Result<Glob> {
+pub(super) fn glob(flag: &str, p: &str) -> Result<Glob> {
     GlobBuilder::new(p)
         .literal_separator(false)
         .backslash_escape(true)
@@ -72,7 +72,8 @@ impl Patterns {
     }
 }
 
-fn candidate(name: &[u8]) -> globset::Candidate<'_> {
+/// A name as globset matches it: its bytes.
+pub(super) fn candidate(name: &[u8]) -> globset::Candidate<'_> {
     #[cfg(unix)]
     {
         use std::os::unix::ffi::OsStrExt;
