@@ -225,6 +225,7 @@ pub fn open_location(loc: ObjectLocation, opts: &UrlOptions) -> Result<Box<dyn T
                 Err(Error::Remote {
                     problem: RemoteProblem::NotFound,
                     url,
+                    source,
                     ..
                 }) if url == format!("{}.index", loc.url) => Err(Error::Remote {
                     problem: RemoteProblem::NotFound,
@@ -233,6 +234,7 @@ pub fn open_location(loc: ObjectLocation, opts: &UrlOptions) -> Result<Box<dyn T
                          exist either)"
                     ),
                     url: loc.url,
+                    source,
                 }),
                 r => r,
             };

@@ -313,11 +313,11 @@ impl ObjectUpload {
         // The upload's thread stopped early: only a failure does that, and it says which.
         let e = match self.stop_driver() {
             Err(e) => e,
-            Ok(()) => Error::Remote {
-                url: self.loc.url.clone(),
-                problem: RemoteProblem::Request,
-                detail: "the upload stopped before every part was handed over".into(),
-            },
+            Ok(()) => Error::remote(
+                self.loc.url.clone(),
+                RemoteProblem::Request,
+                "the upload stopped before every part was handed over",
+            ),
         };
         Err(self.fail(io::Error::other(e)))
     }
@@ -345,11 +345,11 @@ impl ObjectUpload {
         };
         drop(tx);
         thread.join().unwrap_or_else(|_| {
-            Err(Error::Remote {
-                url: self.loc.url.clone(),
-                problem: RemoteProblem::Request,
-                detail: "the upload's thread panicked".into(),
-            })
+            Err(Error::remote(
+                self.loc.url.clone(),
+                RemoteProblem::Request,
+                "the upload's thread panicked",
+            ))
         })
     }
 
@@ -635,11 +635,11 @@ async fn drive(
                 remote_error(&loc.url, e),
                 &format!("uploading part {k}"),
             )),
-            Err(e) => Err(Error::Remote {
-                url: loc.url.clone(),
-                problem: RemoteProblem::Request,
-                detail: format!("a part's upload stopped: {e}"),
-            }),
+            Err(e) => Err(Error::remote(
+                loc.url.clone(),
+                RemoteProblem::Request,
+                format!("a part's upload stopped: {e}"),
+            )),
         }
     };
     let outcome: Result<bool> = async {
@@ -678,14 +678,14 @@ async fn drive(
                     let complete =
                         done.len() as u64 == handed && done.keys().copied().eq(0..handed);
                     if !complete {
-                        return Err(Error::Remote {
-                            url: loc.url.clone(),
-                            problem: RemoteProblem::Request,
-                            detail: format!(
+                        return Err(Error::remote(
+                            loc.url.clone(),
+                            RemoteProblem::Request,
+                            format!(
                                 "parts {:?} uploaded, not 0..{handed}",
                                 done.keys().collect::<Vec<_>>()
                             ),
-                        });
+                        ));
                     }
                     let parts = std::mem::take(&mut done).into_values().collect();
                     let r = multipart.complete_multipart(&loc.path, &id, parts).await;
@@ -712,8 +712,9 @@ async fn drive(
     let abort_note = match aborted {
         Ok(()) => String::new(),
         Err(e) => format!(
-            "; aborting the multipart upload {id} also failed ({e}): its parts stay stored, \
-             invisible, until the bucket's lifecycle rule removes them"
+            "; aborting the multipart upload {id} also failed ({}): its parts stay stored, \
+             invisible, until the bucket's lifecycle rule removes them",
+            remote_error(&loc.url, e)
         ),
     };
     match outcome {
@@ -723,11 +724,11 @@ async fn drive(
             }
             Err(e)
         }
-        _ => Err(Error::Remote {
-            url: loc.url.clone(),
-            problem: RemoteProblem::Request,
-            detail: format!("the upload was abandoned before it completed{abort_note}"),
-        }),
+        _ => Err(Error::remote(
+            loc.url.clone(),
+            RemoteProblem::Request,
+            format!("the upload was abandoned before it completed{abort_note}"),
+        )),
     }
 }
 
