@@ -1137,6 +1137,7 @@ mod exit_tests {
                 status: Some(503),
                 retries: 2,
             },
+            RemoteProblem::Aborted,
             RemoteProblem::Request,
         ] {
             assert_eq!(status(p), EXIT_ERROR, "{p:?}");
