@@ -225,6 +225,9 @@ fn each_store_answer_is_its_own_error() {
         },
         "{text}"
     );
-    assert!(text.contains("the store could not be reached"), "{text}");
+    assert!(
+        text.contains("the store did not answer: Connection refused"),
+        "{text}"
+    );
     assert!(text.contains("after 2 retries of GET"), "{text}");
 }

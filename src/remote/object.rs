@@ -88,7 +88,7 @@ pub(crate) fn remote_error(url: &str, e: object_store::Error) -> Error {
             format!("the object changed since it was opened: {}", answer.said())
         }
         RemoteProblem::Unavailable { status: None, .. } => {
-            format!("the store could not be reached: {}", answer.said())
+            format!("the store did not answer: {}", answer.said())
         }
         RemoteProblem::Unavailable { .. } => {
             format!("the store could not answer: {}", answer.said())
