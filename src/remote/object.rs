@@ -87,13 +87,13 @@ pub(crate) fn remote_error(url: &str, e: object_store::Error) -> Error {
         RemoteProblem::Replaced => {
             format!("the object changed since it was opened: {}", answer.said())
         }
-        RemoteProblem::Unavailable { status: None, .. } => {
+        RemoteProblem::Unavailable { status: None, .. } if answer.no_answer.is_some() => {
             format!("the store did not answer: {}", answer.said())
         }
         RemoteProblem::Unavailable { .. } => {
             format!("the store could not answer: {}", answer.said())
         }
-        _ if answer.status.is_some() => {
+        _ if answer.status.is_some() || answer.code.is_some() => {
             format!("the store refused the request: {}", answer.said())
         }
         _ => chain_text(&e),
@@ -117,6 +117,13 @@ fn chain_text(e: &(dyn std::error::Error + 'static)) -> String {
             text.push_str(&m);
         }
         cause = c.source();
+    }
+    // Whatever document a server sent is not for people (its code and message, when it is an
+    // S3 error, are in `Answer`).
+    for xml in ["<?xml", "<Error"] {
+        if let Some(i) = text.find(xml) {
+            text.truncate(i);
+        }
     }
     one_line(&text, 600)
 }
@@ -212,7 +219,12 @@ impl Answer {
     /// Whether the store could not answer: a server error, throttling or a request timeout
     /// (each retried by the client before it gave up), or no answer at all.
     fn unavailable(&self) -> bool {
-        match self.status {
+        // S3 may answer an error inside a 200 (a completion that failed): its code says.
+        let busy = matches!(
+            self.code.as_deref(),
+            Some("InternalError" | "ServiceUnavailable" | "SlowDown")
+        );
+        busy || match self.status {
             Some(s) => s >= 500 || s == 429 || s == 408,
             None => self.no_answer.is_some(),
         }
@@ -225,11 +237,16 @@ impl Answer {
         let mut s = match (self.status, &self.no_answer) {
             (Some(st), _) => format!("HTTP {st}"),
             (None, Some(why)) => why.clone(),
-            (None, None) => "no answer".to_string(),
+            (None, None) => String::new(),
         };
         if let Some(code) = &self.code {
-            s.push(' ');
+            if !s.is_empty() {
+                s.push(' ');
+            }
             s.push_str(code);
+        }
+        if s.is_empty() {
+            s.push_str("an error");
         }
         if let Some(m) = &self.message {
             s.push_str(&format!(" ({m})"));
@@ -746,6 +763,29 @@ mod tests {
         assert!(
             d.starts_with("the store refused the request: HTTP 400 InvalidPart"),
             "{d}"
+        );
+        // An error inside a 200 (a completion): its code decides; no XML either way.
+        let e = object_store::Error::Generic {
+            store: "S3",
+            source: format!(
+                "Error performing POST http://h/b/k?uploadId=1 in 3s, after 2 retries, \
+                 max_retries: 2, retry_timeout: 300s  - Server returned error response: {}",
+                s3_xml("InternalError", "We encountered an internal error.")
+            )
+            .into(),
+        };
+        let (p, d) = problem_and_detail(e);
+        assert_eq!(
+            p,
+            RemoteProblem::Unavailable {
+                status: None,
+                retries: 2
+            }
+        );
+        assert_eq!(
+            d,
+            "the store could not answer: InternalError (We encountered an internal error.) \
+             after 2 retries of POST http://h/b/k?uploadId=1"
         );
         // No answer at all and no status: the client's own words, causes included.
         let e = object_store::Error::Generic {
