@@ -9,12 +9,28 @@
 
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use paramdex::remote::{AbortOutcome, AbortedUpload};
 
 /// The longest wait for the stores to confirm the aborts.
 const ABORT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Whether a signal arrived: from then on the clean-up owns the process's exit.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// Called when the command has ended, before its result is reported: after a signal, waits for
+/// the clean-up to end the process (never returning). The command may end because of the
+/// clean-up itself (its upload aborted under it), and its error must not pass for the outcome
+/// nor its exit race the clean-up's.
+pub fn settle() {
+    if INTERRUPTED.load(Ordering::SeqCst) {
+        loop {
+            std::thread::park();
+        }
+    }
+}
 
 /// Starts a thread that waits for SIGINT or SIGTERM and then cleans up and exits. Without it
 /// (it could not be set up, or off Unix) the signals keep their default action.
@@ -32,6 +48,7 @@ pub fn watch() {
             let Some(sig) = pending.next() else {
                 return;
             };
+            INTERRUPTED.store(true, Ordering::SeqCst);
             // The clean-up on a thread of its own, so that a second signal still ends the
             // process (an abort waiting on a store that does not answer).
             let cleaning = std::thread::Builder::new()

@@ -1040,7 +1040,9 @@ pub fn main() -> ExitCode {
         ColorArg::Always => anstream::ColorChoice::Always.write_global(),
         ColorArg::Never => anstream::ColorChoice::Never.write_global(),
     }
-    match run(cli) {
+    let result = run(cli);
+    interrupt::settle();
+    match result {
         Ok(code) => code,
         Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::BrokenPipe => {
             // The reader of our output went away (`paramdex ls big.pdx | head`): not an error.
