@@ -80,23 +80,26 @@ pub(crate) fn remote_error(url: &str, e: object_store::Error) -> Error {
         },
         _ => RemoteProblem::Request,
     };
+    // What the store answered; the client's own words when there was no HTTP answer to
+    // describe (a local file system's store, a client misconfigured).
+    let said = if answer.status.is_some() || answer.code.is_some() || answer.no_answer.is_some() {
+        answer.said()
+    } else {
+        chain_text(&e)
+    };
     let detail = match problem {
-        RemoteProblem::NoSuchBucket => format!("no such bucket: {}", answer.said()),
-        RemoteProblem::NotFound => format!("no such object: {}", answer.said()),
-        RemoteProblem::Denied => format!("access denied: {}", answer.said()),
-        RemoteProblem::Replaced => {
-            format!("the object changed since it was opened: {}", answer.said())
-        }
+        RemoteProblem::NoSuchBucket => format!("no such bucket: {said}"),
+        RemoteProblem::NotFound => format!("no such object: {said}"),
+        RemoteProblem::Denied => format!("access denied: {said}"),
+        RemoteProblem::Replaced => format!("the object changed since it was opened: {said}"),
         RemoteProblem::Unavailable { status: None, .. } if answer.no_answer.is_some() => {
-            format!("the store did not answer: {}", answer.said())
+            format!("the store did not answer: {said}")
         }
-        RemoteProblem::Unavailable { .. } => {
-            format!("the store could not answer: {}", answer.said())
-        }
+        RemoteProblem::Unavailable { .. } => format!("the store could not answer: {said}"),
         _ if answer.status.is_some() || answer.code.is_some() => {
-            format!("the store refused the request: {}", answer.said())
+            format!("the store refused the request: {said}")
         }
-        _ => chain_text(&e),
+        _ => said,
     };
     Error::Remote {
         url: url.to_string(),
@@ -244,9 +247,6 @@ impl Answer {
                 s.push(' ');
             }
             s.push_str(code);
-        }
-        if s.is_empty() {
-            s.push_str("an error");
         }
         if let Some(m) = &self.message {
             s.push_str(&format!(" ({m})"));
@@ -691,6 +691,18 @@ mod tests {
         assert_eq!(
             d,
             format!("no such object: HTTP 404 NoSuchKey (Key & gone) for {get}")
+        );
+        // No HTTP answer to describe (a local file system's store): the client's words.
+        let e = object_store::Error::NotFound {
+            path: "/d/k".into(),
+            source: "No such file or directory (os error 2)".into(),
+        };
+        let (p, d) = problem_and_detail(e);
+        assert_eq!(p, RemoteProblem::NotFound);
+        assert_eq!(
+            d,
+            "no such object: Object at location /d/k not found: No such file or directory (os \
+             error 2)"
         );
         // A HEAD's 404 has no body: a missing object, as far as anyone can tell.
         let e = object_store::Error::NotFound {
