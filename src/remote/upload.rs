@@ -16,7 +16,9 @@
 //! the upload (S3 makes a multipart object appear at once on completion, replacing an object
 //! of the same name then, not before). Dropping an upload that was not committed, or any
 //! failure (a write, a part, the completion), aborts the multipart upload: no object appears,
-//! an object that was there stays intact, and the store frees the parts. An object that fits
+//! an object that was there stays intact, and the store frees the parts; so does
+//! [`abort_uploads_in_flight`], for every upload of the process at once (an interrupt, a
+//! shutdown), since a process that exits leaves its open uploads stored. An object that fits
 //! in one part is sent as one plain PUT at commit (one request, equally atomic). There is no
 //! `fsync` here: [`WriteBackend::sync`] does nothing; the object is durable as the store makes
 //! it once the upload completes.
