@@ -186,14 +186,23 @@ pub enum Error {
 
     /// A request to an object store failed, or its answer is not the object that was opened
     /// (SPEC.md 8.3). Never retried here: the store client retries what can be.
+    ///
+    /// The message is one line (the server's XML is never in it); the client's own error,
+    /// when a request failed, is the `source`: with the `object_store` crate it is an
+    /// `object_store::Error`, which callers can reach by downcasting
+    /// (`std::error::Error::source(&e)` then `downcast_ref::<object_store::Error>()`).
     #[error("{url}: {detail}")]
     Remote {
         /// The object (its URL).
         url: String,
         /// What went wrong, for callers that act on it.
         problem: RemoteProblem,
-        /// The particulars (the store's message).
+        /// The particulars, for people.
         detail: String,
+        /// The store client's error, when a request failed (`None` when paramdex found the
+        /// answer wrong itself: an object cut short, an upload abandoned).
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
     },
 
     /// The slices of a tensor do not fit together: they overlap, lie outside its shape,
@@ -330,15 +339,31 @@ pub enum ShardProblem {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum RemoteProblem {
-    /// No such object (or bucket).
+    /// No such object: the bucket exists (or the store did not say which of the two is
+    /// missing, as an answer to a HEAD request cannot).
     NotFound,
-    /// The credentials were refused.
+    /// No such bucket (the store's error code `NoSuchBucket`).
+    NoSuchBucket,
+    /// The credentials were refused, or they do not allow the request (HTTP 401, 403).
     Denied,
     /// The object changed since it was opened (another ETag).
     Replaced,
     /// The store answered with fewer bytes than asked for.
     Truncated,
-    /// The request failed otherwise (network, timeouts after retries, server errors).
+    /// The store could not answer: server errors (HTTP 5xx), throttling (429) or a
+    /// connection that failed or timed out, still so after the client's retries.
+    Unavailable {
+        /// The HTTP status of the last answer; `None` when no answer came (a connection
+        /// refused, reset or timed out).
+        status: Option<u16>,
+        /// How many times the request was retried before giving up.
+        retries: u32,
+    },
+    /// The multipart upload was aborted by [`crate::remote::abort_uploads_in_flight`] (an
+    /// interrupt, a program shutting down): nothing appears under the object's name.
+    Aborted,
+    /// The request failed otherwise (a request the store refused as invalid, a client
+    /// misconfigured, an answer that makes no sense).
     Request,
 }
 
@@ -400,6 +425,20 @@ impl Error {
         Error::Io {
             context: context.into(),
             source,
+        }
+    }
+
+    /// An [`Error::Remote`] that paramdex found itself, with no client error behind it.
+    pub fn remote(
+        url: impl Into<String>,
+        problem: RemoteProblem,
+        detail: impl Into<String>,
+    ) -> Self {
+        Error::Remote {
+            url: url.into(),
+            problem,
+            detail: detail.into(),
+            source: None,
         }
     }
 

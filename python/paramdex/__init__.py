@@ -45,11 +45,25 @@ __all__ = [
     "Writer",
     "CheckpointManager",
     "PruneReport",
+    "abort_uploads_in_flight",
     *errors.__all__,
 ]
 
 Name = Union[str, bytes]
 _FRAMEWORKS = ("np", "numpy", "pt", "torch", "paddle", "tf", "tensorflow")
+
+
+def abort_uploads_in_flight(timeout: float = 10.0) -> List[Tuple[str, str]]:
+    """Aborts every multipart upload of this process in flight (outputs being written to
+    ``s3://``), waiting at most ``timeout`` seconds for the stores, and returns ``(url,
+    outcome)`` for each: ``"aborted"``, ``"finished"`` (it ended first), ``"timed out"`` or
+    ``"failed: ..."``. The writers of aborted uploads raise :class:`RemoteError` and never
+    commit. Call it from a SIGTERM handler or a shutdown hook: a process that exits with an
+    upload open leaves its parts stored (and billed) until the bucket's lifecycle rule removes
+    them, e.g. ``signal.signal(signal.SIGTERM, lambda *_: (abort_uploads_in_flight(),
+    sys.exit(143)))``.
+    """
+    return _paramdex.abort_uploads_in_flight(timeout)
 
 
 class TensorInfo(NamedTuple):

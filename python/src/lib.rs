@@ -1042,6 +1042,36 @@ fn is_numeric(kind: &str) -> bool {
     DType::from_name(kind).map(Kind::Numeric).is_some()
 }
 
+/// Aborts every multipart upload of this process in flight (outputs being written to `s3://`),
+/// waiting at most `timeout` seconds for the stores: for a program's own SIGTERM handler or
+/// shutdown hook (`paramdex::remote::abort_uploads_in_flight`). Returns `(url, outcome)` per
+/// upload, the outcome `"aborted"`, `"finished"` (it ended first), `"timed out"` or
+/// `"failed: ..."`; the writers of aborted uploads raise `RemoteError` and never commit.
+#[pyfunction]
+#[pyo3(signature = (timeout = 10.0))]
+fn abort_uploads_in_flight(py: Python<'_>, timeout: f64) -> PyResult<Vec<(String, String)>> {
+    use paramdex::remote::AbortOutcome;
+    let timeout = std::time::Duration::try_from_secs_f64(timeout).map_err(|_| {
+        PyValueError::new_err(format!(
+            "timeout must be a number of seconds, at least 0 (got {timeout})"
+        ))
+    })?;
+    let report = py.detach(|| paramdex::remote::abort_uploads_in_flight(timeout));
+    Ok(report
+        .into_iter()
+        .map(|u| {
+            let outcome = match u.outcome {
+                AbortOutcome::Aborted => "aborted".to_string(),
+                AbortOutcome::Finished => "finished".to_string(),
+                AbortOutcome::TimedOut => "timed out".to_string(),
+                AbortOutcome::Failed(e) => format!("failed: {e}"),
+                other => format!("{other:?}"),
+            };
+            (u.url, outcome)
+        })
+        .collect())
+}
+
 #[pymodule]
 fn _paramdex(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Store>()?;
@@ -1050,6 +1080,7 @@ fn _paramdex(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyCheckpointManager>()?;
     m.add_function(wrap_pyfunction!(dtypes, m)?)?;
     m.add_function(wrap_pyfunction!(is_numeric, m)?)?;
+    m.add_function(wrap_pyfunction!(abort_uploads_in_flight, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -531,3 +531,11 @@ def test_store_load_into_refuses_bad_destinations(tmp_path):
     assert st2.native_tensors() is None
     with pytest.raises(ValueError, match="not a paramdex file"):
         st2.load_into([], [])
+
+
+def test_abort_uploads_in_flight_names_what_it_aborted():
+    # Nothing written to s3:// here: nothing to abort. (tests/remote_interrupt.rs and
+    # cli/tests/remote_interrupt.rs abort real uploads.)
+    assert paramdex.abort_uploads_in_flight(1.0) == []
+    with pytest.raises(ValueError):
+        paramdex.abort_uploads_in_flight(-1)

@@ -229,6 +229,7 @@ pub fn open_location(loc: ObjectLocation, opts: &UrlOptions) -> Result<Box<dyn T
                 Err(Error::Remote {
                     problem: RemoteProblem::NotFound,
                     url,
+                    source,
                     ..
                 }) if url == format!("{}.index", loc.url) => match dcp_at(&loc) {
                     Some(e) => Err(e),
@@ -239,6 +240,7 @@ pub fn open_location(loc: ObjectLocation, opts: &UrlOptions) -> Result<Box<dyn T
                          exist either)"
                         ),
                         url: loc.url,
+                        source,
                     }),
                 },
                 r => r,

@@ -48,9 +48,9 @@ pub use sharded::{
 pub use sharded_write::{merge_shards_url, RemoteShardWriter};
 #[cfg(feature = "s3")]
 pub use upload::{
-    create_writer, create_writer_with, object_exists, upload_file, ObjectUpload, UploadCounters,
-    UploadOptions, UploadStats, DEFAULT_PART_SIZE, DEFAULT_UPLOAD_CONCURRENCY, MAX_PARTS,
-    MAX_PART_SIZE, MIN_PART_SIZE,
+    abort_uploads_in_flight, create_writer, create_writer_with, object_exists, upload_file,
+    AbortOutcome, AbortedUpload, ObjectUpload, UploadCounters, UploadOptions, UploadStats,
+    DEFAULT_PART_SIZE, DEFAULT_UPLOAD_CONCURRENCY, MAX_PARTS, MAX_PART_SIZE, MIN_PART_SIZE,
 };
 #[cfg(feature = "s3")]
 pub use url::{

@@ -814,11 +814,11 @@ impl RemoteReader {
         let mut a = lock();
         a.deliver(sink)?;
         if a.next != n {
-            return Err(Error::Remote {
-                url: self.location().to_string(),
-                problem: crate::error::RemoteProblem::Truncated,
-                detail: format!("a parallel load ended with {} of {n} tensors", a.next),
-            });
+            return Err(Error::remote(
+                self.location(),
+                crate::error::RemoteProblem::Truncated,
+                format!("a parallel load ended with {} of {n} tensors", a.next),
+            ));
         }
         Ok(())
     }

@@ -366,10 +366,12 @@ pub fn resolve_with(url: &str, config: &RemoteConfig) -> Result<ObjectLocation> 
     }
     let settings = s3_settings();
     let (bucket, key) = split_s3_url(url)?;
-    let configuring = |detail: String| Error::Remote {
-        url: url.to_string(),
-        problem: RemoteProblem::Request,
-        detail: format!("configuring the S3 client: {detail}"),
+    let configuring = |detail: String| {
+        Error::remote(
+            url,
+            RemoteProblem::Request,
+            format!("configuring the S3 client: {detail}"),
+        )
     };
     let mut b = AmazonS3Builder::from_env()
         .with_bucket_name(bucket)

@@ -1088,6 +1088,8 @@ fn exit_status(e: &Error) -> u8 {
                 | paramdex::ShardProblem::Count,
             ..
         } => EXIT_CORRUPT,
+        // A missing bucket or object, refused credentials, a store that could not answer: an
+        // error, as a missing or unreadable local file is (exit 4 is a tensor not found).
         _ => EXIT_ERROR,
     }
 }
@@ -1191,7 +1193,9 @@ pub fn main() -> ExitCode {
         ColorArg::Always => anstream::ColorChoice::Always.write_global(),
         ColorArg::Never => anstream::ColorChoice::Never.write_global(),
     }
-    match run(cli) {
+    let result = run(cli);
+    interrupt::settle();
+    match result {
         Ok(code) => code,
         Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::BrokenPipe => {
             // The reader of our output went away (`paramdex ls big.pdx | head`): not an error.
@@ -1266,4 +1270,32 @@ pub fn write_human_bytes(out: &mut String, n: u64) {
     } else {
         write!(out, "{v:.1} {}", UNITS[u])
     };
+}
+
+#[cfg(test)]
+mod exit_tests {
+    use super::*;
+    use paramdex::RemoteProblem;
+
+    /// Objects cut short are corrupt data (3); every other problem at a URL is an error (1),
+    /// as on a disk: the message, not the status, says which.
+    #[test]
+    fn remote_problems_exit_as_on_a_disk() {
+        let status = |p| exit_status(&Error::remote("s3://b/k", p, "x"));
+        assert_eq!(status(RemoteProblem::Truncated), EXIT_CORRUPT);
+        for p in [
+            RemoteProblem::NotFound,
+            RemoteProblem::NoSuchBucket,
+            RemoteProblem::Denied,
+            RemoteProblem::Replaced,
+            RemoteProblem::Unavailable {
+                status: Some(503),
+                retries: 2,
+            },
+            RemoteProblem::Aborted,
+            RemoteProblem::Request,
+        ] {
+            assert_eq!(status(p), EXIT_ERROR, "{p:?}");
+        }
+    }
 }
