@@ -78,7 +78,8 @@ pub mod raw;
 pub use dtype::DType;
 pub use element::Element;
 pub use error::{
-    CheckpointProblem, Corruption, Error, RemoteProblem, Result, ShardProblem, SliceProblem,
+    CheckpointProblem, Corruption, Error, PickleProblem, RemoteProblem, Result, ShardProblem,
+    SliceProblem,
 };
 pub use native::{
     clean_shards, last_complete_len, merge_shards, recover, recover_any, recover_any_with,

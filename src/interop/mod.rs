@@ -18,6 +18,7 @@ mod merge;
 pub(crate) mod native;
 pub mod npy;
 pub mod paddle;
+pub mod pickle;
 mod remote;
 mod remote_sharded;
 pub mod safetensors;
