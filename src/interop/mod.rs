@@ -24,6 +24,7 @@ mod remote_sharded;
 pub mod safetensors;
 mod store;
 pub mod tf;
+pub mod torch;
 mod upload;
 
 pub use checkpoints::{
@@ -45,6 +46,8 @@ type Opener = fn(&Path) -> Result<Option<Box<dyn TensorStore>>>;
 
 /// Format openers tried in order by [`open_any`]. Other formats register here.
 const OPENERS: &[Opener] = &[
+    // First: the Paddle merged-file detector would take a zip's header for a size field.
+    torch::open_store,
     native::open_native,
     safetensors::open_store,
     tf::open_store,

@@ -121,6 +121,8 @@ pub enum Format {
     PaddleMerged,
     /// A safetensors file (Hugging Face).
     Safetensors,
+    /// A `torch.save` file (a zip of a pickle and raw storages; `interop::torch`).
+    Torch,
 }
 
 impl Format {
@@ -134,6 +136,7 @@ impl Format {
             Format::PaddleDir => "paddle per-variable directory",
             Format::PaddleMerged => "paddle merged file",
             Format::Safetensors => "safetensors",
+            Format::Torch => "torch.save file",
         }
     }
 }

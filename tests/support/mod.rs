@@ -10,6 +10,7 @@
 pub mod ckpt;
 pub mod garage;
 pub mod s3;
+pub mod torchzip;
 
 use std::fs;
 use std::path::{Path, PathBuf};
