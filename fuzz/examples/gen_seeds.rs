@@ -457,8 +457,16 @@ fn main() {
     }
     // pickle: pickles as CPython writes them (tests/interop/gen_pickle_fixtures.py), and the
     // hostile cases of the unit tests in src/interop/pickle/tests.rs.
-    for name in ["torch_state_dict", "torch_nested"] {
-        let bytes = std::fs::read(fixtures().join("pickle").join(format!("{name}.pkl"))).unwrap();
+    for name in [
+        "torch_state_dict.pkl",
+        "torch_nested.pkl",
+        "paddle_p2.pdparams",
+        "paddle_p4.pdparams",
+        "paddle_nested.pdopt",
+        "paddle_odd.pdparams",
+        "torch_state_dict.pt",
+    ] {
+        let bytes = std::fs::read(fixtures().join("pickle").join(name)).unwrap();
         save("pickle", name, &bytes);
     }
     for (name, bytes) in [

@@ -51,6 +51,8 @@ const OPENERS: &[Opener] = &[
     native::open_native,
     safetensors::open_store,
     tf::open_store,
+    // Before the merged-file detector, which would take a pickle's header for a size field.
+    paddle::dygraph::open_store,
     paddle::open_merged_store,
     paddle::open_store,
 ];

@@ -123,6 +123,9 @@ pub enum Format {
     Safetensors,
     /// A `torch.save` file (a zip of a pickle and raw storages; `interop::torch`).
     Torch,
+    /// A Paddle dygraph `paddle.save` pickle (`.pdparams`, `.pdopt`;
+    /// `interop::paddle::dygraph`).
+    PaddleDygraph,
 }
 
 impl Format {
@@ -137,6 +140,7 @@ impl Format {
             Format::PaddleMerged => "paddle merged file",
             Format::Safetensors => "safetensors",
             Format::Torch => "torch.save file",
+            Format::PaddleDygraph => "paddle dygraph pickle",
         }
     }
 }

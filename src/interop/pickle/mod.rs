@@ -106,6 +106,21 @@ pub const NUMPY_GLOBALS: &[GlobalName] = &[
     ("builtins", "slice"),
 ];
 
+/// The globals a Paddle `paddle.save` pickle (`.pdparams`, `.pdopt`) may name: NumPy's, and
+/// `builtins.tuple`, through which Paddle pickles a tensor as `tuple((name, ndarray))`.
+pub const PADDLE_GLOBALS: &[GlobalName] = &[
+    ("collections", "OrderedDict"),
+    ("numpy.core.multiarray", "_reconstruct"),
+    ("numpy._core.multiarray", "_reconstruct"),
+    ("numpy", "ndarray"),
+    ("numpy", "dtype"),
+    ("_codecs", "encode"),
+    ("builtins", "tuple"),
+    ("builtins", "set"),
+    ("builtins", "frozenset"),
+    ("builtins", "slice"),
+];
+
 /// A container in [`Pickle`]'s arena.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ObjId(u32);
@@ -232,9 +247,20 @@ impl Pickle {
     /// ([`PickleProblem::Limit`]), nesting deeper than [`MAX_DEPTH`] or more than
     /// [`MAX_VISITS`] visits, a dict key of another type ([`PickleProblem::Malformed`]).
     pub fn named_leaves(&self, path: &str) -> Result<Vec<NamedLeaf>> {
+        self.named_leaves_with(path, &|_, _| false)
+    }
+
+    /// [`Pickle::named_leaves`], with the containers for which `is_leaf` holds taken as
+    /// leaves (Paddle's `(name, ndarray)` tuples).
+    pub fn named_leaves_with(
+        &self,
+        path: &str,
+        is_leaf: &dyn Fn(&Pickle, &Value) -> bool,
+    ) -> Result<Vec<NamedLeaf>> {
         let mut out = Vec::new();
         let mut walk = Walk {
             p: self,
+            is_leaf,
             path,
             on_path: Vec::new(),
             visits: 0,
@@ -247,6 +273,7 @@ impl Pickle {
 
 struct Walk<'a> {
     p: &'a Pickle,
+    is_leaf: &'a dyn Fn(&Pickle, &Value) -> bool,
     path: &'a str,
     on_path: Vec<ObjId>,
     visits: usize,
@@ -268,6 +295,10 @@ impl Walk<'_> {
             self.out.push((name, v.clone()));
             return Ok(());
         };
+        if (self.is_leaf)(self.p, v) {
+            self.out.push((name, v.clone()));
+            return Ok(());
+        }
         let obj = self.p.get(*id);
         let children: Vec<(String, &Value)> = match obj {
             Object::Dict { items, .. } => {
@@ -597,6 +628,13 @@ impl<'a> Unpickler<'a> {
     }
 
     fn resolve(&self, module: &str, name: &str) -> Result<GlobalName> {
+        // Python 3 writes `builtins` as `__builtin__` at protocols below 3 (fix_imports), and
+        // reads it back as `builtins`.
+        let module = if module == "__builtin__" {
+            "builtins"
+        } else {
+            module
+        };
         self.allowed
             .iter()
             .find(|(m, n)| *m == module && *n == name)
@@ -676,6 +714,14 @@ impl<'a> Unpickler<'a> {
                 };
                 self.new_object(Object::Set(items))
             }
+            (("builtins", "tuple"), []) => self.new_object(Object::Tuple(Vec::new())),
+            (("builtins", "tuple"), [v]) => {
+                let items = match self.object_of(v) {
+                    Some(Object::List(i) | Object::Tuple(i)) => i.clone(),
+                    _ => return Err(self.malformed("tuple() of something not a list or tuple")),
+                };
+                self.new_object(Object::Tuple(items))
+            }
             (("torch", "Size"), [v]) => {
                 let items = self.tuple_items(v, "the argument of torch.Size")?;
                 self.new_object(Object::Tuple(items))
@@ -722,7 +768,7 @@ impl<'a> Unpickler<'a> {
     }
 
     fn set_items(&mut self, id: ObjId, pairs: Vec<Value>) -> Result<()> {
-        if pairs.len() % 2 != 0 {
+        if !pairs.len().is_multiple_of(2) {
             return Err(self.malformed("an odd number of items to set in a dict"));
         }
         for p in &pairs {
@@ -849,7 +895,10 @@ impl<'a> Unpickler<'a> {
                     let b = self.bytes(8, "a float")?;
                     let mut a = [0u8; 8];
                     a.copy_from_slice(b);
-                    self.push(Value::Float(f64::from_be_bytes(a)))?;
+                    // BINFLOAT is big-endian by the pickle format's definition.
+                    #[allow(clippy::big_endian_bytes)]
+                    let f = f64::from_be_bytes(a);
+                    self.push(Value::Float(f))?;
                 }
                 op::BINUNICODE => {
                     let n = self.le(4)?;

@@ -363,7 +363,7 @@ impl TorchStore {
         }
         let es = dtype.size() as u64;
         let at = entry.data_offset;
-        let declared = numel.checked_mul(es).unwrap_or(u64::MAX);
+        let declared = numel.saturating_mul(es);
         if declared > entry.len {
             return Err(corrupt(
                 at,
