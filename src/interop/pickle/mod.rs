@@ -24,7 +24,8 @@
 //! reference-counted), so a pickle that refers to one object many times costs its references,
 //! not copies; and a container that holds itself (through the memo) is a cycle in the arena,
 //! which [`Pickle::named_leaves`] refuses instead of following forever, within a budget of
-//! [`MAX_VISITS`] visits.
+//! [`MAX_VISITS`] visits. All containers together hold at most [`MAX_ITEMS_PER_BYTE`] items
+//! per byte of the stream, so calls that copy a tuple's items cannot multiply it either.
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -44,9 +45,15 @@ pub const MAX_OBJECTS: usize = 1 << 24;
 pub const MAX_DEPTH: usize = 256;
 /// Longest module or name of a `GLOBAL` opcode, in bytes.
 pub const MAX_GLOBAL_LEN: usize = 1024;
-/// Most containers [`Pickle::named_leaves`] visits (a container reached by several paths is
-/// visited once per path).
-pub const MAX_VISITS: usize = 1 << 24;
+/// Most items all containers together may hold, per byte of the stream (plus 4096): each item
+/// is pushed by an opcode of at least one byte, and the calls that copy a tuple's items (their
+/// arguments) at most double that; a pickle that copies one large tuple over and over to
+/// multiply its size is refused.
+pub const MAX_ITEMS_PER_BYTE: u64 = 4;
+/// Most values (containers and leaves) [`Pickle::named_leaves`] visits: a value reached by
+/// several paths is visited once per path, so this bounds the names it makes however much the
+/// pickle shares.
+pub const MAX_VISITS: usize = 1 << 22;
 
 /// A global on an allow-list: `(module, name)`.
 pub type GlobalName = (&'static str, &'static str);
@@ -291,6 +298,13 @@ impl Walk<'_> {
     }
 
     fn visit(&mut self, name: String, v: &Value) -> Result<()> {
+        self.visits += 1;
+        if self.visits > MAX_VISITS {
+            return Err(self.err(
+                PickleProblem::Limit,
+                format!("more than {MAX_VISITS} values to name (values shared many times over)"),
+            ));
+        }
         let Value::Obj(id) = v else {
             self.out.push((name, v.clone()));
             return Ok(());
@@ -350,15 +364,6 @@ impl Walk<'_> {
                 ),
             ));
         }
-        self.visits += 1;
-        if self.visits > MAX_VISITS {
-            return Err(self.err(
-                PickleProblem::Limit,
-                format!(
-                    "more than {MAX_VISITS} container visits (containers shared many times over)"
-                ),
-            ));
-        }
         self.on_path.push(*id);
         for (key, child) in children {
             let full = if name.is_empty() && self.on_path.len() == 1 {
@@ -399,6 +404,7 @@ pub fn parse(data: &[u8], path: &str, allowed: &[GlobalName]) -> Result<Pickle> 
         memo: HashMap::new(),
         objects: Vec::new(),
         depths: Vec::new(),
+        items: 0,
     }
     .run()
 }
@@ -414,6 +420,8 @@ struct Unpickler<'a> {
     memo: HashMap<u32, Value>,
     objects: Vec<Object>,
     depths: Vec<u16>,
+    /// Items held by all containers so far (see [`MAX_ITEMS_PER_BYTE`]).
+    items: u64,
 }
 
 /// Opcodes (Python's `pickletools` names).
@@ -596,14 +604,38 @@ impl<'a> Unpickler<'a> {
             Object::Global(_) => 0,
         };
         let d = self.check_depth(children + 1)?;
+        let n = match &o {
+            Object::Tuple(v) | Object::List(v) | Object::Set(v) => v.len(),
+            Object::Dict { items, .. } => 2 * items.len(),
+            Object::Call { args, .. } => args.len(),
+            Object::PersistentId(_) | Object::Global(_) => 1,
+        };
+        self.count_items(n)?;
         let id = ObjId(self.objects.len() as u32);
         self.objects.push(o);
         self.depths.push(d);
         Ok(Value::Obj(id))
     }
 
+    /// Counts `n` more items held by containers, against the budget.
+    fn count_items(&mut self, n: usize) -> Result<()> {
+        self.items += n as u64;
+        let limit = MAX_ITEMS_PER_BYTE * self.data.len() as u64 + 4096;
+        if self.items > limit {
+            return Err(self.err(
+                PickleProblem::Limit,
+                format!(
+                    "containers hold more than {limit} items ({MAX_ITEMS_PER_BYTE} per byte of \
+                     the stream)"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// Records that container `id` now holds `v` (its depth may grow).
     fn grow(&mut self, id: ObjId, v: &Value) -> Result<()> {
+        self.count_items(1)?;
         let d = self.check_depth(self.depth_of(v) + 1)?;
         let cur = &mut self.depths[id.0 as usize];
         *cur = (*cur).max(d);

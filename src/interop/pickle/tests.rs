@@ -341,3 +341,54 @@ fn malformed_and_unsupported_opcodes() {
     long.extend_from_slice(b"\nb\n.");
     assert_eq!(problem(parse(&long, "t", &[])).0, PickleProblem::Limit);
 }
+
+#[test]
+fn copying_a_large_tuple_over_and_over_is_refused() {
+    // A tuple of 50 000 Nones (memo 0), then 10 000 times: GLOBAL builtins.slice (memo 1 after
+    // the first), BINGET 0, REDUCE, POP. Each REDUCE records the tuple's items as arguments;
+    // unbounded, 10 000 copies of 50 000 items from a stream of 100 KB.
+    let mut data = b"\x80\x02(".to_vec();
+    data.extend(std::iter::repeat_n(b'N', 50_000));
+    data.extend_from_slice(b"tq\x00cbuiltins\nslice\nq\x010");
+    for _ in 0..10_000 {
+        data.extend_from_slice(b"h\x01h\x00R0");
+    }
+    data.extend_from_slice(b"N.");
+    let (p, msg) = problem(parse(&data, "t", TORCH_GLOBALS));
+    assert_eq!(p, PickleProblem::Limit, "{msg}");
+    assert!(msg.contains("per byte"), "{msg}");
+    // A handful of such calls is fine.
+    let mut ok = b"\x80\x02(".to_vec();
+    ok.extend(std::iter::repeat_n(b'N', 50_000));
+    ok.extend_from_slice(b"tq\x00cbuiltins\nslice\nq\x010");
+    for _ in 0..2 {
+        ok.extend_from_slice(b"h\x01h\x00R0");
+    }
+    ok.extend_from_slice(b"N.");
+    assert!(parse(&ok, "t", TORCH_GLOBALS).is_ok());
+}
+
+#[test]
+fn naming_a_much_shared_list_is_bounded() {
+    // L = a list of 5 000 Nones (memo 0); then a list holding L 5 000 times (BINGET 0 each):
+    // 25 million names from 20 KB. Parsing is cheap (shared); the walk stops at MAX_VISITS.
+    let mut data = b"\x80\x02](".to_vec();
+    data.extend(std::iter::repeat_n(b'N', 5_000));
+    data.extend_from_slice(b"eq\x00](");
+    for _ in 0..5_000 {
+        data.extend_from_slice(b"h\x00");
+    }
+    data.extend_from_slice(b"e.");
+    let p = parse(&data, "t", &[]).unwrap();
+    let e = p.named_leaves("t").unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::Pickle {
+                problem: PickleProblem::Limit,
+                ..
+            }
+        ),
+        "{e}"
+    );
+}
