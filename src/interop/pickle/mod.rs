@@ -32,6 +32,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use crate::error::{Error, PickleProblem, Result};
+use crate::name::MAX_NAME_LEN;
 
 /// Most items on the unpickler's stack (the items under open marks included).
 pub const MAX_STACK: usize = 1 << 20;
@@ -252,7 +253,8 @@ impl Pickle {
     ///
     /// Errors ([`Error::Pickle`] under `path`): a container that holds itself
     /// ([`PickleProblem::Limit`]), nesting deeper than [`MAX_DEPTH`] or more than
-    /// [`MAX_VISITS`] visits, a dict key of another type ([`PickleProblem::Malformed`]).
+    /// [`MAX_VISITS`] visits, a name longer than [`MAX_NAME_LEN`], a dict key of another type
+    /// ([`PickleProblem::Malformed`]).
     pub fn named_leaves(&self, path: &str) -> Result<Vec<NamedLeaf>> {
         self.named_leaves_with(path, &|_, _| false)
     }
@@ -366,6 +368,17 @@ impl Walk<'_> {
         }
         self.on_path.push(*id);
         for (key, child) in children {
+            // Checked before the name is made: a long key shared at every level would
+            // otherwise make names of hundreds of megabytes.
+            if name.len() + 1 + key.len() > MAX_NAME_LEN {
+                return Err(self.err(
+                    PickleProblem::Limit,
+                    format!(
+                        "a name under {} is longer than {MAX_NAME_LEN} bytes",
+                        shown(&name[..name.len().min(200)])
+                    ),
+                ));
+            }
             let full = if name.is_empty() && self.on_path.len() == 1 {
                 key
             } else {

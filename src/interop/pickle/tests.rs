@@ -392,3 +392,27 @@ fn naming_a_much_shared_list_is_bounded() {
         "{e}"
     );
 }
+
+#[test]
+fn names_are_bounded_in_length() {
+    // A 1 000-byte key (memo 0) at each of 100 nested dict levels: a 100 KB name.
+    let mut data = b"\x80\x02".to_vec();
+    let key = "k".repeat(1000);
+    data.push(b'X');
+    data.extend_from_slice(&1000u32.to_le_bytes());
+    data.extend_from_slice(key.as_bytes());
+    data.extend_from_slice(b"q\x000N");
+    for _ in 0..100 {
+        // {key: value}: EMPTY_DICT, BINGET 0, (the value below), ... built innermost first.
+        data.extend_from_slice(b"}h\x00");
+    }
+    // Innermost value: None; then 100 SETITEMs close the dicts from the inside out.
+    data.push(b'N');
+    for _ in 0..100 {
+        data.push(b's');
+    }
+    data.push(b'.');
+    let p = parse(&data, "t", &[]).unwrap();
+    let e = p.named_leaves("t").unwrap_err();
+    assert!(e.to_string().contains("longer than 65536 bytes"), "{e}");
+}

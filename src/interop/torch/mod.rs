@@ -23,6 +23,7 @@
 mod zip;
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use crate::dtype::DType;
@@ -225,6 +226,12 @@ impl TorchStore {
         let data = entry_bytes(&entries[pkl])?;
         let p = pickle::parse(data, &pkl_name, TORCH_GLOBALS)?;
         let leaves = p.named_leaves(&pkl_name)?;
+        // Storages are looked up by name once per tensor.
+        let by_name: HashMap<&[u8], usize> = entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (e.name.as_slice(), i))
+            .collect();
         let mut tensors = Vec::new();
         let mut metadata = Metadata::new();
         for (leaf_name, v) in leaves {
@@ -238,7 +245,15 @@ impl TorchStore {
                 continue;
             };
             let t = match args {
-                Ok(args) => Self::tensor(&p, &entries, &prefix, &shown, leaf_name.as_bytes(), args),
+                Ok(args) => Self::tensor(
+                    &p,
+                    &entries,
+                    &by_name,
+                    &prefix,
+                    &shown,
+                    leaf_name.as_bytes(),
+                    args,
+                ),
                 Err(detail) => Err(Problem::Corrupt {
                     offset: 0,
                     detail: format!("{pkl_name}: {detail}"),
@@ -278,9 +293,11 @@ impl TorchStore {
     }
 
     /// One tensor from its `_rebuild_tensor_v2` arguments, checked against its storage.
+    #[allow(clippy::too_many_arguments)]
     fn tensor(
         p: &Pickle,
         entries: &[zip::Entry],
+        by_name: &HashMap<&[u8], usize>,
         prefix: &[u8],
         shown: &str,
         tname: &[u8],
@@ -348,12 +365,15 @@ impl TorchStore {
         let mut want = prefix.to_vec();
         want.extend_from_slice(b"data/");
         want.extend_from_slice(key.as_bytes());
-        let entry = entries.iter().find(|e| e.name == want).ok_or_else(|| {
-            corrupt(
-                0,
-                format!("its storage {} is not in the file", name::display(&want)),
-            )
-        })?;
+        let entry = by_name
+            .get(want.as_slice())
+            .map(|&i| &entries[i])
+            .ok_or_else(|| {
+                corrupt(
+                    0,
+                    format!("its storage {} is not in the file", name::display(&want)),
+                )
+            })?;
         if entry.method != 0 {
             return Err(Problem::Unsupported(format!(
                 "{shown}: tensor {}: its storage entry is compressed (method {})",
