@@ -345,8 +345,9 @@ impl TensorStore for DygraphStore {
 /// Opens `path` as a `paddle.save` pickle, or `Ok(None)` if it is not one. The file must
 /// start with a pickle `PROTO` opcode of protocol 2 to 5; it is claimed when it parses to a
 /// value holding NumPy arrays, when it names a global outside the allow-list (a pickle beyond
-/// doubt, refused by name), or, whatever its damage, when its name ends in `.pdparams`,
-/// `.pdopt` or `.pdtensor`. Other pickles are left to the other detectors.
+/// doubt, refused by name), or when it is damaged and names NumPy's array reconstruction
+/// (`_reconstruct`: a NumPy pickle beyond doubt). Other pickles, and fragments that name nothing, are left to
+/// the other detectors (which report them as pickles paramdex does not read).
 pub fn open_store(path: &Path) -> Result<Option<Box<dyn TensorStore>>> {
     if !path.is_file() {
         return Ok(None);
@@ -358,11 +359,14 @@ pub fn open_store(path: &Path) -> Result<Option<Box<dyn TensorStore>>> {
     if !ok || head[0] != 0x80 || !(2..=5).contains(&head[1]) {
         return Ok(None);
     }
-    let named = path
-        .extension()
-        .and_then(|e| e.to_str())
-        .is_some_and(|e| matches!(e, "pdparams" | "pdopt" | "pdtensor"));
-    match DygraphStore::open(path) {
+    let source = Source::map(path)?;
+    // Protocol 4 frames the whole pickle: a file cut short fails at its first FRAME, before
+    // any global, so the evidence is looked for in the whole file.
+    let numpy = |s: &[u8]| {
+        s.windows(b"_reconstruct".len())
+            .any(|w| w == b"_reconstruct")
+    };
+    match DygraphStore::from_source(source.clone(), path.to_path_buf()) {
         Ok(s) => Ok(Some(Box::new(s))),
         Err(
             e @ Error::Pickle {
@@ -370,7 +374,8 @@ pub fn open_store(path: &Path) -> Result<Option<Box<dyn TensorStore>>> {
                 ..
             },
         ) => Err(e),
-        Err(e) if named => Err(e),
+        Err(e @ Error::Pickle { .. }) if numpy(&source) => Err(e),
+        Err(e @ Error::Corrupt { .. }) => Err(e),
         Err(_) => Ok(None),
     }
 }

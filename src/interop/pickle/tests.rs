@@ -408,9 +408,7 @@ fn names_are_bounded_in_length() {
     }
     // Innermost value: None; then 100 SETITEMs close the dicts from the inside out.
     data.push(b'N');
-    for _ in 0..100 {
-        data.push(b's');
-    }
+    data.extend(std::iter::repeat_n(b's', 100));
     data.push(b'.');
     let p = parse(&data, "t", &[]).unwrap();
     let e = p.named_leaves("t").unwrap_err();
