@@ -231,6 +231,22 @@ pub enum Error {
         detail: String,
     },
 
+    /// A pickle (inside a `torch.save` zip, a Paddle `.pdparams`) that paramdex refuses to
+    /// read: it names a global outside the allow-list (nothing is ever called: the restricted
+    /// unpickler in `interop::pickle` only builds values), it is cut short or malformed, or it
+    /// exceeds one of the unpickler's documented bounds.
+    #[error("{path}: pickle at offset {offset}: {detail}")]
+    Pickle {
+        /// The file (and the entry inside it, for a zip).
+        path: String,
+        /// Offset of the opcode at fault in the pickle stream.
+        offset: u64,
+        /// What is wrong, for callers that act on it.
+        problem: PickleProblem,
+        /// The particulars (a refused global is named here as `module.name`).
+        detail: String,
+    },
+
     /// A save that ran in the background failed; reported by the next call on its manager.
     #[error("the background save of step {step} failed: {source}")]
     BackgroundSave {
@@ -298,6 +314,26 @@ impl std::fmt::Display for LooksLike {
             }
         })
     }
+}
+
+/// Why a pickle was refused (see [`Error::Pickle`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum PickleProblem {
+    /// The pickle names a global (`GLOBAL`, `STACK_GLOBAL`, `INST`) that is not on the
+    /// allow-list, or calls an allowed one in a way the format never does. Nothing was run.
+    ForbiddenGlobal,
+    /// The stream ends before its `STOP`, or a length runs past its end.
+    Truncated,
+    /// An opcode the unpickler does not implement (protocol 0/1 text forms, extension codes,
+    /// out-of-band buffers), or an unknown one.
+    UnsupportedOpcode,
+    /// The opcodes do not make a value: a stack underflow, a missing mark, a memo index never
+    /// stored, an item of the wrong type for its opcode.
+    Malformed,
+    /// A documented bound of the unpickler is exceeded (stack depth, marks, memo entries,
+    /// objects, nesting depth), or a value refers to itself where a tree is needed.
+    Limit,
 }
 
 /// What is wrong in a managed checkpoint directory (see [`Error::Checkpoint`]).
@@ -483,10 +519,10 @@ impl Error {
 
     /// Says where a lower layer's error happened: prefixes `ctx` (a file, a tensor, an entry)
     /// to the message. Every error keeps its variant and its figures: [`Error::Corrupt`] and
-    /// [`Error::UnknownDType`] carry the context in their text, [`Error::ChecksumMismatch`] in
-    /// its `context` field (an earlier context stays after the new one; the same context twice
-    /// in a row is kept once). Other errors (limits carry their own offset) pass through
-    /// unchanged.
+    /// [`Error::UnknownDType`] carry the context in their text, [`Error::Pickle`] before its
+    /// path, [`Error::ChecksumMismatch`] in its `context` field (an earlier context stays after
+    /// the new one; the same context twice in a row is kept once). Other errors (limits carry
+    /// their own offset) pass through unchanged.
     pub fn context(self, ctx: &str) -> Error {
         match self {
             Error::Corrupt {
@@ -525,6 +561,17 @@ impl Error {
                 stored,
                 computed,
                 context: Some(prefix(ctx, context)),
+            },
+            Error::Pickle {
+                path,
+                offset,
+                problem,
+                detail,
+            } => Error::Pickle {
+                path: format!("{ctx}: {path}"),
+                offset,
+                problem,
+                detail,
             },
             other => other,
         }

@@ -86,7 +86,8 @@ pub mod raw;
 pub use dtype::DType;
 pub use element::Element;
 pub use error::{
-    CheckpointProblem, Corruption, Error, LooksLike, RemoteProblem, Result, ShardProblem,
+    CheckpointProblem, Corruption, Error, LooksLike, PickleProblem, RemoteProblem, Result,
+    ShardProblem,
     SliceProblem,
 };
 pub use native::{

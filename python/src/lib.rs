@@ -14,7 +14,9 @@ use paramdex::interop::{
     open_any, BestBy, CheckpointManager, KeepPolicy, Kind, Layout, LoadedTensor, ManagerOptions,
     TensorData, TensorStore,
 };
-use paramdex::{DType, Error, MetaValue, Metadata, Region, Tensor, Writer, WriterOptions};
+use paramdex::{
+    DType, Error, MetaValue, Metadata, PickleProblem, Region, Tensor, Writer, WriterOptions,
+};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
@@ -25,6 +27,12 @@ fn class_of(e: &Error) -> &'static str {
     match e {
         Error::NotFound { .. } => "NotFoundError",
         Error::Corrupt { .. } | Error::ChecksumMismatch { .. } => "CorruptError",
+        // A pickle asking for a global outside the allow-list is refused, not damaged.
+        Error::Pickle {
+            problem: PickleProblem::ForbiddenGlobal | PickleProblem::UnsupportedOpcode,
+            ..
+        } => "UnsupportedError",
+        Error::Pickle { .. } => "CorruptError",
         Error::Io { .. } => "ParamdexIOError",
         Error::Remote { .. } => "RemoteError",
         Error::UnrecognizedFormat { .. } => "UnrecognizedFormatError",

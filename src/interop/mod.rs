@@ -19,6 +19,7 @@ mod merge;
 pub(crate) mod native;
 pub mod npy;
 pub mod paddle;
+pub mod pickle;
 // Object storage (the `s3` feature): stores read from URLs, and exports to them.
 #[cfg(feature = "s3")]
 mod remote;
@@ -35,6 +36,7 @@ mod remote_sharded;
 pub mod safetensors;
 mod store;
 pub mod tf;
+pub mod torch;
 #[cfg(feature = "s3")]
 mod upload;
 
@@ -59,9 +61,13 @@ type Opener = fn(&Path) -> Result<Option<Box<dyn TensorStore>>>;
 
 /// Format openers tried in order by [`open_any`]. Other formats register here.
 const OPENERS: &[Opener] = &[
+    // First: the Paddle merged-file detector would take a zip's header for a size field.
+    torch::open_store,
     native::open_native,
     safetensors::open_store,
     tf::open_store,
+    // Before the merged-file detector, which would take a pickle's header for a size field.
+    paddle::dygraph::open_store,
     paddle::open_merged_store,
     paddle::open_store,
 ];

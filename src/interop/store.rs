@@ -121,6 +121,11 @@ pub enum Format {
     PaddleMerged,
     /// A safetensors file (Hugging Face).
     Safetensors,
+    /// A `torch.save` file (a zip of a pickle and raw storages; `interop::torch`).
+    Torch,
+    /// A Paddle dygraph `paddle.save` pickle (`.pdparams`, `.pdopt`;
+    /// `interop::paddle::dygraph`).
+    PaddleDygraph,
 }
 
 impl Format {
@@ -134,6 +139,8 @@ impl Format {
             Format::PaddleDir => "paddle per-variable directory",
             Format::PaddleMerged => "paddle merged file",
             Format::Safetensors => "safetensors",
+            Format::Torch => "torch.save file",
+            Format::PaddleDygraph => "paddle dygraph pickle",
         }
     }
 }

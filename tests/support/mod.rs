@@ -12,6 +12,7 @@ pub mod garage;
 // object_store's clients: the library's own dependency, there with its `s3` feature only.
 #[cfg(feature = "s3")]
 pub mod s3;
+pub mod torchzip;
 
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -1347,6 +1347,8 @@ fn a_format(f: Format) -> String {
         Format::PaddleDir => "a directory of Paddle per-variable files".into(),
         Format::PaddleMerged => "a Paddle merged parameter file".into(),
         Format::Safetensors => "a safetensors file".into(),
+        Format::Torch => "a torch.save file".into(),
+        Format::PaddleDygraph => "a Paddle dygraph pickle (.pdparams / .pdopt)".into(),
         other => format!("a {} input", other.name()),
     }
 }

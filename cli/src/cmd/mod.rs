@@ -1075,6 +1075,14 @@ fn exit_status(e: &Error) -> u8 {
         | Error::ChecksumMismatch { .. }
         | Error::LimitExceeded { at: Some(_), .. }
         | Error::Slices { .. }
+        // A pickle cut short, malformed or past a bound; a refused global is exit 1.
+        | Error::Pickle {
+            problem:
+                paramdex::PickleProblem::Truncated
+                | paramdex::PickleProblem::Malformed
+                | paramdex::PickleProblem::Limit,
+            ..
+        }
         // An object shorter than its reader was told (cut short, or replaced by a shorter one
         // without an ETag): corrupt data, as a truncated local file is.
         | Error::Remote {

@@ -37,6 +37,7 @@
 //! (`convert --to paddle-merged`, the program at [`merged_program_output`]).
 
 mod combined;
+pub mod dygraph;
 pub mod merged;
 mod program;
 mod store;
