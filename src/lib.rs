@@ -87,8 +87,7 @@ pub use dtype::DType;
 pub use element::Element;
 pub use error::{
     CheckpointProblem, Corruption, Error, LooksLike, PickleProblem, RemoteProblem, Result,
-    ShardProblem,
-    SliceProblem,
+    ShardProblem, SliceProblem,
 };
 pub use native::{
     clean_shards, last_complete_len, merge_shards, recover, recover_any, recover_any_with,
