@@ -223,6 +223,7 @@ impl DygraphStore {
                 detail: "a pickle that holds no NumPy arrays: not a Paddle .pdparams / .pdopt \
                          file"
                     .into(),
+                looks_like: Some(crate::error::LooksLike::Pickle),
             });
         }
         arrays.sort_by(|a, b| a.name.cmp(&b.name));

@@ -174,6 +174,7 @@ impl TorchStore {
             Error::UnrecognizedFormat {
                 path: path_str(path),
                 detail: "not a torch.save file (a zip holding a data.pkl)".into(),
+                looks_like: None,
             }
         })
     }
