@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, RemoteProblem, Result};
+use crate::error::{Error, LooksLike, RemoteProblem, Result};
 
 mod checkpoints;
 mod export;
@@ -159,9 +159,26 @@ fn detect(path: &Path) -> Result<Option<Box<dyn TensorStore>>> {
     // A torch DCP directory first: the Paddle per-variable detector would otherwise take a
     // `.distcp` file starting with zeros for a damaged tensor file.
     let is_dir = path.is_dir();
-    if is_dir {
+    // A DCP checkpoint's own files too: its `.metadata` is a pickle the Paddle dygraph reader
+    // would refuse by its globals, its `.distcp` files hold raw storages (or zips). Decided by
+    // the name first, so no other open pays for it.
+    let dcp_name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n == ".metadata" || n.ends_with(".distcp"));
+    if is_dir || dcp_name {
         if let Some(e) = foreign::refusal(path) {
-            return Err(e);
+            if is_dir
+                || matches!(
+                    e,
+                    Error::UnrecognizedFormat {
+                        looks_like: Some(LooksLike::TorchDcp),
+                        ..
+                    }
+                )
+            {
+                return Err(e);
+            }
         }
     }
     let mut result = Ok(None);
