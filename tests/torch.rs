@@ -217,6 +217,37 @@ fn a_storage_offset_past_its_data_is_corrupt_for_that_tensor_only() {
     assert!(matches!(store.verify(1), Err(Error::Corrupt { .. })));
 }
 
+/// torch 2.x pickles float8 and uint16/32/64 tensors with `_rebuild_tensor_v3`: an untyped
+/// storage (numel in bytes) and the dtype as the seventh argument; offsets count elements.
+#[test]
+fn rebuild_tensor_v3_gives_the_dtype_of_its_argument() {
+    let mut p = Pk::new();
+    p.op(b'}').op(b'(');
+    // 24 bytes: as float8 [4, 2] from element 8, and as uint16 [3] from element 2 (bytes 4..10).
+    p.str("f8")
+        .tensor_v3("float8_e4m3fn", "0", 24, 8, &[4, 2], &[2, 1]);
+    p.str("u16").tensor_v3("uint16", "0", 24, 2, &[3], &[1]);
+    p.str("past").tensor_v3("uint16", "0", 24, 11, &[2], &[1]);
+    p.op(b'u');
+    let storage: Vec<u8> = (0..24u8).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(
+        dir.path(),
+        "fp8.pt",
+        &file(&p.finish(), &[("0", storage.clone())]),
+    );
+    let store = open_any(&path).unwrap();
+    let f8 = store.load(b"f8").unwrap().unwrap();
+    assert_eq!(f8.info.kind.name(), "float8_e4m3fn");
+    assert_eq!(f8.info.shape, [4, 2]);
+    assert_eq!(bytes_of(&*store, "f8"), &storage[8..16]);
+    let u16 = store.load(b"u16").unwrap().unwrap();
+    assert_eq!(u16.info.kind.name(), "uint16");
+    assert_eq!(bytes_of(&*store, "u16"), &storage[4..10]);
+    // Element 12 of a 12-element uint16 view of 24 bytes is past it.
+    assert!(matches!(store.load(b"past"), Err(Error::Corrupt { .. })));
+}
+
 #[test]
 fn a_storage_shorter_than_its_persistent_id_says_is_corrupt() {
     let mut p = Pk::new();

@@ -166,6 +166,30 @@ impl Pk {
         self.int(offset).ints(size).ints(stride).op(0x89);
         self.ordered_dict().op(b't').op(b'R')
     }
+    /// `torch._utils._rebuild_tensor_v3(storage, offset, size, stride, False, OrderedDict(),
+    /// torch.DTYPE)` over the untyped storage `('storage', torch.UntypedStorage, KEY, 'cpu',
+    /// NBYTES)`: what torch 2.x writes for float8 and the unsigned types.
+    pub fn tensor_v3(
+        &mut self,
+        dtype: &str,
+        key: &str,
+        nbytes: i32,
+        offset: i32,
+        size: &[i32],
+        stride: &[i32],
+    ) -> &mut Pk {
+        self.global("torch._utils", "_rebuild_tensor_v3").op(b'(');
+        self.op(b'(')
+            .str("storage")
+            .global("torch", "UntypedStorage")
+            .str(key)
+            .str("cpu")
+            .int(nbytes)
+            .op(b't')
+            .op(b'Q');
+        self.int(offset).ints(size).ints(stride).op(0x89);
+        self.ordered_dict().global("torch", dtype).op(b't').op(b'R')
+    }
     /// STOP, and the bytes.
     pub fn finish(&mut self) -> Vec<u8> {
         self.op(b'.');

@@ -64,6 +64,9 @@ pub type GlobalName = (&'static str, &'static str);
 pub const TORCH_GLOBALS: &[GlobalName] = &[
     ("collections", "OrderedDict"),
     ("torch._utils", "_rebuild_tensor_v2"),
+    // torch 2.x for the dtypes without a typed storage class (float8, uint16/32/64, ...): an
+    // UntypedStorage and the dtype as its seventh argument.
+    ("torch._utils", "_rebuild_tensor_v3"),
     ("torch._utils", "_rebuild_parameter"),
     ("torch._utils", "_rebuild_parameter_with_state"),
     ("torch", "Size"),
@@ -96,6 +99,17 @@ pub const TORCH_GLOBALS: &[GlobalName] = &[
     ("torch", "int8"),
     ("torch", "uint8"),
     ("torch", "bool"),
+    ("torch", "uint16"),
+    ("torch", "uint32"),
+    ("torch", "uint64"),
+    ("torch", "complex64"),
+    ("torch", "complex128"),
+    ("torch", "float8_e4m3fn"),
+    ("torch", "float8_e5m2"),
+    ("torch", "float8_e4m3fnuz"),
+    ("torch", "float8_e5m2fnuz"),
+    ("torch", "float8_e8m0fnu"),
+    ("torch", "float4_e2m1fn_x2"),
     ("builtins", "set"),
     ("builtins", "frozenset"),
     ("builtins", "slice"),

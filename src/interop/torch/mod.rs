@@ -121,7 +121,7 @@ fn storage_dtype(g: pickle::GlobalName) -> Option<DType> {
 fn tensor_args<'p>(p: &'p Pickle, v: &Value) -> Option<std::result::Result<&'p [Value], String>> {
     match p.object(v)? {
         Object::Call {
-            func: ("torch._utils", "_rebuild_tensor_v2"),
+            func: ("torch._utils", "_rebuild_tensor_v2" | "_rebuild_tensor_v3"),
             args,
             ..
         } => Some(Ok(args)),
@@ -293,7 +293,8 @@ impl TorchStore {
         }))
     }
 
-    /// One tensor from its `_rebuild_tensor_v2` arguments, checked against its storage.
+    /// One tensor from its `_rebuild_tensor_v2` (or `_v3`) arguments, checked against its
+    /// storage.
     #[allow(clippy::too_many_arguments)]
     fn tensor(
         p: &Pickle,
@@ -342,6 +343,19 @@ impl TorchStore {
             Some(Object::Global(g)) => *g,
             _ => return Err(corrupt(0, "its storage type is not a storage class".into())),
         };
+        // `_rebuild_tensor_v3(storage, offset, size, stride, requires_grad, hooks, dtype, ...)`:
+        // the dtype is the seventh argument (a `torch.<dtype>` global) and the storage is
+        // untyped (its numel counts bytes). `_rebuild_tensor_v2`'s seventh, when present, is
+        // its metadata dict.
+        let v3_dtype = match args.get(6).and_then(|a| p.object(a)) {
+            Some(Object::Global(("torch", d))) => Some(DType::from_name(d).ok_or_else(|| {
+                Problem::Unsupported(format!(
+                    "{shown}: tensor {} is torch.{d}, a dtype paramdex does not read",
+                    name::display(tname)
+                ))
+            })?),
+            _ => None,
+        };
         let dtype = storage_dtype(stype).ok_or_else(|| {
             Problem::Unsupported(format!(
                 "{shown}: tensor {} is stored as {}.{}, a dtype paramdex does not read",
@@ -382,9 +396,13 @@ impl TorchStore {
                 entry.method
             )));
         }
+        let (dtype, storage_es) = match v3_dtype {
+            Some(d) => (d, 1),
+            None => (dtype, dtype.size() as u64),
+        };
         let es = dtype.size() as u64;
         let at = entry.data_offset;
-        let declared = numel.saturating_mul(es);
+        let declared = numel.saturating_mul(storage_es);
         if declared > entry.len {
             return Err(corrupt(
                 at,
