@@ -36,9 +36,11 @@ pub enum OutputFormat {
     /// string tensors; no LoD, no metadata).
     TensorFlow,
     /// A Paddle model: the combined parameter file `DST.pdiparams` (or `DST` if it ends in
-    /// `.pdiparams`), records in bytewise name order, and beside it the program naming them
-    /// (`DST.pdmodel`; see [`paddle::program_path`] for which program), so the names are kept
-    /// (numeric tensors whose names a Paddle program can declare; no metadata).
+    /// `.pdiparams`), records in bytewise name order, and beside it the programs naming them
+    /// (`DST.pdmodel` and the PIR `DST.json` Paddle 3 reads by default: see
+    /// [`paddle::program_path`] and [`paddle::pir_program_path`]; which program is written is
+    /// decided as the exporter says), so the names are kept (numeric tensors whose names a
+    /// Paddle program can declare; no metadata).
     PaddleCombined,
     /// Paddle tensor files: one tensor as the file `DST`, several as a per-variable directory
     /// `DST/NAME...` (numeric tensors only; no metadata).
@@ -293,8 +295,8 @@ pub struct ExportReport {
     pub data_bytes: u64,
     /// The tensors left out ([`ExportOptions::skip_unsupported`]), in name order.
     pub skipped: Vec<Skipped>,
-    /// Every file written: the native or safetensors file; the `.pdiparams` and the program
-    /// beside it (unless a program already there was kept, see
+    /// Every file written: the native or safetensors file; the `.pdiparams` and the programs
+    /// written beside it (none if a program already there was kept, see
     /// [`OutputFormat::PaddleCombined`]); a TensorFlow checkpoint's index and data file; each
     /// Paddle tensor file.
     pub paths: Vec<PathBuf>,
@@ -305,6 +307,11 @@ pub struct ExportReport {
     /// The native writer's figures (index blocks, records and index lengths), for native
     /// output.
     pub native: Option<FinishStats>,
+    /// What the user should know of the output beyond the above: for
+    /// [`OutputFormat::PaddleCombined`], that no PIR program was written beside the
+    /// parameters (a tensor of a dtype PIR has no type for), so that Paddle 3 loads them in
+    /// its legacy mode only.
+    pub notes: Vec<String>,
 }
 
 /// Writes every tensor of `store` (and its metadata, where the format has metadata) as
@@ -407,6 +414,7 @@ impl ExportReport {
                 metadata.len()
             },
             native: written.native,
+            notes: written.notes,
         }
     }
 }
