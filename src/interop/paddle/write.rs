@@ -644,9 +644,10 @@ impl StagedOut {
 ///   subdirectory). The directory is written under a temporary name beside `dst` and renamed
 ///   into place when complete (replacing an existing `dst`, which [`crate::interop::export`]
 ///   allows only with [`ExportOptions::overwrite`](crate::interop::ExportOptions::overwrite)).
-///   Names must be safe relative paths ([`relative_path`]); a name may not also be a directory
-///   of another name (`a` and `a/b`). All names are checked before anything is written (the
-///   listing is held in memory for that: one name per file).
+///   Names must be safe relative paths ([`relative_path`]; [`crate::interop::export`] has
+///   refused or left out the others before: [`cannot_be_a_file`]); a name may not also be a
+///   directory of another name (`a` and `a/b`). All names are checked before anything is
+///   written (the listing is held in memory for that: one name per file).
 ///
 /// # Errors
 ///
@@ -846,35 +847,24 @@ fn atomic_write(dst: &Path, fill: impl FnOnce(&mut dyn Write) -> Result<()>) -> 
     staging::write_staged(dst, ".paddle-tmp", fill)
 }
 
+/// Longest path component [`relative_path`] accepts, in bytes: `NAME_MAX` of the common file
+/// systems (ext4, XFS, Btrfs, APFS; NTFS counts 255 UTF-16 units).
+pub const MAX_FILE_NAME_LEN: usize = 255;
+
 /// A tensor name as a safe relative path, as [`OutputFormat::PaddleTensors`] needs it: not
-/// empty, no NUL, not absolute, no empty, `.` or `..` component (and, off Unix, valid UTF-8
-/// without `\` or `:`).
+/// empty, no NUL, not absolute, no empty, `.` or `..` component, no component above
+/// [`MAX_FILE_NAME_LEN`] bytes, at most [`super::MAX_DIR_DEPTH`] directories deep (what
+/// paramdex reads back), and, off Unix, valid UTF-8 without `\` or `:`.
 ///
 /// # Errors
 ///
 /// [`Error::InvalidArgument`] saying what is unsafe about the name.
 pub fn relative_path(name: &[u8]) -> Result<PathBuf> {
-    let bad = |why: &str| {
-        Err(Error::InvalidArgument(format!(
+    if let Some(why) = not_a_file_name(name) {
+        return Err(Error::InvalidArgument(format!(
             "tensor name {} cannot be used as a file name: {why}",
             display(name)
-        )))
-    };
-    if name.is_empty() {
-        return bad("it is empty");
-    }
-    if name.contains(&0) {
-        return bad("it contains a NUL byte");
-    }
-    if name.first() == Some(&b'/') {
-        return bad("it is an absolute path");
-    }
-    for comp in name.split(|&b| b == b'/') {
-        match comp {
-            b"" => return bad("it has an empty path component (`//` or a trailing `/`)"),
-            b"." | b".." => return bad("it has a `.` or `..` path component"),
-            _ => {}
-        }
+        )));
     }
     #[cfg(unix)]
     {
@@ -883,14 +873,62 @@ pub fn relative_path(name: &[u8]) -> Result<PathBuf> {
     }
     #[cfg(not(unix))]
     {
-        let Ok(s) = std::str::from_utf8(name) else {
-            return bad("it is not UTF-8");
-        };
-        if s.contains('\\') || s.contains(':') {
-            return bad("it contains `\\` or `:`");
-        }
+        // not_a_file_name has checked it is UTF-8 off Unix.
+        let s = String::from_utf8_lossy(name);
         Ok(s.split('/').collect())
     }
+}
+
+/// Why `name` cannot be a relative file path ([`relative_path`]'s rules), or `None`.
+fn not_a_file_name(name: &[u8]) -> Option<String> {
+    if name.is_empty() {
+        return Some("it is empty".into());
+    }
+    if name.contains(&0) {
+        return Some("it contains a NUL byte".into());
+    }
+    if name.first() == Some(&b'/') {
+        return Some("it is an absolute path".into());
+    }
+    let mut depth = 0usize;
+    for comp in name.split(|&b| b == b'/') {
+        match comp {
+            b"" => return Some("it has an empty path component (`//` or a trailing `/`)".into()),
+            b"." | b".." => return Some("it has a `.` or `..` path component".into()),
+            c if c.len() > MAX_FILE_NAME_LEN => {
+                return Some(format!(
+                    "a path component of {} bytes is longer than a file name can be \
+                     ({MAX_FILE_NAME_LEN} bytes)",
+                    c.len()
+                ))
+            }
+            _ => depth += 1,
+        }
+    }
+    if depth - 1 > super::MAX_DIR_DEPTH {
+        return Some(format!(
+            "it would be {} directories deep (paramdex reads per-variable directories {} deep)",
+            depth - 1,
+            super::MAX_DIR_DEPTH
+        ));
+    }
+    if cfg!(not(unix)) {
+        let Ok(s) = std::str::from_utf8(name) else {
+            return Some("it is not UTF-8".into());
+        };
+        if s.contains('\\') || s.contains(':') {
+            return Some("it contains `\\` or `:`".into());
+        }
+    }
+    None
+}
+
+/// Why [`OutputFormat::PaddleTensors`] cannot write a tensor in a directory of several, one file
+/// per tensor at the path of its name: a name that cannot be a file path ([`relative_path`]).
+/// (One tensor alone is written to the file named on the command line: its name does not
+/// matter.)
+pub(crate) fn cannot_be_a_file(info: &TensorInfo) -> Option<String> {
+    not_a_file_name(&info.name).map(|why| format!("named by a path no file can have: {why}"))
 }
 
 #[cfg(test)]
@@ -913,9 +951,13 @@ mod tests {
             b"a/../b",
             b"./a",
             b"a\0b",
+            &[b'x'; 256],
+            &[b"d/".repeat(65), b"x".to_vec()].concat(),
         ] {
             assert!(relative_path(bad).is_err(), "{bad:?}");
         }
+        assert!(relative_path(&[b'x'; 255]).is_ok());
+        assert!(relative_path(&[b"d/".repeat(64), b"x".to_vec()].concat()).is_ok());
     }
 
     #[test]
