@@ -359,5 +359,6 @@ pub(crate) fn write_native<'s>(
         paths: vec![dst.to_path_buf()],
         output_bytes: stats.file_len,
         native: Some(stats),
+        notes: Vec::new(),
     })
 }

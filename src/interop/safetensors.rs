@@ -813,6 +813,7 @@ pub(crate) fn export(job: &ExportJob<'_>) -> Result<Written> {
         paths: vec![dst.to_path_buf()],
         output_bytes: file_len,
         native: None,
+        notes: Vec::new(),
     })
 }
 

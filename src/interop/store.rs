@@ -395,6 +395,8 @@ pub(crate) struct Written {
     pub(crate) output_bytes: u64,
     /// The native writer's figures (native output only).
     pub(crate) native: Option<FinishStats>,
+    /// Notes for the user ([`crate::interop::ExportReport::notes`]).
+    pub(crate) notes: Vec<String>,
 }
 
 /// Why a record header (native or Paddle) cannot describe `info`, if it cannot: a rank above

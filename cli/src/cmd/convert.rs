@@ -189,6 +189,9 @@ fn note_left_out(ui: Ui, rep: &ExportReport) {
             t.reason
         ));
     }
+    for n in &rep.notes {
+        ui.note(n.clone());
+    }
     if rep.metadata_dropped > 0 {
         let into = match rep.format {
             OutputFormat::TensorFlow => "a TensorFlow checkpoint",
@@ -317,10 +320,11 @@ pub fn convert(ui: Ui, src: &Path, dst: &Path, opts: ConvertOptions) -> Result<E
             } else {
                 ""
             };
-            format!(
-                "wrote {} ({n}){kept} from {from} in {took:.1?}",
-                files.join(" and ")
-            )
+            let listed = match files.split_last() {
+                Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+                _ => files.join(""),
+            };
+            format!("wrote {listed} ({n}){kept} from {from} in {took:.1?}")
         }
         Target::PaddleTensor => format!(
             "wrote {} under {dst} from {from} in {took:.1?}",

@@ -664,7 +664,9 @@ pub enum Target {
     Paramdex,
     /// A plain TensorFlow checkpoint (DST.index + DST.data-00000-of-00001).
     Tf,
-    /// A Paddle combined parameter file DST.pdiparams, records in bytewise name order.
+    /// A Paddle combined parameter file DST.pdiparams, records in bytewise name order, with
+    /// their names in DST.pdmodel and DST.json (what Paddle 3 reads in its legacy and default
+    /// modes).
     Paddle,
     /// Paddle tensor file(s), as `paddle.base.core.load_dense_tensor` reads them.
     PaddleTensor,

@@ -62,9 +62,13 @@ pub use program::{
 };
 pub use store::PaddleStore;
 pub(crate) use write::{
-    cannot_hold_combined, combined_outputs, export_combined, export_merged, export_tensor_files,
+    cannot_be_a_file, cannot_hold_combined, combined_outputs, export_combined, export_merged,
+    export_tensor_files,
 };
-pub use write::{combined_path, merged_program_output, program_path, relative_path};
+pub use write::{
+    combined_path, merged_program_output, pir_program_path, program_path, relative_path,
+    MAX_FILE_NAME_LEN,
+};
 
 use store::{Entry, FileSlot};
 
