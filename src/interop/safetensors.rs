@@ -57,8 +57,33 @@ pub fn to_safetensors_dtype(d: DType) -> Option<StDtype> {
         DType::Complex64 => StDtype::C64,
         DType::Float8E4M3FN => StDtype::F8_E4M3,
         DType::Float8E5M2 => StDtype::F8_E5M2,
-        DType::Complex128 => return None,
+        DType::Float8E4M3FNUZ => StDtype::F8_E4M3FNUZ,
+        DType::Float8E5M2FNUZ => StDtype::F8_E5M2FNUZ,
+        DType::Float8E8M0FNU => StDtype::F8_E8M0,
+        DType::Float4E2M1FNx2 => StDtype::F4,
+        DType::Float6E2M3FNx4 => StDtype::F6_E2M3,
+        DType::Float6E3M2FNx4 => StDtype::F6_E3M2,
+        DType::Complex128
+        | DType::Float8E4M3B11FNUZ
+        | DType::Int4
+        | DType::UInt4
+        | DType::Int2
+        | DType::UInt2
+        | DType::Float4E2M1FN
+        | DType::Float6E2M3FN
+        | DType::Float6E3M2FN => return None,
     })
+}
+
+/// The safetensors shape of a paramdex tensor of dtype `d` and shape `shape`: the same, except
+/// for packed dtypes, whose safetensors shape counts values where paramdex's counts bytes (the
+/// last dimension times 2 for `F4`, times 4/3 for `F6_*`). `None` when a packed tensor has no
+/// safetensors shape (a scalar, or a last dimension that is not a whole number of groups).
+pub fn safetensors_shape(d: DType, shape: &[u64]) -> Option<Vec<u64>> {
+    match d.packing() {
+        Some(p) => p.unpacked_shape(shape),
+        None => Some(shape.to_vec()),
+    }
 }
 
 /// The paramdex dtype of a safetensors dtype, if paramdex has it (`F8_E4M3` is float8_e4m3fn,
@@ -181,6 +206,28 @@ impl Header {
                 self.path, i.dtype
             ))
         })?;
+        let st_shape: Vec<u64> = i.shape.iter().map(|&d| d as u64).collect();
+        let shape = match dtype.packing() {
+            None => st_shape,
+            // The header counts values; paramdex's packed shape counts bytes.
+            Some(p) => p.packed_shape(&st_shape).ok_or_else(|| {
+                Error::corrupt(
+                    "safetensors header",
+                    8,
+                    format!(
+                        "{}: tensor {name} is safetensors {} of shape {st_shape:?}, whose last \
+                         dimension is not a multiple of {} ({} packs {} values in {} byte{})",
+                        self.path,
+                        i.dtype,
+                        p.values,
+                        i.dtype,
+                        p.values,
+                        p.bytes,
+                        if p.bytes == 1 { "" } else { "s" }
+                    ),
+                )
+            })?,
+        };
         let (s, e) = i.data_offsets;
         let start = self.data_start.checked_add(s as u64);
         let end = self.data_start.checked_add(e as u64);
@@ -205,7 +252,7 @@ impl Header {
             TensorInfo {
                 name: name.as_bytes().to_vec(),
                 kind: Kind::Numeric(dtype),
-                shape: i.shape.iter().map(|&d| d as u64).collect(),
+                shape,
                 lod: Vec::new(),
                 nbytes: end - start,
             },
@@ -515,6 +562,13 @@ pub(crate) fn cannot_hold(t: &TensorInfo) -> Option<String> {
     };
     if to_safetensors_dtype(dtype).is_none() {
         Some(format!("{}, which safetensors lacks", dtype.name()))
+    } else if safetensors_shape(dtype, &t.shape).is_none() {
+        Some(format!(
+            "{} of shape {:?}, which safetensors cannot describe (a packed tensor needs a last \
+             dimension of whole groups of bytes)",
+            dtype.name(),
+            t.shape
+        ))
     } else if !t.lod.is_empty() {
         Some("a LoD tensor, which safetensors cannot describe".into())
     } else if name::as_utf8(&t.name).is_none() {
@@ -624,9 +678,17 @@ impl OutputLimit for HeaderSize {
         ) else {
             return;
         };
+        let shape = t
+            .kind
+            .numeric()
+            .and_then(|d| safetensors_shape(d, &t.shape));
         let info = safetensors::tensor::TensorInfo {
             dtype,
-            shape: t.shape.iter().map(|&d| d as usize).collect(),
+            shape: shape
+                .unwrap_or_default()
+                .iter()
+                .map(|&d| d as usize)
+                .collect(),
             data_offsets: (0, 0),
         };
         // `"name":{...,"data_offsets":[0,0]}` less the two zeros, which `len` counts.
@@ -751,7 +813,10 @@ pub(crate) fn export(job: &ExportJob<'_>) -> Result<Written> {
         };
         let too_big = || Error::Unsupported(format!("tensor {n} is too large for this platform"));
         let shape = t
-            .shape
+            .kind
+            .numeric()
+            .and_then(|d| safetensors_shape(d, &t.shape))
+            .unwrap_or_default()
             .iter()
             .map(|&d| usize::try_from(d).map_err(|_| too_big()))
             .collect::<Result<Vec<_>>>()?;
@@ -839,10 +904,27 @@ mod tests {
         for d in DType::ALL {
             match to_safetensors_dtype(d) {
                 Some(s) => assert_eq!(from_safetensors_dtype(s), Some(d)),
-                None => assert_eq!(d, DType::Complex128),
+                // Unpacked sub-byte types reach safetensors only packed; the others it lacks.
+                None => assert!(
+                    d == DType::Complex128
+                        || d == DType::Float8E4M3B11FNUZ
+                        || d.packed().is_some()
+                        || d.name().contains("int") && d.size() == 1 && d.name().len() <= 5,
+                    "{d}"
+                ),
             }
         }
-        assert_eq!(from_safetensors_dtype(StDtype::F8_E8M0), None);
+        // Every safetensors 0.8 dtype has a paramdex dtype.
+        for s in [
+            StDtype::F8_E8M0,
+            StDtype::F8_E4M3FNUZ,
+            StDtype::F8_E5M2FNUZ,
+            StDtype::F4,
+            StDtype::F6_E2M3,
+            StDtype::F6_E3M2,
+        ] {
+            assert!(from_safetensors_dtype(s).is_some(), "{s}");
+        }
     }
 
     /// The header length the crate writes for `tensors` (name, dtype, shape): its first 8 bytes.

@@ -220,6 +220,13 @@ pub(crate) fn cannot_hold(t: &TensorInfo) -> Option<String> {
     if let Kind::Opaque(_) = t.kind {
         return t.kind.not_numeric();
     }
+    if let Some(d) = t.kind.numeric().filter(|d| d.tf_number().is_none()) {
+        // TensorFlow would read it as uint8, its type lost.
+        return Some(format!(
+            "{}, which TensorFlow has no DataType for",
+            d.name()
+        ));
+    }
     if t.name.first().is_none_or(|&b| b == 0) {
         return Some(
             "named with an empty name or one starting with a NUL byte (TensorFlow's keys for \
