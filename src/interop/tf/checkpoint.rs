@@ -322,15 +322,22 @@ impl TfCheckpoint {
         let p = BundleEntryProto::decode(value).map_err(|e| bad(format!("not parseable: {e}")))?;
         let kind = if p.dtype == DT_STRING {
             Kind::String
+        } else if p.dtype == DType::UInt8.tf_code() {
+            // A native paramdex file read as a checkpoint (`export-tf` links it): a type
+            // TensorFlow lacks is DT_UINT8 with paramdex's field 18 naming it (SPEC.md 6).
+            let e = crate::native::IndexEntry::decode(value, at, usize::MAX)?;
+            match e.dtype() {
+                Some(d) => Kind::Numeric(d),
+                None => Kind::Opaque(p.dtype),
+            }
         } else {
             match DType::from_tf(i64::from(p.dtype)) {
                 Some(d) => Kind::Numeric(d),
-                // Types TensorFlow writes that paramdex does not decode: listed, checksummed,
-                // loadable as their stored bytes (quantized, resource, variant, 4-bit and 2-bit,
-                // the FNUZ float8s).
-                None if matches!(p.dtype, 11..=13 | 15 | 16 | 20 | 21 | 26..=33) => {
-                    Kind::Opaque(p.dtype)
-                }
+                // Types paramdex does not decode, and numbers of a TensorFlow newer than
+                // paramdex: listed, checksummed, loadable as their stored bytes (quantized,
+                // resource, variant). Not DT_INVALID (0) nor the TF1 reference types (>= 100),
+                // which no bundle holds.
+                None if (1..100).contains(&p.dtype) => Kind::Opaque(p.dtype),
                 None => {
                     return Err(Error::Unsupported(format!(
                     "tensor {} in {} has TensorFlow dtype {} ({}), which paramdex does not read",
