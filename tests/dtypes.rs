@@ -327,3 +327,31 @@ fn hostile_packed_and_unknown_inputs_are_clear_errors() {
         Err(e) => assert!(e.to_string().len() < 12_000, "{}", e.to_string().len()),
     }
 }
+
+/// `tests/data/tf/lowp`: TensorFlow 2.21 wrote one tensor of each type it has numbers 26-33 for
+/// (from ml_dtypes arrays). paramdex reads them as those dtypes, and its element decoding gives
+/// the values TensorFlow restored (`first_values` in the manifest).
+#[test]
+fn tensorflow_written_low_precision_values_decode_as_tensorflow_restores_them() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/tf/lowp");
+    let m: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap();
+    let store = open_any(dir.join("raw/bundle")).unwrap();
+    let tensors = m["tensors"].as_array().unwrap();
+    assert_eq!(tensors.len(), 8);
+    for t in tensors {
+        let name = t["name"].as_str().unwrap();
+        let d = DType::from_name(t["dtype"].as_str().unwrap()).unwrap();
+        assert_eq!(d.tf_number().map(|n| (26..=33).contains(&n)), Some(true));
+        let loaded = store.load(name.as_bytes()).unwrap().unwrap();
+        assert_eq!(loaded.info.kind, Kind::Numeric(d), "{name}");
+        let data = loaded.data.raw_bytes();
+        for (i, want) in t["first_values"].as_array().unwrap().iter().enumerate() {
+            let got = paramdex::interop::json::element(d, &data, i);
+            assert_eq!(got.as_f64(), want.as_f64(), "{name}[{i}]");
+        }
+    }
+    // int4 -2 is stored as 0x0e, one element per byte (TensorFlow's layout).
+    let int4 = store.load(b"int4").unwrap().unwrap();
+    assert_eq!(&int4.data.raw_bytes()[..3], &[0x01, 0x0e, 0x03]);
+}
