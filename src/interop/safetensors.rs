@@ -26,9 +26,12 @@ use safetensors::{Dtype as StDtype, View};
 
 use crate::dtype::DType;
 use crate::error::{path_str, Error, Result};
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use crate::interop::store::{
-    scan_sorted, DataLocation, ExportJob, Format, Kind, LoadedTensor, OutputLimit, TensorData,
-    TensorInfo, TensorInfos, TensorStore, VerifySummary, Written,
+    scan_sorted, DataLocation, ExportJob, ForeignType, Format, Kind, LoadedTensor, OutputLimit,
+    TensorData, TensorInfo, TensorInfos, TensorStore, VerifySummary, Written,
 };
 use crate::name;
 use crate::native::staging;
@@ -110,6 +113,52 @@ pub(crate) struct Header {
     meta: StMetadata,
     /// Tensor names in bytewise order.
     names: Vec<String>,
+    /// The tensors whose dtype string the `safetensors` crate does not know (a newer
+    /// safetensors' type), by name: their type and shape as the header gives them. `meta`
+    /// holds them as `U8` tensors of their byte length, so the crate checks their offsets.
+    foreign: HashMap<String, (Arc<ForeignType>, Vec<u64>)>,
+}
+
+/// For a header the crate refused: the header with every tensor whose dtype string the crate
+/// does not know rewritten as a `U8` tensor of its byte length, and those tensors' types and
+/// shapes. `None` when there is no such tensor (the header is bad for another reason) or one
+/// of them has offsets or a shape that are not arrays of non-negative integers (end >= start):
+/// the crate's own error stands then.
+#[allow(clippy::type_complexity)]
+fn foreign_dtypes(text: &str) -> Option<(String, HashMap<String, (Arc<ForeignType>, Vec<u64>)>)> {
+    let mut v: serde_json::Value = serde_json::from_str(text).ok()?;
+    let mut found = HashMap::new();
+    for (name, t) in v.as_object_mut()? {
+        if name == "__metadata__" {
+            continue;
+        }
+        let Some(dtype) = t.get("dtype").and_then(|d| d.as_str()) else {
+            continue;
+        };
+        if serde_json::from_value::<StDtype>(serde_json::Value::from(dtype)).is_ok() {
+            continue;
+        }
+        let nums = |key: &str| -> Option<Vec<u64>> {
+            t.get(key)?
+                .as_array()?
+                .iter()
+                .map(serde_json::Value::as_u64)
+                .collect()
+        };
+        let (offsets, shape) = (nums("data_offsets")?, nums("shape")?);
+        let [start, end] = offsets[..] else {
+            return None;
+        };
+        let len = end.checked_sub(start)?;
+        let kind = Arc::new(ForeignType::new("safetensors", dtype));
+        t["dtype"] = serde_json::Value::from("U8");
+        t["shape"] = serde_json::json!([len]);
+        found.insert(name.clone(), (kind, shape));
+    }
+    if found.is_empty() {
+        return None;
+    }
+    Some((v.to_string(), found))
 }
 
 fn corrupt(path: &str, e: safetensors::SafeTensorError) -> Error {
@@ -151,9 +200,20 @@ impl Header {
             return Err(corrupt(&path, E::InvalidHeaderLength));
         };
         let text = std::str::from_utf8(json).map_err(|e| corrupt(&path, E::InvalidHeader(e)))?;
-        // The crate's `Metadata` checks offsets and sizes as it is deserialized.
-        let meta: StMetadata = serde_json::from_str(text)
-            .map_err(|e| corrupt(&path, E::InvalidHeaderDeserialization(e)))?;
+        // The crate's `Metadata` checks offsets and sizes as it is deserialized. A dtype string
+        // it does not know fails that: such tensors are then listed as foreign types and the
+        // rest of the header is checked by the crate as before.
+        let (meta, foreign): (StMetadata, _) = match serde_json::from_str(text) {
+            Ok(m) => (m, HashMap::new()),
+            Err(e) => match foreign_dtypes(text) {
+                None => return Err(corrupt(&path, E::InvalidHeaderDeserialization(e))),
+                Some((fixed, foreign)) => (
+                    serde_json::from_str(&fixed)
+                        .map_err(|e| corrupt(&path, E::InvalidHeaderDeserialization(e)))?,
+                    foreign,
+                ),
+            },
+        };
         let data_len = meta.data_len() as u64;
         if (8 + n).checked_add(data_len) != Some(file_len) {
             return Err(corrupt(&path, E::MetadataIncompleteBuffer));
@@ -166,6 +226,7 @@ impl Header {
             file_len,
             meta,
             names,
+            foreign,
         })
     }
 
@@ -200,6 +261,17 @@ impl Header {
             name: name.to_string(),
             path: self.path.clone(),
         })?;
+        if let Some((kind, shape)) = self.foreign.get(name) {
+            let (start, end) = self.bounds(name, i.data_offsets)?;
+            let info = TensorInfo {
+                name: name.as_bytes().to_vec(),
+                kind: Kind::Foreign(kind.clone()),
+                shape: shape.clone(),
+                lod: Vec::new(),
+                nbytes: end - start,
+            };
+            return Ok((info, start, end));
+        }
         let dtype = from_safetensors_dtype(i.dtype).ok_or_else(|| {
             Error::Unsupported(format!(
                 "{}: tensor {name} is safetensors {}, which paramdex has no dtype for",
@@ -228,7 +300,23 @@ impl Header {
                 )
             })?,
         };
-        let (s, e) = i.data_offsets;
+        let (start, end) = self.bounds(name, i.data_offsets)?;
+        Ok((
+            TensorInfo {
+                name: name.as_bytes().to_vec(),
+                kind: Kind::Numeric(dtype),
+                shape,
+                lod: Vec::new(),
+                nbytes: end - start,
+            },
+            start,
+            end,
+        ))
+    }
+
+    /// The absolute byte range of data offsets `(s, e)` of tensor `name`, checked against the
+    /// file.
+    fn bounds(&self, name: &str, (s, e): (usize, usize)) -> Result<(u64, u64)> {
         let start = self.data_start.checked_add(s as u64);
         let end = self.data_start.checked_add(e as u64);
         let (Some(start), Some(end)) = (start, end) else {
@@ -248,17 +336,7 @@ impl Header {
                 ),
             ));
         }
-        Ok((
-            TensorInfo {
-                name: name.as_bytes().to_vec(),
-                kind: Kind::Numeric(dtype),
-                shape,
-                lod: Vec::new(),
-                nbytes: end - start,
-            },
-            start,
-            end,
-        ))
+        Ok((start, end))
     }
 
     /// Every tensor, in name order.

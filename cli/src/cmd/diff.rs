@@ -216,13 +216,13 @@ pub fn diff(
         }
         let da = a.load(n)?.ok_or_else(|| missing(n, a_path))?;
         let db = b.load(n)?.ok_or_else(|| missing(n, b_path))?;
-        match (&da.data, &db.data, ta.kind) {
+        match (&da.data, &db.data, &ta.kind) {
             (TensorData::Bytes(x), TensorData::Bytes(y), Kind::Numeric(d)) => {
                 if x == y {
                     r.identical += u64::from(!lod_differs);
                     continue;
                 }
-                let c = compare(d, x, y, tol);
+                let c = compare(*d, x, y, tol);
                 if c.differing == 0 {
                     // Every element within the tolerance.
                     r.within_tolerance += u64::from(!lod_differs);
@@ -269,7 +269,9 @@ pub fn diff(
                 ));
             }
             // Not decoded (TensorFlow variant, quantized types): byte-equal or not.
-            (TensorData::Bytes(x), TensorData::Bytes(y), Kind::Opaque(_)) if x == y => {
+            (TensorData::Bytes(x), TensorData::Bytes(y), Kind::Opaque(_) | Kind::Foreign(_))
+                if x == y =>
+            {
                 r.identical += u64::from(!lod_differs);
                 continue;
             }

@@ -386,7 +386,7 @@ impl TfCheckpoint {
         let offset =
             u64::try_from(p.offset).map_err(|_| bad(format!("negative offset {}", p.offset)))?;
         let size = u64::try_from(p.size).map_err(|_| bad(format!("negative size {}", p.size)))?;
-        if let (Kind::Numeric(d), true) = (kind, p.slices.is_empty()) {
+        if let (Some(d), true) = (kind.numeric(), p.slices.is_empty()) {
             let expected = numel.checked_mul(d.size() as u64);
             if expected != Some(size) {
                 return Err(bad(format!(
@@ -450,7 +450,7 @@ impl TfCheckpoint {
                     ),
                 )
             })?,
-            Kind::Opaque(_) => crc32c(&data),
+            Kind::Opaque(_) | Kind::Foreign(_) => crc32c(&data),
             Kind::String => strings::stored_data_crc(
                 &data,
                 e.numel,
@@ -621,14 +621,14 @@ impl TfCheckpoint {
             Kind::Numeric(d) => e.numel.saturating_mul(d.size() as u64),
             // Partitioned tensors that paramdex does not assemble (strings, opaque types) are
             // still listed, as TensorFlow lists them: their size is that of their slices.
-            Kind::Opaque(_) | Kind::String if !e.slices.is_empty() => {
+            Kind::Opaque(_) | Kind::Foreign(_) | Kind::String if !e.slices.is_empty() => {
                 let mut total = 0u64;
                 for (_, key, part) in self.slice_parts(name, e)? {
                     total = total.saturating_add(self.info(&key, &part)?.nbytes);
                 }
                 total
             }
-            Kind::Opaque(_) => e.size,
+            Kind::Opaque(_) | Kind::Foreign(_) => e.size,
             Kind::String => {
                 let (data, path) = self.raw(name, e)?;
                 let at = StringsAt {
@@ -641,7 +641,7 @@ impl TfCheckpoint {
         };
         Ok(TensorInfo {
             name: name.to_vec(),
-            kind: e.kind,
+            kind: e.kind.clone(),
             shape: e.shape.clone(),
             lod: Vec::new(),
             nbytes,
@@ -846,10 +846,10 @@ impl TensorStore for TfCheckpoint {
                 let v = self.assemble(name, &e, d, true)?.unwrap_or_default();
                 TensorData::Bytes(self.to_le(d, Cow::Owned(v)))
             }
-            Kind::Opaque(_) if !e.slices.is_empty() => {
+            Kind::Opaque(_) | Kind::Foreign(_) if !e.slices.is_empty() => {
                 return Err(self.partitioned_opaque(name, &e))
             }
-            Kind::Opaque(_) => TensorData::Bytes(self.checked(name, &e)?),
+            Kind::Opaque(_) | Kind::Foreign(_) => TensorData::Bytes(self.checked(name, &e)?),
             Kind::String if !e.slices.is_empty() => return Err(self.partitioned_string(name)),
             Kind::String => {
                 let data = self.checked(name, &e)?;

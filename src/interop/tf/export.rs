@@ -217,7 +217,7 @@ pub(crate) fn outputs(prefix: &Path) -> Vec<PathBuf> {
 /// with a NUL byte (TensorFlow reserves the empty key for its header and keys starting with NUL
 /// for slices); not a rank above 254 or a dimension above `i64::MAX`.
 pub(crate) fn cannot_hold(t: &TensorInfo) -> Option<String> {
-    if let Kind::Opaque(_) = t.kind {
+    if t.kind.is_opaque() {
         return t.kind.not_numeric();
     }
     if let Some(d) = t.kind.numeric().filter(|d| d.tf_number().is_none()) {
@@ -281,7 +281,7 @@ pub(crate) fn export(job: &ExportJob<'_>) -> Result<Written> {
             name: display(&info.name),
             path: format!("{} input", store.format().name()),
         })?;
-        let (tf_dtype, bytes, crc) = match (&t.data, t.info.kind) {
+        let (tf_dtype, bytes, crc) = match (&t.data, &t.info.kind) {
             (TensorData::Bytes(b), Kind::Numeric(d)) => (
                 d.tf_code(),
                 std::borrow::Cow::Borrowed(&b[..]),
