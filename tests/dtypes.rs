@@ -416,3 +416,83 @@ fn tensorflow_written_low_precision_values_decode_as_tensorflow_restores_them() 
     let int4 = store.load(b"int4").unwrap().unwrap();
     assert_eq!(&int4.data.raw_bytes()[..3], &[0x01, 0x0e, 0x03]);
 }
+
+/// `F4` into a TensorFlow checkpoint: unpacked to TensorFlow's float4_e2m1fn, one value per
+/// byte, element 2i from the low nibble; and back into safetensors packed again, byte for byte.
+/// An unpacked value with bits above its width cannot be packed: refused, naming the tensor.
+#[test]
+fn packed_fp4_unpacks_into_tensorflow_and_packs_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("in.safetensors");
+    let packed = vec![0x21, 0xf7, 0x0a, 0x5c, 0x00, 0x3e];
+    write_st(&src, &[("w", St::F4, vec![2, 6], packed.clone())]);
+    let input = open_any(&src).unwrap();
+    let prefix = dir.path().join("ckpt");
+    export(
+        input.as_ref(),
+        OutputFormat::TensorFlow,
+        &prefix,
+        &ExportOptions::default(),
+    )
+    .unwrap();
+    let ck = open_any(&prefix).unwrap();
+    let w = ck.load(b"w").unwrap().unwrap();
+    assert_eq!(w.info.kind, Kind::Numeric(DType::Float4E2M1FN));
+    assert_eq!(w.info.shape, vec![2, 6]);
+    let unpacked = w.data.raw_bytes().into_owned();
+    assert_eq!(
+        unpacked,
+        [0x1, 0x2, 0x7, 0xf, 0xa, 0x0, 0xc, 0x5, 0x0, 0x0, 0xe, 0x3]
+    );
+    let file = std::fs::read(dir.path().join("ckpt.index")).unwrap();
+    let table = Table::open(&file, TableReadOptions::default()).unwrap();
+    let e = table
+        .get(b"w", |v, at| IndexEntry::decode(v, at, 254))
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!((e.tf_dtype, e.pdx_dtype), (33, 0));
+
+    let out = dir.path().join("back.safetensors");
+    export(
+        ck.as_ref(),
+        OutputFormat::Safetensors,
+        &out,
+        &ExportOptions::default(),
+    )
+    .unwrap();
+    let bytes = std::fs::read(&out).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let t = st.tensor("w").unwrap();
+    assert_eq!(
+        (t.dtype(), t.shape(), t.data()),
+        (St::F4, &[2usize, 6][..], &packed[..])
+    );
+
+    // Unpacked values that do not fit 4 bits, and an odd last dimension, cannot be packed.
+    let native = dir.path().join("u.pdx");
+    let mut wr = Writer::create(&native).unwrap();
+    wr.add(
+        "wide",
+        Tensor::new(DType::Float4E2M1FN, &[2], &[0x01, 0x10]),
+    )
+    .unwrap();
+    wr.add("odd", Tensor::new(DType::Float4E2M1FN, &[3], &[1, 2, 3]))
+        .unwrap();
+    wr.finish().unwrap();
+    let r = Reader::open(&native).unwrap();
+    let odd = OutputFormat::Safetensors.cannot_hold(&r.info(b"odd").unwrap().unwrap());
+    assert!(odd.unwrap().contains("cannot describe"));
+    let e = export(
+        &r,
+        OutputFormat::Safetensors,
+        &dir.path().join("u.safetensors"),
+        &ExportOptions {
+            skip_unsupported: true,
+            ..ExportOptions::default()
+        },
+    )
+    .unwrap_err();
+    assert!(matches!(e, Error::InvalidTensor { .. }), "{e}");
+    assert!(e.to_string().contains("wide"), "{e}");
+}

@@ -83,10 +83,35 @@ pub fn to_safetensors_dtype(d: DType) -> Option<StDtype> {
 /// last dimension times 2 for `F4`, times 4/3 for `F6_*`). `None` when a packed tensor has no
 /// safetensors shape (a scalar, or a last dimension that is not a whole number of groups).
 pub fn safetensors_shape(d: DType, shape: &[u64]) -> Option<Vec<u64>> {
-    match d.packing() {
-        Some(p) => p.unpacked_shape(shape),
-        None => Some(shape.to_vec()),
+    match (d.packing(), d.packed().and_then(DType::packing)) {
+        (Some(p), _) => p.unpacked_shape(shape),
+        // An unpacked type written packed: the shape counts values in both.
+        (None, Some(p)) => p.packed_shape(shape).map(|_| shape.to_vec()),
+        (None, None) => Some(shape.to_vec()),
     }
+}
+
+/// The bytes a tensor takes in safetensors output: its `nbytes`, or, for an unpacked type
+/// written packed, the packed length.
+fn output_len(t: &TensorInfo) -> u64 {
+    match t
+        .kind
+        .numeric()
+        .filter(|d| to_safetensors_dtype(*d).is_none())
+        .and_then(DType::packed)
+        .and_then(DType::packing)
+    {
+        None => t.nbytes,
+        Some(p) => t.nbytes / p.values * p.bytes,
+    }
+}
+
+/// The safetensors dtype a tensor of dtype `d` is written as: its own
+/// ([`to_safetensors_dtype`]), or, for an unpacked sub-byte type (`float4_e2m1fn`,
+/// `float6_*`, one value per byte), the packed type's (`F4`, `F6_*`): the values are packed
+/// exactly ([`crate::dtype::Packing::pack`]) as the file is written.
+pub fn safetensors_output_dtype(d: DType) -> Option<StDtype> {
+    to_safetensors_dtype(d).or_else(|| d.packed().and_then(to_safetensors_dtype))
 }
 
 /// The paramdex dtype of a safetensors dtype, if paramdex has it (`F8_E4M3` is float8_e4m3fn,
@@ -638,7 +663,7 @@ pub(crate) fn cannot_hold(t: &TensorInfo) -> Option<String> {
     let Some(dtype) = t.kind.numeric() else {
         return t.kind.not_numeric();
     };
-    if to_safetensors_dtype(dtype).is_none() {
+    if safetensors_output_dtype(dtype).is_none() {
         Some(format!("{}, which safetensors lacks", dtype.name()))
     } else if safetensors_shape(dtype, &t.shape).is_none() {
         Some(format!(
@@ -751,7 +776,7 @@ impl OutputLimit for HeaderSize {
         // The survey adds only tensors `cannot_hold` accepts: numeric, a safetensors dtype, a
         // UTF-8 name.
         let (Some(dtype), Some(name)) = (
-            t.kind.numeric().and_then(to_safetensors_dtype),
+            t.kind.numeric().and_then(safetensors_output_dtype),
             name::as_utf8(&t.name),
         ) else {
             return;
@@ -772,7 +797,7 @@ impl OutputLimit for HeaderSize {
         // `"name":{...,"data_offsets":[0,0]}` less the two zeros, which `len` counts.
         let entry = json_str_len(name) + 1 + json_len!(&info) - 2;
         self.fixed = self.fixed.saturating_add(entry);
-        self.tensors.push((dtype, t.nbytes));
+        self.tensors.push((dtype, output_len(t)));
     }
 
     fn check(&mut self, metadata: &Metadata) -> Result<()> {
@@ -796,6 +821,8 @@ struct LazyView<'s> {
     dtype: StDtype,
     shape: Vec<usize>,
     len: usize,
+    /// For an unpacked type written packed: how, and the bytes `load` gives (one per value).
+    pack: Option<(crate::dtype::Packing, usize)>,
     failed: &'s Mutex<Option<Error>>,
     progress: &'s dyn Progress,
 }
@@ -845,18 +872,32 @@ impl View for LazyView<'_> {
                 )))
             }
         };
-        if bytes.len() != self.len {
+        let loaded_len = self.pack.map_or(self.len, |(_, n)| n);
+        if bytes.len() != loaded_len {
             return self.fail(Error::InvalidTensor {
                 name: name::display(&self.name),
                 detail: format!(
                     "listed with {} bytes, loaded {} bytes",
-                    self.len,
+                    loaded_len,
                     bytes.len()
                 ),
             });
         }
-        self.progress.advance(self.len as u64);
-        bytes
+        self.progress.advance(loaded_len as u64);
+        match self.pack {
+            None => bytes,
+            Some((p, _)) => match p.pack(&bytes) {
+                Ok(v) if v.len() == self.len => Cow::Owned(v),
+                Ok(_) | Err(_) => self.fail(Error::InvalidTensor {
+                    name: name::display(&self.name),
+                    detail: format!(
+                        "a value has bits above the {} bits of {}: packing it into {} would \
+                         lose them",
+                        p.bits, p.unpacked, self.dtype
+                    ),
+                }),
+            },
+        }
     }
 
     fn data_len(&self) -> usize {
@@ -880,7 +921,7 @@ pub(crate) fn export(job: &ExportJob<'_>) -> Result<Written> {
         // dtype, no LoD, a UTF-8 name); anything else is refused, naming the tensor.
         let (None, Some(dtype), Some(n)) = (
             cannot_hold(t),
-            t.kind.numeric().and_then(to_safetensors_dtype),
+            t.kind.numeric().and_then(safetensors_output_dtype),
             name::as_utf8(&t.name),
         ) else {
             return Err(Error::Unsupported(format!(
@@ -898,7 +939,16 @@ pub(crate) fn export(job: &ExportJob<'_>) -> Result<Written> {
             .iter()
             .map(|&d| usize::try_from(d).map_err(|_| too_big()))
             .collect::<Result<Vec<_>>>()?;
-        let len = usize::try_from(t.nbytes).map_err(|_| too_big())?;
+        let loaded = usize::try_from(t.nbytes).map_err(|_| too_big())?;
+        // An unpacked type written packed (`cannot_hold` checked its last dimension).
+        let pack = t
+            .kind
+            .numeric()
+            .filter(|d| to_safetensors_dtype(*d).is_none())
+            .and_then(DType::packed)
+            .and_then(DType::packing)
+            .map(|p| (p, loaded));
+        let len = usize::try_from(output_len(t)).map_err(|_| too_big())?;
         data_bytes = data_bytes.saturating_add(t.nbytes);
         views.push((
             n.to_string(),
@@ -908,6 +958,7 @@ pub(crate) fn export(job: &ExportJob<'_>) -> Result<Written> {
                 dtype,
                 shape,
                 len,
+                pack,
                 failed: &failed,
                 progress: job.progress,
             },
