@@ -392,7 +392,7 @@ impl Packing {
     /// dimension that is not a multiple of `bytes`, or an overflow.
     pub fn unpacked_shape(&self, shape: &[u64]) -> Option<Vec<u64>> {
         let (&last, _) = shape.split_last()?;
-        if last % self.bytes != 0 {
+        if !last.is_multiple_of(self.bytes) {
             return None;
         }
         let mut out = shape.to_vec();
@@ -405,7 +405,7 @@ impl Packing {
     /// is not a multiple of `values`.
     pub fn packed_shape(&self, shape: &[u64]) -> Option<Vec<u64>> {
         let (&last, _) = shape.split_last()?;
-        if last % self.values != 0 {
+        if !last.is_multiple_of(self.values) {
             return None;
         }
         let mut out = shape.to_vec();
@@ -418,7 +418,7 @@ impl Packing {
     /// whole number of groups.
     pub fn unpack(&self, data: &[u8]) -> Option<Vec<u8>> {
         let gb = self.bytes as usize;
-        if data.len() % gb != 0 {
+        if !data.len().is_multiple_of(gb) {
             return None;
         }
         let mask = (1u32 << self.bits) - 1;
@@ -440,7 +440,7 @@ impl Packing {
     /// `Err(len)` when `values` is not a whole number of groups.
     pub fn pack(&self, values: &[u8]) -> std::result::Result<Vec<u8>, usize> {
         let n = self.values as usize;
-        if values.len() % n != 0 {
+        if !values.len().is_multiple_of(n) {
             return Err(values.len());
         }
         if let Some(i) = values.iter().position(|&v| u32::from(v) >> self.bits != 0) {

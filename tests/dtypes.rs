@@ -36,8 +36,11 @@ fn bytes(n: usize, seed: u8) -> Vec<u8> {
         .collect()
 }
 
-/// (name, safetensors dtype, safetensors shape (values), bytes, paramdex dtype and shape).
-fn st_cases() -> Vec<(&'static str, St, Vec<usize>, Vec<u8>, DType, Vec<u64>)> {
+/// One safetensors tensor: name, safetensors dtype, safetensors shape (values), bytes, and the
+/// paramdex dtype and shape it reads as.
+type StCase = (&'static str, St, Vec<usize>, Vec<u8>, DType, Vec<u64>);
+
+fn st_cases() -> Vec<StCase> {
     vec![
         (
             "e8m0",

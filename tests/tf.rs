@@ -904,8 +904,8 @@ fn partitioned_string_tensors_are_listed_and_verified_but_not_assembled() {
     let list = ck.list().unwrap();
     assert_eq!(list.len(), 2);
     assert_eq!(
-        (list[0].name.as_slice(), list[0].kind),
-        (&b"s"[..], Kind::String)
+        (list[0].name.as_slice(), &list[0].kind),
+        (&b"s"[..], &Kind::String)
     );
     assert_eq!((list[0].shape.clone(), list[0].nbytes), (vec![4], 6));
     assert_eq!(ck.verify(1).unwrap().tensors, 2);
@@ -1007,8 +1007,8 @@ fn hostile_entries_and_headers_are_rejected() {
     let ck = TfCheckpoint::open(&p).unwrap();
     let list = ck.list().unwrap();
     assert_eq!(
-        (list[0].kind, list[0].nbytes, list[0].shape.as_slice()),
-        (Kind::Opaque(40), 8, &[2u64][..])
+        (&list[0].kind, list[0].nbytes, list[0].shape.as_slice()),
+        (&Kind::Opaque(40), 8, &[2u64][..])
     );
     assert_eq!(ck.load(b"w").unwrap().unwrap().data.raw_bytes(), good);
     ck.verify(1).unwrap();

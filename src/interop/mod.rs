@@ -49,7 +49,7 @@ pub use merge::{merge, MergeInput, MergeOptions, MergeReport};
 pub use remote::{open_location, open_url, UrlOptions};
 pub use store::{
     DataLocation, ForeignType, Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorInfos,
-    TensorStore, VerifySummary,
+    TensorStore, VerifySummary, MAX_FOREIGN_NAME,
 };
 #[cfg(feature = "s3")]
 pub use upload::export_url;

@@ -109,7 +109,7 @@ fn output_len(t: &TensorInfo) -> u64 {
 /// The safetensors dtype a tensor of dtype `d` is written as: its own
 /// ([`to_safetensors_dtype`]), or, for an unpacked sub-byte type (`float4_e2m1fn`,
 /// `float6_*`, one value per byte), the packed type's (`F4`, `F6_*`): the values are packed
-/// exactly ([`crate::dtype::Packing::pack`]) as the file is written.
+/// exactly ([`crate::Packing::pack`]) as the file is written.
 pub fn safetensors_output_dtype(d: DType) -> Option<StDtype> {
     to_safetensors_dtype(d).or_else(|| d.packed().and_then(to_safetensors_dtype))
 }
