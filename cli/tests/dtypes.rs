@@ -83,6 +83,14 @@ fn low_precision_and_unknown_dtypes_list_read_and_convert() {
         run(&[&"get", &pdx, &"w", &"--format", &"raw"], 0).stdout,
         [0x21, 0xf7]
     );
+    // To numpy: unpacked, one value per byte (element 2i from the low nibble), shape in values.
+    let npy = run(&[&"get", &pdx, &"w", &"--format", &"npy", &"-o", &"-"], 0).stdout;
+    let text = String::from_utf8_lossy(&npy[..npy.len() - 4]).into_owned();
+    assert!(
+        text.contains("'descr': '|u1'") && text.contains("'shape': (4,)"),
+        "{text}"
+    );
+    assert_eq!(&npy[npy.len() - 4..], &[0x1, 0x2, 0x7, 0xf]);
     // And back to safetensors: F4 with 4 values again.
     let back = dir.path().join("back.safetensors");
     run(

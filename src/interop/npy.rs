@@ -84,8 +84,8 @@ pub fn raw_note(dtype: DType) -> Option<&'static str> {
              a.view(ml_dtypes.float6_e3m2fn)",
         ),
         DType::Float4E2M1FNx2 | DType::Float6E2M3FNx4 | DType::Float6E3M2FNx4 => Some(
-            "a packed type is written as its bytes (uint8), several values per byte \
-             (SPEC.md 6)",
+            "a packed type's bytes hold several values each (SPEC.md 6): `paramdex get \
+             --format npy` writes them unpacked, one value per byte, as the unpacked type",
         ),
         _ => None,
     }

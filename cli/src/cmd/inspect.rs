@@ -589,7 +589,26 @@ pub fn get(file: &Path, name_arg: OsString, opts: GetOptions) -> Result<ExitCode
                     t.info.kind.name()
                 )));
             };
-            (paramdex::interop::npy::header(d, &t.info.shape), b)
+            match d.packing() {
+                // numpy (ml_dtypes) holds these values one per byte: unpacked exactly, the
+                // last dimension in values (SPEC.md 6).
+                Some(p) => {
+                    let shape = p.unpacked_shape(&t.info.shape).ok_or_else(|| {
+                        Error::Unsupported(format!(
+                            "tensor {} is a {} scalar, which .npy cannot hold unpacked; use \
+                             --format raw",
+                            name::display(&key),
+                            d.name()
+                        ))
+                    })?;
+                    owned = p.unpack(b).ok_or_else(|| Error::InvalidTensor {
+                        name: name::display(&key),
+                        detail: format!("{} bytes are not whole groups of {d}", b.len()),
+                    })?;
+                    (paramdex::interop::npy::header(p.unpacked, &shape), &owned)
+                }
+                None => (paramdex::interop::npy::header(d, &t.info.shape), b),
+            }
         }
         GetFormat::Json | GetFormat::Text => {
             owned = shown(&t, format, limit, stats)?;
