@@ -83,7 +83,7 @@ pub mod interop;
 pub mod prelude;
 pub mod raw;
 
-pub use dtype::DType;
+pub use dtype::{DType, Packing};
 pub use element::Element;
 pub use error::{
     CheckpointProblem, Corruption, Error, LooksLike, PickleProblem, RemoteProblem, Result,

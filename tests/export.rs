@@ -182,8 +182,8 @@ fn every_format_round_trips_through_open_any() {
         for (name, (t, d)) in &kept {
             let (bt, bd) = &got[name];
             assert_eq!(
-                (bt.kind, &bt.shape, bd),
-                (t.kind, &t.shape, d),
+                (&bt.kind, &bt.shape, bd),
+                (&t.kind, &t.shape, d),
                 "{format:?}"
             );
             // TensorFlow has no LoD; the others keep it (safetensors left it out).

@@ -931,7 +931,7 @@ fn hostile_shard_sets_give_errors_naming_the_file_and_the_tensor() {
             ];
             let d = IndexEntry::decode(v, 0, 254).unwrap();
             assert_eq!(decode_slices(v, 0, 2).unwrap().len(), 1);
-            encode_partitioned(&mut e, d.tf_dtype, &d.shape, &[bad]);
+            encode_partitioned(&mut e, d.dtype().unwrap(), &d.shape, &[bad]);
             e
         })
     });

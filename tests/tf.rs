@@ -904,8 +904,8 @@ fn partitioned_string_tensors_are_listed_and_verified_but_not_assembled() {
     let list = ck.list().unwrap();
     assert_eq!(list.len(), 2);
     assert_eq!(
-        (list[0].name.as_slice(), list[0].kind),
-        (&b"s"[..], Kind::String)
+        (list[0].name.as_slice(), &list[0].kind),
+        (&b"s"[..], &Kind::String)
     );
     assert_eq!((list[0].shape.clone(), list[0].nbytes), (vec![4], 6));
     assert_eq!(ck.verify(1).unwrap().tensors, 2);
@@ -956,9 +956,9 @@ fn hostile_entries_and_headers_are_rejected() {
             "are not a sequence of (varint length, element, 4-byte checksum)",
         ),
         (
-            "a dtype number TensorFlow does not define",
+            "a dtype number no bundle holds (a TF1 reference type)",
             header(1),
-            entry(99, &[2], 0, 0, &good),
+            entry(101, &[2], 0, 0, &good),
             "an unknown DataType",
         ),
         (
@@ -995,6 +995,23 @@ fn hostile_entries_and_headers_are_rejected() {
         assert!(err.contains('w'), "{what}: {err}");
         assert!(ck.verify(1).is_err(), "{what}: verify passed");
     }
+    // A DataType number of a TensorFlow newer than paramdex is never fatal: listed with its
+    // byte size, loadable as its bytes, checksummed.
+    let tmp = tempfile::tempdir().unwrap();
+    let p = craft(
+        tmp.path(),
+        header(1),
+        vec![(b"w".to_vec(), entry(40, &[2], 0, 0, &good).encode_to_vec())],
+        std::slice::from_ref(&good),
+    );
+    let ck = TfCheckpoint::open(&p).unwrap();
+    let list = ck.list().unwrap();
+    assert_eq!(
+        (&list[0].kind, list[0].nbytes, list[0].shape.as_slice()),
+        (&Kind::Opaque(40), 8, &[2u64][..])
+    );
+    assert_eq!(ck.load(b"w").unwrap().unwrap().data.raw_bytes(), good);
+    ck.verify(1).unwrap();
     for (what, h) in [
         ("zero shards", header(0)),
         ("negative shards", header(-3)),

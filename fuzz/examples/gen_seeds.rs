@@ -302,6 +302,7 @@ fn main() {
         "tf/partitioned/raw/slices",
         "tf/partitioned/v1/model.ckpt",
         "tf/sharded/policy/ckpt",
+        "tf/lowp/raw/bundle",
     ];
 
     // table and reader: whole files.
@@ -329,6 +330,8 @@ fn main() {
         ("v2-slices", "native/v2/slices.pdx"),
         ("v2-index", "native/v2/sharded/ckpt.index"),
         ("v2-shard", "native/v2/sharded/ckpt.data-00002-of-00003"),
+        // Every low-precision dtype: TensorFlow numbers 26-33 and index field 18.
+        ("v2-dtypes", "native/v2/dtypes.pdx"),
     ] {
         let bytes = std::fs::read(fixtures().join(file)).unwrap();
         save("table", &format!("native-{tag}"), &bytes);

@@ -212,7 +212,7 @@ fn loaded<'py>(
     store: &Shared,
     t: LoadedTensor<'_>,
 ) -> PyResult<Bound<'py, PyTuple>> {
-    let kind = t.info.kind.name();
+    let kind = t.info.kind.name().to_string();
     let shape = t.info.shape.clone();
     let data: Bound<'py, PyAny> = match t.data {
         TensorData::Bytes(b) => Bound::new(py, buffer_of(store, b))?.into_any(),
@@ -531,11 +531,11 @@ impl Store {
         &self,
         py: Python<'_>,
         name: &Bound<'_, PyAny>,
-    ) -> PyResult<Option<(&'static str, Vec<u64>, u64, Vec<Vec<u64>>)>> {
+    ) -> PyResult<Option<(String, Vec<u64>, u64, Vec<Vec<u64>>)>> {
         let n = name_bytes(name)?;
         let s = self.get()?;
         let info = py.detach(|| s.info(&n)).py()?;
-        Ok(info.map(|t| (t.kind.name(), t.shape, t.nbytes, t.lod)))
+        Ok(info.map(|t| (t.kind.name().to_string(), t.shape, t.nbytes, t.lod)))
     }
 
     /// (kind, shape, data) of tensor `name` (checksums checked where the format has them);

@@ -158,7 +158,7 @@ const EXPORTERS: &[Exporter] = &[
     },
     Exporter {
         format: OutputFormat::PaddleCombined,
-        cannot_hold: paddle_combined,
+        cannot_hold: paddle_output_combined,
         cannot_hold_among_several: None,
         carries_metadata: false,
         outputs: paddle::combined_outputs,
@@ -168,7 +168,7 @@ const EXPORTERS: &[Exporter] = &[
     },
     Exporter {
         format: OutputFormat::PaddleTensors,
-        cannot_hold: paddle_records,
+        cannot_hold: paddle_output,
         cannot_hold_among_several: Some(paddle::cannot_be_a_file),
         carries_metadata: false,
         outputs: just_dst,
@@ -190,7 +190,7 @@ const EXPORTERS: &[Exporter] = &[
     Exporter {
         format: OutputFormat::PaddleMerged,
         // The same tensors as a combined file: the program beside it names them.
-        cannot_hold: paddle_combined,
+        cannot_hold: paddle_output_combined,
         cannot_hold_among_several: None,
         carries_metadata: false,
         outputs: just_dst,
@@ -224,6 +224,23 @@ fn paddle_records(info: &TensorInfo) -> Option<String> {
     info.kind.not_numeric().or_else(|| record_limits(info))
 }
 
+/// The rule of Paddle outputs: [`paddle_records`]'s, and a dtype Paddle has a number for (a
+/// type Paddle lacks would be written as `uint8` and read back as `uint8`: its type lost).
+fn paddle_output(info: &TensorInfo) -> Option<String> {
+    paddle_records(info).or_else(|| {
+        let d = info.kind.numeric()?;
+        d.paddle_number()
+            .is_none()
+            .then(|| format!("{}, which Paddle has no type for", d.name()))
+    })
+}
+
+/// The rule of a Paddle combined file with its program: [`paddle_output`]'s, and a name the
+/// program can declare.
+fn paddle_output_combined(info: &TensorInfo) -> Option<String> {
+    paddle_output(info).or_else(|| paddle::cannot_hold_combined(info))
+}
+
 /// The rule of native output: [`paddle_records`]'s, and a name of 1 to
 /// [`MAX_NAME_LEN`] bytes.
 fn native_records(info: &TensorInfo) -> Option<String> {
@@ -243,12 +260,6 @@ fn native_records(info: &TensorInfo) -> Option<String> {
 
 fn no_limit() -> Box<dyn OutputLimit> {
     Box::new(NoLimit)
-}
-
-/// The rule of a Paddle combined file with its program: [`paddle_records`]'s, and a name the
-/// program can declare.
-fn paddle_combined(info: &TensorInfo) -> Option<String> {
-    paddle_records(info).or_else(|| paddle::cannot_hold_combined(info))
 }
 
 /// How to [`export`] (and [`crate::interop::merge`]).

@@ -524,9 +524,9 @@ impl Reader {
     }
 
     fn dtype_of(&self, key: &[u8], e: &IndexEntry) -> Result<DType> {
-        DType::from_tf(e.tf_dtype.into()).ok_or_else(|| Error::UnknownDType {
-            system: "tensorflow",
-            code: e.tf_dtype.into(),
+        e.dtype().ok_or_else(|| Error::UnknownDType {
+            system: e.dtype_code().0,
+            code: e.dtype_code().1,
             location: Some(format!("tensor {}", slice_key::display_key(key))),
         })
     }

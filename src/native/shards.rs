@@ -313,7 +313,10 @@ impl Reader {
                 for &s in &holders {
                     let (v, a) = (cursors[s].value(), cursors[s].block_offset());
                     let own = IndexEntry::decode(v, a, MAX_RANK)?;
-                    if own.num_slices == 0 || own.tf_dtype != e.tf_dtype || own.shape != e.shape {
+                    if own.num_slices == 0
+                        || (own.tf_dtype, own.pdx_dtype) != (e.tf_dtype, e.pdx_dtype)
+                        || own.shape != e.shape
+                    {
                         return Err(bad(
                             at,
                             format!(
@@ -323,7 +326,7 @@ impl Reader {
                                 if own.num_slices == 0 {
                                     "a whole tensor".to_string()
                                 } else {
-                                    format!("dtype {} shape {:?}", own.tf_dtype, own.shape)
+                                    format!("dtype {:?} shape {:?}", own.dtype_code(), own.shape)
                                 }
                             ),
                         ));
@@ -383,9 +386,9 @@ impl Reader {
     }
 
     fn dtype_of_entry(&self, key: &[u8], e: &IndexEntry) -> Result<crate::dtype::DType> {
-        crate::dtype::DType::from_tf(e.tf_dtype.into()).ok_or_else(|| Error::UnknownDType {
-            system: "tensorflow",
-            code: e.tf_dtype.into(),
+        e.dtype().ok_or_else(|| Error::UnknownDType {
+            system: e.dtype_code().0,
+            code: e.dtype_code().1,
             location: Some(format!("tensor {}", slice_key::display_key(key))),
         })
     }

@@ -222,7 +222,9 @@ impl<'a> TensorView<'a> {
                 format!("tensor {}: {detail}", self.display_name()),
             )
         };
-        if h.dtype != self.dtype || h.dims.as_slice() != self.shape.as_slice() {
+        if h.dtype.paddle_code() != self.dtype.paddle_code()
+            || h.dims.as_slice() != self.shape.as_slice()
+        {
             return Err(bad(format!(
                 "record says {} {:?}, index says {} {:?}",
                 h.dtype,

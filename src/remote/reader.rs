@@ -534,9 +534,9 @@ impl RemoteReader {
     pub fn list_from(&self, start: &[u8]) -> Result<Vec<RemoteEntry>> {
         let mut out = Vec::new();
         self.scan_entries(start, &mut |key, e, _| {
-            let dtype = DType::from_tf(e.tf_dtype.into()).ok_or_else(|| Error::UnknownDType {
-                system: "tensorflow",
-                code: e.tf_dtype.into(),
+            let dtype = e.dtype().ok_or_else(|| Error::UnknownDType {
+                system: e.dtype_code().0,
+                code: e.dtype_code().1,
                 location: Some(format!(
                     "{}: tensor {}",
                     self.location(),
@@ -928,9 +928,9 @@ impl RemoteReader {
                 slices: u64::from(e.num_slices),
             });
         }
-        let dtype = DType::from_tf(e.tf_dtype.into()).ok_or_else(|| Error::UnknownDType {
-            system: "tensorflow",
-            code: e.tf_dtype.into(),
+        let dtype = e.dtype().ok_or_else(|| Error::UnknownDType {
+            system: e.dtype_code().0,
+            code: e.dtype_code().1,
             location: Some(format!("{}: tensor {}", self.location(), shown())),
         })?;
         if record::data_len(dtype, &e.shape) != Some(e.size) {
@@ -1050,9 +1050,9 @@ pub(crate) fn get_region(
     let Some((e, value, at)) = s.lookup(name)? else {
         return Ok(None);
     };
-    let dtype = DType::from_tf(e.tf_dtype.into()).ok_or_else(|| Error::UnknownDType {
-        system: "tensorflow",
-        code: e.tf_dtype.into(),
+    let dtype = e.dtype().ok_or_else(|| Error::UnknownDType {
+        system: e.dtype_code().0,
+        code: e.dtype_code().1,
         location: Some(format!("{}: tensor {}", s.place(), name::display(name))),
     })?;
     let shape: Vec<u64> = e.shape.to_vec();
@@ -1101,7 +1101,7 @@ pub(crate) fn get_region(
                 return Err(bad("the slice's entry is missing".into()));
             };
             if se.num_slices != 0
-                || DType::from_tf(se.tf_dtype.into()) != Some(dtype)
+                || se.dtype() != Some(dtype)
                 || se.shape.as_slice() != r.len.as_slice()
             {
                 return Err(bad(format!(

@@ -185,7 +185,7 @@ pub fn diff(
         let n = &ta.name;
         // With a tolerance, numbers of different dtypes are compared as numbers (a bfloat16
         // export against its float32 master); without, a dtype difference is one.
-        let across = matches!((ta.kind, tb.kind), (Kind::Numeric(x), Kind::Numeric(y)) if x != y);
+        let across = matches!((&ta.kind, &tb.kind), (Kind::Numeric(x), Kind::Numeric(y)) if x != y);
         if ta.kind != tb.kind && !(across && tol.numeric()) {
             let s = name::display(n);
             let hint = if across {
@@ -224,8 +224,9 @@ pub fn diff(
         }
         let da = a.load(n)?.ok_or_else(|| missing(n, a_path))?;
         let db = b.load(n)?.ok_or_else(|| missing(n, b_path))?;
-        match (&da.data, &db.data, ta.kind, tb.kind) {
+        match (&da.data, &db.data, &ta.kind, &tb.kind) {
             (TensorData::Bytes(x), TensorData::Bytes(y), Kind::Numeric(d), Kind::Numeric(e)) => {
+                let (d, e) = (*d, *e);
                 if d == e && x == y {
                     r.identical += u64::from(!lod_differs);
                     continue;
@@ -283,7 +284,9 @@ pub fn diff(
                 r.values.push(about(n, v));
             }
             // Not decoded (TensorFlow variant, quantized types): byte-equal or not.
-            (TensorData::Bytes(x), TensorData::Bytes(y), Kind::Opaque(_), _) if x == y => {
+            (TensorData::Bytes(x), TensorData::Bytes(y), Kind::Opaque(_) | Kind::Foreign(_), _)
+                if x == y =>
+            {
                 r.identical += u64::from(!lod_differs);
                 continue;
             }

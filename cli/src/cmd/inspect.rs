@@ -124,7 +124,7 @@ pub fn push_u64(s: &mut String, mut v: u64) {
 #[derive(Clone, Default)]
 struct LsRow {
     name: String,
-    dtype: &'static str,
+    dtype: String,
     shape: String,
     lod: String,
     size: String,
@@ -161,7 +161,8 @@ impl LsRow {
 
     fn set(&mut self, t: &TensorInfo) {
         self.name = name::display(&t.name);
-        self.dtype = t.kind.name();
+        self.dtype.clear();
+        self.dtype.push_str(t.kind.name());
         // As `shape_str`: `[2, 3]`.
         self.shape.clear();
         self.shape.push('[');
@@ -181,7 +182,7 @@ impl LsRow {
     fn cells(&self) -> [&str; 8] {
         [
             &self.name,
-            self.dtype,
+            &self.dtype,
             &self.shape,
             &self.lod,
             &self.size,
@@ -762,14 +763,33 @@ fn get_one(
             (Vec::new(), &raw)
         }
         GetFormat::Npy => {
-            let (Kind::Numeric(d), TensorData::Bytes(b)) = (t.info.kind, &t.data) else {
+            let (Some(d), TensorData::Bytes(b)) = (t.info.kind.numeric(), &t.data) else {
                 return Err(Error::Unsupported(format!(
                     "tensor {} is a {} tensor, which .npy cannot hold; use --format json or raw",
                     name::display(key),
                     t.info.kind.name()
                 )));
             };
-            (paramdex::interop::npy::header(d, &t.info.shape), b)
+            match d.packing() {
+                // numpy (ml_dtypes) holds these values one per byte: unpacked exactly, the
+                // last dimension in values (SPEC.md 6).
+                Some(p) => {
+                    let shape = p.unpacked_shape(&t.info.shape).ok_or_else(|| {
+                        Error::Unsupported(format!(
+                            "tensor {} is a {} scalar, which .npy cannot hold unpacked; use \
+                             --format raw",
+                            name::display(key),
+                            d.name()
+                        ))
+                    })?;
+                    owned = p.unpack(b).ok_or_else(|| Error::InvalidTensor {
+                        name: name::display(key),
+                        detail: format!("{} bytes are not whole groups of {d}", b.len()),
+                    })?;
+                    (paramdex::interop::npy::header(p.unpacked, &shape), &owned)
+                }
+                None => (paramdex::interop::npy::header(d, &t.info.shape), b),
+            }
         }
         GetFormat::Json | GetFormat::Text => {
             owned = shown(t, format, limit, stats)?;
@@ -871,29 +891,29 @@ fn description(
     limit: usize,
     stats: bool,
 ) -> Result<Map<String, Value>> {
-    let what = |k: Kind| -> String {
+    let what = |k: &Kind| -> String {
         k.not_numeric()
             .unwrap_or_else(|| format!("a {} tensor", k.name()))
     };
     let mut m = describe(&t.info);
     let mut note = None;
     if stats {
-        let s = match (&t.data, t.info.kind) {
-            (TensorData::Bytes(b), Kind::Numeric(d)) => super::numbers::stats(d, b),
+        let s = match (&t.data, t.info.kind.numeric()) {
+            (TensorData::Bytes(b), Some(d)) => super::numbers::stats(d, b),
             _ => None,
         };
         let s = s.ok_or_else(|| {
             Error::Unsupported(format!(
                 "tensor {} is {}: --stats summarizes real numbers only",
                 name::display(&t.info.name),
-                what(t.info.kind)
+                what(&t.info.kind)
             ))
         })?;
         m.insert("stats".into(), s);
     } else {
-        let (vals, numel) = match (&t.data, t.info.kind) {
+        let (vals, numel) = match (&t.data, &t.info.kind) {
             (TensorData::Bytes(b), Kind::Numeric(d)) => (
-                Some(values::to_json(d, &t.info.shape, b, limit)),
+                Some(values::to_json(*d, &t.info.shape, b, limit)),
                 b.len() / d.size().max(1),
             ),
             (TensorData::Strings(s), _) => (Some(strings_json(s, &t.info.shape, limit)), s.len()),
@@ -903,6 +923,13 @@ fn description(
                     "paramdex does not decode {} tensors; --format raw gives the bytes \
                      TensorFlow stored",
                     t.info.kind.name()
+                ));
+                (None, 0)
+            }
+            (TensorData::Bytes(_), Kind::Foreign(f)) => {
+                note = Some(format!(
+                    "paramdex does not decode {} {} tensors; --format raw gives the stored bytes",
+                    f.system, f.name
                 ));
                 (None, 0)
             }
@@ -1024,7 +1051,7 @@ pub fn stat(ui: Ui, file: &Path, as_json: bool) -> Result<ExitCode> {
     };
     let metadata = store.metadata()?;
     // One pass over the listing: counts and bytes by dtype, nothing kept per tensor.
-    let mut by_dtype: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+    let mut by_dtype: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     let mut n = 0u64;
     let mut data_bytes = 0u64;
     let bar = Bar::new(ui, "reading");
@@ -1035,7 +1062,7 @@ pub fn stat(ui: Ui, file: &Path, as_json: bool) -> Result<ExitCode> {
     };
     let mut unlisted = Unlisted::default();
     for t in unlisted.filter(listing) {
-        let e = by_dtype.entry(t.kind.name()).or_default();
+        let e = by_dtype.entry(t.kind.name().to_string()).or_default();
         e.0 += 1;
         e.1 = e.1.saturating_add(t.nbytes);
         n += 1;

@@ -22,8 +22,9 @@ pub fn value(dtype: DType, b: &[u8], i: usize) -> (f64, f64) {
         DType::BFloat16 => half::bf16::from_le_bytes([e[0], e[1]]).to_f64(),
         DType::Float32 | DType::Complex64 => f32_at(0),
         DType::Float64 | DType::Complex128 => f64_at(0),
-        DType::Float8E4M3FN => f64::from(paramdex::interop::json::f8_e4m3fn_to_f32(e[0])),
-        DType::Float8E5M2 => f64::from(paramdex::interop::json::f8_e5m2_to_f32(e[0])),
+        d if d.is_float() && s == 1 => {
+            paramdex::interop::json::small_float_value(d, e[0]).unwrap_or(f64::NAN)
+        }
         _ => int_value(dtype, b, i).map_or(f64::NAN, |v| v as f64),
     };
     let im = match dtype {
@@ -49,6 +50,11 @@ pub fn int_value(dtype: DType, b: &[u8], i: usize) -> Option<i128> {
         DType::UInt32 => i128::from(u32::from_le_bytes([e[0], e[1], e[2], e[3]])),
         DType::Int64 => i128::from(i64::from_le_bytes(a8)),
         DType::UInt64 => i128::from(u64::from_le_bytes(a8)),
+        DType::Int4 | DType::UInt4 | DType::Int2 | DType::UInt2 => {
+            i128::from(paramdex::interop::json::small_int_value(dtype, e[0])?)
+        }
+        // Packed types compare and summarize as their bytes.
+        DType::Float4E2M1FNx2 | DType::Float6E2M3FNx4 | DType::Float6E3M2FNx4 => i128::from(e[0]),
         _ => return None,
     })
 }

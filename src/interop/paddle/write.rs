@@ -16,7 +16,7 @@ use super::find_program;
 use super::merged::SIZE_FIELD_LEN;
 use super::program::{self, load_program, ParamDecl, ProgramKind, MAX_PROGRAM_LEN};
 use crate::error::{Error, IoContext, Result};
-use crate::interop::store::{ExportJob, Kind, TensorData, TensorInfo, TensorStore, Written};
+use crate::interop::store::{ExportJob, TensorData, TensorInfo, TensorStore, Written};
 #[cfg(doc)]
 use crate::interop::OutputFormat;
 use crate::name::display;
@@ -799,7 +799,7 @@ fn write_record(
         name: display(&info.name),
         path: format!("{} input", store.format().name()),
     })?;
-    let (Kind::Numeric(dtype), TensorData::Bytes(data)) = (t.info.kind, &t.data) else {
+    let (Some(dtype), TensorData::Bytes(data)) = (t.info.kind.numeric(), &t.data) else {
         return Err(Error::Unsupported(format!(
             "tensor {} is {}; Paddle records hold numeric tensors only",
             display(&info.name),
