@@ -395,7 +395,7 @@ pub enum RemoteProblem {
         /// How many times the request was retried before giving up.
         retries: u32,
     },
-    /// The multipart upload was aborted by [`crate::remote::abort_uploads_in_flight`] (an
+    /// The multipart upload was aborted by `remote::abort_uploads_in_flight` (the `s3` feature) (an
     /// interrupt, a program shutting down): nothing appears under the object's name.
     Aborted,
     /// The request failed otherwise (a request the store refused as invalid, a client
