@@ -40,7 +40,7 @@ pub(super) fn loaded(name: &[u8], t: RemoteTensor) -> LoadedTensor<'static> {
             name: name.to_vec(),
             kind: Kind::Numeric(t.dtype),
             shape: t.shape,
-            lod: Vec::new(),
+            lod: t.lod,
             nbytes: t.data.len() as u64,
         },
         data: TensorData::Bytes(Cow::Owned(t.data)),

@@ -35,7 +35,7 @@ use crate::native::staging;
 use crate::native::Metadata;
 use crate::native::Source;
 use crate::progress::Progress;
-use crate::remote::RangeRead;
+use crate::remote::{RangeRead, ReadAt};
 
 /// The safetensors dtype of a paramdex dtype, if safetensors has it.
 pub fn to_safetensors_dtype(d: DType) -> Option<StDtype> {

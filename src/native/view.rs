@@ -55,6 +55,39 @@ pub(super) fn data_crc_mismatch(
     }
 }
 
+/// Decodes the header of the record `record` (its header and data, at `record_offset`; data at
+/// `data_offset`) of tensor `shown`: a native record must carry both of paramdex's checksums
+/// (SPEC.md 3.2), so that no header byte is read unchecked, and end where the index says. The
+/// one decoding of a record header for every reader (a mapped view's, the remote readers'
+/// fetched records).
+pub(crate) fn record_header<'r>(
+    record: &'r [u8],
+    record_offset: u64,
+    data_offset: u64,
+    shown: &str,
+) -> Result<record::RecordHeader<'r>> {
+    let h = record::decode_header(record, record_offset)?;
+    if h.header_crc.is_none() || h.data_crc.is_none() {
+        return Err(Error::corrupt(
+            "record",
+            record_offset,
+            format!("tensor {shown}: the record header lacks its checksum fields"),
+        ));
+    }
+    if h.header_len as u64 != data_offset - record_offset {
+        return Err(Error::corrupt(
+            "record",
+            record_offset,
+            format!(
+                "tensor {shown}: record header of {} bytes, the index says {}",
+                h.header_len,
+                data_offset - record_offset
+            ),
+        ));
+    }
+    Ok(h)
+}
+
 /// A zero-copy view of one stored tensor inside a [`Reader`](crate::Reader)'s file: a whole
 /// tensor, or one slice of a tensor stored in slices ([`TensorView::slice_start`]).
 #[derive(Clone, Debug)]
@@ -162,30 +195,12 @@ impl<'a> TensorView<'a> {
     /// Decodes the record header; a native record must carry both of paramdex's checksums
     /// (SPEC.md 3.2), so that no header byte is read unchecked, and end where the index says.
     fn record_header(&self) -> Result<record::RecordHeader<'a>> {
-        let h = record::decode_header(self.record(), self.record_offset)?;
-        if h.header_crc.is_none() || h.data_crc.is_none() {
-            return Err(Error::corrupt(
-                "record",
-                self.record_offset,
-                format!(
-                    "tensor {}: the record header lacks its checksum fields",
-                    self.display_name()
-                ),
-            ));
-        }
-        if h.header_len as u64 != self.data_offset - self.record_offset {
-            return Err(Error::corrupt(
-                "record",
-                self.record_offset,
-                format!(
-                    "tensor {}: record header of {} bytes, the index says {}",
-                    self.display_name(),
-                    h.header_len,
-                    self.data_offset - self.record_offset
-                ),
-            ));
-        }
-        Ok(h)
+        record_header(
+            self.record(),
+            self.record_offset,
+            self.data_offset,
+            &self.display_name(),
+        )
     }
 
     /// Checks the data against its stored CRC32C.

@@ -15,7 +15,7 @@ mod url;
 
 pub(crate) use object::remote_error;
 pub use object::ObjectRange;
-pub use range::{Dest, FileRange, Parallelism, RangeRead, ReadPart, RequestStats};
+pub use range::{Dest, FileRange, Parallelism, RangeRead, ReadAt, ReadPart, RequestStats};
 pub use reader::{
     LoadOptions, LoadProgress, RemoteEntry, RemoteOptions, RemoteReader, RemoteTensor,
 };

@@ -4,6 +4,7 @@
 //! tensor's index block (unless cached) and one for its record. Every tensor read so is checked
 //! against its CRC32C: bytes from a network are never returned unchecked.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
@@ -17,15 +18,14 @@ use crate::name;
 use crate::native::region::{self, Region};
 use crate::native::slice_key;
 use crate::native::{
-    check_partition, plan_region, validate_header, FileHeader, IndexEntry, RegionPlan,
+    check_data, check_partition, entry_dtype, hold_from, is_tensor_name, list_entry, open_index,
+    plan_region, record_header, validate_header, FileHeader, IndexEntry, Listed, Opened, Reader,
+    RegionPlan,
 };
-use crate::record::{self, MAX_RANK};
+use crate::record::MAX_RANK;
 use crate::remote::range::{Dest, Parallelism, RangeRead, ReadPart, RequestStats};
 use crate::remote::url::RemoteConfig;
-use crate::table::{
-    BlockHandle, Footer, Table, TableIndex, TableReadOptions, BLOCK_TRAILER_LEN, FOOTER_LEN,
-    MAX_BLOCK_LEN,
-};
+use crate::table::{Table, TableIndex, TableReadOptions};
 
 /// How a [`RemoteReader`] reads.
 #[derive(Clone, Debug)]
@@ -132,8 +132,9 @@ impl LoadOptions {
     }
 }
 
-/// What [`RemoteReader::scan_entries`] calls for each tensor: name, entry, offset of its block.
-type EntryVisitor<'a> = dyn FnMut(&[u8], IndexEntry, u64) -> Result<()> + 'a;
+/// What [`RemoteReader::scan_entries`] calls for each tensor: name, its entry's value, offset
+/// of its block.
+type EntryVisitor<'a> = dyn FnMut(&[u8], &[u8], u64) -> Result<()> + 'a;
 
 /// One tensor to fetch: where its data is and what it must check to.
 #[derive(Clone, Debug)]
@@ -141,8 +142,50 @@ struct Want {
     name: Vec<u8>,
     dtype: DType,
     shape: Vec<u64>,
+    /// The bytes fetched: the data, with the record header before it for a tensor with LoD
+    /// (whose offsets are in the header).
     range: Range<u64>,
+    /// Offset of the data (`range.start` unless the record header is fetched too).
+    data_at: u64,
     crc: u32,
+}
+
+impl Want {
+    /// The tensor from the bytes of `range`, `buf`, whose CRC32C is `crc` (of all of `buf`):
+    /// its data checked against the stored CRC32C, and its LoD from the record header (the
+    /// same decoding as a mapped view's).
+    fn finish(self, mut buf: Vec<u8>, crc: u32, location: &str) -> Result<RemoteTensor> {
+        let head = usize::try_from(self.data_at - self.range.start).expect("inside the range");
+        let got = if head == 0 { crc } else { crc32c(&buf[head..]) };
+        if got != self.crc {
+            return Err(Error::ChecksumMismatch {
+                what: "tensor data",
+                name: Some(slice_key::display_key(&self.name)),
+                offset: self.data_at,
+                len: self.range.end - self.data_at,
+                stored: self.crc,
+                computed: got,
+                context: Some(location.to_string()),
+            });
+        }
+        let lod = if head == 0 {
+            Vec::new()
+        } else {
+            let shown = slice_key::display_key(&self.name);
+            let h = record_header(&buf, self.range.start, self.data_at, &shown)
+                .map_err(|e| e.context(location))?;
+            let lod = h.lod.to_vec();
+            drop(h);
+            buf.drain(..head);
+            lod
+        };
+        Ok(RemoteTensor {
+            dtype: self.dtype,
+            shape: self.shape,
+            data: buf,
+            lod,
+        })
+    }
 }
 
 /// One request of a parallel load: a range of the object, and the tensors' bytes in it.
@@ -258,27 +301,10 @@ impl Assembly<'_> {
                 // Pieces of one allocation, in order: joined without copying.
                 buf.unsplit(p);
             }
-            let data = Vec::from(buf);
-            if got != want.crc {
-                return Err(Error::ChecksumMismatch {
-                    what: "tensor data",
-                    name: Some(name::display(&want.name)),
-                    offset: want.range.start,
-                    len: want.range.end - want.range.start,
-                    stored: want.crc,
-                    computed: got,
-                    context: Some(self.location.to_string()),
-                });
-            }
             self.progress.tensors += 1;
-            sink(
-                want.name,
-                RemoteTensor {
-                    dtype: want.dtype,
-                    shape: want.shape,
-                    data,
-                },
-            )?;
+            let name = want.name.clone();
+            let t = want.finish(Vec::from(buf), got, self.location)?;
+            sink(name, t)?;
         }
         Ok(())
     }
@@ -293,6 +319,8 @@ pub struct RemoteTensor {
     pub shape: Vec<u64>,
     /// Little-endian, row-major data.
     pub data: Vec<u8>,
+    /// The record's LoD (Paddle's level-of-detail offsets; empty for most tensors).
+    pub lod: Vec<Vec<u64>>,
 }
 
 /// One entry of a remote file's index, as a listing gives it (no data read).
@@ -312,24 +340,16 @@ pub struct RemoteEntry {
     pub lod_levels: u32,
 }
 
-/// Index data blocks fetched so far, least recently used first out.
-#[derive(Debug, Default)]
-struct BlockCache {
-    blocks: HashMap<usize, (Arc<Vec<u8>>, u64)>,
-    bytes: usize,
-    clock: u64,
-}
-
 /// A native paramdex file (not a sharded checkpoint's index, yet) read by ranges.
 #[derive(Debug)]
 pub struct RemoteReader {
     src: Arc<dyn RangeRead>,
     index: TableIndex,
     header: FileHeader,
-    /// The bytes read at open, from `tail_start` to the end: blocks inside are served from it.
+    /// The bytes read at open, from `tail_start` to the end: blocks inside are served from it
+    /// (the table reads the others through the seam, keeping them in its block cache).
     tail: Vec<u8>,
     tail_start: u64,
-    cache: Mutex<BlockCache>,
     opts: RemoteOptions,
     ahead: Mutex<ReadAhead>,
 }
@@ -365,94 +385,41 @@ impl RemoteReader {
         src: Arc<dyn RangeRead>,
         opts: RemoteOptions,
     ) -> Result<RemoteReader> {
-        let len = src.len();
         let location = src.location().to_string();
-        if len < FOOTER_LEN as u64 {
-            return Err(Error::UnrecognizedFormat {
-                path: location,
-                detail: format!("{len} bytes is too short to be a paramdex file (48-byte footer)"),
-            });
-        }
-        let ctx = |e: Error| e.context(&location);
-        let mut tail = src.tail(opts.tail_bytes.max(FOOTER_LEN as u64))?;
-        let mut tail_start = len - tail.len() as u64;
-        let footer_at = len - FOOTER_LEN as u64;
-        let footer =
-            Footer::decode(&tail[tail.len() - FOOTER_LEN..], footer_at).map_err(|e| match e {
-                Error::Corrupt {
-                    kind: crate::Corruption::BadMagic,
-                    detail,
-                    ..
-                } => Error::UnrecognizedFormat {
-                    path: location.clone(),
-                    detail: format!("not a paramdex file: {detail}"),
-                },
-                other => ctx(other),
-            })?;
-        let idx: BlockHandle = footer.index;
-        // The index block ends at the footer; bounded before anything is read for it.
-        footer_at
-            .checked_sub(idx.offset)
-            .filter(|&n| n <= (MAX_BLOCK_LEN + BLOCK_TRAILER_LEN) as u64)
-            .ok_or_else(|| {
-                ctx(Error::corrupt(
-                    "footer",
-                    footer_at,
-                    format!(
-                        "index block handle (offset {}) does not end at the footer",
-                        idx.offset
-                    ),
-                ))
-            })?;
-        if idx.offset < tail_start {
-            // A larger index block than the speculative read held: one more request.
-            let mut more = src.read(idx.offset..tail_start)?;
-            more.extend_from_slice(&tail);
-            tail = more;
-            tail_start = idx.offset;
-        }
         let table_opts = TableReadOptions {
             verify_checksums: true,
-            cache_capacity: 0,
-            // Only some blocks of the object are held: lookups binary-search.
-            hash_index: false,
+            cache_capacity: opts.block_cache_bytes,
+            hash_index: true,
         };
-        let from_idx = usize::try_from(idx.offset - tail_start).expect("inside the tail");
-        let index =
-            TableIndex::open_tail(&tail[from_idx..], idx.offset, &table_opts).map_err(ctx)?;
-        let Some(first_block) = index.first_data_offset() else {
-            return Err(ctx(Error::corrupt(
-                "index block",
-                idx.offset,
-                "the index lists no data block, so no header",
-            )));
-        };
-        let reader = RemoteReader {
+        // The same open as a mapped file's; only the reads differ.
+        let Opened {
+            held,
+            held_start,
+            index,
+            header,
+            first_block,
+        } = open_index(&*src, opts.tail_bytes, &table_opts, &location)
+            .map_err(|e| e.context(&location))?;
+        validate_header(&header, first_block, &location)?;
+        Ok(RemoteReader {
+            tail: held.into_owned(),
+            tail_start: held_start,
             src,
             index,
-            header: unreachable_header(),
-            tail,
-            tail_start,
-            cache: Mutex::new(BlockCache::default()),
+            header,
             opts,
             ahead: Mutex::new(ReadAhead::default()),
-        };
-        let block = reader.block(0)?;
-        let table = Table::new_tail(&block, first_block, &reader.index);
-        let mut it = table.iter();
-        it.seek_to_first().map_err(ctx)?;
-        if !it.valid() || !it.key().is_empty() {
-            return Err(ctx(Error::corrupt(
-                "header entry",
-                first_block,
-                "the first key is not the empty header key",
-            )));
-        }
-        let header = FileHeader::decode(it.value(), first_block).map_err(ctx)?;
-        validate_header(&header, first_block, &location)?;
-        drop(it);
-        drop(table);
-        Ok(RemoteReader { header, ..reader })
+        })
+    }
+
+    /// The index table: the blocks the open read, the others read through the seam.
+    fn table(&self) -> Table<'_> {
+        Table::new_ranged(&self.tail, self.tail_start, &*self.src, &self.index)
+    }
+
+    /// Whether version 2 rules apply (names starting with a NUL byte are slice keys).
+    fn is_v2(&self) -> bool {
+        self.header.format_version >= 2
     }
 
     /// The decoded header entry.
@@ -475,88 +442,62 @@ impl RemoteReader {
         &self.src
     }
 
-    /// The raw bytes (contents and trailer) of index data block `i`: from the bytes read at
-    /// open, the cache, or one request.
-    fn block(&self, i: usize) -> Result<Arc<Vec<u8>>> {
-        let h = self.index.block_handle(i);
-        let end = h
-            .offset
-            .checked_add(h.size)
-            .and_then(|e| e.checked_add(BLOCK_TRAILER_LEN as u64))
-            .filter(|&e| e <= self.src.len())
-            .ok_or_else(|| {
-                Error::corrupt(
-                    "block handle",
-                    h.offset,
-                    format!(
-                        "{}: block {i} of {} bytes runs past the object's end",
-                        self.location(),
-                        h.size
-                    ),
-                )
-            })?;
-        let range: Range<u64> = h.offset..end;
-        if range.start >= self.tail_start {
-            let a = usize::try_from(range.start - self.tail_start).expect("inside the tail");
-            let b = usize::try_from(range.end - self.tail_start).expect("inside the tail");
-            return Ok(Arc::new(self.tail[a..b].to_vec()));
-        }
-        {
-            let mut c = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-            c.clock += 1;
-            let now = c.clock;
-            if let Some((b, used)) = c.blocks.get_mut(&i) {
-                *used = now;
-                return Ok(b.clone());
-            }
-        }
-        let bytes = Arc::new(self.src.read(range)?);
-        let mut c = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-        c.bytes += bytes.len();
-        let now = c.clock;
-        c.blocks.insert(i, (bytes.clone(), now));
-        while c.bytes > self.opts.block_cache_bytes && c.blocks.len() > 1 {
-            let Some((&old, _)) = c.blocks.iter().min_by_key(|(_, (_, used))| *used) else {
-                break;
-            };
-            if let Some((b, _)) = c.blocks.remove(&old) {
-                c.bytes -= b.len();
-            }
-        }
-        Ok(bytes)
-    }
-
     /// Every tensor of the index in name order, from `start` on (slice keys left out): one
     /// request for the index's data blocks not read yet (they lie together, between the records
     /// and the index block), however many tensors there are.
     pub fn list_from(&self, start: &[u8]) -> Result<Vec<RemoteEntry>> {
         let mut out = Vec::new();
-        self.scan_entries(start, &mut |key, e, _| {
-            let dtype = DType::from_tf(e.tf_dtype.into()).ok_or_else(|| Error::UnknownDType {
-                system: "tensorflow",
-                code: e.tf_dtype.into(),
-                location: Some(format!(
-                    "{}: tensor {}",
-                    self.location(),
-                    name::display(key)
-                )),
-            })?;
-            out.push(RemoteEntry {
-                name: key.to_vec(),
-                dtype,
-                shape: e.shape.to_vec(),
-                size: e.size,
-                slices: e.num_slices,
-                lod_levels: e.lod_levels,
-            });
+        self.scan_entries(start, &mut |key, value, at| {
+            let l = list_entry(key, value, at, self.is_v2(), |key, e, dtype| {
+                self.check_unsharded(|| slice_key::display_key(key), &e, at)?;
+                check_data(key, &e, dtype, at, self.header.records_len, None).map(drop)
+            })
+            .map_err(|e| e.context(self.location()))?;
+            out.push(entry_of(l));
             Ok(())
         })?;
         Ok(out)
     }
 
-    /// Calls `f` (name, entry, offset of its block) for every tensor of the index in name
-    /// order from `start` on (slice keys left out), with the index data blocks read as
-    /// [`RemoteReader::list_from`] says.
+    /// What the index says of the tensor `name` (its entry checked as a listing checks it),
+    /// from its own index block: one request at most, whatever the size of the index.
+    pub fn entry_of(&self, name: &[u8]) -> Result<Option<RemoteEntry>> {
+        if !is_tensor_name(name, self.is_v2()) {
+            return Ok(None);
+        }
+        let is_v2 = self.is_v2();
+        self.table()
+            .get(name, |value, at| {
+                list_entry(name, value, at, is_v2, |key, e, dtype| {
+                    self.check_unsharded(|| slice_key::display_key(key), &e, at)?;
+                    check_data(key, &e, dtype, at, self.header.records_len, None).map(drop)
+                })
+                .map(entry_of)
+            })
+            .map_err(|e| e.context(self.location()))?
+            .transpose()
+            .map_err(|e| e.context(self.location()))
+    }
+
+    /// Checks the CRC32C of every index block (data blocks, metaindex, index block, hash index
+    /// block) and the hash index against the table, as a mapped file's verify does; one
+    /// request for the index blocks the open did not read. Returns the blocks checked.
+    pub fn verify_index(&self) -> Result<u64> {
+        let first = self.index.first_data_offset().unwrap_or(self.tail_start);
+        let (all, base) = hold_from(
+            &*self.src,
+            Cow::Borrowed(&self.tail),
+            self.tail_start,
+            first,
+        )?;
+        Table::new_tail(&all, base, &self.index)
+            .verify_all_blocks()
+            .map_err(|e| e.context(self.location()))
+    }
+
+    /// Calls `f` (name, entry's value, offset of its block) for every tensor of the index in
+    /// name order from `start` on (the header and, in a version 2 file, slice keys left
+    /// out), with the index data blocks read as [`RemoteReader::list_from`] says.
     fn scan_entries(&self, start: &[u8], f: &mut EntryVisitor<'_>) -> Result<()> {
         let n = self.index.data_blocks();
         if n == 0 {
@@ -565,21 +506,19 @@ impl RemoteReader {
         let first = self.index.block_handle(0).offset;
         // The bytes from the first index data block to the end: what the open read, and (for a
         // large index) the part before it in one more request.
-        let all: Vec<u8> = if first >= self.tail_start {
-            let a = usize::try_from(first - self.tail_start).expect("inside the tail");
-            self.tail[a..].to_vec()
-        } else {
-            let mut v = self.src.read(first..self.tail_start)?;
-            v.extend_from_slice(&self.tail);
-            v
-        };
-        let table = Table::new_tail(&all, first, &self.index);
+        let (all, base) = hold_from(
+            &*self.src,
+            Cow::Borrowed(&self.tail),
+            self.tail_start,
+            first,
+        )?;
+        let table = Table::new_tail(&all, base, &self.index);
         let mut it = table.iter();
         it.seek(start)?;
         while it.valid() {
             let (key, value, at) = (it.key(), it.value(), it.block_offset());
-            if !key.is_empty() && key[0] != 0 {
-                f(key, IndexEntry::decode(value, at, MAX_RANK)?, at)?;
+            if is_tensor_name(key, self.is_v2()) {
+                f(key, value, at)?;
             }
             it.next()?;
         }
@@ -592,15 +531,13 @@ impl RemoteReader {
         if key.is_empty() {
             return Ok(None);
         }
-        let i = self.index.find_block(key);
-        if i >= self.index.data_blocks() {
-            return Ok(None);
-        }
-        let block = self.block(i)?;
-        let h = self.index.block_handle(i);
-        Table::new_tail(&block, h.offset, &self.index)
-            .get(key, |v, at| {
-                IndexEntry::decode(v, at, MAX_RANK).map(|e| (e, v.to_vec(), at))
+        // Through the table, as a mapped file's lookups: the hash index when the bytes the
+        // open read hold it, else a binary search of the index block and one data block.
+        self.table()
+            .get(key, |v, at| -> Result<(IndexEntry, Vec<u8>, u64)> {
+                let mut e = IndexEntry::default();
+                Reader::decode_entry(&mut e, key, v, at)?;
+                Ok((e, v.to_vec(), at))
             })?
             .transpose()
     }
@@ -625,10 +562,12 @@ impl RemoteReader {
         }
         if ra.order.is_none() {
             let mut order = Vec::new();
-            self.scan_entries(b"", &mut |key, e, at| {
+            self.scan_entries(b"", &mut |key, value, at| {
                 // A tensor that cannot be fetched so (stored in slices, a bad entry) is left
                 // out: asked for, it is read by `get`, which says what is wrong with it.
-                if let Ok(w) = self.want(key, &e, at) {
+                if let Ok(w) =
+                    IndexEntry::decode(value, at, MAX_RANK).and_then(|e| self.want(key, &e, at))
+                {
                     order.push(w);
                 }
                 Ok(())
@@ -741,7 +680,9 @@ impl RemoteReader {
     /// Every whole tensor of the index, in the object's order.
     fn all_wants(&self) -> Result<Vec<Want>> {
         let mut wants = Vec::new();
-        self.scan_entries(b"", &mut |key, e, at| {
+        self.scan_entries(b"", &mut |key, value, at| {
+            let mut e = IndexEntry::default();
+            Reader::decode_entry(&mut e, key, value, at)?;
             wants.push(self.want(key, &e, at)?);
             Ok(())
         })?;
@@ -888,74 +829,45 @@ impl RemoteReader {
         } else {
             self.src.read(want.range.clone())?
         };
-        let got = crc32c(&data);
-        if got != want.crc {
-            return Err(Error::ChecksumMismatch {
-                what: "tensor data",
-                name: Some(slice_key::display_key(&want.name)),
-                offset: want.range.start,
-                len,
-                stored: want.crc,
-                computed: got,
-                context: Some(self.location().to_string()),
-            });
-        }
-        Ok(RemoteTensor {
-            dtype: want.dtype,
-            shape: want.shape,
-            data,
-        })
+        let crc = crc32c(&data);
+        want.finish(data, crc, self.location())
     }
 
     /// What fetching entry `e` (under `key`, a tensor's name or a slice key; in the block at
     /// `at`) means, checked against the file: stored whole, its size fitting its shape, its
     /// range inside the records region. `shard_id` is the caller's to check.
     fn want_of(&self, key: &[u8], e: &IndexEntry, at: u64) -> Result<Want> {
-        let shown = || slice_key::display_key(key);
-        let bad = |detail: String| {
-            Error::corrupt(
-                "index entry",
-                at,
-                format!("{}: tensor {}: {detail}", self.location(), shown()),
-            )
-        };
+        let ctx = |err: Error| err.context(self.location());
         if e.num_slices != 0 {
             return Err(Error::Sliced {
-                name: shown(),
+                name: slice_key::display_key(key),
                 path: self.location().to_string(),
                 slices: u64::from(e.num_slices),
             });
         }
-        let dtype = DType::from_tf(e.tf_dtype.into()).ok_or_else(|| Error::UnknownDType {
-            system: "tensorflow",
-            code: e.tf_dtype.into(),
-            location: Some(format!("{}: tensor {}", self.location(), shown())),
-        })?;
-        if record::data_len(dtype, &e.shape) != Some(e.size) {
-            return Err(bad(format!(
-                "size {} does not fit shape {:?} of {dtype}",
-                e.size,
-                e.shape.as_slice()
+        let dtype = entry_dtype(key, e).map_err(ctx)?;
+        // The same checks as a mapped file's view of the entry.
+        let (end, record) =
+            check_data(key, e, dtype, at, self.header.records_len, None).map_err(ctx)?;
+        // A tensor with LoD is fetched with its record header, which holds the offsets.
+        let start = if e.lod_levels > 0 { record } else { e.offset };
+        if usize::try_from(end - start).is_err() {
+            return Err(ctx(Error::corrupt(
+                "index entry",
+                at,
+                format!(
+                    "tensor {}: {} bytes do not fit in memory",
+                    slice_key::display_key(key),
+                    e.size
+                ),
             )));
-        }
-        let end = e
-            .offset
-            .checked_add(e.size)
-            .filter(|&end| end <= self.header.records_len)
-            .ok_or_else(|| {
-                bad(format!(
-                    "data {}+{} lies outside the records region of {} bytes",
-                    e.offset, e.size, self.header.records_len
-                ))
-            })?;
-        if usize::try_from(e.size).is_err() {
-            return Err(bad(format!("{} bytes do not fit in memory", e.size)));
         }
         Ok(Want {
             name: key.to_vec(),
             dtype,
             shape: e.shape.to_vec(),
-            range: e.offset..end,
+            range: start..end,
+            data_at: e.offset,
             crc: unmask_crc(e.crc32c),
         })
     }
@@ -1005,7 +917,7 @@ impl EntrySource for RemoteReader {
     }
 
     fn is_v2(&self) -> bool {
-        self.header.format_version >= 2
+        RemoteReader::is_v2(self)
     }
 
     fn lookup(&self, key: &[u8]) -> Result<Option<(IndexEntry, Vec<u8>, u64)>> {
@@ -1020,7 +932,7 @@ impl EntrySource for RemoteReader {
 
 /// The tensor `name` of `s`, stored whole (else [`Error::Sliced`]).
 pub(crate) fn get_whole(s: &dyn EntrySource, name: &[u8]) -> Result<Option<RemoteTensor>> {
-    if name.is_empty() || (s.is_v2() && name[0] == 0) {
+    if !is_tensor_name(name, s.is_v2()) {
         return Ok(None);
     }
     let Some((e, _, at)) = s.lookup(name)? else {
@@ -1042,17 +954,13 @@ pub(crate) fn get_region(
     name: &[u8],
     region: &Region,
 ) -> Result<Option<RemoteTensor>> {
-    if name.is_empty() || (s.is_v2() && name[0] == 0) {
+    if !is_tensor_name(name, s.is_v2()) {
         return Ok(None);
     }
     let Some((e, value, at)) = s.lookup(name)? else {
         return Ok(None);
     };
-    let dtype = DType::from_tf(e.tf_dtype.into()).ok_or_else(|| Error::UnknownDType {
-        system: "tensorflow",
-        code: e.tf_dtype.into(),
-        location: Some(format!("{}: tensor {}", s.place(), name::display(name))),
-    })?;
+    let dtype = entry_dtype(name, &e).map_err(|err| err.context(s.place()))?;
     let shape: Vec<u64> = e.shape.to_vec();
     if !region.is_within(&shape) {
         return Err(Error::InvalidArgument(format!(
@@ -1121,26 +1029,19 @@ pub(crate) fn get_region(
         dtype,
         shape: region.len.clone(),
         data: out,
+        lod: Vec::new(),
     }))
 }
 
-/// A placeholder header while the real one is read (never returned).
-fn unreachable_header() -> FileHeader {
-    FileHeader {
-        num_shards: 1,
-        big_endian: false,
-        producer: 0,
-        min_consumer: 0,
-        format_version: 0,
-        alignment: 1,
-        records_len: 0,
-        tensor_count: 0,
-        records_sorted: false,
-        metadata: Default::default(),
-        shard_of: None,
-        shards: Vec::new(),
-        slice_count: 0,
-        references: 0,
+/// A listing's entry as the remote readers give it.
+pub(crate) fn entry_of(l: Listed) -> RemoteEntry {
+    RemoteEntry {
+        name: l.name,
+        dtype: l.dtype,
+        shape: l.shape.to_vec(),
+        size: if l.slices != 0 { 0 } else { l.nbytes },
+        slices: u32::try_from(l.slices).unwrap_or(u32::MAX),
+        lod_levels: l.lod_levels,
     }
 }
 
