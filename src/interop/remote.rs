@@ -56,40 +56,14 @@ impl TensorStore for RemoteReader {
     }
 
     fn verify(&self, _threads: usize) -> Result<VerifySummary> {
-        // Every index block's CRC32C (as a mapped file's verify), then every tensor stored
-        // whole, fetched by parallel ranged GETs (RemoteOptions::load), and every slice of a
-        // tensor stored in slices, each checked against its CRC32C: the same count of
-        // checksums as a mapped file's verify (blocks + records).
-        let blocks = self.verify_index()?;
-        let mut out = VerifySummary {
-            tensors: 0,
-            data_bytes: 0,
-            checksums: blocks,
-        };
-        let listed = self.list_from(b"")?;
-        let whole: Vec<&[u8]> = listed
-            .iter()
-            .filter(|e| e.slices == 0)
-            .map(|e| e.name.as_slice())
-            .collect();
-        for (_, t) in self.load_many(&whole, &self.options().load)? {
-            out.tensors += 1;
-            out.data_bytes += t.data.len() as u64;
-            out.checksums += 1;
-        }
-        for e in listed.iter().filter(|e| e.slices != 0) {
-            // Each slice read whole and checked (get_slice of the whole tensor reads them all).
-            let t = self
-                .get_slice(&e.name, &Region::full(&e.shape))?
-                .ok_or_else(|| Error::NotFound {
-                    name: crate::name::display(&e.name),
-                    path: self.location().to_string(),
-                })?;
-            out.tensors += 1;
-            out.data_bytes += t.data.len() as u64;
-            out.checksums += u64::from(e.slices);
-        }
-        Ok(out)
+        // The same checks and counts as a mapped file's verify; the records fetched by
+        // parallel ranged GETs (RemoteOptions::load).
+        let r = RemoteReader::verify(self, &self.options().load)?;
+        Ok(VerifySummary {
+            tensors: r.tensors,
+            data_bytes: r.data_bytes,
+            checksums: r.blocks + r.records,
+        })
     }
 
     fn info(&self, name: &[u8]) -> Result<Option<TensorInfo>> {
@@ -99,15 +73,14 @@ impl TensorStore for RemoteReader {
 }
 
 impl RemoteReader {
-    /// What a listing says of `e`, with its LoD (read from its record) when it has some.
+    /// What a listing says of `e`, with its LoD (read from its record's header, as a mapped
+    /// file's listing reads it) when it has some.
     fn with_lod(&self, e: RemoteEntry) -> Result<TensorInfo> {
         let lod = if e.lod_levels > 0 {
-            self.get(&e.name)?
-                .ok_or_else(|| Error::NotFound {
-                    name: crate::name::display(&e.name),
-                    path: self.location().to_string(),
-                })?
-                .lod
+            self.lod(&e.name)?.ok_or_else(|| Error::NotFound {
+                name: crate::name::display(&e.name),
+                path: self.location().to_string(),
+            })?
         } else {
             Vec::new()
         };

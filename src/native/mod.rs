@@ -91,7 +91,7 @@ pub use meta::{MetaValue, Metadata};
 pub(crate) use open::{hold_from, open_index, Opened};
 pub use read_at::FileRange;
 pub(crate) use reader::{
-    check_data, check_partition, entry_dtype, is_tensor_name, list_entry, plan_region,
+    check_data, check_partition, entry_dtype, is_tensor_name, list_entry, piece_entry, plan_region,
     validate_header, Listed, RegionPlan,
 };
 pub use reader::{Iter, ReadOptions, Reader};
@@ -105,12 +105,13 @@ pub use rewrite::{rewrite_in_place, RewriteReport};
 pub(crate) use shard_index::{read_shard_index_from, ShardIndex};
 pub(crate) use shard_table::{data_path, index_path};
 pub use shard_writer::{Saved, ShardWriter, ShardedSave};
+pub(crate) use shards::check_against_shards;
 pub use source::{LoadAdvice, Source};
 pub use staging::{remove_staged, write_atomically};
 pub use stream::TensorWriter;
-pub(crate) use verify::check_crcs;
+pub(crate) use verify::{check_crcs, slice_keys, Tally};
 pub use verify::{VerifyOptions, VerifyReport};
-pub(crate) use view::record_header;
+pub(crate) use view::{record_header, view_of_record, SlicePiece};
 pub use view::{SliceData, TensorView};
 pub use writer::{
     FinishStats, Tensor, Writer, WriterOptions, DEFAULT_ALIGNMENT, DEFAULT_BLOCK_SIZE,

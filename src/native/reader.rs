@@ -499,40 +499,9 @@ impl Reader {
     /// The view of slice `i` of partitioned tensor `p`, whose entry must be there and agree
     /// with the region (dtype, shape).
     pub(super) fn piece<'r>(&'r self, p: &Partition, i: usize) -> Result<TensorView<'r>> {
-        let r = &p.regions[i];
-        let key = slice_key::encode(&p.name, &r.extents(&p.shape));
-        let bad = |detail: String| {
-            Error::corrupt(
-                "partitioned tensor",
-                p.at,
-                format!("{}: {detail}", slice_key::display_key(&key)),
-            )
-        };
-        let found =
-            self.table()
-                .get(&key, |value, at| -> Result<TensorView<'r>> {
-                    let e = IndexEntry::decode(value, at, MAX_RANK)?;
-                    let dtype = self.dtype_of(&key, &e)?;
-                    if e.num_slices != 0
-                        || dtype != p.dtype
-                        || e.shape.as_slice() != r.len.as_slice()
-                    {
-                        return Err(bad(format!(
-                    "the slice is stored as {dtype} {:?}{}, the tensor's entry says {} {:?}",
-                    e.shape.as_slice(),
-                    if e.num_slices != 0 { " with slices" } else { "" },
-                    p.dtype,
-                    r.len
-                )));
-                    }
-                    let piece = SlicePiece {
-                        key: key.clone(),
-                        full_shape: p.shape.clone(),
-                        start: Dims::from_slice(&r.start),
-                    };
-                    self.data_view(&key, &p.name, e, dtype, at, Some(Box::new(piece)))
-                })?;
-        found.unwrap_or_else(|| Err(bad("the slice's entry is missing".into())))
+        let (e, dtype, at, piece) = piece_entry(&self.table(), p, i)?;
+        let key = piece.key.clone();
+        self.data_view(&key, &p.name, e, dtype, at, Some(Box::new(piece)))
     }
 
     /// Builds a view of the data an entry (under index key `key`, of tensor `name`) points at,
@@ -612,6 +581,7 @@ impl Reader {
             crc32c: e.crc32c,
             lod_levels: e.lod_levels,
             file,
+            base: 0,
             slice,
         })
     }
@@ -855,6 +825,52 @@ pub(crate) fn check_data(
         return Err(bad("missing record header length".into()));
     }
     Ok((end, record_offset))
+}
+
+/// The entry of slice `i` of partitioned tensor `p`, looked up in `table` (the index's) and
+/// checked against the tensor's entry (stored whole, of its dtype and the region's shape):
+/// the entry, its dtype, the offset of its block, and where the slice sits. The one lookup of
+/// a slice for every reader.
+pub(crate) fn piece_entry(
+    table: &Table<'_>,
+    p: &Partition,
+    i: usize,
+) -> Result<(IndexEntry, DType, u64, SlicePiece)> {
+    let r = &p.regions[i];
+    let key = slice_key::encode(&p.name, &r.extents(&p.shape));
+    let bad = |detail: String| {
+        Error::corrupt(
+            "partitioned tensor",
+            p.at,
+            format!("{}: {detail}", slice_key::display_key(&key)),
+        )
+    };
+    let found = table.get(&key, |value, at| -> Result<(IndexEntry, DType, u64)> {
+        let e = IndexEntry::decode(value, at, MAX_RANK)?;
+        let dtype = entry_dtype(&key, &e)?;
+        if e.num_slices != 0 || dtype != p.dtype || e.shape.as_slice() != r.len.as_slice() {
+            return Err(bad(format!(
+                "the slice is stored as {dtype} {:?}{}, the tensor's entry says {} {:?}",
+                e.shape.as_slice(),
+                if e.num_slices != 0 {
+                    " with slices"
+                } else {
+                    ""
+                },
+                p.dtype,
+                r.len
+            )));
+        }
+        Ok((e, dtype, at))
+    })?;
+    let (e, dtype, at) =
+        found.unwrap_or_else(|| Err(bad("the slice's entry is missing".into())))?;
+    let piece = SlicePiece {
+        key,
+        full_shape: p.shape.clone(),
+        start: Dims::from_slice(&r.start),
+    };
+    Ok((e, dtype, at, piece))
 }
 
 /// The element type of entry `e` (under index key `key`).

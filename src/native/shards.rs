@@ -200,10 +200,39 @@ impl Reader {
     /// and no data file has an entry the index lacks. Returns the index's tensor and slice
     /// counts.
     fn check_against_shards(&self) -> Result<(u64, u64)> {
-        let n = self.header.shards.len();
         let tables: Vec<_> = (0..self.shard_count())
             .map(|k| self.shard(k).map(|r| r.table()))
             .collect::<Result<_>>()?;
+        let shard_path = |k: usize| {
+            self.shard(u32::try_from(k).unwrap_or(u32::MAX))
+                .map(|r| r.path().to_string())
+                .unwrap_or_default()
+        };
+        check_against_shards(
+            &self.table(),
+            &self.header,
+            &self.path,
+            &tables,
+            &shard_path,
+        )
+    }
+}
+
+/// Walks the index `table` of the sharded checkpoint `path` (header `header`) and every data
+/// file's index (`tables`, in file order; `shard_path` names them) together, in key order:
+/// each entry of the index is the entry of the data file it names (with that file's number as
+/// `shard_id`), a partitioned tensor's entry lists the slices of its data files' entries in
+/// file order, and no data file has an entry the index lacks. Returns the index's tensor and
+/// slice counts. The one check for every reader of a sharded checkpoint (mapped, remote).
+pub(crate) fn check_against_shards(
+    table: &crate::table::Table<'_>,
+    header: &crate::native::header::FileHeader,
+    path: &str,
+    tables: &[crate::table::Table<'_>],
+    shard_path: &dyn Fn(usize) -> String,
+) -> Result<(u64, u64)> {
+    {
+        let n = header.shards.len();
         let mut cursors: Vec<_> = tables.iter().map(|t| t.iter()).collect();
         // (key, data file) of each cursor's current entry, smallest first.
         let mut heap: BinaryHeap<std::cmp::Reverse<(Vec<u8>, usize)>> = BinaryHeap::new();
@@ -212,13 +241,7 @@ impl Reader {
                 heap.push(std::cmp::Reverse((c.key().to_vec(), k)));
             }
         }
-        let shard_path = |k: usize| {
-            self.shard(u32::try_from(k).unwrap_or(u32::MAX))
-                .map(|r| r.path().to_string())
-                .unwrap_or_default()
-        };
-        let is_reused = |k: usize| self.header.shards[k].reused;
-        let table = self.table();
+        let is_reused = |k: usize| header.shards[k].reused;
         let mut it = table.iter();
         let (mut tensors, mut slices) = (0u64, 0u64);
         let bad = |at: u64, detail: String| Error::corrupt("index entry", at, detail);
@@ -239,7 +262,7 @@ impl Reader {
                         at,
                         format!(
                             "{}: the entry of {} in data file {} is missing from the index",
-                            self.path,
+                            path,
                             slice_key::display_key(k),
                             shard_path(s)
                         ),
@@ -285,7 +308,7 @@ impl Reader {
                         format!(
                             "{}: the entry of {shown} names data file {}, the data files \
                              holding it are {:?}",
-                            self.path,
+                            path,
                             e.shard_id,
                             holders.iter().map(|&s| shard_path(s)).collect::<Vec<_>>()
                         ),
@@ -300,14 +323,14 @@ impl Reader {
                         at,
                         format!(
                             "{}: the entry of {shown} differs from the one in {}",
-                            self.path,
+                            path,
                             shard_path(s)
                         ),
                     ));
                 }
             } else {
-                let dtype = self.dtype_of_entry(key, &e)?;
-                self.partition(key, &e, dtype, value, at)?;
+                let dtype = crate::native::reader::entry_dtype(key, &e)?;
+                crate::native::reader::check_partition(key, &e, dtype, value, at, true)?;
                 let listed = decode_slices(value, at, e.shape.len())?;
                 let mut theirs = Vec::new();
                 for &s in &holders {
@@ -318,7 +341,7 @@ impl Reader {
                             at,
                             format!(
                                 "{}: tensor {shown} is stored in slices, but {} holds it as {}",
-                                self.path,
+                                path,
                                 shard_path(s),
                                 if own.num_slices == 0 {
                                     "a whole tensor".to_string()
@@ -350,7 +373,7 @@ impl Reader {
                         format!(
                             "{}: tensor {shown} lists {} slices, its data files hold {} \
                              (in {:?})",
-                            self.path,
+                            path,
                             listed.len(),
                             theirs.len(),
                             holders.iter().map(|&s| shard_path(s)).collect::<Vec<_>>()
@@ -373,21 +396,13 @@ impl Reader {
                 0,
                 format!(
                     "{}: the entry of {} in data file {} is missing from the index",
-                    self.path,
+                    path,
                     slice_key::display_key(&k),
                     shard_path(s)
                 ),
             ));
         }
         Ok((tensors, slices))
-    }
-
-    fn dtype_of_entry(&self, key: &[u8], e: &IndexEntry) -> Result<crate::dtype::DType> {
-        crate::dtype::DType::from_tf(e.tf_dtype.into()).ok_or_else(|| Error::UnknownDType {
-            system: "tensorflow",
-            code: e.tf_dtype.into(),
-            location: Some(format!("tensor {}", slice_key::display_key(key))),
-        })
     }
 }
 

@@ -6,7 +6,7 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::format::{crc32c, unmask_crc};
 use crate::name;
-use crate::native::entry::Dims;
+use crate::native::entry::{Dims, IndexEntry};
 use crate::native::region::{self, Region};
 use crate::native::slice_key;
 use crate::record::{self, Lod};
@@ -16,13 +16,13 @@ pub(super) type NameBuf = smallvec::SmallVec<[u8; 64]>;
 
 /// Where a stored slice sits in its tensor (SPEC.md 13).
 #[derive(Clone, Debug)]
-pub(super) struct SlicePiece {
+pub(crate) struct SlicePiece {
     /// The slice's index key (and record name).
-    pub(super) key: Vec<u8>,
+    pub(crate) key: Vec<u8>,
     /// The whole tensor's shape.
-    pub(super) full_shape: Dims,
+    pub(crate) full_shape: Dims,
     /// The slice's first index in each dimension of the whole tensor.
-    pub(super) start: Dims,
+    pub(crate) start: Dims,
 }
 
 /// How a view of tensor `name` (or of its slice `slice`) is named in messages: the slice key of
@@ -88,6 +88,47 @@ pub(crate) fn record_header<'r>(
     Ok(h)
 }
 
+/// The view of the stored tensor (or slice, `slice`) `name` whose entry is `e` (checked:
+/// [`crate::native::check_data`]), over `record`, the bytes of its record (header and data)
+/// read by ranges from `record_offset` on: the same view, and so the same record checks and
+/// LoD, as a mapped file's.
+pub(crate) fn view_of_record<'a>(
+    name: &[u8],
+    slice: Option<Box<SlicePiece>>,
+    dtype: DType,
+    e: IndexEntry,
+    record_offset: u64,
+    record: &'a [u8],
+) -> Result<TensorView<'a>> {
+    let head = e
+        .offset
+        .checked_sub(record_offset)
+        .and_then(|h| usize::try_from(h).ok())
+        .filter(|&h| h as u64 + e.size == record.len() as u64)
+        .ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "tensor {}: {} bytes read for a record at {record_offset} of data {}+{}",
+                shown_name(name, slice.as_deref()),
+                record.len(),
+                e.offset,
+                e.size
+            ))
+        })?;
+    Ok(TensorView {
+        name: NameBuf::from_slice(name),
+        dtype,
+        shape: e.shape,
+        data: &record[head..],
+        data_offset: e.offset,
+        record_offset,
+        crc32c: e.crc32c,
+        lod_levels: e.lod_levels,
+        file: record,
+        base: record_offset,
+        slice,
+    })
+}
+
 /// A zero-copy view of one stored tensor inside a [`Reader`](crate::Reader)'s file: a whole
 /// tensor, or one slice of a tensor stored in slices ([`TensorView::slice_start`]).
 #[derive(Clone, Debug)]
@@ -100,7 +141,10 @@ pub struct TensorView<'a> {
     pub(super) record_offset: u64,
     pub(super) crc32c: u32,
     pub(super) lod_levels: u32,
+    /// The file's bytes from offset `base` on: the whole mapping (`base` 0), or a record
+    /// read by ranges (`base` its offset).
     pub(super) file: &'a [u8],
+    pub(super) base: u64,
     /// For a slice of a tensor stored in slices: where it sits.
     pub(super) slice: Option<Box<SlicePiece>>,
 }
@@ -181,7 +225,8 @@ impl<'a> TensorView<'a> {
     pub fn record(&self) -> &'a [u8] {
         // record_offset <= data_offset and data end are within the file (checked in `view`).
         let in_file = |v: u64| usize::try_from(v).expect("an offset inside the mapped file");
-        &self.file[in_file(self.record_offset)..in_file(self.data_offset) + self.data.len()]
+        &self.file[in_file(self.record_offset - self.base)
+            ..in_file(self.data_offset - self.base) + self.data.len()]
     }
 
     /// The record's LoD, read from the record header (zero-copy).

@@ -19,8 +19,8 @@ use crate::native::region::{self, Region};
 use crate::native::slice_key;
 use crate::native::{
     check_data, check_partition, entry_dtype, hold_from, is_tensor_name, list_entry, open_index,
-    plan_region, record_header, validate_header, FileHeader, IndexEntry, Listed, Opened, Reader,
-    RegionPlan,
+    piece_entry, plan_region, record_header, slice_keys, validate_header, view_of_record,
+    FileHeader, IndexEntry, Listed, Opened, Reader, RegionPlan, SlicePiece, Tally, VerifyReport,
 };
 use crate::record::MAX_RANK;
 use crate::remote::range::{Dest, Parallelism, RangeRead, ReadPart, RequestStats};
@@ -148,6 +148,9 @@ struct Want {
     /// Offset of the data (`range.start` unless the record header is fetched too).
     data_at: u64,
     crc: u32,
+    /// For verify: the tensor's name, its entry and where a slice sits (the record is
+    /// fetched whole and checked as a mapped file's view).
+    record: Option<Box<(Vec<u8>, IndexEntry, Option<Box<SlicePiece>>)>>,
 }
 
 impl Want {
@@ -187,6 +190,10 @@ impl Want {
         })
     }
 }
+
+/// Where a parallel load hands each tensor's bytes: what was asked, the bytes of its range,
+/// and their CRC32C (computed as they arrived).
+type RawSink<'a> = dyn FnMut(Want, Vec<u8>, u32) -> Result<()> + 'a;
 
 /// One request of a parallel load: a range of the object, and the tensors' bytes in it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -240,8 +247,7 @@ pub(crate) fn plan_parts(extents: &[Range<u64>], part_size: u64, max_gap: u64) -
 
 /// The state of a parallel load: tensors' buffers, split into parts as parts start and joined
 /// as they arrive; tensors handed over in the object's order once whole and checked.
-struct Assembly<'a> {
-    location: &'a str,
+struct Assembly {
     wants: Vec<Option<Want>>,
     /// The part of each tensor's buffer not yet given to a request.
     rest: Vec<Option<BytesMut>>,
@@ -255,7 +261,7 @@ struct Assembly<'a> {
     progress: LoadProgress,
 }
 
-impl Assembly<'_> {
+impl Assembly {
     /// The destinations of part `id`: the next pieces of its tensors' buffers.
     fn dests(&mut self, id: usize) -> Vec<Dest> {
         let mut out = Vec::with_capacity(self.members[id].len());
@@ -285,7 +291,7 @@ impl Assembly<'_> {
     }
 
     /// Hands over every tensor, in order, that is whole.
-    fn deliver(&mut self, sink: &mut dyn FnMut(Vec<u8>, RemoteTensor) -> Result<()>) -> Result<()> {
+    fn deliver(&mut self, sink: &mut RawSink<'_>) -> Result<()> {
         while self.next < self.wants.len() && self.missing[self.next] == 0 {
             let t = self.next;
             self.next += 1;
@@ -302,9 +308,7 @@ impl Assembly<'_> {
                 buf.unsplit(p);
             }
             self.progress.tensors += 1;
-            let name = want.name.clone();
-            let t = want.finish(Vec::from(buf), got, self.location)?;
-            sink(name, t)?;
+            sink(want, Vec::from(buf), got)?;
         }
         Ok(())
     }
@@ -413,8 +417,25 @@ impl RemoteReader {
     }
 
     /// The index table: the blocks the open read, the others read through the seam.
-    fn table(&self) -> Table<'_> {
+    pub(crate) fn table(&self) -> Table<'_> {
         Table::new_ranged(&self.tail, self.tail_start, &*self.src, &self.index)
+    }
+
+    /// The bytes from the first index data block to the end (and their offset): what the open
+    /// read, and (for a large index) the part before it in one more request.
+    pub(crate) fn index_bytes(&self) -> Result<(Cow<'_, [u8]>, u64)> {
+        let first = self.index.first_data_offset().unwrap_or(self.tail_start);
+        hold_from(
+            &*self.src,
+            Cow::Borrowed(&self.tail),
+            self.tail_start,
+            first,
+        )
+    }
+
+    /// The index table over `bytes`, the file's from `base` on ([`RemoteReader::index_bytes`]).
+    pub(crate) fn table_over<'a>(&'a self, bytes: &'a [u8], base: u64) -> Table<'a> {
+        Table::new_tail(bytes, base, &self.index)
     }
 
     /// Whether version 2 rules apply (names starting with a NUL byte are slice keys).
@@ -449,8 +470,7 @@ impl RemoteReader {
         let mut out = Vec::new();
         self.scan_entries(start, &mut |key, value, at| {
             let l = list_entry(key, value, at, self.is_v2(), |key, e, dtype| {
-                self.check_unsharded(|| slice_key::display_key(key), &e, at)?;
-                check_data(key, &e, dtype, at, self.header.records_len, None).map(drop)
+                self.check_listed(key, &e, dtype, at)
             })
             .map_err(|e| e.context(self.location()))?;
             out.push(entry_of(l));
@@ -465,34 +485,138 @@ impl RemoteReader {
         if !is_tensor_name(name, self.is_v2()) {
             return Ok(None);
         }
-        let is_v2 = self.is_v2();
-        self.table()
-            .get(name, |value, at| {
-                list_entry(name, value, at, is_v2, |key, e, dtype| {
-                    self.check_unsharded(|| slice_key::display_key(key), &e, at)?;
-                    check_data(key, &e, dtype, at, self.header.records_len, None).map(drop)
-                })
-                .map(entry_of)
-            })
-            .map_err(|e| e.context(self.location()))?
-            .transpose()
-            .map_err(|e| e.context(self.location()))
+        let ctx = |e: Error| e.context(self.location());
+        // A seek, as a mapped file's `info` (a listing from `name`): the index block's binary
+        // search and one data block, read through the seam unless the open read it.
+        let table = self.table();
+        let mut it = table.iter();
+        it.seek(name).map_err(ctx)?;
+        if !it.valid() || it.key() != name {
+            return Ok(None);
+        }
+        let at = it.block_offset();
+        list_entry(name, it.value(), at, self.is_v2(), |key, e, dtype| {
+            self.check_listed(key, &e, dtype, at)
+        })
+        .map(|l| Some(entry_of(l)))
+        .map_err(ctx)
     }
 
     /// Checks the CRC32C of every index block (data blocks, metaindex, index block, hash index
     /// block) and the hash index against the table, as a mapped file's verify does; one
     /// request for the index blocks the open did not read. Returns the blocks checked.
     pub fn verify_index(&self) -> Result<u64> {
-        let first = self.index.first_data_offset().unwrap_or(self.tail_start);
-        let (all, base) = hold_from(
-            &*self.src,
-            Cow::Borrowed(&self.tail),
-            self.tail_start,
-            first,
-        )?;
-        Table::new_tail(&all, base, &self.index)
+        let (all, base) = self.index_bytes()?;
+        self.table_over(&all, base)
             .verify_all_blocks()
             .map_err(|e| e.context(self.location()))
+    }
+
+    /// The LoD of tensor `name` (stored whole), from its record's header as a mapped view's
+    /// [`crate::TensorView::lod`] reads it (the header's checksum checked, not the data's):
+    /// one request for its record unless the open read it. `Ok(None)` if absent.
+    pub fn lod(&self, name: &[u8]) -> Result<Option<Vec<Vec<u64>>>> {
+        let Some((e, _, at)) = self.lookup(name)? else {
+            return Ok(None);
+        };
+        let mut w = self.want_of(name, &e, at)?;
+        if e.lod_levels == 0 {
+            return Ok(Some(Vec::new()));
+        }
+        w.range.start = w.data_at - u64::from(e.record_header_len);
+        let bytes = if w.range.start >= self.tail_start {
+            let a = usize::try_from(w.range.start - self.tail_start).expect("inside the tail");
+            let b = usize::try_from(w.range.end - self.tail_start).expect("inside the tail");
+            Cow::Borrowed(&self.tail[a..b])
+        } else {
+            self.src.read_at(w.range.clone())?
+        };
+        let shown = slice_key::display_key(name);
+        let h = record_header(&bytes, w.range.start, w.data_at, &shown)
+            .map_err(|err| err.context(self.location()))?;
+        Ok(Some(h.lod.to_vec()))
+    }
+
+    /// The checks a listing makes of a whole tensor's entry, as a mapped file's listing: in a
+    /// single file, those of its data ([`check_data`], `shard_id` 0); in a sharded
+    /// checkpoint's index, whose data objects a listing does not open, those of the entry alone.
+    fn check_listed(&self, key: &[u8], e: &IndexEntry, dtype: DType, at: u64) -> Result<()> {
+        if !self.header.shards.is_empty() {
+            return check_data(key, e, dtype, at, u64::MAX, None).map(drop);
+        }
+        self.check_unsharded(|| slice_key::display_key(key), e, at)?;
+        check_data(key, e, dtype, at, self.header.records_len, None).map(drop)
+    }
+
+    /// Checks everything a mapped file's [`crate::Reader::verify`] checks, with the same
+    /// code: every index block's CRC32C and the hash index ([`RemoteReader::verify_index`]),
+    /// every record (whole tensors and slices) fetched whole by parallel ranged GETs (as
+    /// [`RemoteReader::load_all`] with `opts`) and checked against its index entry and its data
+    /// CRC32C, the header's counts, and that the records tile the records region.
+    pub fn verify(&self, opts: &LoadOptions) -> Result<VerifyReport> {
+        let ctx = |e: Error| e.context(self.location());
+        let blocks = self.verify_index()?;
+        let first = self.index.first_data_offset().unwrap_or(self.tail_start);
+        let (all, base) = self.index_bytes()?;
+        let table = self.table_over(&all, base);
+        let mut tally = Tally::new();
+        let mut wants = Vec::new();
+        let mut it = table.iter();
+        while it.next().map_err(ctx)? {
+            let (key, value, at) = (it.key(), it.value(), it.block_offset());
+            if !is_tensor_name(key, self.is_v2()) {
+                continue;
+            }
+            let mut e = IndexEntry::default();
+            Reader::decode_entry(&mut e, key, value, at).map_err(ctx)?;
+            let dtype = entry_dtype(key, &e).map_err(ctx)?;
+            tally.tensors += 1;
+            if e.num_slices == 0 {
+                self.check_unsharded(|| slice_key::display_key(key), &e, at)?;
+                wants.push(self.record_want(key, key, e, at, None)?);
+                continue;
+            }
+            let p = check_partition(key, &e, dtype, value, at, self.is_v2()).map_err(ctx)?;
+            for i in 0..p.regions.len() {
+                let (se, _, sat, piece) = piece_entry(&table, &p, i).map_err(ctx)?;
+                self.check_unsharded(|| slice_key::display_key(&piece.key), &se, sat)?;
+                let slice_key = piece.key.clone();
+                wants.push(self.record_want(&slice_key, key, se, sat, Some(Box::new(piece)))?);
+            }
+        }
+        wants.sort_by_key(|w| w.range.start);
+        let location = self.location();
+        self.fetch_raw(wants, opts, usize::MAX, &mut |want, buf, _| {
+            let Some(item) = want.record else {
+                return Ok(());
+            };
+            let (name, e, slice) = *item;
+            let v = view_of_record(&name, slice, want.dtype, e, want.range.start, &buf)?;
+            tally.add(&v).map_err(|e| e.context(location))?;
+            v.verify_crc().map_err(|e| e.context(location))?;
+            tally.data_bytes += v.data().len() as u64;
+            Ok(())
+        })?;
+        let keyed = slice_keys(&table, self.is_v2()).map_err(ctx)?;
+        tally
+            .finish(&self.header, first, keyed, blocks, |_| Ok(()))
+            .map_err(ctx)
+    }
+
+    /// What fetching the whole record of entry `e` (under `key`, of tensor `name`; in the
+    /// block at `at`) for verify means, its entry checked as [`RemoteReader::want_of`] does.
+    fn record_want(
+        &self,
+        key: &[u8],
+        name: &[u8],
+        e: IndexEntry,
+        at: u64,
+        slice: Option<Box<SlicePiece>>,
+    ) -> Result<Want> {
+        let mut w = self.want_of(key, &e, at)?;
+        w.range.start = e.offset - u64::from(e.record_header_len);
+        w.record = Some(Box::new((name.to_vec(), e, slice)));
+        Ok(w)
     }
 
     /// Calls `f` (name, entry's value, offset of its block) for every tensor of the index in
@@ -503,16 +627,8 @@ impl RemoteReader {
         if n == 0 {
             return Ok(());
         }
-        let first = self.index.block_handle(0).offset;
-        // The bytes from the first index data block to the end: what the open read, and (for a
-        // large index) the part before it in one more request.
-        let (all, base) = hold_from(
-            &*self.src,
-            Cow::Borrowed(&self.tail),
-            self.tail_start,
-            first,
-        )?;
-        let table = Table::new_tail(&all, base, &self.index);
+        let (all, base) = self.index_bytes()?;
+        let table = self.table_over(&all, base);
         let mut it = table.iter();
         it.seek(start)?;
         while it.valid() {
@@ -562,7 +678,7 @@ impl RemoteReader {
         }
         if ra.order.is_none() {
             let mut order = Vec::new();
-            self.scan_entries(b"", &mut |key, value, at| {
+            let scanned = self.scan_entries(b"", &mut |key, value, at| {
                 // A tensor that cannot be fetched so (stored in slices, a bad entry) is left
                 // out: asked for, it is read by `get`, which says what is wrong with it.
                 if let Ok(w) =
@@ -571,7 +687,12 @@ impl RemoteReader {
                     order.push(w);
                 }
                 Ok(())
-            })?;
+            });
+            // An index block that cannot be read (damaged) ends the order there: the tensors
+            // after it are read by `get`, which reads only their own blocks, as a mapped
+            // file's lookups do (a damaged block never makes another block's tensors
+            // unreadable).
+            drop(scanned);
             ra.order = Some(order);
         }
         let order = ra.order.as_ref().expect("just set");
@@ -592,10 +713,25 @@ impl RemoteReader {
         }
         wants.sort_by_key(|w| w.range.start);
         let mut ready = HashMap::with_capacity(wants.len());
-        self.fetch(wants, &self.opts.load, usize::MAX, &mut |n, t| {
-            ready.insert(n, t);
+        let mut asked = None;
+        let location = self.location();
+        self.fetch_raw(wants, &self.opts.load, usize::MAX, &mut |want, buf, crc| {
+            let n = want.name.clone();
+            match want.finish(buf, crc, location) {
+                Ok(t) => {
+                    ready.insert(n, t);
+                }
+                // The tensor asked for fails as `get` would fail it; one fetched ahead is left
+                // out (asked for, `get` reads it and says what is wrong with it): a damaged
+                // tensor never makes its neighbours unreadable.
+                Err(e) if n == name => asked = Some(e),
+                Err(_) => {}
+            }
             Ok(())
         })?;
+        if let Some(e) = asked {
+            return Err(e);
+        }
         let out = ready.remove(name);
         ra.ready = ready;
         Ok(out)
@@ -699,6 +835,21 @@ impl RemoteReader {
         window: usize,
         sink: &mut dyn FnMut(Vec<u8>, RemoteTensor) -> Result<()>,
     ) -> Result<()> {
+        let location = self.location();
+        self.fetch_raw(wants, opts, window, &mut |want, buf, crc| {
+            let name = want.name.clone();
+            sink(name, want.finish(buf, crc, location)?)
+        })
+    }
+
+    /// [`RemoteReader::fetch`], handing over each tensor's bytes as they were read.
+    fn fetch_raw(
+        &self,
+        wants: Vec<Want>,
+        opts: &LoadOptions,
+        window: usize,
+        sink: &mut RawSink<'_>,
+    ) -> Result<()> {
         let extents: Vec<Range<u64>> = wants.iter().map(|w| w.range.clone()).collect();
         if extents.windows(2).any(|w| w[1].start < w[0].end) {
             return Err(Error::corrupt(
@@ -710,7 +861,6 @@ impl RemoteReader {
         let plan = plan_parts(&extents, opts.part_len(), opts.max_gap);
         let n = wants.len();
         let mut a = Assembly {
-            location: self.location(),
             missing: extents.iter().map(|r| r.end - r.start).collect(),
             progress: LoadProgress {
                 bytes: 0,
@@ -869,6 +1019,7 @@ impl RemoteReader {
             range: start..end,
             data_at: e.offset,
             crc: unmask_crc(e.crc32c),
+            record: None,
         })
     }
 
@@ -907,6 +1058,8 @@ pub(crate) trait EntrySource {
     fn is_v2(&self) -> bool;
     /// The index entry under `key`: decoded, its value, the offset of its block.
     fn lookup(&self, key: &[u8]) -> Result<Option<(IndexEntry, Vec<u8>, u64)>>;
+    /// The index table (for the lookups of slices).
+    fn index_table(&self) -> Table<'_>;
     /// The data of a whole tensor's or a slice's entry, checked against its CRC32C.
     fn data(&self, key: &[u8], e: &IndexEntry, at: u64) -> Result<RemoteTensor>;
 }
@@ -922,6 +1075,10 @@ impl EntrySource for RemoteReader {
 
     fn lookup(&self, key: &[u8]) -> Result<Option<(IndexEntry, Vec<u8>, u64)>> {
         RemoteReader::lookup(self, key)
+    }
+
+    fn index_table(&self) -> Table<'_> {
+        self.table()
     }
 
     fn data(&self, key: &[u8], e: &IndexEntry, at: u64) -> Result<RemoteTensor> {
@@ -995,34 +1152,11 @@ pub(crate) fn get_region(
         };
         for (i, part) in &parts {
             let r = &p.regions[*i];
-            let key = slice_key::encode(name, &r.extents(&shape));
-            let bad = |detail: String| {
-                Error::corrupt(
-                    "partitioned tensor",
-                    at,
-                    format!("{}: {}: {detail}", s.place(), slice_key::display_key(&key)),
-                )
-            };
-            let Some((se, _, sat)) = s.lookup(&key)? else {
-                return Err(bad("the slice's entry is missing".into()));
-            };
-            if se.num_slices != 0
-                || DType::from_tf(se.tf_dtype.into()) != Some(dtype)
-                || se.shape.as_slice() != r.len.as_slice()
-            {
-                return Err(bad(format!(
-                    "the slice is stored with shape {:?}{}, the tensor's entry says {dtype} {:?}",
-                    se.shape.as_slice(),
-                    if se.num_slices != 0 {
-                        " and slices"
-                    } else {
-                        ""
-                    },
-                    r.len
-                )));
-            }
-            let t = s.data(&key, &se, sat)?;
-            copy(&t.data, r, part, &mut out, &key)?;
+            // The same lookup and checks of a slice's entry as a mapped file's.
+            let (se, _, sat, piece) =
+                piece_entry(&s.index_table(), &p, *i).map_err(|err| err.context(s.place()))?;
+            let t = s.data(&piece.key, &se, sat)?;
+            copy(&t.data, r, part, &mut out, &piece.key)?;
         }
     }
     Ok(Some(RemoteTensor {

@@ -10,10 +10,11 @@
 use std::sync::{Arc, OnceLock};
 
 use crate::error::{Error, RemoteProblem, Result, ShardProblem};
-use crate::native::{FileHeader, IndexEntry, Region};
+use crate::native::{check_against_shards, FileHeader, IndexEntry, Region, VerifyReport};
 use crate::remote::range::RangeRead;
 use crate::remote::reader::{
-    get_region, get_whole, EntrySource, RemoteEntry, RemoteOptions, RemoteReader, RemoteTensor,
+    get_region, get_whole, EntrySource, LoadOptions, RemoteEntry, RemoteOptions, RemoteReader,
+    RemoteTensor,
 };
 
 /// Opens a data object of a sharded checkpoint by its name's suffix (`.data-00000-of-00004`):
@@ -182,6 +183,64 @@ impl RemoteSharded {
         self.index.list_from(start)
     }
 
+    /// Checks everything a mapped sharded checkpoint's [`crate::Reader::verify`] checks, with
+    /// the same code: the index's blocks; every data object (present, length, identity, and
+    /// everything [`RemoteReader::verify`] checks in a native file, its records fetched as
+    /// `opts` says); that the index lists exactly the data objects' entries; and the header's
+    /// counts.
+    pub fn verify(&self, opts: &LoadOptions) -> Result<VerifyReport> {
+        let mut report = VerifyReport {
+            blocks: self.index.verify_index()?,
+            ..VerifyReport::default()
+        };
+        let n = self.data_objects();
+        // Every object is opened first (in order, so the first missing one is reported).
+        for k in 0..n {
+            self.shard(k)?;
+        }
+        for k in 0..n {
+            let r = self.shard(k)?.verify(opts)?;
+            report.blocks += r.blocks;
+            report.records += r.records;
+            report.data_bytes += r.data_bytes;
+        }
+        let held: Vec<_> = (0..n)
+            .map(|k| self.shard(k)?.index_bytes())
+            .collect::<Result<_>>()?;
+        let tables: Vec<_> = held
+            .iter()
+            .enumerate()
+            .map(|(k, (bytes, base))| {
+                self.shard(u32::try_from(k).unwrap_or(u32::MAX))
+                    .map(|r| r.table_over(bytes, *base))
+            })
+            .collect::<Result<_>>()?;
+        let (bytes, base) = self.index.index_bytes()?;
+        let shard_path = |k: usize| self.data_location(u32::try_from(k).unwrap_or(u32::MAX));
+        let header = self.header();
+        let (tensors, slices) = check_against_shards(
+            &self.index.table_over(&bytes, base),
+            header,
+            &self.prefix,
+            &tables,
+            &shard_path,
+        )?;
+        if tensors != header.tensor_count || slices != header.slice_count {
+            return Err(Error::corrupt(
+                "header entry",
+                0,
+                format!(
+                    "{}: the header counts {} tensors and {} slices, the index holds {tensors} \
+                     and {slices}",
+                    self.prefix, header.tensor_count, header.slice_count
+                ),
+            ));
+        }
+        report.tensors = tensors;
+        report.slices = slices;
+        Ok(report)
+    }
+
     /// The tensor `name` stored whole (`Ok(None)` if absent): its index block (unless cached),
     /// its data object opened if it was not yet, and its bytes, checked against its CRC32C.
     ///
@@ -223,6 +282,10 @@ impl EntrySource for RemoteSharded {
 
     fn lookup(&self, key: &[u8]) -> Result<Option<(IndexEntry, Vec<u8>, u64)>> {
         self.index.lookup(key)
+    }
+
+    fn index_table(&self) -> crate::table::Table<'_> {
+        self.index.table()
     }
 
     fn data(&self, key: &[u8], e: &IndexEntry, at: u64) -> Result<RemoteTensor> {
