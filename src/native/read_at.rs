@@ -30,8 +30,8 @@ impl ReadAt for Source {
 
     fn read_at(&self, range: Range<u64>) -> Result<Cow<'_, [u8]>> {
         check_range(&range, ReadAt::len(self), ReadAt::location(self))?;
-        // Both ends are within the bytes (checked), so within usize.
-        let (a, b) = (range.start as usize, range.end as usize);
+        let at = |v: u64| usize::try_from(v).expect("within the bytes in memory (checked)");
+        let (a, b) = (at(range.start), at(range.end));
         Ok(Cow::Borrowed(&self[a..b]))
     }
 

@@ -150,7 +150,16 @@ struct Want {
     crc: u32,
     /// For verify: the tensor's name, its entry and where a slice sits (the record is
     /// fetched whole and checked as a mapped file's view).
-    record: Option<Box<(Vec<u8>, IndexEntry, Option<Box<SlicePiece>>)>>,
+    record: Option<Box<RecordOf>>,
+}
+
+/// What verify checks a fetched record against: its tensor's name, its index entry, and where
+/// a slice sits.
+#[derive(Clone, Debug)]
+struct RecordOf {
+    name: Vec<u8>,
+    entry: IndexEntry,
+    slice: Option<Box<SlicePiece>>,
 }
 
 impl Want {
@@ -584,14 +593,14 @@ impl RemoteReader {
                 wants.push(self.record_want(&slice_key, key, se, sat, Some(Box::new(piece)))?);
             }
         }
-        wants.sort_by_key(|w| w.range.start);
+        wants.sort_by_key(|w| (w.range.start, w.range.end));
         let location = self.location();
         self.fetch_raw(wants, opts, usize::MAX, &mut |want, buf, _| {
             let Some(item) = want.record else {
                 return Ok(());
             };
-            let (name, e, slice) = *item;
-            let v = view_of_record(&name, slice, want.dtype, e, want.range.start, &buf)?;
+            let RecordOf { name, entry, slice } = *item;
+            let v = view_of_record(&name, slice, want.dtype, entry, want.range.start, &buf)?;
             tally.add(&v).map_err(|e| e.context(location))?;
             v.verify_crc().map_err(|e| e.context(location))?;
             tally.data_bytes += v.data().len() as u64;
@@ -615,7 +624,11 @@ impl RemoteReader {
     ) -> Result<Want> {
         let mut w = self.want_of(key, &e, at)?;
         w.range.start = e.offset - u64::from(e.record_header_len);
-        w.record = Some(Box::new((name.to_vec(), e, slice)));
+        w.record = Some(Box::new(RecordOf {
+            name: name.to_vec(),
+            entry: e,
+            slice,
+        }));
         Ok(w)
     }
 
@@ -711,7 +724,7 @@ impl RemoteReader {
             bytes += w.range.end - w.range.start;
             wants.push(w.clone());
         }
-        wants.sort_by_key(|w| w.range.start);
+        wants.sort_by_key(|w| (w.range.start, w.range.end));
         let mut ready = HashMap::with_capacity(wants.len());
         let mut asked = None;
         let location = self.location();
@@ -780,7 +793,7 @@ impl RemoteReader {
             };
             wants.push(self.want(n, &e, at)?);
         }
-        wants.sort_by_key(|w| w.range.start);
+        wants.sort_by_key(|w| (w.range.start, w.range.end));
         let mut out = Vec::with_capacity(wants.len());
         self.fetch(wants, opts, usize::MAX, &mut |n, t| {
             out.push((n, t));
@@ -822,7 +835,7 @@ impl RemoteReader {
             wants.push(self.want(key, &e, at)?);
             Ok(())
         })?;
-        wants.sort_by_key(|w| w.range.start);
+        wants.sort_by_key(|w| (w.range.start, w.range.end));
         Ok(wants)
     }
 
@@ -842,7 +855,9 @@ impl RemoteReader {
         })
     }
 
-    /// [`RemoteReader::fetch`], handing over each tensor's bytes as they were read.
+    /// [`RemoteReader::fetch`], handing over each tensor's bytes as they were read. `wants`
+    /// are sorted by (start, end): an empty range (a tensor of no data) at the offset where
+    /// another tensor's record starts comes before it, and overlaps nothing.
     fn fetch_raw(
         &self,
         wants: Vec<Want>,
