@@ -105,7 +105,7 @@ pub use rewrite::{rewrite_in_place, RewriteReport};
 pub(crate) use shard_index::{read_shard_index_from, ShardIndex};
 pub(crate) use shard_table::{data_path, index_path};
 pub use shard_writer::{Saved, ShardWriter, ShardedSave};
-pub(crate) use shards::check_against_shards;
+pub(crate) use shards::{check_against_shards, check_shard_identity, check_shard_len};
 pub use source::{LoadAdvice, Source};
 pub use staging::{remove_staged, write_atomically};
 pub use stream::TensorWriter;

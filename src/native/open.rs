@@ -33,6 +33,9 @@ pub(crate) struct Opened<'s> {
 /// `tail_bytes` bytes (at least the footer; a source that lends its bytes is held whole), the
 /// rest of the index block if the tail does not hold it, and the header's block if not held;
 /// decodes the footer, the index block (checked, [`TableIndex::open_tail`]) and the header.
+/// With `hold_index`, every index data block is read too (one read from the first data block
+/// to the bytes held, before the header is decoded): what a reader of the whole index (a
+/// merge's reader of a shard's index) wants, without a read of the header's block alone.
 ///
 /// Errors: [`Error::UnrecognizedFormat`] for a file too short for a footer or without the
 /// table magic; [`Error::Unsupported`] for a TensorFlow V1 checkpoint; [`Error::Corrupt`] (and
@@ -40,6 +43,7 @@ pub(crate) struct Opened<'s> {
 pub(crate) fn open_index<'s>(
     src: &'s dyn ReadAt,
     tail_bytes: u64,
+    hold_index: bool,
     opts: &TableReadOptions,
     path: &str,
 ) -> Result<Opened<'s>> {
@@ -94,6 +98,9 @@ pub(crate) fn open_index<'s>(
     }
     let index = TableIndex::open_tail(&held, held_start, opts)?;
     let first_block = index.first_data_offset().unwrap_or(idx.offset);
+    if hold_index {
+        (held, held_start) = hold_from(src, held, held_start, first_block)?;
+    }
     let header = {
         let table = Table::new_ranged(&held, held_start, src, &index);
         let mut it = table.iter();

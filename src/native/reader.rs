@@ -209,7 +209,7 @@ impl Reader {
             header,
             first_block,
             ..
-        } = open_index(&source, u64::MAX, &table_opts, &path)?;
+        } = open_index(&source, u64::MAX, false, &table_opts, &path)?;
         validate_header(&header, first_block, &path)?;
         let shards = if header.shards.is_empty() {
             None

@@ -12,14 +12,14 @@ use std::collections::HashMap;
 
 use crate::native::entry::{decode_slices, IndexEntry};
 use crate::native::header::{FileHeader, ShardOf, ShardRef};
-use crate::native::open::{hold_from, open_index, Opened};
+use crate::native::open::{open_index, Opened};
 use crate::native::read_at::FileRange;
 use crate::native::region;
 use crate::native::shard_table::check_shard_of;
 use crate::native::slice_key;
 use crate::native::{FORMAT_VERSION, MAX_SHARDS};
 use crate::record::{MAX_ALIGNMENT, MAX_RANK};
-use crate::table::{Table, TableIndex, TableReadOptions};
+use crate::table::{Table, TableIndex, TableReadOptions, FOOTER_LEN};
 
 /// A shard's index table, read without the records before it.
 pub(crate) struct ShardIndex {
@@ -76,16 +76,19 @@ fn open_local(path: &Path) -> Result<FileRange> {
 /// a native file of version 1 to [`FORMAT_VERSION`], [`ShardProblem::Identity`].
 fn read_index_tail(path: &Path, read: &mut u64) -> Result<IndexTail> {
     let src = open_local(path)?;
-    read_index_tail_from(&src, &path_str(path), read)
+    read_index_tail_from(&src, &path_str(path), read, FOOTER_LEN as u64)
 }
 
-/// Bytes read from the end of a shard at once: its footer and, usually, its index block.
-const SHARD_TAIL: u64 = 64 << 10;
-
 /// [`read_index_tail`] of the file `src` (shown as `shown`), opened as every native file is
-/// ([`open_index`]), then its index data blocks read too (one more read when the tail did not
-/// hold them).
-fn read_index_tail_from(src: &dyn ReadAt, shown: &str, read: &mut u64) -> Result<IndexTail> {
+/// ([`open_index`], its first read the last `tail_bytes` bytes), its index data blocks read
+/// too: from a local file, with the footer as first read, three reads of the index table
+/// alone (footer, index block, data blocks), no record byte.
+fn read_index_tail_from(
+    src: &dyn ReadAt,
+    shown: &str,
+    read: &mut u64,
+    tail_bytes: u64,
+) -> Result<IndexTail> {
     let not_shard = |detail: String| Error::Shard {
         path: shown.to_string(),
         problem: ShardProblem::Identity,
@@ -104,13 +107,17 @@ fn read_index_tail_from(src: &dyn ReadAt, shown: &str, read: &mut u64) -> Result
         index,
         header,
         first_block,
-    } = open_index(src, SHARD_TAIL, &opts, shown).map_err(|e| match e {
+    } = open_index(src, tail_bytes, true, &opts, shown).map_err(|e| match e {
         Error::UnrecognizedFormat { detail, .. } => not_shard(detail),
         e => ctx(e),
     })?;
-    // The data blocks before the bytes held (the metaindex too).
-    let (tail, base) = hold_from(src, held, held_start, first_block)?;
-    *read += tail.len() as u64;
+    // Every byte from `held_start` on was read once; the index table is what follows the
+    // first data block (records the first read held are dropped).
+    *read += file_len - held_start;
+    let skip =
+        usize::try_from(first_block.saturating_sub(held_start)).expect("inside the bytes held");
+    let tail = held.get(skip..).unwrap_or_default().to_vec();
+    let base = first_block.max(held_start);
     if header.format_version == 0 || header.format_version > FORMAT_VERSION {
         return Err(not_shard(format!(
             "format version {} (a shard is a native file of version 2 to {FORMAT_VERSION})",
@@ -119,7 +126,7 @@ fn read_index_tail_from(src: &dyn ReadAt, shown: &str, read: &mut u64) -> Result
     }
     Ok(IndexTail {
         file_len,
-        tail: tail.into_owned(),
+        tail,
         base,
         index,
         header,
@@ -130,7 +137,7 @@ fn read_index_tail_from(src: &dyn ReadAt, shown: &str, read: &mut u64) -> Result
 /// that it is a shard. `read` counts the bytes read.
 pub(super) fn read_shard_index(path: &Path, read: &mut u64) -> Result<ShardIndex> {
     let src = open_local(path)?;
-    read_shard_index_from(&src, path, read)
+    read_shard_index_from(&src, path, read, FOOTER_LEN as u64)
 }
 
 /// [`read_shard_index`] of the file `src`, found at `path` (an object's URL for a shard on
@@ -139,6 +146,7 @@ pub(crate) fn read_shard_index_from(
     src: &dyn ReadAt,
     path: &Path,
     read: &mut u64,
+    tail_bytes: u64,
 ) -> Result<ShardIndex> {
     let shown = path_str(path);
     let not_shard = |detail: String| Error::Shard {
@@ -153,7 +161,7 @@ pub(crate) fn read_shard_index_from(
         base: first,
         index,
         header,
-    } = read_index_tail_from(src, &shown, read)?;
+    } = read_index_tail_from(src, &shown, read, tail_bytes)?;
     let Some(shard) = header.shard_of.filter(|_| header.shards.is_empty()) else {
         return Err(not_shard(
             "the file is not a shard of a sharded save (its header has no shard identity)".into(),

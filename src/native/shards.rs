@@ -14,6 +14,7 @@ use std::path::Path;
 
 use crate::error::{path_str, Error, Result, ShardProblem};
 use crate::native::entry::{decode_slices, IndexEntry};
+use crate::native::header::{FileHeader, ShardRef};
 use crate::native::reader::Reader;
 use crate::native::shard_table::data_path;
 use crate::native::slice_key;
@@ -92,40 +93,11 @@ impl Reader {
             }
             Err(e) => return Err(e),
         };
-        if source.len() as u64 != want.file_len {
-            return Err(Error::Shard {
-                path: shown,
-                problem: ShardProblem::Length,
-                detail: format!(
-                    "data file {k} of checkpoint {} has {} bytes, its index ({}) records {}",
-                    prefix.display(),
-                    source.len(),
-                    self.path,
-                    want.file_len
-                ),
-            });
-        }
         let ctx = format!("data file {k} of checkpoint {}", prefix.display());
+        check_shard_len(&want, source.len() as u64, &shown, &ctx, &self.path)?;
         let r = Reader::from_source(source, shown.clone(), None, self.opts.clone())
             .map_err(|e| e.context(&ctx))?;
-        if r.header.shard_of != Some(want.shard) || r.shards.is_some() {
-            let is = match r.header.shard_of {
-                Some(s) => format!(
-                    "is shard {} of {} of save {}",
-                    s.shard_id, s.num_shards, s.save_id
-                ),
-                None => "is not a shard of a sharded save".to_string(),
-            };
-            return Err(Error::Shard {
-                path: shown,
-                problem: ShardProblem::Identity,
-                detail: format!(
-                    "{ctx} {is}; its index ({}) expects shard {} of {} of save {} (a file of \
-                     another save, put in its place?)",
-                    self.path, want.shard.shard_id, want.shard.num_shards, want.shard.save_id
-                ),
-            });
-        }
+        check_shard_identity(&r.header, &want, &shown, &ctx, &self.path)?;
         Ok(cell.get_or_init(|| r))
     }
 
@@ -404,6 +376,62 @@ pub(crate) fn check_against_shards(
         }
         Ok((tensors, slices))
     }
+}
+
+/// Checks that data file `shown` (described as `ctx`: "data file K of checkpoint P") has the
+/// length its index (`index`) records in `want` (SPEC.md 12.4): the check before it is opened.
+/// The one check for every reader of a sharded checkpoint (mapped, remote).
+pub(crate) fn check_shard_len(
+    want: &ShardRef,
+    len: u64,
+    shown: &str,
+    ctx: &str,
+    index: &str,
+) -> Result<()> {
+    if len != want.file_len {
+        return Err(Error::Shard {
+            path: shown.to_string(),
+            problem: ShardProblem::Length,
+            detail: format!(
+                "{ctx} has {len} bytes, its index ({index}) records {} (a file of another \
+                 save, put in its place?)",
+                want.file_len
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Checks that data file `shown` (described as `ctx`), whose header is `header`, is the shard
+/// its index (`index`) records in `want`: its identity (save, shard number, number of shards),
+/// and a native file of its own, not an index (SPEC.md 12.4). The one check for every reader
+/// of a sharded checkpoint.
+pub(crate) fn check_shard_identity(
+    header: &FileHeader,
+    want: &ShardRef,
+    shown: &str,
+    ctx: &str,
+    index: &str,
+) -> Result<()> {
+    if header.shard_of == Some(want.shard) && header.shards.is_empty() {
+        return Ok(());
+    }
+    let is = match header.shard_of {
+        Some(s) => format!(
+            "is shard {} of {} of save {}",
+            s.shard_id, s.num_shards, s.save_id
+        ),
+        None => "is not a shard of a sharded save".to_string(),
+    };
+    Err(Error::Shard {
+        path: shown.to_string(),
+        problem: ShardProblem::Identity,
+        detail: format!(
+            "{ctx} {is}; its index ({index}) expects shard {} of {} of save {} (a file of \
+             another save, put in its place?)",
+            want.shard.shard_id, want.shard.num_shards, want.shard.save_id
+        ),
+    })
 }
 
 /// Moves a fresh table cursor to its first entry after the header; whether there is one.

@@ -411,7 +411,7 @@ impl RemoteReader {
             index,
             header,
             first_block,
-        } = open_index(&*src, opts.tail_bytes, &table_opts, &location)
+        } = open_index(&*src, opts.tail_bytes, false, &table_opts, &location)
             .map_err(|e| e.context(&location))?;
         validate_header(&header, first_block, &location)?;
         Ok(RemoteReader {

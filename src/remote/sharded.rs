@@ -10,7 +10,10 @@
 use std::sync::{Arc, OnceLock};
 
 use crate::error::{Error, RemoteProblem, Result, ShardProblem};
-use crate::native::{check_against_shards, FileHeader, IndexEntry, Region, VerifyReport};
+use crate::native::{
+    check_against_shards, check_shard_identity, check_shard_len, FileHeader, IndexEntry, Region,
+    VerifyReport,
+};
 use crate::remote::range::RangeRead;
 use crate::remote::reader::{
     get_region, get_whole, EntrySource, LoadOptions, RemoteEntry, RemoteOptions, RemoteReader,
@@ -140,40 +143,11 @@ impl RemoteSharded {
             }
             Err(e) => return Err(e),
         };
-        if src.len() != want.file_len {
-            return Err(Error::Shard {
-                path: shown,
-                problem: ShardProblem::Length,
-                detail: format!(
-                    "data object {k} of checkpoint {} has {} bytes, its index records {} (a data \
-                     object of another save, written over this one?)",
-                    self.prefix,
-                    src.len(),
-                    want.file_len
-                ),
-            });
-        }
         let ctx = format!("data object {k} of checkpoint {}", self.prefix);
+        let index = self.index.location();
+        check_shard_len(&want, src.len(), &shown, &ctx, index)?;
         let r = RemoteReader::open_native(src, self.opts.clone()).map_err(|e| e.context(&ctx))?;
-        let h = r.header();
-        if h.shard_of != Some(want.shard) || !h.shards.is_empty() {
-            let is = match h.shard_of {
-                Some(s) => format!(
-                    "is shard {} of {} of save {}",
-                    s.shard_id, s.num_shards, s.save_id
-                ),
-                None => "is not a shard of a sharded save".to_string(),
-            };
-            return Err(Error::Shard {
-                path: shown,
-                problem: ShardProblem::Identity,
-                detail: format!(
-                    "{ctx} {is}; its index expects shard {} of {} of save {} (a data object of \
-                     another save, written over this one?)",
-                    want.shard.shard_id, want.shard.num_shards, want.shard.save_id
-                ),
-            });
-        }
+        check_shard_identity(r.header(), &want, &shown, &ctx, index)?;
         Ok(cell.get_or_init(|| r))
     }
 

@@ -257,7 +257,7 @@ pub fn merge_shards_url(prefix: &str, opts: &MergeShardsOptions<'_>) -> Result<M
         )
         .and_then(|src| {
             // The open's read (MERGE_TAIL bytes) serves the shard index's first read.
-            read_shard_index_from(&src, Path::new(url), &mut read)
+            read_shard_index_from(&src, Path::new(url), &mut read, MERGE_TAIL)
         });
         *results[i].lock().unwrap_or_else(|p| p.into_inner()) = Some((read, got));
         Ok(())
