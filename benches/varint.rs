@@ -40,7 +40,7 @@ fn values() -> Vec<u32> {
             _ => next(1 << 14, 1 << 21),
         } as u32); // value length
         entries += 1;
-        if entries % 8 == 0 {
+        if entries.is_multiple_of(8) {
             v.push(next(1 << 14, 1 << 32) as u32); // block handle: offset
             v.push(next(1 << 10, 1 << 22) as u32); // and size
         }

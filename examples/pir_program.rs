@@ -16,7 +16,7 @@ use paramdex::prelude::*;
 
 /// The name of parameter `i`: a layer's weight or bias, as Paddle names them.
 fn name(i: usize) -> String {
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         format!("linear_{}.w_0", i / 2)
     } else {
         format!("linear_{}.b_0", i / 2)
@@ -25,7 +25,7 @@ fn name(i: usize) -> String {
 
 /// The dims of parameter `i` (small: the program, not the data, is measured).
 fn dims(i: usize) -> Vec<u64> {
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         vec![4, 4]
     } else {
         vec![4]

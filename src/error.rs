@@ -25,12 +25,19 @@ pub enum Error {
     },
 
     /// The bytes are not the format they were opened as (bad magic, too short, wrong kind of file).
+    ///
+    /// Never damage: an input that no format paramdex reads claims is this error, and a
+    /// recognisable foreign input (a `torch.save` zip, a pickle, a torch DCP checkpoint) says
+    /// so in `looks_like`.
     #[error("{path}: {detail}")]
     UnrecognizedFormat {
         /// The file (or `<memory>`).
         path: String,
         /// What was seen and what it probably is.
         detail: String,
+        /// What the input looks like, when it is a format paramdex recognises but does not
+        /// read; `None` when nothing more is known than that it is none of paramdex's.
+        looks_like: Option<LooksLike>,
     },
 
     /// A structure inside the file is malformed.
@@ -179,14 +186,23 @@ pub enum Error {
 
     /// A request to an object store failed, or its answer is not the object that was opened
     /// (SPEC.md 8.3). Never retried here: the store client retries what can be.
+    ///
+    /// The message is one line (the server's XML is never in it); the client's own error,
+    /// when a request failed, is the `source`: with the `object_store` crate it is an
+    /// `object_store::Error`, which callers can reach by downcasting
+    /// (`std::error::Error::source(&e)` then `downcast_ref::<object_store::Error>()`).
     #[error("{url}: {detail}")]
     Remote {
         /// The object (its URL).
         url: String,
         /// What went wrong, for callers that act on it.
         problem: RemoteProblem,
-        /// The particulars (the store's message).
+        /// The particulars, for people.
         detail: String,
+        /// The store client's error, when a request failed (`None` when paramdex found the
+        /// answer wrong itself: an object cut short, an upload abandoned).
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
     },
 
     /// The slices of a tensor do not fit together: they overlap, lie outside its shape,
@@ -215,6 +231,22 @@ pub enum Error {
         detail: String,
     },
 
+    /// A pickle (inside a `torch.save` zip, a Paddle `.pdparams`) that paramdex refuses to
+    /// read: it names a global outside the allow-list (nothing is ever called: the restricted
+    /// unpickler in `interop::pickle` only builds values), it is cut short or malformed, or it
+    /// exceeds one of the unpickler's documented bounds.
+    #[error("{path}: pickle at offset {offset}: {detail}")]
+    Pickle {
+        /// The file (and the entry inside it, for a zip).
+        path: String,
+        /// Offset of the opcode at fault in the pickle stream.
+        offset: u64,
+        /// What is wrong, for callers that act on it.
+        problem: PickleProblem,
+        /// The particulars (a refused global is named here as `module.name`).
+        detail: String,
+    },
+
     /// A save that ran in the background failed; reported by the next call on its manager.
     #[error("the background save of step {step} failed: {source}")]
     BackgroundSave {
@@ -224,6 +256,84 @@ pub enum Error {
         #[source]
         source: Box<Error>,
     },
+
+    /// A URL (`s3://`, `file://`) was given to a paramdex built without object-storage
+    /// support: its `s3` cargo feature (on by default) was turned off. Nothing was read or
+    /// written.
+    #[error("{url}: this paramdex was built without object-storage support (URLs need its cargo feature `s3`)")]
+    NoObjectStorage {
+        /// The URL, as given.
+        url: String,
+    },
+}
+
+/// What an input that paramdex does not read looks like (see [`Error::UnrecognizedFormat`]):
+/// recognised from its first bytes, its name, or (for a directory) the files in it, so that the
+/// message can say what it is instead of calling it damaged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LooksLike {
+    /// A zip archive whose entries are those `torch.save` writes (`NAME/data.pkl`,
+    /// `NAME/data/0`, `NAME/version`): a PyTorch checkpoint such as `model.pt` or
+    /// `pytorch_model.bin`.
+    TorchZip,
+    /// Another zip archive (a local file header first, entries not recognised).
+    Zip,
+    /// A Python pickle (first bytes `80 02` to `80 05`): a legacy `torch.save`, a
+    /// `paddle.save` output under another name, or any pickled object.
+    Pickle,
+    /// A Python pickle named `.pdparams` or `.pdopt`: a Paddle dygraph `state_dict` written by
+    /// `paddle.save`.
+    PaddlePickle,
+    /// A torch.distributed.checkpoint (DCP) checkpoint written by `FileSystemWriter`: a
+    /// directory with a `.metadata` pickle and `*.distcp` files, or one of those files.
+    TorchDcp,
+}
+
+impl std::fmt::Display for LooksLike {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            LooksLike::TorchZip => {
+                "a zip archive written by torch.save (a PyTorch checkpoint such as model.pt or \
+                 pytorch_model.bin)"
+            }
+            LooksLike::Zip => {
+                "a zip archive, e.g. written by torch.save / pytorch_model.bin, or a NumPy .npz"
+            }
+            LooksLike::Pickle => {
+                "a Python pickle, e.g. a legacy torch.save file or a .pdparams/.pdopt written by \
+                 paddle.save"
+            }
+            LooksLike::PaddlePickle => {
+                "a Python pickle of a Paddle dygraph state_dict, as paddle.save writes to \
+                 .pdparams/.pdopt"
+            }
+            LooksLike::TorchDcp => {
+                "a torch.distributed.checkpoint (DCP) checkpoint written by FileSystemWriter (a \
+                 .metadata file and *.distcp files)"
+            }
+        })
+    }
+}
+
+/// Why a pickle was refused (see [`Error::Pickle`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum PickleProblem {
+    /// The pickle names a global (`GLOBAL`, `STACK_GLOBAL`, `INST`) that is not on the
+    /// allow-list, or calls an allowed one in a way the format never does. Nothing was run.
+    ForbiddenGlobal,
+    /// The stream ends before its `STOP`, or a length runs past its end.
+    Truncated,
+    /// An opcode the unpickler does not implement (protocol 0/1 text forms, extension codes,
+    /// out-of-band buffers), or an unknown one.
+    UnsupportedOpcode,
+    /// The opcodes do not make a value: a stack underflow, a missing mark, a memo index never
+    /// stored, an item of the wrong type for its opcode.
+    Malformed,
+    /// A documented bound of the unpickler is exceeded (stack depth, marks, memo entries,
+    /// objects, nesting depth), or a value refers to itself where a tree is needed.
+    Limit,
 }
 
 /// What is wrong in a managed checkpoint directory (see [`Error::Checkpoint`]).
@@ -265,15 +375,31 @@ pub enum ShardProblem {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum RemoteProblem {
-    /// No such object (or bucket).
+    /// No such object: the bucket exists (or the store did not say which of the two is
+    /// missing, as an answer to a HEAD request cannot).
     NotFound,
-    /// The credentials were refused.
+    /// No such bucket (the store's error code `NoSuchBucket`).
+    NoSuchBucket,
+    /// The credentials were refused, or they do not allow the request (HTTP 401, 403).
     Denied,
     /// The object changed since it was opened (another ETag).
     Replaced,
     /// The store answered with fewer bytes than asked for.
     Truncated,
-    /// The request failed otherwise (network, timeouts after retries, server errors).
+    /// The store could not answer: server errors (HTTP 5xx), throttling (429) or a
+    /// connection that failed or timed out, still so after the client's retries.
+    Unavailable {
+        /// The HTTP status of the last answer; `None` when no answer came (a connection
+        /// refused, reset or timed out).
+        status: Option<u16>,
+        /// How many times the request was retried before giving up.
+        retries: u32,
+    },
+    /// The multipart upload was aborted by [`crate::remote::abort_uploads_in_flight`] (an
+    /// interrupt, a program shutting down): nothing appears under the object's name.
+    Aborted,
+    /// The request failed otherwise (a request the store refused as invalid, a client
+    /// misconfigured, an answer that makes no sense).
     Request,
 }
 
@@ -338,6 +464,20 @@ impl Error {
         }
     }
 
+    /// An [`Error::Remote`] that paramdex found itself, with no client error behind it.
+    pub fn remote(
+        url: impl Into<String>,
+        problem: RemoteProblem,
+        detail: impl Into<String>,
+    ) -> Self {
+        Error::Remote {
+            url: url.into(),
+            problem,
+            detail: detail.into(),
+            source: None,
+        }
+    }
+
     /// Shorthand for [`Error::Corrupt`] of kind [`Corruption::Other`].
     pub fn corrupt(what: &'static str, offset: u64, detail: impl Into<String>) -> Self {
         Error::Corrupt {
@@ -379,9 +519,10 @@ impl Error {
 
     /// Says where a lower layer's error happened: prefixes `ctx` (a file, a tensor, an entry)
     /// to the message. Every error keeps its variant and its figures: [`Error::Corrupt`] and
-    /// [`Error::UnknownDType`] carry the context in their text, [`Error::ChecksumMismatch`] in
-    /// its `context` field (an earlier context stays after the new one). Other errors (limits
-    /// carry their own offset) pass through unchanged.
+    /// [`Error::UnknownDType`] carry the context in their text, [`Error::Pickle`] before its
+    /// path, [`Error::ChecksumMismatch`] in its `context` field (an earlier context stays after
+    /// the new one; the same context twice in a row is kept once). Other errors (limits carry
+    /// their own offset) pass through unchanged.
     pub fn context(self, ctx: &str) -> Error {
         match self {
             Error::Corrupt {
@@ -393,7 +534,7 @@ impl Error {
                 what,
                 offset,
                 kind,
-                detail: format!("{ctx}: {detail}"),
+                detail: prefix(ctx, Some(detail)),
             },
             Error::UnknownDType {
                 system,
@@ -421,14 +562,27 @@ impl Error {
                 computed,
                 context: Some(prefix(ctx, context)),
             },
+            Error::Pickle {
+                path,
+                offset,
+                problem,
+                detail,
+            } => Error::Pickle {
+                path: format!("{ctx}: {path}"),
+                offset,
+                problem,
+                detail,
+            },
             other => other,
         }
     }
 }
 
-/// `ctx`, then `: ` and an earlier context if there is one.
+/// `ctx`, then `: ` and an earlier context if there is one. The same context given twice in a
+/// row (a layer and its caller both naming the file) is said once.
 fn prefix(ctx: &str, earlier: Option<String>) -> String {
     match earlier {
+        Some(e) if e == ctx || e.strip_prefix(ctx).is_some_and(|r| r.starts_with(": ")) => e,
         Some(e) => format!("{ctx}: {e}"),
         None => ctx.to_string(),
     }

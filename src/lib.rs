@@ -35,6 +35,14 @@
 //! * [`raw`]: the byte-level layers (table, records, codecs) for tests, fuzzers, benchmarks and
 //!   tools that inspect files. Documented and public, but it follows the format, not semver.
 //!
+//! # Features
+//!
+//! * `s3` (on by default): object storage. `s3://bucket/key` and `file:///path` URLs wherever
+//!   inputs and outputs are named ([`remote`], `interop::open_url`, `interop::export_url`,
+//!   checkpoint directories in a bucket), through object_store's S3 client, tokio, hyper,
+//!   reqwest, rustls and aws-lc. With `default-features = false` paramdex reads and writes local
+//!   files only, builds none of those, and refuses a URL with [`Error::NoObjectStorage`].
+//!
 //! # Layers
 //!
 //! `vocabulary → format → record, table → native → interop`, and the `paramdex` CLI (its own
@@ -75,10 +83,11 @@ pub mod interop;
 pub mod prelude;
 pub mod raw;
 
-pub use dtype::DType;
+pub use dtype::{DType, Packing};
 pub use element::Element;
 pub use error::{
-    CheckpointProblem, Corruption, Error, RemoteProblem, Result, ShardProblem, SliceProblem,
+    CheckpointProblem, Corruption, Error, LooksLike, PickleProblem, RemoteProblem, Result,
+    ShardProblem, SliceProblem,
 };
 pub use native::{
     clean_shards, last_complete_len, merge_shards, recover, recover_any, recover_any_with,

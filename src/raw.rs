@@ -12,6 +12,7 @@
 //! | [`slices`] | TensorFlow's slice keys and the region arithmetic of partitioned tensors (SPEC.md 13) |
 //! | [`source`] | the mapped bytes a [`crate::Reader`] reads |
 //! | [`recovery`] | the record scan behind [`crate::recover`] |
+//! | `testing` | fault injection for tests: hard links from a directory refused on a thread (hidden) |
 //! | `proto` | the prost types generated from `proto/` (hidden: for cross-checking the hand codecs) |
 
 /// Byte codecs (`src/format/`): see the module docs there.
@@ -55,6 +56,14 @@ pub mod recovery {
 /// Limits on metadata (SPEC.md 8.1).
 pub mod meta_limits {
     pub use crate::native::meta_limits::*;
+}
+
+/// Fault injection for tests: [`refuse_hard_links_from`](testing::refuse_hard_links_from)
+/// makes the calling thread's hard links from a directory fail as they do across file systems,
+/// so the copy taken instead runs on any machine.
+#[doc(hidden)]
+pub mod testing {
+    pub use crate::native::staging::{refuse_hard_links_from, RefuseHardLinks};
 }
 
 /// Generated protobuf types (`proto/*.proto`), for tests that cross-check the hand codecs.

@@ -222,6 +222,7 @@ fn saves_point_the_state_file_at_the_latest_and_prune_by_policy() {
 /// `file:///dir` and `file:///dir@STEP` name a checkpoint directory's latest and one step, as
 /// the plain path does.
 #[test]
+#[cfg(feature = "s3")]
 fn file_urls_of_a_checkpoint_directory_open_its_checkpoints() {
     let dir = tempfile::tempdir().unwrap();
     let mut m = CheckpointManager::open(dir.path(), fast(keep_last(3))).unwrap();

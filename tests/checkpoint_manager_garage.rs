@@ -10,6 +10,8 @@
 //!
 //! The library resolves `s3://` URLs from the `AWS_*` environment, which every test sets once
 //! (the same values: one shared cluster) before any request.
+// Object storage: built with the `s3` feature (on by default) only.
+#![cfg(feature = "s3")]
 
 mod support;
 
@@ -269,10 +271,11 @@ fn single_file_checkpoints_in_a_bucket() {
             // Pruning again with the same policy deletes nothing more.
             assert!(m.prune(&policy, false).unwrap().deleted.is_empty());
 
-            // The latest is never pruned, whatever the policy: point the state at step 50.
+            // The latest is never pruned, whatever the policy: point the state at step 50, with
+            // 60 still the most recent save (which keep_last(1) keeps).
             let mut older = st.clone();
             older.model_checkpoint_path = "ckpt-50".into();
-            older.all_model_checkpoint_paths = vec!["ckpt-60".into(), "ckpt-50".into()];
+            older.all_model_checkpoint_paths = vec!["ckpt-50".into(), "ckpt-60".into()];
             put(
                 &rt,
                 &*s,

@@ -223,7 +223,12 @@ fn the_v1_files_cover_the_format() {
     let files = manifest["files"].as_array().unwrap();
     let tensors: Vec<Want> = files.iter().flat_map(wants).collect();
     let dtypes: BTreeSet<&str> = tensors.iter().map(|t| t.dtype.as_str()).collect();
-    for d in DType::ALL {
+    // The dtypes of version 1's time: those with a Paddle number (the low-precision ones added
+    // later have none; tests/compat_v2.rs covers them).
+    for d in DType::ALL
+        .into_iter()
+        .filter(|d| d.paddle_number().is_some())
+    {
         assert!(dtypes.contains(d.name()), "no {} tensor", d.name());
     }
     let any = |f: &dyn Fn(&Want) -> bool| tensors.iter().any(f);

@@ -102,7 +102,7 @@ fn many_threads_share_one_reader() {
                                 let i = (j * 7 + k * 13) % N;
                                 let t = r.tensor(name(i)).unwrap();
                                 assert_eq!(t.data(), data(i, 0).as_slice());
-                                if i % 10 == 0 {
+                                if i.is_multiple_of(10) {
                                     let lod = t.lod().unwrap().to_vec();
                                     assert_eq!(lod, vec![vec![0, 1, t.shape()[0]]]);
                                 }

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use paramdex::interop::{
-    export, merge, open_any, ExportOptions, ExportReport, Kind, MergeInput, MergeOptions,
+    export, merge, open_any, paddle, ExportOptions, ExportReport, Kind, MergeInput, MergeOptions,
     OutputFormat, TensorInfo, TensorStore,
 };
 use paramdex::{DType, Error, MetaValue, Metadata, Progress, Reader, Tensor, Unit, Writer};
@@ -157,7 +157,8 @@ fn every_format_round_trips_through_open_any() {
                 rep.paths,
                 [
                     dir.path().join("out-paddle.pdiparams"),
-                    dir.path().join("out-paddle.pdmodel")
+                    dir.path().join("out-paddle.pdmodel"),
+                    dir.path().join("out-paddle.json")
                 ]
             );
         }
@@ -181,8 +182,8 @@ fn every_format_round_trips_through_open_any() {
         for (name, (t, d)) in &kept {
             let (bt, bd) = &got[name];
             assert_eq!(
-                (bt.kind, &bt.shape, bd),
-                (t.kind, &t.shape, d),
+                (&bt.kind, &bt.shape, bd),
+                (&t.kind, &t.shape, d),
                 "{format:?}"
             );
             // TensorFlow has no LoD; the others keep it (safetensors left it out).
@@ -243,6 +244,218 @@ fn paddle_combined_round_trips_with_its_program() {
     );
     let back = open_any(&out).unwrap();
     assert_eq!(contents(back.as_ref()), contents(src.as_ref()));
+}
+
+/// `--to paddle` from an input without a program writes, beside the parameters, a legacy
+/// `ProgramDesc` (`DST.pdmodel`) and a PIR program (`DST.json`, what Paddle 3 reads in its
+/// default mode) declaring the same tensors: paramdex's own PIR reader parses the JSON and
+/// finds every tensor, with its dtype and dims, and the pair opens by either program.
+#[test]
+fn paddle_combined_writes_a_pir_program() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("odd.pdx");
+    let mut w = Writer::create(&p).unwrap();
+    let odd = [
+        ("enc/layer 0/w", DType::Float32, vec![2u64, 3]),
+        ("q\"uote\\back\tslash", DType::Float64, vec![2]),
+        ("ünï.b@GRAD", DType::BFloat16, vec![]),
+        ("steps", DType::Int64, vec![1, 1]),
+        ("f8", DType::Float8E4M3FN, vec![4]),
+        ("flag", DType::Bool, vec![3]),
+    ];
+    for (name, dtype, shape) in &odd {
+        let n: u64 = shape.iter().product();
+        let len = n as usize * dtype.size();
+        let data = if *dtype == DType::Bool {
+            vec![1; len]
+        } else {
+            bytes(len, 3)
+        };
+        w.add(*name, Tensor::new(*dtype, shape, &data)).unwrap();
+    }
+    let lod = [vec![0u64, 1, 2]];
+    w.add(
+        "seq",
+        Tensor::new(DType::Int32, &[2, 1], &bytes(8, 4)).with_lod(&lod),
+    )
+    .unwrap();
+    w.finish().unwrap();
+    let src = Reader::open(&p).unwrap();
+    let out = dir.path().join("m");
+    let rep = export(&src, OutputFormat::PaddleCombined, &out, &opts()).unwrap();
+    let json_path = dir.path().join("m.json");
+    assert_eq!(paddle::pir_program_path(&out), json_path);
+    assert_eq!(
+        rep.paths,
+        [
+            dir.path().join("m.pdiparams"),
+            dir.path().join("m.pdmodel"),
+            json_path.clone()
+        ]
+    );
+    let prog = paddle::load_program(&json_path).unwrap();
+    assert_eq!(prog.kind, paddle::ProgramKind::PirJson);
+    let mut want: Vec<paddle::ParamDecl> = odd
+        .iter()
+        .map(|(name, dtype, shape)| paddle::ParamDecl {
+            name: name.as_bytes().to_vec(),
+            dtype: Some(*dtype),
+            dims: Some(shape.iter().map(|&d| d as i64).collect()),
+        })
+        .collect();
+    want.push(paddle::ParamDecl {
+        name: b"seq".to_vec(),
+        dtype: Some(DType::Int32),
+        dims: Some(vec![2, 1]),
+    });
+    want.sort_by(|a, b| a.name.cmp(&b.name));
+    assert_eq!(prog.params, want);
+    // Valid JSON as Paddle reads it: one region, one block, one parameter op per tensor, in
+    // the order of the records, each persistable with a value id of its own.
+    let v: serde_json::Value = serde_json::from_slice(&fs::read(&json_path).unwrap()).unwrap();
+    assert_eq!(v["base_code"]["magic"], "pir");
+    let ops = v["program"]["regions"][0]["blocks"][0]["ops"]
+        .as_array()
+        .unwrap();
+    let got: Vec<(&str, &str, i64, i64)> = ops
+        .iter()
+        .map(|o| {
+            (
+                o["#"].as_str().unwrap(),
+                o["A"][3].as_str().unwrap(),
+                o["OA"][0].as_i64().unwrap(),
+                o["O"]["%"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    let expect: Vec<(&str, &str, i64, i64)> = want
+        .iter()
+        .enumerate()
+        .map(|(i, d)| ("p", std::str::from_utf8(&d.name).unwrap(), 1, i as i64 + 1))
+        .collect();
+    assert_eq!(got, expect);
+    // The prefix, the records and either program open the same tensors.
+    let all = contents(&src);
+    for open in [
+        out.clone(),
+        json_path.clone(),
+        dir.path().join("m.pdmodel"),
+        dir.path().join("m.pdiparams"),
+    ] {
+        let back = open_any(&open).unwrap();
+        assert_eq!(contents(back.as_ref()), all, "{}", open.display());
+    }
+
+    // Other tensors: both programs are paramdex's own, replaced together when asked.
+    let small = dir.path().join("small.pdx");
+    let mut w = Writer::create(&small).unwrap();
+    w.add("only", Tensor::new(DType::Float16, &[2], &bytes(4, 9)))
+        .unwrap();
+    w.finish().unwrap();
+    let small = Reader::open(&small).unwrap();
+    let force = ExportOptions {
+        overwrite: true,
+        ..ExportOptions::default()
+    };
+    let e = export(&small, OutputFormat::PaddleCombined, &out, &opts()).unwrap_err();
+    assert!(matches!(e, Error::OutputExists { .. }), "{e}");
+    export(&small, OutputFormat::PaddleCombined, &out, &force).unwrap();
+    for prog in ["m.json", "m.pdmodel"] {
+        let names: Vec<Vec<u8>> = paddle::load_program(&dir.path().join(prog))
+            .unwrap()
+            .params
+            .into_iter()
+            .map(|d| d.name)
+            .collect();
+        assert_eq!(names, [b"only".to_vec()], "{prog}");
+    }
+
+    // An output of an older paramdex (the ProgramDesc alone) gains its PIR program when the
+    // same tensors are written again; the ProgramDesc is kept as it is.
+    fs::remove_file(&json_path).unwrap();
+    let desc = fs::read(dir.path().join("m.pdmodel")).unwrap();
+    let rep = export(&small, OutputFormat::PaddleCombined, &out, &force).unwrap();
+    assert_eq!(
+        rep.paths,
+        [dir.path().join("m.pdiparams"), json_path.clone()]
+    );
+    assert_eq!(fs::read(dir.path().join("m.pdmodel")).unwrap(), desc);
+    assert_eq!(paddle::load_program(&json_path).unwrap().params.len(), 1);
+
+    // A model's PIR graph at the prefix is never replaced, nor is a model's ProgramDesc
+    // beside paramdex's PIR program.
+    fs::copy(data("paddle/inference/pir/model.json"), &json_path).unwrap();
+    let e = export(&src, OutputFormat::PaddleCombined, &out, &force).unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+    fs::remove_file(&json_path).unwrap();
+    fs::remove_file(dir.path().join("m.pdmodel")).unwrap();
+    export(&small, OutputFormat::PaddleCombined, &out, &force).unwrap();
+    fs::copy(
+        data("paddle/inference/legacy/model.pdmodel"),
+        dir.path().join("m.pdmodel"),
+    )
+    .unwrap();
+    let e = export(&src, OutputFormat::PaddleCombined, &out, &force).unwrap_err();
+    assert!(
+        matches!(e, Error::InvalidArgument(_)) && e.to_string().contains("m.pdmodel"),
+        "{e}"
+    );
+}
+
+/// PIR has no type for `uint16`, `uint32` and `uint64`: with such a tensor only the
+/// `ProgramDesc` is written, and the report says so; a PIR program of paramdex's at the
+/// prefix, which cannot be written again, is removed rather than left to shadow the new
+/// `ProgramDesc`.
+#[test]
+fn paddle_combined_without_a_pir_type() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("u.pdx");
+    let mut w = Writer::create(&p).unwrap();
+    w.add("u", Tensor::new(DType::UInt32, &[2], &bytes(8, 1)))
+        .unwrap();
+    w.add("w", Tensor::new(DType::Float32, &[2], &bytes(8, 2)))
+        .unwrap();
+    w.finish().unwrap();
+    let src = Reader::open(&p).unwrap();
+    let out = dir.path().join("m");
+    let rep = export(&src, OutputFormat::PaddleCombined, &out, &opts()).unwrap();
+    assert_eq!(
+        rep.paths,
+        [dir.path().join("m.pdiparams"), dir.path().join("m.pdmodel")]
+    );
+    assert!(!dir.path().join("m.json").exists());
+    // Said, not left for Paddle's JSON parser to stumble on.
+    assert!(
+        matches!(rep.notes.as_slice(), [n] if n.contains("tensor u is uint32")
+            && n.contains("m.pdmodel") && n.contains("legacy mode")),
+        "{:?}",
+        rep.notes
+    );
+    let back = open_any(&out).unwrap();
+    assert_eq!(contents(back.as_ref()), contents(&src));
+
+    let q = dir.path().join("f.pdx");
+    let mut w = Writer::create(&q).unwrap();
+    w.add("w", Tensor::new(DType::Float32, &[2], &bytes(8, 2)))
+        .unwrap();
+    w.finish().unwrap();
+    let f = Reader::open(&q).unwrap();
+    let out = dir.path().join("g");
+    export(&f, OutputFormat::PaddleCombined, &out, &opts()).unwrap();
+    let force = ExportOptions {
+        overwrite: true,
+        ..ExportOptions::default()
+    };
+    assert!(dir.path().join("g.json").is_file());
+    let rep = export(&src, OutputFormat::PaddleCombined, &out, &force).unwrap();
+    assert_eq!(
+        rep.paths,
+        [dir.path().join("g.pdiparams"), dir.path().join("g.pdmodel")]
+    );
+    assert_eq!(rep.notes.len(), 1, "{:?}", rep.notes);
+    assert!(!dir.path().join("g.json").exists());
+    let back = open_any(&out).unwrap();
+    assert_eq!(contents(back.as_ref()), contents(&src));
 }
 
 #[test]

@@ -14,6 +14,8 @@ mod block;
 mod merge;
 #[path = "../fuzz/checks/paddle_program.rs"]
 mod paddle_program;
+#[path = "../fuzz/checks/pickle.rs"]
+mod pickle;
 #[path = "../fuzz/checks/reader.rs"]
 mod reader;
 #[path = "../fuzz/checks/record.rs"]
@@ -73,6 +75,11 @@ fn merge_inputs() {
 #[test]
 fn paddle_program_inputs() {
     assert!(replay("paddle_program", paddle_program::check) > 0);
+}
+
+#[test]
+fn pickle_inputs() {
+    assert!(replay("pickle", pickle::check) > 0);
 }
 
 #[test]

@@ -1431,23 +1431,27 @@ fn an_unchanged_model_is_saved_as_references_only() {
     check_reader(&Reader::open(dir.path().join("b")).unwrap(), &model);
 }
 
-/// A base on another file system (`/dev/shm`, when it is one): its data files cannot be linked
-/// and are copied from the bytes the base reader checked, and the new checkpoint does not
-/// depend on the base afterwards.
-#[cfg(target_os = "linux")]
+/// A base on another file system: its data files cannot be linked and are copied from the
+/// bytes the base reader checked, and the new checkpoint does not depend on the base
+/// afterwards. The base is on another file system when one is at hand (`/dev/shm`, ...), else
+/// hard links from it are refused on this thread (`tests/support`'s `other_file_system`).
 #[test]
 fn a_base_on_another_file_system_is_copied() {
-    use std::os::unix::fs::MetadataExt;
-    let shm = Path::new("/dev/shm");
     let dir = tempfile::tempdir().unwrap();
-    let Ok(other) = tempfile::tempdir_in(shm) else {
-        return;
-    };
-    if fs::metadata(other.path()).unwrap().dev() == fs::metadata(dir.path()).unwrap().dev() {
-        return;
-    }
-    let (bp, base) = small_base(other.path());
-    let prefix = dir.path().join("new");
+    let other = support::other_file_system(dir.path());
+    a_base_that_cannot_be_linked_is_copied(dir.path(), other);
+}
+
+/// The same where the file system refuses the hard links (injected, on any machine).
+#[test]
+fn a_base_whose_files_cannot_be_linked_is_copied() {
+    let dir = tempfile::tempdir().unwrap();
+    a_base_that_cannot_be_linked_is_copied(dir.path(), support::OtherFileSystem::links_refused());
+}
+
+fn a_base_that_cannot_be_linked_is_copied(dir: &Path, other: support::OtherFileSystem) {
+    let (bp, base) = small_base(other.dir.path());
+    let prefix = dir.join("new");
     let mut w = ShardWriter::create(&prefix, 0, 1, SaveId::random(), quick())
         .unwrap()
         .with_base(base.clone())

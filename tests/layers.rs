@@ -79,7 +79,6 @@ impl Layer {
 const VOCABULARY: &[&str] = &[
     "dtype.rs",
     "element.rs",
-    "name.rs",
     "error.rs",
     "progress.rs",
     "parallel.rs",
@@ -107,6 +106,8 @@ fn layer_of(rel: &str) -> Option<Layer> {
         "native" => Some(Layer::Native),
         "remote" => Some(Layer::Remote),
         "interop" => Some(Layer::Interop),
+        // Tensor names: the vocabulary, a folder since near-name suggestions joined it.
+        "name" => Some(Layer::Vocabulary),
         _ => None,
     }
 }

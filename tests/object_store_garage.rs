@@ -21,6 +21,8 @@
 //! the test binary exits), each under its own key prefix; the node-kill test starts its own.
 //! Without a garage binary these tests print a loud SKIP line and pass, except under CI (env `CI`
 //! set), where they fail: see `support::garage`.
+// Object storage: built with the `s3` feature (on by default) only.
+#![cfg(feature = "s3")]
 
 mod support;
 

@@ -5,6 +5,7 @@
 //! system behind `ObjectRange`), must give the same listing (LoD included), the same loads
 //! (data and LoD), the same regions, the same `info`, the same `verify` counts, and errors of
 //! the same variants.
+#![cfg(feature = "s3")]
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -2,6 +2,8 @@
 //! a local file (`FileRange` counts its reads as requests, as the object store counts GETs):
 //! open costs at most two requests and `get` at most two at any tensor count; every tensor
 //! is checked against its CRC32C; damaged and truncated objects give errors, never data.
+// Object storage: built with the `s3` feature (on by default) only.
+#![cfg(feature = "s3")]
 
 use std::sync::Arc;
 

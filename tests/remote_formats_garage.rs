@@ -12,6 +12,8 @@
 //!   object), get (1 per tensor, the first read of a data object opening it);
 //! * hostile objects: a truncated safetensors header, a TensorFlow data object cut short, a URL
 //!   naming nothing: clear errors naming the URL.
+// Object storage: built with the `s3` feature (on by default) only.
+#![cfg(feature = "s3")]
 
 mod support;
 

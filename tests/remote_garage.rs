@@ -2,6 +2,8 @@
 //! garage.rs`) through `paramdex::remote`: the request counts SPEC.md 8.3 promises (open <= 2
 //! GETs, get <= 2), the bytes, and the errors of an object replaced or cut short while open,
 //! a missing object, and refused credentials, each naming the URL.
+// Object storage: built with the `s3` feature (on by default) only.
+#![cfg(feature = "s3")]
 
 mod support;
 
@@ -159,15 +161,25 @@ fn open_any_reads_an_s3_url_configured_by_the_environment() {
         let v = store.verify(0).unwrap();
         assert_eq!(v.tensors, 300);
         assert!(store.load(b"absent").unwrap().is_none());
-        // A missing bucket and a missing key: NotFound, naming the URL.
-        for missing in [
-            "s3://no-such-bucket-pdx/any/m.pdx".to_string(),
-            format!("s3://{}/any/no-such.pdx", g.bucket()),
+        // A missing bucket and a missing key: two errors, each naming the URL.
+        for (missing, want) in [
+            (
+                "s3://no-such-bucket-pdx/any/m.pdx".to_string(),
+                RemoteProblem::NoSuchBucket,
+            ),
+            (
+                format!("s3://{}/any/no-such.pdx", g.bucket()),
+                RemoteProblem::NotFound,
+            ),
         ] {
             match paramdex::interop::open_any(&missing) {
-                Err(Error::Remote { url, problem, .. }) => {
-                    assert_eq!(problem, RemoteProblem::NotFound, "{missing}");
+                Err(e @ Error::Remote { .. }) => {
+                    let Error::Remote { url, problem, .. } = &e else {
+                        unreachable!()
+                    };
+                    assert_eq!(*problem, want, "{missing}: {e}");
                     assert!(url.contains(&missing), "{missing}: {url}");
+                    assert!(!e.to_string().contains('<'), "no XML: {e}");
                 }
                 Err(e) => panic!("{missing}: {e:?}"),
                 Ok(_) => panic!("{missing}: opened"),

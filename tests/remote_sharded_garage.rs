@@ -8,6 +8,8 @@
 //!
 //! The library resolves `s3://` URLs from the `AWS_*` environment, which every test here sets
 //! once (the same values: one shared cluster) before any request; child processes inherit it.
+// Object storage: built with the `s3` feature (on by default) only.
+#![cfg(feature = "s3")]
 
 mod support;
 

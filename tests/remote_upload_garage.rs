@@ -4,6 +4,8 @@
 //! ranges with every checksum checked; a writer dropped unfinished, a write failing half-way
 //! and refused credentials leave nothing under the name (and an object already there intact),
 //! the multipart upload aborted (Garage's own count of open uploads goes back to 0).
+// Object storage: built with the `s3` feature (on by default) only.
+#![cfg(feature = "s3")]
 
 mod support;
 

@@ -932,7 +932,7 @@ fn hostile_shard_sets_give_errors_naming_the_file_and_the_tensor() {
             ];
             let d = IndexEntry::decode(v, 0, 254).unwrap();
             assert_eq!(decode_slices(v, 0, 2).unwrap().len(), 1);
-            encode_partitioned(&mut e, d.tf_dtype, &d.shape, &[bad]);
+            encode_partitioned(&mut e, d.dtype().unwrap(), &d.shape, &[bad]);
             e
         })
     });
@@ -1495,4 +1495,49 @@ fn holds_unchanged_in_sharded_checkpoint() {
     assert!(!r
         .holds_unchanged("t2", Tensor::new(DType::UInt8, &[1], &[0]))
         .unwrap());
+}
+
+/// A checksum that does not match names the file holding the damaged bytes: the data file of a
+/// sharded checkpoint (not just its index), and the file for an index block, so a user can tell
+/// which of a checkpoint's files, or which input of `diff`/`convert`, is damaged.
+#[test]
+fn checksum_mismatches_name_the_damaged_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = dir.path().join("named");
+    let model = fixed_save(&prefix, SaveId::random());
+    merge_shards(&prefix, &no_sync()).unwrap();
+    let data1 = dir.path().join("named.data-00001-of-00004");
+    let r = Reader::open(&data1).unwrap();
+    let victim = r.tensor("r1.t03").unwrap().data_offset();
+    drop(r);
+    let mut bytes = fs::read(&data1).unwrap();
+    bytes[victim as usize] ^= 0xff;
+    fs::write(&data1, &bytes).unwrap();
+    let index = dir.path().join("named.index");
+    let context_of = |e: Error| match e {
+        Error::ChecksumMismatch {
+            context: Some(c), ..
+        } => c,
+        other => panic!("expected a checksum mismatch with its file, got {other:?}"),
+    };
+    let r = Reader::open(&index).unwrap();
+    let c = context_of(r.verify().unwrap_err());
+    assert!(c.contains(&data1.display().to_string()), "{c}");
+    let t = r.tensor("r1.t03").unwrap();
+    let c = context_of(t.verify_crc().unwrap_err());
+    assert!(c.contains(&data1.display().to_string()), "{c}");
+    assert!(model.contains_key(&b"r1.t03"[..]));
+
+    // An index block of a single file.
+    let single = dir.path().join("named.data-00002-of-00004");
+    let r = Reader::open(&single).unwrap();
+    let h = r.header().records_len;
+    drop(r);
+    let mut bytes = fs::read(&single).unwrap();
+    // The first data block of the index starts right after the records.
+    bytes[h as usize + 2] ^= 0xff;
+    fs::write(&single, &bytes).unwrap();
+    let e = Reader::open(&single).and_then(|r| r.verify().map(drop));
+    let c = context_of(e.unwrap_err());
+    assert!(c.contains(&single.display().to_string()), "{c}");
 }

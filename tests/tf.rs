@@ -904,8 +904,8 @@ fn partitioned_string_tensors_are_listed_and_verified_but_not_assembled() {
     let list = ck.list().unwrap();
     assert_eq!(list.len(), 2);
     assert_eq!(
-        (list[0].name.as_slice(), list[0].kind),
-        (&b"s"[..], Kind::String)
+        (list[0].name.as_slice(), &list[0].kind),
+        (&b"s"[..], &Kind::String)
     );
     assert_eq!((list[0].shape.clone(), list[0].nbytes), (vec![4], 6));
     assert_eq!(ck.verify(1).unwrap().tensors, 2);
@@ -956,9 +956,9 @@ fn hostile_entries_and_headers_are_rejected() {
             "are not a sequence of (varint length, element, 4-byte checksum)",
         ),
         (
-            "a dtype number TensorFlow does not define",
+            "a dtype number no bundle holds (a TF1 reference type)",
             header(1),
-            entry(99, &[2], 0, 0, &good),
+            entry(101, &[2], 0, 0, &good),
             "an unknown DataType",
         ),
         (
@@ -995,6 +995,23 @@ fn hostile_entries_and_headers_are_rejected() {
         assert!(err.contains('w'), "{what}: {err}");
         assert!(ck.verify(1).is_err(), "{what}: verify passed");
     }
+    // A DataType number of a TensorFlow newer than paramdex is never fatal: listed with its
+    // byte size, loadable as its bytes, checksummed.
+    let tmp = tempfile::tempdir().unwrap();
+    let p = craft(
+        tmp.path(),
+        header(1),
+        vec![(b"w".to_vec(), entry(40, &[2], 0, 0, &good).encode_to_vec())],
+        std::slice::from_ref(&good),
+    );
+    let ck = TfCheckpoint::open(&p).unwrap();
+    let list = ck.list().unwrap();
+    assert_eq!(
+        (&list[0].kind, list[0].nbytes, list[0].shape.as_slice()),
+        (&Kind::Opaque(40), 8, &[2u64][..])
+    );
+    assert_eq!(ck.load(b"w").unwrap().unwrap().data.raw_bytes(), good);
+    ck.verify(1).unwrap();
     for (what, h) in [
         ("zero shards", header(0)),
         ("negative shards", header(-3)),
@@ -1358,8 +1375,6 @@ mod props {
     }
 }
 
-/// Across file systems a hard link is impossible: the file is copied once and the report says so.
-#[cfg(unix)]
 /// export-tf given something other than a native file refuses it as such, before creating
 /// anything (the CLI then says what the input is and what to do: `cli/tests/cli.rs`).
 #[test]
@@ -1380,24 +1395,35 @@ fn export_tf_refuses_inputs_that_are_not_native() {
     assert!(fs::read_dir(out.path()).unwrap().next().is_none());
 }
 
+/// Across file systems a hard link is impossible: the file is copied once and the report says
+/// so. The source is on another file system when one is at hand, else hard links are refused
+/// on this thread (`tests/support`'s `other_file_system`).
+#[cfg(unix)]
 #[test]
 fn export_tf_copies_once_across_file_systems() {
-    use std::os::unix::fs::MetadataExt;
     let tmp = tempfile::tempdir().unwrap();
-    let Ok(other) = tempfile::tempdir_in("/dev/shm") else {
-        eprintln!("no /dev/shm: cross-device export not tested");
-        return;
-    };
-    if fs::metadata(other.path()).unwrap().dev() == fs::metadata(tmp.path()).unwrap().dev() {
-        eprintln!("/dev/shm is on the same device: cross-device export not tested");
-        return;
-    }
-    let native = other.path().join("m.pdx");
+    let other = support::other_file_system(tmp.path());
+    export_tf_copies_once(tmp.path(), other);
+}
+
+/// The same where the file system refuses the hard link (injected, on any machine).
+#[cfg(unix)]
+#[test]
+fn export_tf_copies_once_when_hard_links_fail() {
+    let tmp = tempfile::tempdir().unwrap();
+    export_tf_copies_once(tmp.path(), support::OtherFileSystem::links_refused());
+}
+
+#[cfg(unix)]
+fn export_tf_copies_once(out: &Path, other: support::OtherFileSystem) {
+    use std::os::unix::fs::MetadataExt;
+    let native = other.dir.path().join("m.pdx");
     let want = sample_native(&native);
-    let prefix = tmp.path().join("ckpt");
+    let prefix = out.join("ckpt");
     let rep = tf::export_tf(&native, &prefix).unwrap();
     assert!(rep.copied);
     let ino = |p: &Path| fs::metadata(p).unwrap().ino();
+    assert_ne!(ino(&rep.index_path), ino(&native), "a copy, not a link");
     assert_eq!(
         ino(&rep.index_path),
         ino(&rep.data_path),
@@ -1407,6 +1433,7 @@ fn export_tf_copies_once_across_file_systems() {
         fs::read(&rep.index_path).unwrap(),
         fs::read(&native).unwrap()
     );
+    drop(other);
     let ck = TfCheckpoint::open(&prefix).unwrap();
     assert_eq!(ck.list().unwrap().len(), want.len());
     ck.verify(1).unwrap();

@@ -111,3 +111,47 @@ fn reading_commands_take_dir_and_dir_at_step() {
         "{o:?}"
     );
 }
+
+/// Issue 30, defect 6: `stat DIR` says which checkpoint it read (DIR: the latest; DIR@STEP),
+/// and `ckpt` shows what a checkpoint without paramdex metadata is, not "(not a paramdex
+/// checkpoint)" for a TensorFlow one.
+#[test]
+fn stat_says_which_step_and_ckpt_names_tensorflow_checkpoints() {
+    let dir = training_dir();
+    let p = dir.path().display().to_string();
+    let o = stdout(&run(&[&"stat", &p], 0));
+    let prefix = dir.path().join("ckpt-500");
+    assert!(
+        o.contains(&format!("{} (step 500, the latest)", prefix.display())),
+        "{o}"
+    );
+    let v = json(&run(&[&"stat", &format!("{p}@200"), &"--json"], 0));
+    assert_eq!(v["step"], 200);
+    assert_eq!(
+        v["checkpoint"],
+        dir.path().join("ckpt-200").display().to_string()
+    );
+    let o = stdout(&run(&[&"stat", &format!("{p}@200")], 0));
+    assert!(o.contains("(step 200)") && !o.contains("latest"), "{o}");
+    // A single file says nothing of steps.
+    let single = json(&run(
+        &[&"stat", &dir.path().join("ckpt-300.index"), &"--json"],
+        0,
+    ));
+    assert!(single.get("step").is_none(), "{single}");
+
+    // A TensorFlow 2 training directory.
+    let tf = tempfile::tempdir().unwrap();
+    for f in ["checkpoint", "ckpt-1.data-00000-of-00001", "ckpt-1.index"] {
+        std::fs::copy(data(&format!("tf/basic/tf2/{f}")), tf.path().join(f)).unwrap();
+    }
+    let o = stdout(&run(&[&"ckpt", &tf.path()], 0));
+    assert!(o.contains("(tensorflow checkpoint)"), "{o}");
+    assert!(!o.contains("not a paramdex checkpoint"), "{o}");
+    let o = stdout(&run(&[&"stat", &tf.path()], 0));
+    assert!(o.contains("(step 1, the latest)"), "{o}");
+    // A checkpoint that cannot be read says so, and what says why.
+    std::fs::write(tf.path().join("ckpt-1.index"), b"garbage").unwrap();
+    let o = stdout(&run(&[&"ckpt", &tf.path()], 0));
+    assert!(o.contains("(unreadable: paramdex verify"), "{o}");
+}

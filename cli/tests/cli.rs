@@ -670,6 +670,84 @@ fn quiet_and_progress_stay_off_the_output() {
     assert!(o.stderr.is_empty());
 }
 
+/// `--to paddle-tensor` writes several tensors as one file each at the path of its name: a
+/// name no file can have (`..`, an absolute path, a NUL byte, a component longer than a file
+/// name can be) is refused before anything is written, naming the tensor, or left out and
+/// listed with `--skip-unsupported`, like every other tensor the output cannot hold. A tensor
+/// alone goes to the file named on the command line: its name does not matter.
+#[test]
+fn paddle_tensor_names_that_cannot_be_file_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("odd.pdx");
+    let long = "x".repeat(256);
+    let bad: [&[u8]; 5] = [b"../up", b"/abs", b"a\0b", long.as_bytes(), b"a//b"];
+    let mut w = Writer::create(&p).unwrap();
+    w.add_values("ok/w", &[2], &[1.0f32, 2.0]).unwrap();
+    w.add_values("z", &[], &[7i64]).unwrap();
+    for n in bad {
+        w.add(n, Tensor::new(DType::UInt8, &[1], &[1])).unwrap();
+    }
+    w.finish().unwrap();
+    let out = dir.path().join("vars");
+    let e =
+        String::from_utf8_lossy(&run(&[&"convert", &p, &out, &"--to", &"paddle-tensor"], 1).stderr)
+            .into_owned();
+    assert!(
+        e.contains(
+            "tensor ../up is named by a path no file can have: it has a `.` or `..` path \
+             component, which paddle-tensor output cannot hold"
+        ) && e.contains("(5 such tensors)")
+            && e.contains("--skip-unsupported"),
+        "{e}"
+    );
+    assert!(!out.exists());
+    let o = run(
+        &[
+            &"convert",
+            &p,
+            &out,
+            &"--to",
+            &"paddle-tensor",
+            &"--skip-unsupported",
+        ],
+        0,
+    );
+    let notes = String::from_utf8_lossy(&o.stderr);
+    for (n, why) in [
+        ("../up", "`.` or `..`"),
+        ("/abs", "absolute"),
+        ("a\\x00b", "NUL"),
+        (long.as_str(), "256 bytes"),
+        ("a//b", "empty path component"),
+    ] {
+        assert!(
+            notes.contains(&format!("left out {n} (named by a path no file can have: "))
+                && notes.contains(why),
+            "{n}: {notes}"
+        );
+    }
+    assert!(out.join("ok/w").is_file() && out.join("z").is_file());
+    assert!(!dir.path().join("up").exists());
+    let back = json(&run(&[&"ls", &out, &"--json"], 0));
+    let names: Vec<&str> = back
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["ok/w", "z"]);
+
+    // One tensor alone, whatever its name, is the file named.
+    let one = dir.path().join("one.pdx");
+    let mut w = Writer::create(&one).unwrap();
+    w.add(b"../up", Tensor::new(DType::UInt8, &[1], &[1]))
+        .unwrap();
+    w.finish().unwrap();
+    let f = dir.path().join("one.lodtensor");
+    run(&[&"convert", &one, &f, &"--to", &"paddle-tensor"], 0);
+    assert!(f.is_file());
+}
+
 #[test]
 fn convert_to_every_target() {
     let dir = tempfile::tempdir().unwrap();
@@ -943,4 +1021,67 @@ fn diff_prints_in_the_same_order_whatever_the_interleaving() {
     assert_eq!(d["only_in_a"], serde_json::json!(["a1", "d4"]));
     assert_eq!(d["only_in_b"], serde_json::json!(["a0", "b1", "e5"]));
     assert_eq!(d["values"][1]["name"], "h");
+}
+
+/// Issue 30, defect 6: a command's help lists its own options, then the global ones under
+/// their own heading; the object-storage options only on commands whose inputs or outputs may
+/// be URLs; every command has examples; summaries are one short line, details in `--help`.
+#[test]
+fn help_separates_global_and_object_storage_options_and_gives_examples() {
+    let local = [
+        "demo",
+        "export-tf",
+        "recover",
+        "clean-shards",
+        "completions",
+    ];
+    let remote = [
+        "ls",
+        "get",
+        "stat",
+        "verify",
+        "convert",
+        "diff",
+        "merge",
+        "meta",
+        "merge-shards",
+        "ckpt",
+    ];
+    for c in local.iter().chain(&remote) {
+        let h = stdout(&run(&[c, &"--help"], 0));
+        let own = h.find("\nOptions:").unwrap_or_else(|| panic!("{c}: {h}"));
+        let global = h
+            .find("\nGlobal options:")
+            .unwrap_or_else(|| panic!("{c}: {h}"));
+        assert!(
+            own < global && !h[own..global].contains("--quiet"),
+            "{c}: {h}"
+        );
+        assert_eq!(h.contains("--endpoint-url"), remote.contains(c), "{c}: {h}");
+        assert_eq!(
+            h.contains("Object storage (s3:// inputs and outputs):"),
+            remote.contains(c),
+            "{c}: {h}"
+        );
+        assert!(h.contains("Examples:\n  paramdex "), "{c}: {h}");
+        let summary = stdout(&run(&[c, &"-h"], 0));
+        let first = summary.lines().next().unwrap_or_default();
+        assert!(first.len() <= 100, "{c}: {first}");
+    }
+    // The object-storage options before the command's name, as ever; not on a local command.
+    let o = run(&[&"demo", &"--region", &"x"], 2);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("unexpected argument '--region'"), "{e}");
+    // The list of commands: one short line each.
+    let h = stdout(&run(&[&"--help"], 0));
+    let commands: Vec<&str> = h
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .collect();
+    assert!(commands.len() >= 15, "{h}");
+    for line in commands {
+        assert!(line.len() <= 100, "{line}");
+    }
 }

@@ -124,9 +124,49 @@ fn demo_ranks_saves_with_real_processes_and_every_command_reads_the_prefix() {
     );
     let j = json(&run(&[&"get", &prefix, &name, &"--slice", &":2,686:"], 0));
     assert_eq!(j["shape"], serde_json::json!([2, 2]));
-    for bad in ["0:999,:", "3:1", "a:b", "1,2,3"] {
+    // NumPy's basic indexing: an integer drops its axis, negative indices count from the end,
+    // bounds clamp, steps (negative too) pick elements; `-2:` needs no `=`.
+    let shape_of = |spec: &str| {
+        json(&run(
+            &[&"get", &prefix, &name, &"--slice", &spec, &"--limit", &"0"],
+            0,
+        ))["shape"]
+            .clone()
+    };
+    assert_eq!(shape_of("5"), serde_json::json!([688]));
+    assert_eq!(shape_of("-1,-2:"), serde_json::json!([2]));
+    assert_eq!(shape_of("0:999,:"), serde_json::json!([256, 688]));
+    assert_eq!(shape_of("3:1"), serde_json::json!([0, 688]));
+    assert_eq!(shape_of("...,0"), serde_json::json!([256]));
+    assert_eq!(shape_of("::-100,::344"), serde_json::json!([3, 2]));
+    // x[-1, -2:] is the last two bytes of the last row; x[::-1, 0] the first column reversed.
+    let last_row = r
+        .get_slice(name, &Region::new(vec![255, 0], vec![1, 688]).unwrap())
+        .unwrap()
+        .unwrap();
+    let esz = whole.data().len() / (256 * 688);
+    assert_eq!(
+        raw(&prefix, name, Some("-1,-2:")),
+        &last_row.data()[686 * esz..]
+    );
+    let column: Vec<u8> = (0..256)
+        .rev()
+        .flat_map(|i| whole.data()[i * 688 * esz..(i * 688 + 1) * esz].to_vec())
+        .collect();
+    assert_eq!(raw(&prefix, name, Some("::-1,0")), column);
+    for (bad, says) in [
+        ("a:b", "'a' is not an integer"),
+        ("1,2,3", "too many indices"),
+        ("256", "index 256 is out of bounds for axis 0 with size 256"),
+        ("-257", "out of bounds"),
+        ("::0", "slice step cannot be zero"),
+    ] {
         let o = run(&[&"get", &prefix, &name, &"--slice", &bad], 1);
-        assert!(String::from_utf8_lossy(&o.stderr).contains("--slice"));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains(&format!("--slice '{bad}'")) && err.contains(says),
+            "{err}"
+        );
     }
 
     // convert assembles every tensor into one file; export-tf links the files under a new

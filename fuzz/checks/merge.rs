@@ -220,11 +220,7 @@ pub fn check(data: &[u8]) {
         };
         match got {
             Ok(Some((dtype, got_shape, len))) => {
-                assert_eq!(
-                    Some(dtype),
-                    paramdex::DType::from_tf(e.tf_dtype.into()),
-                    "dtype of {key:?}"
-                );
+                assert_eq!(Some(dtype), e.dtype(), "dtype of {key:?}");
                 assert_eq!(got_shape, shape, "shape of {key:?}");
                 let want = paramdex::raw::record::data_len(dtype, &shape).expect("a stored size");
                 assert_eq!(len, want, "data size of {key:?}");

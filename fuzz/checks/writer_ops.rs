@@ -214,7 +214,7 @@ fn check_input(input: Input) {
         header_alone: input.restart_interval & 0x40 == 0,
         // Half the inputs spill their index entries every few hundred bytes, so the spill
         // runs and their merge are exercised (the outcome must not depend on it).
-        index_memory: if input.restart_interval % 2 == 0 {
+        index_memory: if input.restart_interval.is_multiple_of(2) {
             256
         } else {
             usize::MAX

@@ -302,6 +302,7 @@ fn main() {
         "tf/partitioned/raw/slices",
         "tf/partitioned/v1/model.ckpt",
         "tf/sharded/policy/ckpt",
+        "tf/lowp/raw/bundle",
     ];
 
     // table and reader: whole files.
@@ -329,6 +330,8 @@ fn main() {
         ("v2-slices", "native/v2/slices.pdx"),
         ("v2-index", "native/v2/sharded/ckpt.index"),
         ("v2-shard", "native/v2/sharded/ckpt.data-00002-of-00003"),
+        // Every low-precision dtype: TensorFlow numbers 26-33 and index field 18.
+        ("v2-dtypes", "native/v2/dtypes.pdx"),
     ] {
         let bytes = std::fs::read(fixtures().join(file)).unwrap();
         save("table", &format!("native-{tag}"), &bytes);
@@ -454,6 +457,44 @@ fn main() {
     .enumerate()
     {
         save("writer_ops", &format!("bytes-{i}"), seed);
+    }
+    // pickle: pickles as CPython writes them (tests/interop/gen_pickle_fixtures.py), and the
+    // hostile cases of the unit tests in src/interop/pickle/tests.rs.
+    for name in [
+        "torch_state_dict.pkl",
+        "torch_nested.pkl",
+        "paddle_p2.pdparams",
+        "paddle_p4.pdparams",
+        "paddle_nested.pdopt",
+        "paddle_odd.pdparams",
+        "torch_state_dict.pt",
+    ] {
+        let bytes = std::fs::read(fixtures().join("pickle").join(name)).unwrap();
+        save("pickle", name, &bytes);
+    }
+    for (name, bytes) in [
+        (
+            "od_p2",
+            &b"\x80\x02ccollections\nOrderedDict\nq\x00)Rq\x01(X\x01\x00\x00\x00aq\x02K\x01\
+X\x01\x00\x00\x00bq\x03(G@\x04\x00\x00\x00\x00\x00\x00X\x01\x00\x00\x00xq\x04\
+c_codecs\nencode\nq\x05X\x02\x00\x00\x00yzq\x06X\x06\x00\x00\x00latin1q\x07\x86q\x08Rq\t\
+N\x88J\xfd\xff\xff\xff\x8a\t\x00\x00\x00\x00\x00\x00\x00\x00@tq\n\
+X\x01\x00\x00\x00cq\x0b]q\x0c(M,\x01Jp\x11\x01\x00eu."[..],
+        ),
+        (
+            "od_p4",
+            b"\x80\x04\x95e\x00\x00\x00\x00\x00\x00\x00\
+\x8c\x0bcollections\x94\x8c\x0bOrderedDict\x94\x93\x94)R\x94(\x8c\x01a\x94K\x01\
+\x8c\x01b\x94(G@\x04\x00\x00\x00\x00\x00\x00\x8c\x01x\x94C\x02yz\x94N\x88J\xfd\xff\xff\xff\
+\x8a\t\x00\x00\x00\x00\x00\x00\x00\x00@t\x94\x8c\x01c\x94]\x94(M,\x01Jp\x11\x01\x00eu.",
+        ),
+        (
+            "posix_system",
+            b"\x80\x02cposix\nsystem\nq\x00X\x07\x00\x00\x00touch x\x85q\x01Rq\x02.",
+        ),
+        ("memo_loop", b"\x80\x02]q\x00h\x00a."),
+    ] {
+        save("pickle", name, bytes);
     }
     merge_seeds();
     println!("seeds written to {}", seeds.display());

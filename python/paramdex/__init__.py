@@ -21,6 +21,7 @@ Errors are :class:`ParamdexError` subclasses chosen by the library's error varia
 
 from __future__ import annotations
 
+import datetime
 import os
 import threading
 from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple, Union
@@ -43,11 +44,26 @@ __all__ = [
     "VerifyReport",
     "Writer",
     "CheckpointManager",
+    "PruneReport",
+    "abort_uploads_in_flight",
     *errors.__all__,
 ]
 
 Name = Union[str, bytes]
 _FRAMEWORKS = ("np", "numpy", "pt", "torch", "paddle", "tf", "tensorflow")
+
+
+def abort_uploads_in_flight(timeout: float = 10.0) -> List[Tuple[str, str]]:
+    """Aborts every multipart upload of this process in flight (outputs being written to
+    ``s3://``), waiting at most ``timeout`` seconds for the stores, and returns ``(url,
+    outcome)`` for each: ``"aborted"``, ``"finished"`` (it ended first), ``"timed out"`` or
+    ``"failed: ..."``. The writers of aborted uploads raise :class:`RemoteError` and never
+    commit. Call it from a SIGTERM handler or a shutdown hook: a process that exits with an
+    upload open leaves its parts stored (and billed) until the bucket's lifecycle rule removes
+    them, e.g. ``signal.signal(signal.SIGTERM, lambda *_: (abort_uploads_in_flight(),
+    sys.exit(143)))``.
+    """
+    return _paramdex.abort_uploads_in_flight(timeout)
 
 
 class TensorInfo(NamedTuple):
@@ -399,12 +415,55 @@ def _items(tensors: Dict[Name, Any]) -> List[Tuple[Name, str, List[int], np.ndar
     return out
 
 
+class PruneReport(NamedTuple):
+    """What :meth:`CheckpointManager.prune` deleted (or would delete) and kept."""
+
+    deleted: List[int]
+    kept: List[int]
+    bytes: int
+
+
+def _seconds(keep_every: Union[None, int, float, datetime.timedelta]) -> Optional[float]:
+    if keep_every is None:
+        return None
+    if isinstance(keep_every, datetime.timedelta):
+        return keep_every.total_seconds()
+    if isinstance(keep_every, bool) or not isinstance(keep_every, (int, float)):
+        raise TypeError(f"keep_every is seconds or a datetime.timedelta, not {type(keep_every).__name__}")
+    return float(keep_every)
+
+
+def _best(keep_best: Optional[Tuple[Any, ...]]) -> Optional[Tuple[str, int, bool]]:
+    if keep_best is None:
+        return None
+    if not isinstance(keep_best, tuple) or len(keep_best) not in (2, 3):
+        raise TypeError("keep_best is (metadata key, count) or (metadata key, count, higher_is_better)")
+    key, count = keep_best[0], keep_best[1]
+    higher = keep_best[2] if len(keep_best) == 3 else True
+    if not isinstance(key, str) or isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise TypeError("keep_best is (metadata key: str, count: int >= 0[, higher_is_better: bool])")
+    return key, count, bool(higher)
+
+
 class CheckpointManager:
     """A directory of numbered checkpoints (``DIR/ckpt-STEP``, with TensorFlow's
     ``checkpoint`` state file), saved synchronously or in the background.
 
     ``tensors`` are dicts of name -> numpy array (or torch tensor). ``restore`` gives a
-    :class:`SafeOpen` of a checkpoint."""
+    :class:`SafeOpen` of a checkpoint.
+
+    The keep policy, applied after each save (the latest checkpoint and any being written are
+    never deleted; a checkpoint any rule keeps is kept), the rules of ``paramdex ckpt --prune``:
+
+    - ``keep_last=N``: the N most recent saves (TensorFlow's ``max_to_keep``);
+    - ``keep_every_steps=K``: one checkpoint every K steps (the lowest step of each K);
+    - ``keep_every=T``: one checkpoint every span of wall time, T in seconds or a
+      ``datetime.timedelta`` (the earliest of each span);
+    - ``keep_best=(key, count)`` or ``(key, count, higher_is_better)``: the ``count`` best by
+      the number ``key`` of their metadata (higher is better unless the third item is False,
+      as for a loss).
+
+    No rule keeps everything."""
 
     def __init__(
         self,
@@ -415,10 +474,38 @@ class CheckpointManager:
         incremental: bool = False,
         max_in_flight: int = 1,
         sync: bool = True,
+        keep_every_steps: Optional[int] = None,
+        keep_every: Union[None, int, float, datetime.timedelta] = None,
+        keep_best: Optional[Tuple[Any, ...]] = None,
     ) -> None:
         self._m = _paramdex.CheckpointManager(
-            _path_in(directory), name, keep_last, shards, incremental, max_in_flight, sync
+            _path_in(directory),
+            name,
+            keep_last,
+            shards,
+            incremental,
+            max_in_flight,
+            sync,
+            keep_every_steps,
+            _seconds(keep_every),
+            _best(keep_best),
         )
+
+    def prune(
+        self,
+        keep_last: Optional[int] = None,
+        keep_every_steps: Optional[int] = None,
+        keep_every: Union[None, int, float, datetime.timedelta] = None,
+        keep_best: Optional[Tuple[Any, ...]] = None,
+        dry_run: bool = False,
+    ) -> PruneReport:
+        """Applies a keep policy now (the rules as the constructor takes them; the manager's
+        own policy when none is given; ``ValueError`` when there is none either), as
+        ``paramdex ckpt DIR --prune`` does. ``dry_run`` deletes nothing and says what would go."""
+        deleted, kept, nbytes = self._m.prune(
+            keep_last, keep_every_steps, _seconds(keep_every), _best(keep_best), dry_run
+        )
+        return PruneReport(list(deleted), list(kept), int(nbytes))
 
     @property
     def directory(self) -> str:

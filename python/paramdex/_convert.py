@@ -29,14 +29,35 @@ _NUMPY = {
     "complex64": np.dtype("<c8"),
     "complex128": np.dtype("<c16"),
 }
-# Without ml_dtypes: the raw bits, as unsigned integers of the same width.
-_RAW = {"bfloat16": np.dtype("<u2"), "float8_e4m3fn": np.dtype("uint8"), "float8_e5m2": np.dtype("uint8")}
+# The dtypes numpy has no type of its own for, which ml_dtypes has (one element per byte for the
+# sub-byte ones, the value in the low bits, as paramdex stores them; SPEC.md 6).
+ML_DTYPES = (
+    "bfloat16",
+    "float8_e4m3fn",
+    "float8_e5m2",
+    "float8_e4m3fnuz",
+    "float8_e5m2fnuz",
+    "float8_e4m3b11fnuz",
+    "float8_e8m0fnu",
+    "int4",
+    "uint4",
+    "int2",
+    "uint2",
+    "float4_e2m1fn",
+    "float6_e2m3fn",
+    "float6_e3m2fn",
+)
+# Without ml_dtypes (or a type an older ml_dtypes lacks): the raw bits, as unsigned integers of
+# the same width.
+_RAW = {n: np.dtype("<u2" if n == "bfloat16" else "uint8") for n in ML_DTYPES}
+_NUMPY.update(_RAW)
+# Packed types (several values per byte; the shape counts bytes): their bytes, as uint8.
+for _n in ("float4_e2m1fn_x2", "float6_e2m3fn_x4", "float6_e3m2fn_x4"):
+    _NUMPY[_n] = np.dtype("uint8")
 if _ml is not None:
-    _NUMPY["bfloat16"] = np.dtype(_ml.bfloat16)
-    _NUMPY["float8_e4m3fn"] = np.dtype(_ml.float8_e4m3fn)
-    _NUMPY["float8_e5m2"] = np.dtype(_ml.float8_e5m2)
-else:  # pragma: no cover
-    _NUMPY.update(_RAW)
+    for _n in ML_DTYPES:
+        if hasattr(_ml, _n):
+            _NUMPY[_n] = np.dtype(getattr(_ml, _n))
 
 # numpy dtype -> paramdex dtype name (for writing).
 _FROM_NUMPY = {
@@ -56,9 +77,9 @@ _FROM_NUMPY = {
     np.dtype("complex128"): "complex128",
 }
 if _ml is not None:
-    _FROM_NUMPY[np.dtype(_ml.bfloat16)] = "bfloat16"
-    _FROM_NUMPY[np.dtype(_ml.float8_e4m3fn)] = "float8_e4m3fn"
-    _FROM_NUMPY[np.dtype(_ml.float8_e5m2)] = "float8_e5m2"
+    for _n in ML_DTYPES:
+        if hasattr(_ml, _n):
+            _FROM_NUMPY[np.dtype(getattr(_ml, _n))] = _n
 
 
 def numpy_dtype(kind: str) -> np.dtype:

@@ -70,9 +70,20 @@ class CheckpointManager:
         incremental: bool = False,
         max_in_flight: int = 1,
         sync: bool = True,
+        keep_every_steps: Optional[int] = None,
+        keep_every: Optional[float] = None,
+        keep_best: Optional[Tuple[str, int, bool]] = None,
     ) -> None: ...
     @property
     def directory(self) -> str: ...
+    def prune(
+        self,
+        keep_last: Optional[int] = None,
+        keep_every_steps: Optional[int] = None,
+        keep_every: Optional[float] = None,
+        keep_best: Optional[Tuple[str, int, bool]] = None,
+        dry_run: bool = False,
+    ) -> Tuple[List[int], List[int], int]: ...
     def save(self, step: int, tensors: List[TensorArgs], metadata: Optional[Dict[str, Any]] = None) -> None: ...
     def save_async(
         self, step: int, tensors: List[TensorArgs], metadata: Optional[Dict[str, Any]] = None

@@ -7,12 +7,14 @@ error variant (never by its message, which is the library's own text):
 class                      library variant                            also a
 =========================  =========================================  ======================
 NotFoundError              ``NotFound`` (no tensor of that name)      ``KeyError``
-CorruptError               ``Corrupt``, ``ChecksumMismatch``
+CorruptError               ``Corrupt``, ``ChecksumMismatch``,
+                           ``Pickle`` (cut short, malformed, a bound)
 ParamdexIOError            ``Io`` (an operating-system call failed)   ``OSError``
 RemoteError                ``Remote`` (an object-store request)       ``OSError``
 UnrecognizedFormatError    ``UnrecognizedFormat``
 UnsupportedError           ``Unsupported``, ``UnsupportedVersion``,
-                           ``UnknownDType``
+                           ``UnknownDType``, ``Pickle`` (a global
+                           outside the allow-list, an opcode not read)
 InvalidArgumentError       ``InvalidArgument``, ``InvalidTensor``,    ``ValueError``
                            ``DuplicateName``, ``EmptyName``
 LimitExceededError         ``LimitExceeded``
@@ -67,7 +69,9 @@ class RemoteError(ParamdexError, OSError):
 
 
 class UnrecognizedFormatError(ParamdexError):
-    """The input is none of the formats paramdex reads."""
+    """The input is none of the formats paramdex reads; the message says what it looks like
+    where paramdex recognises it (a ``torch.save`` zip, a pickle, a torch DCP checkpoint). Never
+    a :class:`CorruptError`: damage is reported only inside a format paramdex reads."""
 
 
 class UnsupportedError(ParamdexError):

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from . import Writer, safe_open
-from ._convert import to_numpy
+from ._convert import ML_DTYPES, to_numpy
 
 Name = Union[str, bytes]
 
@@ -45,6 +45,14 @@ for _n, _t in [
     ("complex128", "complex128"),
     ("float8_e4m3fn", "float8_e4m3fn"),
     ("float8_e5m2", "float8_e5m2"),
+    ("float8_e4m3fnuz", "float8_e4m3fnuz"),
+    ("float8_e5m2fnuz", "float8_e5m2fnuz"),
+    ("float8_e8m0fnu", "float8_e8m0fnu"),
+    ("float4_e2m1fn_x2", "float4_e2m1fn_x2"),
+    ("int4", "int4"),
+    ("uint4", "uint4"),
+    ("int2", "int2"),
+    ("uint2", "uint2"),
 ]:
     if hasattr(torch, _t):
         TORCH_DTYPES[_n] = getattr(torch, _t)
@@ -112,7 +120,7 @@ def _from_numpy(arr: np.ndarray, device: str, kind: Optional[str] = None) -> Any
         raise TypeError("torch tensors cannot hold strings")
     name = kind or arr.dtype.name
     dt = TORCH_DTYPES.get(name)
-    if arr.dtype.kind == "V" or name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
+    if arr.dtype.kind == "V" or name in ML_DTYPES or (kind is not None and arr.dtype == np.uint8):
         # numpy types torch does not import: through same-width integer bits.
         bits = arr.view(np.dtype(f"<i{arr.dtype.itemsize}") if arr.dtype.itemsize > 1 else np.uint8)
         src = bits if arr.flags.writeable else bits.copy()

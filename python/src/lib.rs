@@ -11,10 +11,12 @@ use std::borrow::Cow;
 use std::sync::{Arc, Mutex, RwLock};
 
 use paramdex::interop::{
-    open_any, CheckpointManager, KeepPolicy, Kind, Layout, LoadedTensor, ManagerOptions,
+    open_any, BestBy, CheckpointManager, KeepPolicy, Kind, Layout, LoadedTensor, ManagerOptions,
     TensorData, TensorStore,
 };
-use paramdex::{DType, Error, MetaValue, Metadata, Region, Tensor, Writer, WriterOptions};
+use paramdex::{
+    DType, Error, MetaValue, Metadata, PickleProblem, Region, Tensor, Writer, WriterOptions,
+};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
@@ -25,6 +27,12 @@ fn class_of(e: &Error) -> &'static str {
     match e {
         Error::NotFound { .. } => "NotFoundError",
         Error::Corrupt { .. } | Error::ChecksumMismatch { .. } => "CorruptError",
+        // A pickle asking for a global outside the allow-list is refused, not damaged.
+        Error::Pickle {
+            problem: PickleProblem::ForbiddenGlobal | PickleProblem::UnsupportedOpcode,
+            ..
+        } => "UnsupportedError",
+        Error::Pickle { .. } => "CorruptError",
         Error::Io { .. } => "ParamdexIOError",
         Error::Remote { .. } => "RemoteError",
         Error::UnrecognizedFormat { .. } => "UnrecognizedFormatError",
@@ -47,8 +55,11 @@ fn class_of(e: &Error) -> &'static str {
 
 /// A library error as the Python exception of its variant, with the library's message.
 fn py_err(e: Error) -> PyErr {
-    let msg = e.to_string();
-    let class = class_of(&e);
+    exception(class_of(&e), e.to_string())
+}
+
+/// The exception `class` of `paramdex.errors` with the message `msg`.
+fn exception(class: &str, msg: String) -> PyErr {
     Python::attach(|py| {
         let made = py
             .import("paramdex.errors")
@@ -201,7 +212,7 @@ fn loaded<'py>(
     store: &Shared,
     t: LoadedTensor<'_>,
 ) -> PyResult<Bound<'py, PyTuple>> {
-    let kind = t.info.kind.name();
+    let kind = t.info.kind.name().to_string();
     let shape = t.info.shape.clone();
     let data: Bound<'py, PyAny> = match t.data {
         TensorData::Bytes(b) => Bound::new(py, buffer_of(store, b))?.into_any(),
@@ -413,11 +424,32 @@ impl Store {
             .ok_or_else(|| PyValueError::new_err(format!("{} is closed", self.path)))
     }
 
+    /// `NotFoundError` (a `KeyError`) for `name`, with the near names the store holds, as the
+    /// CLI's `get` gives them (`paramdex::name::near`): "did you mean ...?", and the
+    /// `bytes.fromhex(...)` of a near name that cannot be typed as shown (escapes, or the name
+    /// asked for in another Unicode normalisation form).
     fn not_found(&self, name: &[u8]) -> PyErr {
-        py_err(Error::NotFound {
+        let e = Error::NotFound {
             name: paramdex::name::display(name),
             path: self.path.clone(),
-        })
+        };
+        // Suggestions are a courtesy: a store that cannot list its names leaves the plain error.
+        let near = self
+            .get()
+            .ok()
+            .and_then(|s| {
+                let names = s.scan(b"").ok()?;
+                paramdex::name::near(name, names.map(|t| t.map(|t| t.name))).ok()
+            })
+            .unwrap_or_default();
+        let hex = |n: &[u8]| format!("bytes.fromhex('{}')", paramdex::name::to_hex(n));
+        let hint = paramdex::name::did_you_mean(name, &near, &hex);
+        let msg = if hint.is_empty() {
+            e.to_string()
+        } else {
+            format!("{e}; {hint}")
+        };
+        exception(class_of(&e), msg)
     }
 }
 
@@ -499,11 +531,11 @@ impl Store {
         &self,
         py: Python<'_>,
         name: &Bound<'_, PyAny>,
-    ) -> PyResult<Option<(&'static str, Vec<u64>, u64, Vec<Vec<u64>>)>> {
+    ) -> PyResult<Option<(String, Vec<u64>, u64, Vec<Vec<u64>>)>> {
         let n = name_bytes(name)?;
         let s = self.get()?;
         let info = py.detach(|| s.info(&n)).py()?;
-        Ok(info.map(|t| (t.kind.name(), t.shape, t.nbytes, t.lod)))
+        Ok(info.map(|t| (t.kind.name().to_string(), t.shape, t.nbytes, t.lod)))
     }
 
     /// (kind, shape, data) of tensor `name` (checksums checked where the format has them);
@@ -807,7 +839,7 @@ impl PyCheckpointManager {
     #[new]
     // The keyword arguments of the Python constructor, one each.
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (directory, name = "ckpt".to_string(), keep_last = None, shards = None, incremental = false, max_in_flight = 1, sync = true))]
+    #[pyo3(signature = (directory, name = "ckpt".to_string(), keep_last = None, shards = None, incremental = false, max_in_flight = 1, sync = true, keep_every_steps = None, keep_every = None, keep_best = None))]
     fn py_new(
         py: Python<'_>,
         directory: String,
@@ -817,6 +849,9 @@ impl PyCheckpointManager {
         incremental: bool,
         max_in_flight: usize,
         sync: bool,
+        keep_every_steps: Option<u64>,
+        keep_every: Option<f64>,
+        keep_best: Option<(String, usize, bool)>,
     ) -> PyResult<PyCheckpointManager> {
         let opts = ManagerOptions {
             name,
@@ -827,10 +862,7 @@ impl PyCheckpointManager {
                     incremental,
                 },
             },
-            keep: KeepPolicy {
-                last: keep_last,
-                ..KeepPolicy::default()
-            },
+            keep: keep_policy(keep_last, keep_every_steps, keep_every, keep_best)?,
             max_in_flight,
             writer: WriterOptions {
                 sync,
@@ -927,11 +959,82 @@ impl PyCheckpointManager {
         })
     }
 
+    /// Applies a keep policy now: the one given (any of the rules), or the manager's own when
+    /// none is given. Never deletes the latest checkpoint or one being written. Returns
+    /// (deleted steps, kept steps, bytes of the deleted files); `dry_run` deletes nothing.
+    #[pyo3(signature = (keep_last = None, keep_every_steps = None, keep_every = None, keep_best = None, dry_run = false))]
+    fn prune(
+        &self,
+        py: Python<'_>,
+        keep_last: Option<usize>,
+        keep_every_steps: Option<u64>,
+        keep_every: Option<f64>,
+        keep_best: Option<(String, usize, bool)>,
+        dry_run: bool,
+    ) -> PyResult<(Vec<u64>, Vec<u64>, u64)> {
+        let given = keep_policy(keep_last, keep_every_steps, keep_every, keep_best)?;
+        py.detach(|| {
+            let m = self.lock()?;
+            let policy = if given.is_empty() {
+                m.options().keep.clone()
+            } else {
+                given
+            };
+            if policy.is_empty() {
+                return Err(PyValueError::new_err(
+                    "prune needs a policy: keep_last, keep_every_steps, keep_every or keep_best \
+                     (here or when the manager was made)",
+                ));
+            }
+            let r = m.prune(&policy, dry_run).map_err(py_err)?;
+            Ok((r.deleted, r.kept, r.bytes))
+        })
+    }
+
     /// The directory.
     #[getter]
     fn directory(&self) -> PyResult<String> {
         Ok(self.lock()?.dir().to_string_lossy().into_owned())
     }
+}
+
+/// The [`KeepPolicy`] of the Python keyword arguments (`keep_every` in seconds; `keep_best` as
+/// (metadata key, count, higher is better)). Zero steps or a span that is not a positive
+/// number of seconds is a `ValueError`, not a rule that keeps nothing.
+fn keep_policy(
+    last: Option<usize>,
+    every_steps: Option<u64>,
+    every: Option<f64>,
+    best: Option<(String, usize, bool)>,
+) -> PyResult<KeepPolicy> {
+    if every_steps == Some(0) {
+        return Err(PyValueError::new_err(
+            "keep_every_steps must be a positive number of steps",
+        ));
+    }
+    let every_duration = match every {
+        None => None,
+        Some(secs) => Some(
+            std::time::Duration::try_from_secs_f64(secs)
+                .ok()
+                .filter(|d| !d.is_zero())
+                .ok_or_else(|| {
+                    PyValueError::new_err(format!(
+                        "keep_every must be a positive number of seconds or a timedelta, not {secs}"
+                    ))
+                })?,
+        ),
+    };
+    Ok(KeepPolicy {
+        last,
+        every_steps,
+        every_duration,
+        best: best.map(|(key, count, higher_is_better)| BestBy {
+            key,
+            count,
+            higher_is_better,
+        }),
+    })
 }
 
 /// Every dtype name paramdex knows, with its element size in bytes.
@@ -947,6 +1050,36 @@ fn is_numeric(kind: &str) -> bool {
     DType::from_name(kind).map(Kind::Numeric).is_some()
 }
 
+/// Aborts every multipart upload of this process in flight (outputs being written to `s3://`),
+/// waiting at most `timeout` seconds for the stores: for a program's own SIGTERM handler or
+/// shutdown hook (`paramdex::remote::abort_uploads_in_flight`). Returns `(url, outcome)` per
+/// upload, the outcome `"aborted"`, `"finished"` (it ended first), `"timed out"` or
+/// `"failed: ..."`; the writers of aborted uploads raise `RemoteError` and never commit.
+#[pyfunction]
+#[pyo3(signature = (timeout = 10.0))]
+fn abort_uploads_in_flight(py: Python<'_>, timeout: f64) -> PyResult<Vec<(String, String)>> {
+    use paramdex::remote::AbortOutcome;
+    let timeout = std::time::Duration::try_from_secs_f64(timeout).map_err(|_| {
+        PyValueError::new_err(format!(
+            "timeout must be a number of seconds, at least 0 (got {timeout})"
+        ))
+    })?;
+    let report = py.detach(|| paramdex::remote::abort_uploads_in_flight(timeout));
+    Ok(report
+        .into_iter()
+        .map(|u| {
+            let outcome = match u.outcome {
+                AbortOutcome::Aborted => "aborted".to_string(),
+                AbortOutcome::Finished => "finished".to_string(),
+                AbortOutcome::TimedOut => "timed out".to_string(),
+                AbortOutcome::Failed(e) => format!("failed: {e}"),
+                other => format!("{other:?}"),
+            };
+            (u.url, outcome)
+        })
+        .collect())
+}
+
 #[pymodule]
 fn _paramdex(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Store>()?;
@@ -955,6 +1088,7 @@ fn _paramdex(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyCheckpointManager>()?;
     m.add_function(wrap_pyfunction!(dtypes, m)?)?;
     m.add_function(wrap_pyfunction!(is_numeric, m)?)?;
+    m.add_function(wrap_pyfunction!(abort_uploads_in_flight, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -20,7 +20,9 @@ DATA = os.path.join(REPO, "tests", "data")
 def need(module, load=True):
     """Imports ``module`` (only finds it when ``load`` is false: TensorFlow and Paddle are
     imported by child processes, never here), or skips (fails under PARAMDEX_REQUIRE_ALL=1)
-    when it is missing."""
+    when it is missing. Works inside a test and at a test module's top level, where the skip
+    is of the whole module (``allow_module_level``: without it pytest reports a module-level
+    skip as a collection error) and the failure is a collection error naming the module."""
     try:
         if not load:
             if importlib.util.find_spec(module) is None:
@@ -30,7 +32,7 @@ def need(module, load=True):
     except ImportError as e:
         if os.environ.get("PARAMDEX_REQUIRE_ALL") == "1":
             pytest.fail(f"{module} is required (PARAMDEX_REQUIRE_ALL=1) but cannot be imported: {e}")
-        pytest.skip(f"{module} is not installed")
+        pytest.skip(f"{module} is not installed ({e})", allow_module_level=True)
 
 
 def run_child(code, *args, timeout=600):

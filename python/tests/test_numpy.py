@@ -1,6 +1,7 @@
 """numpy: round trips of every dtype, zero-copy views, lifetime, names, metadata, slices,
 the streaming Writer, errors, hostile inputs and threads."""
 
+import datetime
 import gc
 import os
 import threading
@@ -13,7 +14,7 @@ from paramdex import _paramdex
 from paramdex._convert import numpy_dtype
 from paramdex.numpy import load_file, save_file
 
-from conftest import DATA
+from conftest import DATA, need
 
 ALL = [name for name, _ in _paramdex.dtypes()]
 
@@ -61,7 +62,7 @@ def test_round_trip_every_dtype(tmp_path, kind, shape):
 
 
 def test_bfloat16_and_float8_are_ml_dtypes(tmp_path):
-    ml = pytest.importorskip("ml_dtypes")
+    ml = need("ml_dtypes")
     a = np.array([1.5, -2.0, 0.25], dtype=ml.bfloat16)
     e = np.array([1.0, 448.0], dtype=ml.float8_e4m3fn)
     save_file({"b": a, "e": e}, tmp_path / "m.pdx")
@@ -329,6 +330,86 @@ def test_checkpoint_manager(tmp_path):
         assert (f.get_tensor("w") == w + 1).all()
 
 
+def test_checkpoint_manager_keeps_by_every_rule_of_ckpt_prune(tmp_path):
+    """Issue 30, defect 8: the keep rules of ``paramdex ckpt --prune`` (every K steps, every
+    span of time, the best M by a metadata number), and ``prune`` on demand."""
+    w = np.zeros(2, np.float32)
+    m = paramdex.CheckpointManager(tmp_path / "steps", keep_every_steps=10, sync=False)
+    for step in (5, 10, 15, 20, 25):
+        m.save(step, {"w": w})
+    assert m.steps() == [5, 10, 20, 25]  # the lowest of each ten, and the latest
+
+    m = paramdex.CheckpointManager(tmp_path / "best", keep_best=("loss", 2, False), sync=False)
+    for step, loss in ((1, 0.9), (2, 0.1), (3, 0.5), (4, 0.3)):
+        m.save(step, {"w": w}, metadata={"loss": loss})
+    assert m.steps() == [2, 4]
+    m = paramdex.CheckpointManager(tmp_path / "acc", keep_best=("acc", 1), sync=False)
+    for step, acc in ((1, 0.5), (2, 0.9), (3, 0.7), (4, 0.6)):
+        m.save(step, {"w": w}, metadata={"acc": acc})
+    assert m.steps() == [2, 4]  # higher is better by default; the latest is never deleted
+
+    # One span of a century holds every save: its earliest and the latest stay.
+    for every in (datetime.timedelta(days=36500), 36500 * 86400.0):
+        d = tmp_path / f"time{int(isinstance(every, float))}"
+        m = paramdex.CheckpointManager(d, keep_every=every, sync=False)
+        for step in (1, 2, 3):
+            m.save(step, {"w": w})
+        assert m.steps() == [1, 3]
+
+    # prune on demand: the rules given, or the manager's own.
+    d = tmp_path / "demand"
+    m = paramdex.CheckpointManager(d, sync=False)
+    for step in range(1, 7):
+        m.save(step, {"w": w})
+    assert m.steps() == [1, 2, 3, 4, 5, 6]  # no rule keeps everything
+    r = m.prune(keep_last=2, dry_run=True)
+    assert isinstance(r, paramdex.PruneReport)
+    assert sorted(r.deleted) == [1, 2, 3, 4] and sorted(r.kept) == [5, 6] and r.bytes > 0
+    assert m.steps() == [1, 2, 3, 4, 5, 6]  # a dry run deletes nothing
+    r = m.prune(keep_every_steps=3)
+    assert sorted(r.deleted) == [2, 4, 5] and m.steps() == [1, 3, 6]
+    with pytest.raises(ValueError, match="prune needs a policy"):
+        m.prune()
+    del m
+    m = paramdex.CheckpointManager(d, keep_last=1, sync=False)
+    r = m.prune()
+    assert sorted(r.deleted) == [1, 3] and m.steps() == [6]
+
+    # Rules that would keep nothing, or are not what they say, are refused.
+    with pytest.raises(ValueError):
+        paramdex.CheckpointManager(tmp_path / "x", keep_every_steps=0)
+    for bad in (0, -5.0, float("nan"), datetime.timedelta(0)):
+        with pytest.raises(ValueError):
+            paramdex.CheckpointManager(tmp_path / "x", keep_every=bad)
+    with pytest.raises(TypeError):
+        paramdex.CheckpointManager(tmp_path / "x", keep_every="1h")
+    for bad in (("loss",), ["loss", 2], ("loss", "2"), ("loss", -1)):
+        with pytest.raises(TypeError):
+            paramdex.CheckpointManager(tmp_path / "x", keep_best=bad)
+
+
+def test_key_error_says_did_you_mean(tmp_path):
+    """Issue 30, defects 5 and 8: a missing name's KeyError names the near names, and says how
+    to give a name stored in another Unicode normalisation form (it looks identical)."""
+    p = tmp_path / "m.pdx"
+    nfd = "u\u0308ber.bias"
+    save_file({"model.layers.0.weight": np.zeros(1), nfd: np.ones(1)}, p)
+    with paramdex.safe_open(p) as f:
+        with pytest.raises(KeyError) as e:
+            f.get_tensor("model.layers.0.wieght")
+        assert "; did you mean model.layers.0.weight?" in str(e.value)
+        with pytest.raises(KeyError) as e:
+            f.get_slice("\u00fcber.bias")
+        msg = str(e.value)
+        assert "differs in Unicode normalisation (stored NFD, given NFC)" in msg, msg
+        hexname = nfd.encode().hex()
+        assert f"bytes.fromhex('{hexname}')" in msg, msg
+        assert f.get_tensor(bytes.fromhex(hexname)).tolist() == [1.0]
+        with pytest.raises(KeyError) as e:
+            f.get_tensor("nothing_like_it")
+        assert "did you mean" not in str(e.value)
+
+
 def test_checksums_false_skips_the_data_check_only(tmp_path):
     p = tmp_path / "m.pdx"
     save_file({"a": np.arange(64, dtype=np.int32), "b": np.ones(8)}, p)
@@ -450,3 +531,11 @@ def test_store_load_into_refuses_bad_destinations(tmp_path):
     assert st2.native_tensors() is None
     with pytest.raises(ValueError, match="not a paramdex file"):
         st2.load_into([], [])
+
+
+def test_abort_uploads_in_flight_names_what_it_aborted():
+    # Nothing written to s3:// here: nothing to abort. (tests/remote_interrupt.rs and
+    # cli/tests/remote_interrupt.rs abort real uploads.)
+    assert paramdex.abort_uploads_in_flight(1.0) == []
+    with pytest.raises(ValueError):
+        paramdex.abort_uploads_in_flight(-1)

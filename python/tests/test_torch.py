@@ -1,5 +1,8 @@
 """torch: tensors equal to what torch and safetensors load, every dtype round trip, the
-copy-on-write zero-copy mapping, devices and writing torch tensors."""
+copy-on-write zero-copy mapping, devices and writing torch tensors.
+
+Without torch the whole module is skipped (a failure under PARAMDEX_REQUIRE_ALL=1): see
+``conftest.need``."""
 
 import numpy as np
 import pytest
@@ -95,6 +98,18 @@ def test_strings_are_refused_for_torch():
     path = f"{paramdex.__file__}"  # any file: unrecognized
     with pytest.raises(paramdex.UnrecognizedFormatError):
         paramdex.safe_open(path, framework="pt")
+
+
+@pytest.mark.parametrize("name", ["model.pt", "ckpt.pt", "a_long_checkpoint_name.pt"])
+def test_torch_save_files_are_unrecognized_not_corrupt(tmp_path, name):
+    # A torch.save zip is a format paramdex does not read: its error says so, by class, and is
+    # never CorruptError (short archive names were once taken for a damaged Paddle file).
+    p = tmp_path / name
+    torch.save({"w": torch.zeros(3)}, p)
+    with pytest.raises(paramdex.UnrecognizedFormatError) as e:
+        paramdex.safe_open(p, framework="pt")
+    assert not isinstance(e.value, paramdex.CorruptError)
+    assert "torch.save" in str(e.value)
 
 
 def test_a_file_replaced_under_its_name_is_not_mapped_by_torch(tmp_path):

@@ -36,9 +36,11 @@ pub enum OutputFormat {
     /// string tensors; no LoD, no metadata).
     TensorFlow,
     /// A Paddle model: the combined parameter file `DST.pdiparams` (or `DST` if it ends in
-    /// `.pdiparams`), records in bytewise name order, and beside it the program naming them
-    /// (`DST.pdmodel`; see [`paddle::program_path`] for which program), so the names are kept
-    /// (numeric tensors whose names a Paddle program can declare; no metadata).
+    /// `.pdiparams`), records in bytewise name order, and beside it the programs naming them
+    /// (`DST.pdmodel` and the PIR `DST.json` Paddle 3 reads by default: see
+    /// [`paddle::program_path`] and [`paddle::pir_program_path`]; which program is written is
+    /// decided as the exporter says), so the names are kept (numeric tensors whose names a
+    /// Paddle program can declare; no metadata).
     PaddleCombined,
     /// Paddle tensor files: one tensor as the file `DST`, several as a per-variable directory
     /// `DST/NAME...` (numeric tensors only; no metadata).
@@ -81,7 +83,11 @@ impl OutputFormat {
     /// Why this format cannot hold the tensor `info`, or `None` if it can: what the tensor is
     /// (`a string tensor`, `complex128, which safetensors lacks`, `a LoD tensor, which
     /// safetensors cannot describe`, ...). Decided from the description alone, so [`export`]
-    /// checks every tensor before it writes a byte.
+    /// checks every tensor before it writes a byte. One rule is not here, as it depends on the
+    /// other tensors: [`OutputFormat::PaddleTensors`] writes several tensors as one file each
+    /// at the path of its name, so among several it cannot hold a tensor whose name no file
+    /// can have ([`paddle::relative_path`]); [`export`] applies it when the input holds
+    /// several tensors the format can otherwise hold.
     pub fn cannot_hold(self, info: &TensorInfo) -> Option<String> {
         (self.exporter().cannot_hold)(info)
     }
@@ -113,6 +119,9 @@ struct Exporter {
     format: OutputFormat,
     /// Why the format cannot hold a tensor, if it cannot ([`OutputFormat::cannot_hold`]).
     cannot_hold: fn(&TensorInfo) -> Option<String>,
+    /// Why the format cannot hold a tensor among several (it can alone), if it cannot: a
+    /// name that cannot be a file's when each tensor is a file of a directory.
+    cannot_hold_among_several: Option<fn(&TensorInfo) -> Option<String>>,
     /// Whether it writes the job's metadata.
     carries_metadata: bool,
     /// The paths an export to a destination writes ([`OutputFormat::outputs`]).
@@ -130,6 +139,7 @@ const EXPORTERS: &[Exporter] = &[
     Exporter {
         format: OutputFormat::Native,
         cannot_hold: native_records,
+        cannot_hold_among_several: None,
         carries_metadata: true,
         outputs: just_dst,
         file_output: true,
@@ -139,6 +149,7 @@ const EXPORTERS: &[Exporter] = &[
     Exporter {
         format: OutputFormat::TensorFlow,
         cannot_hold: tf::cannot_hold,
+        cannot_hold_among_several: None,
         carries_metadata: false,
         outputs: tf::outputs,
         file_output: true,
@@ -147,7 +158,8 @@ const EXPORTERS: &[Exporter] = &[
     },
     Exporter {
         format: OutputFormat::PaddleCombined,
-        cannot_hold: paddle_combined,
+        cannot_hold: paddle_output_combined,
+        cannot_hold_among_several: None,
         carries_metadata: false,
         outputs: paddle::combined_outputs,
         file_output: true,
@@ -156,7 +168,8 @@ const EXPORTERS: &[Exporter] = &[
     },
     Exporter {
         format: OutputFormat::PaddleTensors,
-        cannot_hold: paddle_records,
+        cannot_hold: paddle_output,
+        cannot_hold_among_several: Some(paddle::cannot_be_a_file),
         carries_metadata: false,
         outputs: just_dst,
         // One tensor is a file, several a directory.
@@ -167,6 +180,7 @@ const EXPORTERS: &[Exporter] = &[
     Exporter {
         format: OutputFormat::Safetensors,
         cannot_hold: safetensors::cannot_hold,
+        cannot_hold_among_several: None,
         carries_metadata: true,
         outputs: just_dst,
         file_output: true,
@@ -176,7 +190,8 @@ const EXPORTERS: &[Exporter] = &[
     Exporter {
         format: OutputFormat::PaddleMerged,
         // The same tensors as a combined file: the program beside it names them.
-        cannot_hold: paddle_combined,
+        cannot_hold: paddle_output_combined,
+        cannot_hold_among_several: None,
         carries_metadata: false,
         outputs: just_dst,
         file_output: true,
@@ -209,6 +224,23 @@ fn paddle_records(info: &TensorInfo) -> Option<String> {
     info.kind.not_numeric().or_else(|| record_limits(info))
 }
 
+/// The rule of Paddle outputs: [`paddle_records`]'s, and a dtype Paddle has a number for (a
+/// type Paddle lacks would be written as `uint8` and read back as `uint8`: its type lost).
+fn paddle_output(info: &TensorInfo) -> Option<String> {
+    paddle_records(info).or_else(|| {
+        let d = info.kind.numeric()?;
+        d.paddle_number()
+            .is_none()
+            .then(|| format!("{}, which Paddle has no type for", d.name()))
+    })
+}
+
+/// The rule of a Paddle combined file with its program: [`paddle_output`]'s, and a name the
+/// program can declare.
+fn paddle_output_combined(info: &TensorInfo) -> Option<String> {
+    paddle_output(info).or_else(|| paddle::cannot_hold_combined(info))
+}
+
 /// The rule of native output: [`paddle_records`]'s, and a name of 1 to
 /// [`MAX_NAME_LEN`] bytes.
 fn native_records(info: &TensorInfo) -> Option<String> {
@@ -228,12 +260,6 @@ fn native_records(info: &TensorInfo) -> Option<String> {
 
 fn no_limit() -> Box<dyn OutputLimit> {
     Box::new(NoLimit)
-}
-
-/// The rule of a Paddle combined file with its program: [`paddle_records`]'s, and a name the
-/// program can declare.
-fn paddle_combined(info: &TensorInfo) -> Option<String> {
-    paddle_records(info).or_else(|| paddle::cannot_hold_combined(info))
 }
 
 /// How to [`export`] (and [`crate::interop::merge`]).
@@ -293,8 +319,8 @@ pub struct ExportReport {
     pub data_bytes: u64,
     /// The tensors left out ([`ExportOptions::skip_unsupported`]), in name order.
     pub skipped: Vec<Skipped>,
-    /// Every file written: the native or safetensors file; the `.pdiparams` and the program
-    /// beside it (unless a program already there was kept, see
+    /// Every file written: the native or safetensors file; the `.pdiparams` and the programs
+    /// written beside it (none if a program already there was kept, see
     /// [`OutputFormat::PaddleCombined`]); a TensorFlow checkpoint's index and data file; each
     /// Paddle tensor file.
     pub paths: Vec<PathBuf>,
@@ -305,6 +331,11 @@ pub struct ExportReport {
     /// The native writer's figures (index blocks, records and index lengths), for native
     /// output.
     pub native: Option<FinishStats>,
+    /// What the user should know of the output beyond the above: for
+    /// [`OutputFormat::PaddleCombined`], that no PIR program was written beside the
+    /// parameters (a tensor of a dtype PIR has no type for), so that Paddle 3 loads them in
+    /// its legacy mode only.
+    pub notes: Vec<String>,
 }
 
 /// Writes every tensor of `store` (and its metadata, where the format has metadata) as
@@ -322,12 +353,14 @@ pub struct ExportReport {
 /// ([`OutputFormat::outputs`]) and [`ExportOptions::overwrite`] is off;
 /// [`Error::InvalidArgument`] when a file output would replace a directory. Before anything
 /// is written: [`Error::Unsupported`] naming the first tensor the format
-/// cannot hold (its kind, or a limit of the format: rank, LoD levels, dimensions, name),
+/// cannot hold (its kind, or a limit of the format: rank, LoD levels, dimensions, name; for
+/// [`OutputFormat::PaddleTensors`] of several tensors, a name no file can have),
 /// unless [`ExportOptions::skip_unsupported`]; [`Error::LimitExceeded`] when the output as a
 /// whole would exceed a limit of the format (the safetensors header size); the input's
 /// listing errors. Then
-/// the format's own refusals (a TensorFlow name starting with a NUL byte, a Paddle tensor
-/// name that is not a safe relative path, an input with no tensors for Paddle output),
+/// the format's own refusals (a TensorFlow name starting with a NUL byte, two Paddle tensor
+/// names of which one would be a directory of the other, an input with no tensors for Paddle
+/// output),
 /// the input's read errors (checksum mismatches, corruption) and I/O errors.
 pub fn export(
     store: &dyn TensorStore,
@@ -372,6 +405,7 @@ pub(crate) fn export_checked(
     let holdable = Holdable {
         inner: store,
         format,
+        several: survey.several,
     };
     let written = (exporter.write)(&ExportJob {
         store: &holdable,
@@ -407,6 +441,7 @@ impl ExportReport {
                 metadata.len()
             },
             native: written.native,
+            notes: written.notes,
         }
     }
 }
@@ -452,40 +487,78 @@ pub(crate) struct Survey {
     pub(crate) skipped: Vec<Skipped>,
     /// Data bytes of the others (saturating: a total for progress only).
     pub(crate) data_bytes: u64,
+    /// Whether more than one tensor passed the format's rules for a tensor alone: its rule
+    /// for a tensor among several applied.
+    pub(crate) several: bool,
 }
 
 /// Checks every tensor of `tensors` against `format`'s rules: the tensors it cannot hold are
-/// an error naming the first (and how many there are) unless `skip_unsupported`.
+/// an error naming the first (and how many there are) unless `skip_unsupported`. The rule a
+/// format has for a tensor among several applies when more than one tensor passes the others.
 pub(crate) fn survey(
     tensors: impl Iterator<Item = Result<TensorInfo>>,
     format: OutputFormat,
     skip_unsupported: bool,
     limit: &mut dyn OutputLimit,
 ) -> Result<Survey> {
+    let among_several = format.exporter().cannot_hold_among_several;
     let mut survey = Survey::default();
     // Without skipping, only the first refusal is named: keep it and count the rest.
     let mut first: Option<Skipped> = None;
     let mut refused = 0u64;
+    // Tensors the format holds alone, and those of them it cannot hold among several.
+    let mut held = 0u64;
+    let mut alone_only: Vec<(TensorInfo, String)> = Vec::new();
+    let mut refuse = |s: Skipped, survey: &mut Survey, first: &mut Option<Skipped>| {
+        refused += 1;
+        if skip_unsupported {
+            survey.skipped.push(s);
+        } else if first.as_ref().is_none_or(|f| s.name < f.name) {
+            *first = Some(s);
+        }
+    };
     for t in tensors {
         let t = t?;
         match format.cannot_hold(&t) {
             None => {
+                held += 1;
+                if let Some(reason) = among_several.and_then(|rule| rule(&t)) {
+                    alone_only.push((t, reason));
+                    continue;
+                }
                 survey.data_bytes = survey.data_bytes.saturating_add(t.nbytes);
                 limit.add(&t);
             }
-            Some(reason) => {
-                refused += 1;
-                let s = Skipped {
+            Some(reason) => refuse(
+                Skipped {
                     name: t.name,
                     reason,
-                };
-                if skip_unsupported {
-                    survey.skipped.push(s);
-                } else if first.is_none() {
-                    first = Some(s);
-                }
-            }
+                },
+                &mut survey,
+                &mut first,
+            ),
         }
+    }
+    survey.several = held > 1;
+    let merge = !alone_only.is_empty() && survey.several;
+    for (t, reason) in alone_only {
+        if survey.several {
+            refuse(
+                Skipped {
+                    name: t.name,
+                    reason,
+                },
+                &mut survey,
+                &mut first,
+            );
+        } else {
+            survey.data_bytes = survey.data_bytes.saturating_add(t.nbytes);
+            limit.add(&t);
+        }
+    }
+    if merge {
+        // Both kinds of refusal, in name order as the listing is.
+        survey.skipped.sort_by(|a, b| a.name.cmp(&b.name));
     }
     if let Some(first) = first {
         return Err(Error::Unsupported(format!(
@@ -508,6 +581,22 @@ pub(crate) fn survey(
 struct Holdable<'a> {
     inner: &'a dyn TensorStore,
     format: OutputFormat,
+    /// Whether the format's rule for a tensor among several applies ([`Survey::several`]).
+    several: bool,
+}
+
+impl Holdable<'_> {
+    fn holds(&self, t: &TensorInfo) -> bool {
+        let among_several = || {
+            self.several
+                && self
+                    .format
+                    .exporter()
+                    .cannot_hold_among_several
+                    .is_some_and(|rule| rule(t).is_some())
+        };
+        self.format.cannot_hold(t).is_none() && !among_several()
+    }
 }
 
 impl TensorStore for Holdable<'_> {
@@ -517,18 +606,16 @@ impl TensorStore for Holdable<'_> {
 
     fn scan(&self, start: &[u8]) -> Result<TensorInfos<'_>> {
         let it = self.inner.scan(start)?;
-        Ok(Box::new(it.filter(|t| {
-            t.as_ref()
-                .map_or(true, |t| self.format.cannot_hold(t).is_none())
-        })))
+        Ok(Box::new(
+            it.filter(|t| t.as_ref().map_or(true, |t| self.holds(t))),
+        ))
     }
 
     fn scan_with_progress<'a>(&'a self, progress: &'a dyn Progress) -> Result<TensorInfos<'a>> {
         let it = self.inner.scan_with_progress(progress)?;
-        Ok(Box::new(it.filter(|t| {
-            t.as_ref()
-                .map_or(true, |t| self.format.cannot_hold(t).is_none())
-        })))
+        Ok(Box::new(
+            it.filter(|t| t.as_ref().map_or(true, |t| self.holds(t))),
+        ))
     }
 
     fn metadata(&self) -> Result<Metadata> {
@@ -536,10 +623,7 @@ impl TensorStore for Holdable<'_> {
     }
 
     fn load(&self, name: &[u8]) -> Result<Option<LoadedTensor<'_>>> {
-        Ok(self
-            .inner
-            .load(name)?
-            .filter(|t| self.format.cannot_hold(&t.info).is_none()))
+        Ok(self.inner.load(name)?.filter(|t| self.holds(&t.info)))
     }
 
     fn verify(&self, threads: usize) -> Result<VerifySummary> {

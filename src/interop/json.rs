@@ -25,6 +25,61 @@ pub fn f8_e5m2_to_f32(b: u8) -> f32 {
     half::f16::from_bits(u16::from(b) << 8).to_f32()
 }
 
+/// Value of a small float's bits `b` (in the low bits of the byte; higher bits ignored) with
+/// `e` exponent bits of bias `bias` and `m` mantissa bits, finite only. `fnuz`: no negative zero,
+/// the pattern sign-only (`0x80` for 8 bits) is NaN; otherwise all bits one in exponent and
+/// mantissa is NaN when `nan_at_max` (e4m3fn), else every pattern is a number (fp4, fp6).
+fn small_float(b: u8, e: u32, m: u32, bias: i32, fnuz: bool, nan_at_max: bool) -> f64 {
+    let width = 1 + e + m;
+    let v = u32::from(b) & ((1 << width) - 1);
+    let sign_bit = 1 << (e + m);
+    let exp = ((v >> m) & ((1 << e) - 1)) as i32;
+    let man = f64::from(v & ((1 << m) - 1));
+    if fnuz && v == sign_bit {
+        return f64::NAN;
+    }
+    if nan_at_max && v & !sign_bit == sign_bit - 1 {
+        return f64::NAN;
+    }
+    let sign = if v & sign_bit != 0 { -1.0 } else { 1.0 };
+    let scale = f64::from(1u32 << m);
+    if exp == 0 {
+        sign * man / scale * 2f64.powi(1 - bias)
+    } else {
+        sign * (1.0 + man / scale) * 2f64.powi(exp - bias)
+    }
+}
+
+/// The value of element bytes `b` of a one-byte float dtype (float8, and the unpacked fp4 and
+/// fp6 types); `None` for other dtypes.
+pub fn small_float_value(dtype: DType, b: u8) -> Option<f64> {
+    Some(match dtype {
+        DType::Float8E4M3FN => f64::from(f8_e4m3fn_to_f32(b)),
+        DType::Float8E5M2 => f64::from(f8_e5m2_to_f32(b)),
+        DType::Float8E4M3FNUZ => small_float(b, 4, 3, 8, true, false),
+        DType::Float8E5M2FNUZ => small_float(b, 5, 2, 16, true, false),
+        DType::Float8E4M3B11FNUZ => small_float(b, 4, 3, 11, true, false),
+        DType::Float8E8M0FNU if b == 0xff => f64::NAN,
+        DType::Float8E8M0FNU => 2f64.powi(i32::from(b) - 127),
+        DType::Float4E2M1FN => small_float(b, 2, 1, 1, false, false),
+        DType::Float6E2M3FN => small_float(b, 2, 3, 1, false, false),
+        DType::Float6E3M2FN => small_float(b, 3, 2, 3, false, false),
+        _ => return None,
+    })
+}
+
+/// The value of element byte `b` of a one-byte integer dtype stored in the low bits (`int4`,
+/// `uint4`, `int2`, `uint2`; signed ones sign-extended from their width); `None` for others.
+pub fn small_int_value(dtype: DType, b: u8) -> Option<i64> {
+    Some(match dtype {
+        DType::Int4 => i64::from(((b << 4) as i8) >> 4),
+        DType::UInt4 => i64::from(b & 0x0f),
+        DType::Int2 => i64::from(((b << 6) as i8) >> 6),
+        DType::UInt2 => i64::from(b & 0x03),
+        _ => return None,
+    })
+}
+
 fn float(v: f64) -> Value {
     match Number::from_f64(v) {
         Some(n) => Value::Number(n),
@@ -71,8 +126,20 @@ pub fn element(dtype: DType, data: &[u8], i: usize) -> Value {
                 float(f64::from_le_bytes(im))
             ])
         }
-        DType::Float8E4M3FN => float(f64::from(f8_e4m3fn_to_f32(b[0]))),
-        DType::Float8E5M2 => float(f64::from(f8_e5m2_to_f32(b[0]))),
+        DType::Float8E4M3FN
+        | DType::Float8E5M2
+        | DType::Float8E4M3FNUZ
+        | DType::Float8E5M2FNUZ
+        | DType::Float8E4M3B11FNUZ
+        | DType::Float8E8M0FNU
+        | DType::Float4E2M1FN
+        | DType::Float6E2M3FN
+        | DType::Float6E3M2FN => float(small_float_value(dtype, b[0]).unwrap_or(f64::NAN)),
+        DType::Int4 | DType::UInt4 | DType::Int2 | DType::UInt2 => {
+            json!(small_int_value(dtype, b[0]).unwrap_or_default())
+        }
+        // Packed types: each element is a byte holding several values; shown as that byte.
+        DType::Float4E2M1FNx2 | DType::Float6E2M3FNx4 | DType::Float6E3M2FNx4 => json!(b[0]),
     }
 }
 
@@ -103,6 +170,37 @@ pub fn to_json(dtype: DType, shape: &[u64], data: &[u8], limit: usize) -> (Value
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn small_float_values() {
+        let v = |d, b| small_float_value(d, b).unwrap();
+        // ml_dtypes' encodings: fp4 0bSEEM, fp6 0bSEEMMM / 0bSEEEMM.
+        assert_eq!(v(DType::Float4E2M1FN, 0b0010), 1.0);
+        assert_eq!(v(DType::Float4E2M1FN, 0b0111), 6.0);
+        assert_eq!(v(DType::Float4E2M1FN, 0b1001), -0.5);
+        assert_eq!(v(DType::Float6E2M3FN, 0b011111), 7.5);
+        assert_eq!(v(DType::Float6E2M3FN, 0b000001), 0.125);
+        assert_eq!(v(DType::Float6E3M2FN, 0b011111), 28.0);
+        assert_eq!(v(DType::Float6E3M2FN, 0b000001), 0.0625);
+        assert_eq!(v(DType::Float8E8M0FNU, 127), 1.0);
+        assert_eq!(v(DType::Float8E8M0FNU, 0), 2f64.powi(-127));
+        assert!(v(DType::Float8E8M0FNU, 0xff).is_nan());
+        // fnuz: bias 8 / 16 / 11, 0x80 NaN, largest 240 / 57344.
+        assert_eq!(v(DType::Float8E4M3FNUZ, 0x40), 1.0);
+        assert_eq!(v(DType::Float8E4M3FNUZ, 0x7f), 240.0);
+        assert!(v(DType::Float8E4M3FNUZ, 0x80).is_nan());
+        assert_eq!(v(DType::Float8E5M2FNUZ, 0x40), 1.0);
+        assert_eq!(v(DType::Float8E5M2FNUZ, 0x7f), 57344.0);
+        assert!(v(DType::Float8E5M2FNUZ, 0x80).is_nan());
+        assert_eq!(v(DType::Float8E4M3B11FNUZ, 0x58), 1.0);
+        assert!(v(DType::Float8E4M3B11FNUZ, 0x80).is_nan());
+        assert_eq!(small_int_value(DType::Int4, 0x0e), Some(-2));
+        assert_eq!(small_int_value(DType::Int4, 0x07), Some(7));
+        assert_eq!(small_int_value(DType::UInt4, 0x0e), Some(14));
+        assert_eq!(small_int_value(DType::Int2, 0x02), Some(-2));
+        assert_eq!(small_int_value(DType::UInt2, 0x03), Some(3));
+        assert_eq!(small_int_value(DType::Float32, 0), None);
+    }
 
     #[test]
     fn float8_values() {

@@ -69,7 +69,8 @@ pub struct MergeReport {
 /// the tensor of a name is the latest one that is kept.
 ///
 /// `dst` may be an `s3://bucket/key` URL: the file is then streamed to the object by
-/// multipart upload and appears only when complete ([`crate::interop::export_url`]).
+/// multipart upload and appears only when complete (as `interop::export_url` does; with the
+/// `s3` feature, else [`Error::NoObjectStorage`]).
 ///
 /// # Errors
 ///
@@ -88,17 +89,13 @@ pub fn merge(
     // An s3:// destination: the merged file is streamed to the object by multipart upload
     // (as `export_url` does), refused up front if the object exists and overwrite is off.
     let url = dst.to_str().filter(|s| s.starts_with("s3://"));
-    let upload = crate::remote::UploadOptions::default();
-    match url {
-        Some(url) => {
-            if !opts.export.overwrite && crate::remote::object_exists(url)? {
-                return Err(Error::OutputExists {
-                    path: url.to_string(),
-                });
-            }
+    let upload = match url {
+        Some(url) => Some(upload_to(url, opts.export.overwrite)?),
+        None => {
+            check_outputs(format, dst, opts.export.overwrite)?;
+            None
         }
-        None => check_outputs(format, dst, opts.export.overwrite)?,
-    }
+    };
     let skip = opts.export.skip_unsupported;
     // Pass 1: every conflict and every tensor the format cannot hold, before a byte is written.
     let mut replaced = 0u64;
@@ -164,7 +161,7 @@ pub fn merge(
     let written = write_native(
         tensors,
         dst,
-        url.map(|u| (u, &upload)),
+        url.zip(upload.as_ref()),
         &opts.export.writer,
         metadata,
         progress,
@@ -173,6 +170,25 @@ pub fn merge(
         written: ExportReport::new(format, written, skipped, metadata),
         replaced,
     })
+}
+
+/// The upload of a merge to the object `url`, refused up front if the object exists and
+/// `overwrite` is off.
+#[cfg(feature = "s3")]
+fn upload_to(url: &str, overwrite: bool) -> Result<crate::remote::UploadOptions> {
+    if !overwrite && crate::remote::object_exists(url)? {
+        return Err(Error::OutputExists {
+            path: url.to_string(),
+        });
+    }
+    Ok(crate::remote::UploadOptions::default())
+}
+
+/// Without object storage (the `s3` feature), a merge to an object is refused before anything
+/// is read.
+#[cfg(not(feature = "s3"))]
+fn upload_to(url: &str, _overwrite: bool) -> Result<crate::remote::UploadOptions> {
+    Err(crate::remote::not_built(url))
 }
 
 /// The inputs' metadata, later inputs' values replacing earlier ones' when `allow_override`;

@@ -9,20 +9,35 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, RemoteProblem, Result};
+use crate::error::{Error, LooksLike, RemoteProblem, Result};
 
 mod checkpoints;
 mod export;
+pub(crate) mod foreign;
 pub mod json;
 mod merge;
 pub(crate) mod native;
 pub mod npy;
 pub mod paddle;
+pub mod pickle;
+// Object storage (the `s3` feature): stores read from URLs, and exports to them.
+#[cfg(feature = "s3")]
 mod remote;
+/// Without object storage (the `s3` feature), a URL is refused as one, never taken for a path.
+#[cfg(not(feature = "s3"))]
+mod remote {
+    /// Refuses `url` with [`crate::Error::NoObjectStorage`].
+    pub(crate) fn open_url(url: &str) -> crate::Result<Box<dyn super::TensorStore>> {
+        Err(crate::remote::not_built(url))
+    }
+}
+#[cfg(feature = "s3")]
 mod remote_sharded;
 pub mod safetensors;
 mod store;
 pub mod tf;
+pub mod torch;
+#[cfg(feature = "s3")]
 mod upload;
 
 pub use checkpoints::{
@@ -32,11 +47,13 @@ pub use checkpoints::{
 };
 pub use export::{export, ExportOptions, ExportReport, OutputFormat, Skipped};
 pub use merge::{merge, MergeInput, MergeOptions, MergeReport};
+#[cfg(feature = "s3")]
 pub use remote::{open_location, open_url, UrlOptions};
 pub use store::{
-    DataLocation, Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorInfos, TensorStore,
-    VerifySummary,
+    DataLocation, ForeignType, Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorInfos,
+    TensorStore, VerifySummary, MAX_FOREIGN_NAME,
 };
+#[cfg(feature = "s3")]
 pub use upload::export_url;
 
 /// A detector: returns `Ok(None)` when the input is not its format.
@@ -44,9 +61,13 @@ type Opener = fn(&Path) -> Result<Option<Box<dyn TensorStore>>>;
 
 /// Format openers tried in order by [`open_any`]. Other formats register here.
 const OPENERS: &[Opener] = &[
+    // First: the Paddle merged-file detector would take a zip's header for a size field.
+    torch::open_store,
     native::open_native,
     safetensors::open_store,
     tf::open_store,
+    // Before the merged-file detector, which would take a pickle's header for a size field.
+    paddle::dygraph::open_store,
     paddle::open_merged_store,
     paddle::open_store,
 ];
@@ -102,7 +123,7 @@ pub fn open_any(path: impl AsRef<Path>) -> Result<Box<dyn TensorStore>> {
             return Ok(store);
         }
     }
-    let kinds = "a paramdex file, a safetensors file, a TensorFlow checkpoint or a Paddle model/tensor file";
+    let kinds = foreign::READ_KINDS;
     let detail = match std::fs::metadata(path) {
         Ok(m) if m.is_file() && m.len() == 0 => format!("the file is empty: not {kinds}"),
         Ok(m) if m.is_dir() => format!(
@@ -113,18 +134,66 @@ pub fn open_any(path: impl AsRef<Path>) -> Result<Box<dyn TensorStore>> {
     };
     Err(Error::UnrecognizedFormat {
         path: path.display().to_string(),
+        looks_like: None,
         detail,
     })
 }
 
-/// The store of the first format that claims `path`, if one does.
+/// The checkpoint [`open_any`] opens for a local checkpoint-directory input, as its `.index`
+/// file: `DIR` (its latest, the one its `checkpoint` state file names) or `DIR@STEP`. `None`
+/// for any other input, URLs included. (`paramdex stat DIR` says which step it read.)
+pub fn resolve_checkpoint_dir(path: impl AsRef<Path>) -> Result<Option<PathBuf>> {
+    let path = path.as_ref();
+    if path.to_str().is_some_and(crate::remote::is_url) {
+        return Ok(None);
+    }
+    checkpoints::resolve_input(path)
+}
+
+/// The store of the first format that claims `path`, if one does. A file that none claims
+/// (or that a format refuses as not its own) but that looks like a format recognised in
+/// [`foreign`] (a `torch.save` zip, a pickle, a torch DCP file) is
+/// [`Error::UnrecognizedFormat`] saying so, and so is a torch DCP directory, before any format
+/// looks at its files.
 fn detect(path: &Path) -> Result<Option<Box<dyn TensorStore>>> {
-    for open in OPENERS {
-        if let Some(store) = open(path)? {
-            return Ok(Some(store));
+    // A torch DCP directory first: the Paddle per-variable detector would otherwise take a
+    // `.distcp` file starting with zeros for a damaged tensor file.
+    let is_dir = path.is_dir();
+    // A DCP checkpoint's own files too: its `.metadata` is a pickle the Paddle dygraph reader
+    // would refuse by its globals, its `.distcp` files hold raw storages (or zips). Decided by
+    // the name first, so no other open pays for it.
+    let dcp_name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n == ".metadata" || n.ends_with(".distcp"));
+    if is_dir || dcp_name {
+        if let Some(e) = foreign::refusal(path) {
+            if is_dir
+                || matches!(
+                    e,
+                    Error::UnrecognizedFormat {
+                        looks_like: Some(LooksLike::TorchDcp),
+                        ..
+                    }
+                )
+            {
+                return Err(e);
+            }
         }
     }
-    Ok(None)
+    let mut result = Ok(None);
+    for open in OPENERS {
+        result = open(path);
+        if !matches!(result, Ok(None)) {
+            break;
+        }
+    }
+    match result {
+        Ok(None) | Err(Error::UnrecognizedFormat { .. }) if !is_dir => {
+            foreign::refusal(path).map_or(result, Err)
+        }
+        r => r,
+    }
 }
 
 /// Most subdirectories [`open_any`] tries as inputs when it looks into a directory.
@@ -132,7 +201,9 @@ pub const MAX_SUBDIRS_TRIED: usize = 4096;
 
 /// The one input among the subdirectories of `dir`, if there is exactly one; an error listing
 /// them if there are several. A subdirectory that a format claims but cannot open (a damaged
-/// model) counts as an input: when it is the only one, its error is the result.
+/// model) counts as an input: when it is the only one, its error is the result. A
+/// subdirectory that looks like a foreign format (a torch DCP checkpoint, see [`foreign`])
+/// is no input, but when there is no input and exactly one such, its error is the result.
 fn one_level_down(dir: &Path) -> Result<Option<Box<dyn TensorStore>>> {
     let listing = |e| Error::io(format!("listing {}", dir.display()), e);
     let mut subdirs = Vec::new();
@@ -152,12 +223,22 @@ fn one_level_down(dir: &Path) -> Result<Option<Box<dyn TensorStore>>> {
     }
     subdirs.sort();
     let mut found: Vec<(PathBuf, Result<Box<dyn TensorStore>>)> = Vec::new();
+    let mut foreign = Vec::new();
     for sub in subdirs {
         match detect(&sub) {
             Ok(None) => {}
             Ok(Some(store)) => found.push((sub, Ok(store))),
+            Err(
+                e @ Error::UnrecognizedFormat {
+                    looks_like: Some(_),
+                    ..
+                },
+            ) => foreign.push(e),
             Err(e) => found.push((sub, Err(e))),
         }
+    }
+    if found.is_empty() && foreign.len() == 1 {
+        return foreign.pop().map(Err).transpose();
     }
     if found.len() <= 1 {
         return found.pop().map(|(_, r)| r).transpose();

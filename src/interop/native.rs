@@ -294,7 +294,11 @@ pub(crate) fn write_native<'s>(
     progress: &dyn Progress,
 ) -> Result<Written> {
     let mut w = match upload {
+        #[cfg(feature = "s3")]
         Some((url, up)) => crate::remote::create_writer_with(url, opts.clone(), up)?,
+        // No uploads without object storage: the type has no values.
+        #[cfg(not(feature = "s3"))]
+        Some((_, up)) => match *up {},
         None => Writer::create_with(dst, opts.clone())?,
     };
     w.set_metadata(metadata.clone())?;
@@ -355,5 +359,6 @@ pub(crate) fn write_native<'s>(
         paths: vec![dst.to_path_buf()],
         output_bytes: stats.file_len,
         native: Some(stats),
+        notes: Vec::new(),
     })
 }

@@ -33,8 +33,8 @@ pub fn descr(dtype: DType) -> &'static str {
         DType::Float64 => "<f8",
         DType::Complex64 => "<c8",
         DType::Complex128 => "<c16",
-        DType::Float8E4M3FN => "|u1",
-        DType::Float8E5M2 => "|u1",
+        DType::Int4 | DType::Int2 => "|i1",
+        _ => "|u1",
     }
 }
 
@@ -53,6 +53,39 @@ pub fn raw_note(dtype: DType) -> Option<&'static str> {
         DType::Float8E5M2 => Some(
             "float8_e5m2 is written as its raw bits (uint8); numpy has no float8: \
              a.view(ml_dtypes.float8_e5m2)",
+        ),
+        DType::Float8E4M3FNUZ => Some(
+            "float8_e4m3fnuz is written as its raw bits (uint8): a.view(ml_dtypes.float8_e4m3fnuz)",
+        ),
+        DType::Float8E5M2FNUZ => Some(
+            "float8_e5m2fnuz is written as its raw bits (uint8): a.view(ml_dtypes.float8_e5m2fnuz)",
+        ),
+        DType::Float8E4M3B11FNUZ => Some(
+            "float8_e4m3b11fnuz is written as its raw bits (uint8): \
+             a.view(ml_dtypes.float8_e4m3b11fnuz)",
+        ),
+        DType::Float8E8M0FNU => Some(
+            "float8_e8m0fnu is written as its raw bits (uint8): a.view(ml_dtypes.float8_e8m0fnu)",
+        ),
+        DType::Int4 => Some("int4 is written one per byte as int8: a.astype(ml_dtypes.int4)"),
+        DType::UInt4 => Some("uint4 is written one per byte as uint8: a.astype(ml_dtypes.uint4)"),
+        DType::Int2 => Some("int2 is written one per byte as int8: a.astype(ml_dtypes.int2)"),
+        DType::UInt2 => Some("uint2 is written one per byte as uint8: a.astype(ml_dtypes.uint2)"),
+        DType::Float4E2M1FN => Some(
+            "float4_e2m1fn is written as its raw bits, one per byte (uint8): \
+             a.view(ml_dtypes.float4_e2m1fn)",
+        ),
+        DType::Float6E2M3FN => Some(
+            "float6_e2m3fn is written as its raw bits, one per byte (uint8): \
+             a.view(ml_dtypes.float6_e2m3fn)",
+        ),
+        DType::Float6E3M2FN => Some(
+            "float6_e3m2fn is written as its raw bits, one per byte (uint8): \
+             a.view(ml_dtypes.float6_e3m2fn)",
+        ),
+        DType::Float4E2M1FNx2 | DType::Float6E2M3FNx4 | DType::Float6E3M2FNx4 => Some(
+            "a packed type's bytes hold several values each (SPEC.md 6): `paramdex get \
+             --format npy` writes them unpacked, one value per byte, as the unpacked type",
         ),
         _ => None,
     }
@@ -128,10 +161,25 @@ mod tests {
         for d in DType::ALL {
             let size: usize = descr(d)[2..].parse().unwrap();
             assert_eq!(size, d.size(), "{d}");
-            assert_eq!(
-                raw_note(d).is_some(),
-                descr(d).contains('u') && !d.name().contains("int")
+            // numpy's own type for exactly the types it has.
+            let exact = matches!(
+                d,
+                DType::Bool
+                    | DType::Int8
+                    | DType::UInt8
+                    | DType::Int16
+                    | DType::UInt16
+                    | DType::Int32
+                    | DType::UInt32
+                    | DType::Int64
+                    | DType::UInt64
+                    | DType::Float16
+                    | DType::Float32
+                    | DType::Float64
+                    | DType::Complex64
+                    | DType::Complex128
             );
+            assert_eq!(raw_note(d).is_none(), exact, "{d}");
         }
     }
 

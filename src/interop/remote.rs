@@ -224,7 +224,11 @@ fn open_head(loc: &ObjectLocation, n: u64) -> Result<Held> {
 ///   native file's footer and, usually, its index block), and the other end only when the
 ///   first read did not decide.
 /// * a key naming no object, where `KEY.index` is one: the checkpoint at prefix `KEY`, as
-///   above. Neither is [`RemoteProblem::NotFound`] naming both URLs.
+///   above. Neither is [`RemoteProblem::NotFound`] naming both URLs, unless `KEY/.metadata` is
+///   a pickle: then `KEY` is a torch DCP checkpoint, [`Error::UnrecognizedFormat`] saying so.
+/// * an object that is none of these is [`Error::UnrecognizedFormat`], saying what it looks
+///   like where it is recognised (a `torch.save` zip, a pickle, a DCP `.distcp`), as a local
+///   file would.
 pub fn open_location(loc: ObjectLocation, opts: &UrlOptions) -> Result<Box<dyn TensorStore>> {
     if let Some(prefix) = loc.without_suffix(".index") {
         return open_checkpoint(&prefix, loc, opts, true);
@@ -250,21 +254,42 @@ pub fn open_location(loc: ObjectLocation, opts: &UrlOptions) -> Result<Box<dyn T
                 Err(Error::Remote {
                     problem: RemoteProblem::NotFound,
                     url,
+                    source,
                     ..
-                }) if url == format!("{}.index", loc.url) => Err(Error::Remote {
-                    problem: RemoteProblem::NotFound,
-                    detail: format!(
-                        "no such object, and no checkpoint with this prefix ({url} does not \
+                }) if url == format!("{}.index", loc.url) => match dcp_at(&loc) {
+                    Some(e) => Err(e),
+                    None => Err(Error::Remote {
+                        problem: RemoteProblem::NotFound,
+                        detail: format!(
+                            "no such object, and no checkpoint with this prefix ({url} does not \
                          exist either)"
-                    ),
-                    url: loc.url,
-                }),
+                        ),
+                        url: loc.url,
+                        source,
+                    }),
+                },
                 r => r,
             };
         }
         Err(e) => return Err(e),
     };
     open_object(held, opts)
+}
+
+/// The error for a torch DCP checkpoint at `loc`, a key that names no object nor checkpoint
+/// prefix: its "directory" holds `.metadata`, a pickle, as `FileSystemWriter` writes it (one
+/// more request, made only on the way to a not-found error).
+fn dcp_at(loc: &ObjectLocation) -> Option<Error> {
+    let meta = loc.with_suffix("/.metadata");
+    let held = open_head(&meta, 2).ok()?;
+    let head = held.head()?;
+    super::foreign::pickle_protocol(head)?;
+    let url = loc.url.trim_end_matches('/').to_string();
+    Some(super::foreign::not_recognized(
+        url,
+        crate::error::LooksLike::TorchDcp,
+        &[],
+    ))
 }
 
 /// The prefix of a checkpoint's data object `PREFIX.data-SSSSS-of-NNNNN`, if `loc` names one.
@@ -293,7 +318,6 @@ fn open_object(held: Held, opts: &UrlOptions) -> Result<Box<dyn TensorStore>> {
         )?));
     }
     let held = Arc::new(held);
-    let head_read = held.head().is_some();
     // The tail is held (read first), or the head was read and is not safetensors: the native
     // reader reads the tail if it must.
     let native = RemoteReader::open(held.clone(), opts.native.clone());
@@ -302,20 +326,31 @@ fn open_object(held: Held, opts: &UrlOptions) -> Result<Box<dyn TensorStore>> {
         Err(Error::UnrecognizedFormat { detail, .. }) => detail,
         Err(e) => return Err(e),
     };
-    if !head_read {
-        // Read from the end first, and not a native file: its start says whether it is a
-        // safetensors file.
-        let head = held.read(0..opts.safetensors.head_bytes.max(9).min(len))?;
-        if safetensors::starts_like(&head) {
-            return Ok(Box::new(RemoteSafetensors::open_with_head(
-                held,
-                head,
-                opts.safetensors,
-            )?));
+    let head = match held.head() {
+        Some(head) => head.to_vec(),
+        None => {
+            // Read from the end first, and not a native file: its start says whether it is a
+            // safetensors file.
+            let head = held.read(0..opts.safetensors.head_bytes.max(9).min(len))?;
+            if safetensors::starts_like(&head) {
+                return Ok(Box::new(RemoteSafetensors::open_with_head(
+                    held,
+                    head,
+                    opts.safetensors,
+                )?));
+            }
+            head
         }
+    };
+    // Something paramdex does not read: say what it looks like, as for a local file.
+    let name = url.rsplit('/').next().unwrap_or_default();
+    let head = &head[..head.len().min(super::foreign::HEAD_LEN)];
+    if let Some(kind) = super::foreign::looks_like(name, head) {
+        return Err(super::foreign::not_recognized(url, kind, head));
     }
     Err(Error::UnrecognizedFormat {
         path: url.clone(),
+        looks_like: None,
         detail: format!(
             "neither a native paramdex file ({not_native}) nor a safetensors file; a TensorFlow \
              or sharded checkpoint is named by its prefix (PREFIX, with PREFIX.index beside it) \

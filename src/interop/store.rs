@@ -14,7 +14,7 @@ use crate::progress::{Progress, Unit};
 use crate::record::{MAX_LOD_LEVELS, MAX_RANK};
 
 /// The element type of a tensor from any format.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Kind {
     /// A fixed-width numeric type.
     Numeric(DType),
@@ -24,36 +24,81 @@ pub enum Kind {
     /// a `tf.data` iterator's state; quantized and 4-bit types), by its `DataType` number.
     /// Loading gives the bytes as TensorFlow stored them; outputs cannot hold it.
     Opaque(i32),
+    /// A dtype of another format that paramdex has no dtype for: a safetensors dtype string
+    /// newer than paramdex, a Paddle `VarType` number it does not know. Listed under the
+    /// source's name with `nbytes` = the stored size; loading gives the stored bytes; outputs
+    /// cannot hold it.
+    Foreign(std::sync::Arc<ForeignType>),
+}
+
+/// What a [`Kind::Foreign`] tensor's source calls its type.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ForeignType {
+    /// The source's numbering or naming: `safetensors`, `paddle`.
+    pub system: &'static str,
+    /// The source's name of the type (`F8_E5M3`; a Paddle number as digits), at most
+    /// [`MAX_FOREIGN_NAME`] bytes (a longer one is cut, ending in `...`).
+    pub name: String,
+}
+
+/// The longest foreign type name kept (bytes); hostile files may declare much longer ones.
+pub const MAX_FOREIGN_NAME: usize = 64;
+
+impl ForeignType {
+    /// A foreign type, its name cut to [`MAX_FOREIGN_NAME`] bytes at a character boundary.
+    pub fn new(system: &'static str, name: &str) -> ForeignType {
+        let name = if name.len() <= MAX_FOREIGN_NAME {
+            name.to_string()
+        } else {
+            let mut end = MAX_FOREIGN_NAME - 3;
+            while !name.is_char_boundary(end) {
+                end -= 1;
+            }
+            format!("{}...", &name[..end])
+        };
+        ForeignType { system, name }
+    }
 }
 
 impl Kind {
     /// The dtype name (`float32`, ..., `string`; for opaque types TensorFlow's name without
     /// `DT_`, lower case: `variant`, `qint8`).
-    pub fn name(self) -> &'static str {
+    pub fn name(&self) -> &str {
         match self {
             Kind::Numeric(d) => d.name(),
             Kind::String => "string",
-            Kind::Opaque(code) => crate::dtype::tf_type_name(code).unwrap_or("unknown"),
+            Kind::Opaque(code) => crate::dtype::tf_type_name(*code).unwrap_or("unknown"),
+            Kind::Foreign(f) => &f.name,
         }
     }
 
     /// The numeric dtype, if numeric.
-    pub fn numeric(self) -> Option<DType> {
+    pub fn numeric(&self) -> Option<DType> {
         match self {
-            Kind::Numeric(d) => Some(d),
-            Kind::String | Kind::Opaque(_) => None,
+            Kind::Numeric(d) => Some(*d),
+            Kind::String | Kind::Opaque(_) | Kind::Foreign(_) => None,
         }
+    }
+
+    /// Whether loading gives the stored bytes of a type paramdex does not decode (opaque
+    /// TensorFlow types, foreign types).
+    pub fn is_opaque(&self) -> bool {
+        matches!(self, Kind::Opaque(_) | Kind::Foreign(_))
     }
 
     /// For a kind that is not numeric, what it is, for messages (`a string tensor`,
     /// `a variant tensor, which paramdex does not decode`); `None` for numeric kinds.
-    pub fn not_numeric(self) -> Option<String> {
+    pub fn not_numeric(&self) -> Option<String> {
         match self {
             Kind::Numeric(_) => None,
             Kind::String => Some("a string tensor".into()),
             Kind::Opaque(_) => Some(format!(
                 "a {} tensor, which paramdex does not decode",
                 self.name()
+            )),
+            Kind::Foreign(f) => Some(format!(
+                "a {} {} tensor, which paramdex does not decode",
+                f.system, f.name
             )),
         }
     }
@@ -121,6 +166,11 @@ pub enum Format {
     PaddleMerged,
     /// A safetensors file (Hugging Face).
     Safetensors,
+    /// A `torch.save` file (a zip of a pickle and raw storages; `interop::torch`).
+    Torch,
+    /// A Paddle dygraph `paddle.save` pickle (`.pdparams`, `.pdopt`;
+    /// `interop::paddle::dygraph`).
+    PaddleDygraph,
 }
 
 impl Format {
@@ -134,6 +184,8 @@ impl Format {
             Format::PaddleDir => "paddle per-variable directory",
             Format::PaddleMerged => "paddle merged file",
             Format::Safetensors => "safetensors",
+            Format::Torch => "torch.save file",
+            Format::PaddleDygraph => "paddle dygraph pickle",
         }
     }
 }
@@ -265,7 +317,7 @@ pub trait TensorStore: Send + Sync {
         let Some(t) = self.load(name)? else {
             return Ok(None);
         };
-        let (Kind::Numeric(d), TensorData::Bytes(data)) = (t.info.kind, &t.data) else {
+        let (Some(d), TensorData::Bytes(data)) = (t.info.kind.numeric(), &t.data) else {
             return Err(Error::Unsupported(format!(
                 "tensor {} is {}: only numeric tensors are read by region",
                 name::display(name),
@@ -388,6 +440,8 @@ pub(crate) struct Written {
     pub(crate) output_bytes: u64,
     /// The native writer's figures (native output only).
     pub(crate) native: Option<FinishStats>,
+    /// Notes for the user ([`crate::interop::ExportReport::notes`]).
+    pub(crate) notes: Vec<String>,
 }
 
 /// Why a record header (native or Paddle) cannot describe `info`, if it cannot: a rank above

@@ -38,6 +38,9 @@ pub struct IndexEntry {
     pub record_header_len: u32,
     /// LoD levels of the record (field 17).
     pub lod_levels: u32,
+    /// paramdex's number of a dtype TensorFlow has no number for (field 18; `tf_dtype` is then
+    /// `DT_UINT8`), 0 when absent ([`crate::DType::pdx_code`], SPEC.md 6).
+    pub pdx_dtype: u32,
 }
 
 /// Appends a `TensorShapeProto` (field 2 of the entry) for `dims`, as TensorFlow writes it:
@@ -87,6 +90,25 @@ impl IndexEntry {
         if self.lod_levels != 0 {
             pbwire::put_varint_field(dst, 17, u64::from(self.lod_levels));
         }
+        if self.pdx_dtype != 0 {
+            pbwire::put_varint_field(dst, 18, u64::from(self.pdx_dtype));
+        }
+    }
+
+    /// The entry's dtype ([`crate::DType::from_entry`]), `None` for a number paramdex does not
+    /// know.
+    pub fn dtype(&self) -> Option<crate::DType> {
+        crate::DType::from_entry(self.tf_dtype, self.pdx_dtype)
+    }
+
+    /// The number to name in an error about an unknown dtype: the paramdex number when set,
+    /// else the TensorFlow one, with the numbering it belongs to.
+    pub fn dtype_code(&self) -> (&'static str, i64) {
+        if self.pdx_dtype != 0 {
+            ("paramdex", i64::from(self.pdx_dtype))
+        } else {
+            ("tensorflow", i64::from(self.tf_dtype))
+        }
     }
 
     /// Decodes an entry. `at` is the file offset reported in errors (the entry's block).
@@ -107,7 +129,7 @@ impl IndexEntry {
         while pos < buf.len() {
             let (tag, p) = pbwire::read_tag(buf, pos).ok_or_else(|| bad("bad field tag"))?;
             pos = match (tag.field, tag.wire) {
-                (1 | 3 | 4 | 5 | 16 | 17, WireType::VARINT) => {
+                (1 | 3 | 4 | 5 | 16 | 17 | 18, WireType::VARINT) => {
                     let (v, p) = pbwire::read_varint(buf, p).ok_or_else(|| bad("bad varint"))?;
                     match tag.field {
                         // int32 fields: a negative value is a sign-extended 64-bit varint.
@@ -128,9 +150,13 @@ impl IndexEntry {
                             e.record_header_len =
                                 u32::try_from(v).map_err(|_| bad("record_header_len too large"))?
                         }
-                        _ => {
+                        17 => {
                             e.lod_levels =
                                 u32::try_from(v).map_err(|_| bad("lod_levels too large"))?
+                        }
+                        _ => {
+                            e.pdx_dtype =
+                                u32::try_from(v).map_err(|_| bad("paramdex dtype too large"))?
                         }
                     }
                     p
@@ -172,10 +198,13 @@ impl IndexEntry {
 /// full shape, one `TensorSliceProto` (field 7) per slice, and nothing else (no data, so no
 /// shard, offset, size or checksum). An extent is written as `Extent{start, length}` with a
 /// zero start omitted and the length always present, a whole dimension as an empty `Extent`.
-pub fn encode_partitioned(dst: &mut Vec<u8>, tf_dtype: i32, shape: &[u64], slices: &[Vec<Extent>]) {
-    if tf_dtype != 0 {
-        pbwire::put_varint_field(dst, 1, tf_dtype as i64 as u64);
-    }
+pub fn encode_partitioned(
+    dst: &mut Vec<u8>,
+    dtype: crate::DType,
+    shape: &[u64],
+    slices: &[Vec<Extent>],
+) {
+    pbwire::put_varint_field(dst, 1, dtype.tf_code() as i64 as u64);
     put_shape(dst, shape);
     let mut extent = Vec::new();
     let mut slice = Vec::new();
@@ -192,6 +221,9 @@ pub fn encode_partitioned(dst: &mut Vec<u8>, tf_dtype: i32, shape: &[u64], slice
             pbwire::put_len_field(&mut slice, 1, &extent);
         }
         pbwire::put_len_field(dst, 7, &slice);
+    }
+    if let Some(c) = dtype.pdx_code() {
+        pbwire::put_varint_field(dst, 18, u64::from(c));
     }
 }
 
@@ -337,6 +369,7 @@ mod tests {
             num_slices: 0,
             record_header_len: 64,
             lod_levels: 2,
+            pdx_dtype: 0,
         }
     }
 
@@ -349,6 +382,11 @@ mod tests {
                 ..sample()
             },
             IndexEntry::default(),
+            IndexEntry {
+                tf_dtype: 4,
+                pdx_dtype: crate::DType::Float4E2M1FNx2.pdx_code().unwrap(),
+                ..sample()
+            },
         ] {
             let mut buf = Vec::new();
             e.encode(&mut buf);
@@ -368,6 +406,7 @@ mod tests {
             assert_eq!(p.crc32c, e.crc32c);
             assert_eq!(p.record_header_len, e.record_header_len);
             assert_eq!(p.lod_levels, e.lod_levels);
+            assert_eq!(p.pdx_dtype, e.pdx_dtype);
             // prost's own encoding decodes to the same entry by hand.
             assert_eq!(IndexEntry::decode(&p.encode_to_vec(), 0, 254).unwrap(), e);
             assert_eq!(IndexEntry::decode(&buf, 0, 254).unwrap(), e);
@@ -404,7 +443,12 @@ mod tests {
         // Verified against TensorFlow 2.21: a [4,2] float tensor in two row slices.
         let rows = |start: i64| vec![Extent { start, length: 2 }, Extent::FULL];
         let mut buf = Vec::new();
-        encode_partitioned(&mut buf, 1, &[4, 2], &[rows(0), rows(2)]);
+        encode_partitioned(
+            &mut buf,
+            crate::DType::Float32,
+            &[4, 2],
+            &[rows(0), rows(2)],
+        );
         assert_eq!(
             buf,
             [

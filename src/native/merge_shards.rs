@@ -188,9 +188,9 @@ fn check_shard(s: &ShardIndex) -> Result<()> {
         };
         ensure_within("tensor name length", key.len(), MAX_NAME_LEN, Some(at))?;
         let e = IndexEntry::decode(value, at, MAX_RANK).map_err(ctx)?;
-        let dtype = DType::from_tf(e.tf_dtype.into()).ok_or_else(|| Error::UnknownDType {
-            system: "tensorflow",
-            code: e.tf_dtype.into(),
+        let dtype = e.dtype().ok_or_else(|| Error::UnknownDType {
+            system: e.dtype_code().0,
+            code: e.dtype_code().1,
             location: Some(format!("shard file {shown}: tensor {}", shown_key())),
         })?;
         if e.num_slices != 0 {
@@ -1181,13 +1181,17 @@ fn merge_entries(
                     ),
                 });
             }
-            let (d0, shape0) = (entries[0].tf_dtype, &entries[0].shape);
+            let dkey = |e: &IndexEntry| (e.tf_dtype, e.pdx_dtype);
+            let (d0, shape0) = (&entries[0], &entries[0].shape);
             if let Some(i) = entries
                 .iter()
-                .position(|e| e.tf_dtype != d0 || &e.shape != shape0)
+                .position(|e| dkey(e) != dkey(d0) || &e.shape != shape0)
             {
-                let dt = |c: i32| {
-                    DType::from_tf(c.into()).map_or_else(|| c.to_string(), |d| d.name().to_string())
+                let dt = |e: &IndexEntry| {
+                    e.dtype().map_or_else(
+                        || format!("{} {}", e.dtype_code().0, e.dtype_code().1),
+                        |d| d.name().to_string(),
+                    )
                 };
                 return Err(Error::Slices {
                     name: display(),
@@ -1198,7 +1202,7 @@ fn merge_entries(
                         dt(d0),
                         shape0.as_slice(),
                         file(holders[i]),
-                        dt(entries[i].tf_dtype),
+                        dt(&entries[i]),
                         entries[i].shape.as_slice()
                     ),
                 });
@@ -1249,8 +1253,13 @@ fn merge_entries(
                 }
                 *partial_count += 1;
             }
+            let dtype = d0.dtype().ok_or_else(|| Error::UnknownDType {
+                system: d0.dtype_code().0,
+                code: d0.dtype_code().1,
+                location: Some(format!("{}: tensor {}", file(holders[0]), display())),
+            })?;
             let mut v = Vec::new();
-            encode_partitioned(&mut v, d0, shape0, &extents);
+            encode_partitioned(&mut v, dtype, shape0, &extents);
             v
         };
         out.entries.push((key, value));

@@ -76,6 +76,7 @@ pub const MAX_SHARDS: u32 = 100_000;
 /// The `version.producer` written into the header, as TensorFlow's bundle writer does.
 pub const TF_BUNDLE_VERSION: i32 = 1;
 
+#[cfg(feature = "s3")]
 pub(crate) use crate::format::check_range;
 pub use crate::format::ReadAt;
 pub use backend::{EarlySync, WriteBackend, WriteDestination};
@@ -86,13 +87,19 @@ pub use merge_shards::{
     clean_shards, merge_shards, shard_files, MergeShardsOptions, MergeShardsReport, MergeStep,
     PartialTensors, ShardFile, ShardFileKind,
 };
+// The engine's insides that the object-storage reader and writer (`remote/`, the `s3` feature)
+// share.
+#[cfg(feature = "s3")]
 pub(crate) use merge_shards::{parse_data_name, plan_index, write_index};
 pub use meta::{MetaValue, Metadata};
+#[cfg(feature = "s3")]
 pub(crate) use open::{hold_from, open_index, Opened};
 pub use read_at::FileRange;
+pub(crate) use reader::Listed;
+#[cfg(feature = "s3")]
 pub(crate) use reader::{
     check_data, check_partition, entry_dtype, is_tensor_name, list_entry, piece_entry, plan_region,
-    validate_header, Listed, RegionPlan,
+    validate_header, RegionPlan,
 };
 pub use reader::{Iter, ReadOptions, Reader};
 pub use recover::{
@@ -102,15 +109,20 @@ pub use recover::{
 pub use region::Region;
 pub use reuse::ReuseStats;
 pub use rewrite::{rewrite_in_place, RewriteReport};
+#[cfg(feature = "s3")]
 pub(crate) use shard_index::{read_shard_index_from, ShardIndex};
 pub(crate) use shard_table::{data_path, index_path};
 pub use shard_writer::{Saved, ShardWriter, ShardedSave};
+#[cfg(feature = "s3")]
 pub(crate) use shards::{check_against_shards, check_shard_identity, check_shard_len};
 pub use source::{LoadAdvice, Source};
 pub use staging::{remove_staged, write_atomically};
 pub use stream::TensorWriter;
-pub(crate) use verify::{check_crcs, slice_keys, Tally};
+pub(crate) use verify::check_crcs;
+#[cfg(feature = "s3")]
+pub(crate) use verify::{slice_keys, Tally};
 pub use verify::{VerifyOptions, VerifyReport};
+#[cfg(feature = "s3")]
 pub(crate) use view::{record_header, view_of_record, SlicePiece};
 pub use view::{SliceData, TensorView};
 pub use writer::{

@@ -37,7 +37,8 @@ pub(crate) struct Opened<'s> {
 /// to the bytes held, before the header is decoded): what a reader of the whole index (a
 /// merge's reader of a shard's index) wants, without a read of the header's block alone.
 ///
-/// Errors: [`Error::UnrecognizedFormat`] for a file too short for a footer or without the
+/// Errors name `path` (block reads through the index's location, [`TableIndex::set_location`]):
+/// [`Error::UnrecognizedFormat`] for a file too short for a footer or without the
 /// table magic; [`Error::Unsupported`] for a TensorFlow V1 checkpoint; [`Error::Corrupt`] (and
 /// the table's errors) for the rest.
 pub(crate) fn open_index<'s>(
@@ -51,6 +52,7 @@ pub(crate) fn open_index<'s>(
     if len < FOOTER_LEN as u64 {
         return Err(Error::UnrecognizedFormat {
             path: path.to_string(),
+            looks_like: None,
             detail: format!("{len} bytes is too short to be a paramdex file (48-byte footer)"),
         });
     }
@@ -72,9 +74,10 @@ pub(crate) fn open_index<'s>(
                 ..
             } => Error::UnrecognizedFormat {
                 path: path.to_string(),
+                looks_like: None,
                 detail: format!("not a paramdex file: {detail}"),
             },
-            other => other,
+            other => other.context(path),
         })?;
     let idx: BlockHandle = footer.index;
     // The index block ends at the footer (checked again by the table reader); its size is
@@ -91,12 +94,15 @@ pub(crate) fn open_index<'s>(
                     idx.offset
                 ),
             )
+            .context(path)
         })?;
     if idx.offset < held_start {
         // A larger index block than the tail held: one more read.
         (held, held_start) = hold_from(src, held, held_start, idx.offset)?;
     }
-    let index = TableIndex::open_tail(&held, held_start, opts)?;
+    let mut index = TableIndex::open_tail(&held, held_start, opts).map_err(|e| e.context(path))?;
+    // Errors of reading its blocks name the file.
+    index.set_location(path);
     let first_block = index.first_data_offset().unwrap_or(idx.offset);
     if hold_index {
         (held, held_start) = hold_from(src, held, held_start, first_block)?;
@@ -110,7 +116,8 @@ pub(crate) fn open_index<'s>(
                 "header entry",
                 first_block,
                 "the first key is not the empty header key",
-            ));
+            )
+            .context(path));
         }
         let value = it.value();
         FileHeader::decode(value, first_block).map_err(|e| {
@@ -127,7 +134,7 @@ pub(crate) fn open_index<'s>(
                      format (a PREFIX.index and PREFIX.data-* files)"
                 ))
             } else {
-                e
+                e.context(path)
             }
         })?
     };

@@ -141,7 +141,8 @@ pub(crate) struct Listed {
     pub(crate) shape: Dims,
     pub(crate) lod_levels: u32,
     pub(crate) nbytes: u64,
-    /// Slices of a tensor stored in slices, else 0.
+    /// Slices of a tensor stored in slices, else 0 (the remote listings' count).
+    #[cfg_attr(not(feature = "s3"), allow(dead_code))]
     pub(crate) slices: u64,
 }
 
@@ -522,6 +523,7 @@ impl Reader {
                 at,
                 format!("tensor {}: {detail}", slice_key::display_key(key)),
             )
+            .context(&self.path)
         };
         let (file, records_len, where_) = match &self.shards {
             None => {
@@ -566,7 +568,8 @@ impl Reader {
                     data.len(),
                     stored,
                     computed,
-                ));
+                )
+                .context(where_.unwrap_or(&self.path)));
             }
         }
         // The last expression, so that the view is built in the caller's return slot rather
@@ -582,6 +585,7 @@ impl Reader {
             lod_levels: e.lod_levels,
             file,
             base: 0,
+            path: where_.unwrap_or(&self.path),
             slice,
         })
     }
@@ -875,9 +879,9 @@ pub(crate) fn piece_entry(
 
 /// The element type of entry `e` (under index key `key`).
 pub(crate) fn entry_dtype(key: &[u8], e: &IndexEntry) -> Result<DType> {
-    DType::from_tf(e.tf_dtype.into()).ok_or_else(|| Error::UnknownDType {
-        system: "tensorflow",
-        code: e.tf_dtype.into(),
+    e.dtype().ok_or_else(|| Error::UnknownDType {
+        system: e.dtype_code().0,
+        code: e.dtype_code().1,
         location: Some(format!("tensor {}", slice_key::display_key(key))),
     })
 }
@@ -937,6 +941,7 @@ pub(crate) fn validate_header(header: &FileHeader, first_block: u64, path: &str)
     if header.format_version == 0 {
         return Err(Error::UnrecognizedFormat {
             path: path.to_string(),
+            looks_like: None,
             detail: "a TensorFlow checkpoint index, not a native paramdex file (its header has no paramdex format version)".into(),
         });
     }

@@ -168,6 +168,7 @@ fn map_file(input: &Path) -> Result<Source> {
     if input.is_dir() {
         return Err(Error::UnrecognizedFormat {
             path: input.display().to_string(),
+            looks_like: None,
             detail: "a directory, not a paramdex file (recover reads one torn file)".into(),
         });
     }
@@ -236,6 +237,7 @@ fn nothing_to_recover(input: &Path, source: &[u8], stop: Option<Stop>) -> Error 
     let path = input.display().to_string();
     let unrecognized = |detail: String| Error::UnrecognizedFormat {
         path: path.clone(),
+        looks_like: None,
         detail,
     };
     if source.is_empty() {

@@ -344,7 +344,7 @@ impl Reuse {
         for (name, p) in &self.sliced {
             let extents: Vec<_> = p.regions.iter().map(|r| r.extents(&p.full_shape)).collect();
             let mut v = Vec::new();
-            encode_partitioned(&mut v, p.dtype.tf_code(), &p.full_shape, &extents);
+            encode_partitioned(&mut v, p.dtype, &p.full_shape, &extents);
             entries.push((name, v));
         }
         entries.sort_unstable_by(|a, b| a.0.cmp(b.0));

@@ -219,6 +219,9 @@ pub(crate) struct References {
     pub(super) entries: Vec<(Vec<u8>, IndexEntry, Vec<u8>, u64)>,
 }
 
+/// An index entry's dtype as stored: the TensorFlow number (field 1) and paramdex's (field 18).
+type EntryDtype = (i32, u32);
+
 /// Reads and checks the references file at `path` (never more than its own bytes): a native
 /// file of version 2 without records whose header names its shard and lists the earlier data
 /// files; its references (whole tensors and slices) each name one of those files, and each
@@ -263,7 +266,7 @@ pub(super) fn read_references(path: &Path, read: &mut u64) -> Result<References>
     let mut it = table.iter();
     let mut entries = Vec::new();
     // Slice references by key: (dtype, shape), removed as their tensors' entries list them.
-    let mut slice_refs: HashMap<Vec<u8>, (i32, Vec<u64>)> = HashMap::new();
+    let mut slice_refs: HashMap<Vec<u8>, (EntryDtype, Vec<u64>)> = HashMap::new();
     let mut partitioned = Vec::new();
     let (mut tensors, mut slices) = (0u64, 0u64);
     while it.next()? {
@@ -310,7 +313,7 @@ pub(super) fn read_references(path: &Path, read: &mut u64) -> Result<References>
             }
             if key[0] == 0 {
                 slices += 1;
-                slice_refs.insert(key.to_vec(), (e.tf_dtype, e.shape.to_vec()));
+                slice_refs.insert(key.to_vec(), ((e.tf_dtype, e.pdx_dtype), e.shape.to_vec()));
             } else {
                 tensors += 1;
             }
@@ -330,7 +333,7 @@ pub(super) fn read_references(path: &Path, read: &mut u64) -> Result<References>
             })?;
             let k = slice_key::encode(name, &ext);
             match slice_refs.remove(&k) {
-                Some((d, shape)) if d == e.tf_dtype && shape == r.len => {}
+                Some((d, shape)) if d == (e.tf_dtype, e.pdx_dtype) && shape == r.len => {}
                 _ => {
                     return Err(bad(
                         *at,

@@ -308,7 +308,10 @@ pub(crate) fn check_against_shards(
                 for &s in &holders {
                     let (v, a) = (cursors[s].value(), cursors[s].block_offset());
                     let own = IndexEntry::decode(v, a, MAX_RANK)?;
-                    if own.num_slices == 0 || own.tf_dtype != e.tf_dtype || own.shape != e.shape {
+                    if own.num_slices == 0
+                        || (own.tf_dtype, own.pdx_dtype) != (e.tf_dtype, e.pdx_dtype)
+                        || own.shape != e.shape
+                    {
                         return Err(bad(
                             at,
                             format!(
@@ -318,7 +321,7 @@ pub(crate) fn check_against_shards(
                                 if own.num_slices == 0 {
                                     "a whole tensor".to_string()
                                 } else {
-                                    format!("dtype {} shape {:?}", own.tf_dtype, own.shape)
+                                    format!("dtype {:?} shape {:?}", own.dtype_code(), own.shape)
                                 }
                             ),
                         ));

@@ -376,11 +376,77 @@ pub(crate) fn stage_dir(target: &Path, suffix: &str) -> Result<Staged> {
 }
 
 /// Stages a hard link to `src` beside `target`. Fails where the file system cannot link
-/// (another device, no hard links); the caller then stages a copy.
+/// (another device, no hard links) or where [`refuse_hard_links_from`] says so; the caller
+/// then stages a copy.
 pub(crate) fn stage_link(src: &Path, target: &Path, suffix: &str) -> Result<Staged> {
     registry()
-        .stage(target, suffix, false, |p| std::fs::hard_link(src, p))
+        .stage(target, suffix, false, |p| {
+            if links_refused_from(src) {
+                return Err(io::Error::other(format!(
+                    "hard links from {} refused on this thread (raw::testing::refuse_hard_links_from)",
+                    src.display()
+                )));
+            }
+            std::fs::hard_link(src, p)
+        })
         .map(|((), s)| s)
+}
+
+thread_local! {
+    /// The directories of the [`RefuseHardLinks`] guards alive on this thread (each as given
+    /// and canonical).
+    static REFUSED_LINKS: std::cell::RefCell<Vec<(PathBuf, PathBuf)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Whether a [`RefuseHardLinks`] guard of this thread covers `src`.
+fn links_refused_from(src: &Path) -> bool {
+    REFUSED_LINKS.with(|dirs| {
+        let dirs = dirs.borrow();
+        if dirs.is_empty() {
+            return false;
+        }
+        let canonical = src.canonicalize().ok();
+        dirs.iter().any(|(given, canon)| {
+            src.starts_with(given) || canonical.as_ref().is_some_and(|c| c.starts_with(canon))
+        })
+    })
+}
+
+/// Makes every hard link paramdex would stage on the calling thread from a file under `dir`
+/// fail, as if `dir` were on another file system, until the returned guard is dropped: the
+/// fault injection that lets a test run the copy taken instead (incremental saves reusing a
+/// base's data files, `export_tf`) on any machine, not only where a second file system is at
+/// hand. Links from elsewhere still work, as they would. Only the calling thread is affected;
+/// guards nest.
+pub fn refuse_hard_links_from(dir: &Path) -> RefuseHardLinks {
+    let given = dir.to_path_buf();
+    let canonical = dir.canonicalize().unwrap_or_else(|_| given.clone());
+    REFUSED_LINKS.with(|dirs| dirs.borrow_mut().push((given.clone(), canonical)));
+    RefuseHardLinks {
+        dir: given,
+        _this_thread: std::marker::PhantomData,
+    }
+}
+
+/// The guard of [`refuse_hard_links_from`]: links from its directory work again on this
+/// thread once it is dropped. Not `Send`: it belongs to its thread.
+#[must_use = "hard links are refused only while the guard is alive"]
+#[derive(Debug)]
+pub struct RefuseHardLinks {
+    dir: PathBuf,
+    _this_thread: std::marker::PhantomData<*const ()>,
+}
+
+impl Drop for RefuseHardLinks {
+    fn drop(&mut self) {
+        REFUSED_LINKS.with(|dirs| {
+            let mut dirs = dirs.borrow_mut();
+            if let Some(i) = dirs.iter().rposition(|(given, _)| *given == self.dir) {
+                dirs.remove(i);
+            }
+        });
+    }
 }
 
 /// Renames staged items into their targets, in order, while holding the registry lock (so a
@@ -794,5 +860,51 @@ mod tests {
         assert_eq!(std::fs::read(s.path()).unwrap(), b"abc");
         commit([(s, target.as_path())]).unwrap();
         assert_eq!(std::fs::read(&target).unwrap(), b"abc");
+    }
+
+    /// `refuse_hard_links_from` refuses links from under its directory only, on its thread
+    /// only, while its guard lives (guards nest), and a refused link leaves nothing behind.
+    #[test]
+    fn refused_hard_links_fail_like_links_across_file_systems() {
+        let dir = tempfile::tempdir().unwrap();
+        let (far, near) = (dir.path().join("far"), dir.path().join("near"));
+        std::fs::create_dir_all(far.join("sub")).unwrap();
+        std::fs::create_dir(&near).unwrap();
+        let (from_far, from_near) = (far.join("sub/src"), near.join("src"));
+        std::fs::write(&from_far, b"abc").unwrap();
+        std::fs::write(&from_near, b"abc").unwrap();
+        let target = near.join("out/link");
+        let links = |src: &Path| stage_link(src, &target, ".tmp").is_ok();
+        {
+            let _outer = refuse_hard_links_from(&far);
+            let e = stage_link(&from_far, &target, ".tmp").unwrap_err();
+            assert!(matches!(e, Error::Io { .. }), "{e}");
+            assert!(
+                !near.join("out").exists(),
+                "a refused link leaves no directory"
+            );
+            assert!(links(&from_near), "links from elsewhere still work");
+            #[cfg(unix)]
+            {
+                let alias = dir.path().join("alias");
+                std::os::unix::fs::symlink(&far, &alias).unwrap();
+                let by_alias = alias.join("sub/src");
+                assert!(
+                    !links(&by_alias),
+                    "the same file by another path is refused"
+                );
+            }
+            {
+                let _inner = refuse_hard_links_from(&far);
+                assert!(!links(&from_far));
+            }
+            assert!(!links(&from_far), "the outer guard still holds");
+            let other_thread = std::thread::scope(|s| s.spawn(|| links(&from_far)).join());
+            assert!(other_thread.unwrap(), "other threads are not affected");
+        }
+        assert!(
+            links(&from_far),
+            "links work again once every guard is dropped"
+        );
     }
 }

@@ -6,7 +6,9 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::format::{crc32c, unmask_crc};
 use crate::name;
-use crate::native::entry::{Dims, IndexEntry};
+use crate::native::entry::Dims;
+#[cfg(feature = "s3")]
+use crate::native::entry::IndexEntry;
 use crate::native::region::{self, Region};
 use crate::native::slice_key;
 use crate::record::{self, Lod};
@@ -90,9 +92,11 @@ pub(crate) fn record_header<'r>(
 
 /// The view of the stored tensor (or slice, `slice`) `name` whose entry is `e` (checked:
 /// [`crate::native::check_data`]), over `record`, the bytes of its record (header and data)
-/// read by ranges from `record_offset` on: the same view, and so the same record checks and
+/// read by ranges from `record_offset` on, in the file `path`: the same view, and so the same record checks and
 /// LoD, as a mapped file's.
+#[cfg(feature = "s3")]
 pub(crate) fn view_of_record<'a>(
+    path: &'a str,
     name: &[u8],
     slice: Option<Box<SlicePiece>>,
     dtype: DType,
@@ -125,6 +129,7 @@ pub(crate) fn view_of_record<'a>(
         lod_levels: e.lod_levels,
         file: record,
         base: record_offset,
+        path,
         slice,
     })
 }
@@ -145,6 +150,8 @@ pub struct TensorView<'a> {
     /// read by ranges (`base` its offset).
     pub(super) file: &'a [u8],
     pub(super) base: u64,
+    /// The file `file` is (for a tensor of a sharded checkpoint, its data file), for messages.
+    pub(super) path: &'a str,
     /// For a slice of a tensor stored in slices: where it sits.
     pub(super) slice: Option<Box<SlicePiece>>,
 }
@@ -264,7 +271,8 @@ impl<'a> TensorView<'a> {
                 self.data.len(),
                 stored,
                 computed,
-            ));
+            )
+            .context(self.path));
         }
         Ok(())
     }
@@ -279,7 +287,9 @@ impl<'a> TensorView<'a> {
                 format!("tensor {}: {detail}", self.display_name()),
             )
         };
-        if h.dtype != self.dtype || h.dims.as_slice() != self.shape.as_slice() {
+        if h.dtype.paddle_code() != self.dtype.paddle_code()
+            || h.dims.as_slice() != self.shape.as_slice()
+        {
             return Err(bad(format!(
                 "record says {} {:?}, index says {} {:?}",
                 h.dtype,

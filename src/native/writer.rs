@@ -833,6 +833,7 @@ impl Writer {
             record_header_len: u32::try_from(header_len)
                 .expect("header lengths are checked by header_fits before the record is written"),
             lod_levels: u32::try_from(lod_levels).expect("LoD levels are validated (at most 32)"),
+            pdx_dtype: dtype.pdx_code().unwrap_or(0),
         }
     }
 
@@ -1003,7 +1004,7 @@ impl Writer {
         for (name, p) in &all {
             let extents: Vec<_> = p.regions.iter().map(|r| r.extents(&p.full_shape)).collect();
             let value_start = self.values.len();
-            encode_partitioned(&mut self.values, p.dtype.tf_code(), &p.full_shape, &extents);
+            encode_partitioned(&mut self.values, p.dtype, &p.full_shape, &extents);
             self.entries.push(Pending {
                 name_start: self.names.len(),
                 name_len: name.len(),

@@ -1,34 +1,81 @@
 //! Checkpoints read by byte ranges (issue 15): the layer between the native engine and the
-//! object stores that hold checkpoints past one machine. [`RangeRead`] is one object read by
-//! ranges, each read one request ([`FileRange`]: a local file, for tests and `file://`);
-//! [`RemoteReader`] reads a native file through it at the cost SPEC.md 8.4 gives (open: the
-//! tail, and the header's block; `get`: the tensor's index block unless cached, and its
-//! record), checking every tensor's CRC32C.
+//! object stores that hold checkpoints past one machine.
+//!
+//! All of it but [`is_url`] is built with the `s3` cargo feature (on by default), which brings
+//! object_store and its S3 client. Without it, paramdex reads and writes local files only:
+//! [`is_url`] still tells a URL from a path, and the entry points that take URLs
+//! (`interop::open_any`, `interop::CheckpointManager::open`, `interop::merge`) refuse one with
+//! [`Error::NoObjectStorage`](crate::Error::NoObjectStorage) instead of taking it for a path.
+#![cfg_attr(
+    feature = "s3",
+    doc = "
+[`RangeRead`] is one object read by ranges, each read one request ([`FileRange`]: a local
+file, for tests and `file://`); [`RemoteReader`] reads a native file through it at the cost
+SPEC.md 8.4 gives (open: the tail, and the header's block; `get`: the tensor's index block
+unless cached, and its record), checking every tensor's CRC32C."
+)]
 
+#[cfg(feature = "s3")]
 mod object;
+#[cfg(feature = "s3")]
 mod range;
+#[cfg(feature = "s3")]
 mod reader;
+#[cfg(feature = "s3")]
 mod sharded;
+#[cfg(feature = "s3")]
 mod sharded_write;
+#[cfg(feature = "s3")]
 mod upload;
+#[cfg(feature = "s3")]
 mod url;
 
+#[cfg(feature = "s3")]
 pub(crate) use object::remote_error;
+#[cfg(feature = "s3")]
 pub use object::ObjectRange;
+#[cfg(feature = "s3")]
 pub use range::{Dest, FileRange, Parallelism, RangeRead, ReadAt, ReadPart, RequestStats};
+#[cfg(feature = "s3")]
 pub use reader::{
     LoadOptions, LoadProgress, RemoteEntry, RemoteOptions, RemoteReader, RemoteTensor,
 };
+#[cfg(feature = "s3")]
 pub use sharded::{
     data_suffix, object_data_opener, open_sharded, sharded_names, DataOpener, RemoteSharded,
 };
+#[cfg(feature = "s3")]
 pub use sharded_write::{merge_shards_url, RemoteShardWriter};
+#[cfg(feature = "s3")]
 pub use upload::{
-    create_writer, create_writer_with, object_exists, upload_file, ObjectUpload, UploadCounters,
-    UploadOptions, UploadStats, DEFAULT_PART_SIZE, DEFAULT_UPLOAD_CONCURRENCY, MAX_PARTS,
-    MAX_PART_SIZE, MIN_PART_SIZE,
+    abort_uploads_in_flight, create_writer, create_writer_with, object_exists, upload_file,
+    AbortOutcome, AbortedUpload, ObjectUpload, UploadCounters, UploadOptions, UploadStats,
+    DEFAULT_PART_SIZE, DEFAULT_UPLOAD_CONCURRENCY, MAX_PARTS, MAX_PART_SIZE, MIN_PART_SIZE,
 };
+#[cfg(feature = "s3")]
 pub use url::{
-    is_url, open_url, open_url_with, resolve, resolve_with, s3_settings, set_s3_settings,
-    split_s3_url, ObjectLocation, RemoteConfig, S3Settings,
+    open_url, open_url_with, resolve, resolve_with, s3_settings, set_s3_settings, split_s3_url,
+    ObjectLocation, RemoteConfig, S3Settings,
 };
+
+/// Whether `s` names a remote object (`s3://`, `file://`) rather than a local path. Pure
+/// string logic, there with or without the `s3` feature, so that a URL is always recognised
+/// (and, without the feature, refused as one).
+pub fn is_url(s: &str) -> bool {
+    s.starts_with("s3://") || s.starts_with("file://")
+}
+
+/// Without the `s3` feature there are no uploads: this type has no values, so an export's
+/// `upload` (`Option<(&str, &UploadOptions)>`) is always `None`, and the code that would
+/// upload is statically unreachable instead of compiled out line by line.
+#[cfg(not(feature = "s3"))]
+#[derive(Debug)]
+pub(crate) enum UploadOptions {}
+
+/// The error for `url` in a paramdex built without the `s3` feature.
+#[cfg(not(feature = "s3"))]
+pub(crate) fn not_built(url: &str) -> crate::Error {
+    crate::Error::NoObjectStorage {
+        url: url.to_string(),
+    }
+}

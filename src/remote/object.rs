@@ -59,31 +59,235 @@ impl std::fmt::Debug for ObjectRange {
     }
 }
 
-/// The error of a failed request for `url`.
+/// The error of a failed request for `url`: the one place where the store client's errors
+/// become [`Error::Remote`]. The kind ([`RemoteProblem`]) comes from `object_store`'s variant,
+/// refined by what the answer said ([`Answer`]): the S3 error code tells a missing bucket
+/// from a missing object, the status and the retries tell a store that could not answer. The
+/// message is one line, without the server's XML; the client's error is kept as the source.
 pub(crate) fn remote_error(url: &str, e: object_store::Error) -> Error {
     use object_store::Error as E;
+    let answer = Answer::of(&e);
     let problem = match &e {
+        E::NotFound { .. } if answer.code.as_deref() == Some("NoSuchBucket") => {
+            RemoteProblem::NoSuchBucket
+        }
         E::NotFound { .. } => RemoteProblem::NotFound,
         E::PermissionDenied { .. } | E::Unauthenticated { .. } => RemoteProblem::Denied,
         E::Precondition { .. } => RemoteProblem::Replaced,
+        _ if answer.unavailable() => RemoteProblem::Unavailable {
+            status: answer.status,
+            retries: answer.retries,
+        },
         _ => RemoteProblem::Request,
     };
-    // The causes' messages too (a timeout says so only there), each once.
-    let mut detail = e.to_string();
-    let mut cause = std::error::Error::source(&e);
-    while let Some(c) = cause {
-        let m = c.to_string();
-        if !detail.contains(&m) {
-            detail.push_str(": ");
-            detail.push_str(&m);
+    // What the store answered; the client's own words when there was no HTTP answer to
+    // describe (a local file system's store, a client misconfigured).
+    let said = if answer.status.is_some() || answer.code.is_some() || answer.no_answer.is_some() {
+        answer.said()
+    } else {
+        chain_text(&e)
+    };
+    let detail = match problem {
+        RemoteProblem::NoSuchBucket => format!("no such bucket: {said}"),
+        RemoteProblem::NotFound => format!("no such object: {said}"),
+        RemoteProblem::Denied => format!("access denied: {said}"),
+        RemoteProblem::Replaced => format!("the object changed since it was opened: {said}"),
+        RemoteProblem::Unavailable { status: None, .. } if answer.no_answer.is_some() => {
+            format!("the store did not answer: {said}")
         }
-        cause = c.source();
-    }
+        RemoteProblem::Unavailable { .. } => format!("the store could not answer: {said}"),
+        _ if answer.status.is_some() || answer.code.is_some() => {
+            format!("the store refused the request: {said}")
+        }
+        _ => said,
+    };
     Error::Remote {
         url: url.to_string(),
         problem,
         detail,
+        source: Some(Box::new(e)),
     }
+}
+
+/// An error and its causes' messages, each once (a timeout says so only in a cause).
+fn chain_text(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let m = c.to_string();
+        if !text.contains(&m) {
+            text.push_str(": ");
+            text.push_str(&m);
+        }
+        cause = c.source();
+    }
+    // Whatever document a server sent is not for people (its code and message, when it is an
+    // S3 error, are in `Answer`).
+    for xml in ["<?xml", "<Error"] {
+        if let Some(i) = text.find(xml) {
+            text.truncate(i);
+        }
+    }
+    one_line(&text, 600)
+}
+
+/// `s` with every run of white space (line breaks included) one space, cut to at most `max`
+/// characters.
+fn one_line(s: &str, max: usize) -> String {
+    let mut out = String::new();
+    for (i, word) in s.split_whitespace().enumerate() {
+        if out.len() + word.len() + 1 > max {
+            out.push_str(" ...");
+            break;
+        }
+        if i > 0 {
+            out.push(' ');
+        }
+        out.push_str(word);
+    }
+    out
+}
+
+/// What a failed request's answer said, read once from the store client's error. Its
+/// structure is what `object_store` exposes: the kind of a failure to connect
+/// (`object_store::client::HttpError`); the status, the retries and the server's answer
+/// only in the text of its retry error (`Error performing GET http://... in 1.2s, after 5
+/// retries, ... - Server returned non-2xx status code: 503 Service Unavailable: <?xml ...`),
+/// whose S3 error document (`<Error><Code>NoSuchBucket</Code><Message>...`) is the server's
+/// protocol, parsed here.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Answer {
+    /// The HTTP status of the last answer, if one came.
+    status: Option<u16>,
+    /// The S3 error code (`NoSuchBucket`, `NoSuchKey`, `AccessDenied`, `SlowDown`, ...).
+    code: Option<String>,
+    /// The S3 error message, on one line.
+    message: Option<String>,
+    /// Retries made before giving up.
+    retries: u32,
+    /// The request, as `GET http://host/bucket/key`.
+    request: Option<String>,
+    /// No answer came: why (the innermost cause: `Connection refused (os error 111)`).
+    no_answer: Option<String>,
+}
+
+impl Answer {
+    fn of(e: &object_store::Error) -> Answer {
+        use object_store::client::{HttpError, HttpErrorKind};
+        let mut a = Answer::default();
+        let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+        while let Some(c) = cause {
+            if let Some(h) = c.downcast_ref::<HttpError>() {
+                if matches!(
+                    h.kind(),
+                    HttpErrorKind::Connect
+                        | HttpErrorKind::Request
+                        | HttpErrorKind::Timeout
+                        | HttpErrorKind::Interrupted
+                ) {
+                    // The innermost cause says it best (`Connection refused`).
+                    let mut last: &(dyn std::error::Error + 'static) = h;
+                    while let Some(n) = last.source() {
+                        last = n;
+                    }
+                    a.no_answer = Some(one_line(&last.to_string(), 200));
+                }
+            }
+            let text = c.to_string();
+            if a.request.is_none() {
+                a.request = between(&text, "Error performing ", " in ").map(str::to_string);
+            }
+            if a.retries == 0 {
+                a.retries = between(&text, "after ", " retries")
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(0);
+            }
+            if a.status.is_none() {
+                a.status = after(&text, "status code: ")
+                    .and_then(|t| t.get(..3))
+                    .and_then(|n| n.parse().ok());
+            }
+            if a.code.is_none() {
+                a.code = between(&text, "<Code>", "</Code>").map(|c| one_line(&unescape(c), 64));
+            }
+            if a.message.is_none() {
+                a.message =
+                    between(&text, "<Message>", "</Message>").map(|m| one_line(&unescape(m), 200));
+            }
+            cause = c.source();
+        }
+        a
+    }
+
+    /// Whether the store could not answer: a server error, throttling or a request timeout
+    /// (each retried by the client before it gave up), or no answer at all.
+    fn unavailable(&self) -> bool {
+        // S3 may answer an error inside a 200 (a completion that failed): its code says.
+        let busy = matches!(
+            self.code.as_deref(),
+            Some("InternalError" | "ServiceUnavailable" | "SlowDown")
+        );
+        busy || match self.status {
+            Some(s) => s >= 500 || s == 429 || s == 408,
+            None => self.no_answer.is_some(),
+        }
+    }
+
+    /// The answer in a few words: `HTTP 404 NoSuchKey (The specified key does not exist.)
+    /// for GET http://host/bucket/key`; `HTTP 503 SlowDown (...) after 5 retries of GET ...`;
+    /// `Connection refused (os error 111) after 5 retries of GET ...`.
+    fn said(&self) -> String {
+        let mut s = match (self.status, &self.no_answer) {
+            (Some(st), _) => format!("HTTP {st}"),
+            (None, Some(why)) => why.clone(),
+            (None, None) => String::new(),
+        };
+        if let Some(code) = &self.code {
+            if !s.is_empty() {
+                s.push(' ');
+            }
+            s.push_str(code);
+        }
+        if let Some(m) = &self.message {
+            s.push_str(&format!(" ({m})"));
+        }
+        if self.retries > 0 {
+            s.push_str(&format!(
+                " after {} {}",
+                self.retries,
+                if self.retries == 1 {
+                    "retry"
+                } else {
+                    "retries"
+                }
+            ));
+        }
+        if let Some(r) = &self.request {
+            s.push_str(if self.retries > 0 { " of " } else { " for " });
+            s.push_str(r);
+        }
+        s
+    }
+}
+
+/// The text of `s` after the first `start`.
+fn after<'a>(s: &'a str, start: &str) -> Option<&'a str> {
+    s.find(start).map(|i| &s[i + start.len()..])
+}
+
+/// The text of `s` between the first `start` and the next `end`.
+fn between<'a>(s: &'a str, start: &str, end: &str) -> Option<&'a str> {
+    let rest = after(s, start)?;
+    rest.find(end).map(|j| &rest[..j])
+}
+
+/// XML text with its five predefined entities decoded.
+fn unescape(s: &str) -> String {
+    s.replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&apos;", "'")
+        .replace("&amp;", "&")
 }
 
 impl ObjectRange {
@@ -113,16 +317,16 @@ impl ObjectRange {
             .map_err(|e| remote_error(&url, e))?;
         let len = meta.size;
         if range.end != len || data.len() as u64 != range.end - range.start {
-            return Err(Error::Remote {
+            return Err(Error::remote(
                 url,
-                problem: RemoteProblem::Truncated,
-                detail: format!(
+                RemoteProblem::Truncated,
+                format!(
                     "asked for the last {tail_bytes} bytes of {len}, got {} bytes of {}..{}",
                     data.len(),
                     range.start,
                     range.end
                 ),
-            });
+            ));
         }
         Ok(ObjectRange {
             store,
@@ -175,25 +379,30 @@ impl ObjectRange {
         });
         let (meta, got, data) = match got {
             Ok(x) => x,
-            Err(
-                e @ (object_store::Error::NotFound { .. }
-                | object_store::Error::PermissionDenied { .. }
-                | object_store::Error::Unauthenticated { .. }),
-            ) => return Err(remote_error(&url, e)),
             Err(e) => {
-                // A range past the end is refused by the store (416): say how long the object
-                // is, when a HEAD can tell.
+                let err = remote_error(&url, e);
+                // A range past the end is refused by the store (416, a request refused): say
+                // how long the object is, when a HEAD can tell.
+                if !matches!(
+                    err,
+                    Error::Remote {
+                        problem: RemoteProblem::Request,
+                        ..
+                    }
+                ) {
+                    return Err(err);
+                }
                 let head = runtime.block_on(store.head(&path));
                 return Err(match head {
-                    Ok(m) if m.size <= range.start => Error::Remote {
+                    Ok(m) if m.size <= range.start => Error::remote(
                         url,
-                        problem: RemoteProblem::Truncated,
-                        detail: format!(
+                        RemoteProblem::Truncated,
+                        format!(
                             "bytes {}..{} were asked for, the object has {} bytes",
                             range.start, range.end, m.size
                         ),
-                    },
-                    _ => remote_error(&url, e),
+                    ),
+                    _ => err,
                 });
             }
         };
@@ -203,10 +412,10 @@ impl ObjectRange {
             || got.end != want_end
             || data.len() as u64 != want_end.saturating_sub(range.start)
         {
-            return Err(Error::Remote {
+            return Err(Error::remote(
                 url,
-                problem: RemoteProblem::Truncated,
-                detail: format!(
+                RemoteProblem::Truncated,
+                format!(
                     "asked for bytes {}..{} of {len}, got {} bytes of {}..{}",
                     range.start,
                     range.end,
@@ -214,7 +423,7 @@ impl ObjectRange {
                     got.start,
                     got.end
                 ),
-            });
+            ));
         }
         let obj = ObjectRange {
             store,
@@ -257,20 +466,20 @@ impl ObjectRange {
     /// The error of an answer of `got` bytes to a GET of `range`.
     fn wrong_length(&self, range: &Range<u64>, got: u64) -> Error {
         let n = range.end - range.start;
-        Error::Remote {
-            url: self.url.clone(),
-            problem: if got < n {
+        Error::remote(
+            self.url.clone(),
+            if got < n {
                 RemoteProblem::Truncated
             } else {
                 RemoteProblem::Request
             },
-            detail: format!(
+            format!(
                 "bytes {}..{}: got {got} of {n} (the object is {} than when opened?)",
                 range.start,
                 range.end,
                 if got < n { "shorter" } else { "longer" }
             ),
-        }
+        )
     }
 
     /// One part of a parallel read: a ranged GET whose body is copied, as it arrives, into
@@ -402,5 +611,203 @@ impl RangeRead for ObjectRange {
             bytes: self.bytes.load(Ordering::Relaxed),
             retries: self.retries.load(Ordering::Relaxed),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The text of object_store's retry error, as its `Display` gives it.
+    fn retry_text(method_uri: &str, retries: u32, status: &str, body: &str) -> String {
+        let mut t = format!("Error performing {method_uri} in 1.2s");
+        if retries > 0 {
+            t.push_str(&format!(
+                ", after {retries} retries, max_retries: {retries}, retry_timeout: 300s "
+            ));
+        }
+        t.push_str(&format!(
+            " - Server returned non-2xx status code: {status}: {body}"
+        ));
+        t
+    }
+
+    fn s3_xml(code: &str, message: &str) -> String {
+        format!(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>{code}</Code>\
+             <Message>{message}</Message><Resource>/b/k</Resource></Error>"
+        )
+    }
+
+    fn problem_and_detail(e: object_store::Error) -> (RemoteProblem, String) {
+        match remote_error("s3://b/k", e) {
+            Error::Remote {
+                problem,
+                detail,
+                source,
+                ..
+            } => {
+                let source = source.expect("the client's error is kept");
+                assert!(source.downcast_ref::<object_store::Error>().is_some());
+                assert!(!detail.contains('<') && !detail.contains('\n'), "{detail}");
+                (problem, detail)
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_missing_bucket_and_a_missing_object_differ() {
+        let get = "GET http://127.0.0.1:3900/b/k";
+        let e = object_store::Error::NotFound {
+            path: "k".into(),
+            source: retry_text(
+                get,
+                0,
+                "404 Not Found",
+                &s3_xml("NoSuchBucket", "The specified bucket does not exist"),
+            )
+            .into(),
+        };
+        let (p, d) = problem_and_detail(e);
+        assert_eq!(p, RemoteProblem::NoSuchBucket);
+        assert_eq!(
+            d,
+            format!(
+                "no such bucket: HTTP 404 NoSuchBucket (The specified bucket does not exist) \
+                 for {get}"
+            )
+        );
+        let e = object_store::Error::NotFound {
+            path: "k".into(),
+            source: retry_text(
+                get,
+                0,
+                "404 Not Found",
+                &s3_xml("NoSuchKey", "Key &amp; gone"),
+            )
+            .into(),
+        };
+        let (p, d) = problem_and_detail(e);
+        assert_eq!(p, RemoteProblem::NotFound);
+        assert_eq!(
+            d,
+            format!("no such object: HTTP 404 NoSuchKey (Key & gone) for {get}")
+        );
+        // No HTTP answer to describe (a local file system's store): the client's words.
+        let e = object_store::Error::NotFound {
+            path: "/d/k".into(),
+            source: "No such file or directory (os error 2)".into(),
+        };
+        let (p, d) = problem_and_detail(e);
+        assert_eq!(p, RemoteProblem::NotFound);
+        assert_eq!(
+            d,
+            "no such object: Object at location /d/k not found: No such file or directory (os \
+             error 2)"
+        );
+        // A HEAD's 404 has no body: a missing object, as far as anyone can tell.
+        let e = object_store::Error::NotFound {
+            path: "k".into(),
+            source: retry_text("HEAD http://h/b/k", 0, "404 Not Found", "").into(),
+        };
+        assert_eq!(problem_and_detail(e).0, RemoteProblem::NotFound);
+    }
+
+    #[test]
+    fn refused_credentials_and_an_unavailable_store() {
+        let e = object_store::Error::PermissionDenied {
+            path: "k".into(),
+            source: retry_text(
+                "GET http://h/b/k",
+                0,
+                "403 Forbidden",
+                &s3_xml("InvalidAccessKeyId", "No such key:\n GK123"),
+            )
+            .into(),
+        };
+        let (p, d) = problem_and_detail(e);
+        assert_eq!(p, RemoteProblem::Denied);
+        assert_eq!(
+            d,
+            "access denied: HTTP 403 InvalidAccessKeyId (No such key: GK123) for GET http://h/b/k"
+        );
+        let e = object_store::Error::Generic {
+            store: "S3",
+            source: retry_text(
+                "GET http://h/b/k",
+                5,
+                "503 Service Unavailable",
+                &s3_xml(
+                    "ServiceUnavailable",
+                    "Could not reach quorum of 2. 1 of 3 request succeeded",
+                ),
+            )
+            .into(),
+        };
+        let (p, d) = problem_and_detail(e);
+        assert_eq!(
+            p,
+            RemoteProblem::Unavailable {
+                status: Some(503),
+                retries: 5
+            }
+        );
+        assert_eq!(
+            d,
+            "the store could not answer: HTTP 503 ServiceUnavailable (Could not reach quorum of \
+             2. 1 of 3 request succeeded) after 5 retries of GET http://h/b/k"
+        );
+        // A request the store refuses as invalid is not a store that cannot answer.
+        let e = object_store::Error::Generic {
+            store: "S3",
+            source: retry_text(
+                "PUT http://h/b/k",
+                0,
+                "400 Bad Request",
+                &s3_xml(
+                    "InvalidPart",
+                    "One or more of the specified parts could not be found.",
+                ),
+            )
+            .into(),
+        };
+        let (p, d) = problem_and_detail(e);
+        assert_eq!(p, RemoteProblem::Request);
+        assert!(
+            d.starts_with("the store refused the request: HTTP 400 InvalidPart"),
+            "{d}"
+        );
+        // An error inside a 200 (a completion): its code decides; no XML either way.
+        let e = object_store::Error::Generic {
+            store: "S3",
+            source: format!(
+                "Error performing POST http://h/b/k?uploadId=1 in 3s, after 2 retries, \
+                 max_retries: 2, retry_timeout: 300s  - Server returned error response: {}",
+                s3_xml("InternalError", "We encountered an internal error.")
+            )
+            .into(),
+        };
+        let (p, d) = problem_and_detail(e);
+        assert_eq!(
+            p,
+            RemoteProblem::Unavailable {
+                status: None,
+                retries: 2
+            }
+        );
+        assert_eq!(
+            d,
+            "the store could not answer: InternalError (We encountered an internal error.) \
+             after 2 retries of POST http://h/b/k?uploadId=1"
+        );
+        // No answer at all and no status: the client's own words, causes included.
+        let e = object_store::Error::Generic {
+            store: "S3",
+            source: "some other failure".into(),
+        };
+        let (p, d) = problem_and_detail(e);
+        assert_eq!(p, RemoteProblem::Request);
+        assert_eq!(d, "Generic S3 error: some other failure");
     }
 }

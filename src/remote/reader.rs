@@ -600,7 +600,15 @@ impl RemoteReader {
                 return Ok(());
             };
             let RecordOf { name, entry, slice } = *item;
-            let v = view_of_record(&name, slice, want.dtype, entry, want.range.start, &buf)?;
+            let v = view_of_record(
+                location,
+                &name,
+                slice,
+                want.dtype,
+                entry,
+                want.range.start,
+                &buf,
+            )?;
             tally.add(&v).map_err(|e| e.context(location))?;
             v.verify_crc().map_err(|e| e.context(location))?;
             tally.data_bytes += v.data().len() as u64;
@@ -918,11 +926,11 @@ impl RemoteReader {
         let mut a = lock();
         a.deliver(sink)?;
         if a.next != n {
-            return Err(Error::Remote {
-                url: self.location().to_string(),
-                problem: crate::error::RemoteProblem::Truncated,
-                detail: format!("a parallel load ended with {} of {n} tensors", a.next),
-            });
+            return Err(Error::remote(
+                self.location(),
+                crate::error::RemoteProblem::Truncated,
+                format!("a parallel load ended with {} of {n} tensors", a.next),
+            ));
         }
         Ok(())
     }

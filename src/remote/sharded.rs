@@ -308,11 +308,11 @@ pub fn open_sharded(url: &str, opts: RemoteOptions) -> Result<RemoteSharded> {
             match crate::remote::range::FileRange::open(format!("{path}{suffix}")) {
                 Ok(f) => Ok(Arc::new(f) as Arc<dyn RangeRead>),
                 Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-                    Err(Error::Remote {
-                        url: format!("{shown}{suffix}"),
-                        problem: RemoteProblem::NotFound,
-                        detail: "no such file".into(),
-                    })
+                    Err(Error::remote(
+                        format!("{shown}{suffix}"),
+                        RemoteProblem::NotFound,
+                        "no such file",
+                    ))
                 }
                 Err(e) => Err(e),
             }

@@ -16,7 +16,9 @@
 //! the upload (S3 makes a multipart object appear at once on completion, replacing an object
 //! of the same name then, not before). Dropping an upload that was not committed, or any
 //! failure (a write, a part, the completion), aborts the multipart upload: no object appears,
-//! an object that was there stays intact, and the store frees the parts. An object that fits
+//! an object that was there stays intact, and the store frees the parts; so does
+//! [`abort_uploads_in_flight`], for every upload of the process at once (an interrupt, a
+//! shutdown), since a process that exits leaves its open uploads stored. An object that fits
 //! in one part is sent as one plain PUT at commit (one request, equally atomic). There is no
 //! `fsync` here: [`WriteBackend::sync`] does nothing; the object is durable as the store makes
 //! it once the upload completes.
@@ -30,18 +32,21 @@ use std::collections::BTreeMap;
 use std::io::{self, Seek, SeekFrom, Write};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+
+use futures_util::future::Either;
 
 use object_store::multipart::PartId;
 use object_store::{ObjectStoreExt, PutOptions, PutPayload};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 
 use crate::error::{Error, IoContext, RemoteProblem, Result};
 use crate::native::{WriteBackend, WriteDestination, Writer, WriterOptions};
+use crate::remote::is_url;
 use crate::remote::object::remote_error;
-use crate::remote::url::{is_url, resolve, ObjectLocation};
+use crate::remote::url::{resolve, ObjectLocation};
 
 /// The smallest part size: S3 refuses parts under 5 MiB (except the last).
 pub const MIN_PART_SIZE: usize = 5 << 20;
@@ -313,11 +318,11 @@ impl ObjectUpload {
         // The upload's thread stopped early: only a failure does that, and it says which.
         let e = match self.stop_driver() {
             Err(e) => e,
-            Ok(()) => Error::Remote {
-                url: self.loc.url.clone(),
-                problem: RemoteProblem::Request,
-                detail: "the upload stopped before every part was handed over".into(),
-            },
+            Ok(()) => Error::remote(
+                self.loc.url.clone(),
+                RemoteProblem::Request,
+                "the upload stopped before every part was handed over",
+            ),
         };
         Err(self.fail(io::Error::other(e)))
     }
@@ -345,11 +350,11 @@ impl ObjectUpload {
         };
         drop(tx);
         thread.join().unwrap_or_else(|_| {
-            Err(Error::Remote {
-                url: self.loc.url.clone(),
-                problem: RemoteProblem::Request,
-                detail: "the upload's thread panicked".into(),
-            })
+            Err(Error::remote(
+                self.loc.url.clone(),
+                RemoteProblem::Request,
+                "the upload's thread panicked",
+            ))
         })
     }
 
@@ -606,6 +611,10 @@ async fn drive(
             loc.url
         )));
     };
+    // Registered before the upload is created, so that an interrupt while it is being
+    // created still aborts it: the creation is waited for (its id is what an abort needs).
+    let (cancel_tx, mut cancel_rx) = oneshot::channel();
+    let _registered = Registered::new(&loc.url, cancel_tx);
     let created = multipart.create_multipart(&loc.path).await;
     counters.request();
     let id = match created {
@@ -635,14 +644,14 @@ async fn drive(
                 remote_error(&loc.url, e),
                 &format!("uploading part {k}"),
             )),
-            Err(e) => Err(Error::Remote {
-                url: loc.url.clone(),
-                problem: RemoteProblem::Request,
-                detail: format!("a part's upload stopped: {e}"),
-            }),
+            Err(e) => Err(Error::remote(
+                loc.url.clone(),
+                RemoteProblem::Request,
+                format!("a part's upload stopped: {e}"),
+            )),
         }
     };
-    let outcome: Result<bool> = async {
+    let work = async {
         loop {
             while let Some(r) = tasks.try_join_next() {
                 record(r, &mut done)?;
@@ -678,14 +687,14 @@ async fn drive(
                     let complete =
                         done.len() as u64 == handed && done.keys().copied().eq(0..handed);
                     if !complete {
-                        return Err(Error::Remote {
-                            url: loc.url.clone(),
-                            problem: RemoteProblem::Request,
-                            detail: format!(
+                        return Err(Error::remote(
+                            loc.url.clone(),
+                            RemoteProblem::Request,
+                            format!(
                                 "parts {:?} uploaded, not 0..{handed}",
                                 done.keys().collect::<Vec<_>>()
                             ),
-                        });
+                        ));
                     }
                     let parts = std::mem::take(&mut done).into_values().collect();
                     let r = multipart.complete_multipart(&loc.path, &id, parts).await;
@@ -697,11 +706,28 @@ async fn drive(
                 None => return Ok(false),
             }
         }
-    }
-    .await;
+    };
+    // The work, until it ends or abort_uploads_in_flight cancels it (then whatever is under
+    // way stops: parts in flight, even the completion).
+    let cancelled = async {
+        match (&mut cancel_rx).await {
+            Ok(reply) => reply,
+            // No longer registered, so never cancelled.
+            Err(_) => std::future::pending().await,
+        }
+    };
+    let (outcome, reply) = {
+        let (work, cancelled) = (std::pin::pin!(work), std::pin::pin!(cancelled));
+        match futures_util::future::select(work, cancelled).await {
+            Either::Left((outcome, _)) => (outcome, None),
+            Either::Right((reply, _)) => (Err(cancelled_error(&loc.url)), Some(reply)),
+        }
+    };
     if let Ok(true) = outcome {
         return Ok(());
     }
+    // A cancel that came while the upload failed on its own is answered too.
+    let reply = reply.or_else(|| cancel_rx.try_recv().ok());
     tasks.abort_all();
     while tasks.join_next().await.is_some() {}
     let aborted = multipart.abort_multipart(&loc.path, &id).await;
@@ -709,13 +735,26 @@ async fn drive(
     if aborted.is_ok() {
         counters.aborted.fetch_add(1, Ordering::Relaxed);
     }
-    let abort_note = match aborted {
-        Ok(()) => String::new(),
-        Err(e) => format!(
-            "; aborting the multipart upload {id} also failed ({e}): its parts stay stored, \
-             invisible, until the bucket's lifecycle rule removes them"
-        ),
+    let (abort_note, abort_outcome) = match aborted {
+        Ok(()) => (String::new(), AbortOutcome::Aborted),
+        Err(e) => {
+            let e = doing(
+                remote_error(&loc.url, e),
+                &format!("aborting the multipart upload {id}"),
+            );
+            (
+                format!(
+                    "; {e}: its parts stay stored, invisible, until the bucket's lifecycle \
+                     rule removes them"
+                ),
+                AbortOutcome::Failed(e),
+            )
+        }
     };
+    if let Some(reply) = reply {
+        // The caller may have stopped waiting (its time ran out): nothing to tell then.
+        let _ = reply.send(abort_outcome);
+    }
     match outcome {
         Err(mut e) => {
             if let Error::Remote { detail, .. } = &mut e {
@@ -723,12 +762,136 @@ async fn drive(
             }
             Err(e)
         }
-        _ => Err(Error::Remote {
-            url: loc.url.clone(),
-            problem: RemoteProblem::Request,
-            detail: format!("the upload was abandoned before it completed{abort_note}"),
-        }),
+        _ => Err(Error::remote(
+            loc.url.clone(),
+            RemoteProblem::Request,
+            format!("the upload was abandoned before it completed{abort_note}"),
+        )),
     }
+}
+
+/// The error of an upload cancelled by [`abort_uploads_in_flight`].
+fn cancelled_error(url: &str) -> Error {
+    Error::remote(
+        url,
+        RemoteProblem::Aborted,
+        "the multipart upload was aborted (abort_uploads_in_flight: the program is being \
+         interrupted or shut down)",
+    )
+}
+
+/// What the upload's thread is sent to cancel it: where to say how its abort went.
+type CancelReply = std::sync::mpsc::Sender<AbortOutcome>;
+
+/// One multipart upload of this process that is open (being created, or created and not yet
+/// completed or aborted), as [`abort_uploads_in_flight`] finds it.
+struct InFlight {
+    key: u64,
+    url: String,
+    cancel: oneshot::Sender<CancelReply>,
+}
+
+/// The open multipart uploads of this process.
+static IN_FLIGHT: Mutex<Vec<InFlight>> = Mutex::new(Vec::new());
+
+fn in_flight() -> std::sync::MutexGuard<'static, Vec<InFlight>> {
+    // A panic while the list was held leaves it whole (pushes and removals only).
+    IN_FLIGHT.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// An upload's entry in [`IN_FLIGHT`], removed when the upload's thread ends, however.
+struct Registered(u64);
+
+impl Registered {
+    fn new(url: &str, cancel: oneshot::Sender<CancelReply>) -> Registered {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let key = NEXT.fetch_add(1, Ordering::Relaxed);
+        in_flight().push(InFlight {
+            key,
+            url: url.to_string(),
+            cancel,
+        });
+        Registered(key)
+    }
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        in_flight().retain(|f| f.key != self.0);
+    }
+}
+
+/// How [`abort_uploads_in_flight`] left one upload.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum AbortOutcome {
+    /// Aborted: the store keeps none of its parts, and nothing appears under its name.
+    Aborted,
+    /// It ended before the abort reached it: it completed (the object is in place), or it
+    /// failed and was aborted by its own writer.
+    Finished,
+    /// The store refused the abort, or did not answer: the parts already uploaded stay
+    /// stored, invisible, until the bucket's lifecycle rule removes them.
+    Failed(Error),
+    /// The abort did not finish in the time given: it may still, if the process lives on.
+    TimedOut,
+}
+
+/// One upload [`abort_uploads_in_flight`] found open, and what became of it.
+#[derive(Debug)]
+pub struct AbortedUpload {
+    /// The object being written (its URL).
+    pub url: String,
+    /// What the abort did.
+    pub outcome: AbortOutcome,
+}
+
+/// Aborts every multipart upload of this process that is in flight (created and neither
+/// completed nor aborted yet, or being created), waiting at most `timeout` for the store to
+/// confirm, and says what became of each.
+///
+/// This is for a program being interrupted or shut down: the `paramdex` command calls it on
+/// SIGINT and SIGTERM, before it exits; an embedder (a Python program, a server) calls it
+/// from its own signal handler or shutdown hook. An upload the process leaves open when it
+/// exits is never completed, so its object never appears, but the store keeps (and an S3
+/// provider bills) its parts until the upload is aborted; `aws s3 ls` does not show them.
+///
+/// Each upload stops at once: its parts in flight are dropped, the multipart upload is
+/// aborted (one request), and its writer fails from then on with an [`Error::Remote`] of
+/// [`RemoteProblem::Aborted`], so a [`Writer`] on it never commits. The uploads are aborted
+/// together, so `timeout` bounds the whole call (a few seconds is plenty for a store that
+/// answers; an upload still being created is aborted once its creation returns). Uploads
+/// started after this call are not affected. An object small enough to go as one PUT has no
+/// upload to abort: a PUT cut short leaves nothing.
+pub fn abort_uploads_in_flight(timeout: std::time::Duration) -> Vec<AbortedUpload> {
+    let deadline = std::time::Instant::now() + timeout;
+    let taken = std::mem::take(&mut *in_flight());
+    let mut waiting = Vec::with_capacity(taken.len());
+    let mut report = Vec::with_capacity(taken.len());
+    // Every upload is told before any answer is waited for: they abort together.
+    for f in taken {
+        let (tx, rx) = std::sync::mpsc::channel();
+        match f.cancel.send(tx) {
+            Ok(()) => waiting.push((f.url, rx)),
+            // Its thread is ending: it no longer listens.
+            Err(_) => report.push(AbortedUpload {
+                url: f.url,
+                outcome: AbortOutcome::Finished,
+            }),
+        }
+    }
+    for (url, rx) in waiting {
+        use std::sync::mpsc::RecvTimeoutError;
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let outcome = match rx.recv_timeout(left) {
+            Ok(o) => o,
+            Err(RecvTimeoutError::Timeout) => AbortOutcome::TimedOut,
+            // Ended without aborting: it completed meanwhile.
+            Err(RecvTimeoutError::Disconnected) => AbortOutcome::Finished,
+        };
+        report.push(AbortedUpload { url, outcome });
+    }
+    report
 }
 
 /// Starts a native file that appears at `target` when [`Writer::finish`] succeeds:

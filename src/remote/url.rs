@@ -237,11 +237,6 @@ impl HttpService for CountingService {
     }
 }
 
-/// Whether `s` names a remote object (`s3://`, `file://`) rather than a local path.
-pub fn is_url(s: &str) -> bool {
-    s.starts_with("s3://") || s.starts_with("file://")
-}
-
 /// The runtime that runs the object store's futures for every blocking call of paramdex.
 pub(crate) fn runtime() -> Result<Arc<tokio::runtime::Runtime>> {
     static RT: OnceLock<Arc<tokio::runtime::Runtime>> = OnceLock::new();
@@ -371,10 +366,12 @@ pub fn resolve_with(url: &str, config: &RemoteConfig) -> Result<ObjectLocation> 
     }
     let settings = s3_settings();
     let (bucket, key) = split_s3_url(url)?;
-    let configuring = |detail: String| Error::Remote {
-        url: url.to_string(),
-        problem: RemoteProblem::Request,
-        detail: format!("configuring the S3 client: {detail}"),
+    let configuring = |detail: String| {
+        Error::remote(
+            url,
+            RemoteProblem::Request,
+            format!("configuring the S3 client: {detail}"),
+        )
     };
     let mut b = AmazonS3Builder::from_env()
         .with_bucket_name(bucket)

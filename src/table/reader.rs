@@ -147,6 +147,9 @@ pub struct TableIndex {
     /// Per data block, once the hash index has led a lookup to it: its restart offsets and
     /// where its entries end (allocated on the first hashed lookup).
     runs: OnceLock<Box<[OnceLock<BlockRuns>]>>,
+    /// The file (or object) the table is read from, when its reader named it
+    /// ([`TableIndex::set_location`]): errors of reading its blocks say it.
+    location: Option<Box<str>>,
 }
 
 /// A data block's validated restart offsets, kept in memory for hashed lookups.
@@ -396,7 +399,14 @@ impl TableIndex {
             }),
             hash: OnceLock::new(),
             runs: OnceLock::new(),
+            location: None,
         })
+    }
+
+    /// Names the file (or object) the table is read from: errors of reading its blocks
+    /// (checksums, structure) then say where, as every error about a file's bytes must.
+    pub fn set_location(&mut self, location: &str) {
+        self.location = Some(location.into());
     }
 
     /// Number of data blocks.
@@ -605,9 +615,25 @@ impl<'a> Table<'a> {
         self.index.footer()
     }
 
+    /// `r`, its error said to be in the table's file when the index names one.
+    #[inline]
+    fn located<T>(&self, r: Result<T>) -> Result<T> {
+        match (r, &self.index.location) {
+            (Err(e), Some(at)) => Err(located_error(e, at)),
+            (r, _) => r,
+        }
+    }
+
+    /// Loads data block `i`: in place if uncompressed, else decompressed (through the cache).
+    /// Its CRC is verified on first load when `verify_checksums` is set. Errors name the file
+    /// when the index was given one ([`TableIndex::set_location`]).
+    pub fn load_block(&self, i: usize) -> Result<BlockBytes<'a>> {
+        self.located(self.load_block_in(i))
+    }
+
     /// Loads data block `i`: in place if uncompressed, else decompressed (through the cache).
     /// Its CRC is verified on first load when `verify_checksums` is set.
-    pub fn load_block(&self, i: usize) -> Result<BlockBytes<'a>> {
+    fn load_block_in(&self, i: usize) -> Result<BlockBytes<'a>> {
         let ix = &*self.index;
         let e = ix.entries.get(i).ok_or_else(|| {
             Error::InvalidArgument(format!(
@@ -723,12 +749,20 @@ impl<'a> Table<'a> {
         Ok(lay)
     }
 
+    /// Checks every block's CRC32C: each data block, the metaindex and the index block, and the
+    /// hash index block with its slots when there is one (the rules are the private
+    /// `verify_all_blocks_in`'s, below). Returns the number of blocks checked (data blocks + 2,
+    /// + 1 with a hash index block). Errors name the file when the index was given one.
+    pub fn verify_all_blocks(&self) -> Result<u64> {
+        self.located(self.verify_all_blocks_in())
+    }
+
     /// Checks the CRC of every data block, the metaindex block, the index block and the hash
     /// index block if there is one (its trailer CRC, over the whole block), whatever the options
     /// say, and remembers the data blocks as verified; with a hash index block, also
     /// [`Table::check_hash_index`]. Returns the number of blocks checked (data blocks + 2, + 1
     /// with a hash index block).
-    pub fn verify_all_blocks(&self) -> Result<u64> {
+    fn verify_all_blocks_in(&self) -> Result<u64> {
         let ix = &*self.index;
         for (i, e) in ix.entries.iter().enumerate() {
             let (contents, ty, stored) = self.raw(&e.handle)?;
@@ -750,6 +784,15 @@ impl<'a> Table<'a> {
     }
 
     /// Looks `key` up; if present, calls `f` with its value and the absolute file offset of the
+    /// data block holding it, and returns `Some` of `f`'s result. Through the hash index block
+    /// when the table has one and the options allow, else by [`Table::get_by_search`]. Does not
+    /// allocate for uncompressed blocks and keys up to 128 bytes. Errors name the file when the
+    /// index was given one.
+    pub fn get<R>(&self, key: &[u8], f: impl FnOnce(&[u8], u64) -> R) -> Result<Option<R>> {
+        self.located(self.get_in(key, f))
+    }
+
+    /// Looks `key` up; if present, calls `f` with its value and the absolute file offset of the
     /// data block holding it (for error messages), and returns `Some` of `f`'s result. (If `f`
     /// itself returns a `Result`, `Option::transpose` flattens the two.)
     ///
@@ -759,7 +802,7 @@ impl<'a> Table<'a> {
     /// found through it: the key is always compared with the entry's, and a slot naming a block
     /// or restart point that does not exist, or an entry outside its block's separator range,
     /// is an error. Without it, two binary searches ([`Table::get_by_search`]).
-    pub fn get<R>(&self, key: &[u8], f: impl FnOnce(&[u8], u64) -> R) -> Result<Option<R>> {
+    fn get_in<R>(&self, key: &[u8], f: impl FnOnce(&[u8], u64) -> R) -> Result<Option<R>> {
         if self.index.opts.hash_index {
             if let Some(hx) = self.hash_index()? {
                 if self.holds(&hx.handle) {
@@ -773,6 +816,14 @@ impl<'a> Table<'a> {
     /// [`Table::get`] by binary search of the index block and the data block's restart points,
     /// whether or not the table has a hash index.
     pub fn get_by_search<R>(
+        &self,
+        key: &[u8],
+        f: impl FnOnce(&[u8], u64) -> R,
+    ) -> Result<Option<R>> {
+        self.located(self.get_by_search_in(key, f))
+    }
+
+    fn get_by_search_in<R>(
         &self,
         key: &[u8],
         f: impl FnOnce(&[u8], u64) -> R,
@@ -961,11 +1012,18 @@ impl<'a> Table<'a> {
         Ok(self.hash_index()?.is_some())
     }
 
+    /// Checks the hash index block against the table, if there is one: every page checksum, and
+    /// that it maps every key to the entry a binary search finds. Returns the number of keys
+    /// checked (0 without the block). Errors name the file when the index was given one.
+    pub fn check_hash_index(&self) -> Result<u64> {
+        self.located(self.check_hash_index_in())
+    }
+
     /// Checks the hash index block against the table, if there is one: every page checksum,
     /// and that it maps every key of the table to the entry a binary search finds, and nothing
     /// else (as many occupied slots as entries). Returns the number of keys checked (0 without
     /// the block). O(entries); `verify` runs it.
-    pub fn check_hash_index(&self) -> Result<u64> {
+    fn check_hash_index_in(&self) -> Result<u64> {
         let Some(hx) = self.hash_index()? else {
             return Ok(0);
         };
@@ -1032,6 +1090,12 @@ impl<'a> Table<'a> {
 
 fn bad_type(offset: u64, ty: u8) -> Error {
     Error::corrupt("block", offset, format!("bad block type {ty}"))
+}
+
+/// `e` said to be in `location` (out of line: errors are rare).
+#[cold]
+fn located_error(e: Error, location: &str) -> Error {
+    e.context(location)
 }
 
 /// Checks a block's trailer CRC (over the stored bytes and the type byte).
@@ -1126,6 +1190,7 @@ impl TableIter<'_> {
     }
 
     fn guard(&mut self, r: Result<bool>) -> Result<bool> {
+        let r = self.table.located(r);
         match r {
             Ok(true) => self.state = IterState::Valid,
             Ok(false) => self.state = IterState::Done,

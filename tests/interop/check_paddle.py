@@ -140,40 +140,49 @@ def worker(mode, jobs_path):
                     report(label + " (same output as Paddle's own files)", outs[0] == outs[1],
                            "outputs differ")
             elif job["kind"] == "named":
-                # A --to paddle pair (program + .pdiparams) written from an input without a
-                # program: Paddle itself reads the names from the program and the values by
-                # name. Paddle 3 (PIR mode) reads a legacy .pdmodel under OldIrGuard.
-                guard = paddle.pir_utils.OldIrGuard() if mode == "pir" else contextlib.nullcontext()
+                # A --to paddle pair written from an input without a program: Paddle itself
+                # reads the names from a program and the values by name. Paddle 3's default
+                # (PIR) mode reads DST.json; the legacy mode (FLAGS_enable_pir_api=0, or
+                # OldIrGuard under PIR) reads DST.pdmodel. Both must load every tensor.
                 want = {e["name"]: e for e in job["expect"]}
-                with guard:
-                    scope = paddle.static.Scope()
-                    with paddle.static.scope_guard(scope):
-                        prog, feeds, fetches = static.load_inference_model(job["prefix"], exe)
-                        names = [v.name for v in prog.list_vars() if v.persistable]
-                        bad = [] if sorted(names) == sorted(want) else [f"program names {names}"]
-                        for n in names:
-                            if n not in want:
-                                continue
-                            t = scope.find_var(n).get_tensor()
-                            if want[n]["dtype"] in NOT_EXPOSED:
-                                # Paddle loads these but cannot hand them to numpy.
-                                got = (paddle_dtype(t), list(t.shape()))
-                                if got != (want[n]["dtype"], want[n]["shape"]):
-                                    bad.append(f"{n}: {got}")
-                                continue
-                            ok, msg = tensor_matches(t, want[n])
-                            if not ok:
-                                bad.append(f"{n}: {msg}")
-                    report(label + " (load_inference_model, by name)", not bad, "; ".join(bad))
-                    if job.get("program_state"):
+                if mode == "pir":
+                    ways = [("OldIrGuard, DST.pdmodel", paddle.pir_utils.OldIrGuard)]
+                    if job["pir_json"]:
+                        ways.insert(0, ("PIR mode, DST.json", contextlib.nullcontext))
+                else:
+                    ways = [("legacy mode, DST.pdmodel", contextlib.nullcontext)]
+                for how, guard in ways:
+                    with guard():
+                        scope = paddle.static.Scope()
+                        with paddle.static.scope_guard(scope):
+                            prog, feeds, fetches = static.load_inference_model(job["prefix"], exe)
+                            names = [v.name for v in prog.list_vars() if v.persistable]
+                            bad = [] if sorted(names) == sorted(want) else [f"program names {names}"]
+                            for n in names:
+                                if n not in want:
+                                    continue
+                                t = scope.find_var(n).get_tensor()
+                                if want[n]["dtype"] in NOT_EXPOSED:
+                                    # Paddle loads these but cannot hand them to numpy.
+                                    got = (paddle_dtype(t), list(t.shape()))
+                                    if got != (want[n]["dtype"], want[n]["shape"]):
+                                        bad.append(f"{n}: {got}")
+                                    continue
+                                ok, msg = tensor_matches(t, want[n])
+                                if not ok:
+                                    bad.append(f"{n}: {msg}")
+                        report(f"{label} (load_inference_model, {how}, by name)", not bad,
+                               "; ".join(bad))
+                if job.get("program_state"):
+                    with paddle.pir_utils.OldIrGuard() if mode == "pir" else contextlib.nullcontext():
                         prog = static.deserialize_program(open(job["prefix"] + ".pdmodel", "rb").read())
                         state = static.load_program_state(
                             job["prefix"] + ".pdiparams",
                             var_list=[v for v in prog.list_vars() if v.persistable])
-                        got = {k: sha(np.ascontiguousarray(v).tobytes()) for k, v in state.items()}
-                        exp = {k: e["sha256"] for k, e in want.items()}
-                        report(label + " (load_program_state: a dict by name)", got == exp,
-                               f"{got} != {exp}")
+                    got = {k: sha(np.ascontiguousarray(v).tobytes()) for k, v in state.items()}
+                    exp = {k: e["sha256"] for k, e in want.items()}
+                    report(label + " (load_program_state: a dict by name)", got == exp,
+                           f"{got} != {exp}")
             else:
                 report(label, False, f"unknown job kind {job['kind']}")
         except Exception as e:  # noqa: BLE001 - any Paddle error is a failed check
@@ -470,8 +479,10 @@ def drive(work, jobs):
             report(f"models/{d['dir']}: paramdex side", False, str(e))
 
     # 5. --to paddle from inputs without a program (a TF2 checkpoint; a safetensors file with
-    # names that need care: `/`, spaces, non-ASCII, `@`): paramdex writes the names in a
-    # program beside the records. paramdex reads the pair back; Paddle loads it by name.
+    # names that need care: `/`, spaces, non-ASCII, `@`; every dtype; paramdex's demo):
+    # paramdex writes the names in two programs beside the records, DST.json (PIR, Paddle 3's
+    # default mode) and DST.pdmodel (legacy). paramdex reads the pair back by either; Paddle
+    # loads it by name in both modes.
     try:
         import numpy as np
         from safetensors.numpy import save_file
@@ -489,11 +500,34 @@ def drive(work, jobs):
     sources = [("tf/basic/tf2", os.path.join(ROOT, "tests", "data", "tf", "basic", "tf2"), False)]
     if odd:
         sources.append(("safetensors with odd names", odd, True))
+    try:
+        # Every dtype numpy and safetensors share, an empty tensor and a scalar.
+        every = os.path.join(work, "dtypes.safetensors")
+        save_file({
+            "b": np.array([True, False, True]),
+            "i8": np.arange(-3, 3, dtype=np.int8), "u8": np.arange(4, dtype=np.uint8),
+            "i16": np.arange(-2, 4, dtype=np.int16).reshape(2, 3),
+            "i32": np.arange(4, dtype=np.int32), "i64": np.arange(5, dtype=np.int64),
+            "f16": np.linspace(-1, 1, 6, dtype=np.float16), "f64": np.linspace(0, 1, 3),
+            "empty": np.zeros((0, 3), np.float32), "scalar": np.array(2.5, np.float32),
+        }, every)
+        sources.append(("safetensors of every dtype", every, False))
+    except Exception as e:  # noqa: BLE001
+        report("names: write the every-dtype input", False, str(e))
+    try:
+        # bfloat16, float16, float32, int64 and a LoD tensor.
+        pdx("demo", "--dir", os.path.join(work, "demo"))
+        sources.append(("paramdex demo", os.path.join(work, "demo", "demo.pdx"), True))
+    except Exception as e:  # noqa: BLE001
+        report("names: write the demo input", False, str(e))
     for i, (label, src, state) in enumerate(sources):
         try:
             out = os.path.join(work, f"named{i}", "out")
             os.makedirs(os.path.dirname(out))
-            pdx("convert", src, out, "--to", "paddle", "--skip-unsupported")
+            r = subprocess.run([PARAMDEX, "convert", src, out, "--to", "paddle", "--skip-unsupported"],
+                               capture_output=True, text=True)
+            if r.returncode != 0:
+                raise RuntimeError(f"convert --to paddle: exit {r.returncode}: {r.stderr.strip()}")
             want = []
             for t in ls_json(src):
                 if t["dtype"] == "string":
@@ -501,12 +535,24 @@ def drive(work, jobs):
                 t = dict(t)
                 t["sha256"] = sha(pdx("get", src, t["name"], "--format", "raw"))
                 want.append(t)
-            report(f"--to paddle from {label}: wrote a program beside the parameters",
-                   os.path.isfile(out + ".pdmodel"))
+            # PIR has no type for uint16/32/64: with such a tensor only DST.pdmodel is
+            # written (Paddle 3 then loads the pair in its legacy mode only), and paramdex
+            # says so.
+            pir = not any(t["dtype"] in ("uint16", "uint32", "uint64") for t in want)
+            if pir:
+                report(f"--to paddle from {label}: wrote both programs beside the parameters",
+                       os.path.isfile(out + ".pdmodel") and os.path.isfile(out + ".json"))
+            else:
+                report(f"--to paddle from {label}: wrote DST.pdmodel, no DST.json, and said so",
+                       os.path.isfile(out + ".pdmodel") and not os.path.exists(out + ".json")
+                       and "no PIR program written" in r.stderr, r.stderr)
             check_read(f"--to paddle from {label}: paramdex reads the names back", out, want)
+            for prog in [".json", ".pdmodel"] if pir else [".pdmodel"]:
+                check_read(f"--to paddle from {label}: paramdex reads the pair by its {prog}",
+                           out + prog, want)
             for mode in ["pir", "legacy"]:
                 jobs[mode].append({"kind": "named", "prefix": out, "expect": want,
-                                   "program_state": state,
+                                   "program_state": state, "pir_json": pir,
                                    "label": f"--to paddle from {label}: Paddle loads the names and values"})
         except Exception as e:  # noqa: BLE001
             report(f"--to paddle from {label}: paramdex side", False, str(e))

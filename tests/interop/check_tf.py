@@ -506,6 +506,36 @@ def check_sharded(d, fresh):
         report("e: sharded", False, str(e))
 
 
+# The low-precision dtypes TensorFlow has DataType numbers for (26-33, SPEC.md 6).
+TF_LOWP = {"float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e4m3b11fnuz", "int4", "uint4", "int2",
+           "uint2", "float4_e2m1fn"}
+
+
+def check_lowp(d):
+    """f: TensorFlow reads a native file holding every low-precision dtype as a checkpoint: the
+    types it has as themselves, the others (index field 18) as uint8, every byte as paramdex's."""
+    try:
+        import shutil
+
+        src = os.path.join(ROOT, "tests", "data", "native", "v2", "dtypes.pdx")
+        prefix = os.path.join(d, "lowp", "ckpt")
+        os.makedirs(os.path.dirname(prefix))
+        shutil.copy(src, prefix + ".index")
+        shutil.copy(src, prefix + ".data-00000-of-00001")
+        listed = pdx_ls(src)
+        got = tf_read(prefix)
+        expect(set(got) == set(listed), f"names {sorted(got)} vs {sorted(listed)}")
+        for n, t in listed.items():
+            dt, shape, raw = got[n]
+            want = t["dtype"] if t["dtype"] in TF_LOWP else "uint8"
+            expect(dt == want, f"{n!r}: TensorFlow reads {dt}, expected {want}")
+            expect(shape == t["shape"], f"{n!r}: shape {shape} vs {t['shape']}")
+            expect(raw == pdx_raw(src, n), f"{n!r}: bytes differ")
+        report("f: low-precision dtypes", True, f"{len(listed)} tensors of a native file read by TensorFlow")
+    except Mismatch as e:
+        report("f: low-precision dtypes", False, str(e))
+
+
 def main():
     try:
         n_ck, n_t = check_fixtures()
@@ -517,6 +547,7 @@ def main():
         check_export(d, fresh)
         check_errors(d, fresh)
         check_sharded(d, fresh)
+        check_lowp(d)
     print(f"check_tf: {'FAILED: ' + ', '.join(FAILURES) if FAILURES else 'all checks passed'} "
           f"in {time.time() - START:.0f}s", flush=True)
     return 1 if FAILURES else 0

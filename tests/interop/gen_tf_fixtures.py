@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generates the TensorFlow checkpoint fixtures under tests/data/tf/{dtypes,sharded,partitioned}.
+"""Generates the TensorFlow checkpoint fixtures under tests/data/tf/{dtypes,sharded,partitioned,lowp}.
 
 Every checkpoint is written by real TensorFlow (tf.train.Checkpoint, tf.compat.v1 Saver in graph
 mode, tf.raw_ops.SaveV2 / MergeV2Checkpoints). Each set gets a manifest.json in the format of
@@ -374,11 +374,47 @@ def gen_partitioned(out_root):
                     "tensor as TensorFlow assembles it")
 
 
+# The low-precision types TensorFlow 2.21 writes (tf.dtypes.experimental), DataType 26-33.
+LOWP = ["float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e4m3b11fnuz", "int4", "uint4", "int2",
+        "uint2", "float4_e2m1fn"]
+
+
+def gen_lowp(out_root):
+    """tf/lowp: one [2, 3] tensor of each low-precision type, written by SaveV2 from ml_dtypes
+    arrays (one element per byte, the value in the low bits: int4 -2 is 0x0e)."""
+    import ml_dtypes
+
+    s = SetWriter(out_root, "lowp")
+    names, tensors, dts = [], [], []
+    for n in LOWP:
+        d = getattr(tf.dtypes.experimental, n)
+        PDX_NAME[d] = n
+        signed = [[1, -2, 3], [0, 1, -1]]
+        unsigned = [[1, 2, 3], [0, 1, 3]]
+        v = np.array(unsigned if n.startswith("u") else signed, dtype=np.float32)
+        names.append(n.encode())
+        tensors.append(tf.constant(v.astype(getattr(ml_dtypes, n))))
+        dts.append(d)
+    prefix = s.path("raw/bundle")
+    tf.raw_ops.SaveV2(prefix=prefix, tensor_names=tf.constant(names), shape_and_slices=[""] * len(names),
+                      tensors=tensors)
+    order = sorted(range(len(names)), key=lambda i: names[i])
+    s.add_checkpoint("raw/bundle", "tf.raw_ops.SaveV2",
+                     [describe(prefix, "raw/bundle", names[i], dts[i]) for i in order])
+    return s.finish("low-precision types, one element per byte (DataType 26-33)")
+
+
+SETS = {"dtypes": gen_dtypes, "sharded": gen_sharded, "partitioned": gen_partitioned}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", default=os.path.join(ROOT, "tests", "data", "tf"))
+    ap.add_argument("--sets", default="dtypes,sharded,partitioned,lowp",
+                    help="comma-separated sets to (re)generate")
     a = ap.parse_args()
-    total = gen_dtypes(a.out) + gen_sharded(a.out) + gen_partitioned(a.out)
+    SETS["lowp"] = gen_lowp
+    total = sum(SETS[n](a.out) for n in a.sets.split(","))
     print(f"total {total} bytes")
     if total > 1 << 20:
         print("fixtures exceed 1 MiB", file=sys.stderr)

@@ -27,6 +27,19 @@ if ! have_all; then
   "$venv/bin/pip" install --quiet --no-cache-dir "tensorflow-cpu==2.21.0" "paddlepaddle==3.3.1" "numpy==2.4.6" "safetensors==0.8.0"
   have_all || { echo "interop: FAILED to install tensorflow-cpu/paddlepaddle/numpy/safetensors" >&2; exit 1; }
 fi
+# torch, pytest and ml_dtypes before the checks: check_pickles.py reads files torch writes, and
+# the Python package's suite below needs them too.
+# torch from PyPI (its CPU-only index is not reachable everywhere).
+have_py() {
+  for mod in torch pytest ml_dtypes; do
+    "$venv/bin/python" -c "import $mod" >/dev/null 2>&1 || return 1
+  done
+}
+if ! have_py; then
+  echo "python: installing torch, pytest and ml_dtypes into $venv"
+  "$venv/bin/pip" install --quiet --no-cache-dir "torch==2.15.0" "pytest==9.2.0" "ml_dtypes==0.6.0"
+  have_py || { echo "python: FAILED to install torch/pytest/ml_dtypes" >&2; exit 1; }
+fi
 (cd "$root" && cargo build --release --quiet)
 export PARAMDEX="$root/target/release/paramdex"
 export PARAMDEX_ROOT="$root"
@@ -47,17 +60,6 @@ if [ "$ran" -eq 0 ]; then
   exit 1
 fi
 
-# The Python package. torch from PyPI (its CPU-only index is not reachable everywhere).
-have_py() {
-  for mod in torch pytest ml_dtypes; do
-    "$venv/bin/python" -c "import $mod" >/dev/null 2>&1 || return 1
-  done
-}
-if ! have_py; then
-  echo "python: installing torch, pytest and ml_dtypes into $venv"
-  "$venv/bin/pip" install --quiet --no-cache-dir "torch==2.15.0" "pytest==9.2.0" "ml_dtypes==0.6.0"
-  have_py || { echo "python: FAILED to install torch/pytest/ml_dtypes" >&2; exit 1; }
-fi
 echo "python: pip install ./python (maturin; a cold release build takes minutes)"
 py_start=$(date +%s)
 if ! "$venv/bin/pip" install --quiet --force-reinstall --no-deps "$root/python"; then

@@ -5,9 +5,11 @@
 //!
 //! The binary is `$PARAMDEX_GARAGE` if set, else `garage` on `PATH`, else `~/.cargo/bin/garage`
 //! (`cargo install garage --locked`; `.ci/run` installs it). Without it, [`start_or_skip`] and
-//! [`shared`] print a loud `SKIP` line and return `None` so the test returns early, except when the
-//! environment variable `CI` is set (to anything but empty, `0` or `false`): there they panic, so CI
-//! never passes without having run these tests.
+//! [`shared`] print a loud `SKIP` line and return `None` so the test returns early, except when
+//! [`must_run`] (the environment variable `CI` set to anything but empty, `0` or `false`, or
+//! `PARAMDEX_REQUIRE_ALL=1` as for the Python tests): there they panic, so CI never passes without
+//! having run these tests. There `PARAMDEX_GARAGE` must also be set (`.ci/run` exports it): CI runs
+//! the binary it chose, not whichever `garage` happens to be on `PATH`.
 //!
 //! Nodes 0, 1, 2 live in `n1/`, `n2/`, `n3/` of the cluster's directory (`garage.toml`, `meta/`,
 //! `data/`, and the node's log `garage.log`); the last lines of every log are printed when
@@ -85,6 +87,12 @@ pub fn in_ci() -> bool {
     env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && !v.eq_ignore_ascii_case("false"))
 }
 
+/// True when the object-storage tests must run rather than skip: under CI ([`in_ci`]) or with
+/// `PARAMDEX_REQUIRE_ALL=1` (the variable the Python tests obey).
+pub fn must_run() -> bool {
+    in_ci() || env::var("PARAMDEX_REQUIRE_ALL").is_ok_and(|v| v == "1")
+}
+
 fn is_executable(p: &Path) -> bool {
     fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
@@ -118,13 +126,20 @@ pub fn binary() -> Option<PathBuf> {
         .find(|p| is_executable(p))
 }
 
-/// The binary, or `None` after a loud SKIP line naming `test`; panics under CI instead.
+/// The binary, or `None` after a loud SKIP line naming `test`. When [`must_run`], panics instead
+/// unless `PARAMDEX_GARAGE` names the binary (then there is one: [`binary`] panics if it is not
+/// executable).
 fn binary_or_skip(test: &str) -> Option<PathBuf> {
+    if must_run() && env::var_os("PARAMDEX_GARAGE").is_none_or(|p| p.is_empty()) {
+        panic!(
+            "{test}: CI or PARAMDEX_REQUIRE_ALL=1 is set, so this object-storage test must run, but \
+             PARAMDEX_GARAGE does not name a garage binary (`.ci/run` exports it)"
+        );
+    }
     let bin = binary();
     if bin.is_none() {
         let why = "no garage binary (set PARAMDEX_GARAGE, put garage on PATH, or run \
                    `cargo install garage --locked`)";
-        assert!(!in_ci(), "CI is set but {test} cannot run: {why}");
         // Straight to the process's stderr: the test harness captures `eprintln!` of passing tests.
         let _ = writeln!(
             std::io::stderr(),

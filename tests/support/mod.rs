@@ -9,7 +9,10 @@
 
 pub mod ckpt;
 pub mod garage;
+// object_store's clients: the library's own dependency, there with its `s3` feature only.
+#[cfg(feature = "s3")]
 pub mod s3;
+pub mod torchzip;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -42,7 +45,10 @@ pub fn hex(b: &[u8]) -> String {
 /// The bytes of a hex string; whitespace between digits is ignored (for annotated literals).
 pub fn unhex(s: &str) -> Vec<u8> {
     let s: String = s.split_whitespace().collect();
-    assert!(s.len() % 2 == 0, "odd number of hex digits in {s:?}");
+    assert!(
+        s.len().is_multiple_of(2),
+        "odd number of hex digits in {s:?}"
+    );
     (0..s.len())
         .step_by(2)
         .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
@@ -208,4 +214,63 @@ pub fn kill_child_at_random_moment(
     std::thread::sleep(std::time::Duration::from_millis(pause));
     c.kill().unwrap();
     c.wait().unwrap();
+}
+
+/// A directory for the source of a test of what paramdex does when a hard link is impossible
+/// (it copies instead): see [`other_file_system`].
+pub struct OtherFileSystem {
+    /// The new directory (removed when dropped).
+    pub dir: tempfile::TempDir,
+    /// `Some` when no place on another file system was found: hard links from `dir` are then
+    /// refused on the calling thread (`paramdex::raw::testing::refuse_hard_links_from`) while
+    /// this is alive, so the same copy runs. `None`: `dir` really is on another file system.
+    pub refused: Option<paramdex::raw::testing::RefuseHardLinks>,
+}
+
+impl OtherFileSystem {
+    /// A new directory in the system temporary directory, hard links from which are refused
+    /// on this thread while the result is alive.
+    pub fn links_refused() -> OtherFileSystem {
+        let dir = tempfile::tempdir().unwrap();
+        let refused = Some(paramdex::raw::testing::refuse_hard_links_from(dir.path()));
+        OtherFileSystem { dir, refused }
+    }
+}
+
+/// A new directory on another file system than `near`'s when one of the usual places is
+/// (`/dev/shm`, `$XDG_RUNTIME_DIR`, `/var/tmp`, the system temporary directory, Cargo's
+/// temporary directory for tests), so that a hard link from it into `near` fails for real;
+/// otherwise [`OtherFileSystem::links_refused`]. Either way the test runs its assertions;
+/// stderr says which case it was.
+pub fn other_file_system(near: &Path) -> OtherFileSystem {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let near_dev = fs::metadata(near)
+            .unwrap_or_else(|e| panic!("{}: {e}", near.display()))
+            .dev();
+        let mut places = vec![PathBuf::from("/dev/shm")];
+        places.extend(std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from));
+        places.push(PathBuf::from("/var/tmp"));
+        places.push(std::env::temp_dir());
+        places.push(PathBuf::from(env!("CARGO_TARGET_TMPDIR")));
+        for place in places {
+            if fs::metadata(&place).is_ok_and(|m| m.is_dir() && m.dev() != near_dev) {
+                if let Ok(dir) = tempfile::tempdir_in(&place) {
+                    eprintln!(
+                        "cross-file-system test: source in {} (another file system than {})",
+                        place.display(),
+                        near.display()
+                    );
+                    return OtherFileSystem { dir, refused: None };
+                }
+            }
+        }
+    }
+    eprintln!(
+        "cross-file-system test: no other file system than {}'s found; hard links from the \
+         source refused on this thread instead (paramdex::raw::testing::refuse_hard_links_from)",
+        near.display()
+    );
+    OtherFileSystem::links_refused()
 }

@@ -102,6 +102,18 @@ fn utc(ts: f64) -> String {
     )
 }
 
+/// What the METADATA column shows for a checkpoint without paramdex metadata: what it is (a
+/// TensorFlow checkpoint has none), or that it cannot be read and what says why.
+fn no_metadata(prefix: &Path) -> String {
+    match paramdex::interop::open_any(prefix) {
+        Ok(s) => format!("({})", s.format().name()),
+        Err(_) => format!(
+            "(unreadable: paramdex verify {} says why)",
+            prefix.display()
+        ),
+    }
+}
+
 pub fn ckpt(
     ui: Ui,
     dir: &Path,
@@ -204,7 +216,7 @@ pub fn ckpt(
                         .collect::<Vec<_>>()
                         .join(" ")
                 })
-                .unwrap_or_else(|| "(not a paramdex checkpoint)".into());
+                .unwrap_or_else(|| no_metadata(&c.prefix));
             let mark = if Some(c.step) == latest { "*" } else { " " };
             let saved = c.timestamp.map(utc).unwrap_or_else(|| "-".into());
             write!(

@@ -33,7 +33,7 @@ struct Patterns {
 
 /// A glob over a whole tensor name: `*` runs across `/` and `.` (names are not paths), `\`
 /// escapes.
-fn glob(flag: &str, p: &str) -> Result<Glob> {
+pub(super) fn glob(flag: &str, p: &str) -> Result<Glob> {
     GlobBuilder::new(p)
         .literal_separator(false)
         .backslash_escape(true)
@@ -72,7 +72,8 @@ impl Patterns {
     }
 }
 
-fn candidate(name: &[u8]) -> globset::Candidate<'_> {
+/// A name as globset matches it: its bytes.
+pub(super) fn candidate(name: &[u8]) -> globset::Candidate<'_> {
     #[cfg(unix)]
     {
         use std::os::unix::ffi::OsStrExt;
@@ -187,6 +188,9 @@ fn note_left_out(ui: Ui, rep: &ExportReport) {
             name::display(&t.name),
             t.reason
         ));
+    }
+    for n in &rep.notes {
+        ui.note(n.clone());
     }
     if rep.metadata_dropped > 0 {
         let into = match rep.format {
@@ -316,10 +320,11 @@ pub fn convert(ui: Ui, src: &Path, dst: &Path, opts: ConvertOptions) -> Result<E
             } else {
                 ""
             };
-            format!(
-                "wrote {} ({n}){kept} from {from} in {took:.1?}",
-                files.join(" and ")
-            )
+            let listed = match files.split_last() {
+                Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+                _ => files.join(""),
+            };
+            format!("wrote {listed} ({n}){kept} from {from} in {took:.1?}")
         }
         Target::PaddleTensor => format!(
             "wrote {} under {dst} from {from} in {took:.1?}",

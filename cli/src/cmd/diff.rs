@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use super::inspect::shape_str;
-use super::numbers::{compare, Tolerance};
+use super::numbers::{compare_across, Tolerance};
 use super::output::{count, count_s, write_json};
 use super::style::{BAD, DIM, GOOD, HEAD};
 use super::{stdout_err, Ui, EXIT_DIFFER};
@@ -183,10 +183,18 @@ pub fn diff(
             (None, None) => unreachable!("the join yields at least one side"),
         };
         let n = &ta.name;
-        if ta.kind != tb.kind {
+        // With a tolerance, numbers of different dtypes are compared as numbers (a bfloat16
+        // export against its float32 master); without, a dtype difference is one.
+        let across = matches!((&ta.kind, &tb.kind), (Kind::Numeric(x), Kind::Numeric(y)) if x != y);
+        if ta.kind != tb.kind && !(across && tol.numeric()) {
             let s = name::display(n);
+            let hint = if across {
+                " (--atol/--rtol compare the values across dtypes)"
+            } else {
+                ""
+            };
             r.lines.push(format!(
-                "{red}dtype:{red:#} {s}: {} vs {}",
+                "{red}dtype:{red:#} {s}: {} vs {}{hint}",
                 ta.kind.name(),
                 tb.kind.name()
             ));
@@ -216,13 +224,14 @@ pub fn diff(
         }
         let da = a.load(n)?.ok_or_else(|| missing(n, a_path))?;
         let db = b.load(n)?.ok_or_else(|| missing(n, b_path))?;
-        match (&da.data, &db.data, ta.kind) {
-            (TensorData::Bytes(x), TensorData::Bytes(y), Kind::Numeric(d)) => {
-                if x == y {
+        match (&da.data, &db.data, &ta.kind, &tb.kind) {
+            (TensorData::Bytes(x), TensorData::Bytes(y), Kind::Numeric(d), Kind::Numeric(e)) => {
+                let (d, e) = (*d, *e);
+                if d == e && x == y {
                     r.identical += u64::from(!lod_differs);
                     continue;
                 }
-                let c = compare(d, x, y, tol);
+                let c = compare_across(d, x, e, y, tol);
                 if c.differing == 0 {
                     // Every element within the tolerance.
                     r.within_tolerance += u64::from(!lod_differs);
@@ -247,8 +256,13 @@ pub fn diff(
                     Some(m) => format!(", max |a-b| = {m:e}"),
                     None => String::new(),
                 };
+                let dtypes = if d == e {
+                    String::new()
+                } else {
+                    format!(" ({} vs {})", d.name(), e.name())
+                };
                 r.lines.push(format!(
-                    "{red}values:{red:#} {s}: {} of {numel} {}{special}{max}",
+                    "{red}values:{red:#} {s}: {} of {numel} {}{dtypes}{special}{max}",
                     c.differing,
                     if c.differing == 1 {
                         "elements differs"
@@ -256,24 +270,27 @@ pub fn diff(
                         "elements differ"
                     },
                 ));
-                r.values.push(about(
-                    n,
-                    json!({
-                        "dtype": d.name(),
-                        "differing_elements": c.differing,
-                        "elements": numel,
-                        "nan_mismatches": c.nan,
-                        "inf_mismatches": c.inf,
-                        "max_abs_diff": c.max_abs_diff,
-                    }),
-                ));
+                let mut v = json!({
+                    "dtype": d.name(),
+                    "differing_elements": c.differing,
+                    "elements": numel,
+                    "nan_mismatches": c.nan,
+                    "inf_mismatches": c.inf,
+                    "max_abs_diff": c.max_abs_diff,
+                });
+                if d != e {
+                    v["dtype_b"] = json!(e.name());
+                }
+                r.values.push(about(n, v));
             }
             // Not decoded (TensorFlow variant, quantized types): byte-equal or not.
-            (TensorData::Bytes(x), TensorData::Bytes(y), Kind::Opaque(_)) if x == y => {
+            (TensorData::Bytes(x), TensorData::Bytes(y), Kind::Opaque(_) | Kind::Foreign(_), _)
+                if x == y =>
+            {
                 r.identical += u64::from(!lod_differs);
                 continue;
             }
-            (TensorData::Strings(x), TensorData::Strings(y), _) => {
+            (TensorData::Strings(x), TensorData::Strings(y), _, _) => {
                 if x == y {
                     r.identical += u64::from(!lod_differs);
                     continue;

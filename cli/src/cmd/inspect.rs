@@ -124,7 +124,7 @@ pub fn push_u64(s: &mut String, mut v: u64) {
 #[derive(Clone, Default)]
 struct LsRow {
     name: String,
-    dtype: &'static str,
+    dtype: String,
     shape: String,
     lod: String,
     size: String,
@@ -161,7 +161,8 @@ impl LsRow {
 
     fn set(&mut self, t: &TensorInfo) {
         self.name = name::display(&t.name);
-        self.dtype = t.kind.name();
+        self.dtype.clear();
+        self.dtype.push_str(t.kind.name());
         // As `shape_str`: `[2, 3]`.
         self.shape.clear();
         self.shape.push('[');
@@ -181,7 +182,7 @@ impl LsRow {
     fn cells(&self) -> [&str; 8] {
         [
             &self.name,
-            self.dtype,
+            &self.dtype,
             &self.shape,
             &self.lod,
             &self.size,
@@ -405,19 +406,79 @@ impl Unlisted {
     }
 }
 
+/// `ls` of several inputs: each input's listing under a `FILE:` line, a blank line apart; with
+/// `--json`, one array of every input's tensor objects, each with its `file` first. An input
+/// that cannot be listed is reported (one error line) and the others are still listed; the
+/// exit status is the first failure's.
+pub fn ls_many(
+    ui: Ui,
+    files: &[PathBuf],
+    as_json: bool,
+    prefix: Option<OsString>,
+    long: bool,
+) -> Result<ExitCode> {
+    if let [file] = files {
+        return ls(ui, file, as_json, prefix.as_deref(), long, None);
+    }
+    let mut status = ExitCode::SUCCESS;
+    let mut first = true;
+    if as_json {
+        let mut out = super::stdout_for(true);
+        out.write_all(b"[").map_err(stdout_err)?;
+        out.flush().map_err(stdout_err)?;
+    }
+    for (i, file) in files.iter().enumerate() {
+        if !as_json {
+            let mut out = super::stdout_for(false);
+            let blank = if i > 0 { "\n" } else { "" };
+            writeln!(out, "{blank}{HEAD}{}:{HEAD:#}", file.display()).map_err(stdout_err)?;
+            out.flush().map_err(stdout_err)?;
+        }
+        let json_file = as_json.then(|| (file.display().to_string(), &mut first));
+        let code = match ls(ui, file, as_json, prefix.as_deref(), long, json_file) {
+            Ok(code) => code,
+            // The reader of the output went away: stop.
+            Err(e @ Error::Io { .. }) if is_broken_pipe(&e) => return Err(e),
+            Err(e) => {
+                super::print_error(&e);
+                super::exit_code_for(&e)
+            }
+        };
+        if status == ExitCode::SUCCESS {
+            status = code;
+        }
+    }
+    if as_json {
+        let mut out = super::stdout_for(true);
+        out.write_all(if first { b"]\n" } else { b"\n]\n" })
+            .map_err(stdout_err)?;
+        out.flush().map_err(stdout_err)?;
+    }
+    Ok(status)
+}
+
+/// Whether `e` is standard output's reader having gone away.
+fn is_broken_pipe(e: &Error) -> bool {
+    matches!(e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::BrokenPipe)
+}
+
+/// `ls` of one input. `json_file`: one of several inputs of `ls --json` ([`ls_many`]): its
+/// tensors are elements of the array the caller opened, each with `"file"` first, after a
+/// comma unless `first` (which this clears).
 pub fn ls(
     ui: Ui,
     file: &Path,
     as_json: bool,
-    prefix: Option<OsString>,
+    prefix: Option<&std::ffi::OsStr>,
     long: bool,
+    json_file: Option<(String, &mut bool)>,
 ) -> Result<ExitCode> {
     let store = open_any(file)?;
     // Progress on standard error, cleared around each write to standard output and before the
     // totals line.
     let bar = Bar::new(ui, "listing");
-    let tensors = match &prefix {
-        Some(p) => store.scan_prefix(&os_bytes(p))?,
+    let tensors = match prefix {
+        Some(p) => store.scan_prefix(&os_bytes(&p.to_os_string()))?,
         None if bar.visible() => store.scan_with_progress(&bar)?,
         None => store.scan(b"")?,
     };
@@ -434,19 +495,48 @@ pub fn ls(
         // The array streams out as the store is read, one tensor a line: the layout of
         // `output::write_json` for the whole array.
         let mut out = super::around_bar(super::stdout_for(true), &bar);
-        let mut first = true;
+        let (label, mut own_first) = match &json_file {
+            Some((f, _)) => (Some(json!(f).to_string()), false),
+            None => (None, true),
+        };
+        let first = match json_file {
+            Some((_, first)) => first,
+            None => &mut own_first,
+        };
+        let opening = label.is_none();
         let mut count = 0u64;
+        let mut row = Vec::new();
         for t in tensors {
             let loc = locate(&t)?;
             count += 1;
-            out.write_all(if first { b"[\n  " } else { b",\n  " })
-                .map_err(stdout_err)?;
-            first = false;
-            write_json_info(&mut out, &t, long.then_some(loc.as_ref())).map_err(stdout_err)?;
+            let sep: &[u8] = match (*first, opening) {
+                (true, true) => b"[\n  ",
+                (true, false) => b"\n  ",
+                (false, _) => b",\n  ",
+            };
+            out.write_all(sep).map_err(stdout_err)?;
+            *first = false;
+            match &label {
+                None => write_json_info(&mut out, &t, long.then_some(loc.as_ref()))
+                    .map_err(stdout_err)?,
+                Some(f) => {
+                    // The object with "file" as its first member.
+                    row.clear();
+                    write_json_info(&mut row, &t, long.then_some(loc.as_ref()))
+                        .map_err(stdout_err)?;
+                    out.write_all(b"{\"file\": ").map_err(stdout_err)?;
+                    out.write_all(f.as_bytes()).map_err(stdout_err)?;
+                    out.write_all(b", ").map_err(stdout_err)?;
+                    out.write_all(row.get(1..).unwrap_or_default())
+                        .map_err(stdout_err)?;
+                }
+            }
         }
         bar.finish();
-        out.write_all(if first { b"[]\n" } else { b"\n]\n" })
-            .map_err(stdout_err)?;
+        if opening {
+            out.write_all(if *first { b"[]\n" } else { b"\n]\n" })
+                .map_err(stdout_err)?;
+        }
         out.flush().map_err(stdout_err)?;
         return Ok(unlisted.finish(ui, count));
     }
@@ -542,7 +632,7 @@ pub struct GetOptions {
     pub slice: Option<String>,
 }
 
-pub fn get(file: &Path, name_arg: OsString, opts: GetOptions) -> Result<ExitCode> {
+pub fn get(file: &Path, name_args: Vec<OsString>, opts: GetOptions) -> Result<ExitCode> {
     let GetOptions {
         hex,
         format,
@@ -558,21 +648,113 @@ pub fn get(file: &Path, name_arg: OsString, opts: GetOptions) -> Result<ExitCode
         );
         return Ok(ExitCode::from(super::EXIT_USAGE));
     }
-    let key = if hex {
-        let s = name_arg.to_string_lossy();
-        name::from_hex(&s)
-            .ok_or_else(|| Error::InvalidArgument(format!("--hex: {s:?} is not hex")))?
-    } else {
-        os_bytes(&name_arg)
-    };
+    let keys = name_args
+        .iter()
+        .map(|a| {
+            if hex {
+                let s = a.to_string_lossy();
+                name::from_hex(&s)
+                    .ok_or_else(|| Error::InvalidArgument(format!("--hex: {s:?} is not hex")))
+            } else {
+                Ok(os_bytes(a))
+            }
+        })
+        .collect::<Result<Vec<Vec<u8>>>>()?;
     let store = open_any(file)?;
-    let t = match &slice {
-        Some(spec) => super::shards::load_region(store.as_ref(), &key, spec)?,
-        None => store.load(&key)?,
+    let load = |key: &[u8]| match &slice {
+        Some(spec) => super::index::load_index(store.as_ref(), key, spec),
+        None => store.load(key),
     };
-    let Some(t) = t else {
-        return not_found(&key, file, store.as_ref());
-    };
+    // One name that is a tensor's: that tensor, in any format.
+    if let [key] = keys.as_slice() {
+        if let Some(t) = load(key)? {
+            return get_one(&t, &key[..], format, output, limit, stats);
+        }
+    }
+    // Several names, or patterns: each name that is a tensor's is that tensor; a name that is
+    // none but holds a glob's `*`, `?`, `[` or `{` is the tensors it matches, in name order.
+    let mut names: Vec<Vec<u8>> = Vec::new();
+    for key in &keys {
+        if store.info(key)?.is_some() || load(key)?.is_some() {
+            names.push(key.clone());
+            continue;
+        }
+        let pattern = (!hex)
+            .then(|| name::as_utf8(key))
+            .flatten()
+            .filter(|p| p.contains(['*', '?', '[', '{']));
+        let Some(pattern) = pattern else {
+            return not_found(key, file, store.as_ref());
+        };
+        let set = super::convert::glob("get", pattern)?.compile_matcher();
+        let before = names.len();
+        for t in store.scan(b"")? {
+            let n = t?.name;
+            if set.is_match_candidate(&super::convert::candidate(&n)) {
+                names.push(n);
+            }
+        }
+        if names.len() == before {
+            super::print_error(format!(
+                "no tensor name matches the pattern {pattern} in {}",
+                file.display()
+            ));
+            return Ok(ExitCode::from(super::EXIT_NOT_FOUND));
+        }
+    }
+    if matches!(format, GetFormat::Raw | GetFormat::Npy) {
+        return Err(Error::InvalidArgument(format!(
+            "--format {} writes one tensor, not the {} that {} name: use --format json or \
+             text, or one name at a time",
+            if format == GetFormat::Raw {
+                "raw"
+            } else {
+                "npy"
+            },
+            names.len(),
+            name_args
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+                .join(" "),
+        )));
+    }
+    // One JSON array of the tensors' objects, or their text blocks a blank line apart.
+    let mut described = Vec::with_capacity(names.len());
+    let mut text = Vec::new();
+    for n in &names {
+        let t = load(n)?.ok_or_else(|| Error::NotFound {
+            name: name::display(n),
+            path: file.display().to_string(),
+        })?;
+        let m = description(&t, limit, stats)?;
+        if format == GetFormat::Json {
+            described.push(Value::Object(m));
+        } else {
+            if !text.is_empty() {
+                text.push(b'\n');
+            }
+            write_text(&mut text, &t.info, &m, limit)
+                .map_err(|e| io_err("formatting the tensor", e))?;
+        }
+    }
+    if format == GetFormat::Json {
+        write_json(&mut text, &Value::Array(described))
+            .map_err(|e| io_err("formatting the tensors", e))?;
+    }
+    emit(output, format, &[], &text)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `get` of one tensor, `t` named `key`, in `format`.
+fn get_one(
+    t: &paramdex::interop::LoadedTensor<'_>,
+    key: &[u8],
+    format: GetFormat,
+    output: Option<PathBuf>,
+    limit: usize,
+    stats: bool,
+) -> Result<ExitCode> {
     let owned: Vec<u8>;
     let raw;
     let (head, payload): (Vec<u8>, &[u8]) = match format {
@@ -581,27 +763,53 @@ pub fn get(file: &Path, name_arg: OsString, opts: GetOptions) -> Result<ExitCode
             (Vec::new(), &raw)
         }
         GetFormat::Npy => {
-            let (Kind::Numeric(d), TensorData::Bytes(b)) = (t.info.kind, &t.data) else {
+            let (Some(d), TensorData::Bytes(b)) = (t.info.kind.numeric(), &t.data) else {
                 return Err(Error::Unsupported(format!(
                     "tensor {} is a {} tensor, which .npy cannot hold; use --format json or raw",
-                    name::display(&key),
+                    name::display(key),
                     t.info.kind.name()
                 )));
             };
-            (paramdex::interop::npy::header(d, &t.info.shape), b)
+            match d.packing() {
+                // numpy (ml_dtypes) holds these values one per byte: unpacked exactly, the
+                // last dimension in values (SPEC.md 6).
+                Some(p) => {
+                    let shape = p.unpacked_shape(&t.info.shape).ok_or_else(|| {
+                        Error::Unsupported(format!(
+                            "tensor {} is a {} scalar, which .npy cannot hold unpacked; use \
+                             --format raw",
+                            name::display(key),
+                            d.name()
+                        ))
+                    })?;
+                    owned = p.unpack(b).ok_or_else(|| Error::InvalidTensor {
+                        name: name::display(key),
+                        detail: format!("{} bytes are not whole groups of {d}", b.len()),
+                    })?;
+                    (paramdex::interop::npy::header(p.unpacked, &shape), &owned)
+                }
+                None => (paramdex::interop::npy::header(d, &t.info.shape), b),
+            }
         }
         GetFormat::Json | GetFormat::Text => {
-            owned = shown(&t, format, limit, stats)?;
+            owned = shown(t, format, limit, stats)?;
             (Vec::new(), &owned)
         }
     };
+    emit(output, format, &head, payload)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Writes `head` then `payload` to `output` (atomically: a complete file or none), or to
+/// standard output (`-o -`, or no -o; binary formats not to a terminal unless `-o -`).
+fn emit(output: Option<PathBuf>, format: GetFormat, head: &[u8], payload: &[u8]) -> Result<()> {
     // `-o -` is standard output, asked for explicitly (so even binary data to a terminal).
     let to_stdout = output.as_deref().is_some_and(|p| p == Path::new("-"));
     match output {
         Some(p) if !to_stdout => {
             // A complete file or none, even if interrupted: staged by the library.
             paramdex::write_atomically(&p, |w| {
-                w.write_all(&head)?;
+                w.write_all(head)?;
                 w.write_all(payload)
             })?
         }
@@ -616,17 +824,19 @@ pub fn get(file: &Path, name_arg: OsString, opts: GetOptions) -> Result<ExitCode
                 ));
             }
             let mut out = std::io::stdout().lock();
-            out.write_all(&head)
+            out.write_all(head)
                 .and_then(|_| out.write_all(payload))
                 .and_then(|_| out.flush())
                 .map_err(stdout_err)?;
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 /// `get` of a name that is not there: the error, with the near names the store holds when
-/// there are any (one line; exit code 4 either way).
+/// there are any (`name::near`; one line; exit code 4 either way). A near name that cannot be
+/// typed as shown (escapes, or the name asked for in another Unicode normalisation form) comes
+/// with its `--hex`, and the message says where every name's exact bytes are.
 fn not_found(key: &[u8], file: &Path, store: &dyn TensorStore) -> Result<ExitCode> {
     let e = Error::NotFound {
         name: name::display(key),
@@ -635,17 +845,23 @@ fn not_found(key: &[u8], file: &Path, store: &dyn TensorStore) -> Result<ExitCod
     // Suggestions are a courtesy: a listing that fails here leaves the plain error.
     let near = store
         .scan(b"")
-        .and_then(|names| super::suggest::near(key, names))
+        .and_then(|names| name::near(key, names.map(|t| t.map(|t| t.name))))
         .unwrap_or_default();
     if near.is_empty() {
         return Err(e);
     }
-    let names: Vec<String> = near.iter().map(|n| name::display(n)).collect();
-    let which = match names.as_slice() {
-        [one] => one.clone(),
-        _ => format!("one of {}", names.join(", ")),
-    };
-    super::print_error(format!("{e}; did you mean {which}?"));
+    let hex = |n: &[u8]| format!("paramdex get --hex {} {}", file.display(), name::to_hex(n));
+    let mut msg = format!("{e}; {}", name::did_you_mean(key, &near, &hex));
+    if near
+        .iter()
+        .any(|n| !name::typeable(n) || name::normalisation_differs(key, n).is_some())
+    {
+        msg.push_str(&format!(
+            " (`paramdex ls --json {}` gives every name's bytes as name_hex)",
+            file.display()
+        ));
+    }
+    super::print_error(msg);
     Ok(ExitCode::from(super::EXIT_NOT_FOUND))
 }
 
@@ -657,29 +873,47 @@ fn shown(
     limit: usize,
     stats: bool,
 ) -> Result<Vec<u8>> {
-    let what = |k: Kind| -> String {
+    let m = description(t, limit, stats)?;
+    let mut out = Vec::new();
+    let w = if format == GetFormat::Json {
+        write_json(&mut out, &Value::Object(m))
+    } else {
+        write_text(&mut out, &t.info, &m, limit)
+    };
+    w.map_err(|e| io_err("formatting the tensor", e))?;
+    Ok(out)
+}
+
+/// The JSON object `get` prints of a tensor (and formats as text): [`describe`], and the
+/// values (at most `limit`) or, with `stats`, their statistics.
+fn description(
+    t: &paramdex::interop::LoadedTensor<'_>,
+    limit: usize,
+    stats: bool,
+) -> Result<Map<String, Value>> {
+    let what = |k: &Kind| -> String {
         k.not_numeric()
             .unwrap_or_else(|| format!("a {} tensor", k.name()))
     };
     let mut m = describe(&t.info);
     let mut note = None;
     if stats {
-        let s = match (&t.data, t.info.kind) {
-            (TensorData::Bytes(b), Kind::Numeric(d)) => super::numbers::stats(d, b),
+        let s = match (&t.data, t.info.kind.numeric()) {
+            (TensorData::Bytes(b), Some(d)) => super::numbers::stats(d, b),
             _ => None,
         };
         let s = s.ok_or_else(|| {
             Error::Unsupported(format!(
                 "tensor {} is {}: --stats summarizes real numbers only",
                 name::display(&t.info.name),
-                what(t.info.kind)
+                what(&t.info.kind)
             ))
         })?;
         m.insert("stats".into(), s);
     } else {
-        let (vals, numel) = match (&t.data, t.info.kind) {
+        let (vals, numel) = match (&t.data, &t.info.kind) {
             (TensorData::Bytes(b), Kind::Numeric(d)) => (
-                Some(values::to_json(d, &t.info.shape, b, limit)),
+                Some(values::to_json(*d, &t.info.shape, b, limit)),
                 b.len() / d.size().max(1),
             ),
             (TensorData::Strings(s), _) => (Some(strings_json(s, &t.info.shape, limit)), s.len()),
@@ -689,6 +923,13 @@ fn shown(
                     "paramdex does not decode {} tensors; --format raw gives the bytes \
                      TensorFlow stored",
                     t.info.kind.name()
+                ));
+                (None, 0)
+            }
+            (TensorData::Bytes(_), Kind::Foreign(f)) => {
+                note = Some(format!(
+                    "paramdex does not decode {} {} tensors; --format raw gives the stored bytes",
+                    f.system, f.name
                 ));
                 (None, 0)
             }
@@ -703,14 +944,7 @@ fn shown(
             m.insert("note".into(), json!(n));
         }
     }
-    let mut out = Vec::new();
-    let w = if format == GetFormat::Json {
-        write_json(&mut out, &Value::Object(m))
-    } else {
-        write_text(&mut out, &t.info, &m, limit)
-    };
-    w.map_err(|e| io_err("formatting the tensor", e))?;
-    Ok(out)
+    Ok(m)
 }
 
 /// `get --format text`: one `key  value` line per field, values on one line.
@@ -817,7 +1051,7 @@ pub fn stat(ui: Ui, file: &Path, as_json: bool) -> Result<ExitCode> {
     };
     let metadata = store.metadata()?;
     // One pass over the listing: counts and bytes by dtype, nothing kept per tensor.
-    let mut by_dtype: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+    let mut by_dtype: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     let mut n = 0u64;
     let mut data_bytes = 0u64;
     let bar = Bar::new(ui, "reading");
@@ -828,7 +1062,7 @@ pub fn stat(ui: Ui, file: &Path, as_json: bool) -> Result<ExitCode> {
     };
     let mut unlisted = Unlisted::default();
     for t in unlisted.filter(listing) {
-        let e = by_dtype.entry(t.kind.name()).or_default();
+        let e = by_dtype.entry(t.kind.name().to_string()).or_default();
         e.0 += 1;
         e.1 = e.1.saturating_add(t.nbytes);
         n += 1;
@@ -837,6 +1071,19 @@ pub fn stat(ui: Ui, file: &Path, as_json: bool) -> Result<ExitCode> {
     bar.finish();
     let mut o = Map::new();
     o.insert("file".into(), json!(file.display().to_string()));
+    // A checkpoint directory (or DIR@STEP): which checkpoint was read.
+    let resolved = paramdex::interop::resolve_checkpoint_dir(file)?.map(|index| {
+        let prefix = index.with_extension("");
+        let step = prefix
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(paramdex::interop::step_of);
+        (prefix, step)
+    });
+    if let Some((prefix, step)) = &resolved {
+        o.insert("checkpoint".into(), json!(prefix.display().to_string()));
+        o.insert("step".into(), json!(step));
+    }
     o.insert("format".into(), json!(store.format().name()));
     o.insert("tensors".into(), json!(n));
     o.insert("data_bytes".into(), json!(data_bytes));
@@ -927,8 +1174,16 @@ pub fn stat(ui: Ui, file: &Path, as_json: bool) -> Result<ExitCode> {
     } else {
         let get = |k: &str| o.get(k).cloned().unwrap_or(Value::Null);
         let num = |k: &str| get(k).as_u64();
-        let mut rows: Vec<(String, String)> = vec![
-            ("file".into(), file.display().to_string()),
+        let mut rows: Vec<(String, String)> = vec![("file".into(), file.display().to_string())];
+        if let Some((prefix, step)) = &resolved {
+            let step = step.map_or_else(|| "?".to_string(), |s| s.to_string());
+            let latest = if file.is_dir() { ", the latest" } else { "" };
+            rows.push((
+                "checkpoint".into(),
+                format!("{} (step {step}{latest})", prefix.display()),
+            ));
+        }
+        rows.extend([
             (
                 "format".into(),
                 match num("format_version") {
@@ -941,7 +1196,7 @@ pub fn stat(ui: Ui, file: &Path, as_json: bool) -> Result<ExitCode> {
                 "data".into(),
                 format!("{} ({data_bytes} bytes)", human_bytes(data_bytes)),
             ),
-        ];
+        ]);
         for (d, (c, b)) in &by_dtype {
             rows.push((
                 format!("  {d}"),
@@ -1119,6 +1374,8 @@ fn a_format(f: Format) -> String {
         Format::PaddleDir => "a directory of Paddle per-variable files".into(),
         Format::PaddleMerged => "a Paddle merged parameter file".into(),
         Format::Safetensors => "a safetensors file".into(),
+        Format::Torch => "a torch.save file".into(),
+        Format::PaddleDygraph => "a Paddle dygraph pickle (.pdparams / .pdopt)".into(),
         other => format!("a {} input", other.name()),
     }
 }

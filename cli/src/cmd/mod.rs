@@ -5,13 +5,13 @@ mod ckpt;
 mod convert;
 mod demo;
 mod diff;
+mod index;
 mod inspect;
 mod interrupt;
 mod meta;
 mod numbers;
 mod output;
 mod shards;
-mod suggest;
 
 use std::ffi::OsString;
 use std::io::{IsTerminal, Write};
@@ -71,10 +71,10 @@ NO_COLOR and --color); --quiet turns off progress bars and messages.";
 #[command(name = "paramdex", version, after_help = EXIT_CODES)]
 pub struct Cli {
     /// No progress bars and no messages (data output and errors only; `diff`: exit code only).
-    #[arg(short, long, global = true)]
+    #[arg(short, long, global = true, help_heading = GLOBAL)]
     quiet: bool,
     /// When to colour output.
-    #[arg(long, global = true, value_enum, default_value_t = ColorArg::Auto)]
+    #[arg(long, global = true, value_enum, default_value_t = ColorArg::Auto, help_heading = GLOBAL)]
     color: ColorArg,
     #[command(flatten)]
     s3: S3Args,
@@ -82,21 +82,82 @@ pub struct Cli {
     command: Command,
 }
 
+/// The help heading of the options every command takes, after each command's own.
+const GLOBAL: &str = "Global options";
+/// The help heading of the object-storage options, shown only by the commands whose inputs or
+/// outputs may be URLs ([`command`]).
+const OBJECT_STORAGE: &str = "Object storage (s3:// inputs and outputs)";
+/// The commands that never touch object storage: their help does not show the S3 options.
+const LOCAL_ONLY: [&str; 6] = [
+    "demo",
+    "export-tf",
+    "recover",
+    "clean-shards",
+    "completions",
+    "demo-rank",
+];
+
+/// The command line as clap parses it and prints its help: [`Cli`], with the object-storage
+/// options also on each command that is not in [`LOCAL_ONLY`] (so they come before or after
+/// the command's name, and appear in the help of those commands only).
+pub fn command() -> clap::Command {
+    use clap::Args;
+    let s3: Vec<clap::Arg> = S3Args::augment_args(clap::Command::new("s3"))
+        .get_arguments()
+        .cloned()
+        .collect();
+    let mut cmd = Cli::command();
+    let remote: Vec<String> = cmd
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .filter(|n| !LOCAL_ONLY.contains(&n.as_str()))
+        .collect();
+    for name in remote {
+        cmd = cmd.mut_subcommand(name, |sub| sub.args(s3.iter().cloned()));
+    }
+    cmd
+}
+
+/// Parses the command line ([`command`]): the object-storage options given after the
+/// command's name win over those given before it.
+fn parse() -> Result<Cli, clap::Error> {
+    use clap::FromArgMatches;
+    let mut m = command().try_get_matches()?;
+    let after = match m.subcommand() {
+        // (Err: the command does not take them.)
+        Some((_, sub)) if sub.try_contains_id("endpoint_url").is_ok() => {
+            Some(S3Args::from_arg_matches(sub)?)
+        }
+        _ => None,
+    };
+    let mut cli = Cli::from_arg_matches_mut(&mut m)?;
+    if let Some(after) = after {
+        cli.s3 = S3Args {
+            endpoint_url: after.endpoint_url.or(cli.s3.endpoint_url),
+            region: after.region.or(cli.s3.region),
+            no_sign_request: after.no_sign_request || cli.s3.no_sign_request,
+        };
+    }
+    Ok(cli)
+}
+
 /// How `s3://` inputs are reached, over the `AWS_*` environment (which gives the defaults:
 /// AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION, AWS_ENDPOINT_URL,
 /// AWS_ALLOW_HTTP, AWS_SKIP_SIGNATURE).
 #[derive(clap::Args, Debug, Clone, Default)]
 struct S3Args {
-    /// S3 endpoint for s3:// inputs, instead of AWS's (e.g. http://127.0.0.1:3900 for MinIO or
-    /// Garage; a plain http:// endpoint is allowed and reached path-style) [env: AWS_ENDPOINT_URL].
-    #[arg(long = "endpoint-url", global = true, value_name = "URL")]
+    /// S3 endpoint for s3:// inputs, instead of AWS's [env: AWS_ENDPOINT_URL].
+    ///
+    /// E.g. http://127.0.0.1:3900 for MinIO or Garage; a plain http:// endpoint is allowed and
+    /// reached path-style [env: AWS_ENDPOINT_URL].
+    #[arg(long = "endpoint-url", value_name = "URL", help_heading = OBJECT_STORAGE)]
     endpoint_url: Option<String>,
     /// Region of s3:// inputs [env: AWS_REGION].
-    #[arg(long, global = true, value_name = "REGION")]
+    #[arg(long, value_name = "REGION", help_heading = OBJECT_STORAGE)]
     region: Option<String>,
     /// Send s3:// requests unsigned, without credentials (public buckets) [env:
     /// AWS_SKIP_SIGNATURE=true].
-    #[arg(long = "no-sign-request", global = true)]
+    #[arg(long = "no-sign-request", help_heading = OBJECT_STORAGE)]
     no_sign_request: bool,
 }
 
@@ -125,7 +186,14 @@ enum ColorArg {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Write a sample transformer-shaped checkpoint, read tensors back by name, verify it.
+    /// Write a sample checkpoint, read tensors back by name, verify it.
+    ///
+    /// The sample is transformer-shaped (a small 4-layer model), or N tiny tensors, or a
+    /// sharded checkpoint saved by several writer processes.
+    #[command(after_help = "Examples:
+  paramdex demo
+  paramdex demo --dir . --tensors 1000000
+  paramdex demo --ranks 4")]
     Demo {
         /// Directory for demo.pdx (default: a temporary directory, removed afterwards).
         #[arg(long)]
@@ -141,9 +209,14 @@ enum Command {
         ranks: Option<u32>,
     },
     /// List tensors in name order: name, dtype, shape, LoD levels, size; then totals.
+    #[command(after_help = "Examples:
+  paramdex ls model.safetensors
+  paramdex ls ckpt/ --prefix model.layers.0.
+  paramdex ls model.pdx --json      (exact names: name_hex for names that are not UTF-8)")]
     Ls {
-        /// The input (any supported format).
-        file: PathBuf,
+        /// The inputs (any supported format): several are listed one after the other.
+        #[arg(value_name = "FILE", required = true, num_args = 1..)]
+        files: Vec<PathBuf>,
         /// Print one JSON array of {name, dtype, shape, lod, nbytes} objects (plus name_hex
         /// for names that are not UTF-8).
         #[arg(long)]
@@ -151,19 +224,32 @@ enum Command {
         /// Only names starting with this prefix.
         #[arg(long)]
         prefix: Option<OsString>,
-        /// Also where each tensor's data is: the data file, the byte offset of the data in it,
-        /// and the CRC32C stored for it ("-" for formats without checksums). JSON: data_file,
-        /// data_offset, crc32c (null where unknown).
+        /// Also where each tensor's data is: data file, offset, stored CRC32C.
+        ///
+        /// The data file, the byte offset of the data in it, and the CRC32C stored for it ("-"
+        /// for formats without checksums). JSON: data_file, data_offset, crc32c (null where
+        /// unknown).
         #[arg(short, long)]
         long: bool,
     },
     /// Print or extract one tensor.
+    #[command(after_help = "Examples:
+  paramdex get model.safetensors lm_head.weight
+  paramdex get model.pdx embed --format npy -o embed.npy
+  paramdex get model.pdx embed --slice 0:4,-1 --format text
+  paramdex get model.pdx --hex 75cc886265722e62696173   (a name by its bytes, from ls --json)")]
     Get {
         /// The input (any supported format).
         file: PathBuf,
-        /// The tensor's name (raw bytes on Unix; see --hex). In a Paddle merged parameter file,
-        /// `#K` is also the K-th record by counter (from 0), unless a tensor is named `#K`.
-        name: OsString,
+        /// The tensor's name, or several, or a glob pattern (`'model.layers.*.bias'`).
+        ///
+        /// Raw bytes on Unix; see --hex. In a Paddle merged parameter file, `#K` is also the
+        /// K-th record by counter (from 0), unless a tensor is named `#K`. A name that no
+        /// tensor has but that holds `*`, `?`, `[` or `{` is a glob pattern (`*` runs across
+        /// `/` and `.`), standing for the tensors it matches. Several tensors print as one
+        /// JSON array of their objects (or their text blocks); raw and npy take one.
+        #[arg(value_name = "NAME", required = true, num_args = 1..)]
+        names: Vec<OsString>,
         /// Output format.
         #[arg(long, value_enum, default_value_t = GetFormat::Json)]
         format: GetFormat,
@@ -182,14 +268,23 @@ enum Command {
         /// standard deviation of the finite values (json or text format).
         #[arg(long)]
         stats: bool,
-        /// Only this region, NumPy style, one item per dimension: `0:128,:` (A:B, A:, :B, :, or
-        /// an index); missing trailing dimensions are whole. Reads only those bytes, from
-        /// whichever slices hold them (no checksum: `verify` checks them).
-        #[arg(long, value_name = "REGION")]
+        /// Only this selection, as NumPy's x[...] without the brackets: `0:128,:`, `-1`.
+        ///
+        /// As NumPy's basic indexing: `0:128,:`, `-1`, `::2`, `...,0` (an integer drops its
+        /// axis; negative counts from the end; bounds clamp; steps may be negative). Reads only
+        /// the box holding it, from whichever slices hold it (no checksum: `verify` checks
+        /// them).
+        #[arg(long, value_name = "INDEX", allow_hyphen_values = true)]
         slice: Option<String>,
     },
-    /// Summarize a checkpoint: tensors, bytes by dtype, index size and blocks, compression,
-    /// alignment, format version, shards, metadata.
+    /// Summarize a checkpoint: tensors, bytes by dtype, format, metadata.
+    ///
+    /// Also the index size and blocks, compression, alignment, format version and shards; for
+    /// a checkpoint directory, the step it resolved to.
+    #[command(after_help = "Examples:
+  paramdex stat model.pdx
+  paramdex stat train/            (its latest checkpoint; DIR@STEP for another)
+  paramdex stat s3://bucket/model.safetensors --json")]
     Stat {
         /// The input (any supported format).
         file: PathBuf,
@@ -197,8 +292,13 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Check every checksum (index blocks, tensor data) and that records and index agree, on
-    /// all cores; formats without checksums are checked for structure.
+    /// Check every checksum and that records and index agree.
+    ///
+    /// Index blocks and tensor data are checked on all cores; formats without checksums are
+    /// checked for structure.
+    #[command(after_help = "Examples:
+  paramdex verify model.pdx
+  paramdex verify ckpt/model.ckpt-1000 --json")]
     Verify {
         /// The input (any supported format).
         file: PathBuf,
@@ -210,27 +310,35 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Convert any supported input into another format (default: a native paramdex file).
+    /// Convert any supported input into another format (default: native paramdex).
+    ///
     /// Metadata is carried into paramdex and safetensors outputs.
+    #[command(after_help = "Examples:
+  paramdex convert model.safetensors model.pdx
+  paramdex convert train/ model.safetensors --to safetensors --skip-unsupported
+  paramdex convert model.pdx ckpt/model --to tf --include 'model.layers.*'")]
     Convert {
         /// The input (any supported format).
         src: PathBuf,
-        /// The output (for --to tf: the checkpoint prefix; for --to paddle: DST.pdiparams is
-        /// written; for --to paddle-tensor: a file for one tensor, else a directory; for
-        /// --to paddle-merged: the file DST, its program beside it). An s3://bucket/key URL
-        /// writes to object storage (AWS_* environment variables): a paramdex file streamed by
-        /// multipart upload, other formats written locally first and then uploaded; nothing
-        /// appears under the key unless the upload completes.
+        /// The output: a file, a prefix or a directory by --to, or an s3://bucket/key URL.
+        ///
+        /// For --to tf: the checkpoint prefix; for --to paddle: DST.pdiparams is written; for
+        /// --to paddle-tensor: a file for one tensor, else a directory; for --to paddle-merged:
+        /// the file DST, its program beside it. An s3://bucket/key URL writes to object
+        /// storage (AWS_* environment variables): a paramdex file streamed by multipart
+        /// upload, other formats written locally first and then uploaded; nothing appears
+        /// under the key unless the upload completes.
         dst: PathBuf,
         /// Output format.
         #[arg(long, value_enum, default_value_t = Target::Paramdex)]
         to: Target,
         #[command(flatten)]
         layout: LayoutArgs,
-        /// Leave out, with a note, tensors the output cannot hold (string tensors such as
-        /// TensorFlow's _CHECKPOINTABLE_OBJECT_GRAPH, TensorFlow types paramdex does not
-        /// decode such as a tf.data iterator's variant state; for safetensors also complex128, LoD
-        /// tensors and names that are not UTF-8) instead of failing.
+        /// Leave out, with a note, tensors the output cannot hold, instead of failing.
+        ///
+        /// String tensors such as TensorFlow's _CHECKPOINTABLE_OBJECT_GRAPH, TensorFlow types
+        /// paramdex does not decode such as a tf.data iterator's variant state; for safetensors
+        /// also complex128, LoD tensors and names that are not UTF-8.
         #[arg(long = "skip-unsupported")]
         skip_unsupported: bool,
         /// Copy only tensors whose names match this glob pattern (`*` any run of characters,
@@ -246,10 +354,14 @@ enum Command {
         #[arg(long)]
         force: bool,
     },
-    /// Compare two inputs (any formats): names only in one, dtype, shape and LoD differences,
-    /// and for common tensors whether the bytes are equal, else how many elements differ (those
-    /// with a NaN or an infinity counted apart) and the largest absolute difference over pairs
-    /// of finite numbers. Exit code 0 when equal, 5 when they differ.
+    /// Compare two inputs (any formats); exit 0 when equal, 5 when they differ.
+    ///
+    /// Names only in one, dtype, shape and LoD differences, and for common tensors whether the
+    /// bytes are equal, else how many elements differ (those with a NaN or an infinity counted
+    /// apart) and the largest absolute difference over pairs of finite numbers.
+    #[command(after_help = "Examples:
+  paramdex diff a.pdx b.safetensors
+  paramdex diff export.pdx master.pdx --atol 1e-2 --rtol 1e-2   (values within a tolerance)")]
     Diff {
         /// First input.
         a: PathBuf,
@@ -261,9 +373,12 @@ enum Command {
         /// Do not compare metadata.
         #[arg(long = "ignore-metadata")]
         ignore_metadata: bool,
-        /// Absolute tolerance: elements a, b are equal when |a - b| <= atol + rtol * |b| (as
-        /// numpy.allclose). Without --atol, --rtol or --equal-nan, elements are equal when
-        /// their bytes are.
+        /// Absolute tolerance: a, b are equal when |a - b| <= atol + rtol * |b|.
+        ///
+        /// As numpy.allclose: elements a, b are equal when |a - b| <= atol + rtol * |b|.
+        /// Without --atol, --rtol or --equal-nan, elements are equal when their bytes are.
+        /// With them, tensors of different numeric dtypes (a bfloat16 export against its
+        /// float32 master) are compared too: each element decoded from its own dtype, as f64.
         #[arg(long, value_name = "ATOL", value_parser = tolerance)]
         atol: Option<f64>,
         /// Relative tolerance (times |b|, the element of B).
@@ -273,9 +388,12 @@ enum Command {
         #[arg(long = "equal-nan")]
         equal_nan: bool,
     },
-    /// Combine several inputs (any formats) into one native file. A name in more than one
-    /// input, or a metadata key with different values, is an error unless --allow-override
-    /// (then the later input wins).
+    /// Combine several inputs (any formats) into one native file.
+    ///
+    /// A name in more than one input, or a metadata key with different values, is an error
+    /// unless --allow-override (then the later input wins).
+    #[command(after_help = "Examples:
+  paramdex merge all.pdx model-00001-of-00002.safetensors model-00002-of-00002.safetensors")]
     Merge {
         /// The native file to write (or an s3://bucket/key URL: streamed by multipart upload).
         out: PathBuf,
@@ -296,8 +414,13 @@ enum Command {
         #[arg(long)]
         force: bool,
     },
-    /// Show or change typed metadata (string, int, float, bool, bytes, lists). Changing it
-    /// appends a new index and footer to a native file; records are never rewritten.
+    /// Show or change typed metadata (string, int, float, bool, bytes, lists).
+    ///
+    /// Changing it appends a new index and footer to a native file; records are never
+    /// rewritten.
+    #[command(after_help = "Examples:
+  paramdex meta model.pdx
+  paramdex meta model.pdx --set step=1000 --set-str run=baseline --unset tmp")]
     Meta {
         /// The input (any format to show; a native paramdex file to change).
         file: PathBuf,
@@ -317,28 +440,43 @@ enum Command {
         json: bool,
     },
     /// Make a native file loadable by TensorFlow as checkpoint PREFIX (hard links, no copy).
-    #[command(name = "export-tf")]
+    #[command(
+        name = "export-tf",
+        after_help = "Examples:
+  paramdex export-tf model.pdx ckpt/model   (then tf.train.load_checkpoint('ckpt/model'))"
+    )]
     ExportTf {
         /// The native paramdex file.
         file: PathBuf,
         /// The checkpoint prefix to create (PREFIX.index, PREFIX.data-00000-of-00001).
         prefix: PathBuf,
     },
-    /// Rebuild a complete file from a torn one: a writer's temporary file after a crash (its
-    /// complete records are kept; the report says where the torn tail starts), or a file whose
-    /// `meta --set` was interrupted (then the previous file is restored exactly). Exit 1, writing
-    /// nothing, when the input is not a paramdex file (it says what the input is) or is complete
-    /// and every checksum matches (it needs no recovery); 3 when it holds no complete record.
+    /// Rebuild a complete file from a torn one.
+    ///
+    /// A writer's temporary file after a crash (its complete records are kept; the report says
+    /// where the torn tail starts), or a file whose `meta --set` was interrupted (then the
+    /// previous file is restored exactly). Exit 1, writing nothing, when the input is not a
+    /// paramdex file (it says what the input is) or is complete and every checksum matches (it
+    /// needs no recovery); 3 when it holds no complete record.
+    #[command(after_help = "Examples:
+  paramdex recover torn.pdx restored.pdx")]
     Recover {
         /// The torn file.
         torn: PathBuf,
         /// Where to write the rebuilt file.
         out: PathBuf,
     },
-    /// Commit a sharded save: check the pending shards PREFIX.data-k-of-N.pending against each
-    /// other (reading only their indexes), write PREFIX.index, give the shards their final
-    /// names. A crash leaves the previous checkpoint or none, never a partial one.
-    #[command(name = "merge-shards")]
+    /// Commit a sharded save: check its pending shards, write PREFIX.index.
+    ///
+    /// The pending shards PREFIX.data-k-of-N.pending are checked against each other (reading
+    /// only their indexes), PREFIX.index is written and the shards get their final names. A
+    /// crash leaves the previous checkpoint or none, never a partial one.
+    #[command(
+        name = "merge-shards",
+        after_help = "Examples:
+  paramdex merge-shards ckpt/model.ckpt-1000
+  paramdex merge-shards s3://bucket/run/model.ckpt-1000"
+    )]
     MergeShards {
         /// The checkpoint prefix: a path, or s3://bucket/dir/PREFIX (shards uploaded under
         /// their final names; the index is written last).
@@ -353,9 +491,15 @@ enum Command {
         #[arg(long)]
         save: Option<String>,
     },
-    /// Remove what saves that did not finish left at PREFIX (pending and orphan shards,
-    /// temporary files); never the committed checkpoint. Not while a save is running.
-    #[command(name = "clean-shards")]
+    /// Remove what saves that did not finish left at PREFIX.
+    ///
+    /// Pending and orphan shards, temporary files; never the committed checkpoint. Not while a
+    /// save is running.
+    #[command(
+        name = "clean-shards",
+        after_help = "Examples:
+  paramdex clean-shards ckpt/model.ckpt-1000 --dry-run"
+    )]
     CleanShards {
         /// The checkpoint prefix.
         prefix: PathBuf,
@@ -363,11 +507,17 @@ enum Command {
         #[arg(long = "dry-run")]
         dry_run: bool,
     },
-    /// List the checkpoints of a training directory (step, size, when saved, metadata, the
-    /// latest marked `*`): those TensorFlow's `checkpoint` state file lists and NAME-STEP
-    /// checkpoints beside it. With --prune, apply a keep policy (the latest, and a checkpoint
-    /// being written, are always kept). Any command reads DIR (its latest) or DIR@STEP.
-    /// DIR may be an object-store directory, s3://bucket/dir.
+    /// List the checkpoints of a training directory, or prune them.
+    ///
+    /// Step, size, when saved, metadata, the latest marked `*`: those TensorFlow's `checkpoint`
+    /// state file lists and NAME-STEP checkpoints beside it. With --prune, apply a keep policy
+    /// (the latest, and a checkpoint being written, are always kept). Any command reads DIR
+    /// (its latest) or DIR@STEP. DIR may be an object-store directory, s3://bucket/dir.
+    #[command(after_help = "Examples:
+  paramdex ckpt train/
+  paramdex ckpt train/ --prune --keep-last 3 --keep-every-steps 10000 --dry-run
+  paramdex ckpt train/ --prune --keep-best loss=2 --lower-is-better
+  paramdex ls train/@5000          (any command reads DIR@STEP)")]
     Ckpt {
         /// The checkpoint directory (a path, or s3://bucket/dir).
         dir: PathBuf,
@@ -416,7 +566,10 @@ enum Command {
         #[arg(long, default_value_t = 1)]
         step: u32,
     },
-    /// Print a shell completion script (e.g. `paramdex completions bash > /etc/bash_completion.d/paramdex`).
+    /// Print a shell completion script.
+    #[command(after_help = "Examples:
+  paramdex completions bash > ~/.local/share/bash-completion/completions/paramdex
+  paramdex completions zsh > ~/.zfunc/_paramdex")]
     Completions {
         /// The shell.
         shell: clap_complete::Shell,
@@ -511,7 +664,9 @@ pub enum Target {
     Paramdex,
     /// A plain TensorFlow checkpoint (DST.index + DST.data-00000-of-00001).
     Tf,
-    /// A Paddle combined parameter file DST.pdiparams, records in bytewise name order.
+    /// A Paddle combined parameter file DST.pdiparams, records in bytewise name order, with
+    /// their names in DST.pdmodel and DST.json (what Paddle 3 reads in its legacy and default
+    /// modes).
     Paddle,
     /// Paddle tensor file(s), as `paddle.base.core.load_dense_tensor` reads them.
     PaddleTensor,
@@ -759,14 +914,14 @@ pub fn run(cli: Cli) -> paramdex::Result<ExitCode> {
         } => shards::demo(ranks, dir),
         Command::Demo { dir, tensors, .. } => demo::run(ui, dir, tensors),
         Command::Ls {
-            file,
+            files,
             json,
             prefix,
             long,
-        } => inspect::ls(ui, &file, json, prefix, long),
+        } => inspect::ls_many(ui, &files, json, prefix, long),
         Command::Get {
             file,
-            name,
+            names,
             format,
             output,
             hex,
@@ -775,7 +930,7 @@ pub fn run(cli: Cli) -> paramdex::Result<ExitCode> {
             slice,
         } => inspect::get(
             &file,
-            name,
+            names,
             inspect::GetOptions {
                 hex,
                 format,
@@ -902,7 +1057,7 @@ pub fn run(cli: Cli) -> paramdex::Result<ExitCode> {
         } => shards::demo_rank(&prefix, rank, ranks, &save, base.as_deref(), step),
         Command::Completions { shell } => {
             let mut out = std::io::stdout().lock();
-            clap_complete::generate(shell, &mut Cli::command(), "paramdex", &mut out);
+            clap_complete::generate(shell, &mut command(), "paramdex", &mut out);
             out.flush().map_err(stdout_err)?;
             Ok(ExitCode::SUCCESS)
         }
@@ -922,6 +1077,14 @@ fn exit_status(e: &Error) -> u8 {
         | Error::ChecksumMismatch { .. }
         | Error::LimitExceeded { at: Some(_), .. }
         | Error::Slices { .. }
+        // A pickle cut short, malformed or past a bound; a refused global is exit 1.
+        | Error::Pickle {
+            problem:
+                paramdex::PickleProblem::Truncated
+                | paramdex::PickleProblem::Malformed
+                | paramdex::PickleProblem::Limit,
+            ..
+        }
         // An object shorter than its reader was told (cut short, or replaced by a shorter one
         // without an ETag): corrupt data, as a truncated local file is.
         | Error::Remote {
@@ -935,6 +1098,8 @@ fn exit_status(e: &Error) -> u8 {
                 | paramdex::ShardProblem::Count,
             ..
         } => EXIT_CORRUPT,
+        // A missing bucket or object, refused credentials, a store that could not answer: an
+        // error, as a missing or unreadable local file is (exit 4 is a tensor not found).
         _ => EXIT_ERROR,
     }
 }
@@ -1025,7 +1190,7 @@ pub fn main() -> ExitCode {
         ));
         std::process::exit(i32::from(EXIT_ERROR));
     }));
-    let cli = match Cli::try_parse() {
+    let cli = match parse() {
         Ok(c) => c,
         Err(e) => return usage_error(e),
     };
@@ -1038,7 +1203,9 @@ pub fn main() -> ExitCode {
         ColorArg::Always => anstream::ColorChoice::Always.write_global(),
         ColorArg::Never => anstream::ColorChoice::Never.write_global(),
     }
-    match run(cli) {
+    let result = run(cli);
+    interrupt::settle();
+    match result {
         Ok(code) => code,
         Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::BrokenPipe => {
             // The reader of our output went away (`paramdex ls big.pdx | head`): not an error.
@@ -1113,4 +1280,32 @@ pub fn write_human_bytes(out: &mut String, n: u64) {
     } else {
         write!(out, "{v:.1} {}", UNITS[u])
     };
+}
+
+#[cfg(test)]
+mod exit_tests {
+    use super::*;
+    use paramdex::RemoteProblem;
+
+    /// Objects cut short are corrupt data (3); every other problem at a URL is an error (1),
+    /// as on a disk: the message, not the status, says which.
+    #[test]
+    fn remote_problems_exit_as_on_a_disk() {
+        let status = |p| exit_status(&Error::remote("s3://b/k", p, "x"));
+        assert_eq!(status(RemoteProblem::Truncated), EXIT_CORRUPT);
+        for p in [
+            RemoteProblem::NotFound,
+            RemoteProblem::NoSuchBucket,
+            RemoteProblem::Denied,
+            RemoteProblem::Replaced,
+            RemoteProblem::Unavailable {
+                status: Some(503),
+                retries: 2,
+            },
+            RemoteProblem::Aborted,
+            RemoteProblem::Request,
+        ] {
+            assert_eq!(status(p), EXIT_ERROR, "{p:?}");
+        }
+    }
 }

@@ -22,8 +22,9 @@ pub fn value(dtype: DType, b: &[u8], i: usize) -> (f64, f64) {
         DType::BFloat16 => half::bf16::from_le_bytes([e[0], e[1]]).to_f64(),
         DType::Float32 | DType::Complex64 => f32_at(0),
         DType::Float64 | DType::Complex128 => f64_at(0),
-        DType::Float8E4M3FN => f64::from(paramdex::interop::json::f8_e4m3fn_to_f32(e[0])),
-        DType::Float8E5M2 => f64::from(paramdex::interop::json::f8_e5m2_to_f32(e[0])),
+        d if d.is_float() && s == 1 => {
+            paramdex::interop::json::small_float_value(d, e[0]).unwrap_or(f64::NAN)
+        }
         _ => int_value(dtype, b, i).map_or(f64::NAN, |v| v as f64),
     };
     let im = match dtype {
@@ -49,6 +50,11 @@ pub fn int_value(dtype: DType, b: &[u8], i: usize) -> Option<i128> {
         DType::UInt32 => i128::from(u32::from_le_bytes([e[0], e[1], e[2], e[3]])),
         DType::Int64 => i128::from(i64::from_le_bytes(a8)),
         DType::UInt64 => i128::from(u64::from_le_bytes(a8)),
+        DType::Int4 | DType::UInt4 | DType::Int2 | DType::UInt2 => {
+            i128::from(paramdex::interop::json::small_int_value(dtype, e[0])?)
+        }
+        // Packed types compare and summarize as their bytes.
+        DType::Float4E2M1FNx2 | DType::Float6E2M3FNx4 | DType::Float6E3M2FNx4 => i128::from(e[0]),
         _ => return None,
     })
 }
@@ -81,7 +87,7 @@ impl Tolerance {
 /// How two same-dtype, same-shape data buffers differ.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Comparison {
-    /// Elements that differ under the rule (see [`compare`]).
+    /// Elements that differ under the rule (see [`compare_across`]).
     pub differing: u64,
     /// Of those, the pairs where a side is NaN.
     pub nan: u64,
@@ -92,32 +98,39 @@ pub struct Comparison {
     pub max_abs_diff: Option<f64>,
 }
 
-/// Compares `a` and `b` element by element. Elements with the same bytes are equal (so data
-/// always equals itself, NaNs included). Without tolerance (`!tol.numeric()`) all others
-/// differ (`-0.0` and `0.0`, NaNs with other payloads). With tolerance they are equal, as in
-/// `numpy.allclose`, when `|a − b| ≤ atol + rtol·|b|`, or both are the same infinity, or,
-/// with `equal_nan`, both NaN; otherwise a NaN equals nothing. Integers are subtracted
-/// exactly.
-pub fn compare(dtype: DType, a: &[u8], b: &[u8], tol: Tolerance) -> Comparison {
-    let s = dtype.size();
-    let n = a.len().min(b.len()) / s;
+/// Compares `a` of `da` and `b` of `db` (the same number of elements) element by element.
+///
+/// Of the same dtype, elements with the same bytes are equal (so data always equals itself,
+/// NaNs included). Without tolerance (`!tol.numeric()`) all others differ (`-0.0` and `0.0`,
+/// NaNs with other payloads). With tolerance they are equal, as in `numpy.allclose`, when
+/// `|a − b| ≤ atol + rtol·|b|`, or both are the same infinity, or, with `equal_nan`, both NaN;
+/// otherwise a NaN equals nothing. Integers are subtracted exactly.
+///
+/// Of different dtypes (a bfloat16 export against its float32 master),
+/// each element is decoded from its own dtype and they are compared as numbers (as f64;
+/// integers of both sides exactly): with the tolerance, else equal when the same number.
+pub fn compare_across(da: DType, a: &[u8], db: DType, b: &[u8], tol: Tolerance) -> Comparison {
+    let (sa, sb) = (da.size(), db.size());
+    let n = (a.len() / sa.max(1)).min(b.len() / sb.max(1));
+    let same = da == db;
+    // Across dtypes, elements are always compared as numbers (the tolerance, or exactly).
+    let numeric = tol.numeric() || !same;
     let mut c = Comparison::default();
     for i in 0..n {
-        let (ea, eb) = (&a[i * s..(i + 1) * s], &b[i * s..(i + 1) * s]);
-        if ea == eb {
+        if same && a[i * sa..(i + 1) * sa] == b[i * sb..(i + 1) * sb] {
             continue;
         }
-        if let (Some(x), Some(y)) = (int_value(dtype, a, i), int_value(dtype, b, i)) {
+        if let (Some(x), Some(y)) = (int_value(da, a, i), int_value(db, b, i)) {
             let d = (x - y).unsigned_abs() as f64;
-            if tol.numeric() && d <= tol.atol + tol.rtol * (y.unsigned_abs() as f64) {
+            if numeric && d <= tol.atol + tol.rtol * (y.unsigned_abs() as f64) {
                 continue;
             }
             c.differing += 1;
             c.max_abs_diff = Some(c.max_abs_diff.map_or(d, |m| m.max(d)));
             continue;
         }
-        let (ar, ai) = value(dtype, a, i);
-        let (br, bi) = value(dtype, b, i);
+        let (ar, ai) = value(da, a, i);
+        let (br, bi) = value(db, b, i);
         let a_nan = ar.is_nan() || ai.is_nan();
         let b_nan = br.is_nan() || bi.is_nan();
         if a_nan || b_nan {
@@ -132,7 +145,7 @@ pub fn compare(dtype: DType, a: &[u8], b: &[u8], tol: Tolerance) -> Comparison {
         }
         let infinite = !(ar.is_finite() && ai.is_finite() && br.is_finite() && bi.is_finite());
         if infinite {
-            if tol.numeric() && ar == br && ai == bi {
+            if numeric && ar == br && ai == bi {
                 continue; // the same infinity
             }
             c.differing += 1;
@@ -140,7 +153,7 @@ pub fn compare(dtype: DType, a: &[u8], b: &[u8], tol: Tolerance) -> Comparison {
             continue;
         }
         let d = (ar - br).hypot(ai - bi);
-        if tol.numeric() && d <= tol.atol + tol.rtol * br.hypot(bi) {
+        if numeric && d <= tol.atol + tol.rtol * br.hypot(bi) {
             continue;
         }
         c.differing += 1;
@@ -229,24 +242,92 @@ mod tests {
     }
 
     #[test]
+    fn across_dtypes_elements_are_compared_as_numbers() {
+        // A bfloat16 export of float32 values: each side decoded from its own dtype.
+        let master = [1.0f32, 0.1, -3.3, 1000.5];
+        let a: Vec<u8> = master
+            .iter()
+            .flat_map(|x| half::bf16::from_f32(*x).to_le_bytes())
+            .collect();
+        let b = f32s(&master);
+        let exact = compare_across(
+            DType::BFloat16,
+            &a,
+            DType::Float32,
+            &b,
+            Tolerance::default(),
+        );
+        // 1.0 is exact in bfloat16; the others are rounded.
+        assert_eq!(exact.differing, 3);
+        assert!(exact.max_abs_diff.unwrap() < 2.0, "{exact:?}");
+        let tol = Tolerance {
+            rtol: 1e-2,
+            given: true,
+            ..Tolerance::default()
+        };
+        let c = compare_across(DType::BFloat16, &a, DType::Float32, &b, tol);
+        assert_eq!(c.differing, 0, "{c:?}");
+        let tight = Tolerance {
+            rtol: 1e-5,
+            given: true,
+            ..Tolerance::default()
+        };
+        assert_eq!(
+            compare_across(DType::BFloat16, &a, DType::Float32, &b, tight).differing,
+            3
+        );
+        // Integers against integers of another width exactly; against floats as numbers.
+        let c = compare_across(
+            DType::Int8,
+            &[1, 0xff],
+            DType::Int64,
+            &[
+                1, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+            ],
+            Tolerance::default(),
+        );
+        assert_eq!(c.differing, 0);
+        let c = compare_across(
+            DType::Int32,
+            &7i32.to_le_bytes(),
+            DType::Float64,
+            &7.5f64.to_le_bytes(),
+            Tolerance::default(),
+        );
+        assert_eq!((c.differing, c.max_abs_diff), (1, Some(0.5)));
+    }
+
+    #[test]
     fn exact_comparison_counts_and_measures() {
         let a = f32s(&[1.0, 2.0, 3.0]);
         let b = f32s(&[1.0, 2.5, 1.0]);
-        let c = compare(DType::Float32, &a, &b, Tolerance::default());
+        let c = compare_across(DType::Float32, &a, DType::Float32, &b, Tolerance::default());
         assert_eq!((c.differing, c.max_abs_diff), (2, Some(2.0)));
         let n = f32s(&[1.0, f32::NAN, 3.0]);
-        let c = compare(DType::Float32, &a, &n, Tolerance::default());
+        let c = compare_across(DType::Float32, &a, DType::Float32, &n, Tolerance::default());
         assert_eq!((c.differing, c.nan, c.max_abs_diff), (1, 1, None));
         let a: Vec<u8> = [3.0f64, 0.0].iter().flat_map(|x| x.to_le_bytes()).collect();
         let b: Vec<u8> = [0.0f64, 4.0].iter().flat_map(|x| x.to_le_bytes()).collect();
-        let c = compare(DType::Complex128, &a, &b, Tolerance::default());
+        let c = compare_across(
+            DType::Complex128,
+            &a,
+            DType::Complex128,
+            &b,
+            Tolerance::default(),
+        );
         assert_eq!((c.differing, c.max_abs_diff), (1, Some(5.0)));
-        let c = compare(DType::Int8, &[1, 0xff], &[1, 1], Tolerance::default());
+        let c = compare_across(
+            DType::Int8,
+            &[1, 0xff],
+            DType::Int8,
+            &[1, 1],
+            Tolerance::default(),
+        );
         assert_eq!((c.differing, c.max_abs_diff), (1, Some(2.0)));
         // Exact at 64 bits, where f64 would round both to the same number.
         let a = (1i64 << 60).to_le_bytes();
         let b = ((1i64 << 60) + 1).to_le_bytes();
-        let c = compare(DType::Int64, &a, &b, Tolerance::default());
+        let c = compare_across(DType::Int64, &a, DType::Int64, &b, Tolerance::default());
         assert_eq!((c.differing, c.max_abs_diff), (1, Some(1.0)));
     }
 
@@ -269,7 +350,7 @@ mod tests {
             equal_nan: false,
             given: true,
         };
-        let c = compare(DType::Float32, &a, &b, tol);
+        let c = compare_across(DType::Float32, &a, DType::Float32, &b, tol);
         // 100 vs 101 (|d| 1 > 0.1), NaN vs NaN, inf vs -inf; not 1 vs 1.05, inf vs inf, 0 vs -0.
         assert_eq!((c.differing, c.nan, c.inf), (3, 1, 1));
         assert_eq!(c.max_abs_diff, Some(1.0));
@@ -278,14 +359,14 @@ mod tests {
             equal_nan: true,
             ..tol
         };
-        let c = compare(DType::Float32, &a, &b, tol);
+        let c = compare_across(DType::Float32, &a, DType::Float32, &b, tol);
         assert_eq!((c.differing, c.nan, c.inf, c.max_abs_diff), (1, 0, 1, None));
         // Without tolerance, -0.0 and 0.0 differ by their bytes, and so do the NaNs.
-        let c = compare(DType::Float32, &a, &b, Tolerance::default());
+        let c = compare_across(DType::Float32, &a, DType::Float32, &b, Tolerance::default());
         assert_eq!((c.differing, c.nan, c.inf), (5, 1, 1));
         assert_eq!(c.max_abs_diff, Some(1.0));
         // The same bytes are equal, a NaN included, whatever the tolerance.
-        let c = compare(DType::Float32, &a, &a, tol);
+        let c = compare_across(DType::Float32, &a, DType::Float32, &a, tol);
         assert_eq!(c, Comparison::default());
     }
 

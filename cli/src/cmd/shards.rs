@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
-use paramdex::interop::{LoadedTensor, TensorStore};
 use paramdex::{
     merge_shards, shard_files, DType, Error, MergeShardsOptions, MergeStep, PartialTensors, Reader,
     Region, Result, SaveId, Saved, ShardFile, ShardFileKind, ShardProblem, ShardWriter, Tensor,
@@ -271,64 +270,6 @@ pub fn explain_leftovers(ui: Ui, path: &Path) -> Option<Error> {
             path.display()
         ),
     })
-}
-
-/// Parses a region like NumPy's basic slicing, one item per dimension separated by commas:
-/// `A:B` (indices A to B-1), `A:`, `:B`, `:` (the whole dimension), `I` (index I, kept as a
-/// dimension of length 1). Missing trailing dimensions are whole.
-pub fn parse_region(spec: &str, shape: &[u64]) -> Result<Region> {
-    let bad = |why: String| Error::InvalidArgument(format!("--slice {spec:?}: {why}"));
-    let items: Vec<&str> = if spec.trim().is_empty() {
-        Vec::new()
-    } else {
-        spec.split(',').map(str::trim).collect()
-    };
-    if items.len() > shape.len() {
-        return Err(bad(format!(
-            "{} dimensions, the tensor has {}",
-            items.len(),
-            shape.len()
-        )));
-    }
-    let mut r = Region::full(shape);
-    for (d, item) in items.iter().enumerate() {
-        let num = |s: &str, default: u64| -> Result<u64> {
-            if s.is_empty() {
-                return Ok(default);
-            }
-            s.parse::<u64>()
-                .map_err(|_| bad(format!("{s:?} is not an index (0 or more)")))
-        };
-        let (a, b) = match item.split_once(':') {
-            Some((a, b)) => (num(a, 0)?, num(b, shape[d])?),
-            None => {
-                let i = num(item, 0)?;
-                (i, i.saturating_add(1))
-            }
-        };
-        if a > b || b > shape[d] {
-            return Err(bad(format!(
-                "dimension {d}: {a}:{b} is not inside 0:{}",
-                shape[d]
-            )));
-        }
-        r.start[d] = a;
-        r.len[d] = b - a;
-    }
-    Ok(r)
-}
-
-/// `get --slice`: the region `spec` of tensor `key`.
-pub fn load_region<'s>(
-    store: &'s dyn TensorStore,
-    key: &[u8],
-    spec: &str,
-) -> Result<Option<LoadedTensor<'s>>> {
-    let Some(info) = store.info(key)? else {
-        return Ok(None);
-    };
-    let region = parse_region(spec, &info.shape)?;
-    store.load_slice(key, &region)
 }
 
 // ---------------------------------------------------------------------------------------------

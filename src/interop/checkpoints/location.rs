@@ -13,13 +13,19 @@
 use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
+#[cfg(feature = "s3")]
 use object_store::path::Path as ObjectPath;
+#[cfg(feature = "s3")]
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 
 use crate::error::{Error, Result};
+use crate::native::staging;
+#[cfg(feature = "s3")]
 use crate::remote::{remote_error as request_error, ObjectLocation};
 
-use super::state::{CheckpointState, MAX_STATE_BYTES, STATE_FILE};
+use super::state::CheckpointState;
+#[cfg(feature = "s3")]
+use super::state::{MAX_STATE_BYTES, STATE_FILE};
 
 /// One name found directly in a checkpoint directory.
 #[derive(Clone, Debug)]
@@ -41,7 +47,8 @@ pub(super) enum Location {
     /// A local directory.
     Local(PathBuf),
     /// The objects `KEY/NAME` of a store; `loc.path` is `KEY` (no trailing `/`) and `loc.url`
-    /// the directory's URL (no trailing `/`).
+    /// the directory's URL (no trailing `/`). With the `s3` feature only.
+    #[cfg(feature = "s3")]
     Object(ObjectLocation),
 }
 
@@ -60,9 +67,19 @@ impl Location {
             }
             return Ok(Location::Local(PathBuf::from(p)));
         }
-        let url = s.trim_end_matches('/');
-        let loc = crate::remote::resolve(url)?;
-        Ok(Location::Object(loc))
+        Self::object(s.trim_end_matches('/'))
+    }
+
+    /// The object-store directory `url` names (resolved, no request made).
+    #[cfg(feature = "s3")]
+    fn object(url: &str) -> Result<Location> {
+        Ok(Location::Object(crate::remote::resolve(url)?))
+    }
+
+    /// Without object storage (the `s3` feature), an `s3://` directory is refused.
+    #[cfg(not(feature = "s3"))]
+    fn object(url: &str) -> Result<Location> {
+        Err(crate::remote::not_built(url))
     }
 
     /// The directory as the user named it (a URL without its trailing `/`), for `dir()`,
@@ -70,13 +87,29 @@ impl Location {
     pub fn display_path(&self) -> PathBuf {
         match self {
             Location::Local(d) => d.clone(),
+            #[cfg(feature = "s3")]
             Location::Object(loc) => PathBuf::from(&loc.url),
         }
     }
 
     /// Whether this is an object store.
     pub fn is_object(&self) -> bool {
-        matches!(self, Location::Object(_))
+        match self {
+            Location::Local(_) => false,
+            #[cfg(feature = "s3")]
+            Location::Object(_) => true,
+        }
+    }
+
+    /// Removes what saves of killed processes staged in a local directory (an object store
+    /// has no staged files: an unfinished upload is never an object). Files of outputs named
+    /// `name-*`.
+    pub fn remove_abandoned(&self, name: &str) -> Result<()> {
+        match self {
+            Location::Local(d) => staging::remove_abandoned(d, &format!("{name}-")).map(drop),
+            #[cfg(feature = "s3")]
+            Location::Object(_) => Ok(()),
+        }
     }
 
     /// Creates a local directory (an object store has nothing to create).
@@ -84,10 +117,12 @@ impl Location {
         match self {
             Location::Local(d) => std::fs::create_dir_all(d)
                 .map_err(|e| Error::io(format!("creating {}", d.display()), e)),
+            #[cfg(feature = "s3")]
             Location::Object(_) => Ok(()),
         }
     }
 
+    #[cfg(feature = "s3")]
     fn key(loc: &ObjectLocation, name: &str) -> ObjectPath {
         ObjectPath::from(format!("{}/{name}", loc.path.as_ref()))
     }
@@ -96,6 +131,7 @@ impl Location {
     pub fn child(&self, name: &str) -> PathBuf {
         match self {
             Location::Local(d) => d.join(name),
+            #[cfg(feature = "s3")]
             Location::Object(loc) => PathBuf::from(format!("{}/{name}", loc.url)),
         }
     }
@@ -138,6 +174,7 @@ impl Location {
                     });
                 }
             }
+            #[cfg(feature = "s3")]
             Location::Object(loc) => {
                 let listed = loc
                     .runtime
@@ -164,6 +201,7 @@ impl Location {
     pub fn exists(&self, name: &str) -> Result<bool> {
         match self {
             Location::Local(d) => Ok(d.join(name).is_file()),
+            #[cfg(feature = "s3")]
             Location::Object(loc) => {
                 let key = Self::key(loc, name);
                 match loc.runtime.block_on(loc.store.head(&key)) {
@@ -191,6 +229,7 @@ impl Location {
                 }
                 Ok(())
             }
+            #[cfg(feature = "s3")]
             Location::Object(loc) => {
                 let key = Self::key(loc, name);
                 match loc.runtime.block_on(loc.store.delete(&key)) {
@@ -215,6 +254,7 @@ impl Location {
                     .map_err(|e| Error::io(format!("copying {}", src.display()), e))?;
                 crate::native::staging::commit([(staged, dst.as_path())])
             }
+            #[cfg(feature = "s3")]
             Location::Object(loc) => {
                 let (a, b) = (Self::key(loc, from), Self::key(loc, to));
                 loc.runtime
@@ -226,10 +266,16 @@ impl Location {
 
     /// Reads the state file; `Ok(None)` when there is none.
     pub fn read_state(&self) -> Result<Option<CheckpointState>> {
-        let loc = match self {
-            Location::Local(d) => return CheckpointState::read(d),
-            Location::Object(loc) => loc,
-        };
+        match self {
+            Location::Local(d) => CheckpointState::read(d),
+            #[cfg(feature = "s3")]
+            Location::Object(loc) => self.read_object_state(loc),
+        }
+    }
+
+    /// [`Location::read_state`] of an object store: one GET, refused when too large.
+    #[cfg(feature = "s3")]
+    fn read_object_state(&self, loc: &ObjectLocation) -> Result<Option<CheckpointState>> {
         let key = Self::key(loc, STATE_FILE);
         let url = self.child(STATE_FILE).to_string_lossy().into_owned();
         let got = loc.runtime.block_on(async {
@@ -262,6 +308,7 @@ impl Location {
     pub fn write_state(&self, st: &CheckpointState) -> Result<()> {
         match self {
             Location::Local(d) => st.write(d),
+            #[cfg(feature = "s3")]
             Location::Object(loc) => {
                 let key = Self::key(loc, STATE_FILE);
                 let payload = PutPayload::from(st.to_text().into_bytes());

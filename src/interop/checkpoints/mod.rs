@@ -282,12 +282,13 @@ impl CheckpointManager {
     /// Manages `dir` (created if missing). Reads nothing yet: a damaged state file is reported
     /// by the calls that read it.
     ///
-    /// `dir` may be an object-store URL, `s3://bucket/dir` (resolved by
-    /// [`crate::remote::resolve`]: the `AWS_*` environment and the S3 settings in force; no
-    /// request is made here): checkpoints are written straight into the bucket, each object
-    /// appearing whole (a single file is uploaded as `ckpt-STEP.data-00000-of-00001`, then
-    /// copied by the store to `ckpt-STEP.index`; a sharded one is uploaded shard by shard, its
-    /// index PUT last), and the state object is PUT after the checkpoint is complete.
+    /// `dir` may be an object-store URL, `s3://bucket/dir` (with the `s3` feature, else
+    /// [`Error::NoObjectStorage`]; resolved by `paramdex::remote::resolve`: the `AWS_*`
+    /// environment and the S3 settings in force; no request is made here): checkpoints are
+    /// written straight into the bucket, each object appearing whole (a single file is
+    /// uploaded as `ckpt-STEP.data-00000-of-00001`, then copied by the store to
+    /// `ckpt-STEP.index`; a sharded one is uploaded shard by shard, its index PUT last), and
+    /// the state object is PUT after the checkpoint is complete.
     /// `file:///dir` is the local directory `/dir`. Errors: [`Error::Unsupported`] for an
     /// incremental [`Layout::Sharded`] on an object store (it links files, which a bucket cannot
     /// do).
@@ -308,12 +309,14 @@ impl CheckpointManager {
             }
         }
         let at = Location::new(&dir)?;
-        if let (
-            Location::Object(_),
-            Layout::Sharded {
-                incremental: true, ..
-            },
-        ) = (&at, opts.layout)
+        if at.is_object()
+            && matches!(
+                opts.layout,
+                Layout::Sharded {
+                    incremental: true,
+                    ..
+                }
+            )
         {
             return Err(Error::Unsupported(format!(
                 "{}: incremental saves link the base's data files beside the new checkpoint, \
@@ -322,11 +325,9 @@ impl CheckpointManager {
             )));
         }
         at.create()?;
-        if let Location::Local(d) = &at {
-            // What saves of a process that was killed left behind: each a whole checkpoint's
-            // worth of disk that nothing else would remove.
-            staging::remove_abandoned(d, &format!("{}-", opts.name))?;
-        }
+        // What saves of a process that was killed left behind: each a whole checkpoint's
+        // worth of disk that nothing else would remove.
+        at.remove_abandoned(&opts.name)?;
         Ok(CheckpointManager {
             d: Arc::new(Dir {
                 dir: at.display_path(),
@@ -744,6 +745,7 @@ impl Dir {
     fn run(&self, step: u64, tensors: &[(&[u8], Tensor<'_>)], metadata: Metadata) -> Result<()> {
         let prefix = self.prefix(step);
         match self.opts.layout {
+            #[cfg(feature = "s3")]
             Layout::Single if self.at.is_object() => {
                 self.write_single_object(step, tensors, metadata)?
             }
@@ -800,6 +802,7 @@ impl Dir {
     /// A single file in an object store: the native file uploaded as
     /// `PREFIX.data-00000-of-00001` (multipart, appearing whole at the end), then copied by the
     /// store to `PREFIX.index` (the checkpoint exists from then on).
+    #[cfg(feature = "s3")]
     fn write_single_object(
         &self,
         step: u64,
@@ -826,6 +829,7 @@ impl Dir {
         tensors: &[(&[u8], Tensor<'_>)],
         metadata: Metadata,
     ) -> Result<()> {
+        #[cfg(feature = "s3")]
         if self.at.is_object() {
             return self.write_sharded_object(prefix, shards, tensors, metadata);
         }
@@ -875,6 +879,7 @@ impl Dir {
     /// [`crate::remote::RemoteShardWriter`] on its own thread, then
     /// [`crate::remote::merge_shards_url`], which PUTs `PREFIX.index` last (the checkpoint
     /// exists from then on). Never incremental (refused at `open`).
+    #[cfg(feature = "s3")]
     fn write_sharded_object(
         &self,
         prefix: &Path,
@@ -989,6 +994,7 @@ impl Dir {
             Location::Local(_) => Reader::open(index_path(prefix))
                 .ok()
                 .map(|r| r.header().metadata.clone()),
+            #[cfg(feature = "s3")]
             Location::Object(_) => {
                 let store = open_checkpoint(prefix, true).ok()?;
                 (store.format() == crate::interop::store::Format::Native)
@@ -1147,6 +1153,7 @@ fn open_checkpoint(prefix: &Path, object: bool) -> Result<Box<dyn TensorStore>> 
         Some(s) => Ok(s),
         None => Err(Error::UnrecognizedFormat {
             path: index.display().to_string(),
+            looks_like: None,
             detail: "neither a paramdex nor a TensorFlow checkpoint".into(),
         }),
     }
@@ -1249,6 +1256,7 @@ pub(crate) fn resolve_input(path: &Path) -> Result<Option<PathBuf>> {
 /// uploaded to an object store under its final name.
 enum ShardSink {
     Local(crate::native::ShardWriter),
+    #[cfg(feature = "s3")]
     Remote(crate::remote::RemoteShardWriter),
 }
 
@@ -1256,6 +1264,7 @@ impl ShardSink {
     fn writer(&mut self) -> &mut crate::native::ShardWriter {
         match self {
             ShardSink::Local(w) => w,
+            #[cfg(feature = "s3")]
             ShardSink::Remote(w) => w,
         }
     }
@@ -1263,6 +1272,7 @@ impl ShardSink {
     fn finish(self) -> Result<()> {
         match self {
             ShardSink::Local(w) => w.finish().map(drop),
+            #[cfg(feature = "s3")]
             ShardSink::Remote(w) => w.finish().map(drop),
         }
     }

@@ -243,6 +243,7 @@ pub(crate) fn single_record(buf: &[u8], path: &Path, name: &[u8]) -> Result<Reco
             };
             return Err(Error::UnrecognizedFormat {
                 path: path.display().to_string(),
+                looks_like: None,
                 detail: format!(
                     "holds {} records, not one: this is a combined parameter stream (a \
                      .pdiparams); {hint}",

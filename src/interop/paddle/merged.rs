@@ -21,18 +21,18 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use crate::dtype::DType;
-use crate::error::{Corruption, Error, Result};
+use crate::error::{Error, Result};
 use crate::interop::store::{
     DataLocation, Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorInfos, TensorStore,
     VerifySummary,
 };
 use crate::name::display;
 use crate::native::Source;
-use crate::record::{decode_record, validate_lod, RecordHeader};
+use crate::record::{decode_head, decode_record, validate_lod, RecordHeader};
 
 use super::combined::{describe, with_context, MIN_RECORD_LEN};
+use super::find_program;
 use super::program::{load_program, Program};
-use super::{find_program, looks_like_record};
 
 /// Bytes of the size field before each record.
 pub const SIZE_FIELD_LEN: u64 = 8;
@@ -63,8 +63,9 @@ pub struct MergedRecord {
 /// # Errors
 ///
 /// [`Error::Corrupt`] naming `path`, the record's counter and the size field's offset: of kind
-/// [`Corruption::Truncated`] for a size field cut short and for a size running past the end of
-/// the file, [`Corruption::Other`] for a size above the limit or below the smallest record.
+/// [`Corruption::Truncated`](crate::Corruption::Truncated) for a size field cut short and for
+/// a size running past the end of the file, [`Corruption::Other`](crate::Corruption::Other)
+/// for a size above the limit or below the smallest record.
 pub fn size_field(buf: &[u8], pos: u64, k: u64, path: &Path) -> Result<MergedRecord> {
     let len = buf.len() as u64;
     // Made only for an error: a hop is a few instructions otherwise.
@@ -171,30 +172,33 @@ pub fn record_table(buf: &[u8], path: &Path) -> Result<Vec<MergedRecord>> {
 }
 
 /// Whether `buf` is a merged file, judged by its content alone: the bytes after the first
-/// size field are a Paddle record, and either that record decodes, or it is cut short and the
-/// size field says it is longer than the file. A plain record stream (a `.pdiparams`, a tensor
-/// file, a native file) is not claimed: its first four bytes are an outer version 0, which no
-/// size field of a record below 4 GiB has, and a record does not decode eight bytes into it.
-/// A claimed file that is otherwise broken is an error of this format ([`open_merged`]).
+/// size field are the whole header of a Paddle record, well formed: outer version 0, at most
+/// [`crate::record::MAX_LOD_LEVELS`] LoD levels each a multiple of 8 bytes and inside the
+/// file, inner version 0, a desc size inside the file and below
+/// [`crate::record::MAX_DESC_LEN`], and a tensor desc that parses with a known data type and
+/// non-negative dims. Only the record's data may be missing (a file cut short) or disagree with
+/// the size field (a damaged size), which [`open_merged`] then reports as damage: a file is
+/// claimed, and its errors are called corruption, only when its first record is beyond doubt a
+/// Paddle record.
+///
+/// So no zip archive (a `torch.save` file), pickle or text is claimed: their bytes after the
+/// first eight fail the header long before a desc parses (a zip's local header gives a desc
+/// size of its entry name's length times 65536, whose bytes are no tensor desc). A plain
+/// record stream (a `.pdiparams`, a tensor file, a native file) is not claimed either: its
+/// first four bytes are an outer version 0, which no size field of a record below 4 GiB has,
+/// and a record does not decode eight bytes into it; such a first word is taken for a size
+/// only when the record after it decodes whole and is exactly that size.
 pub fn claims(buf: &[u8]) -> bool {
     let Some((field, rest)) = buf.split_first_chunk::<8>() else {
         return false;
     };
-    let size = u64::from_le_bytes(*field);
-    match decode_record(rest, SIZE_FIELD_LEN) {
-        Ok((h, data)) => {
-            let rec_len = (h.header_len as u64).saturating_add(data.len() as u64);
-            // Exactly its size (a sound first record), or a size that is wrong, which only a
-            // file whose first bytes cannot be a record's version is taken for.
-            rec_len == size || field[..4] != [0; 4]
-        }
-        Err(e) => {
-            e.corruption() == Some(Corruption::Truncated)
-                && field[..4] != [0; 4]
-                && size > rest.len() as u64
-                && looks_like_record(rest)
-        }
+    if field[..4] == [0; 4] {
+        let size = u64::from_le_bytes(*field);
+        return decode_record(rest, SIZE_FIELD_LEN).is_ok_and(|(h, data)| {
+            (h.header_len as u64).saturating_add(data.len() as u64) == size
+        });
     }
+    decode_head(rest, SIZE_FIELD_LEN).is_ok()
 }
 
 /// The program that names the records of the merged file `path`: `STEM.json`, else
@@ -238,6 +242,7 @@ fn open_with(path: &Path, src: Source) -> Result<MergedStore> {
     if src.is_empty() {
         return Err(Error::UnrecognizedFormat {
             path: path.display().to_string(),
+            looks_like: None,
             detail: "the file is empty: a merged parameter file holds at least one record".into(),
         });
     }

@@ -37,6 +37,7 @@
 //! (`convert --to paddle-merged`, the program at [`merged_program_output`]).
 
 mod combined;
+pub mod dygraph;
 pub mod merged;
 mod program;
 mod store;
@@ -47,7 +48,8 @@ use std::fs;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
-use crate::error::{ensure_within, Error, Result};
+use crate::error::{ensure_within, Error, LooksLike, Result};
+use crate::interop::foreign;
 use crate::interop::store::{Format, TensorStore};
 use crate::name::{display, MAX_NAME_LEN};
 use crate::native::Source;
@@ -60,9 +62,13 @@ pub use program::{
 };
 pub use store::PaddleStore;
 pub(crate) use write::{
-    cannot_hold_combined, combined_outputs, export_combined, export_merged, export_tensor_files,
+    cannot_be_a_file, cannot_hold_combined, combined_outputs, export_combined, export_merged,
+    export_tensor_files,
 };
-pub use write::{combined_path, merged_program_output, program_path, relative_path};
+pub use write::{
+    combined_path, merged_program_output, pir_program_path, program_path, relative_path,
+    MAX_FILE_NAME_LEN,
+};
 
 use store::{Entry, FileSlot};
 
@@ -181,6 +187,11 @@ fn detect_file(path: &Path) -> Result<Option<PaddleStore>> {
             }
             None => return Ok(None),
         }
+    }
+    // A foreign format by its bytes (a zip) or its name (a DCP `.distcp`) is no Paddle tensor
+    // file, whatever its first bytes or extension: not claimed, so not called damaged.
+    if foreign::looks_like(&fname.to_string_lossy(), &src).is_some() {
+        return Ok(None);
     }
     if looks_like_record(&src) || PADDLE_EXTS.contains(&ext) {
         return open_tensor_with(path, src).map(Some);
@@ -613,17 +624,16 @@ fn looks_like_record(buf: &[u8]) -> bool {
     }
 }
 
-/// Refuses a Python pickle (first bytes `80 02`..`80 05`), saying what it is.
+/// Refuses a Python pickle (first bytes `80 02`..`80 05`), saying what it is (a `.pdparams` /
+/// `.pdopt` written by `paddle.save`, DCP's `.metadata`, another pickle: see
+/// [`foreign::looks_like`]).
 fn check_pickle(path: &Path, buf: &[u8]) -> Result<()> {
-    if let [0x80, proto @ 2..=5, ..] = buf {
-        return Err(unrecognized(
-            path,
-            format!(
-                "this is a Python pickle (protocol {proto}, first bytes 80 {proto:02x}), such as \
-                 a .pdparams/.pdopt written by paddle.save, not a Paddle tensor stream: load it \
-                 with paddle.load, or save the model with paddle.jit.save / \
-                 paddle.static.save_inference_model to get a .pdiparams"
-            ),
+    if foreign::pickle_protocol(buf).is_some() {
+        let kind = foreign::looks_like(&foreign::file_name(path), buf).unwrap_or(LooksLike::Pickle);
+        return Err(foreign::not_recognized(
+            path.display().to_string(),
+            kind,
+            buf,
         ));
     }
     Ok(())
@@ -632,6 +642,7 @@ fn check_pickle(path: &Path, buf: &[u8]) -> Result<()> {
 fn unrecognized(path: &Path, detail: String) -> Error {
     Error::UnrecognizedFormat {
         path: path.display().to_string(),
+        looks_like: None,
         detail,
     }
 }

@@ -350,6 +350,111 @@ pub(crate) fn program_len(vars_len: u64) -> u64 {
     (program_head(vars_len).len() as u64).saturating_add(vars_len)
 }
 
+/// The PIR program paramdex writes beside a parameters-only `ProgramDesc` (`PREFIX.json`, read
+/// by Paddle 3's default PIR mode): its text before the parameter ops, as
+/// `paddle.static.save_inference_model` writes it in Paddle 3.3.1 (`base_code` version 4, one
+/// region holding one block).
+pub(crate) const PIR_HEAD: &[u8] = br##"{"base_code":{"magic":"pir","trainable":true,"version":4},"program":{"regions":[{"#":"region_0","blocks":[{"#":"block_0","args":[],"ops":["##;
+
+/// The text after the parameter ops of [`PIR_HEAD`]'s program.
+pub(crate) const PIR_TAIL: &[u8] = b"]}]}]}}";
+
+/// The PIR element type name of `dtype` (`"0.t_f32"`), if PIR has one: PIR has no unsigned
+/// types but `uint8` (`pir/include/core/builtin_type.h`), so `uint16`, `uint32` and `uint64`
+/// have none.
+pub(crate) fn pir_dtype_name(dtype: DType) -> Option<&'static str> {
+    Some(match dtype {
+        DType::Bool => "0.t_bool",
+        DType::Int8 => "0.t_i8",
+        DType::UInt8 => "0.t_ui8",
+        DType::Int16 => "0.t_i16",
+        DType::Int32 => "0.t_i32",
+        DType::Int64 => "0.t_i64",
+        DType::Float16 => "0.t_f16",
+        DType::BFloat16 => "0.t_bf16",
+        DType::Float32 => "0.t_f32",
+        DType::Float64 => "0.t_f64",
+        DType::Complex64 => "0.t_c64",
+        DType::Complex128 => "0.t_c128",
+        DType::Float8E4M3FN => "0.t_f8e4m3fn",
+        DType::Float8E5M2 => "0.t_f8e5m2",
+        // PIR has no unsigned types but uint8, and none of the low-precision types Paddle has
+        // no number for (those are refused by the Paddle outputs before, SPEC.md 6).
+        _ => return None,
+    })
+}
+
+/// Appends to `out` the parameter op (`builtin.parameter`, `"#":"p"`) declaring `var` in the
+/// program [`PIR_HEAD`] starts, as Paddle 3.3.1 writes one for `paddle.create_parameter`:
+/// `"A"` is `[is_distributed, is_parameter, need_clip, name]`, the output (value id `id`,
+/// counted from 1) a dense tensor of the dtype and dims, and `"OA"` is
+/// `[persistable, stop_gradient, trainable]`. The op after the first is preceded by a comma
+/// (`first` false). `None` if PIR has no type for the dtype ([`pir_dtype_name`]) or the name
+/// is not UTF-8 (which [`cannot_name`] refuses before).
+pub(crate) fn put_pir_param(var: &VarDesc, id: u64, first: bool, out: &mut Vec<u8>) -> Option<()> {
+    let name = std::str::from_utf8(&var.name).ok()?;
+    let tensor = var
+        .r#type
+        .as_ref()?
+        .dense_tensor
+        .as_ref()?
+        .tensor
+        .as_ref()?;
+    let dtype = pir_dtype_name(DType::from_paddle(i64::from(tensor.data_type))?)?;
+    if !first {
+        out.push(b',');
+    }
+    out.extend_from_slice(br##"{"#":"p","A":[0,1,1,"##);
+    // A string always serializes (escaping `"`, `\` and control characters).
+    out.extend_from_slice(serde_json::to_string(name).ok()?.as_bytes());
+    out.extend_from_slice(
+        format!(r##"],"DA":[],"O":{{"%":{id},"TT":{{"#":"0.t_dtensor","D":[{{"#":"{dtype}"}},["##)
+            .as_bytes(),
+    );
+    for (i, d) in tensor.dims.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(d.to_string().as_bytes());
+    }
+    out.extend_from_slice(br##"],"NCHW",[],0]}},"OA":[1,0,1],"QA":[]}"##);
+    Some(())
+}
+
+/// Whether `bytes` is a PIR program exactly as paramdex writes it ([`PIR_HEAD`], a parameter
+/// op per entry of `params`, in order, [`PIR_TAIL`]), `params` being what it declares (as
+/// [`parse_pir_json`] read them): a parameters-only program, not a model's graph.
+pub(crate) fn is_parameters_only_json(bytes: &[u8], params: &[ParamDecl]) -> bool {
+    let Some(mut rest) = bytes.strip_prefix(PIR_HEAD) else {
+        return false;
+    };
+    let mut op = Vec::new();
+    for (i, p) in params.iter().enumerate() {
+        let (Some(dtype), Some(dims)) = (p.dtype, &p.dims) else {
+            return false;
+        };
+        let Some(dims) = dims
+            .iter()
+            .map(|&d| u64::try_from(d).ok())
+            .collect::<Option<Vec<u64>>>()
+        else {
+            return false;
+        };
+        let Ok(var) = param_var(&p.name, dtype, &dims, 0) else {
+            return false;
+        };
+        op.clear();
+        if put_pir_param(&var, i as u64 + 1, i == 0, &mut op).is_none() {
+            return false;
+        }
+        match rest.strip_prefix(op.as_slice()) {
+            Some(r) => rest = r,
+            None => return false,
+        }
+    }
+    rest == PIR_TAIL
+}
+
 /// Name of a non-element `VarType.Type`, for messages.
 fn var_type_name(t: i32) -> &'static str {
     match t {
@@ -1445,6 +1550,50 @@ mod tests {
             assert!(cannot_name(bad).is_some(), "{bad:?}");
         }
         assert!(param_var(b"x", DType::Float32, &[u64::MAX], 0).is_err());
+    }
+
+    /// The PIR program paramdex writes parses back to its declarations, and only a program
+    /// byte for byte as paramdex writes it counts as parameters-only.
+    #[test]
+    fn generated_pir_program() {
+        let vars = [
+            param_var(b"a \"q\"\\", DType::Float32, &[2, 3], 0).unwrap(),
+            param_var("ünï\tb".as_bytes(), DType::BFloat16, &[], 0).unwrap(),
+            param_var(b"z", DType::Int64, &[5, 1], 1).unwrap(),
+        ];
+        let mut bytes = PIR_HEAD.to_vec();
+        for (i, v) in vars.iter().enumerate() {
+            put_pir_param(v, i as u64 + 1, i == 0, &mut bytes).unwrap();
+        }
+        bytes.extend_from_slice(PIR_TAIL);
+        let params = parse_pir_json(&bytes, p()).unwrap();
+        let names: Vec<&[u8]> = params.iter().map(|d| d.name.as_slice()).collect();
+        assert_eq!(names, [&b"a \"q\"\\"[..], b"z", "ünï\tb".as_bytes()]);
+        assert_eq!(params[2].dtype, Some(DType::BFloat16));
+        assert_eq!(params[2].dims, Some(vec![]));
+        // In record (bytewise) order the text is what paramdex writes.
+        let mut sorted = vars.to_vec();
+        sorted.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut ours = PIR_HEAD.to_vec();
+        for (i, v) in sorted.iter().enumerate() {
+            put_pir_param(v, i as u64 + 1, i == 0, &mut ours).unwrap();
+        }
+        ours.extend_from_slice(PIR_TAIL);
+        assert!(is_parameters_only_json(&ours, &params));
+        assert!(
+            !is_parameters_only_json(&bytes, &params),
+            "not in record order"
+        );
+        let mut graph = ours.clone();
+        let at = graph.len() - PIR_TAIL.len();
+        graph.splice(
+            at..at,
+            br##",{"#":"1.data","A":[],"O":[]}"##.iter().copied(),
+        );
+        assert!(!is_parameters_only_json(&graph, &params));
+        assert!(!is_parameters_only_json(&ours, &params[..2]));
+        let var = param_var(b"u", DType::UInt32, &[2], 0).unwrap();
+        assert_eq!(put_pir_param(&var, 1, true, &mut Vec::new()), None);
     }
 
     #[test]

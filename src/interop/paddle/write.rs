@@ -16,7 +16,7 @@ use super::find_program;
 use super::merged::SIZE_FIELD_LEN;
 use super::program::{self, load_program, ParamDecl, ProgramKind, MAX_PROGRAM_LEN};
 use crate::error::{Error, IoContext, Result};
-use crate::interop::store::{ExportJob, Kind, TensorData, TensorInfo, TensorStore, Written};
+use crate::interop::store::{ExportJob, TensorData, TensorInfo, TensorStore, Written};
 #[cfg(doc)]
 use crate::interop::OutputFormat;
 use crate::name::display;
@@ -51,6 +51,13 @@ pub(crate) fn combined_outputs(out: &Path) -> Vec<PathBuf> {
 /// when it writes one: the model prefix (`out` without `.pdiparams`) with `.pdmodel`.
 pub fn program_path(out: &Path) -> PathBuf {
     with_ext(&model_prefix(out), "pdmodel")
+}
+
+/// The path of the PIR program [`OutputFormat::PaddleCombined`] writes beside
+/// [`combined_path`]`(out)` with the one at [`program_path`] when it writes them: the model
+/// prefix with `.json` (what Paddle 3 reads in its default PIR mode).
+pub fn pir_program_path(out: &Path) -> PathBuf {
+    with_ext(&model_prefix(out), "json")
 }
 
 /// The model prefix of an output: `out` without a final `.pdiparams`.
@@ -93,26 +100,36 @@ pub(crate) fn cannot_hold_combined(info: &TensorInfo) -> Option<String> {
 /// 2. otherwise, when the input is a Paddle model whose program declares exactly the tensors
 ///    written, that program is copied (as `DST.pdmodel` or `DST.json`, after its kind), so the
 ///    output is that model again;
-/// 3. otherwise paramdex writes [`program_path`]`(dst)`: a legacy `ProgramDesc` whose block 0
+/// 3. otherwise paramdex writes two parameters-only programs, one for each of Paddle 3's
+///    modes: [`program_path`]`(dst)` (`DST.pdmodel`), a legacy `ProgramDesc` whose block 0
 ///    declares each tensor, in record order, as a persistable dense tensor with its dtype,
-///    dims and LoD level count, and holds no ops. Paddle loads the pair by name (with
-///    `paddle.pir_utils.OldIrGuard()` under Paddle 3's default PIR mode):
-///    `paddle.static.load_inference_model(DST, exe)` puts each tensor in the scope under its
-///    name, and `paddle.static.load_program_state(DST.pdiparams, var_list)` returns them as
-///    a dict.
+///    dims and LoD level count, and holds no ops; and [`pir_program_path`]`(dst)`
+///    (`DST.json`), a PIR program whose one block holds a parameter op (`builtin.parameter`)
+///    per tensor, in record order, with its name, dtype and dims, persistable, as Paddle
+///    3.3.1 writes one. `paddle.static.load_inference_model(DST, exe)` reads `DST.json` in
+///    Paddle 3's default PIR mode and `DST.pdmodel` in the legacy one
+///    (`FLAGS_enable_pir_api=0`, `paddle.pir_utils.OldIrGuard()`, Paddle 2) and puts each
+///    tensor in the scope under its name; `paddle.static.load_program_state(DST.pdiparams,
+///    var_list)` returns them as a dict. PIR has no type for `uint16`, `uint32` and
+///    `uint64`: with such a tensor only `DST.pdmodel` is written.
 ///
+/// A parameters-only program kept as it is (1) gets the other kind written beside it when
+/// that is absent (an output of an older paramdex gains its `DST.json`).
 /// A program already there that declares other tensors is replaced by the input's own
-/// program when that is of the same kind, or by a generated one when it is a parameters-only
-/// program (as paramdex writes), and only when replacing outputs was asked for
+/// program when that is of the same kind, or by generated ones when it is a parameters-only
+/// program as paramdex writes (and so is the other kind beside it, if any), and only when
+/// replacing outputs was asked for
 /// ([`ExportOptions::overwrite`](crate::interop::ExportOptions::overwrite); otherwise
 /// [`Error::OutputExists`]); a model's graph is never replaced by a parameters-only program,
-/// nor left to shadow the new one: that is an error. Names a program cannot declare (not UTF-8, empty,
-/// `feed`, `fetch`) are refused by [`OutputFormat::cannot_hold`] before this runs.
+/// nor left to shadow the new one: that is an error. paramdex's own PIR program, when no PIR
+/// program is written in its place (a tensor PIR has no type for), is removed. Names a program cannot declare (not
+/// UTF-8, empty, `feed`, `fetch`) are refused by [`OutputFormat::cannot_hold`] before this
+/// runs.
 ///
 /// # Errors
 ///
-/// [`Error::Unsupported`] for a store without tensors or with tensors that are not numeric, or
-/// a program that would exceed [`MAX_PROGRAM_LEN`]; [`Error::InvalidArgument`] for a program
+/// [`Error::Unsupported`] for a store without tensors or with tensors that are not numeric,
+/// or a program that would exceed [`MAX_PROGRAM_LEN`]; [`Error::InvalidArgument`] for a program
 /// at the output prefix that declares other tensors and is not paramdex's, for a name listed
 /// twice or out of order; [`Error::InvalidTensor`] for data whose length does not match dtype
 /// and shape; the input's program and read errors; I/O errors.
@@ -131,7 +148,10 @@ pub fn merged_program_output(out: &Path) -> PathBuf {
 /// at `dst` itself, each record preceded by its length as a `u64` little-endian (the design
 /// document "Merging all params in a single file"), in bytewise name order, and beside it the
 /// program naming the records, chosen and written as [`export_combined`] chooses and writes it,
-/// with `dst` without its extension as the prefix (`DST.pdmodel` for a `dst` without one).
+/// with `dst` without its extension as the prefix (`DST.pdmodel` for a `dst` without one),
+/// except that a generated program is the `ProgramDesc` alone: Paddle's
+/// `load_inference_model` does not read a merged file, so the PIR program would serve no
+/// loader.
 ///
 /// # Errors
 ///
@@ -152,8 +172,8 @@ pub(crate) fn export_merged(job: &ExportJob<'_>) -> Result<Written> {
     export_model(job, job.dst.to_path_buf(), prefix, true)
 }
 
-/// The records at `dst` (each preceded by its size when `size_prefixed`) and the program at
-/// the model prefix `prefix` (`PREFIX.json` or `PREFIX.pdmodel`).
+/// The records at `dst` (each preceded by its size when `size_prefixed`) and the programs at
+/// the model prefix `prefix` (`PREFIX.json` and/or `PREFIX.pdmodel`).
 fn export_model(
     job: &ExportJob<'_>,
     dst: PathBuf,
@@ -161,7 +181,8 @@ fn export_model(
     size_prefixed: bool,
 ) -> Result<Written> {
     let store = job.store;
-    let program_out = with_ext(&prefix, "pdmodel");
+    let desc_out = with_ext(&prefix, "pdmodel");
+    let json_out = with_ext(&prefix, "json");
     // The candidates: the program at the output prefix, and the input's own.
     let existing = find_program(&prefix).map(|p| {
         let parsed = load_program(&p);
@@ -171,10 +192,14 @@ fn export_model(
         Some(p) => Some(load_program(p)?),
         None => None,
     };
-    // Pass 1, over the listing only: order, the generated program's size, which candidate
-    // declares exactly these tensors.
+    // Pass 1, over the listing only: order, the generated programs' sizes, whether PIR can
+    // declare every tensor, which candidate declares exactly these tensors.
     let mut count = 0u64;
     let mut vars_len = 0u64;
+    let mut json_len = (program::PIR_HEAD.len() + program::PIR_TAIL.len()) as u64;
+    // The first tensor of a dtype PIR has no type for, if any.
+    let mut not_pir: Option<String> = None;
+    let mut op = Vec::new();
     let mut previous: Option<Vec<u8>> = None;
     let mut keep = existing
         .as_ref()
@@ -186,6 +211,19 @@ fn export_model(
         check_order(previous.as_deref(), &info.name)?;
         let var = var_of(&info)?;
         vars_len = vars_len.saturating_add(program::var_len(&var));
+        if not_pir.is_none() {
+            op.clear();
+            match program::put_pir_param(&var, count + 1, count == 0, &mut op) {
+                Some(()) => json_len = json_len.saturating_add(op.len() as u64),
+                None => {
+                    not_pir = Some(format!(
+                        "tensor {} is {}, which a PIR program has no type for",
+                        display(&info.name),
+                        info.kind.name()
+                    ))
+                }
+            }
+        }
         for m in [&mut keep, &mut copy].into_iter().flatten() {
             m.see(&info);
         }
@@ -195,18 +233,39 @@ fn export_model(
     if count == 0 {
         return Err(no_tensors());
     }
+    // Why no PIR program is written, if none is: a merged file is not loaded by
+    // `load_inference_model`, so it gets the `ProgramDesc` alone.
+    let no_json = if size_prefixed {
+        Some("a merged parameter file is named by a ProgramDesc alone".to_string())
+    } else {
+        not_pir.clone()
+    };
+    let json_gen = no_json.is_none().then(|| json_out.clone());
     let kept = keep.as_ref().filter(|m| m.matches());
     let copied = copy.as_ref().filter(|m| m.matches());
     let plan = match (&existing, kept, copied) {
-        (Some(_), Some(_), _) => Plan::Keep,
+        (Some((path, parsed)), Some(_), _) => {
+            // A parameters-only program kept as it is gets the other kind beside it when
+            // that is absent, so that both of Paddle 3's modes load the pair.
+            match (kind_of(path), is_ours(path, parsed)) {
+                (ProgramKind::ProgramDesc, true) if !json_out.exists() && json_gen.is_some() => {
+                    Plan::Generate {
+                        desc: None,
+                        json: json_gen.clone(),
+                        stale: None,
+                    }
+                }
+                (ProgramKind::PirJson, true) if !desc_out.exists() => Plan::Generate {
+                    desc: Some(desc_out.clone()),
+                    json: None,
+                    stale: None,
+                },
+                _ => Plan::Keep,
+            }
+        }
         (Some((path, parsed)), None, copied) => {
-            let existing_kind = if path.extension().is_some_and(|e| e == "json") {
-                ProgramKind::PirJson
-            } else {
-                ProgramKind::ProgramDesc
-            };
-            let ours = existing_kind == ProgramKind::ProgramDesc
-                && std::fs::read(path).is_ok_and(|b| program::is_parameters_only(&b));
+            let existing_kind = kind_of(path);
+            let ours = is_ours(path, parsed);
             let mismatch = || match (parsed, &keep) {
                 (Err(e), _) => format!("it cannot be read ({e})"),
                 (Ok(_), Some(m)) => m.difference(count),
@@ -217,8 +276,23 @@ fn export_model(
                 (Some(_), Some(src)) if src.kind == existing_kind => {
                     Some(Plan::Copy(src.path.clone(), path.clone()))
                 }
-                // A parameters-only program as paramdex writes.
-                _ if ours => Some(Plan::Generate(path.clone())),
+                // Parameters-only programs as paramdex writes: both are written again.
+                _ if ours => {
+                    // paramdex's PIR program, when none is written again, is removed rather
+                    // than left to shadow the new `ProgramDesc`.
+                    let mut stale = None;
+                    if existing_kind == ProgramKind::PirJson {
+                        check_sibling_ours(&desc_out, path)?;
+                        if json_gen.is_none() {
+                            stale = Some(path.clone());
+                        }
+                    }
+                    Some(Plan::Generate {
+                        desc: Some(desc_out.clone()),
+                        json: json_gen.clone(),
+                        stale,
+                    })
+                }
                 // A model's graph is never replaced by a parameters-only program.
                 _ => None,
             };
@@ -244,69 +318,134 @@ fn export_model(
         (None, _, Some(_)) => {
             let src = source.as_ref().map(|s| (s.path.clone(), s.kind));
             match src {
-                Some((p, ProgramKind::PirJson)) => Plan::Copy(p, with_ext(&prefix, "json")),
-                Some((p, ProgramKind::ProgramDesc)) => Plan::Copy(p, program_out.clone()),
-                None => Plan::Generate(program_out.clone()),
+                Some((p, ProgramKind::PirJson)) => Plan::Copy(p, json_out.clone()),
+                Some((p, ProgramKind::ProgramDesc)) => Plan::Copy(p, desc_out.clone()),
+                None => Plan::Generate {
+                    desc: Some(desc_out.clone()),
+                    json: json_gen.clone(),
+                    stale: None,
+                },
             }
         }
-        (None, _, None) => Plan::Generate(program_out.clone()),
+        (None, _, None) => Plan::Generate {
+            desc: Some(desc_out.clone()),
+            json: json_gen.clone(),
+            stale: None,
+        },
     };
-    let program_bytes = program::program_len(vars_len);
-    if matches!(plan, Plan::Generate(_)) && program_bytes > MAX_PROGRAM_LEN {
-        return Err(Error::Unsupported(format!(
-            "the program naming the {count} tensors would take {program_bytes} bytes, above \
-             the {MAX_PROGRAM_LEN} bytes of a program paramdex reads back"
-        )));
+    let desc_bytes = program::program_len(vars_len);
+    if let Plan::Generate { desc, json, .. } = &plan {
+        for (len, wanted) in [(desc_bytes, desc.is_some()), (json_len, json.is_some())] {
+            if wanted && len > MAX_PROGRAM_LEN {
+                return Err(Error::Unsupported(format!(
+                    "the program naming the {count} tensors would take {len} bytes, above \
+                     the {MAX_PROGRAM_LEN} bytes of a program paramdex reads back"
+                )));
+            }
+        }
     }
 
-    // Pass 2: the records, and the generated program's variables alongside.
+    // Pass 2: the records, and the generated programs' declarations alongside.
     let mut written = Written::default();
     let mut params = StagedOut::new(&dst)?;
-    let mut generated = match &plan {
-        Plan::Generate(path) => {
-            let mut w = StagedOut::new(path)?;
-            w.write_all(&program::program_head(vars_len))?;
-            Some(w)
+    let (mut gen_desc, mut gen_json) = match &plan {
+        Plan::Generate { desc, json, .. } => {
+            let d = match desc {
+                Some(path) => {
+                    let mut w = StagedOut::new(path)?;
+                    w.write_all(&program::program_head(vars_len))?;
+                    Some(w)
+                }
+                None => None,
+            };
+            let j = match json {
+                Some(path) => {
+                    let mut w = StagedOut::new(path)?;
+                    w.write_all(program::PIR_HEAD)?;
+                    Some(w)
+                }
+                None => None,
+            };
+            (d, j)
         }
-        _ => None,
+        _ => (None, None),
     };
     let mut offset = 0u64;
     let mut var = Vec::new();
     let mut previous: Option<Vec<u8>> = None;
     let mut vars_written = 0u64;
+    let mut json_written = (program::PIR_HEAD.len() + program::PIR_TAIL.len()) as u64;
     for info in store.scan(b"")? {
         let info = info?;
         check_order(previous.as_deref(), &info.name)?;
         let len = write_record(&mut params.w, store, &info, offset, size_prefixed)?;
         offset = offset.saturating_add(len);
-        if let Some(w) = &mut generated {
-            var.clear();
-            program::put_var(&var_of(&info)?, &mut var);
-            vars_written = vars_written.saturating_add(var.len() as u64);
-            w.write_all(&var)?;
+        if gen_desc.is_some() || gen_json.is_some() {
+            let decl = var_of(&info)?;
+            if let Some(w) = &mut gen_desc {
+                var.clear();
+                program::put_var(&decl, &mut var);
+                vars_written = vars_written.saturating_add(var.len() as u64);
+                w.write_all(&var)?;
+            }
+            if let Some(w) = &mut gen_json {
+                op.clear();
+                let first = written.tensors == 0;
+                if program::put_pir_param(&decl, written.tensors + 1, first, &mut op).is_none() {
+                    return Err(changed_listing());
+                }
+                json_written = json_written.saturating_add(op.len() as u64);
+                w.write_all(&op)?;
+            }
         }
         written.tensors += 1;
         written.data_bytes = written.data_bytes.saturating_add(info.nbytes);
         job.progress.advance(info.nbytes);
         previous = Some(info.name);
     }
-    if written.tensors != count || (generated.is_some() && vars_written != vars_len) {
-        return Err(Error::InvalidArgument(
-            "the input listed other tensors the second time it was read".into(),
-        ));
+    if written.tensors != count
+        || (gen_desc.is_some() && vars_written != vars_len)
+        || (gen_json.is_some() && json_written != json_len)
+    {
+        return Err(changed_listing());
     }
     written.output_bytes = offset;
-    // The parameters and their program are renamed into place together, under one hold of
-    // the staging registry: an interrupt sees both staged or both committed.
+    // The parameters and their programs are renamed into place together, under one hold of
+    // the staging registry: an interrupt sees all staged or all committed.
     let mut outputs = vec![params.finish()?];
+    if let (
+        Some(why),
+        Plan::Generate {
+            desc: Some(desc), ..
+        },
+    ) = (&not_pir, &plan)
+    {
+        written.notes.push(format!(
+            "no PIR program written beside {}: {why}; Paddle 3 loads the parameters in its \
+             legacy mode only, by {} (FLAGS_enable_pir_api=0 or paddle.pir_utils.OldIrGuard())",
+            dst.display(),
+            desc.display()
+        ));
+    }
     written.paths.push(dst);
     match plan {
-        Plan::Generate(path) => {
-            if let Some(w) = generated {
-                outputs.push(w.finish()?);
+        Plan::Generate { desc, json, stale } => {
+            if let Some(stale) = stale {
+                // Everything is staged: the old pair stays readable by its `ProgramDesc`
+                // until the new one is committed.
+                std::fs::remove_file(&stale).ctx("removing", &stale)?;
             }
-            written.output_bytes = written.output_bytes.saturating_add(program_bytes);
-            written.paths.push(path);
+            if let (Some(w), Some(path)) = (gen_desc, desc) {
+                outputs.push(w.finish()?);
+                written.output_bytes = written.output_bytes.saturating_add(desc_bytes);
+                written.paths.push(path);
+            }
+            if let (Some(mut w), Some(path)) = (gen_json, json) {
+                w.write_all(program::PIR_TAIL)?;
+                outputs.push(w.finish()?);
+                written.output_bytes = written.output_bytes.saturating_add(json_len);
+                written.paths.push(path);
+            }
         }
         Plan::Copy(from, to) => {
             let bytes = std::fs::read(&from).ctx("reading", &from)?;
@@ -324,14 +463,74 @@ fn export_model(
     Ok(written)
 }
 
-/// Which program [`export_combined`] leaves beside the parameters.
+fn changed_listing() -> Error {
+    Error::InvalidArgument("the input listed other tensors the second time it was read".into())
+}
+
+/// The serialization of the program at `path`, after its name (as [`find_program`] finds it).
+fn kind_of(path: &Path) -> ProgramKind {
+    if path.extension().is_some_and(|e| e == "json") {
+        ProgramKind::PirJson
+    } else {
+        ProgramKind::ProgramDesc
+    }
+}
+
+/// Whether the program at `path` (parsed as `parsed`) is a parameters-only program as paramdex
+/// writes: a `ProgramDesc` without ops ([`program::is_parameters_only`]), or a PIR program
+/// exactly as [`export_combined`] writes it ([`program::is_parameters_only_json`]).
+fn is_ours(path: &Path, parsed: &Result<program::Program>) -> bool {
+    // A program too large to parse is read no further.
+    let small = std::fs::metadata(path).is_ok_and(|m| m.len() <= MAX_PROGRAM_LEN);
+    if !small {
+        return false;
+    }
+    match kind_of(path) {
+        ProgramKind::ProgramDesc => {
+            std::fs::read(path).is_ok_and(|b| program::is_parameters_only(&b))
+        }
+        ProgramKind::PirJson => match parsed {
+            Ok(p) => {
+                std::fs::read(path).is_ok_and(|b| program::is_parameters_only_json(&b, &p.params))
+            }
+            Err(_) => false,
+        },
+    }
+}
+
+/// Before a parameters-only PIR program `json` is written again with the `ProgramDesc` beside
+/// it at `desc`: that one must be absent or parameters-only too (a model's graph is never
+/// replaced).
+fn check_sibling_ours(desc: &Path, json: &Path) -> Result<()> {
+    if !desc.exists() {
+        return Ok(());
+    }
+    let small = std::fs::metadata(desc).is_ok_and(|m| m.is_file() && m.len() <= MAX_PROGRAM_LEN);
+    if small && std::fs::read(desc).is_ok_and(|b| program::is_parameters_only(&b)) {
+        return Ok(());
+    }
+    Err(Error::InvalidArgument(format!(
+        "{} would be written again with {} beside it, but that is not a parameters-only \
+         program as paramdex writes, so it is left alone: remove it, or write to another prefix",
+        json.display(),
+        desc.display()
+    )))
+}
+
+/// Which programs [`export_combined`] leaves beside the parameters.
 enum Plan {
     /// The one at the output prefix declares exactly the tensors written: left as it is.
     Keep,
     /// The input's own program (from, to).
     Copy(PathBuf, PathBuf),
-    /// A parameters-only program written at this path.
-    Generate(PathBuf),
+    /// Parameters-only programs written at these paths: a `ProgramDesc` (`PREFIX.pdmodel`)
+    /// and a PIR program (`PREFIX.json`); `stale`, paramdex's own PIR program at the prefix
+    /// when no PIR program is written, is removed just before they are committed.
+    Generate {
+        desc: Option<PathBuf>,
+        json: Option<PathBuf>,
+        stale: Option<PathBuf>,
+    },
 }
 
 /// The variable the generated program declares for `info`.
@@ -445,9 +644,10 @@ impl StagedOut {
 ///   subdirectory). The directory is written under a temporary name beside `dst` and renamed
 ///   into place when complete (replacing an existing `dst`, which [`crate::interop::export`]
 ///   allows only with [`ExportOptions::overwrite`](crate::interop::ExportOptions::overwrite)).
-///   Names must be safe relative paths ([`relative_path`]); a name may not also be a directory
-///   of another name (`a` and `a/b`). All names are checked before anything is written (the
-///   listing is held in memory for that: one name per file).
+///   Names must be safe relative paths ([`relative_path`]; [`crate::interop::export`] has
+///   refused or left out the others before: [`cannot_be_a_file`]); a name may not also be a
+///   directory of another name (`a` and `a/b`). All names are checked before anything is
+///   written (the listing is held in memory for that: one name per file).
 ///
 /// # Errors
 ///
@@ -599,7 +799,7 @@ fn write_record(
         name: display(&info.name),
         path: format!("{} input", store.format().name()),
     })?;
-    let (Kind::Numeric(dtype), TensorData::Bytes(data)) = (t.info.kind, &t.data) else {
+    let (Some(dtype), TensorData::Bytes(data)) = (t.info.kind.numeric(), &t.data) else {
         return Err(Error::Unsupported(format!(
             "tensor {} is {}; Paddle records hold numeric tensors only",
             display(&info.name),
@@ -647,35 +847,24 @@ fn atomic_write(dst: &Path, fill: impl FnOnce(&mut dyn Write) -> Result<()>) -> 
     staging::write_staged(dst, ".paddle-tmp", fill)
 }
 
+/// Longest path component [`relative_path`] accepts, in bytes: `NAME_MAX` of the common file
+/// systems (ext4, XFS, Btrfs, APFS; NTFS counts 255 UTF-16 units).
+pub const MAX_FILE_NAME_LEN: usize = 255;
+
 /// A tensor name as a safe relative path, as [`OutputFormat::PaddleTensors`] needs it: not
-/// empty, no NUL, not absolute, no empty, `.` or `..` component (and, off Unix, valid UTF-8
-/// without `\` or `:`).
+/// empty, no NUL, not absolute, no empty, `.` or `..` component, no component above
+/// [`MAX_FILE_NAME_LEN`] bytes, at most [`super::MAX_DIR_DEPTH`] directories deep (what
+/// paramdex reads back), and, off Unix, valid UTF-8 without `\` or `:`.
 ///
 /// # Errors
 ///
 /// [`Error::InvalidArgument`] saying what is unsafe about the name.
 pub fn relative_path(name: &[u8]) -> Result<PathBuf> {
-    let bad = |why: &str| {
-        Err(Error::InvalidArgument(format!(
+    if let Some(why) = not_a_file_name(name) {
+        return Err(Error::InvalidArgument(format!(
             "tensor name {} cannot be used as a file name: {why}",
             display(name)
-        )))
-    };
-    if name.is_empty() {
-        return bad("it is empty");
-    }
-    if name.contains(&0) {
-        return bad("it contains a NUL byte");
-    }
-    if name.first() == Some(&b'/') {
-        return bad("it is an absolute path");
-    }
-    for comp in name.split(|&b| b == b'/') {
-        match comp {
-            b"" => return bad("it has an empty path component (`//` or a trailing `/`)"),
-            b"." | b".." => return bad("it has a `.` or `..` path component"),
-            _ => {}
-        }
+        )));
     }
     #[cfg(unix)]
     {
@@ -684,14 +873,62 @@ pub fn relative_path(name: &[u8]) -> Result<PathBuf> {
     }
     #[cfg(not(unix))]
     {
-        let Ok(s) = std::str::from_utf8(name) else {
-            return bad("it is not UTF-8");
-        };
-        if s.contains('\\') || s.contains(':') {
-            return bad("it contains `\\` or `:`");
-        }
+        // not_a_file_name has checked it is UTF-8 off Unix.
+        let s = String::from_utf8_lossy(name);
         Ok(s.split('/').collect())
     }
+}
+
+/// Why `name` cannot be a relative file path ([`relative_path`]'s rules), or `None`.
+fn not_a_file_name(name: &[u8]) -> Option<String> {
+    if name.is_empty() {
+        return Some("it is empty".into());
+    }
+    if name.contains(&0) {
+        return Some("it contains a NUL byte".into());
+    }
+    if name.first() == Some(&b'/') {
+        return Some("it is an absolute path".into());
+    }
+    let mut depth = 0usize;
+    for comp in name.split(|&b| b == b'/') {
+        match comp {
+            b"" => return Some("it has an empty path component (`//` or a trailing `/`)".into()),
+            b"." | b".." => return Some("it has a `.` or `..` path component".into()),
+            c if c.len() > MAX_FILE_NAME_LEN => {
+                return Some(format!(
+                    "a path component of {} bytes is longer than a file name can be \
+                     ({MAX_FILE_NAME_LEN} bytes)",
+                    c.len()
+                ))
+            }
+            _ => depth += 1,
+        }
+    }
+    if depth - 1 > super::MAX_DIR_DEPTH {
+        return Some(format!(
+            "it would be {} directories deep (paramdex reads per-variable directories {} deep)",
+            depth - 1,
+            super::MAX_DIR_DEPTH
+        ));
+    }
+    if cfg!(not(unix)) {
+        let Ok(s) = std::str::from_utf8(name) else {
+            return Some("it is not UTF-8".into());
+        };
+        if s.contains('\\') || s.contains(':') {
+            return Some("it contains `\\` or `:`".into());
+        }
+    }
+    None
+}
+
+/// Why [`OutputFormat::PaddleTensors`] cannot write a tensor in a directory of several, one file
+/// per tensor at the path of its name: a name that cannot be a file path ([`relative_path`]).
+/// (One tensor alone is written to the file named on the command line: its name does not
+/// matter.)
+pub(crate) fn cannot_be_a_file(info: &TensorInfo) -> Option<String> {
+    not_a_file_name(&info.name).map(|why| format!("named by a path no file can have: {why}"))
 }
 
 #[cfg(test)]
@@ -714,9 +951,13 @@ mod tests {
             b"a/../b",
             b"./a",
             b"a\0b",
+            &[b'x'; 256],
+            &[b"d/".repeat(65), b"x".to_vec()].concat(),
         ] {
             assert!(relative_path(bad).is_err(), "{bad:?}");
         }
+        assert!(relative_path(&[b'x'; 255]).is_ok());
+        assert!(relative_path(&[b"d/".repeat(64), b"x".to_vec()].concat()).is_ok());
     }
 
     #[test]

@@ -322,15 +322,22 @@ impl TfCheckpoint {
         let p = BundleEntryProto::decode(value).map_err(|e| bad(format!("not parseable: {e}")))?;
         let kind = if p.dtype == DT_STRING {
             Kind::String
+        } else if p.dtype == DType::UInt8.tf_code() {
+            // A native paramdex file read as a checkpoint (`export-tf` links it): a type
+            // TensorFlow lacks is DT_UINT8 with paramdex's field 18 naming it (SPEC.md 6).
+            let e = crate::native::IndexEntry::decode(value, at, usize::MAX)?;
+            match e.dtype() {
+                Some(d) => Kind::Numeric(d),
+                None => Kind::Opaque(p.dtype),
+            }
         } else {
             match DType::from_tf(i64::from(p.dtype)) {
                 Some(d) => Kind::Numeric(d),
-                // Types TensorFlow writes that paramdex does not decode: listed, checksummed,
-                // loadable as their stored bytes (quantized, resource, variant, 4-bit and 2-bit,
-                // the FNUZ float8s).
-                None if matches!(p.dtype, 11..=13 | 15 | 16 | 20 | 21 | 26..=33) => {
-                    Kind::Opaque(p.dtype)
-                }
+                // Types paramdex does not decode, and numbers of a TensorFlow newer than
+                // paramdex: listed, checksummed, loadable as their stored bytes (quantized,
+                // resource, variant). Not DT_INVALID (0) nor the TF1 reference types (>= 100),
+                // which no bundle holds.
+                None if (1..100).contains(&p.dtype) => Kind::Opaque(p.dtype),
                 None => {
                     return Err(Error::Unsupported(format!(
                     "tensor {} in {} has TensorFlow dtype {} ({}), which paramdex does not read",
@@ -379,7 +386,7 @@ impl TfCheckpoint {
         let offset =
             u64::try_from(p.offset).map_err(|_| bad(format!("negative offset {}", p.offset)))?;
         let size = u64::try_from(p.size).map_err(|_| bad(format!("negative size {}", p.size)))?;
-        if let (Kind::Numeric(d), true) = (kind, p.slices.is_empty()) {
+        if let (Some(d), true) = (kind.numeric(), p.slices.is_empty()) {
             let expected = numel.checked_mul(d.size() as u64);
             if expected != Some(size) {
                 return Err(bad(format!(
@@ -443,7 +450,7 @@ impl TfCheckpoint {
                     ),
                 )
             })?,
-            Kind::Opaque(_) => crc32c(&data),
+            Kind::Opaque(_) | Kind::Foreign(_) => crc32c(&data),
             Kind::String => strings::stored_data_crc(
                 &data,
                 e.numel,
@@ -614,14 +621,14 @@ impl TfCheckpoint {
             Kind::Numeric(d) => e.numel.saturating_mul(d.size() as u64),
             // Partitioned tensors that paramdex does not assemble (strings, opaque types) are
             // still listed, as TensorFlow lists them: their size is that of their slices.
-            Kind::Opaque(_) | Kind::String if !e.slices.is_empty() => {
+            Kind::Opaque(_) | Kind::Foreign(_) | Kind::String if !e.slices.is_empty() => {
                 let mut total = 0u64;
                 for (_, key, part) in self.slice_parts(name, e)? {
                     total = total.saturating_add(self.info(&key, &part)?.nbytes);
                 }
                 total
             }
-            Kind::Opaque(_) => e.size,
+            Kind::Opaque(_) | Kind::Foreign(_) => e.size,
             Kind::String => {
                 let (data, path) = self.raw(name, e)?;
                 let at = StringsAt {
@@ -634,7 +641,7 @@ impl TfCheckpoint {
         };
         Ok(TensorInfo {
             name: name.to_vec(),
-            kind: e.kind,
+            kind: e.kind.clone(),
             shape: e.shape.clone(),
             lod: Vec::new(),
             nbytes,
@@ -839,10 +846,10 @@ impl TensorStore for TfCheckpoint {
                 let v = self.assemble(name, &e, d, true)?.unwrap_or_default();
                 TensorData::Bytes(self.to_le(d, Cow::Owned(v)))
             }
-            Kind::Opaque(_) if !e.slices.is_empty() => {
+            Kind::Opaque(_) | Kind::Foreign(_) if !e.slices.is_empty() => {
                 return Err(self.partitioned_opaque(name, &e))
             }
-            Kind::Opaque(_) => TensorData::Bytes(self.checked(name, &e)?),
+            Kind::Opaque(_) | Kind::Foreign(_) => TensorData::Bytes(self.checked(name, &e)?),
             Kind::String if !e.slices.is_empty() => return Err(self.partitioned_string(name)),
             Kind::String => {
                 let data = self.checked(name, &e)?;

@@ -102,6 +102,7 @@ pub fn export_tf(native: &Path, prefix: &Path) -> Result<ExportTfReport> {
             None => {
                 return Err(Error::UnrecognizedFormat {
                     path: native.display().to_string(),
+                    looks_like: None,
                     detail: "not a native paramdex file (export-tf needs one: it serves as both \
                              the index and the data file)"
                         .into(),
@@ -211,13 +212,38 @@ pub(crate) fn outputs(prefix: &Path) -> Vec<PathBuf> {
     v
 }
 
+/// For a packed dtype whose unpacked type TensorFlow has a number for, how it is packed.
+fn unpacked_for_tf(d: crate::DType) -> Option<crate::dtype::Packing> {
+    d.packing().filter(|p| p.unpacked.tf_number().is_some())
+}
+
 /// Why a TensorFlow bundle cannot hold `t`, if it cannot: it holds numeric and string tensors,
 /// but not what paramdex does not decode (opaque types); not a name that is empty or starts
 /// with a NUL byte (TensorFlow reserves the empty key for its header and keys starting with NUL
 /// for slices); not a rank above 254 or a dimension above `i64::MAX`.
 pub(crate) fn cannot_hold(t: &TensorInfo) -> Option<String> {
-    if let Kind::Opaque(_) = t.kind {
+    if t.kind.is_opaque() {
         return t.kind.not_numeric();
+    }
+    if let Some(d) = t.kind.numeric().filter(|d| d.tf_number().is_none()) {
+        // A packed type whose values TensorFlow has (float4_e2m1fn_x2) is written unpacked, one
+        // value per byte; any other would be read as uint8, its type lost.
+        match unpacked_for_tf(d) {
+            Some(p) if p.unpacked_shape(&t.shape).is_some() => {}
+            Some(p) => {
+                return Some(format!(
+                    "a {} scalar, which TensorFlow's {} (one value per byte) cannot hold",
+                    d.name(),
+                    p.unpacked.name()
+                ))
+            }
+            None => {
+                return Some(format!(
+                    "{}, which TensorFlow has no DataType for",
+                    d.name()
+                ))
+            }
+        }
     }
     if t.name.first().is_none_or(|&b| b == 0) {
         return Some(
@@ -273,7 +299,29 @@ pub(crate) fn export(job: &ExportJob<'_>) -> Result<Written> {
             name: display(&info.name),
             path: format!("{} input", store.format().name()),
         })?;
-        let (tf_dtype, bytes, crc) = match (&t.data, t.info.kind) {
+        let mut shape = Dims::from_slice(&t.info.shape);
+        let (tf_dtype, bytes, crc) = match (&t.data, &t.info.kind) {
+            // float4_e2m1fn_x2 as TensorFlow's float4_e2m1fn, one value per byte (`cannot_hold`
+            // let only such packed types through).
+            (TensorData::Bytes(b), Kind::Numeric(d)) if d.tf_number().is_none() => {
+                let (Some(p), Some(s)) = (
+                    unpacked_for_tf(*d),
+                    unpacked_for_tf(*d).and_then(|p| p.unpacked_shape(&t.info.shape)),
+                ) else {
+                    return Err(Error::Unsupported(format!(
+                        "tensor {} is {}, which TensorFlow has no DataType for",
+                        display(&info.name),
+                        d.name()
+                    )));
+                };
+                let v = p.unpack(b).ok_or_else(|| Error::InvalidTensor {
+                    name: display(&info.name),
+                    detail: format!("{} bytes are not whole groups of {}", b.len(), d.name()),
+                })?;
+                shape = Dims::from_slice(&s);
+                let crc = mask_crc(crc32c(&v));
+                (p.unpacked.tf_code(), std::borrow::Cow::Owned(v), crc)
+            }
             (TensorData::Bytes(b), Kind::Numeric(d)) => (
                 d.tf_code(),
                 std::borrow::Cow::Borrowed(&b[..]),
@@ -294,7 +342,7 @@ pub(crate) fn export(job: &ExportJob<'_>) -> Result<Written> {
         data_out.write_all(&bytes).ctx("writing", &data_target)?;
         let e = IndexEntry {
             tf_dtype,
-            shape: Dims::from_slice(&t.info.shape),
+            shape,
             offset,
             size: bytes.len() as u64,
             crc32c: crc,

@@ -24,6 +24,7 @@ use crate::interop::store::TensorStore;
 
 mod checkpoint;
 mod export;
+#[cfg(feature = "s3")]
 pub(crate) mod remote;
 pub mod strings;
 

@@ -54,6 +54,7 @@ impl ObjectShards {
                 url,
                 problem,
                 detail,
+                source,
             } => Error::Remote {
                 detail: format!(
                     "data shard {shard} of {} of checkpoint {}, which holds tensor {}: {detail}",
@@ -63,6 +64,7 @@ impl ObjectShards {
                 ),
                 url,
                 problem,
+                source,
             },
             other => other,
         }

@@ -1,0 +1,81 @@
+//! A paramdex built without its `s3` feature (`--no-default-features`) reads and writes local
+//! files only, and refuses a URL as a URL: `Error::NoObjectStorage` naming it, from every entry
+//! point that takes one, before anything is read or written; never "no such file", never a
+//! panic. CI runs it with `cargo test -p paramdex --no-default-features --test
+//! no_object_storage`; with the feature, URLs are the object-storage tests' (tests/remote*.rs).
+#![cfg(not(feature = "s3"))]
+
+use std::path::Path;
+
+use paramdex::interop::{
+    merge, open_any, CheckpointManager, ManagerOptions, MergeInput, MergeOptions,
+};
+use paramdex::{DType, Error, Tensor, Writer};
+
+/// `r` is the refusal of `url` for want of object storage.
+fn assert_refused<T>(r: paramdex::Result<T>, url: &str) {
+    match r {
+        Err(Error::NoObjectStorage { url: u }) => {
+            assert_eq!(u, url);
+            let e = Error::NoObjectStorage { url: u };
+            let msg = e.to_string();
+            assert!(msg.contains("without object-storage support"), "{msg}");
+            assert!(msg.contains("`s3`"), "{msg}");
+        }
+        Err(e) => panic!("{url}: expected NoObjectStorage, got {e:?}"),
+        Ok(_) => panic!("{url}: expected NoObjectStorage, got a value"),
+    }
+}
+
+#[test]
+fn urls_are_recognised_without_the_feature() {
+    assert!(paramdex::remote::is_url("s3://bucket/model.pdx"));
+    assert!(paramdex::remote::is_url("file:///tmp/model.pdx"));
+    assert!(!paramdex::remote::is_url("model.pdx"));
+}
+
+#[test]
+fn opening_a_url_is_refused_as_a_url() {
+    for url in [
+        "s3://bucket/model.pdx",
+        "s3://bucket/ckpt@3",
+        "file:///nonexistent/model.pdx",
+    ] {
+        assert_refused(open_any(url), url);
+    }
+    // A missing local path is still a missing path.
+    match open_any("/nonexistent/model.pdx") {
+        Err(Error::Io { .. }) => {}
+        other => panic!("expected Io, got {:?}", other.err()),
+    }
+}
+
+#[test]
+fn a_checkpoint_directory_in_a_bucket_is_refused() {
+    assert_refused(
+        CheckpointManager::open("s3://bucket/run", ManagerOptions::default()),
+        "s3://bucket/run",
+    );
+}
+
+#[test]
+fn merging_into_an_object_is_refused_before_anything_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("a.pdx");
+    let mut w = Writer::create(&src).unwrap();
+    w.add("w", Tensor::new(DType::Float32, &[1], &[0u8; 4]))
+        .unwrap();
+    w.finish().unwrap();
+    let store = open_any(&src).unwrap();
+    let inputs = [MergeInput {
+        store: &*store,
+        path: &src,
+    }];
+    let url = "s3://bucket/merged.pdx";
+    assert_refused(
+        merge(&inputs, Path::new(url), &MergeOptions::default()),
+        url,
+    );
+    // Nothing was written locally under a path spelled like the URL.
+    assert!(!Path::new("s3:").exists());
+}
