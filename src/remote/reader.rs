@@ -3,6 +3,13 @@
 //! more for the header's block when the tail does not hold it; `get` costs one request for the
 //! tensor's index block (unless cached) and one for its record. Every tensor read so is checked
 //! against its CRC32C: bytes from a network are never returned unchecked.
+//!
+//! The reader is a shell over the native engine (issue 26): the open (`native::open_index`),
+//! the lookups and listings (the table over the read seam, `native::list_entry`), the checks of
+//! an entry (`native::check_data`, `check_partition`, `piece_entry`), the record header and LoD
+//! (`native::record_header`) and verify (`native::Tally` over `TensorView`s of the fetched
+//! records) are the mapped reader's own. What is written here is fetching: the parallel fetch
+//! planner, the read-ahead of `get_ahead`, and the owned tensors it returns.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
