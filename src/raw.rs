@@ -43,9 +43,9 @@ pub mod slices {
     pub use crate::native::slice_key::{self, Extent, SliceKey};
 }
 
-/// The bytes a reader reads.
+/// The bytes a reader reads, and the read seam every reader stands on.
 pub mod source {
-    pub use crate::native::Source;
+    pub use crate::native::{FileRange, ReadAt, Source};
 }
 
 /// The record scan behind [`crate::recover`].

@@ -155,3 +155,76 @@ fn a_tail_smaller_than_the_index_block_costs_one_more_request() {
     assert!(src.stats().requests <= 3);
     assert_eq!(r.get(name(77_777)).unwrap().unwrap().data, data(77_777));
 }
+
+/// `info` of one tensor reads its own index block, not the whole index (issue 26: it listed
+/// the index from the name on, reading every index block after the first).
+#[test]
+fn info_of_one_tensor_reads_one_index_block() {
+    use paramdex::interop::TensorStore;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.pdx");
+    write(&path, 100_000);
+    let index_len = paramdex::Reader::open(&path).unwrap().index_len();
+    let src = Arc::new(FileRange::open(&path).unwrap());
+    let r = RemoteReader::open(
+        src.clone(),
+        RemoteOptions {
+            tail_bytes: 64 << 10,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let before = src.stats();
+    let i = r.info(name(3).as_bytes()).unwrap().unwrap();
+    assert_eq!(i.shape, [4]);
+    let used = src.stats();
+    assert!(used.requests - before.requests <= 1, "{used:?}");
+    let read = used.bytes - before.bytes;
+    assert!(
+        // One data block (the writer's default blocks are 64 KiB).
+        read < 80 << 10 && read * 20 < index_len,
+        "info read {read} bytes of an index of {index_len}"
+    );
+    assert!(r.info(b"model.absent").unwrap().is_none());
+}
+
+/// Lookups go through the hash index block, with its checks, as a mapped file's do (issue
+/// 26: remote lookups ignored it): with a page of the hash block damaged, every name is found
+/// or refused exactly as from the mapped file, and some are refused.
+#[test]
+fn remote_lookups_use_the_hash_index_as_the_mapped_file_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.pdx");
+    write(&path, 2_000);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let (hash_start, hash_end) = {
+        let t = paramdex::raw::table::Table::open(&bytes, Default::default()).unwrap();
+        assert!(t.has_hash_index().unwrap());
+        let last = t.block_handle(t.data_blocks() - 1);
+        (last.offset + last.size + 5, t.footer().metaindex.offset)
+    };
+    // A byte in the middle of the hash block's slots.
+    let at = ((hash_start + hash_end) / 2) as usize;
+    bytes[at] ^= 0x5a;
+    std::fs::write(&path, &bytes).unwrap();
+    let mapped = paramdex::Reader::open(&path).unwrap();
+    let (_, remote) = open(&path);
+    let mut refused = 0;
+    for i in 0..2_000 {
+        let m = mapped.get(name(i)).map(|v| v.map(|v| v.data().to_vec()));
+        let r = remote.get(name(i)).map(|t| t.map(|t| t.data));
+        match (&m, &r) {
+            (Ok(a), Ok(b)) => assert_eq!(a, b, "{i}"),
+            (Err(a), Err(b)) => {
+                assert_eq!(
+                    std::mem::discriminant(a),
+                    std::mem::discriminant(b),
+                    "{i}: {a} / {b}"
+                );
+                refused += 1;
+            }
+            _ => panic!("{i}: mapped {m:?}, remote {r:?}"),
+        }
+    }
+    assert!(refused > 0, "the damaged hash page refused no lookup");
+}

@@ -4,6 +4,11 @@
 //! Format version 2 inputs (slices, shard identity, a sharded index read from memory) go through
 //! the same calls, plus `get_slice` of the stored slices and of regions taken from the input.
 //!
+//! With the `s3` feature, the same input is also read by ranges (`RemoteReader` over a source
+//! that copies every read, the object-storage code path): it opens where the mapped reader opens (a file that is not a
+//! sharded checkpoint's index), every lookup gives the same tensor or an error of the same
+//! variant, and its verify passes exactly when the mapped verify does, with the same report.
+//!
 //! Invariants beyond "no panic": every view's data and record lie inside the file at the offsets
 //! it reports; when iteration completes, `get` finds exactly the iterated whole tensors with the
 //! same data, refuses the tensors stored in slices (`Error::Sliced`), and `get_slice` of each
@@ -178,8 +183,142 @@ fn verify_fails(r: &Reader) -> bool {
     .is_err()
 }
 
+/// The ranged reading of an input (with the `s3` feature, which builds the ranged reader).
+#[cfg(feature = "s3")]
+mod by_ranges {
+    use super::*;
+    use std::ops::Range;
+    use std::sync::Arc;
+
+    use paramdex::remote::{RangeRead, ReadAt, RemoteOptions, RemoteReader, RequestStats};
+
+    /// Bytes read by ranges, each read a copy: what an object in a bucket is to the readers.
+    #[derive(Debug)]
+    struct Ranged(Vec<u8>);
+
+    impl ReadAt for Ranged {
+        fn len(&self) -> u64 {
+            self.0.len() as u64
+        }
+
+        fn location(&self) -> &str {
+            "<ranged>"
+        }
+
+        fn read(&self, range: Range<u64>) -> paramdex::Result<Vec<u8>> {
+            let r = usize::try_from(range.start)
+                .ok()
+                .zip(usize::try_from(range.end).ok());
+            r.and_then(|(a, b)| self.0.get(a..b))
+                .map(<[u8]>::to_vec)
+                .ok_or_else(|| Error::InvalidArgument(format!("range {range:?} outside")))
+        }
+    }
+
+    impl RangeRead for Ranged {
+        fn stats(&self) -> RequestStats {
+            RequestStats::default()
+        }
+    }
+
+    /// The variant of an error.
+    fn variant(e: &Error) -> std::mem::Discriminant<Error> {
+        std::mem::discriminant(e)
+    }
+
+    /// Reads `data` by ranges and holds it to what the mapped reader `mapped` (opened with tensor
+    /// and block checks on) read: the same open, lookups and verify.
+    ///
+    /// With `tail_bytes` smaller than the index, index blocks are read through the seam, and the
+    /// hash index block is not used when the open's read does not hold it (lookups binary-search
+    /// then, `Table::new_ranged`): a lookup that fails in the mapped file only for a damaged hash
+    /// block may then succeed, with the tensor a binary search finds.
+    fn ranged(data: &[u8], mapped: Result<&Reader, &Error>, names: &[Vec<u8>], tail_bytes: u64) {
+        let opts = RemoteOptions {
+            tail_bytes,
+            ..Default::default()
+        };
+        let holds_all = tail_bytes >= data.len() as u64;
+        let remote = RemoteReader::open(Arc::new(Ranged(data.to_vec())), opts);
+        let mapped = match (mapped, remote) {
+            (Ok(m), Ok(r)) => (m, r),
+            (Ok(m), Err(e)) => {
+                // The one refusal of the ranged reader alone: a sharded checkpoint's index.
+                assert!(
+                    m.is_sharded() && matches!(e, Error::Unsupported(_)),
+                    "opens mapped, not by ranges: {e}"
+                );
+                return;
+            }
+            (Err(a), Err(b)) => {
+                assert_eq!(variant(a), variant(&b), "open: {a} / {b}");
+                return;
+            }
+            (Err(a), Ok(_)) => panic!("opens by ranges, not mapped: {a}"),
+        };
+        let (m, r) = mapped;
+        let mut probes: Vec<Vec<u8>> = names.iter().take(200).cloned().collect();
+        probes.extend(data.chunks(7).take(8).map(|c| c.to_vec()));
+        probes.push(b"a".to_vec());
+        for p in &probes {
+            // A tensor read whole: its data (checked) and its LoD (from its record's header).
+            let a = m.get(p).and_then(|v| match v {
+                Some(v) => {
+                    v.verify_crc()?;
+                    Ok(Some((v.data().to_vec(), v.lod()?.to_vec())))
+                }
+                None => Ok(None),
+            });
+            let b = r.get(p).map(|t| t.map(|t| (t.data, t.lod)));
+            match (&a, &b) {
+                (Ok(x), Ok(y)) => assert_eq!(x, y, "get {p:?}"),
+                (Err(x), Err(y)) => assert_eq!(variant(x), variant(y), "get {p:?}: {x} / {y}"),
+                (
+                    Err(Error::ChecksumMismatch { what, .. } | Error::Corrupt { what, .. }),
+                    Ok(_),
+                ) if !holds_all && what.starts_with("hash index") => {}
+                _ => panic!("get {p:?}: mapped {a:?}, by ranges {b:?}"),
+            }
+        }
+        let mv = m.verify_with(paramdex::VerifyOptions {
+            threads: 1,
+            progress: None,
+        });
+        let rv = r.verify(&Default::default());
+        match (&mv, &rv) {
+            (Ok(x), Ok(y)) => assert_eq!(x, y, "verify reports"),
+            (Err(_), Err(_)) => {}
+            _ => panic!("verify: mapped {mv:?}, by ranges {rv:?}"),
+        }
+    }
+
+    /// Reads `data` by ranges, held against the mapped reader.
+    pub fn check(data: &[u8]) {
+        let opts = ReadOptions {
+            verify_blocks: true,
+            verify_tensors: true,
+            block_cache_bytes: 1 << 16,
+        };
+        let mapped = Reader::from_bytes_with(data.to_vec(), opts);
+        let names: Vec<Vec<u8>> = match &mapped {
+            Ok(m) => m
+                .iter()
+                .map_while(|t| t.ok())
+                .map(|t| t.name().to_vec())
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        // The whole input held at open (the hash index used as in the mapped file), and a tail
+        // of 256 bytes (index blocks read through the seam).
+        ranged(data, mapped.as_ref(), &names, u64::MAX);
+        ranged(data, mapped.as_ref(), &names, 256);
+    }
+}
+
 /// Runs the checks on one input (the body of the fuzz target).
 pub fn check(data: &[u8]) {
     run(data, true, true);
     run(data, false, false);
+    #[cfg(feature = "s3")]
+    by_ranges::check(data);
 }

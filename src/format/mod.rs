@@ -1,6 +1,6 @@
 //! The byte codecs every layer shares: LevelDB fixed-width integers and varints, CRC32C with
 //! LevelDB's mask and a fast combine, a bounds-checked cursor, and the protobuf wire format.
-//! Pure functions over byte slices: no I/O, no `unsafe`, no allocation on decode (the Miri
+//! Pure functions over byte slices, and the read seam's trait ([`ReadAt`]): no I/O, no `unsafe`, no allocation on decode (the Miri
 //! target, `fuzz/miri.sh`).
 #![cfg_attr(not(test), deny(clippy::cast_possible_truncation))]
 
@@ -8,6 +8,7 @@ mod crc;
 mod cursor;
 mod fixed;
 pub mod pbwire;
+mod read_at;
 mod varint;
 
 pub use crc::{
@@ -15,4 +16,6 @@ pub use crc::{
 };
 pub use cursor::Cursor;
 pub use fixed::{get_fixed32, get_fixed64, put_fixed32, put_fixed64};
+pub(crate) use read_at::check_range;
+pub use read_at::ReadAt;
 pub use varint::{get_varint32, get_varint64, put_varint32, put_varint64, varint_len};

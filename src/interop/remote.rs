@@ -9,14 +9,15 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use crate::error::{Error, RemoteProblem, Result};
-use crate::interop::remote_sharded::{info_named, infos, loaded};
+use crate::interop::remote_sharded::{info, loaded};
 use crate::interop::safetensors::{self, RemoteSafetensors, RemoteSafetensorsOptions};
 use crate::interop::store::{
     Format, LoadedTensor, TensorInfo, TensorInfos, TensorStore, VerifySummary,
 };
-use crate::native::Metadata;
+use crate::native::{Metadata, Region};
 use crate::remote::{
-    ObjectLocation, ObjectRange, RangeRead, RemoteOptions, RemoteReader, RequestStats,
+    ObjectLocation, ObjectRange, RangeRead, ReadAt, RemoteEntry, RemoteOptions, RemoteReader,
+    RequestStats,
 };
 
 impl TensorStore for RemoteReader {
@@ -25,7 +26,8 @@ impl TensorStore for RemoteReader {
     }
 
     fn scan(&self, start: &[u8]) -> Result<TensorInfos<'_>> {
-        Ok(infos(self.list_from(start)?))
+        let listed = self.list_from(start)?;
+        Ok(Box::new(listed.into_iter().map(move |e| self.with_lod(e))))
     }
 
     fn metadata(&self) -> Result<Metadata> {
@@ -33,35 +35,56 @@ impl TensorStore for RemoteReader {
     }
 
     fn load(&self, name: &[u8]) -> Result<Option<LoadedTensor<'_>>> {
-        Ok(self.get_ahead(name)?.map(|t| loaded(name, t)))
+        match self.get_ahead(name) {
+            Ok(t) => Ok(t.map(|t| loaded(name, t))),
+            // Stored in slices: assembled, every slice read checked against its checksum
+            // (as a mapped file's store does).
+            Err(Error::Sliced { .. }) => {
+                let Some(e) = self.entry_of(name)? else {
+                    return Ok(None);
+                };
+                Ok(self
+                    .get_slice(name, &Region::full(&e.shape))?
+                    .map(|t| loaded(name, t)))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn load_slice(&self, name: &[u8], region: &Region) -> Result<Option<LoadedTensor<'_>>> {
+        Ok(self.get_slice(name, region)?.map(|t| loaded(name, t)))
     }
 
     fn verify(&self, _threads: usize) -> Result<VerifySummary> {
-        // Every tensor stored whole, fetched by parallel ranged GETs (RemoteOptions::load)
-        // and checked against its CRC32C (the index blocks were checked as they were read).
-        let mut out = VerifySummary {
-            tensors: 0,
-            data_bytes: 0,
-            checksums: 0,
-        };
-        if let Some(e) = self.list_from(b"")?.into_iter().find(|e| e.slices != 0) {
-            return Err(Error::Unsupported(format!(
-                "{}: verifying tensors stored in slices over the network is not built yet ({})",
-                self.location(),
-                crate::name::display(&e.name)
-            )));
-        }
-        self.for_each(&self.options().load, |_, t| {
-            out.tensors += 1;
-            out.data_bytes += t.data.len() as u64;
-            out.checksums += 1;
-            Ok(())
-        })?;
-        Ok(out)
+        // The same checks and counts as a mapped file's verify; the records fetched by
+        // parallel ranged GETs (RemoteOptions::load).
+        let r = RemoteReader::verify(self, &self.options().load)?;
+        Ok(VerifySummary {
+            tensors: r.tensors,
+            data_bytes: r.data_bytes,
+            checksums: r.blocks + r.records,
+        })
     }
 
     fn info(&self, name: &[u8]) -> Result<Option<TensorInfo>> {
-        Ok(info_named(self.list_from(name)?, name))
+        // The tensor's own index block (one request at most), not a listing of the index.
+        self.entry_of(name)?.map(|e| self.with_lod(e)).transpose()
+    }
+}
+
+impl RemoteReader {
+    /// What a listing says of `e`, with its LoD (read from its record's header, as a mapped
+    /// file's listing reads it) when it has some.
+    fn with_lod(&self, e: RemoteEntry) -> Result<TensorInfo> {
+        let lod = if e.lod_levels > 0 {
+            self.lod(&e.name)?.ok_or_else(|| Error::NotFound {
+                name: crate::name::display(&e.name),
+                path: self.location().to_string(),
+            })?
+        } else {
+            Vec::new()
+        };
+        Ok(TensorInfo { lod, ..info(e) })
     }
 }
 
@@ -117,7 +140,7 @@ impl Held {
     }
 }
 
-impl RangeRead for Held {
+impl ReadAt for Held {
     fn len(&self) -> u64 {
         self.inner.len()
     }
@@ -135,7 +158,9 @@ impl RangeRead for Held {
         }
         self.inner.read(range)
     }
+}
 
+impl RangeRead for Held {
     fn stats(&self) -> RequestStats {
         self.inner.stats()
     }

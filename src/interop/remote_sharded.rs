@@ -40,7 +40,7 @@ pub(super) fn loaded(name: &[u8], t: RemoteTensor) -> LoadedTensor<'static> {
             name: name.to_vec(),
             kind: Kind::Numeric(t.dtype),
             shape: t.shape,
-            lod: Vec::new(),
+            lod: t.lod,
             nbytes: t.data.len() as u64,
         },
         data: TensorData::Bytes(Cow::Owned(t.data)),
@@ -97,32 +97,13 @@ impl TensorStore for RemoteSharded {
     }
 
     fn verify(&self, _threads: usize) -> Result<VerifySummary> {
-        // Every data object opened and checked against the index (length, identity, a native
-        // file), then every tensor read (each slice of a tensor stored in slices) and checked
-        // against its CRC32C.
-        for k in 0..self.data_objects() {
-            self.shard(k)?;
-        }
-        let mut out = VerifySummary {
-            tensors: 0,
-            data_bytes: 0,
-            checksums: 0,
-        };
-        for e in self.list_from(b"")? {
-            let t = if e.slices != 0 {
-                self.get_slice(&e.name, &Region::full(&e.shape))?
-            } else {
-                self.get(&e.name)?
-            };
-            let t = t.ok_or_else(|| Error::NotFound {
-                name: crate::name::display(&e.name),
-                path: self.prefix().to_string(),
-            })?;
-            out.tensors += 1;
-            out.data_bytes += t.data.len() as u64;
-            out.checksums += u64::from(e.slices.max(1));
-        }
-        Ok(out)
+        // The same checks and counts as a mapped checkpoint's verify.
+        let r = RemoteSharded::verify(self, &self.index().options().load)?;
+        Ok(VerifySummary {
+            tensors: r.tensors,
+            data_bytes: r.data_bytes,
+            checksums: r.blocks + r.records,
+        })
     }
 
     fn info(&self, name: &[u8]) -> Result<Option<TensorInfo>> {

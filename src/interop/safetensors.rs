@@ -418,7 +418,7 @@ impl SafetensorsStore {
     }
 
     fn from_source(source: Source, path: String) -> Result<SafetensorsStore> {
-        let header = Header::parse(&source, source.len() as u64, path)?;
+        let header = Header::parse(&source, <[u8]>::len(&source) as u64, path)?;
         Ok(SafetensorsStore { source, header })
     }
 

@@ -12,6 +12,8 @@
 //! | `entry` | [`IndexEntry`], a tensor's index value (hand codec, no allocation on `get`) |
 //! | `meta` | [`Metadata`], [`MetaValue`] and their field-21 codec |
 //! | `source` | the bytes a reader reads: a memory map or memory (the crate's one `unsafe`) |
+//! | `read_at` | [`ReadAt`], the one read seam (mapped bytes lent, a file or an object read into a buffer), and [`FileRange`] (`pread`) |
+//! | `open` | the one open of a native file's index table (footer, index block, header) over the read seam |
 //! | `reader`, `view` | [`Reader`], [`TensorView`], [`Iter`] |
 //! | `verify` | [`Reader::verify_with`]: the one verify implementation |
 //! | `load` | [`Reader::load_all`], [`Reader::load_many`], [`Reader::load_into`]: parallel copies out of the file, checked as they copy |
@@ -35,6 +37,8 @@ mod header;
 mod load;
 mod merge_shards;
 mod meta;
+mod open;
+mod read_at;
 mod reader;
 mod recover;
 pub(crate) mod region;
@@ -72,6 +76,9 @@ pub const MAX_SHARDS: u32 = 100_000;
 /// The `version.producer` written into the header, as TensorFlow's bundle writer does.
 pub const TF_BUNDLE_VERSION: i32 = 1;
 
+#[cfg(feature = "s3")]
+pub(crate) use crate::format::check_range;
+pub use crate::format::ReadAt;
 pub use backend::{EarlySync, WriteBackend, WriteDestination};
 pub use entry::{decode_slices, encode_partitioned, Dims, IndexEntry};
 pub use header::{FileHeader, SaveId, ShardOf, ShardRef};
@@ -85,9 +92,15 @@ pub use merge_shards::{
 #[cfg(feature = "s3")]
 pub(crate) use merge_shards::{parse_data_name, plan_index, write_index};
 pub use meta::{MetaValue, Metadata};
+#[cfg(feature = "s3")]
+pub(crate) use open::{hold_from, open_index, Opened};
+pub use read_at::FileRange;
 pub(crate) use reader::Listed;
 #[cfg(feature = "s3")]
-pub(crate) use reader::{check_partition, plan_region, validate_header, RegionPlan};
+pub(crate) use reader::{
+    check_data, check_partition, entry_dtype, is_tensor_name, list_entry, piece_entry, plan_region,
+    validate_header, RegionPlan,
+};
 pub use reader::{Iter, ReadOptions, Reader};
 pub use recover::{
     last_complete_len, recover, recover_any, recover_any_with, scan, FoundRecord, RecoverOptions,
@@ -97,14 +110,20 @@ pub use region::Region;
 pub use reuse::ReuseStats;
 pub use rewrite::{rewrite_in_place, RewriteReport};
 #[cfg(feature = "s3")]
-pub(crate) use shard_index::{read_shard_index_from, IndexSource, ShardIndex};
+pub(crate) use shard_index::{read_shard_index_from, ShardIndex};
 pub(crate) use shard_table::{data_path, index_path};
 pub use shard_writer::{Saved, ShardWriter, ShardedSave};
+#[cfg(feature = "s3")]
+pub(crate) use shards::{check_against_shards, check_shard_identity, check_shard_len};
 pub use source::{LoadAdvice, Source};
 pub use staging::{remove_staged, write_atomically};
 pub use stream::TensorWriter;
 pub(crate) use verify::check_crcs;
+#[cfg(feature = "s3")]
+pub(crate) use verify::{slice_keys, Tally};
 pub use verify::{VerifyOptions, VerifyReport};
+#[cfg(feature = "s3")]
+pub(crate) use view::{record_header, view_of_record, SlicePiece};
 pub use view::{SliceData, TensorView};
 pub use writer::{
     FinishStats, Tensor, Writer, WriterOptions, DEFAULT_ALIGNMENT, DEFAULT_BLOCK_SIZE,

@@ -11,12 +11,12 @@ use std::ops::Bound;
 use std::path::Path;
 
 use crate::dtype::DType;
-use crate::error::{ensure_within, path_str, Corruption, Error, Result, SliceProblem};
-use crate::format::pbwire::{self, WireType};
+use crate::error::{ensure_within, path_str, Error, Result, SliceProblem};
 use crate::format::{crc32c, unmask_crc};
 use crate::name;
 use crate::native::entry::{decode_slices, Dims, IndexEntry};
 use crate::native::header::FileHeader;
+use crate::native::open::{open_index, Opened};
 use crate::native::region::{self, Region};
 use crate::native::shard_table::{self as shards, Shards};
 use crate::native::slice_key;
@@ -26,7 +26,7 @@ use crate::native::view::{
 };
 use crate::native::FORMAT_VERSION;
 use crate::record::{self, MAX_ALIGNMENT, MAX_RANK};
-use crate::table::{Table, TableIndex, TableIter, TableReadOptions, FOOTER_LEN};
+use crate::table::{Table, TableIndex, TableIter, TableReadOptions};
 
 /// How a [`Reader`] checks what it reads.
 #[derive(Clone, Debug)]
@@ -141,6 +141,9 @@ pub(crate) struct Listed {
     pub(crate) shape: Dims,
     pub(crate) lod_levels: u32,
     pub(crate) nbytes: u64,
+    /// Slices of a tensor stored in slices, else 0 (the remote listings' count).
+    #[cfg_attr(not(feature = "s3"), allow(dead_code))]
+    pub(crate) slices: u64,
 }
 
 /// The smallest key that is not in the slice space of a version 2 file (names starting with a
@@ -196,68 +199,18 @@ impl Reader {
         file: Option<&Path>,
         opts: ReadOptions,
     ) -> Result<Reader> {
-        let bytes: &[u8] = &source;
-        if bytes.len() < FOOTER_LEN {
-            return Err(Error::UnrecognizedFormat {
-                path,
-                looks_like: None,
-                detail: format!(
-                    "{} bytes is too short to be a paramdex file (48-byte footer)",
-                    bytes.len()
-                ),
-            });
-        }
         let table_opts = TableReadOptions {
             verify_checksums: opts.verify_blocks,
             cache_capacity: opts.block_cache_bytes,
             hash_index: true,
         };
-        let mut index = TableIndex::open(bytes, &table_opts).map_err(|e| match e {
-            Error::Corrupt {
-                what: "footer",
-                kind: Corruption::BadMagic,
-                detail,
-                ..
-            } => Error::UnrecognizedFormat {
-                path: path.clone(),
-                looks_like: None,
-                detail: format!("not a paramdex file: {detail}"),
-            },
-            other => other.context(&path),
-        })?;
-        index.set_location(&path);
-        let table = Table::new(bytes, &index);
-        let first_block = table.first_data_offset().unwrap_or(0);
-        let header = {
-            let mut it = table.iter();
-            it.seek_to_first()?;
-            if !it.valid() || !it.key().is_empty() {
-                return Err(Error::corrupt(
-                    "header entry",
-                    first_block,
-                    "the first key is not the empty header key",
-                )
-                .context(&path));
-            }
-            let value = it.value();
-            FileHeader::decode(value, first_block).map_err(|e| {
-                // TensorFlow's V1 checkpoints (TensorSliceWriter) are LevelDB tables too, and
-                // their "" entry is a SavedTensorSlices whose field 1 is a message, where a
-                // bundle header has the varint num_shards.
-                let v1 = pbwire::read_tag(value, 0)
-                    .is_some_and(|(tag, _)| tag == pbwire::Tag::new(1, WireType::LEN));
-                if v1 {
-                    Error::Unsupported(format!(
-                        "{path}: a TensorFlow V1 checkpoint (TensorSliceWriter, \
-                         tf.compat.v1.train.Saver(write_version=V1)), which paramdex does not \
-                         read: load it in TensorFlow and save it again with the default V2 \
-                         format (a PREFIX.index and PREFIX.data-* files)"
-                    ))
-                } else {
-                    e.context(&path)
-                }
-            })?
-        };
+        // The source lends its bytes: the open "reads" the whole file without a copy.
+        let Opened {
+            index,
+            header,
+            first_block,
+            ..
+        } = open_index(&source, u64::MAX, false, &table_opts, &path)?;
         validate_header(&header, first_block, &path)?;
         let shards = if header.shards.is_empty() {
             None
@@ -372,7 +325,12 @@ impl Reader {
     /// Decodes the entry of index key `key` into `e` (a default entry), checking the key's
     /// length first; returns `at`, the offset of its data block.
     #[inline]
-    fn decode_entry(e: &mut IndexEntry, key: &[u8], value: &[u8], at: u64) -> Result<u64> {
+    pub(crate) fn decode_entry(
+        e: &mut IndexEntry,
+        key: &[u8],
+        value: &[u8],
+        at: u64,
+    ) -> Result<u64> {
         ensure_within(
             "tensor name length",
             key.len(),
@@ -387,7 +345,7 @@ impl Reader {
     /// file names starting with a NUL byte are slice keys.
     #[inline]
     fn is_tensor_name(&self, name: &[u8]) -> bool {
-        !(name.is_empty() || (self.is_v2() && name[0] == 0))
+        is_tensor_name(name, self.is_v2())
     }
 
     /// Like [`Reader::get`], but a missing tensor is [`Error::NotFound`].
@@ -524,11 +482,7 @@ impl Reader {
     }
 
     fn dtype_of(&self, key: &[u8], e: &IndexEntry) -> Result<DType> {
-        e.dtype().ok_or_else(|| Error::UnknownDType {
-            system: e.dtype_code().0,
-            code: e.dtype_code().1,
-            location: Some(format!("tensor {}", slice_key::display_key(key))),
-        })
+        entry_dtype(key, e)
     }
 
     /// Checks a partitioned tensor's entry (SPEC.md 13.1): see [`check_partition`].
@@ -546,40 +500,9 @@ impl Reader {
     /// The view of slice `i` of partitioned tensor `p`, whose entry must be there and agree
     /// with the region (dtype, shape).
     pub(super) fn piece<'r>(&'r self, p: &Partition, i: usize) -> Result<TensorView<'r>> {
-        let r = &p.regions[i];
-        let key = slice_key::encode(&p.name, &r.extents(&p.shape));
-        let bad = |detail: String| {
-            Error::corrupt(
-                "partitioned tensor",
-                p.at,
-                format!("{}: {detail}", slice_key::display_key(&key)),
-            )
-        };
-        let found =
-            self.table()
-                .get(&key, |value, at| -> Result<TensorView<'r>> {
-                    let e = IndexEntry::decode(value, at, MAX_RANK)?;
-                    let dtype = self.dtype_of(&key, &e)?;
-                    if e.num_slices != 0
-                        || dtype != p.dtype
-                        || e.shape.as_slice() != r.len.as_slice()
-                    {
-                        return Err(bad(format!(
-                    "the slice is stored as {dtype} {:?}{}, the tensor's entry says {} {:?}",
-                    e.shape.as_slice(),
-                    if e.num_slices != 0 { " with slices" } else { "" },
-                    p.dtype,
-                    r.len
-                )));
-                    }
-                    let piece = SlicePiece {
-                        key: key.clone(),
-                        full_shape: p.shape.clone(),
-                        start: Dims::from_slice(&r.start),
-                    };
-                    self.data_view(&key, &p.name, e, dtype, at, Some(Box::new(piece)))
-                })?;
-        found.unwrap_or_else(|| Err(bad("the slice's entry is missing".into())))
+        let (e, dtype, at, piece) = piece_entry(&self.table(), p, i)?;
+        let key = piece.key.clone();
+        self.data_view(&key, &p.name, e, dtype, at, Some(Box::new(piece)))
     }
 
     /// Builds a view of the data an entry (under index key `key`, of tensor `name`) points at,
@@ -602,15 +525,6 @@ impl Reader {
             )
             .context(&self.path)
         };
-        let expected = record::data_len(dtype, &e.shape)
-            .ok_or_else(|| bad(format!("shape {:?} overflows", e.shape.as_slice())))?;
-        if expected != e.size {
-            return Err(bad(format!(
-                "stored size {} but shape {:?} of {dtype} needs {expected}",
-                e.size,
-                e.shape.as_slice()
-            )));
-        }
         let (file, records_len, where_) = match &self.shards {
             None => {
                 if e.shard_id != 0 {
@@ -640,26 +554,7 @@ impl Reader {
                 )
             }
         };
-        let end = e
-            .offset
-            .checked_add(e.size)
-            .filter(|&end| end <= records_len);
-        let record_offset = e.offset.checked_sub(u64::from(e.record_header_len));
-        let (Some(end), Some(record_offset)) = (end, record_offset) else {
-            return Err(bad(format!(
-                "data range {}+{} (record header {}) is outside the records region of {} bytes{}",
-                e.offset,
-                e.size,
-                e.record_header_len,
-                records_len,
-                where_
-                    .map(|p| format!(" of data file {p}"))
-                    .unwrap_or_default()
-            )));
-        };
-        if e.record_header_len == 0 {
-            return Err(bad("missing record header length".into()));
-        }
+        let (end, record_offset) = check_data(key, &e, dtype, at, records_len, where_)?;
         // Both bounds are within the records region, itself within the file.
         let in_file = |v: u64| usize::try_from(v).expect("an offset inside the mapped file");
         let data = &file[in_file(e.offset)..in_file(end)];
@@ -689,6 +584,7 @@ impl Reader {
             crc32c: e.crc32c,
             lod_levels: e.lod_levels,
             file,
+            base: 0,
             path: where_.unwrap_or(&self.path),
             slice,
         })
@@ -749,44 +645,16 @@ impl Reader {
                     return Ok(None);
                 }
                 let (key, value, at) = (it.key(), it.value(), it.block_offset());
-                let mut e = IndexEntry::default();
-                Self::decode_entry(&mut e, key, value, at)?;
-                let dtype = self.dtype_of(key, &e)?;
-                if e.num_slices != 0 {
-                    let p = self.partition(key, &e, dtype, value, at)?;
-                    let nbytes = record::data_len(dtype, &p.shape).unwrap_or(0);
-                    return Ok(Some(Listed {
-                        name: p.name,
-                        dtype,
-                        shape: p.shape,
-                        lod_levels: 0,
-                        nbytes,
-                    }));
-                }
-                let (lod_levels, nbytes) = (e.lod_levels, e.size);
-                let shape = e.shape.clone();
-                if self.shards.is_none() {
-                    // Every check a view makes (cheap: no data is read).
-                    self.data_view(key, key, e, dtype, at, None)?;
-                } else if record::data_len(dtype, &e.shape) != Some(e.size) {
-                    return Err(Error::corrupt(
-                        "index entry",
-                        at,
-                        format!(
-                            "tensor {}: stored size {} does not match shape {:?} of {dtype}",
-                            name::display(key),
-                            e.size,
-                            e.shape.as_slice()
-                        ),
-                    ));
-                }
-                Ok(Some(Listed {
-                    name: key.to_vec(),
-                    dtype,
-                    shape,
-                    lod_levels,
-                    nbytes,
-                }))
+                list_entry(key, value, at, self.is_v2(), |key, e, dtype| {
+                    if self.shards.is_none() {
+                        // Every check a view makes (cheap: no data is read).
+                        self.data_view(key, key, e, dtype, at, None).map(drop)
+                    } else {
+                        // The data files are not opened for a listing.
+                        check_data(key, &e, dtype, at, u64::MAX, None).map(drop)
+                    }
+                })
+                .map(Some)
             })();
             match r {
                 Ok(Some(l)) => Some(Ok(l)),
@@ -907,6 +775,162 @@ impl<'r> Iterator for Iter<'r> {
             }
         }
     }
+}
+
+/// Checks a whole tensor's (or a slice's) entry `e` (under index key `key`, in the block at
+/// `at`) against the records region of `records_len` bytes of the file that holds its record
+/// (`where_` names it in messages when it is another file than the index's): its size fits its
+/// shape, its data and record header lie inside the region. Returns the end of its data and
+/// the offset of its record. The one check of an entry against its data, for every reader
+/// (the mapped `data_view`, the remote readers' fetches); `shard_id` is the caller's to check.
+#[inline]
+pub(crate) fn check_data(
+    key: &[u8],
+    e: &IndexEntry,
+    dtype: DType,
+    at: u64,
+    records_len: u64,
+    where_: Option<&str>,
+) -> Result<(u64, u64)> {
+    let bad = |detail: String| {
+        Error::corrupt(
+            "index entry",
+            at,
+            format!("tensor {}: {detail}", slice_key::display_key(key)),
+        )
+    };
+    let expected = record::data_len(dtype, &e.shape)
+        .ok_or_else(|| bad(format!("shape {:?} overflows", e.shape.as_slice())))?;
+    if expected != e.size {
+        return Err(bad(format!(
+            "stored size {} but shape {:?} of {dtype} needs {expected}",
+            e.size,
+            e.shape.as_slice()
+        )));
+    }
+    let end = e
+        .offset
+        .checked_add(e.size)
+        .filter(|&end| end <= records_len);
+    let record_offset = e.offset.checked_sub(u64::from(e.record_header_len));
+    let (Some(end), Some(record_offset)) = (end, record_offset) else {
+        return Err(bad(format!(
+            "data range {}+{} (record header {}) is outside the records region of {} bytes{}",
+            e.offset,
+            e.size,
+            e.record_header_len,
+            records_len,
+            where_
+                .map(|p| format!(" of data file {p}"))
+                .unwrap_or_default()
+        )));
+    };
+    if e.record_header_len == 0 {
+        return Err(bad("missing record header length".into()));
+    }
+    Ok((end, record_offset))
+}
+
+/// The entry of slice `i` of partitioned tensor `p`, looked up in `table` (the index's) and
+/// checked against the tensor's entry (stored whole, of its dtype and the region's shape):
+/// the entry, its dtype, the offset of its block, and where the slice sits. The one lookup of
+/// a slice for every reader.
+pub(crate) fn piece_entry(
+    table: &Table<'_>,
+    p: &Partition,
+    i: usize,
+) -> Result<(IndexEntry, DType, u64, SlicePiece)> {
+    let r = &p.regions[i];
+    let key = slice_key::encode(&p.name, &r.extents(&p.shape));
+    let bad = |detail: String| {
+        Error::corrupt(
+            "partitioned tensor",
+            p.at,
+            format!("{}: {detail}", slice_key::display_key(&key)),
+        )
+    };
+    let found = table.get(&key, |value, at| -> Result<(IndexEntry, DType, u64)> {
+        let e = IndexEntry::decode(value, at, MAX_RANK)?;
+        let dtype = entry_dtype(&key, &e)?;
+        if e.num_slices != 0 || dtype != p.dtype || e.shape.as_slice() != r.len.as_slice() {
+            return Err(bad(format!(
+                "the slice is stored as {dtype} {:?}{}, the tensor's entry says {} {:?}",
+                e.shape.as_slice(),
+                if e.num_slices != 0 {
+                    " with slices"
+                } else {
+                    ""
+                },
+                p.dtype,
+                r.len
+            )));
+        }
+        Ok((e, dtype, at))
+    })?;
+    let (e, dtype, at) =
+        found.unwrap_or_else(|| Err(bad("the slice's entry is missing".into())))?;
+    let piece = SlicePiece {
+        key,
+        full_shape: p.shape.clone(),
+        start: Dims::from_slice(&r.start),
+    };
+    Ok((e, dtype, at, piece))
+}
+
+/// The element type of entry `e` (under index key `key`).
+pub(crate) fn entry_dtype(key: &[u8], e: &IndexEntry) -> Result<DType> {
+    e.dtype().ok_or_else(|| Error::UnknownDType {
+        system: e.dtype_code().0,
+        code: e.dtype_code().1,
+        location: Some(format!("tensor {}", slice_key::display_key(key))),
+    })
+}
+
+/// Whether `name` can name a tensor in a file of version 2 (`is_v2`) or 1: the empty name is
+/// the header's, and in a version 2 file names starting with a NUL byte are slice keys. The
+/// one rule of every reader's lookups and listings.
+#[inline]
+pub(crate) fn is_tensor_name(name: &[u8], is_v2: bool) -> bool {
+    !(name.is_empty() || (is_v2 && name[0] == 0))
+}
+
+/// What a listing says of the entry under `key` (value `value`, in the block at `at`) of a
+/// file of version 2 (`is_v2`) or 1: a tensor stored in slices from its entry alone (checked,
+/// [`check_partition`]); a whole tensor's entry decoded and given to `check` (the reader's
+/// checks against its data: [`check_data`]).
+pub(crate) fn list_entry(
+    key: &[u8],
+    value: &[u8],
+    at: u64,
+    is_v2: bool,
+    check: impl FnOnce(&[u8], IndexEntry, DType) -> Result<()>,
+) -> Result<Listed> {
+    let mut e = IndexEntry::default();
+    Reader::decode_entry(&mut e, key, value, at)?;
+    let dtype = entry_dtype(key, &e)?;
+    if e.num_slices != 0 {
+        let p = check_partition(key, &e, dtype, value, at, is_v2)?;
+        let nbytes = record::data_len(dtype, &p.shape).unwrap_or(0);
+        return Ok(Listed {
+            name: p.name,
+            dtype,
+            shape: p.shape,
+            lod_levels: 0,
+            nbytes,
+            slices: p.regions.len() as u64,
+        });
+    }
+    let (lod_levels, nbytes) = (e.lod_levels, e.size);
+    let shape = e.shape.clone();
+    check(key, e, dtype)?;
+    Ok(Listed {
+        name: key.to_vec(),
+        dtype,
+        shape,
+        lod_levels,
+        nbytes,
+        slices: 0,
+    })
 }
 
 /// The checks of a native file's header entry (SPEC.md 8.2, 12.4) that need nothing but the

@@ -1,24 +1,25 @@
-//! A shard's footer and index table read with `pread` (never its records): what the merge of a
-//! sharded save (`merge_shards`) and an incremental save's links (`reuse`) check a shard file by.
+//! A shard's footer and index table read by positions (never its records; `pread` through
+//! [`FileRange`], or an object's ranged GETs): what the merge of a sharded save
+//! (`merge_shards`) and an incremental save's links (`reuse`) check a shard file by.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use crate::error::{path_str, Error, IoContext, Result, ShardProblem};
+use crate::error::{path_str, Error, Result, ShardProblem};
+use crate::format::ReadAt;
 use crate::name::{self, MAX_NAME_LEN};
 use std::collections::HashMap;
 
 use crate::native::entry::{decode_slices, IndexEntry};
 use crate::native::header::{FileHeader, ShardOf, ShardRef};
+use crate::native::open::{open_index, Opened};
+use crate::native::read_at::FileRange;
 use crate::native::region;
 use crate::native::shard_table::check_shard_of;
 use crate::native::slice_key;
 use crate::native::{FORMAT_VERSION, MAX_SHARDS};
 use crate::record::{MAX_ALIGNMENT, MAX_RANK};
-use crate::table::{
-    BlockHandle, Footer, Table, TableIndex, TableReadOptions, BLOCK_TRAILER_LEN, FOOTER_LEN,
-    MAX_BLOCK_LEN,
-};
+use crate::table::{Table, TableIndex, TableReadOptions, FOOTER_LEN};
 
 /// A shard's index table, read without the records before it.
 pub(crate) struct ShardIndex {
@@ -43,58 +44,8 @@ impl ShardIndex {
     }
 }
 
-/// The bytes of a native file read by ranges, never whole: a local file (`pread`) or, for the
-/// merge of a save on object storage, an object (ranged GETs). What a shard's index is read
-/// through, so the merge's checks are the same wherever the shard is.
-pub(crate) trait IndexSource {
-    /// The file's length in bytes.
-    fn len(&self) -> u64;
-    /// `len` bytes at `offset` (inside the file).
-    fn read_at(&mut self, offset: u64, len: u64) -> Result<Vec<u8>>;
-}
-
-/// A local file read with `pread`.
-struct LocalFile<'p> {
-    f: File,
-    path: &'p Path,
-    len: u64,
-}
-
-impl IndexSource for LocalFile<'_> {
-    fn len(&self) -> u64 {
-        self.len
-    }
-
-    fn read_at(&mut self, offset: u64, len: u64) -> Result<Vec<u8>> {
-        let path = self.path;
-        let n = usize::try_from(len).map_err(|_| {
-            Error::io(
-                format!("reading {}", path.display()),
-                std::io::Error::other("a range larger than memory"),
-            )
-        })?;
-        let mut buf = vec![0u8; n];
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::FileExt;
-            self.f
-                .read_exact_at(&mut buf, offset)
-                .ctx("reading the index of", path)?;
-        }
-        #[cfg(not(unix))]
-        {
-            use std::io::{Read, Seek, SeekFrom};
-            let mut f = &self.f;
-            f.seek(SeekFrom::Start(offset))
-                .and_then(|_| f.read_exact(&mut buf))
-                .ctx("reading the index of", path)?;
-        }
-        Ok(buf)
-    }
-}
-
 /// A native file's length, index table (the bytes from its first index data block to its end,
-/// the table index over them) and header, read with `pread`; never its records.
+/// the table index over them) and header, read by positions; never its records.
 struct IndexTail {
     file_len: u64,
     tail: Vec<u8>,
@@ -105,7 +56,7 @@ struct IndexTail {
 
 /// Opens the local file at `path` to read its index. A missing file is
 /// [`ShardProblem::Missing`].
-fn open_local(path: &Path) -> Result<LocalFile<'_>> {
+fn open_local(path: &Path) -> Result<FileRange> {
     let f = File::open(path).map_err(|e| {
         if e.kind() == std::io::ErrorKind::NotFound {
             Error::Shard {
@@ -117,83 +68,56 @@ fn open_local(path: &Path) -> Result<LocalFile<'_>> {
             Error::io(format!("opening {}", path.display()), e)
         }
     })?;
-    let len = f.metadata().ctx("reading metadata of", path)?.len();
-    Ok(LocalFile { f, path, len })
+    FileRange::from_file(f, path)
 }
 
 /// Reads the footer, index table and header of the native file at `path` (never its records);
 /// `read` counts the bytes read. A missing file is [`ShardProblem::Missing`]; one that is not
 /// a native file of version 1 to [`FORMAT_VERSION`], [`ShardProblem::Identity`].
 fn read_index_tail(path: &Path, read: &mut u64) -> Result<IndexTail> {
-    let mut src = open_local(path)?;
-    read_index_tail_from(&mut src, &path_str(path), read)
+    let src = open_local(path)?;
+    read_index_tail_from(&src, &path_str(path), read, FOOTER_LEN as u64)
 }
 
-/// [`read_index_tail`] of the file `src` (shown as `shown`).
+/// [`read_index_tail`] of the file `src` (shown as `shown`), opened as every native file is
+/// ([`open_index`], its first read the last `tail_bytes` bytes), its index data blocks read
+/// too: from a local file, with the footer as first read, three reads of the index table
+/// alone (footer, index block, data blocks), no record byte.
 fn read_index_tail_from(
-    src: &mut dyn IndexSource,
+    src: &dyn ReadAt,
     shown: &str,
     read: &mut u64,
+    tail_bytes: u64,
 ) -> Result<IndexTail> {
     let not_shard = |detail: String| Error::Shard {
         path: shown.to_string(),
         problem: ShardProblem::Identity,
         detail,
     };
-    let mut read_at = |src: &mut dyn IndexSource, offset: u64, len: u64| {
-        let v = src.read_at(offset, len)?;
-        *read += len;
-        Ok::<_, Error>(v)
-    };
-    let file_len = src.len();
-    if file_len < FOOTER_LEN as u64 {
-        return Err(not_shard(format!(
-            "{file_len} bytes is too short to be a native file"
-        )));
-    }
     let ctx = |e: Error| e.context(&format!("shard file {shown}"));
-    let footer_at = file_len - FOOTER_LEN as u64;
-    let footer_bytes = read_at(src, footer_at, FOOTER_LEN as u64)?;
-    let footer = Footer::decode(&footer_bytes, footer_at).map_err(ctx)?;
-    // The index block ends where the footer starts (checked again by the table reader); its
-    // size is bounded before anything is allocated for it.
-    let idx: BlockHandle = footer.index;
-    let idx_len = footer_at
-        .checked_sub(idx.offset)
-        .filter(|&n| n <= (MAX_BLOCK_LEN + BLOCK_TRAILER_LEN) as u64)
-        .ok_or_else(|| {
-            ctx(Error::corrupt(
-                "footer",
-                footer_at,
-                format!(
-                    "index block handle (offset {}) does not end at the footer",
-                    idx.offset
-                ),
-            ))
-        })?;
-    let end = read_at(src, idx.offset, idx_len + FOOTER_LEN as u64)?;
+    let file_len = src.len();
     let opts = TableReadOptions {
         verify_checksums: true,
         cache_capacity: 8 << 20,
         hash_index: true,
     };
-    let first = TableIndex::open_tail(&end, idx.offset, &opts)
-        .map_err(ctx)?
-        .first_data_offset()
-        .unwrap_or(idx.offset);
-    // The data blocks before the index block (the metaindex too).
-    let mut tail = read_at(src, first, idx.offset - first.min(idx.offset))?;
-    tail.extend_from_slice(&end);
-    let index = TableIndex::open_tail(&tail, first, &opts).map_err(ctx)?;
-    let header = {
-        let table = Table::new_tail(&tail, first, &index);
-        let mut it = table.iter();
-        it.seek_to_first().map_err(ctx)?;
-        if !it.valid() || !it.key().is_empty() {
-            return Err(not_shard("its first key is not the header's".into()));
-        }
-        FileHeader::decode(it.value(), first).map_err(ctx)?
-    };
+    let Opened {
+        held,
+        held_start,
+        index,
+        header,
+        first_block,
+    } = open_index(src, tail_bytes, true, &opts, shown).map_err(|e| match e {
+        Error::UnrecognizedFormat { detail, .. } => not_shard(detail),
+        e => ctx(e),
+    })?;
+    // Every byte from `held_start` on was read once; the index table is what follows the
+    // first data block (records the first read held are dropped).
+    *read += file_len - held_start;
+    let skip =
+        usize::try_from(first_block.saturating_sub(held_start)).expect("inside the bytes held");
+    let tail = held.get(skip..).unwrap_or_default().to_vec();
+    let base = first_block.max(held_start);
     if header.format_version == 0 || header.format_version > FORMAT_VERSION {
         return Err(not_shard(format!(
             "format version {} (a shard is a native file of version 2 to {FORMAT_VERSION})",
@@ -203,7 +127,7 @@ fn read_index_tail_from(
     Ok(IndexTail {
         file_len,
         tail,
-        base: first,
+        base,
         index,
         header,
     })
@@ -212,16 +136,17 @@ fn read_index_tail_from(
 /// Reads a shard's footer and index table (never its records), and its header, and checks
 /// that it is a shard. `read` counts the bytes read.
 pub(super) fn read_shard_index(path: &Path, read: &mut u64) -> Result<ShardIndex> {
-    let mut src = open_local(path)?;
-    read_shard_index_from(&mut src, path, read)
+    let src = open_local(path)?;
+    read_shard_index_from(&src, path, read, FOOTER_LEN as u64)
 }
 
 /// [`read_shard_index`] of the file `src`, found at `path` (an object's URL for a shard on
 /// object storage).
 pub(crate) fn read_shard_index_from(
-    src: &mut dyn IndexSource,
+    src: &dyn ReadAt,
     path: &Path,
     read: &mut u64,
+    tail_bytes: u64,
 ) -> Result<ShardIndex> {
     let shown = path_str(path);
     let not_shard = |detail: String| Error::Shard {
@@ -236,7 +161,7 @@ pub(crate) fn read_shard_index_from(
         base: first,
         index,
         header,
-    } = read_index_tail_from(src, &shown, read)?;
+    } = read_index_tail_from(src, &shown, read, tail_bytes)?;
     let Some(shard) = header.shard_of.filter(|_| header.shards.is_empty()) else {
         return Err(not_shard(
             "the file is not a shard of a sharded save (its header has no shard identity)".into(),

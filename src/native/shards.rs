@@ -14,6 +14,7 @@ use std::path::Path;
 
 use crate::error::{path_str, Error, Result, ShardProblem};
 use crate::native::entry::{decode_slices, IndexEntry};
+use crate::native::header::{FileHeader, ShardRef};
 use crate::native::reader::Reader;
 use crate::native::shard_table::data_path;
 use crate::native::slice_key;
@@ -92,40 +93,11 @@ impl Reader {
             }
             Err(e) => return Err(e),
         };
-        if source.len() as u64 != want.file_len {
-            return Err(Error::Shard {
-                path: shown,
-                problem: ShardProblem::Length,
-                detail: format!(
-                    "data file {k} of checkpoint {} has {} bytes, its index ({}) records {}",
-                    prefix.display(),
-                    source.len(),
-                    self.path,
-                    want.file_len
-                ),
-            });
-        }
         let ctx = format!("data file {k} of checkpoint {}", prefix.display());
+        check_shard_len(&want, source.len() as u64, &shown, &ctx, &self.path)?;
         let r = Reader::from_source(source, shown.clone(), None, self.opts.clone())
             .map_err(|e| e.context(&ctx))?;
-        if r.header.shard_of != Some(want.shard) || r.shards.is_some() {
-            let is = match r.header.shard_of {
-                Some(s) => format!(
-                    "is shard {} of {} of save {}",
-                    s.shard_id, s.num_shards, s.save_id
-                ),
-                None => "is not a shard of a sharded save".to_string(),
-            };
-            return Err(Error::Shard {
-                path: shown,
-                problem: ShardProblem::Identity,
-                detail: format!(
-                    "{ctx} {is}; its index ({}) expects shard {} of {} of save {} (a file of \
-                     another save, put in its place?)",
-                    self.path, want.shard.shard_id, want.shard.num_shards, want.shard.save_id
-                ),
-            });
-        }
+        check_shard_identity(&r.header, &want, &shown, &ctx, &self.path)?;
         Ok(cell.get_or_init(|| r))
     }
 
@@ -200,10 +172,39 @@ impl Reader {
     /// and no data file has an entry the index lacks. Returns the index's tensor and slice
     /// counts.
     fn check_against_shards(&self) -> Result<(u64, u64)> {
-        let n = self.header.shards.len();
         let tables: Vec<_> = (0..self.shard_count())
             .map(|k| self.shard(k).map(|r| r.table()))
             .collect::<Result<_>>()?;
+        let shard_path = |k: usize| {
+            self.shard(u32::try_from(k).unwrap_or(u32::MAX))
+                .map(|r| r.path().to_string())
+                .unwrap_or_default()
+        };
+        check_against_shards(
+            &self.table(),
+            &self.header,
+            &self.path,
+            &tables,
+            &shard_path,
+        )
+    }
+}
+
+/// Walks the index `table` of the sharded checkpoint `path` (header `header`) and every data
+/// file's index (`tables`, in file order; `shard_path` names them) together, in key order:
+/// each entry of the index is the entry of the data file it names (with that file's number as
+/// `shard_id`), a partitioned tensor's entry lists the slices of its data files' entries in
+/// file order, and no data file has an entry the index lacks. Returns the index's tensor and
+/// slice counts. The one check for every reader of a sharded checkpoint (mapped, remote).
+pub(crate) fn check_against_shards(
+    table: &crate::table::Table<'_>,
+    header: &crate::native::header::FileHeader,
+    path: &str,
+    tables: &[crate::table::Table<'_>],
+    shard_path: &dyn Fn(usize) -> String,
+) -> Result<(u64, u64)> {
+    {
+        let n = header.shards.len();
         let mut cursors: Vec<_> = tables.iter().map(|t| t.iter()).collect();
         // (key, data file) of each cursor's current entry, smallest first.
         let mut heap: BinaryHeap<std::cmp::Reverse<(Vec<u8>, usize)>> = BinaryHeap::new();
@@ -212,13 +213,7 @@ impl Reader {
                 heap.push(std::cmp::Reverse((c.key().to_vec(), k)));
             }
         }
-        let shard_path = |k: usize| {
-            self.shard(u32::try_from(k).unwrap_or(u32::MAX))
-                .map(|r| r.path().to_string())
-                .unwrap_or_default()
-        };
-        let is_reused = |k: usize| self.header.shards[k].reused;
-        let table = self.table();
+        let is_reused = |k: usize| header.shards[k].reused;
         let mut it = table.iter();
         let (mut tensors, mut slices) = (0u64, 0u64);
         let bad = |at: u64, detail: String| Error::corrupt("index entry", at, detail);
@@ -239,7 +234,7 @@ impl Reader {
                         at,
                         format!(
                             "{}: the entry of {} in data file {} is missing from the index",
-                            self.path,
+                            path,
                             slice_key::display_key(k),
                             shard_path(s)
                         ),
@@ -285,7 +280,7 @@ impl Reader {
                         format!(
                             "{}: the entry of {shown} names data file {}, the data files \
                              holding it are {:?}",
-                            self.path,
+                            path,
                             e.shard_id,
                             holders.iter().map(|&s| shard_path(s)).collect::<Vec<_>>()
                         ),
@@ -300,14 +295,14 @@ impl Reader {
                         at,
                         format!(
                             "{}: the entry of {shown} differs from the one in {}",
-                            self.path,
+                            path,
                             shard_path(s)
                         ),
                     ));
                 }
             } else {
-                let dtype = self.dtype_of_entry(key, &e)?;
-                self.partition(key, &e, dtype, value, at)?;
+                let dtype = crate::native::reader::entry_dtype(key, &e)?;
+                crate::native::reader::check_partition(key, &e, dtype, value, at, true)?;
                 let listed = decode_slices(value, at, e.shape.len())?;
                 let mut theirs = Vec::new();
                 for &s in &holders {
@@ -321,7 +316,7 @@ impl Reader {
                             at,
                             format!(
                                 "{}: tensor {shown} is stored in slices, but {} holds it as {}",
-                                self.path,
+                                path,
                                 shard_path(s),
                                 if own.num_slices == 0 {
                                     "a whole tensor".to_string()
@@ -353,7 +348,7 @@ impl Reader {
                         format!(
                             "{}: tensor {shown} lists {} slices, its data files hold {} \
                              (in {:?})",
-                            self.path,
+                            path,
                             listed.len(),
                             theirs.len(),
                             holders.iter().map(|&s| shard_path(s)).collect::<Vec<_>>()
@@ -376,7 +371,7 @@ impl Reader {
                 0,
                 format!(
                     "{}: the entry of {} in data file {} is missing from the index",
-                    self.path,
+                    path,
                     slice_key::display_key(&k),
                     shard_path(s)
                 ),
@@ -384,14 +379,62 @@ impl Reader {
         }
         Ok((tensors, slices))
     }
+}
 
-    fn dtype_of_entry(&self, key: &[u8], e: &IndexEntry) -> Result<crate::dtype::DType> {
-        e.dtype().ok_or_else(|| Error::UnknownDType {
-            system: e.dtype_code().0,
-            code: e.dtype_code().1,
-            location: Some(format!("tensor {}", slice_key::display_key(key))),
-        })
+/// Checks that data file `shown` (described as `ctx`: "data file K of checkpoint P") has the
+/// length its index (`index`) records in `want` (SPEC.md 12.4): the check before it is opened.
+/// The one check for every reader of a sharded checkpoint (mapped, remote).
+pub(crate) fn check_shard_len(
+    want: &ShardRef,
+    len: u64,
+    shown: &str,
+    ctx: &str,
+    index: &str,
+) -> Result<()> {
+    if len != want.file_len {
+        return Err(Error::Shard {
+            path: shown.to_string(),
+            problem: ShardProblem::Length,
+            detail: format!(
+                "{ctx} has {len} bytes, its index ({index}) records {} (a file of another \
+                 save, put in its place?)",
+                want.file_len
+            ),
+        });
     }
+    Ok(())
+}
+
+/// Checks that data file `shown` (described as `ctx`), whose header is `header`, is the shard
+/// its index (`index`) records in `want`: its identity (save, shard number, number of shards),
+/// and a native file of its own, not an index (SPEC.md 12.4). The one check for every reader
+/// of a sharded checkpoint.
+pub(crate) fn check_shard_identity(
+    header: &FileHeader,
+    want: &ShardRef,
+    shown: &str,
+    ctx: &str,
+    index: &str,
+) -> Result<()> {
+    if header.shard_of == Some(want.shard) && header.shards.is_empty() {
+        return Ok(());
+    }
+    let is = match header.shard_of {
+        Some(s) => format!(
+            "is shard {} of {} of save {}",
+            s.shard_id, s.num_shards, s.save_id
+        ),
+        None => "is not a shard of a sharded save".to_string(),
+    };
+    Err(Error::Shard {
+        path: shown.to_string(),
+        problem: ShardProblem::Identity,
+        detail: format!(
+            "{ctx} {is}; its index ({index}) expects shard {} of {} of save {} (a file of \
+             another save, put in its place?)",
+            want.shard.shard_id, want.shard.num_shards, want.shard.save_id
+        ),
+    })
 }
 
 /// Moves a fresh table cursor to its first entry after the header; whether there is one.

@@ -9,11 +9,13 @@ use crate::error::{Error, Result};
 use crate::format::{crc32c_combine, crc32c_combine_with, crc32c_shift};
 use crate::name;
 use crate::native::entry::IndexEntry;
+use crate::native::header::FileHeader;
 use crate::native::reader::Reader;
 use crate::native::view::TensorView;
 use crate::parallel::resolve_threads;
 use crate::progress::{Progress, Unit};
 use crate::record::{self, MAX_RANK};
+use crate::table::Table;
 
 // The data checksums of a batch of tensors are checked on several threads: the bytes are cut
 // into pieces of at most [`PIECE`] bytes (a small tensor is one piece, a large one many), the
@@ -98,31 +100,22 @@ impl Reader {
         const BATCH_BYTES: u64 = 256 << 20;
         let mut batch: Vec<TensorView<'_>> = Vec::with_capacity(BATCH_VIEWS);
         let mut batch_bytes = 0u64;
-        let mut count = 0u64;
-        let mut slices = 0u64;
-        let mut stored = 0u64;
+        let mut tally = Tally::new();
         let mut last_sliced: Option<Vec<u8>> = None;
-        let mut data_bytes = 0u64;
-        let mut tiling = Tiling::new();
         let mut it = self.iter();
         loop {
             let mut full = false;
             let mut failed = None;
             for v in it.by_ref() {
-                match v.and_then(|v| v.check_record().map(|()| v)) {
+                match v.and_then(|v| tally.add(&v).map(|()| v)) {
                     Ok(v) => {
-                        stored += 1;
-                        // check_record: the record's header ends where its data begins.
-                        tiling.add(v.record_offset, v.data_offset + v.data.len() as u64);
-                        if v.slice_start().is_some() {
-                            slices += 1;
-                            // A tensor stored in slices counts once.
-                            if last_sliced.as_deref() != Some(v.name()) {
-                                count += 1;
-                                last_sliced = Some(v.name().to_vec());
-                            }
-                        } else {
-                            count += 1;
+                        // A tensor stored in slices counts once (its slices come together,
+                        // in name order).
+                        if v.slice_start().is_none() || last_sliced.as_deref() != Some(v.name()) {
+                            tally.tensors += 1;
+                        }
+                        if v.slice_start().is_some() && last_sliced.as_deref() != Some(v.name()) {
+                            last_sliced = Some(v.name().to_vec());
                         }
                         batch_bytes += v.data.len() as u64;
                         batch.push(v);
@@ -138,7 +131,7 @@ impl Reader {
                 }
             }
             // Tensors before a bad record come first in name order: check them first.
-            data_bytes += check_crcs(&batch, threads, progress)?;
+            tally.data_bytes += check_crcs(&batch, threads, progress)?;
             batch.clear();
             batch_bytes = 0;
             if let Some(e) = failed {
@@ -148,63 +141,18 @@ impl Reader {
                 break;
             }
         }
-        if count != self.header.tensor_count {
-            return Err(Error::corrupt(
-                "header entry",
-                self.index.first_data_offset().unwrap_or(0),
-                format!(
-                    "header says {} tensors, the index holds {count}",
-                    self.header.tensor_count
-                ),
-            ));
-        }
-        // Every slice key is one that a partitioned tensor lists (each listed one was reached
-        // above, and they are distinct since slices do not overlap).
         let keyed = self.slice_keys()?;
-        if slices != self.header.slice_count || keyed != slices {
-            return Err(Error::corrupt(
-                "header entry",
-                self.index.first_data_offset().unwrap_or(0),
-                format!(
-                    "header says {} slices, the partitioned tensors list {slices}, the index \
-                     holds {keyed} slice keys",
-                    self.header.slice_count
-                ),
-            ));
-        }
-        if !tiling.tiles(self.header.records_len) {
+        let first_block = self.index.first_data_offset().unwrap_or(0);
+        tally.finish(&self.header, first_block, keyed, blocks, |stored| {
             // The fingerprints say that the records do not tile the region: walk it to say
             // where (the walk reports the first record that is not its entry's, or a gap).
-            self.check_records_tile(stored)?;
-            return Err(Error::corrupt(
-                "record",
-                0,
-                "the index entries' records do not tile the records region".to_string(),
-            ));
-        }
-        Ok(VerifyReport {
-            blocks,
-            tensors: count,
-            slices,
-            records: stored,
-            data_bytes,
+            self.check_records_tile(stored)
         })
     }
 
     /// Number of keys in the slice space (starting with a NUL byte) of a version 2 file.
     fn slice_keys(&self) -> Result<u64> {
-        if self.header.format_version < 2 {
-            return Ok(0);
-        }
-        let table = self.table();
-        let mut it = table.iter();
-        it.seek(b"\x00")?;
-        let mut n = 0u64;
-        while it.valid() && it.key().first() == Some(&0) {
-            n += 1;
-            it.next()?;
-        }
-        Ok(n)
+        slice_keys(&self.table(), self.header.format_version >= 2)
     }
 
     /// Walks the records region from offset 0, record by record (O(1) memory), and checks that
@@ -266,6 +214,114 @@ impl Reader {
             ));
         }
         Ok(())
+    }
+}
+
+/// Number of keys in the slice space (starting with a NUL byte) of the index `table` of a
+/// version 2 file (`is_v2`; none in version 1).
+pub(crate) fn slice_keys(table: &Table<'_>, is_v2: bool) -> Result<u64> {
+    if !is_v2 {
+        return Ok(0);
+    }
+    let mut it = table.iter();
+    it.seek(b"\x00")?;
+    let mut n = 0u64;
+    while it.valid() && it.key().first() == Some(&0) {
+        n += 1;
+        it.next()?;
+    }
+    Ok(n)
+}
+
+/// What verify finds of each stored tensor and slice, and the checks of the whole it ends
+/// with: the one verify of a native file for every reader (a mapped file's views, the records
+/// a remote reader fetches). The caller checks each view's data CRC32C and counts
+/// `tensors` (a tensor stored in slices once).
+pub(crate) struct Tally {
+    /// Tensors seen (a tensor stored in slices once).
+    pub(crate) tensors: u64,
+    slices: u64,
+    stored: u64,
+    /// Data bytes checksummed.
+    pub(crate) data_bytes: u64,
+    tiling: Tiling,
+}
+
+impl Tally {
+    pub(crate) fn new() -> Self {
+        Tally {
+            tensors: 0,
+            slices: 0,
+            stored: 0,
+            data_bytes: 0,
+            tiling: Tiling::new(),
+        }
+    }
+
+    /// Checks the record of `v` against its index entry ([`TensorView::check_record`]) and
+    /// counts it, and its extent towards the tiling of the records region.
+    pub(crate) fn add(&mut self, v: &TensorView<'_>) -> Result<()> {
+        v.check_record()?;
+        self.stored += 1;
+        // check_record: the record's header ends where its data begins.
+        self.tiling
+            .add(v.record_offset, v.data_offset + v.data.len() as u64);
+        if v.slice_start().is_some() {
+            self.slices += 1;
+        }
+        Ok(())
+    }
+
+    /// The checks of the whole, against `header` (whose entry is in the block at
+    /// `first_block`) and the `keyed` slice keys of the index: the tensor and slice counts,
+    /// and that the records tile the records region (`walk`, given the number of records,
+    /// names the culprit where it can). `blocks`: the index blocks whose CRC32C matched.
+    pub(crate) fn finish(
+        self,
+        header: &FileHeader,
+        first_block: u64,
+        keyed: u64,
+        blocks: u64,
+        walk: impl FnOnce(u64) -> Result<()>,
+    ) -> Result<VerifyReport> {
+        if self.tensors != header.tensor_count {
+            return Err(Error::corrupt(
+                "header entry",
+                first_block,
+                format!(
+                    "header says {} tensors, the index holds {}",
+                    header.tensor_count, self.tensors
+                ),
+            ));
+        }
+        // Every slice key is one that a partitioned tensor lists (each listed one was reached,
+        // and they are distinct since slices do not overlap).
+        if self.slices != header.slice_count || keyed != self.slices {
+            return Err(Error::corrupt(
+                "header entry",
+                first_block,
+                format!(
+                    "header says {} slices, the partitioned tensors list {}, the index \
+                     holds {keyed} slice keys",
+                    header.slice_count, self.slices
+                ),
+            ));
+        }
+        if !self.tiling.tiles(header.records_len) {
+            walk(self.stored)?;
+            return Err(Error::corrupt(
+                "record",
+                0,
+                "the index entries' records do not tile the records region".to_string(),
+            ));
+        }
+        Ok(VerifyReport {
+            blocks,
+            tensors: self.tensors,
+            slices: self.slices,
+            records: self.stored,
+            data_bytes: self.data_bytes,
+        })
     }
 }
 

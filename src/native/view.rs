@@ -7,6 +7,8 @@ use crate::error::{Error, Result};
 use crate::format::{crc32c, unmask_crc};
 use crate::name;
 use crate::native::entry::Dims;
+#[cfg(feature = "s3")]
+use crate::native::entry::IndexEntry;
 use crate::native::region::{self, Region};
 use crate::native::slice_key;
 use crate::record::{self, Lod};
@@ -16,13 +18,13 @@ pub(super) type NameBuf = smallvec::SmallVec<[u8; 64]>;
 
 /// Where a stored slice sits in its tensor (SPEC.md 13).
 #[derive(Clone, Debug)]
-pub(super) struct SlicePiece {
+pub(crate) struct SlicePiece {
     /// The slice's index key (and record name).
-    pub(super) key: Vec<u8>,
+    pub(crate) key: Vec<u8>,
     /// The whole tensor's shape.
-    pub(super) full_shape: Dims,
+    pub(crate) full_shape: Dims,
     /// The slice's first index in each dimension of the whole tensor.
-    pub(super) start: Dims,
+    pub(crate) start: Dims,
 }
 
 /// How a view of tensor `name` (or of its slice `slice`) is named in messages: the slice key of
@@ -55,6 +57,83 @@ pub(super) fn data_crc_mismatch(
     }
 }
 
+/// Decodes the header of the record `record` (its header and data, at `record_offset`; data at
+/// `data_offset`) of tensor `shown`: a native record must carry both of paramdex's checksums
+/// (SPEC.md 3.2), so that no header byte is read unchecked, and end where the index says. The
+/// one decoding of a record header for every reader (a mapped view's, the remote readers'
+/// fetched records).
+pub(crate) fn record_header<'r>(
+    record: &'r [u8],
+    record_offset: u64,
+    data_offset: u64,
+    shown: &str,
+) -> Result<record::RecordHeader<'r>> {
+    let h = record::decode_header(record, record_offset)?;
+    if h.header_crc.is_none() || h.data_crc.is_none() {
+        return Err(Error::corrupt(
+            "record",
+            record_offset,
+            format!("tensor {shown}: the record header lacks its checksum fields"),
+        ));
+    }
+    if h.header_len as u64 != data_offset - record_offset {
+        return Err(Error::corrupt(
+            "record",
+            record_offset,
+            format!(
+                "tensor {shown}: record header of {} bytes, the index says {}",
+                h.header_len,
+                data_offset - record_offset
+            ),
+        ));
+    }
+    Ok(h)
+}
+
+/// The view of the stored tensor (or slice, `slice`) `name` whose entry is `e` (checked:
+/// [`crate::native::check_data`]), over `record`, the bytes of its record (header and data)
+/// read by ranges from `record_offset` on, in the file `path`: the same view, and so the same record checks and
+/// LoD, as a mapped file's.
+#[cfg(feature = "s3")]
+pub(crate) fn view_of_record<'a>(
+    path: &'a str,
+    name: &[u8],
+    slice: Option<Box<SlicePiece>>,
+    dtype: DType,
+    e: IndexEntry,
+    record_offset: u64,
+    record: &'a [u8],
+) -> Result<TensorView<'a>> {
+    let head = e
+        .offset
+        .checked_sub(record_offset)
+        .and_then(|h| usize::try_from(h).ok())
+        .filter(|&h| h as u64 + e.size == record.len() as u64)
+        .ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "tensor {}: {} bytes read for a record at {record_offset} of data {}+{}",
+                shown_name(name, slice.as_deref()),
+                record.len(),
+                e.offset,
+                e.size
+            ))
+        })?;
+    Ok(TensorView {
+        name: NameBuf::from_slice(name),
+        dtype,
+        shape: e.shape,
+        data: &record[head..],
+        data_offset: e.offset,
+        record_offset,
+        crc32c: e.crc32c,
+        lod_levels: e.lod_levels,
+        file: record,
+        base: record_offset,
+        path,
+        slice,
+    })
+}
+
 /// A zero-copy view of one stored tensor inside a [`Reader`](crate::Reader)'s file: a whole
 /// tensor, or one slice of a tensor stored in slices ([`TensorView::slice_start`]).
 #[derive(Clone, Debug)]
@@ -67,7 +146,10 @@ pub struct TensorView<'a> {
     pub(super) record_offset: u64,
     pub(super) crc32c: u32,
     pub(super) lod_levels: u32,
+    /// The file's bytes from offset `base` on: the whole mapping (`base` 0), or a record
+    /// read by ranges (`base` its offset).
     pub(super) file: &'a [u8],
+    pub(super) base: u64,
     /// The file `file` is (for a tensor of a sharded checkpoint, its data file), for messages.
     pub(super) path: &'a str,
     /// For a slice of a tensor stored in slices: where it sits.
@@ -150,7 +232,8 @@ impl<'a> TensorView<'a> {
     pub fn record(&self) -> &'a [u8] {
         // record_offset <= data_offset and data end are within the file (checked in `view`).
         let in_file = |v: u64| usize::try_from(v).expect("an offset inside the mapped file");
-        &self.file[in_file(self.record_offset)..in_file(self.data_offset) + self.data.len()]
+        &self.file[in_file(self.record_offset - self.base)
+            ..in_file(self.data_offset - self.base) + self.data.len()]
     }
 
     /// The record's LoD, read from the record header (zero-copy).
@@ -164,30 +247,12 @@ impl<'a> TensorView<'a> {
     /// Decodes the record header; a native record must carry both of paramdex's checksums
     /// (SPEC.md 3.2), so that no header byte is read unchecked, and end where the index says.
     fn record_header(&self) -> Result<record::RecordHeader<'a>> {
-        let h = record::decode_header(self.record(), self.record_offset)?;
-        if h.header_crc.is_none() || h.data_crc.is_none() {
-            return Err(Error::corrupt(
-                "record",
-                self.record_offset,
-                format!(
-                    "tensor {}: the record header lacks its checksum fields",
-                    self.display_name()
-                ),
-            ));
-        }
-        if h.header_len as u64 != self.data_offset - self.record_offset {
-            return Err(Error::corrupt(
-                "record",
-                self.record_offset,
-                format!(
-                    "tensor {}: record header of {} bytes, the index says {}",
-                    self.display_name(),
-                    h.header_len,
-                    self.data_offset - self.record_offset
-                ),
-            ));
-        }
-        Ok(h)
+        record_header(
+            self.record(),
+            self.record_offset,
+            self.data_offset,
+            &self.display_name(),
+        )
     }
 
     /// Checks the data against its stored CRC32C.

@@ -35,7 +35,7 @@ pub(crate) use object::remote_error;
 #[cfg(feature = "s3")]
 pub use object::ObjectRange;
 #[cfg(feature = "s3")]
-pub use range::{Dest, FileRange, Parallelism, RangeRead, ReadPart, RequestStats};
+pub use range::{Dest, FileRange, Parallelism, RangeRead, ReadAt, ReadPart, RequestStats};
 #[cfg(feature = "s3")]
 pub use reader::{
     LoadOptions, LoadProgress, RemoteEntry, RemoteOptions, RemoteReader, RemoteTensor,

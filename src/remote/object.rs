@@ -12,7 +12,7 @@ use object_store::path::Path as ObjectPath;
 use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
 
 use crate::error::{Error, RemoteProblem, Result};
-use crate::remote::range::{check_range, Parallelism, RangeRead, ReadPart, RequestStats};
+use crate::remote::range::{check_range, Parallelism, RangeRead, ReadAt, ReadPart, RequestStats};
 
 /// Counts the HTTP attempts of one logical request: put in a request's extensions by
 /// [`ObjectRange`], incremented by the client [`crate::remote::resolve`] builds for every attempt it sends
@@ -517,7 +517,7 @@ impl ObjectRange {
     }
 }
 
-impl RangeRead for ObjectRange {
+impl ReadAt for ObjectRange {
     fn len(&self) -> u64 {
         self.len
     }
@@ -558,7 +558,9 @@ impl RangeRead for ObjectRange {
         // Without a copy when the body arrived as one buffer.
         Ok(Vec::from(data))
     }
+}
 
+impl RangeRead for ObjectRange {
     fn read_parts(
         &self,
         parts: &mut dyn Iterator<Item = ReadPart>,

@@ -3,7 +3,15 @@
 //! more for the header's block when the tail does not hold it; `get` costs one request for the
 //! tensor's index block (unless cached) and one for its record. Every tensor read so is checked
 //! against its CRC32C: bytes from a network are never returned unchecked.
+//!
+//! The reader is a shell over the native engine (issue 26): the open (`native::open_index`),
+//! the lookups and listings (the table over the read seam, `native::list_entry`), the checks of
+//! an entry (`native::check_data`, `check_partition`, `piece_entry`), the record header and LoD
+//! (`native::record_header`) and verify (`native::Tally` over `TensorView`s of the fetched
+//! records) are the mapped reader's own. What is written here is fetching: the parallel fetch
+//! planner, the read-ahead of `get_ahead`, and the owned tensors it returns.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
@@ -17,15 +25,14 @@ use crate::name;
 use crate::native::region::{self, Region};
 use crate::native::slice_key;
 use crate::native::{
-    check_partition, plan_region, validate_header, FileHeader, IndexEntry, RegionPlan,
+    check_data, check_partition, entry_dtype, hold_from, is_tensor_name, list_entry, open_index,
+    piece_entry, plan_region, record_header, slice_keys, validate_header, view_of_record,
+    FileHeader, IndexEntry, Listed, Opened, Reader, RegionPlan, SlicePiece, Tally, VerifyReport,
 };
-use crate::record::{self, MAX_RANK};
+use crate::record::MAX_RANK;
 use crate::remote::range::{Dest, Parallelism, RangeRead, ReadPart, RequestStats};
 use crate::remote::url::RemoteConfig;
-use crate::table::{
-    BlockHandle, Footer, Table, TableIndex, TableReadOptions, BLOCK_TRAILER_LEN, FOOTER_LEN,
-    MAX_BLOCK_LEN,
-};
+use crate::table::{Table, TableIndex, TableReadOptions};
 
 /// How a [`RemoteReader`] reads.
 #[derive(Clone, Debug)]
@@ -132,8 +139,9 @@ impl LoadOptions {
     }
 }
 
-/// What [`RemoteReader::scan_entries`] calls for each tensor: name, entry, offset of its block.
-type EntryVisitor<'a> = dyn FnMut(&[u8], IndexEntry, u64) -> Result<()> + 'a;
+/// What [`RemoteReader::scan_entries`] calls for each tensor: name, its entry's value, offset
+/// of its block.
+type EntryVisitor<'a> = dyn FnMut(&[u8], &[u8], u64) -> Result<()> + 'a;
 
 /// One tensor to fetch: where its data is and what it must check to.
 #[derive(Clone, Debug)]
@@ -141,9 +149,67 @@ struct Want {
     name: Vec<u8>,
     dtype: DType,
     shape: Vec<u64>,
+    /// The bytes fetched: the data, with the record header before it for a tensor with LoD
+    /// (whose offsets are in the header).
     range: Range<u64>,
+    /// Offset of the data (`range.start` unless the record header is fetched too).
+    data_at: u64,
     crc: u32,
+    /// For verify: the tensor's name, its entry and where a slice sits (the record is
+    /// fetched whole and checked as a mapped file's view).
+    record: Option<Box<RecordOf>>,
 }
+
+/// What verify checks a fetched record against: its tensor's name, its index entry, and where
+/// a slice sits.
+#[derive(Clone, Debug)]
+struct RecordOf {
+    name: Vec<u8>,
+    entry: IndexEntry,
+    slice: Option<Box<SlicePiece>>,
+}
+
+impl Want {
+    /// The tensor from the bytes of `range`, `buf`, whose CRC32C is `crc` (of all of `buf`):
+    /// its data checked against the stored CRC32C, and its LoD from the record header (the
+    /// same decoding as a mapped view's).
+    fn finish(self, mut buf: Vec<u8>, crc: u32, location: &str) -> Result<RemoteTensor> {
+        let head = usize::try_from(self.data_at - self.range.start).expect("inside the range");
+        let got = if head == 0 { crc } else { crc32c(&buf[head..]) };
+        if got != self.crc {
+            return Err(Error::ChecksumMismatch {
+                what: "tensor data",
+                name: Some(slice_key::display_key(&self.name)),
+                offset: self.data_at,
+                len: self.range.end - self.data_at,
+                stored: self.crc,
+                computed: got,
+                context: Some(location.to_string()),
+            });
+        }
+        let lod = if head == 0 {
+            Vec::new()
+        } else {
+            let shown = slice_key::display_key(&self.name);
+            let h = record_header(&buf, self.range.start, self.data_at, &shown)
+                .map_err(|e| e.context(location))?;
+            let lod = h.lod.to_vec();
+            drop(h);
+            buf.drain(..head);
+            lod
+        };
+        Ok(RemoteTensor {
+            dtype: self.dtype,
+            shape: self.shape,
+            data: buf,
+            lod,
+        })
+    }
+}
+
+/// Where a parallel load hands each tensor's bytes: what was asked, the bytes of its range,
+/// and their CRC32C (computed as they arrived).
+type RawSink<'a> = dyn FnMut(Want, Vec<u8>, u32) -> Result<()> + 'a;
 
 /// One request of a parallel load: a range of the object, and the tensors' bytes in it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -197,8 +263,7 @@ pub(crate) fn plan_parts(extents: &[Range<u64>], part_size: u64, max_gap: u64) -
 
 /// The state of a parallel load: tensors' buffers, split into parts as parts start and joined
 /// as they arrive; tensors handed over in the object's order once whole and checked.
-struct Assembly<'a> {
-    location: &'a str,
+struct Assembly {
     wants: Vec<Option<Want>>,
     /// The part of each tensor's buffer not yet given to a request.
     rest: Vec<Option<BytesMut>>,
@@ -212,7 +277,7 @@ struct Assembly<'a> {
     progress: LoadProgress,
 }
 
-impl Assembly<'_> {
+impl Assembly {
     /// The destinations of part `id`: the next pieces of its tensors' buffers.
     fn dests(&mut self, id: usize) -> Vec<Dest> {
         let mut out = Vec::with_capacity(self.members[id].len());
@@ -242,7 +307,7 @@ impl Assembly<'_> {
     }
 
     /// Hands over every tensor, in order, that is whole.
-    fn deliver(&mut self, sink: &mut dyn FnMut(Vec<u8>, RemoteTensor) -> Result<()>) -> Result<()> {
+    fn deliver(&mut self, sink: &mut RawSink<'_>) -> Result<()> {
         while self.next < self.wants.len() && self.missing[self.next] == 0 {
             let t = self.next;
             self.next += 1;
@@ -258,27 +323,8 @@ impl Assembly<'_> {
                 // Pieces of one allocation, in order: joined without copying.
                 buf.unsplit(p);
             }
-            let data = Vec::from(buf);
-            if got != want.crc {
-                return Err(Error::ChecksumMismatch {
-                    what: "tensor data",
-                    name: Some(name::display(&want.name)),
-                    offset: want.range.start,
-                    len: want.range.end - want.range.start,
-                    stored: want.crc,
-                    computed: got,
-                    context: Some(self.location.to_string()),
-                });
-            }
             self.progress.tensors += 1;
-            sink(
-                want.name,
-                RemoteTensor {
-                    dtype: want.dtype,
-                    shape: want.shape,
-                    data,
-                },
-            )?;
+            sink(want, Vec::from(buf), got)?;
         }
         Ok(())
     }
@@ -293,6 +339,8 @@ pub struct RemoteTensor {
     pub shape: Vec<u64>,
     /// Little-endian, row-major data.
     pub data: Vec<u8>,
+    /// The record's LoD (Paddle's level-of-detail offsets; empty for most tensors).
+    pub lod: Vec<Vec<u64>>,
 }
 
 /// One entry of a remote file's index, as a listing gives it (no data read).
@@ -312,24 +360,16 @@ pub struct RemoteEntry {
     pub lod_levels: u32,
 }
 
-/// Index data blocks fetched so far, least recently used first out.
-#[derive(Debug, Default)]
-struct BlockCache {
-    blocks: HashMap<usize, (Arc<Vec<u8>>, u64)>,
-    bytes: usize,
-    clock: u64,
-}
-
 /// A native paramdex file (not a sharded checkpoint's index, yet) read by ranges.
 #[derive(Debug)]
 pub struct RemoteReader {
     src: Arc<dyn RangeRead>,
     index: TableIndex,
     header: FileHeader,
-    /// The bytes read at open, from `tail_start` to the end: blocks inside are served from it.
+    /// The bytes read at open, from `tail_start` to the end: blocks inside are served from it
+    /// (the table reads the others through the seam, keeping them in its block cache).
     tail: Vec<u8>,
     tail_start: u64,
-    cache: Mutex<BlockCache>,
     opts: RemoteOptions,
     ahead: Mutex<ReadAhead>,
 }
@@ -365,96 +405,58 @@ impl RemoteReader {
         src: Arc<dyn RangeRead>,
         opts: RemoteOptions,
     ) -> Result<RemoteReader> {
-        let len = src.len();
         let location = src.location().to_string();
-        if len < FOOTER_LEN as u64 {
-            return Err(Error::UnrecognizedFormat {
-                path: location,
-                looks_like: None,
-                detail: format!("{len} bytes is too short to be a paramdex file (48-byte footer)"),
-            });
-        }
-        let ctx = |e: Error| e.context(&location);
-        let mut tail = src.tail(opts.tail_bytes.max(FOOTER_LEN as u64))?;
-        let mut tail_start = len - tail.len() as u64;
-        let footer_at = len - FOOTER_LEN as u64;
-        let footer =
-            Footer::decode(&tail[tail.len() - FOOTER_LEN..], footer_at).map_err(|e| match e {
-                Error::Corrupt {
-                    kind: crate::Corruption::BadMagic,
-                    detail,
-                    ..
-                } => Error::UnrecognizedFormat {
-                    path: location.clone(),
-                    looks_like: None,
-                    detail: format!("not a paramdex file: {detail}"),
-                },
-                other => ctx(other),
-            })?;
-        let idx: BlockHandle = footer.index;
-        // The index block ends at the footer; bounded before anything is read for it.
-        footer_at
-            .checked_sub(idx.offset)
-            .filter(|&n| n <= (MAX_BLOCK_LEN + BLOCK_TRAILER_LEN) as u64)
-            .ok_or_else(|| {
-                ctx(Error::corrupt(
-                    "footer",
-                    footer_at,
-                    format!(
-                        "index block handle (offset {}) does not end at the footer",
-                        idx.offset
-                    ),
-                ))
-            })?;
-        if idx.offset < tail_start {
-            // A larger index block than the speculative read held: one more request.
-            let mut more = src.read(idx.offset..tail_start)?;
-            more.extend_from_slice(&tail);
-            tail = more;
-            tail_start = idx.offset;
-        }
         let table_opts = TableReadOptions {
             verify_checksums: true,
-            cache_capacity: 0,
-            // Only some blocks of the object are held: lookups binary-search.
-            hash_index: false,
+            cache_capacity: opts.block_cache_bytes,
+            hash_index: true,
         };
-        let from_idx = usize::try_from(idx.offset - tail_start).expect("inside the tail");
-        let index =
-            TableIndex::open_tail(&tail[from_idx..], idx.offset, &table_opts).map_err(ctx)?;
-        let Some(first_block) = index.first_data_offset() else {
-            return Err(ctx(Error::corrupt(
-                "index block",
-                idx.offset,
-                "the index lists no data block, so no header",
-            )));
-        };
-        let reader = RemoteReader {
+        // The same open as a mapped file's; only the reads differ.
+        let Opened {
+            held,
+            held_start,
+            index,
+            header,
+            first_block,
+        } = open_index(&*src, opts.tail_bytes, false, &table_opts, &location)
+            .map_err(|e| e.context(&location))?;
+        validate_header(&header, first_block, &location)?;
+        Ok(RemoteReader {
+            tail: held.into_owned(),
+            tail_start: held_start,
             src,
             index,
-            header: unreachable_header(),
-            tail,
-            tail_start,
-            cache: Mutex::new(BlockCache::default()),
+            header,
             opts,
             ahead: Mutex::new(ReadAhead::default()),
-        };
-        let block = reader.block(0)?;
-        let table = Table::new_tail(&block, first_block, &reader.index);
-        let mut it = table.iter();
-        it.seek_to_first().map_err(ctx)?;
-        if !it.valid() || !it.key().is_empty() {
-            return Err(ctx(Error::corrupt(
-                "header entry",
-                first_block,
-                "the first key is not the empty header key",
-            )));
-        }
-        let header = FileHeader::decode(it.value(), first_block).map_err(ctx)?;
-        validate_header(&header, first_block, &location)?;
-        drop(it);
-        drop(table);
-        Ok(RemoteReader { header, ..reader })
+        })
+    }
+
+    /// The index table: the blocks the open read, the others read through the seam.
+    pub(crate) fn table(&self) -> Table<'_> {
+        Table::new_ranged(&self.tail, self.tail_start, &*self.src, &self.index)
+    }
+
+    /// The bytes from the first index data block to the end (and their offset): what the open
+    /// read, and (for a large index) the part before it in one more request.
+    pub(crate) fn index_bytes(&self) -> Result<(Cow<'_, [u8]>, u64)> {
+        let first = self.index.first_data_offset().unwrap_or(self.tail_start);
+        hold_from(
+            &*self.src,
+            Cow::Borrowed(&self.tail),
+            self.tail_start,
+            first,
+        )
+    }
+
+    /// The index table over `bytes`, the file's from `base` on ([`RemoteReader::index_bytes`]).
+    pub(crate) fn table_over<'a>(&'a self, bytes: &'a [u8], base: u64) -> Table<'a> {
+        Table::new_tail(bytes, base, &self.index)
+    }
+
+    /// Whether version 2 rules apply (names starting with a NUL byte are slice keys).
+    fn is_v2(&self) -> bool {
+        self.header.format_version >= 2
     }
 
     /// The decoded header entry.
@@ -477,111 +479,190 @@ impl RemoteReader {
         &self.src
     }
 
-    /// The raw bytes (contents and trailer) of index data block `i`: from the bytes read at
-    /// open, the cache, or one request.
-    fn block(&self, i: usize) -> Result<Arc<Vec<u8>>> {
-        let h = self.index.block_handle(i);
-        let end = h
-            .offset
-            .checked_add(h.size)
-            .and_then(|e| e.checked_add(BLOCK_TRAILER_LEN as u64))
-            .filter(|&e| e <= self.src.len())
-            .ok_or_else(|| {
-                Error::corrupt(
-                    "block handle",
-                    h.offset,
-                    format!(
-                        "{}: block {i} of {} bytes runs past the object's end",
-                        self.location(),
-                        h.size
-                    ),
-                )
-            })?;
-        let range: Range<u64> = h.offset..end;
-        if range.start >= self.tail_start {
-            let a = usize::try_from(range.start - self.tail_start).expect("inside the tail");
-            let b = usize::try_from(range.end - self.tail_start).expect("inside the tail");
-            return Ok(Arc::new(self.tail[a..b].to_vec()));
-        }
-        {
-            let mut c = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-            c.clock += 1;
-            let now = c.clock;
-            if let Some((b, used)) = c.blocks.get_mut(&i) {
-                *used = now;
-                return Ok(b.clone());
-            }
-        }
-        let bytes = Arc::new(self.src.read(range)?);
-        let mut c = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-        c.bytes += bytes.len();
-        let now = c.clock;
-        c.blocks.insert(i, (bytes.clone(), now));
-        while c.bytes > self.opts.block_cache_bytes && c.blocks.len() > 1 {
-            let Some((&old, _)) = c.blocks.iter().min_by_key(|(_, (_, used))| *used) else {
-                break;
-            };
-            if let Some((b, _)) = c.blocks.remove(&old) {
-                c.bytes -= b.len();
-            }
-        }
-        Ok(bytes)
-    }
-
     /// Every tensor of the index in name order, from `start` on (slice keys left out): one
     /// request for the index's data blocks not read yet (they lie together, between the records
     /// and the index block), however many tensors there are.
     pub fn list_from(&self, start: &[u8]) -> Result<Vec<RemoteEntry>> {
         let mut out = Vec::new();
-        self.scan_entries(start, &mut |key, e, _| {
-            let dtype = e.dtype().ok_or_else(|| Error::UnknownDType {
-                system: e.dtype_code().0,
-                code: e.dtype_code().1,
-                location: Some(format!(
-                    "{}: tensor {}",
-                    self.location(),
-                    name::display(key)
-                )),
-            })?;
-            out.push(RemoteEntry {
-                name: key.to_vec(),
-                dtype,
-                shape: e.shape.to_vec(),
-                size: e.size,
-                slices: e.num_slices,
-                lod_levels: e.lod_levels,
-            });
+        self.scan_entries(start, &mut |key, value, at| {
+            let l = list_entry(key, value, at, self.is_v2(), |key, e, dtype| {
+                self.check_listed(key, &e, dtype, at)
+            })
+            .map_err(|e| e.context(self.location()))?;
+            out.push(entry_of(l));
             Ok(())
         })?;
         Ok(out)
     }
 
-    /// Calls `f` (name, entry, offset of its block) for every tensor of the index in name
-    /// order from `start` on (slice keys left out), with the index data blocks read as
-    /// [`RemoteReader::list_from`] says.
+    /// What the index says of the tensor `name` (its entry checked as a listing checks it),
+    /// from its own index block: one request at most, whatever the size of the index.
+    pub fn entry_of(&self, name: &[u8]) -> Result<Option<RemoteEntry>> {
+        if !is_tensor_name(name, self.is_v2()) {
+            return Ok(None);
+        }
+        let ctx = |e: Error| e.context(self.location());
+        // A seek, as a mapped file's `info` (a listing from `name`): the index block's binary
+        // search and one data block, read through the seam unless the open read it.
+        let table = self.table();
+        let mut it = table.iter();
+        it.seek(name).map_err(ctx)?;
+        if !it.valid() || it.key() != name {
+            return Ok(None);
+        }
+        let at = it.block_offset();
+        list_entry(name, it.value(), at, self.is_v2(), |key, e, dtype| {
+            self.check_listed(key, &e, dtype, at)
+        })
+        .map(|l| Some(entry_of(l)))
+        .map_err(ctx)
+    }
+
+    /// Checks the CRC32C of every index block (data blocks, metaindex, index block, hash index
+    /// block) and the hash index against the table, as a mapped file's verify does; one
+    /// request for the index blocks the open did not read. Returns the blocks checked.
+    pub fn verify_index(&self) -> Result<u64> {
+        let (all, base) = self.index_bytes()?;
+        self.table_over(&all, base)
+            .verify_all_blocks()
+            .map_err(|e| e.context(self.location()))
+    }
+
+    /// The LoD of tensor `name` (stored whole), from its record's header as a mapped view's
+    /// [`crate::TensorView::lod`] reads it (the header's checksum checked, not the data's):
+    /// one request for its record unless the open read it. `Ok(None)` if absent.
+    pub fn lod(&self, name: &[u8]) -> Result<Option<Vec<Vec<u64>>>> {
+        let Some((e, _, at)) = self.lookup(name)? else {
+            return Ok(None);
+        };
+        let mut w = self.want_of(name, &e, at)?;
+        if e.lod_levels == 0 {
+            return Ok(Some(Vec::new()));
+        }
+        w.range.start = w.data_at - u64::from(e.record_header_len);
+        let bytes = if w.range.start >= self.tail_start {
+            let a = usize::try_from(w.range.start - self.tail_start).expect("inside the tail");
+            let b = usize::try_from(w.range.end - self.tail_start).expect("inside the tail");
+            Cow::Borrowed(&self.tail[a..b])
+        } else {
+            self.src.read_at(w.range.clone())?
+        };
+        let shown = slice_key::display_key(name);
+        let h = record_header(&bytes, w.range.start, w.data_at, &shown)
+            .map_err(|err| err.context(self.location()))?;
+        Ok(Some(h.lod.to_vec()))
+    }
+
+    /// The checks a listing makes of a whole tensor's entry, as a mapped file's listing: in a
+    /// single file, those of its data ([`check_data`], `shard_id` 0); in a sharded
+    /// checkpoint's index, whose data objects a listing does not open, those of the entry alone.
+    fn check_listed(&self, key: &[u8], e: &IndexEntry, dtype: DType, at: u64) -> Result<()> {
+        if !self.header.shards.is_empty() {
+            return check_data(key, e, dtype, at, u64::MAX, None).map(drop);
+        }
+        self.check_unsharded(|| slice_key::display_key(key), e, at)?;
+        check_data(key, e, dtype, at, self.header.records_len, None).map(drop)
+    }
+
+    /// Checks everything a mapped file's [`crate::Reader::verify`] checks, with the same
+    /// code: every index block's CRC32C and the hash index ([`RemoteReader::verify_index`]),
+    /// every record (whole tensors and slices) fetched whole by parallel ranged GETs (as
+    /// [`RemoteReader::load_all`] with `opts`) and checked against its index entry and its data
+    /// CRC32C, the header's counts, and that the records tile the records region.
+    pub fn verify(&self, opts: &LoadOptions) -> Result<VerifyReport> {
+        let ctx = |e: Error| e.context(self.location());
+        let blocks = self.verify_index()?;
+        let first = self.index.first_data_offset().unwrap_or(self.tail_start);
+        let (all, base) = self.index_bytes()?;
+        let table = self.table_over(&all, base);
+        let mut tally = Tally::new();
+        let mut wants = Vec::new();
+        let mut it = table.iter();
+        while it.next().map_err(ctx)? {
+            let (key, value, at) = (it.key(), it.value(), it.block_offset());
+            if !is_tensor_name(key, self.is_v2()) {
+                continue;
+            }
+            let mut e = IndexEntry::default();
+            Reader::decode_entry(&mut e, key, value, at).map_err(ctx)?;
+            let dtype = entry_dtype(key, &e).map_err(ctx)?;
+            tally.tensors += 1;
+            if e.num_slices == 0 {
+                self.check_unsharded(|| slice_key::display_key(key), &e, at)?;
+                wants.push(self.record_want(key, key, e, at, None)?);
+                continue;
+            }
+            let p = check_partition(key, &e, dtype, value, at, self.is_v2()).map_err(ctx)?;
+            for i in 0..p.regions.len() {
+                let (se, _, sat, piece) = piece_entry(&table, &p, i).map_err(ctx)?;
+                self.check_unsharded(|| slice_key::display_key(&piece.key), &se, sat)?;
+                let slice_key = piece.key.clone();
+                wants.push(self.record_want(&slice_key, key, se, sat, Some(Box::new(piece)))?);
+            }
+        }
+        wants.sort_by_key(|w| (w.range.start, w.range.end));
+        let location = self.location();
+        self.fetch_raw(wants, opts, usize::MAX, &mut |want, buf, _| {
+            let Some(item) = want.record else {
+                return Ok(());
+            };
+            let RecordOf { name, entry, slice } = *item;
+            let v = view_of_record(
+                location,
+                &name,
+                slice,
+                want.dtype,
+                entry,
+                want.range.start,
+                &buf,
+            )?;
+            tally.add(&v).map_err(|e| e.context(location))?;
+            v.verify_crc().map_err(|e| e.context(location))?;
+            tally.data_bytes += v.data().len() as u64;
+            Ok(())
+        })?;
+        let keyed = slice_keys(&table, self.is_v2()).map_err(ctx)?;
+        tally
+            .finish(&self.header, first, keyed, blocks, |_| Ok(()))
+            .map_err(ctx)
+    }
+
+    /// What fetching the whole record of entry `e` (under `key`, of tensor `name`; in the
+    /// block at `at`) for verify means, its entry checked as [`RemoteReader::want_of`] does.
+    fn record_want(
+        &self,
+        key: &[u8],
+        name: &[u8],
+        e: IndexEntry,
+        at: u64,
+        slice: Option<Box<SlicePiece>>,
+    ) -> Result<Want> {
+        let mut w = self.want_of(key, &e, at)?;
+        w.range.start = e.offset - u64::from(e.record_header_len);
+        w.record = Some(Box::new(RecordOf {
+            name: name.to_vec(),
+            entry: e,
+            slice,
+        }));
+        Ok(w)
+    }
+
+    /// Calls `f` (name, entry's value, offset of its block) for every tensor of the index in
+    /// name order from `start` on (the header and, in a version 2 file, slice keys left
+    /// out), with the index data blocks read as [`RemoteReader::list_from`] says.
     fn scan_entries(&self, start: &[u8], f: &mut EntryVisitor<'_>) -> Result<()> {
         let n = self.index.data_blocks();
         if n == 0 {
             return Ok(());
         }
-        let first = self.index.block_handle(0).offset;
-        // The bytes from the first index data block to the end: what the open read, and (for a
-        // large index) the part before it in one more request.
-        let all: Vec<u8> = if first >= self.tail_start {
-            let a = usize::try_from(first - self.tail_start).expect("inside the tail");
-            self.tail[a..].to_vec()
-        } else {
-            let mut v = self.src.read(first..self.tail_start)?;
-            v.extend_from_slice(&self.tail);
-            v
-        };
-        let table = Table::new_tail(&all, first, &self.index);
+        let (all, base) = self.index_bytes()?;
+        let table = self.table_over(&all, base);
         let mut it = table.iter();
         it.seek(start)?;
         while it.valid() {
             let (key, value, at) = (it.key(), it.value(), it.block_offset());
-            if !key.is_empty() && key[0] != 0 {
-                f(key, IndexEntry::decode(value, at, MAX_RANK)?, at)?;
+            if is_tensor_name(key, self.is_v2()) {
+                f(key, value, at)?;
             }
             it.next()?;
         }
@@ -594,15 +675,13 @@ impl RemoteReader {
         if key.is_empty() {
             return Ok(None);
         }
-        let i = self.index.find_block(key);
-        if i >= self.index.data_blocks() {
-            return Ok(None);
-        }
-        let block = self.block(i)?;
-        let h = self.index.block_handle(i);
-        Table::new_tail(&block, h.offset, &self.index)
-            .get(key, |v, at| {
-                IndexEntry::decode(v, at, MAX_RANK).map(|e| (e, v.to_vec(), at))
+        // Through the table, as a mapped file's lookups: the hash index when the bytes the
+        // open read hold it, else a binary search of the index block and one data block.
+        self.table()
+            .get(key, |v, at| -> Result<(IndexEntry, Vec<u8>, u64)> {
+                let mut e = IndexEntry::default();
+                Reader::decode_entry(&mut e, key, v, at)?;
+                Ok((e, v.to_vec(), at))
             })?
             .transpose()
     }
@@ -627,14 +706,21 @@ impl RemoteReader {
         }
         if ra.order.is_none() {
             let mut order = Vec::new();
-            self.scan_entries(b"", &mut |key, e, at| {
+            let scanned = self.scan_entries(b"", &mut |key, value, at| {
                 // A tensor that cannot be fetched so (stored in slices, a bad entry) is left
                 // out: asked for, it is read by `get`, which says what is wrong with it.
-                if let Ok(w) = self.want(key, &e, at) {
+                if let Ok(w) =
+                    IndexEntry::decode(value, at, MAX_RANK).and_then(|e| self.want(key, &e, at))
+                {
                     order.push(w);
                 }
                 Ok(())
-            })?;
+            });
+            // An index block that cannot be read (damaged) ends the order there: the tensors
+            // after it are read by `get`, which reads only their own blocks, as a mapped
+            // file's lookups do (a damaged block never makes another block's tensors
+            // unreadable).
+            drop(scanned);
             ra.order = Some(order);
         }
         let order = ra.order.as_ref().expect("just set");
@@ -653,12 +739,27 @@ impl RemoteReader {
             bytes += w.range.end - w.range.start;
             wants.push(w.clone());
         }
-        wants.sort_by_key(|w| w.range.start);
+        wants.sort_by_key(|w| (w.range.start, w.range.end));
         let mut ready = HashMap::with_capacity(wants.len());
-        self.fetch(wants, &self.opts.load, usize::MAX, &mut |n, t| {
-            ready.insert(n, t);
+        let mut asked = None;
+        let location = self.location();
+        self.fetch_raw(wants, &self.opts.load, usize::MAX, &mut |want, buf, crc| {
+            let n = want.name.clone();
+            match want.finish(buf, crc, location) {
+                Ok(t) => {
+                    ready.insert(n, t);
+                }
+                // The tensor asked for fails as `get` would fail it; one fetched ahead is left
+                // out (asked for, `get` reads it and says what is wrong with it): a damaged
+                // tensor never makes its neighbours unreadable.
+                Err(e) if n == name => asked = Some(e),
+                Err(_) => {}
+            }
             Ok(())
         })?;
+        if let Some(e) = asked {
+            return Err(e);
+        }
         let out = ready.remove(name);
         ra.ready = ready;
         Ok(out)
@@ -707,7 +808,7 @@ impl RemoteReader {
             };
             wants.push(self.want(n, &e, at)?);
         }
-        wants.sort_by_key(|w| w.range.start);
+        wants.sort_by_key(|w| (w.range.start, w.range.end));
         let mut out = Vec::with_capacity(wants.len());
         self.fetch(wants, opts, usize::MAX, &mut |n, t| {
             out.push((n, t));
@@ -743,11 +844,13 @@ impl RemoteReader {
     /// Every whole tensor of the index, in the object's order.
     fn all_wants(&self) -> Result<Vec<Want>> {
         let mut wants = Vec::new();
-        self.scan_entries(b"", &mut |key, e, at| {
+        self.scan_entries(b"", &mut |key, value, at| {
+            let mut e = IndexEntry::default();
+            Reader::decode_entry(&mut e, key, value, at)?;
             wants.push(self.want(key, &e, at)?);
             Ok(())
         })?;
-        wants.sort_by_key(|w| w.range.start);
+        wants.sort_by_key(|w| (w.range.start, w.range.end));
         Ok(wants)
     }
 
@@ -760,6 +863,23 @@ impl RemoteReader {
         window: usize,
         sink: &mut dyn FnMut(Vec<u8>, RemoteTensor) -> Result<()>,
     ) -> Result<()> {
+        let location = self.location();
+        self.fetch_raw(wants, opts, window, &mut |want, buf, crc| {
+            let name = want.name.clone();
+            sink(name, want.finish(buf, crc, location)?)
+        })
+    }
+
+    /// [`RemoteReader::fetch`], handing over each tensor's bytes as they were read. `wants`
+    /// are sorted by (start, end): an empty range (a tensor of no data) at the offset where
+    /// another tensor's record starts comes before it, and overlaps nothing.
+    fn fetch_raw(
+        &self,
+        wants: Vec<Want>,
+        opts: &LoadOptions,
+        window: usize,
+        sink: &mut RawSink<'_>,
+    ) -> Result<()> {
         let extents: Vec<Range<u64>> = wants.iter().map(|w| w.range.clone()).collect();
         if extents.windows(2).any(|w| w[1].start < w[0].end) {
             return Err(Error::corrupt(
@@ -771,7 +891,6 @@ impl RemoteReader {
         let plan = plan_parts(&extents, opts.part_len(), opts.max_gap);
         let n = wants.len();
         let mut a = Assembly {
-            location: self.location(),
             missing: extents.iter().map(|r| r.end - r.start).collect(),
             progress: LoadProgress {
                 bytes: 0,
@@ -890,75 +1009,47 @@ impl RemoteReader {
         } else {
             self.src.read(want.range.clone())?
         };
-        let got = crc32c(&data);
-        if got != want.crc {
-            return Err(Error::ChecksumMismatch {
-                what: "tensor data",
-                name: Some(slice_key::display_key(&want.name)),
-                offset: want.range.start,
-                len,
-                stored: want.crc,
-                computed: got,
-                context: Some(self.location().to_string()),
-            });
-        }
-        Ok(RemoteTensor {
-            dtype: want.dtype,
-            shape: want.shape,
-            data,
-        })
+        let crc = crc32c(&data);
+        want.finish(data, crc, self.location())
     }
 
     /// What fetching entry `e` (under `key`, a tensor's name or a slice key; in the block at
     /// `at`) means, checked against the file: stored whole, its size fitting its shape, its
     /// range inside the records region. `shard_id` is the caller's to check.
     fn want_of(&self, key: &[u8], e: &IndexEntry, at: u64) -> Result<Want> {
-        let shown = || slice_key::display_key(key);
-        let bad = |detail: String| {
-            Error::corrupt(
-                "index entry",
-                at,
-                format!("{}: tensor {}: {detail}", self.location(), shown()),
-            )
-        };
+        let ctx = |err: Error| err.context(self.location());
         if e.num_slices != 0 {
             return Err(Error::Sliced {
-                name: shown(),
+                name: slice_key::display_key(key),
                 path: self.location().to_string(),
                 slices: u64::from(e.num_slices),
             });
         }
-        let dtype = e.dtype().ok_or_else(|| Error::UnknownDType {
-            system: e.dtype_code().0,
-            code: e.dtype_code().1,
-            location: Some(format!("{}: tensor {}", self.location(), shown())),
-        })?;
-        if record::data_len(dtype, &e.shape) != Some(e.size) {
-            return Err(bad(format!(
-                "size {} does not fit shape {:?} of {dtype}",
-                e.size,
-                e.shape.as_slice()
+        let dtype = entry_dtype(key, e).map_err(ctx)?;
+        // The same checks as a mapped file's view of the entry.
+        let (end, record) =
+            check_data(key, e, dtype, at, self.header.records_len, None).map_err(ctx)?;
+        // A tensor with LoD is fetched with its record header, which holds the offsets.
+        let start = if e.lod_levels > 0 { record } else { e.offset };
+        if usize::try_from(end - start).is_err() {
+            return Err(ctx(Error::corrupt(
+                "index entry",
+                at,
+                format!(
+                    "tensor {}: {} bytes do not fit in memory",
+                    slice_key::display_key(key),
+                    e.size
+                ),
             )));
-        }
-        let end = e
-            .offset
-            .checked_add(e.size)
-            .filter(|&end| end <= self.header.records_len)
-            .ok_or_else(|| {
-                bad(format!(
-                    "data {}+{} lies outside the records region of {} bytes",
-                    e.offset, e.size, self.header.records_len
-                ))
-            })?;
-        if usize::try_from(e.size).is_err() {
-            return Err(bad(format!("{} bytes do not fit in memory", e.size)));
         }
         Ok(Want {
             name: key.to_vec(),
             dtype,
             shape: e.shape.to_vec(),
-            range: e.offset..end,
+            range: start..end,
+            data_at: e.offset,
             crc: unmask_crc(e.crc32c),
+            record: None,
         })
     }
 
@@ -997,6 +1088,8 @@ pub(crate) trait EntrySource {
     fn is_v2(&self) -> bool;
     /// The index entry under `key`: decoded, its value, the offset of its block.
     fn lookup(&self, key: &[u8]) -> Result<Option<(IndexEntry, Vec<u8>, u64)>>;
+    /// The index table (for the lookups of slices).
+    fn index_table(&self) -> Table<'_>;
     /// The data of a whole tensor's or a slice's entry, checked against its CRC32C.
     fn data(&self, key: &[u8], e: &IndexEntry, at: u64) -> Result<RemoteTensor>;
 }
@@ -1007,11 +1100,15 @@ impl EntrySource for RemoteReader {
     }
 
     fn is_v2(&self) -> bool {
-        self.header.format_version >= 2
+        RemoteReader::is_v2(self)
     }
 
     fn lookup(&self, key: &[u8]) -> Result<Option<(IndexEntry, Vec<u8>, u64)>> {
         RemoteReader::lookup(self, key)
+    }
+
+    fn index_table(&self) -> Table<'_> {
+        self.table()
     }
 
     fn data(&self, key: &[u8], e: &IndexEntry, at: u64) -> Result<RemoteTensor> {
@@ -1022,7 +1119,7 @@ impl EntrySource for RemoteReader {
 
 /// The tensor `name` of `s`, stored whole (else [`Error::Sliced`]).
 pub(crate) fn get_whole(s: &dyn EntrySource, name: &[u8]) -> Result<Option<RemoteTensor>> {
-    if name.is_empty() || (s.is_v2() && name[0] == 0) {
+    if !is_tensor_name(name, s.is_v2()) {
         return Ok(None);
     }
     let Some((e, _, at)) = s.lookup(name)? else {
@@ -1044,17 +1141,13 @@ pub(crate) fn get_region(
     name: &[u8],
     region: &Region,
 ) -> Result<Option<RemoteTensor>> {
-    if name.is_empty() || (s.is_v2() && name[0] == 0) {
+    if !is_tensor_name(name, s.is_v2()) {
         return Ok(None);
     }
     let Some((e, value, at)) = s.lookup(name)? else {
         return Ok(None);
     };
-    let dtype = e.dtype().ok_or_else(|| Error::UnknownDType {
-        system: e.dtype_code().0,
-        code: e.dtype_code().1,
-        location: Some(format!("{}: tensor {}", s.place(), name::display(name))),
-    })?;
+    let dtype = entry_dtype(name, &e).map_err(|err| err.context(s.place()))?;
     let shape: Vec<u64> = e.shape.to_vec();
     if !region.is_within(&shape) {
         return Err(Error::InvalidArgument(format!(
@@ -1089,60 +1182,30 @@ pub(crate) fn get_region(
         };
         for (i, part) in &parts {
             let r = &p.regions[*i];
-            let key = slice_key::encode(name, &r.extents(&shape));
-            let bad = |detail: String| {
-                Error::corrupt(
-                    "partitioned tensor",
-                    at,
-                    format!("{}: {}: {detail}", s.place(), slice_key::display_key(&key)),
-                )
-            };
-            let Some((se, _, sat)) = s.lookup(&key)? else {
-                return Err(bad("the slice's entry is missing".into()));
-            };
-            if se.num_slices != 0
-                || se.dtype() != Some(dtype)
-                || se.shape.as_slice() != r.len.as_slice()
-            {
-                return Err(bad(format!(
-                    "the slice is stored with shape {:?}{}, the tensor's entry says {dtype} {:?}",
-                    se.shape.as_slice(),
-                    if se.num_slices != 0 {
-                        " and slices"
-                    } else {
-                        ""
-                    },
-                    r.len
-                )));
-            }
-            let t = s.data(&key, &se, sat)?;
-            copy(&t.data, r, part, &mut out, &key)?;
+            // The same lookup and checks of a slice's entry as a mapped file's.
+            let (se, _, sat, piece) =
+                piece_entry(&s.index_table(), &p, *i).map_err(|err| err.context(s.place()))?;
+            let t = s.data(&piece.key, &se, sat)?;
+            copy(&t.data, r, part, &mut out, &piece.key)?;
         }
     }
     Ok(Some(RemoteTensor {
         dtype,
         shape: region.len.clone(),
         data: out,
+        lod: Vec::new(),
     }))
 }
 
-/// A placeholder header while the real one is read (never returned).
-fn unreachable_header() -> FileHeader {
-    FileHeader {
-        num_shards: 1,
-        big_endian: false,
-        producer: 0,
-        min_consumer: 0,
-        format_version: 0,
-        alignment: 1,
-        records_len: 0,
-        tensor_count: 0,
-        records_sorted: false,
-        metadata: Default::default(),
-        shard_of: None,
-        shards: Vec::new(),
-        slice_count: 0,
-        references: 0,
+/// A listing's entry as the remote readers give it.
+pub(crate) fn entry_of(l: Listed) -> RemoteEntry {
+    RemoteEntry {
+        name: l.name,
+        dtype: l.dtype,
+        shape: l.shape.to_vec(),
+        size: if l.slices != 0 { 0 } else { l.nbytes },
+        slices: u32::try_from(l.slices).unwrap_or(u32::MAX),
+        lod_levels: l.lod_levels,
     }
 }
 

@@ -10,10 +10,14 @@
 use std::sync::{Arc, OnceLock};
 
 use crate::error::{Error, RemoteProblem, Result, ShardProblem};
-use crate::native::{FileHeader, IndexEntry, Region};
+use crate::native::{
+    check_against_shards, check_shard_identity, check_shard_len, FileHeader, IndexEntry, Region,
+    VerifyReport,
+};
 use crate::remote::range::RangeRead;
 use crate::remote::reader::{
-    get_region, get_whole, EntrySource, RemoteEntry, RemoteOptions, RemoteReader, RemoteTensor,
+    get_region, get_whole, EntrySource, LoadOptions, RemoteEntry, RemoteOptions, RemoteReader,
+    RemoteTensor,
 };
 
 /// Opens a data object of a sharded checkpoint by its name's suffix (`.data-00000-of-00004`):
@@ -139,40 +143,11 @@ impl RemoteSharded {
             }
             Err(e) => return Err(e),
         };
-        if src.len() != want.file_len {
-            return Err(Error::Shard {
-                path: shown,
-                problem: ShardProblem::Length,
-                detail: format!(
-                    "data object {k} of checkpoint {} has {} bytes, its index records {} (a data \
-                     object of another save, written over this one?)",
-                    self.prefix,
-                    src.len(),
-                    want.file_len
-                ),
-            });
-        }
         let ctx = format!("data object {k} of checkpoint {}", self.prefix);
+        let index = self.index.location();
+        check_shard_len(&want, src.len(), &shown, &ctx, index)?;
         let r = RemoteReader::open_native(src, self.opts.clone()).map_err(|e| e.context(&ctx))?;
-        let h = r.header();
-        if h.shard_of != Some(want.shard) || !h.shards.is_empty() {
-            let is = match h.shard_of {
-                Some(s) => format!(
-                    "is shard {} of {} of save {}",
-                    s.shard_id, s.num_shards, s.save_id
-                ),
-                None => "is not a shard of a sharded save".to_string(),
-            };
-            return Err(Error::Shard {
-                path: shown,
-                problem: ShardProblem::Identity,
-                detail: format!(
-                    "{ctx} {is}; its index expects shard {} of {} of save {} (a data object of \
-                     another save, written over this one?)",
-                    want.shard.shard_id, want.shard.num_shards, want.shard.save_id
-                ),
-            });
-        }
+        check_shard_identity(r.header(), &want, &shown, &ctx, index)?;
         Ok(cell.get_or_init(|| r))
     }
 
@@ -180,6 +155,64 @@ impl RemoteSharded {
     /// from the index object alone.
     pub fn list_from(&self, start: &[u8]) -> Result<Vec<RemoteEntry>> {
         self.index.list_from(start)
+    }
+
+    /// Checks everything a mapped sharded checkpoint's [`crate::Reader::verify`] checks, with
+    /// the same code: the index's blocks; every data object (present, length, identity, and
+    /// everything [`RemoteReader::verify`] checks in a native file, its records fetched as
+    /// `opts` says); that the index lists exactly the data objects' entries; and the header's
+    /// counts.
+    pub fn verify(&self, opts: &LoadOptions) -> Result<VerifyReport> {
+        let mut report = VerifyReport {
+            blocks: self.index.verify_index()?,
+            ..VerifyReport::default()
+        };
+        let n = self.data_objects();
+        // Every object is opened first (in order, so the first missing one is reported).
+        for k in 0..n {
+            self.shard(k)?;
+        }
+        for k in 0..n {
+            let r = self.shard(k)?.verify(opts)?;
+            report.blocks += r.blocks;
+            report.records += r.records;
+            report.data_bytes += r.data_bytes;
+        }
+        let held: Vec<_> = (0..n)
+            .map(|k| self.shard(k)?.index_bytes())
+            .collect::<Result<_>>()?;
+        let tables: Vec<_> = held
+            .iter()
+            .enumerate()
+            .map(|(k, (bytes, base))| {
+                self.shard(u32::try_from(k).unwrap_or(u32::MAX))
+                    .map(|r| r.table_over(bytes, *base))
+            })
+            .collect::<Result<_>>()?;
+        let (bytes, base) = self.index.index_bytes()?;
+        let shard_path = |k: usize| self.data_location(u32::try_from(k).unwrap_or(u32::MAX));
+        let header = self.header();
+        let (tensors, slices) = check_against_shards(
+            &self.index.table_over(&bytes, base),
+            header,
+            &self.prefix,
+            &tables,
+            &shard_path,
+        )?;
+        if tensors != header.tensor_count || slices != header.slice_count {
+            return Err(Error::corrupt(
+                "header entry",
+                0,
+                format!(
+                    "{}: the header counts {} tensors and {} slices, the index holds {tensors} \
+                     and {slices}",
+                    self.prefix, header.tensor_count, header.slice_count
+                ),
+            ));
+        }
+        report.tensors = tensors;
+        report.slices = slices;
+        Ok(report)
     }
 
     /// The tensor `name` stored whole (`Ok(None)` if absent): its index block (unless cached),
@@ -223,6 +256,10 @@ impl EntrySource for RemoteSharded {
 
     fn lookup(&self, key: &[u8]) -> Result<Option<(IndexEntry, Vec<u8>, u64)>> {
         self.index.lookup(key)
+    }
+
+    fn index_table(&self) -> crate::table::Table<'_> {
+        self.index.table()
     }
 
     fn data(&self, key: &[u8], e: &IndexEntry, at: u64) -> Result<RemoteTensor> {

@@ -23,12 +23,11 @@ use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 
 use crate::error::{Error, Result, ShardProblem};
 use crate::native::{
-    parse_data_name, plan_index, read_shard_index_from, write_index, FinishStats, IndexSource,
+    parse_data_name, plan_index, read_shard_index_from, write_index, FinishStats,
     MergeShardsOptions, MergeShardsReport, MergeStep, SaveId, ShardIndex, ShardOf, ShardWriter,
     WriterOptions, MAX_SHARDS,
 };
 use crate::remote::object::{remote_error, ObjectRange};
-use crate::remote::range::RangeRead;
 use crate::remote::sharded::{data_suffix, sharded_names};
 use crate::remote::upload::{ObjectUpload, UploadOptions};
 use crate::remote::url::{resolve, ObjectLocation};
@@ -133,31 +132,6 @@ impl Deref for RemoteShardWriter {
 impl DerefMut for RemoteShardWriter {
     fn deref_mut(&mut self) -> &mut ShardWriter {
         &mut self.writer
-    }
-}
-
-/// A data object read for its index: the tail its open read, then ranged GETs.
-struct ObjectIndex<'a> {
-    src: &'a ObjectRange,
-    tail: Vec<u8>,
-}
-
-impl IndexSource for ObjectIndex<'_> {
-    fn len(&self) -> u64 {
-        self.src.len()
-    }
-
-    fn read_at(&mut self, offset: u64, len: u64) -> Result<Vec<u8>> {
-        let tail_start = self.src.len() - self.tail.len() as u64;
-        let end = offset.checked_add(len).filter(|&e| e <= self.src.len());
-        match end {
-            Some(end) if offset >= tail_start => {
-                let a = usize::try_from(offset - tail_start).expect("inside the tail");
-                let b = usize::try_from(end - tail_start).expect("inside the tail");
-                Ok(self.tail[a..b].to_vec())
-            }
-            _ => self.src.read(offset..offset.saturating_add(len)),
-        }
     }
 }
 
@@ -282,9 +256,8 @@ pub fn merge_shards_url(prefix: &str, opts: &MergeShardsOptions<'_>) -> Result<M
             MERGE_TAIL,
         )
         .and_then(|src| {
-            let tail = src.tail(MERGE_TAIL)?;
-            let mut s = ObjectIndex { src: &src, tail };
-            read_shard_index_from(&mut s, Path::new(url), &mut read)
+            // The open's read (MERGE_TAIL bytes) serves the shard index's first read.
+            read_shard_index_from(&src, Path::new(url), &mut read, MERGE_TAIL)
         });
         *results[i].lock().unwrap_or_else(|p| p.into_inner()) = Some((read, got));
         Ok(())

@@ -1,4 +1,5 @@
-//! Reading a table from a byte slice holding the whole file (typically an mmap).
+//! Reading a table from a byte slice holding the whole file (typically an mmap), or from the
+//! bytes of its end held in memory and the read seam ([`ReadAt`]) for the blocks before them.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
@@ -11,7 +12,7 @@ use super::footer::{BlockHandle, Footer};
 use super::hash::{HashIndex, HASH_INDEX_KEY};
 use super::{Compression, BLOCK_TRAILER_LEN, FOOTER_LEN, MAX_BLOCK_LEN};
 use crate::error::{ensure_within, Error, Result};
-use crate::format::{crc32c, crc32c_extend, get_fixed32, unmask_crc, Cursor};
+use crate::format::{crc32c, crc32c_extend, get_fixed32, unmask_crc, Cursor, ReadAt};
 use crate::name::display;
 
 /// Options for [`Table::open`].
@@ -20,13 +21,14 @@ pub struct TableReadOptions {
     /// Verify each data block's CRC the first time it is loaded (default true). The index block
     /// is always verified at open.
     pub verify_checksums: bool,
-    /// Bytes of decompressed (Snappy) blocks kept in memory; 0 disables the cache. Uncompressed
-    /// blocks are read in place and never cached. Default 8 MiB.
+    /// Bytes of decompressed (Snappy) blocks, and of blocks read through the seam
+    /// ([`Table::new_ranged`]), kept in memory; 0 disables the cache. Uncompressed blocks of
+    /// the bytes held are read in place and never cached. Default 8 MiB.
     pub cache_capacity: usize,
     /// Look keys up through the hash index block when the table has one (SPEC.md 4.5; default
-    /// true). Only for a [`Table`] over bytes that hold the whole table (its data blocks, hash
-    /// block and metaindex): a table over some blocks only (a remote reader's) sets it false.
-    /// Off, or without the block, `get` binary-searches the index block and a data block.
+    /// true). A table over some bytes of a file ([`Table::new_ranged`]) uses it when they hold
+    /// the hash block. Off, or without the block, `get` binary-searches the index block and a
+    /// data block.
     pub hash_index: bool,
 }
 
@@ -48,6 +50,9 @@ pub enum BlockBytes<'a> {
     Mapped(&'a [u8]),
     /// Decompressed block (possibly shared with the block cache).
     Cached(Arc<[u8]>),
+    /// Uncompressed block read into memory through the read seam (a table over the end of a
+    /// file, [`Table::new_ranged`]), shared with the block cache.
+    Fetched(Arc<[u8]>),
 }
 
 impl Deref for BlockBytes<'_> {
@@ -55,7 +60,7 @@ impl Deref for BlockBytes<'_> {
     fn deref(&self) -> &[u8] {
         match self {
             BlockBytes::Mapped(b) => b,
-            BlockBytes::Cached(b) => b,
+            BlockBytes::Cached(b) | BlockBytes::Fetched(b) => b,
         }
     }
 }
@@ -481,6 +486,8 @@ pub struct Table<'a> {
     /// The file's bytes from offset `base` to its end.
     file: &'a [u8],
     base: u64,
+    /// Where the blocks before `base` are read from, if anywhere.
+    rest: Option<&'a dyn ReadAt>,
     index: IndexRef<'a>,
 }
 
@@ -492,6 +499,7 @@ impl<'a> Table<'a> {
         Ok(Table {
             file,
             base: 0,
+            rest: None,
             index: IndexRef::Owned(Box::new(index)),
         })
     }
@@ -508,6 +516,27 @@ impl<'a> Table<'a> {
         Table {
             file: tail,
             base,
+            rest: None,
+            index: IndexRef::Borrowed(index),
+        }
+    }
+
+    /// [`Table::new_tail`] over a file read by positions: `held` holds its bytes from offset
+    /// `base` on (what the open read, [`TableIndex::open_tail`]), and a block before them is
+    /// read from `rest` (one read), checked, and kept in the index's block cache
+    /// ([`TableReadOptions::cache_capacity`]). The hash index block is used for lookups when
+    /// `held` holds it (a hash block read whole for one lookup would cost more than the one
+    /// data block a binary search reads); both ways give the same answers.
+    pub fn new_ranged(
+        held: &'a [u8],
+        base: u64,
+        rest: &'a dyn ReadAt,
+        index: &'a TableIndex,
+    ) -> Table<'a> {
+        Table {
+            file: held,
+            base,
+            rest: Some(rest),
             index: IndexRef::Borrowed(index),
         }
     }
@@ -517,8 +546,45 @@ impl<'a> Table<'a> {
         Table {
             file: self.file,
             base: self.base,
+            rest: self.rest,
             index: IndexRef::Borrowed(&self.index),
         }
+    }
+
+    /// The block of handle `h` and its trailer (type byte, stored CRC): from the bytes held,
+    /// else read through the seam.
+    fn raw(&self, h: &BlockHandle) -> Result<(Cow<'a, [u8]>, u8, u32)> {
+        match self.rest {
+            Some(rest) if h.offset < self.base => {
+                let end = block_end(h).filter(|&e| e <= rest.len()).ok_or_else(|| {
+                    Error::truncated(
+                        "block",
+                        h.offset,
+                        format!(
+                            "truncated block read: block of {} bytes (+{BLOCK_TRAILER_LEN}) runs past the end of the {}-byte file",
+                            h.size,
+                            rest.len()
+                        ),
+                    )
+                })?;
+                let mut all = rest.read(h.offset..end)?;
+                let size = all.len() - BLOCK_TRAILER_LEN;
+                let ty = all[size];
+                let stored = get_fixed32(&all, size + 1).unwrap_or(0);
+                all.truncate(size);
+                Ok((Cow::Owned(all), ty, stored))
+            }
+            _ => {
+                let (c, ty, stored) = read_raw(self.file, self.base, h)?;
+                Ok((Cow::Borrowed(c), ty, stored))
+            }
+        }
+    }
+
+    /// Whether the bytes held hold the block of handle `h` (always, for a table over a
+    /// whole file).
+    fn holds(&self, h: &BlockHandle) -> bool {
+        self.rest.is_none() || h.offset >= self.base
     }
 
     /// The table's index.
@@ -592,6 +658,9 @@ impl<'a> Table<'a> {
                 return Ok(BlockBytes::Mapped(c));
             }
         }
+        if !self.holds(&h) {
+            return self.load_fetched(i, &h, verify);
+        }
         let (contents, ty, stored) = read_raw(self.file, self.base, &h)?;
         match Compression::from_type_byte(ty) {
             Some(Compression::None) => {
@@ -629,9 +698,47 @@ impl<'a> Table<'a> {
         }
     }
 
+    /// [`Table::load_block`] of a block outside the bytes held: from the block cache, else
+    /// read through the seam, checked (CRC when `verify`), decompressed, and cached.
+    fn load_fetched(&self, i: usize, h: &BlockHandle, verify: bool) -> Result<BlockBytes<'a>> {
+        let ix = &*self.index;
+        let state = &ix.state[i];
+        let caching = ix.opts.cache_capacity > 0;
+        if caching {
+            if let Some(b) = ix.lock_cache().get(i) {
+                return Ok(if state.load(Ordering::Acquire) & PLAIN != 0 {
+                    BlockBytes::Fetched(b)
+                } else {
+                    BlockBytes::Cached(b)
+                });
+            }
+        }
+        let (contents, ty, stored) = self.raw(h)?;
+        if verify {
+            verify_crc(h, &contents, ty, stored)?;
+            state.fetch_or(VERIFIED, Ordering::AcqRel);
+        }
+        let out = match Compression::from_type_byte(ty) {
+            Some(Compression::None) => {
+                state.fetch_or(PLAIN, Ordering::AcqRel);
+                BlockBytes::Fetched(Arc::from(contents.into_owned()))
+            }
+            Some(Compression::Snappy) => {
+                BlockBytes::Cached(decompress(&contents, h.offset)?.into())
+            }
+            None => return Err(bad_type(h.offset, ty)),
+        };
+        if caching {
+            if let BlockBytes::Fetched(b) | BlockBytes::Cached(b) = &out {
+                ix.lock_cache().insert(i, b.clone());
+            }
+        }
+        Ok(out)
+    }
+
     /// Parses the layout of data block `i` held in `bytes`.
     fn layout(&self, i: usize, bytes: &BlockBytes<'_>) -> Result<Layout> {
-        let exact = matches!(bytes, BlockBytes::Mapped(_));
+        let exact = matches!(bytes, BlockBytes::Mapped(_) | BlockBytes::Fetched(_));
         let base = self.index.entries[i].handle.offset;
         let state = &self.index.state[i];
         if state.load(Ordering::Acquire) & PARSED != 0 {
@@ -658,18 +765,18 @@ impl<'a> Table<'a> {
     fn verify_all_blocks_in(&self) -> Result<u64> {
         let ix = &*self.index;
         for (i, e) in ix.entries.iter().enumerate() {
-            let (contents, ty, stored) = read_raw(self.file, self.base, &e.handle)?;
-            verify_crc(&e.handle, contents, ty, stored)?;
+            let (contents, ty, stored) = self.raw(&e.handle)?;
+            verify_crc(&e.handle, &contents, ty, stored)?;
             ix.state[i].fetch_or(VERIFIED, Ordering::AcqRel);
         }
         for h in [ix.footer.metaindex, ix.footer.index] {
-            let (contents, ty, stored) = read_raw(self.file, self.base, &h)?;
-            verify_crc(&h, contents, ty, stored)?;
+            let (contents, ty, stored) = self.raw(&h)?;
+            verify_crc(&h, &contents, ty, stored)?;
         }
         let mut n = ix.entries.len() as u64 + 2;
         if let Some(hx) = self.hash_index()? {
-            let (contents, ty, stored) = read_raw(self.file, self.base, &hx.handle)?;
-            verify_crc(&hx.handle, contents, ty, stored)?;
+            let (contents, ty, stored) = self.raw(&hx.handle)?;
+            verify_crc(&hx.handle, &contents, ty, stored)?;
             n += 1;
             self.check_hash_index()?;
         }
@@ -698,7 +805,9 @@ impl<'a> Table<'a> {
     fn get_in<R>(&self, key: &[u8], f: impl FnOnce(&[u8], u64) -> R) -> Result<Option<R>> {
         if self.index.opts.hash_index {
             if let Some(hx) = self.hash_index()? {
-                return self.get_hashed(hx, key, f);
+                if self.holds(&hx.handle) {
+                    return self.get_hashed(hx, key, f);
+                }
             }
         }
         self.get_by_search(key, f)
@@ -742,6 +851,11 @@ impl<'a> Table<'a> {
             return Ok(h.as_ref());
         }
         let h = self.read_hash_index()?;
+        if h.is_none() && self.rest.is_some() {
+            // Perhaps only outside the bytes this table holds: not remembered, so that a
+            // table over more of the file (verify's) finds it.
+            return Ok(None);
+        }
         Ok(self.index.hash.get_or_init(|| h).as_ref())
     }
 
@@ -751,6 +865,9 @@ impl<'a> Table<'a> {
     fn read_hash_index(&self) -> Result<Option<HashIndex>> {
         let ix = &*self.index;
         let meta = ix.footer.metaindex;
+        if !self.holds(&meta) {
+            return Ok(None);
+        }
         let (raw, ty, stored) = read_raw(self.file, self.base, &meta)?;
         verify_crc(&meta, raw, ty, stored)?;
         let contents: Cow<'_, [u8]> = match Compression::from_type_byte(ty) {
@@ -779,6 +896,9 @@ impl<'a> Table<'a> {
                 "hash index block (offset {}, size {}) is not between the data blocks (which end at {data_end}) and the metaindex at {}",
                 h.offset, h.size, meta.offset
             )));
+        }
+        if !self.holds(&h) {
+            return Ok(None);
         }
         let (raw, ty, _) = read_raw(self.file, self.base, &h)?;
         if ty != Compression::None.type_byte() {

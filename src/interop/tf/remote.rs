@@ -18,7 +18,7 @@ use super::checkpoint::{past_end, ShardData};
 use super::TfCheckpoint;
 use crate::error::{Error, Result};
 use crate::native::Source;
-use crate::remote::{ObjectLocation, ObjectRange, RangeRead};
+use crate::remote::{ObjectLocation, ObjectRange, RangeRead, ReadAt};
 
 /// The data objects of a checkpoint at `PREFIX` in a store, each opened on first use.
 #[derive(Debug)]
