@@ -23,7 +23,7 @@ use crate::interop::store::{
     Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorInfos, TensorStore, VerifySummary,
 };
 use crate::name;
-use crate::native::{MetaValue, Metadata, Source};
+use crate::native::{Metadata, Source};
 
 /// Most non-tensor items kept as metadata.
 pub const MAX_METADATA_ITEMS: usize = 4096;
@@ -152,16 +152,6 @@ fn array(p: &Pickle, v: &Value) -> std::result::Result<(DType, Vec<u64>, Bytes),
     Ok((d, shape, b.clone()))
 }
 
-fn metadata_value(v: &Value) -> Option<MetaValue> {
-    Some(match v {
-        Value::Int(i) => MetaValue::Int(*i),
-        Value::Float(f) => MetaValue::Float(*f),
-        Value::Bool(b) => MetaValue::Bool(*b),
-        Value::Str(s) if s.len() <= 4096 => MetaValue::String(s.to_string()),
-        _ => return None,
-    })
-}
-
 impl DygraphStore {
     /// Maps and opens the `paddle.save` pickle at `path`.
     ///
@@ -189,7 +179,7 @@ impl DygraphStore {
                 _ if is_ndarray(&p, &v) => &v,
                 _ => {
                     if metadata.len() < MAX_METADATA_ITEMS && !leaf.is_empty() {
-                        if let Some(m) = metadata_value(&v) {
+                        if let Some(m) = pickle::metadata_value(&v) {
                             // A key the metadata cannot hold (too long) is left out.
                             let _ = metadata.insert(leaf, m);
                         }

@@ -143,6 +143,20 @@ pub const PADDLE_GLOBALS: &[GlobalName] = &[
     ("builtins", "slice"),
 ];
 
+/// A scalar beside the tensors of a checkpoint (an epoch, a learning rate, a flag, a short
+/// string) as a metadata value; `None` for anything else. The `torch.save` and Paddle dygraph
+/// readers keep these as the store's metadata.
+pub(crate) fn metadata_value(v: &Value) -> Option<crate::native::MetaValue> {
+    use crate::native::MetaValue;
+    Some(match v {
+        Value::Int(i) => MetaValue::Int(*i),
+        Value::Float(f) => MetaValue::Float(*f),
+        Value::Bool(b) => MetaValue::Bool(*b),
+        Value::Str(s) if s.len() <= 4096 => MetaValue::String(s.to_string()),
+        _ => return None,
+    })
+}
+
 /// A container in [`Pickle`]'s arena.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ObjId(u32);

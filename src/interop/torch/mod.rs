@@ -151,17 +151,6 @@ fn ints(p: &Pickle, v: &Value, what: &str) -> std::result::Result<Vec<u64>, Stri
         .collect()
 }
 
-fn metadata_value(v: &Value) -> Option<crate::native::MetaValue> {
-    use crate::native::MetaValue;
-    Some(match v {
-        Value::Int(i) => MetaValue::Int(*i),
-        Value::Float(f) => MetaValue::Float(*f),
-        Value::Bool(b) => MetaValue::Bool(*b),
-        Value::Str(s) if s.len() <= 4096 => MetaValue::String(s.to_string()),
-        _ => return None,
-    })
-}
-
 impl TorchStore {
     /// Maps and opens the `torch.save` file at `path`.
     ///
@@ -238,7 +227,7 @@ impl TorchStore {
         for (leaf_name, v) in leaves {
             let Some(args) = tensor_args(&p, &v) else {
                 if metadata.len() < MAX_METADATA_ITEMS && !leaf_name.is_empty() {
-                    if let Some(m) = metadata_value(&v) {
+                    if let Some(m) = pickle::metadata_value(&v) {
                         // A key the metadata cannot hold (too long) is left out.
                         let _ = metadata.insert(leaf_name, m);
                     }
