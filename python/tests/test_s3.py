@@ -121,6 +121,19 @@ class Garage:
                 return None
 
         nid = wait_for("the node's id", node_id)
+
+        # `node id` reads the node's key from its metadata directory and can answer before the
+        # server listens; the layout commands need its RPC port, so wait for an RPC answer (on
+        # a loaded machine the server starts seconds later: "Unable to connect to destination
+        # RPC host").
+        def rpc_up():
+            try:
+                self.cli("status")
+                return True
+            except (RuntimeError, subprocess.TimeoutExpired):
+                return False
+
+        wait_for("the node's RPC", rpc_up)
         self.cli("layout", "assign", "-z", "dc1", "-c", "1G", nid[:16])
         self.cli("layout", "apply", "--version", "1")
         key = self.cli("key", "create", "pdx-key")

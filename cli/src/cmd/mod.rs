@@ -123,11 +123,12 @@ pub fn command() -> clap::Command {
 fn parse() -> Result<Cli, clap::Error> {
     use clap::FromArgMatches;
     let mut m = command().try_get_matches()?;
+    // Decided by the same rule that gave the command the options ([`command`]), not by asking
+    // the matches: clap checks argument ids only in debug builds, so in a release build
+    // `try_contains_id` answers Ok for a command without them, and reading the options from its
+    // matches then fails ("required argument was not provided: no_sign_request").
     let after = match m.subcommand() {
-        // (Err: the command does not take them.)
-        Some((_, sub)) if sub.try_contains_id("endpoint_url").is_ok() => {
-            Some(S3Args::from_arg_matches(sub)?)
-        }
+        Some((name, sub)) if !LOCAL_ONLY.contains(&name) => Some(S3Args::from_arg_matches(sub)?),
         _ => None,
     };
     let mut cli = Cli::from_arg_matches_mut(&mut m)?;
