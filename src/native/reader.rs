@@ -231,7 +231,7 @@ impl Reader {
     }
 
     pub(super) fn table(&self) -> Table<'_> {
-        Table::new(&self.source, &self.index)
+        Table::new(&self.source, &self.index).releasing_behind_scans(&self.source)
     }
 
     /// The file's header entry.
