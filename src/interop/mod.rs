@@ -50,8 +50,8 @@ pub use merge::{merge, MergeInput, MergeOptions, MergeReport};
 #[cfg(feature = "s3")]
 pub use remote::{open_location, open_url, UrlOptions};
 pub use store::{
-    DataLocation, ForeignType, Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorInfos,
-    TensorStore, VerifySummary, MAX_FOREIGN_NAME,
+    DataLocation, ForeignType, Format, Kind, LoadedTensor, StoreLayout, TensorData, TensorInfo,
+    TensorInfos, TensorStore, VerifySummary, MAX_FOREIGN_NAME,
 };
 #[cfg(feature = "s3")]
 pub use upload::export_url;

@@ -31,7 +31,7 @@ use std::sync::Arc;
 
 use crate::interop::store::{
     scan_sorted, DataLocation, ExportJob, ForeignType, Format, Kind, LoadedTensor, OutputLimit,
-    TensorData, TensorInfo, TensorInfos, TensorStore, VerifySummary, Written,
+    StoreLayout, TensorData, TensorInfo, TensorInfos, TensorStore, VerifySummary, Written,
 };
 use crate::name;
 use crate::native::staging;
@@ -438,6 +438,14 @@ impl TensorStore for SafetensorsStore {
         Format::Safetensors
     }
 
+    fn layout(&self) -> Result<StoreLayout> {
+        Ok(StoreLayout {
+            index_bytes: Some(self.header_len().saturating_add(8)),
+            shards: Some(1),
+            ..StoreLayout::default()
+        })
+    }
+
     fn metadata(&self) -> Result<Metadata> {
         SafetensorsStore::metadata(self)
     }
@@ -570,6 +578,14 @@ impl RemoteSafetensors {
 impl TensorStore for RemoteSafetensors {
     fn format(&self) -> Format {
         Format::Safetensors
+    }
+
+    fn layout(&self) -> Result<StoreLayout> {
+        Ok(StoreLayout {
+            index_bytes: Some(self.header_len().saturating_add(8)),
+            shards: Some(1),
+            ..StoreLayout::default()
+        })
     }
 
     fn metadata(&self) -> Result<Metadata> {

@@ -230,7 +230,7 @@ impl Reader {
         })
     }
 
-    pub(super) fn table(&self) -> Table<'_> {
+    pub(crate) fn table(&self) -> Table<'_> {
         Table::new(&self.source, &self.index).releasing_behind_scans(&self.source)
     }
 

@@ -477,6 +477,42 @@ impl Deref for IndexRef<'_> {
     }
 }
 
+/// Figures of a table's blocks ([`Table::figures`]): what `stat` reports of a native index or
+/// a TensorFlow `.index`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TableFigures {
+    /// Number of data blocks.
+    pub data_blocks: u64,
+    /// Bytes of the data blocks as stored (compressed or not), trailers excluded.
+    pub stored_bytes: u64,
+    /// Bytes of the data blocks once decompressed.
+    pub raw_bytes: u64,
+    /// How many data blocks are snappy-compressed.
+    pub snappy_blocks: u64,
+    /// File offset of the first data block (where the index begins).
+    pub first_data_offset: u64,
+    /// Whether the table has the hash index block (SPEC.md 4.5).
+    pub hash_index: bool,
+}
+
+impl TableFigures {
+    /// Every block that carries its own CRC32C (what `verify` counts): the data blocks, the
+    /// metaindex block, the index block and, when present, the hash index block.
+    pub fn checksummed_blocks(&self) -> u64 {
+        self.data_blocks + 2 + u64::from(self.hash_index)
+    }
+
+    /// How the data blocks are compressed: `none`, `snappy`, or `snappy (some blocks)`.
+    pub fn compression(&self) -> &'static str {
+        match self.snappy_blocks {
+            0 => "none",
+            k if k == self.data_blocks => "snappy",
+            _ => "snappy (some blocks)",
+        }
+    }
+}
+
 /// An open table: the file bytes and their validated [`TableIndex`]; data blocks are read on
 /// demand.
 ///
@@ -643,6 +679,34 @@ impl<'a> Table<'a> {
             (Err(e), Some(at)) => Err(located_error(e, at)),
             (r, _) => r,
         }
+    }
+
+    /// Figures of the table's blocks (what `stat` reports): every data block is read (and
+    /// released behind, as a scan does), so this costs a pass over the index.
+    pub fn figures(&self) -> Result<TableFigures> {
+        let mut f = TableFigures {
+            data_blocks: self.data_blocks() as u64,
+            first_data_offset: self.first_data_offset().unwrap_or(0),
+            hash_index: self.has_hash_index()?,
+            ..TableFigures::default()
+        };
+        let mut unreleased = f.first_data_offset;
+        for i in 0..self.data_blocks() {
+            let h = self.block_handle(i);
+            let b = self.load_block(i)?;
+            f.stored_bytes = f.stored_bytes.saturating_add(h.size);
+            f.raw_bytes = f.raw_bytes.saturating_add(b.len() as u64);
+            if matches!(b, BlockBytes::Cached(_)) {
+                f.snappy_blocks += 1;
+            }
+            if let Some(source) = self.scanned {
+                if h.offset.saturating_sub(unreleased) >= RELEASE_EVERY {
+                    source.release(unreleased..h.offset);
+                    unreleased = h.offset;
+                }
+            }
+        }
+        Ok(f)
     }
 
     /// Loads data block `i`: in place if uncompressed, else decompressed (through the cache).
