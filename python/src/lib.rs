@@ -215,6 +215,8 @@ fn loaded<'py>(
     let kind = t.info.kind.name().to_string();
     let shape = t.info.shape.clone();
     let data: Bound<'py, PyAny> = match t.data {
+        // A bytes value (SPEC.md 6.1): Python `bytes`.
+        TensorData::Bytes(b) if t.info.kind == Kind::Bytes => PyBytes::new(py, &b).into_any(),
         TensorData::Bytes(b) => Bound::new(py, buffer_of(store, b))?.into_any(),
         TensorData::Strings(s) => {
             let items: Vec<Bound<'py, PyBytes>> = s.iter().map(|e| PyBytes::new(py, e)).collect();
@@ -557,6 +559,8 @@ impl Store {
                     r.get(&n)
                         .map(|v| v.map(|v| (v.dtype(), v.shape().to_vec(), v.data())))
                 }) {
+                    // A bytes value's encoding is always checked (`load` below).
+                    Ok(Some((DType::Bytes, _, _))) => {}
                     Ok(Some((d, shape, data))) => {
                         let t = LoadedTensor {
                             info: paramdex::interop::TensorInfo {
@@ -776,6 +780,22 @@ impl NativeWriter {
         let bytes = ArrayBytes::of(array)?;
         // `array` is held (borrowed from the caller) for the whole call.
         py.detach(|| self.with(|w| w.add(&n, Tensor::new(d, &shape, bytes.slice()))))
+    }
+
+    /// Adds a bytes value (SPEC.md 6.1): `value` (bytes-like) under `name`.
+    fn add_bytes(
+        &self,
+        py: Python<'_>,
+        name: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let n = name_bytes(name)?;
+        let v: Vec<u8> = if let Ok(b) = value.cast::<PyBytes>() {
+            b.as_bytes().to_vec()
+        } else {
+            value.extract::<Vec<u8>>()?
+        };
+        py.detach(|| self.with(|w| w.add_bytes(&n, &v)))
     }
 
     /// Replaces the metadata to be written.
@@ -1047,7 +1067,10 @@ fn dtypes() -> Vec<(&'static str, usize)> {
 /// `Kind::numeric() == None`; this tells Python whether a kind name is numeric.
 #[pyfunction]
 fn is_numeric(kind: &str) -> bool {
-    DType::from_name(kind).map(Kind::Numeric).is_some()
+    DType::from_name(kind)
+        .filter(|d| *d != DType::Bytes)
+        .map(Kind::Numeric)
+        .is_some()
 }
 
 /// Aborts every multipart upload of this process in flight (outputs being written to `s3://`),
