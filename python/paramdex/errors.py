@@ -27,6 +27,7 @@ BackgroundSaveError        ``BackgroundSave``
 ClosedError                (a ``safe_open`` used after ``close``)     ``ValueError``
 SliceIndexError            (``get_slice``: an index out of range)     ``IndexError``
 SliceTypeError             (``get_slice``: an index of another type)  ``TypeError``
+UnsupportedDTypeError      (an array or tensor of a dtype not stored) ``TypeError``
 =========================  =========================================  ======================
 
 As a drop-in for ``safetensors``, every class is also a :class:`SafetensorError` (where the
@@ -55,6 +56,7 @@ __all__ = [
     "ClosedError",
     "SliceIndexError",
     "SliceTypeError",
+    "UnsupportedDTypeError",
 ]
 
 try:  # safetensors' own class, when it is installed: code catching it catches paramdex's too.
@@ -147,3 +149,8 @@ class CheckpointError(ParamdexError):
 
 class BackgroundSaveError(ParamdexError):
     """A background save (``CheckpointManager.save_async``) failed."""
+
+
+class UnsupportedDTypeError(UnsupportedError, TypeError):
+    """An array or tensor to write has a dtype paramdex cannot store (numpy ``object``
+    arrays, say): a ``SafetensorError``, as safetensors raises it, and a ``TypeError``."""

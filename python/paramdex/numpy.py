@@ -22,6 +22,17 @@ Name = Union[str, bytes]
 __all__ = ["save_file", "load_file", "save", "load"]
 
 
+def _getdtype(dtype_str: str) -> np.dtype:
+    """The numpy dtype of a safetensors dtype code (``"F32"`` -> float32; ``"BF16"`` and the
+    float8 codes when ml_dtypes is installed)."""
+    from ._convert import numpy_dtype
+
+    kind = _safetensors.FROM_ST_CODE.get(dtype_str)
+    if kind is None:
+        raise KeyError(dtype_str)
+    return numpy_dtype(kind)
+
+
 def _items(tensors: Any) -> List[Tuple[Name, str, List[int], np.ndarray]]:
     if not isinstance(tensors, dict):
         raise TypeError(f"Expected a dict of [str, np.ndarray] but received {type(tensors)}")

@@ -148,7 +148,9 @@ def _writable(t: Any) -> Tuple[np.ndarray, str, List[int]]:
     the CPU; no copy for a contiguous CPU tensor)."""
     kind = _FROM_TORCH.get(t.dtype)
     if kind is None:
-        raise TypeError(f"paramdex cannot store torch dtype {t.dtype}")
+        from .errors import UnsupportedDTypeError
+
+        raise UnsupportedDTypeError(f"paramdex cannot store torch dtype {t.dtype}")
     t = t.detach()
     if t.device.type != "cpu":
         t = t.cpu()
@@ -232,6 +234,19 @@ def _items_for_save(tensors: Any) -> List[Tuple[Name, str, List[int], np.ndarray
         a, kind, shape = _writable(v)
         items.append((k, kind, shape, a))
     return items
+
+
+#: Bytes per element of each torch dtype paramdex stores (safetensors.torch's ``_SIZE``).
+_SIZE: Dict[Any, int] = {t: torch.empty((), dtype=t).element_size() for t in _FROM_TORCH}
+#: safetensors dtype code -> torch dtype (safetensors.torch's ``_TYPES``).
+_TYPES: Dict[str, Any] = {
+    _safetensors.ST_CODE[k]: t for k, t in TORCH_DTYPES.items() if k in _safetensors.ST_CODE
+}
+
+
+def _getdtype(dtype_str: str) -> Any:
+    """The torch dtype of a safetensors dtype code (``"BF16"`` -> ``torch.bfloat16``)."""
+    return _TYPES[dtype_str]
 
 
 # -- shared tensors: safetensors' rules --------------------------------------------------------

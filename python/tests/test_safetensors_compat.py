@@ -329,6 +329,8 @@ def test_errors(lib, tmp_path):
         lib.np.save_file({1: ARRAYS["test"]}, str(tmp_path / "x.safetensors"))
     with pytest.raises(lib.err):
         lib.np.save_file({"c": np.zeros(2, np.complex128)}, str(tmp_path / "x.safetensors"))
+    with pytest.raises(lib.err):
+        lib.np.save_file({"o": np.array([b"x"], dtype=object)}, str(tmp_path / "x.safetensors"))
 
 
 def test_paramdex_errors_are_safetensors_errors(tmp_path):
