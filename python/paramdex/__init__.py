@@ -51,6 +51,7 @@ __all__ = [
     "serialize_file",
     "deserialize",
     "TensorSpec",
+    "_safe_open_handle",
     *errors.__all__,
 ]
 
@@ -162,7 +163,12 @@ class SafeOpen:
         self._cow: Optional[Any] = None
         p = _path_in(path)
         before = _identity(p)
-        self._store = _paramdex.Store(p)
+        try:
+            self._store = _paramdex.Store(p)
+        except errors.NoSuchFileError as e:
+            # safetensors' message (code matches on it); the library's, which also names the
+            # checkpoint prefixes looked for, is the cause.
+            raise errors.NoSuchFileError(f"No such file or directory: {p}") from e
         # The file the store mapped, when it is certain (unchanged across the open): torch maps
         # that file again by its name (paramdex.torch), and only while it is still this one.
         self._file = before if before is not None and _identity(p) == before else None
@@ -404,6 +410,24 @@ def safe_open(
     views of the store's own mapping instead. ``backend`` (``"mmap"`` or ``"pread"``) is
     checked as safetensors checks it; paramdex always maps local files."""
     return SafeOpen(path, framework=framework, device=device, checksums=checksums, backend=backend, readonly=readonly)
+
+
+def _safe_open_handle(f: Any, framework: str, device: Any = "cpu", *, backend: str = "mmap") -> SafeOpen:
+    """safetensors' ``_safe_open_handle``: opens an open file object (a local file, an fsspec
+    file...). A file object naming a local file is opened (mapped) by its name; any other is
+    read whole into memory."""
+    name = getattr(f, "name", None)
+    if not isinstance(name, (str, bytes, os.PathLike)):
+        name = getattr(f, "path", None)
+    if isinstance(name, (str, bytes, os.PathLike)) and os.path.isfile(name):
+        return safe_open(name, framework, device, backend=backend)
+    fw = _framework(framework)
+    _check_open_args(fw, device, backend)
+    if hasattr(f, "seek"):
+        f.seek(0)
+    out = SafeOpen._from_bytes(f.read(), framework=fw)
+    out._device = device
+    return out
 
 
 class SafeSlice:

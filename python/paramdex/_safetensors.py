@@ -159,7 +159,7 @@ def _spec_item(name: Any, spec: Any) -> Item:
         else:
             a = np.empty(0, np.uint8)
         return name, kind, shape, a
-    if isinstance(spec, dict):
+    if isinstance(spec, dict) and set(spec) == {"dtype", "shape", "data"}:
         code = spec["dtype"]
         kind = code if code in ST_CODE else FROM_ST_CODE.get(code)
         if kind is None:

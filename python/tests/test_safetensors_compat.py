@@ -552,3 +552,24 @@ print("ok")
 def test_framework_modules(fw, tmp_path):
     need(fw, load=False)
     assert run_child(FRAMEWORK_CHILD, fw, str(tmp_path)).strip().endswith("ok")
+
+
+def test_safe_open_handle_of_file_objects(lib, tmp_path):
+    p = tmp_path / "m.safetensors"
+    safetensors.numpy.save_file(ARRAYS, str(p))
+    with open(p, "rb") as fh:
+        with lib.top._safe_open_handle(fh, framework="np", device="cpu") as f:
+            for k, v in ARRAYS.items():
+                _same(f.get_tensor(k), v)
+    if lib.top is paramdex:
+        # A file object that names no local file is read into memory.
+        import io
+
+        with paramdex._safe_open_handle(io.BytesIO(p.read_bytes()), "np") as f:
+            _same(f.get_tensor("test"), ARRAYS["test"])
+
+
+def test_missing_file_message_is_safetensors(lib, tmp_path):
+    with pytest.raises(FileNotFoundError) as e:
+        lib.top.safe_open(str(tmp_path / "nofile"), framework="np")
+    assert str(e.value) == f"No such file or directory: {tmp_path / 'nofile'}"
