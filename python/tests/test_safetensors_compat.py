@@ -544,6 +544,17 @@ assert ours.save(dict(tensors)) == theirs.save(dict(tensors))
 ours.save_file(dict(tensors), d + "/o.pdx")
 got = ours.load_file(d + "/o.pdx")
 np.testing.assert_array_equal(back(got["a"]), arrays["a"])
+if fw == "paddle":  # bfloat16 and float8, which Paddle's numpy() does not give as themselves
+    low = {
+        "h": paddle.to_tensor([1.5, -2.0, 3.25], dtype="float32").astype("bfloat16"),
+        "e": paddle.to_tensor([0.5, 2.0], dtype="float32").astype("float8_e4m3fn"),
+    }
+    assert ours.save(dict(low)) == theirs.save(dict(low))
+    for lib in (ours, theirs):
+        got = lib.load(ours.save(dict(low)))
+        for k, v in low.items():
+            assert got[k].dtype == v.dtype, (k, got[k].dtype)
+            assert (got[k].astype("float32").numpy() == v.astype("float32").numpy()).all(), k
 print("ok")
 """
 
