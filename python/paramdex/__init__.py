@@ -292,17 +292,24 @@ class SafeOpen:
             return _pt._tensor(self, name, kind, shape, data, self._device)
         return self._convert(to_numpy(kind, shape, data))
 
+    def _file_run(self, name: Name, nbytes: int) -> Optional[Tuple[str, int, int]]:
+        """(path, offset, length) of tensor ``name``'s ``nbytes`` bytes when they are one run
+        of the local file the store mapped, else None (a new private mapping of that file, by
+        numpy here or torch in :mod:`paramdex.torch`, then holds them without a copy)."""
+        loc = self._store.data_location(name)
+        if loc is None or self._file is None or loc[2] != nbytes:
+            return None
+        return loc
+
     def _private_view(self, name: Name, kind: str, shape: List[int], nbytes: int) -> Optional[np.ndarray]:
         """A writable numpy array of tensor ``name`` over a private (copy-on-write) mapping of
         the file: zero-copy, and a write copies only the pages it touches, never reaching the
         file. None when the tensor's bytes are not one run of the file the store mapped (then
         the caller gives the read-only view)."""
-        loc = self._store.data_location(name)
-        if loc is None or self._file is None:
+        run = self._file_run(name, nbytes)
+        if run is None:
             return None
-        path, offset, length = loc
-        if length != nbytes:
-            return None
+        path, offset, length = run
         import mmap
 
         with self._lock:

@@ -98,6 +98,16 @@ def to_bytes(items: List[Item], metadata: Optional[Dict[str, Any]], format: str)
             return f.read()
 
 
+def non_contiguous(name: Any) -> ValueError:
+    """safetensors' refusal of a non-contiguous tensor (torch, Paddle), word for word."""
+    return ValueError(
+        f"You are trying to save a non contiguous tensor: `{name}` which is not allowed. It either means you"
+        " are trying to save tensors which are reference of each other in which case it's recommended to save"
+        " only the full tensors, and reslice at load time, or simply call `.contiguous()` on your tensor to"
+        " pack it before saving."
+    )
+
+
 def _check_names(items: List[Item]) -> None:
     for name, *_ in items:
         if not isinstance(name, str):

@@ -10,6 +10,7 @@ import numpy as np
 import paddle
 
 from . import _framework_module as _m
+from . import _safetensors
 
 __all__ = ["save", "save_file", "load", "load_file"]
 
@@ -18,12 +19,7 @@ def _np(name: Any, t: Any) -> Tuple[np.ndarray, Optional[str]]:
     if not isinstance(t, paddle.Tensor):
         raise ValueError(f"Key `{name}` is invalid, expected paddle.Tensor but received {type(t)}")
     if not t.is_contiguous():
-        raise ValueError(
-            f"You are trying to save a non contiguous tensor: `{name}` which is not allowed. It either means you"
-            " are trying to save tensors which are reference of each other in which case it's recommended to save"
-            " only the full tensors, and reslice at load time, or simply call `.contiguous()` on your tensor to"
-            " pack it before saving."
-        )
+        raise _safetensors.non_contiguous(name)
     kind = str(t.dtype).split(".")[-1]
     if kind in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
         # Paddle's numpy() of these is their bits as integers (or float32): through float32,

@@ -95,12 +95,10 @@ def _tensor(f: Any, name: Name, kind: str, shape: List[int], data: Any, device: 
 def _from_file(f: Any, name: Name, dt: Any, shape: List[int], nbytes: int) -> Optional[Any]:
     """A tensor over a private mapping of the file holding ``name``'s bytes, or None when its
     bytes are not one run in one local file."""
-    loc = f._store.data_location(name)
-    if loc is None or f._file is None:
+    run = f._file_run(name, nbytes)
+    if run is None:
         return None
-    path, offset, length = loc
-    if length != nbytes:
-        return None
+    path, offset, length = run
     size = torch.empty((), dtype=dt).element_size()
     if offset % size:
         return None
@@ -225,12 +223,7 @@ def _items_for_save(tensors: Any) -> List[Tuple[Name, str, List[int], np.ndarray
     items = []
     for k, v in tensors.items():
         if not v.is_contiguous():
-            raise ValueError(
-                f"You are trying to save a non contiguous tensor: `{k}` which is not allowed. It either means you"
-                " are trying to save tensors which are reference of each other in which case it's recommended to save"
-                " only the full tensors, and reslice at load time, or simply call `.contiguous()` on your tensor to"
-                " pack it before saving."
-            )
+            raise _safetensors.non_contiguous(k)
         a, kind, shape = _writable(v)
         items.append((k, kind, shape, a))
     return items
