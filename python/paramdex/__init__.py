@@ -160,7 +160,7 @@ class SafeOpen:
         self._device = device
         self._checksums = bool(checksums)
         self._readonly = bool(readonly)
-        self._cow: Optional[Any] = None
+        self._cow: Optional[Tuple[str, Any]] = None  # (path, private mapping of that file)
         p = _path_in(path)
         before = _identity(p)
         try:
@@ -313,17 +313,19 @@ class SafeOpen:
         import mmap
 
         with self._lock:
-            mm = self._cow
-            if mm is None:
+            if self._cow is not None and self._cow[0] == path:
+                mm = self._cow[1]
+            else:
                 # Only the file the store mapped and checked (the same device, inode, size and
-                # mtime before and after it is mapped again), as paramdex.torch does.
-                if _identity(path) != self._file or self._file[2] == 0:
+                # mtime before and after it is mapped again), as paramdex.torch does; a tensor
+                # in another file of the store (a shard, a Paddle model's parameters) is not.
+                if self._cow is not None or _identity(path) != self._file or self._file[2] == 0:
                     return None
                 with open(path, "rb") as fh:
                     mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY)
                 if _identity(path) != self._file:
                     return None
-                self._cow = mm
+                self._cow = (path, mm)
         if offset + length > len(mm):
             return None
         raw = np.frombuffer(mm, dtype=np.uint8, count=length, offset=offset)

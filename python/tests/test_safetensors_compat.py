@@ -584,3 +584,20 @@ def test_missing_file_message_is_safetensors(lib, tmp_path):
     with pytest.raises(FileNotFoundError) as e:
         lib.top.safe_open(str(tmp_path / "nofile"), framework="np")
     assert str(e.value) == f"No such file or directory: {tmp_path / 'nofile'}"
+
+
+def test_sharded_checkpoint_opened_by_its_index_gives_its_tensors(tmp_path):
+    # The private mappings (numpy and torch) map only the file the store opened: a tensor in a
+    # data file of a checkpoint opened by PREFIX.index comes from the store (the data file's
+    # bytes), never from the index's bytes at the data file's offset.
+    m = paramdex.CheckpointManager(tmp_path, shards=2)
+    want = {f"w{i}": np.full((100,), i, np.float32) for i in range(6)}
+    m.save(1, want)
+    index = tmp_path / "ckpt-1.index"
+    for fw in ("np", "pt"):
+        if fw == "pt":
+            need("torch")
+        with paramdex.safe_open(index, fw) as f:
+            for k, v in want.items():
+                got = np.asarray(f.get_tensor(k))
+                np.testing.assert_array_equal(got, v)
