@@ -10,24 +10,20 @@ import numpy as np
 
 from . import SafeOpen, safe_open
 from . import _safetensors
-from ._convert import ML_DTYPES, to_numpy, writable_bytes
+from ._convert import to_numpy, writable_bytes
 
 Item = Tuple[Any, str, List[int], np.ndarray]
 
 
-def items(tensors: Any, to_numpy_one: Callable[[str, Any], Tuple[np.ndarray, Optional[str]]], what: str) -> List[Item]:
+def items(tensors: Any, to_numpy_one: Callable[[Any, Any], np.ndarray], what: str) -> List[Item]:
     """(name, dtype, shape, bytes) of each tensor of ``tensors``; ``to_numpy_one(name, t)``
-    gives its numpy array and, when the array holds raw bits, the dtype name."""
+    gives its numpy array (refusing what safetensors refuses)."""
     if not isinstance(tensors, dict):
         raise ValueError(f"Expected a dict of [str, {what}] but received {type(tensors)}")
     out = []
     for name, t in tensors.items():
-        arr, kind = to_numpy_one(name, t)
-        a, k, shape = writable_bytes(arr)
-        if kind is not None and kind in ML_DTYPES and k != kind:
-            a = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
-            k = kind
-        out.append((name, k, shape, a))
+        a, kind, shape = writable_bytes(to_numpy_one(name, t))
+        out.append((name, kind, shape, a))
     return out
 
 

@@ -4,7 +4,7 @@ paramdex file; ``format=`` decides). Needs mlx installed, as safetensors' module
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Optional
 
 import numpy as np
 import mlx.core as mx
@@ -14,8 +14,8 @@ from . import _framework_module as _m
 __all__ = ["save", "save_file", "load", "load_file"]
 
 
-def _np(name: Any, t: Any) -> Tuple[np.ndarray, Optional[str]]:
-    return np.asarray(t), None
+def _np(name: Any, t: Any) -> np.ndarray:
+    return np.asarray(t)
 
 
 def save(tensors: Dict[str, Any], metadata: Optional[Dict[str, str]] = None, *, format: str = "safetensors") -> bytes:

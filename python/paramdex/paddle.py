@@ -4,7 +4,7 @@ file (``format=`` decides); ``load_file`` reads every format paramdex reads."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Optional
 
 import numpy as np
 import paddle
@@ -15,7 +15,7 @@ from . import _safetensors
 __all__ = ["save", "save_file", "load", "load_file"]
 
 
-def _np(name: Any, t: Any) -> Tuple[np.ndarray, Optional[str]]:
+def _np(name: Any, t: Any) -> np.ndarray:
     if not isinstance(t, paddle.Tensor):
         raise ValueError(f"Key `{name}` is invalid, expected paddle.Tensor but received {type(t)}")
     if not t.is_contiguous():
@@ -24,8 +24,8 @@ def _np(name: Any, t: Any) -> Tuple[np.ndarray, Optional[str]]:
     if kind in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
         # Paddle's numpy() of these is their bits as integers (or float32): through float32,
         # which holds every value exactly, then the type itself (ml_dtypes).
-        return t.astype("float32").cpu().numpy().astype(kind_np(kind)), None
-    return t.detach().cpu().numpy(), None
+        return t.astype("float32").cpu().numpy().astype(kind_np(kind))
+    return t.detach().cpu().numpy()
 
 
 def kind_np(kind: str) -> Any:

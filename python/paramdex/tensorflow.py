@@ -5,7 +5,7 @@ paramdex reads."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -15,8 +15,8 @@ from . import _framework_module as _m
 __all__ = ["save", "save_file", "load", "load_file"]
 
 
-def _np(name: Any, t: Any) -> Tuple[np.ndarray, Optional[str]]:
-    return t.numpy() if hasattr(t, "numpy") else np.asarray(t), None
+def _np(name: Any, t: Any) -> np.ndarray:
+    return t.numpy() if hasattr(t, "numpy") else np.asarray(t)
 
 
 def save(tensors: Dict[str, Any], metadata: Optional[Dict[str, str]] = None, *, format: str = "safetensors") -> bytes:
