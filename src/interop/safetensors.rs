@@ -969,11 +969,13 @@ fn lazy_views<'s>(
 
 /// `store`'s tensors as the bytes of a safetensors file held in memory (what
 /// `safetensors.serialize` returns), with `metadata` as `__metadata__`
-/// ([`Metadata::to_strings`]; omitted when empty): the writer of [`export`] without the file.
+/// ([`Metadata::to_strings`]; omitted when empty): the safetensors writer of
+/// [`crate::interop::export`] without the file.
 ///
 /// # Errors
 ///
-/// [`Error::Unsupported`] naming the first tensor safetensors cannot hold ([`cannot_hold`]);
+/// [`Error::Unsupported`] naming the first tensor safetensors cannot hold
+/// ([`OutputFormat::cannot_hold`](crate::interop::OutputFormat::cannot_hold));
 /// [`Error::LimitExceeded`] for a header over [`MAX_HEADER_LEN`]; the store's errors loading a
 /// tensor.
 pub fn serialize(store: &dyn TensorStore, metadata: &Metadata) -> Result<Vec<u8>> {
