@@ -1,17 +1,20 @@
-"""paramdex: named tensors by memory map, with the API shape of ``safetensors``.
+"""paramdex: named tensors by memory map, and a drop-in for ``safetensors``' Python API (every
+name of ``safetensors``, ``safetensors.torch``, ``safetensors.numpy`` and the framework modules,
+with the same arguments, results and exception types: docs/python.md section 2).
 
 Reading::
 
     with paramdex.safe_open("model.pdx", framework="np") as f:
         for name in f.keys():
-            a = f.get_tensor(name)       # numpy: a zero-copy, read-only view of the file
+            a = f.get_tensor(name)       # numpy: zero-copy, writable, writes stay private
 
 ``safe_open`` opens every input the ``paramdex`` CLI opens, detected by content: paramdex
 files, sharded checkpoints (by prefix or ``PREFIX.index``), TensorFlow checkpoints (prefix or
 directory), Paddle models and tensor files, safetensors files, ``DIR@STEP`` of a checkpoint
 directory, and ``s3://`` URLs.
 
-Writing: :func:`paramdex.numpy.save_file`, :func:`paramdex.torch.save_file`, the streaming
+Writing (``*.safetensors`` names as safetensors files, others as paramdex files; ``format=``
+decides): :func:`paramdex.numpy.save_file`, :func:`paramdex.torch.save_file`, the streaming
 :class:`Writer`, and :class:`CheckpointManager`.
 
 Errors are :class:`ParamdexError` subclasses chosen by the library's error variant (see
@@ -273,9 +276,11 @@ class SafeOpen:
     def get_tensor(self, name: Name) -> Any:
         """Tensor ``name`` in the framework of this ``safe_open``.
 
-        numpy: a read-only view of the file's mapping where the format stores the tensor as
-        one run of bytes in a local file (paramdex, safetensors, Paddle, aligned TensorFlow
-        data), else one copy (writable). torch: see :mod:`paramdex.torch`."""
+        numpy: where the format stores the tensor as one run of bytes of the local file opened
+        (a paramdex, safetensors or Paddle tensor file), a view of a private copy-on-write
+        mapping of it (zero-copy and writable; writes never reach the file), or with
+        ``readonly=True`` a read-only view of the store's own mapping; else one copy
+        (writable). torch: see :mod:`paramdex.torch`."""
         return self._get(name, self._checksums)
 
     def _get(self, name: Name, checksums: bool) -> Any:
