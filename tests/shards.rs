@@ -1541,3 +1541,39 @@ fn checksum_mismatches_name_the_damaged_file() {
     let c = context_of(e.unwrap_err());
     assert!(c.contains(&single.display().to_string()), "{c}");
 }
+
+/// `data_location` of a sharded checkpoint's tensor names its data file, where its offset is,
+/// whether the checkpoint is opened by its prefix or by `PREFIX.index` (it once named the
+/// index, and the Python package then mapped the index's bytes at the shard's offset).
+#[test]
+fn data_location_names_the_data_file_not_the_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = dir.path().join("ckpt");
+    let mut rng = Rng(29);
+    let model = random_model(&mut rng, 8);
+    let s = ShardedSave::with_options(&prefix, 2, SaveId::random(), quick()).unwrap();
+    let mut writers: Vec<ShardWriter> = (0..2).map(|k| s.shard(k).unwrap()).collect();
+    for (i, (name, t)) in model.iter().enumerate() {
+        writers[i % 2]
+            .add(name, Tensor::new(t.dtype, &t.shape, &t.data))
+            .unwrap();
+    }
+    for w in writers {
+        w.finish().unwrap();
+    }
+    s.merge(&no_sync()).unwrap();
+    let index = dir.path().join("ckpt.index");
+    for opened in [&prefix, &index] {
+        let store = open_any(opened).unwrap();
+        let mut files = std::collections::BTreeSet::new();
+        for (name, t) in &model {
+            let loc = store.data_location(name).unwrap().unwrap();
+            assert_ne!(loc.path, index, "{}", String::from_utf8_lossy(name));
+            let file = fs::read(&loc.path).unwrap();
+            let at = usize::try_from(loc.offset).unwrap();
+            assert_eq!(&file[at..at + t.data.len()], &t.data[..]);
+            files.insert(loc.path);
+        }
+        assert_eq!(files.len(), 2);
+    }
+}

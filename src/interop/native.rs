@@ -157,7 +157,8 @@ impl TensorStore for Reader {
 
     fn data_location(&self, name: &[u8]) -> Result<Option<DataLocation>> {
         Ok(self.get(name)?.map(|t| DataLocation {
-            path: self.path().into(),
+            // The data file of a sharded checkpoint's tensor, not the index opened.
+            path: t.path().into(),
             offset: t.data_offset(),
             len: t.data().len() as u64,
             crc32c: Some(crate::format::unmask_crc(t.stored_crc())),
