@@ -186,10 +186,10 @@ fn recover_keeps_bytes_values() {
     }
 }
 
-/// The golden file `tests/data/native/v2/bytes.pdx` (SPEC.md 6.1): a float32 tensor and two
+/// The golden file `tests/data/native/bytes/bytes.pdx` (SPEC.md 6.1): a float32 tensor and two
 /// bytes values. Frozen: every later paramdex MUST read it with these values, and today's
 /// writer reproduces it byte for byte. Written by `regenerate_bytes_golden` (ignored).
-const GOLDEN: &str = "native/v2/bytes.pdx";
+const GOLDEN: &str = "native/bytes/bytes.pdx";
 
 fn write_golden(path: &Path) {
     let opts = paramdex::WriterOptions {
@@ -235,7 +235,7 @@ fn golden_file_reads_and_is_reproduced() {
 }
 
 #[test]
-#[ignore = "writes tests/data/native/v2/bytes.pdx; run by hand"]
+#[ignore = "writes tests/data/native/bytes/bytes.pdx; run by hand"]
 fn regenerate_bytes_golden() {
     let golden = support::data(GOLDEN);
     assert!(!golden.exists(), "the golden file is frozen");

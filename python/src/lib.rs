@@ -671,8 +671,8 @@ impl Store {
     }
 
     /// For a paramdex file or sharded checkpoint: (name, kind, shape, nbytes, whole) of every
-    /// tensor in bytewise name order, `whole` False for a tensor stored in slices (its shape
-    /// then `[]` and its nbytes 0: `load` assembles it); None for other stores.
+    /// tensor in bytewise name order, `whole` False for a tensor stored in slices and for a bytes
+    /// value (its shape then `[]` and its nbytes 0: `load` gives it); None for other stores.
     #[allow(clippy::type_complexity)]
     fn native_tensors<'py>(
         &self,
@@ -688,7 +688,10 @@ impl Store {
                     let mut out: Vec<(Vec<u8>, DType, Vec<u64>, u64, bool)> = Vec::new();
                     for v in r.iter() {
                         let v = v?;
-                        if v.slice_start().is_some() {
+                        if v.dtype() == DType::Bytes {
+                            // A bytes value: `load` gives it (as `bytes`), like a sliced one.
+                            out.push((v.name().to_vec(), v.dtype(), Vec::new(), 0, false));
+                        } else if v.slice_start().is_some() {
                             // One entry per tensor, however many slices hold it.
                             if out.last().is_none_or(|l| l.0 != v.name()) {
                                 out.push((v.name().to_vec(), v.dtype(), Vec::new(), 0, false));
