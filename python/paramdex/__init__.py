@@ -46,6 +46,9 @@ __all__ = [
     "CheckpointManager",
     "PruneReport",
     "abort_uploads_in_flight",
+    "ShardWriter",
+    "merge_shards",
+    "new_save_id",
     *errors.__all__,
 ]
 
@@ -546,3 +549,7 @@ class CheckpointManager:
         f._torch_files = {}
         f._lock = threading.Lock()
         return f
+
+
+# Sharded saves (paramdex/sharded.py): imported last, it uses the helpers above.
+from .sharded import ShardWriter, merge_shards, new_save_id  # noqa: E402
