@@ -74,7 +74,8 @@ pub fn to_safetensors_dtype(d: DType) -> Option<StDtype> {
         | DType::UInt2
         | DType::Float4E2M1FN
         | DType::Float6E2M3FN
-        | DType::Float6E3M2FN => return None,
+        | DType::Float6E3M2FN
+        | DType::Bytes => return None,
     })
 }
 

@@ -9,6 +9,7 @@
 //! | module | holds |
 //! |---|---|
 //! | `header` | [`FileHeader`], the `""` entry |
+//! | `bytes_value` | the encoding and checksum of bytes values (SPEC.md 6.1) |
 //! | `entry` | [`IndexEntry`], a tensor's index value (hand codec, no allocation on `get`) |
 //! | `meta` | [`Metadata`], [`MetaValue`] and their field-21 codec |
 //! | `source` | the bytes a reader reads: a memory map or memory (the crate's one `unsafe`) |
@@ -32,6 +33,7 @@
 #![cfg_attr(not(test), deny(clippy::cast_possible_truncation))]
 
 mod backend;
+pub(crate) mod bytes_value;
 mod entry;
 mod header;
 mod load;

@@ -14,6 +14,7 @@ use crate::dtype::DType;
 use crate::error::{ensure_within, path_str, Error, Result, SliceProblem};
 use crate::format::{crc32c, unmask_crc};
 use crate::name;
+use crate::native::bytes_value;
 use crate::native::entry::{decode_slices, Dims, IndexEntry};
 use crate::native::header::FileHeader;
 use crate::native::open::{open_index, Opened};
@@ -348,6 +349,16 @@ impl Reader {
         is_tensor_name(name, self.is_v2())
     }
 
+    /// The bytes value `name` (SPEC.md 6.1), checked (its checksum and encoding), zero-copy;
+    /// `Ok(None)` if there is no entry of that name. [`Error::InvalidArgument`] when `name`
+    /// is a tensor, not a bytes value.
+    pub fn get_bytes(&self, name: impl AsRef<[u8]>) -> Result<Option<&[u8]>> {
+        match self.get(name)? {
+            None => Ok(None),
+            Some(v) => v.bytes_value().map(Some),
+        }
+    }
+
     /// Like [`Reader::get`], but a missing tensor is [`Error::NotFound`].
     pub fn tensor(&self, name: impl AsRef<[u8]>) -> Result<TensorView<'_>> {
         let name = name.as_ref();
@@ -559,7 +570,12 @@ impl Reader {
         let in_file = |v: u64| usize::try_from(v).expect("an offset inside the mapped file");
         let data = &file[in_file(e.offset)..in_file(end)];
         if self.opts.verify_tensors {
-            let computed = crc32c(data);
+            let computed = if dtype == DType::Bytes {
+                let shown = shown_name(name, slice.as_deref());
+                unmask_crc(bytes_value::entry_crc(data, &shown, e.offset)?)
+            } else {
+                crc32c(data)
+            };
             let stored = unmask_crc(e.crc32c);
             if computed != stored {
                 return Err(data_crc_mismatch(
