@@ -100,6 +100,9 @@ pub use native::{
     WriterOptions, DEFAULT_ALIGNMENT, DEFAULT_BLOCK_SIZE, DEFAULT_INDEX_MEMORY, FORMAT_VERSION,
     MAX_SHARDS, MAX_SLICES,
 };
+/// The value of an encoded bytes value (SPEC.md 6.1) as stored (what a store's `load` returns
+/// for one), checked; for readers that get the stored bytes, such as an object store's.
+pub use native::bytes_value::decode as decode_bytes_value;
 pub use progress::{NoProgress, Progress, Unit};
 pub use record::Lod;
 pub use table::Compression;

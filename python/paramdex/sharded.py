@@ -104,6 +104,11 @@ class ShardWriter:
             raise ValueError(f"slice of rank {len(shape)} with a start of rank {len(start)}")
         return self._w.add_slice(name, kind, [int(d) for d in global_shape], start, shape, a)
 
+    def add_bytes(self, name: Name, value: bytes) -> None:
+        """Adds a bytes value (SPEC.md 6.1): arbitrary bytes under ``name`` (serialized state,
+        a tokenizer, RNG state), listed with dtype ``bytes``."""
+        self._w.add_bytes(name, bytes(value))
+
     def set_metadata(self, metadata: Dict[str, Any]) -> None:
         """The shard's metadata (the merged checkpoint's is the shards' with the merge's over
         it; shards must agree where they share a key)."""

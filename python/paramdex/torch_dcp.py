@@ -11,8 +11,8 @@ sharded checkpoints: :class:`StorageWriter` and :class:`StorageReader`, reachabl
 **Layout.** ``checkpoint_id`` is a directory (or ``s3://bucket/dir``). Each rank writes one shard
 of a paramdex sharded checkpoint (SPEC.md 12) at the prefix ``DIR/dcp``: its DTensor chunks as
 slices of the global tensors (SPEC.md 13), whole tensors whole, and DCP's non-tensor items
-(``BYTE_IO``: optimizer ``param_groups``, step counts, RNG states) as one-dimensional ``uint8``
-tensors listed as bytes in the DCP metadata. The coordinator's :meth:`StorageWriter.finish` is
+(``BYTE_IO``: optimizer ``param_groups``, step counts, RNG states) as bytes values (SPEC.md
+6.1), so the tools list them as ``bytes``. The coordinator's :meth:`StorageWriter.finish` is
 the index-only merge (``paramdex.merge_shards``): the shards' indexes are merged into
 ``DIR/dcp.index``, written last, so a crash anywhere leaves the previous checkpoint or none.
 Locally it then writes TensorFlow's ``DIR/checkpoint`` state file naming ``dcp``, so that
@@ -20,8 +20,8 @@ Locally it then writes TensorFlow's ``DIR/checkpoint`` state file naming ``dcp``
 tensors under their DCP names.
 
 **Metadata without pickle.** Each tensor's dtype and global shape come from the paramdex index.
-The rest of DCP's ``Metadata`` (version, which items are bytes, the planner's flattening map,
-storage metadata) is one JSON document in the checkpoint's metadata (key ``dcp``), the
+DCP's bytes items are the bytes values. The rest of its ``Metadata`` (version, the planner's
+flattening map, storage metadata) is one JSON document in the checkpoint's metadata (key ``dcp``), the
 flattening map zlib-compressed; :meth:`StorageReader.read_metadata` checks every field and
 refuses anything malformed (:class:`paramdex.CorruptError`). Every tensor is described to DCP
 as one chunk covering it: paramdex reads any region of a global tensor whatever slices hold it,
@@ -234,8 +234,7 @@ class StorageWriter(_TorchStorageWriter):
                 name = item.index.fqn
                 if item.type == WriteItemType.BYTE_IO:
                     raw = data.getvalue() if isinstance(data, io.BytesIO) else bytes(data.read())
-                    a = np.frombuffer(raw, np.uint8) if raw else np.empty(0, np.uint8)
-                    w.add(name, "uint8", [len(raw)], a)
+                    w.add_bytes(name, raw)
                     n = len(raw)
                 else:
                     a, kind, shape = _flat_bytes(data)
@@ -303,9 +302,6 @@ def _planner_data_json(pd: Any) -> Optional[bytes]:
 
 def _metadata_doc(metadata: Metadata) -> str:
     """The JSON document of DCP's ``Metadata`` beyond what the paramdex index says."""
-    bytes_items = sorted(
-        k for k, v in metadata.state_dict_metadata.items() if isinstance(v, BytesStorageMetadata)
-    )
     props = {}
     for k, v in metadata.state_dict_metadata.items():
         if isinstance(v, TensorStorageMetadata):
@@ -321,7 +317,6 @@ def _metadata_doc(metadata: Metadata) -> str:
     doc: Dict[str, Any] = {
         "format": FORMAT,
         "version": metadata.version,
-        "bytes": bytes_items,
         "properties": props,
         "storage_meta": None
         if sm is None
@@ -375,9 +370,6 @@ def _parse_doc(where: str, meta: Dict[str, Any]) -> Dict[str, Any]:
         raise _bad(where, f"not a {FORMAT} document")
     if not (doc.get("version") is None or isinstance(doc["version"], str)):
         raise _bad(where, "'version' is not a string")
-    b = doc.get("bytes")
-    if not isinstance(b, list) or not all(isinstance(x, str) for x in b):
-        raise _bad(where, "'bytes' is not a list of names")
     props = doc.get("properties")
     if not isinstance(props, dict) or not all(
         isinstance(k, str)
@@ -457,36 +449,39 @@ class StorageReader(_TorchStorageReader):
     def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
         r = self._open()
         doc = _parse_doc(self.prefix, r.metadata())
-        bytes_items = set(doc["bytes"])
         props = doc["properties"]
         sdm: Dict[str, Any] = {}
+        # Tensors of one dtype, shape and flags share one (read-only) description: building
+        # DCP's dataclasses is most of this method's time.
+        made: Dict[Tuple[Any, ...], TensorStorageMetadata] = {}
+        bytes_md = BytesStorageMetadata()
         for raw, kind, shape in r.tensors():
             try:
                 name = raw.decode("utf-8")
             except UnicodeDecodeError:
                 raise _bad(self.prefix, f"tensor name {raw!r} is not UTF-8") from None
-            if name in bytes_items:
-                if kind != "uint8" or len(shape) != 1:
-                    raise _bad(self.prefix, f"bytes item {name!r} is stored as {kind}{shape}")
-                sdm[name] = BytesStorageMetadata()
+            if kind == "bytes":
+                sdm[name] = bytes_md
                 continue
-            dt = TORCH_DTYPES.get(kind)
-            if dt is None:
-                raise _bad(self.prefix, f"tensor {name!r} has dtype {kind}, which torch lacks")
-            flags = props.get(name, {})
-            size = torch.Size(shape)
-            sdm[name] = TensorStorageMetadata(
-                properties=TensorProperties(
-                    dtype=dt,
-                    requires_grad=flags.get("requires_grad", False),
-                    pin_memory=flags.get("pin_memory", False),
-                ),
-                size=size,
-                chunks=[ChunkStorageMetadata(offsets=torch.Size([0] * len(shape)), sizes=size)],
-            )
-        missing = bytes_items - set(sdm)
-        if missing:
-            raise _bad(self.prefix, f"bytes items {sorted(missing)[:5]} are not in the index")
+            flags = props.get(name)
+            key = (kind, tuple(shape), None if flags is None else tuple(sorted(flags.items())))
+            md = made.get(key)
+            if md is None:
+                dt = TORCH_DTYPES.get(kind)
+                if dt is None:
+                    raise _bad(self.prefix, f"tensor {name!r} has dtype {kind}, which torch lacks")
+                flags = flags or {}
+                size = torch.Size(shape)
+                md = made[key] = TensorStorageMetadata(
+                    properties=TensorProperties(
+                        dtype=dt,
+                        requires_grad=flags.get("requires_grad", False),
+                        pin_memory=flags.get("pin_memory", False),
+                    ),
+                    size=size,
+                    chunks=[ChunkStorageMetadata(offsets=torch.Size([0] * len(shape)), sizes=size)],
+                )
+            sdm[name] = md
         sm = doc["storage_meta"]
         storage_meta = StorageMeta(
             checkpoint_id=None if sm is None else sm.get("checkpoint_id"),
@@ -525,60 +520,45 @@ class StorageReader(_TorchStorageReader):
     def _read(self, plan: LoadPlan, planner: LoadPlanner) -> None:
         r = self._open()
         names, starts, lens, arrays = [], [], [], []
-        # (request, destination, staging array or None, kind)
-        pending = []
+        # (request, destination tensor, staging tensor or None)
+        tensors = []
+        byte_reqs = []
         for req in plan.items:
+            if req.type == LoadItemType.BYTE_IO:
+                byte_reqs.append(req)
+                continue
             fqn = req.storage_index.fqn
-            base = list(req.storage_index.offset or [])
+            base = [int(x) for x in (req.storage_index.offset or [])]
             so = [int(x) for x in req.storage_offsets]
             ln = [int(x) for x in req.lengths]
-            if req.type == LoadItemType.BYTE_IO:
-                # A bytes item is one-dimensional; read whole.
-                pending.append((req, None, None, "bytes"))
-                names.append(fqn)
-                starts.append(None)
-                lens.append(None)
-                arrays.append(None)
-                continue
+            # The region in the global tensor's coordinates (read_metadata describes each tensor
+            # as one chunk at 0, but a planner may name any chunk).
             start = [b + s for b, s in zip(base, so)] if base else so
             target = planner.resolve_tensor(req).detach()
             if list(target.shape) != ln:
                 raise ValueError(
                     f"{fqn}: DCP asks for lengths {ln} into a tensor of shape {list(target.shape)}"
                 )
-            direct = target.device.type == "cpu" and target.is_contiguous()
-            if direct:
-                dst = target
-            else:
-                dst = torch.empty(ln, dtype=target.dtype)
+            staged = None
+            dst = target
+            if target.device.type != "cpu" or not target.is_contiguous():
+                staged = dst = torch.empty(ln, dtype=target.dtype)
             a = dst.reshape(-1).view(torch.uint8).numpy() if dst.numel() else np.empty(0, np.uint8)
-            pending.append((req, target, None if direct else dst, "tensor"))
+            tensors.append((req, target, staged))
             names.append(fqn)
             starts.append(start)
             lens.append(ln)
             arrays.append(a)
-        # Bytes items: their lengths come from the index.
-        sizes = None
-        for i, (req, _, _, kind) in enumerate(pending):
-            if kind != "bytes":
-                continue
-            if sizes is None:
-                sizes = {n.decode("utf-8", "replace"): s for n, _, s in r.tensors()}
-            shape = sizes.get(names[i])
-            if shape is None or len(shape) != 1:
-                raise _bad(self.prefix, f"bytes item {names[i]!r} is not a uint8 vector")
-            buf = np.empty(shape[0], np.uint8)
-            starts[i], lens[i], arrays[i] = [0], [shape[0]], buf
-            pending[i] = (req, buf, None, "bytes")
         if names:
             r.read_into(names, starts, lens, arrays, self.threads)
-        for req, target, staged, kind in pending:
-            if kind == "bytes":
-                planner.load_bytes(req, io.BytesIO(target.tobytes()))
-                continue
+        for req, target, staged in tensors:
             if staged is not None:
                 target.copy_(staged)
             planner.commit_tensor(req, target)
+        if byte_reqs:
+            values = r.read_bytes([req.storage_index.fqn for req in byte_reqs])
+            for req, v in zip(byte_reqs, values):
+                planner.load_bytes(req, io.BytesIO(v))
 
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id: Union[str, os.PathLike]) -> bool:

@@ -6,7 +6,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use paramdex::interop::{open_any, TensorData, TensorStore};
+use paramdex::interop::{open_any, Kind, TensorData, TensorStore};
 use paramdex::remote::{is_url, merge_shards_url, RemoteShardWriter};
 use paramdex::{
     merge_shards, MergeShardsOptions, MergeShardsReport, ReadOptions, Reader, Region, SaveId,
@@ -165,6 +165,12 @@ impl PyShardWriter {
             self.with(|w| w.add_slice_or_reuse(&n, d, &full_shape, &region, bytes.slice()))
         })?;
         Ok(saved == Saved::Written)
+    }
+
+    /// Adds a bytes value (SPEC.md 6.1): arbitrary bytes under `name` (DCP's non-tensor items).
+    fn add_bytes(&self, py: Python<'_>, name: &Bound<'_, PyAny>, value: &[u8]) -> PyResult<()> {
+        let n = name_bytes(name)?;
+        py.detach(|| self.with(|w| w.add_bytes(&n, value)))
     }
 
     /// Replaces the shard's metadata.
@@ -326,6 +332,29 @@ impl RegionReader {
         Ok(d)
     }
 
+    /// The bytes values `names` (SPEC.md 6.1), each checked against its checksum.
+    fn read_bytes<'py>(
+        &self,
+        py: Python<'py>,
+        names: Vec<Bound<'py, PyAny>>,
+    ) -> PyResult<Vec<Bound<'py, pyo3::types::PyBytes>>> {
+        let names = names.iter().map(name_bytes).collect::<PyResult<Vec<_>>>()?;
+        let s = self.store.clone();
+        let path = self.path.clone();
+        let values = py
+            .detach(move || -> paramdex::Result<Vec<Vec<u8>>> {
+                names
+                    .iter()
+                    .map(|n| read_bytes_value(s.as_ref(), &path, n))
+                    .collect()
+            })
+            .py()?;
+        Ok(values
+            .iter()
+            .map(|v| pyo3::types::PyBytes::new(py, v))
+            .collect())
+    }
+
     /// Reads region `i` (tensor `names[i]`, at `starts[i]` of lengths `lens[i]`, in the
     /// tensor's global coordinates) into `arrays[i]` (writable, C-contiguous, exactly the
     /// region's bytes, none overlapping), on `threads` threads (0: one per core, at most 8),
@@ -407,6 +436,29 @@ impl RegionReader {
             })
         })
         .py()
+    }
+}
+
+/// The bytes value `name` of `store`: through the native reader's own decoding locally (its
+/// checksum checked by a reader opened with `verify_tensors`).
+fn read_bytes_value(store: &dyn TensorStore, path: &str, name: &[u8]) -> paramdex::Result<Vec<u8>> {
+    let shown = paramdex::name::display(name);
+    let not_found = || paramdex::Error::NotFound {
+        name: shown.clone(),
+        path: path.to_string(),
+    };
+    if let Some(r) = store.as_native() {
+        return r.get_bytes(name)?.map(<[u8]>::to_vec).ok_or_else(not_found);
+    }
+    // Another store (a bucket's) loads the stored encoding, its checksum checked.
+    let t = store.load(name)?.ok_or_else(not_found)?;
+    match (&t.info.kind, &t.data) {
+        (Kind::Numeric(paramdex::DType::Bytes), TensorData::Bytes(b)) => {
+            Ok(paramdex::decode_bytes_value(b, &shown, 0)?.to_vec())
+        }
+        _ => Err(paramdex::Error::InvalidArgument(format!(
+            "{path}: {shown} is not a bytes value"
+        ))),
     }
 }
 

@@ -17,6 +17,7 @@ def _save(prefix, emb, step, base=None):
             rows = slice(rank * 4, (rank + 1) * 4)
             written.append(w.add_slice("emb", emb[rows], global_shape=emb.shape, start=(rank * 4, 0)))
             written.append(w.add(f"rank{rank}.step", np.array(step, np.int64)))
+            w.add_bytes(f"rank{rank}.state", bytes([rank]) * 5)
     report = paramdex.merge_shards(prefix, save_id=sid, num_shards=3, metadata={"step": step})
     assert report["save_id"] == sid
     return report, written
@@ -26,14 +27,18 @@ def test_three_writers_one_checkpoint(tmp_path):
     prefix = str(tmp_path / "ckpt")
     emb = np.arange(12 * 5, dtype=np.float32).reshape(12, 5)
     report, written = _save(prefix, emb, 7)
-    assert report["tensors"] == 4 and report["slices"] == 3 and all(written)
+    assert report["tensors"] == 7 and report["slices"] == 3 and all(written)
+    r = paramdex._paramdex.RegionReader(prefix)
+    assert r.read_bytes(["rank2.state", "rank0.state"]) == [b"\x02" * 5, b"\x00" * 5]
     with paramdex.safe_open(prefix) as f:
-        assert f.keys() == ["emb", "rank0.step", "rank1.step", "rank2.step"]
+        assert f.keys() == ["emb", "rank0.state", "rank0.step", "rank1.state", "rank1.step",
+                            "rank2.state", "rank2.step"]
+        assert f.info("rank1.state").dtype == "bytes"
         assert (f.get_tensor("emb") == emb).all()
         # A region across two writers' slices.
         assert (f.get_slice("emb")[3:9, 1:4] == emb[3:9, 1:4]).all()
         assert f.metadata() == {"step": 7}
-        assert f.verify().tensors == 4
+        assert f.verify().tensors == 7
     assert sorted(os.listdir(tmp_path)) == [
         "ckpt.data-00000-of-00003", "ckpt.data-00001-of-00003", "ckpt.data-00002-of-00003", "ckpt.index",
     ]
@@ -47,7 +52,7 @@ def test_incremental_save_reuses_unchanged_slices(tmp_path):
     report, written = _save(str(tmp_path / "b"), emb2, 1, base=str(tmp_path / "a"))
     # rank 0 wrote its slice; ranks 1 and 2 reused theirs; every step scalar is unchanged.
     assert written == [True, False, False, False, False, False]
-    assert report["reused_tensors"] == 5
+    assert report["reused_tensors"] == 5  # bytes values are written again (add_bytes)
     with paramdex.safe_open(str(tmp_path / "b")) as f:
         assert (f.get_tensor("emb") == emb2).all()
 
