@@ -269,7 +269,10 @@ pub(crate) fn merge_shards_py<'py>(
     d.set_item("slices", report.slices)?;
     d.set_item("reused_tensors", report.reused_tensors)?;
     d.set_item("reused_bytes", report.reused_bytes)?;
-    d.set_item("index_path", report.index_path.to_string_lossy().into_owned())?;
+    d.set_item(
+        "index_path",
+        report.index_path.to_string_lossy().into_owned(),
+    )?;
     Ok(d)
 }
 
@@ -281,6 +284,9 @@ pub(crate) struct RegionReader {
     store: Arc<dyn TensorStore>,
     path: String,
 }
+
+/// A tensor as listed: name, dtype name, shape.
+type Listed = (Vec<u8>, String, Vec<u64>);
 
 /// One region to read: its tensor, start and lengths, and the index of its destination.
 struct Want {
@@ -312,7 +318,7 @@ impl RegionReader {
     }
 
     /// Every tensor as (name, dtype name, shape), in bytewise name order.
-    fn tensors(&self, py: Python<'_>) -> PyResult<Vec<(Vec<u8>, String, Vec<u64>)>> {
+    fn tensors(&self, py: Python<'_>) -> PyResult<Vec<Listed>> {
         let s = self.store.clone();
         let infos = py.detach(move || s.list()).py()?;
         Ok(infos
