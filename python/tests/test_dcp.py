@@ -334,10 +334,20 @@ def test_dtypes_round_trip_byte_exact(tmp_path):
         "scalar": torch.tensor(3.5),
         "empty": torch.zeros(0, 4),
         "view": torch.arange(24.0).reshape(4, 6)[:, 1:4],  # a non-contiguous view
+        "u16": torch.arange(6).to(torch.uint16),
+        "u64": torch.arange(6).to(torch.uint64),
+        "c128": torch.randn(3, dtype=torch.complex128),
     }
+    bits8 = torch.randint(0, 255, (2, 4), dtype=torch.uint8)
+    for name in ("float8_e8m0fnu", "float4_e2m1fn_x2"):  # torch 2.15's newer types, as raw bits
+        if hasattr(torch, name):
+            s[name] = bits8.clone().view(getattr(torch, name))
     dcp.save(s, storage_writer=StorageWriter(str(tmp_path)), no_dist=True)
-    got = {k: torch.zeros_like(v) if v.numel() else v.clone() for k, v in s.items()}
-    got["view"] = torch.zeros(4, 3)
+    # Zeroed destinations of each dtype, made through bytes (not every dtype has zeros_like).
+    got = {
+        k: torch.zeros(v.numel() * v.element_size(), dtype=torch.uint8).view(v.dtype).reshape(v.shape)
+        for k, v in s.items()
+    }
     dcp.load(got, storage_reader=StorageReader(str(tmp_path)), no_dist=True)
     for k, v in s.items():
         assert got[k].dtype == v.dtype and got[k].shape == v.shape, k
