@@ -92,3 +92,12 @@ def test_bad_arguments(tmp_path):
         paramdex.ShardWriter(str(tmp_path / "c"), 0, 1, "not-hex")
     with pytest.raises(paramdex.InvalidArgumentError):
         paramdex.ShardWriter(str(tmp_path / "c"), 3, 2, paramdex.new_save_id())
+
+
+def test_a_save_that_never_committed_is_named(tmp_path):
+    prefix = str(tmp_path / "dcp")
+    with paramdex.ShardWriter(prefix, 0, 2, paramdex.new_save_id()) as w:
+        w.add("x", np.zeros(2, np.float32))
+    for path in (prefix, str(tmp_path)):
+        with pytest.raises(paramdex.ShardError, match="dcp.data-00000-of-00002.pending.*clean-shards"):
+            paramdex.safe_open(path)
