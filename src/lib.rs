@@ -89,9 +89,6 @@ pub use error::{
     CheckpointProblem, Corruption, Error, LooksLike, PickleProblem, RemoteProblem, Result,
     ShardProblem, SliceProblem,
 };
-/// The value of an encoded bytes value (SPEC.md 6.1) as stored (what a store's `load` returns
-/// for one), checked; for readers that get the stored bytes, such as an object store's.
-pub use native::bytes_value::decode as decode_bytes_value;
 pub use native::{
     clean_shards, last_complete_len, merge_shards, recover, recover_any, recover_any_with,
     remove_staged, rewrite_in_place, shard_files, write_atomically, EarlySync, FileHeader,

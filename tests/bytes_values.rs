@@ -185,3 +185,59 @@ fn recover_keeps_bytes_values() {
         assert_eq!(r.get_bytes(name).unwrap().unwrap(), v.as_slice(), "{name}");
     }
 }
+
+/// The golden file `tests/data/native/bytes/bytes.pdx` (SPEC.md 6.1): a float32 tensor and two
+/// bytes values. Frozen: every later paramdex MUST read it with these values, and today's
+/// writer reproduces it byte for byte. Written by `regenerate_bytes_golden` (ignored).
+const GOLDEN: &str = "native/bytes/bytes.pdx";
+
+fn write_golden(path: &Path) {
+    let opts = paramdex::WriterOptions {
+        sync: false,
+        ..paramdex::WriterOptions::default()
+    };
+    let mut w = Writer::create_with(path, opts).unwrap();
+    w.add(
+        "w",
+        Tensor::new(DType::Float32, &[2], &support::f32_bytes(&[1.0, 2.0])),
+    )
+    .unwrap();
+    w.add_bytes("_CHECKPOINTABLE_OBJECT_GRAPH", b"\x0a\x02\x08\x01graph")
+        .unwrap();
+    w.add_bytes("empty", b"").unwrap();
+    w.finish().unwrap();
+}
+
+#[test]
+fn golden_file_reads_and_is_reproduced() {
+    let golden = support::data(GOLDEN);
+    let r = Reader::open(&golden).unwrap();
+    assert_eq!(
+        r.get_bytes("_CHECKPOINTABLE_OBJECT_GRAPH")
+            .unwrap()
+            .unwrap(),
+        b"\x0a\x02\x08\x01graph"
+    );
+    assert_eq!(r.get_bytes("empty").unwrap().unwrap(), b"");
+    let v = r.tensor("_CHECKPOINTABLE_OBJECT_GRAPH").unwrap();
+    // TensorFlow's scalar string layout: varint 9, mask(crc32c(09 00 00 00)), the value.
+    assert_eq!(v.data()[0], 9);
+    assert_eq!(&v.data()[5..], b"\x0a\x02\x08\x01graph");
+    assert_eq!(
+        r.tensor("w").unwrap().data(),
+        support::f32_bytes(&[1.0, 2.0])
+    );
+    r.verify_with(VerifyOptions::default()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("bytes.pdx");
+    write_golden(&p);
+    assert_eq!(std::fs::read(&p).unwrap(), std::fs::read(&golden).unwrap());
+}
+
+#[test]
+#[ignore = "writes tests/data/native/bytes/bytes.pdx; run by hand"]
+fn regenerate_bytes_golden() {
+    let golden = support::data(GOLDEN);
+    assert!(!golden.exists(), "the golden file is frozen");
+    write_golden(&golden);
+}

@@ -208,6 +208,8 @@ class SafeOpen:
 
     def _get(self, name: Name, checksums: bool) -> Any:
         kind, shape, data = self._store.load(name, checksums)
+        if kind == "bytes":
+            return data  # a bytes value, in every framework
         if self._framework == "np":
             return to_numpy(kind, shape, data)
         if self._framework == "pt":
@@ -375,7 +377,12 @@ class Writer:
     def add(self, name: Name, array: Any, dtype: Optional[str] = None) -> None:
         """Adds one tensor (a numpy array or anything ``numpy.asarray`` takes; torch tensors
         through :mod:`paramdex.torch`). ``dtype`` names the paramdex dtype when the array holds
-        raw bits (``"bfloat16"`` for uint16 bits, say)."""
+        raw bits (``"bfloat16"`` for uint16 bits, say). ``bytes`` (or ``bytearray``,
+        ``memoryview``) is stored as a bytes value, which ``get_tensor`` gives back as
+        ``bytes``."""
+        if isinstance(array, (bytes, bytearray, memoryview)):
+            self._w.add_bytes(name, bytes(array))
+            return
         a, kind, shape = writable_bytes(array)
         if dtype is not None:
             kind = dtype

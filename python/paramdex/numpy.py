@@ -26,7 +26,8 @@ def save_file(
     alignment: Optional[int] = None,
 ) -> None:
     """Writes ``tensors`` (name -> array; names str or bytes) to ``filename`` as a paramdex
-    file, with ``metadata`` (str keys; str, int, float, bool, bytes or list values)."""
+    file, with ``metadata`` (str keys; str, int, float, bool, bytes or list values). A ``bytes``
+    value is stored as a bytes value, which ``load_file`` gives back as ``bytes``."""
     with Writer(filename, metadata=metadata, alignment=alignment) as w:
         for name, array in tensors.items():
             w.add(name, array)

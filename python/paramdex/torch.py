@@ -152,9 +152,13 @@ def save_file(
     metadata: Optional[Dict[str, Any]] = None,
     alignment: Optional[int] = None,
 ) -> None:
-    """Writes torch tensors to ``filename`` as a paramdex file (atomically, fsynced)."""
+    """Writes torch tensors to ``filename`` as a paramdex file (atomically, fsynced); a
+    ``bytes`` value is stored as a bytes value."""
     with Writer(filename, metadata=metadata, alignment=alignment) as w:
         for name, t in tensors.items():
+            if isinstance(t, (bytes, bytearray, memoryview)):
+                w.add(name, t)  # a bytes value
+                continue
             a, kind, shape = _writable(t)
             w._w.add(name, kind, shape, a)
 

@@ -217,6 +217,8 @@ fn loaded<'py>(
     let kind = t.info.kind.name().to_string();
     let shape = t.info.shape.clone();
     let data: Bound<'py, PyAny> = match t.data {
+        // A bytes value (SPEC.md 6.1): Python `bytes`.
+        TensorData::Bytes(b) if t.info.kind == Kind::Bytes => PyBytes::new(py, &b).into_any(),
         TensorData::Bytes(b) => Bound::new(py, buffer_of(store, b))?.into_any(),
         TensorData::Strings(s) => {
             let items: Vec<Bound<'py, PyBytes>> = s.iter().map(|e| PyBytes::new(py, e)).collect();
@@ -559,6 +561,8 @@ impl Store {
                     r.get(&n)
                         .map(|v| v.map(|v| (v.dtype(), v.shape().to_vec(), v.data())))
                 }) {
+                    // A bytes value's encoding is always checked (`load` below).
+                    Ok(Some((DType::Bytes, _, _))) => {}
                     Ok(Some((d, shape, data))) => {
                         let t = LoadedTensor {
                             info: paramdex::interop::TensorInfo {
@@ -638,8 +642,8 @@ impl Store {
     }
 
     /// For a paramdex file or sharded checkpoint: (name, kind, shape, nbytes, whole) of every
-    /// tensor in bytewise name order, `whole` False for a tensor stored in slices (its shape
-    /// then `[]` and its nbytes 0: `load` assembles it); None for other stores.
+    /// tensor in bytewise name order, `whole` False for a tensor stored in slices and for a bytes
+    /// value (its shape then `[]` and its nbytes 0: `load` gives it); None for other stores.
     #[allow(clippy::type_complexity)]
     fn native_tensors<'py>(
         &self,
@@ -655,7 +659,10 @@ impl Store {
                     let mut out: Vec<(Vec<u8>, DType, Vec<u64>, u64, bool)> = Vec::new();
                     for v in r.iter() {
                         let v = v?;
-                        if v.slice_start().is_some() {
+                        if v.dtype() == DType::Bytes {
+                            // A bytes value: `load` gives it (as `bytes`), like a sliced one.
+                            out.push((v.name().to_vec(), v.dtype(), Vec::new(), 0, false));
+                        } else if v.slice_start().is_some() {
                             // One entry per tensor, however many slices hold it.
                             if out.last().is_none_or(|l| l.0 != v.name()) {
                                 out.push((v.name().to_vec(), v.dtype(), Vec::new(), 0, false));
@@ -778,6 +785,22 @@ impl NativeWriter {
         let bytes = ArrayBytes::of(array)?;
         // `array` is held (borrowed from the caller) for the whole call.
         py.detach(|| self.with(|w| w.add(&n, Tensor::new(d, &shape, bytes.slice()))))
+    }
+
+    /// Adds a bytes value (SPEC.md 6.1): `value` (bytes-like) under `name`.
+    fn add_bytes(
+        &self,
+        py: Python<'_>,
+        name: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let n = name_bytes(name)?;
+        let v: Vec<u8> = if let Ok(b) = value.cast::<PyBytes>() {
+            b.as_bytes().to_vec()
+        } else {
+            value.extract::<Vec<u8>>()?
+        };
+        py.detach(|| self.with(|w| w.add_bytes(&n, &v)))
     }
 
     /// Replaces the metadata to be written.
@@ -1049,7 +1072,10 @@ fn dtypes() -> Vec<(&'static str, usize)> {
 /// `Kind::numeric() == None`; this tells Python whether a kind name is numeric.
 #[pyfunction]
 fn is_numeric(kind: &str) -> bool {
-    DType::from_name(kind).map(Kind::Numeric).is_some()
+    DType::from_name(kind)
+        .filter(|d| *d != DType::Bytes)
+        .map(Kind::Numeric)
+        .is_some()
 }
 
 /// Aborts every multipart upload of this process in flight (outputs being written to `s3://`),

@@ -456,12 +456,10 @@ fn read_bytes_value(store: &dyn TensorStore, path: &str, name: &[u8]) -> paramde
     if let Some(r) = store.as_native() {
         return r.get_bytes(name)?.map(<[u8]>::to_vec).ok_or_else(not_found);
     }
-    // Another store (a bucket's) loads the stored encoding, its checksum checked.
+    // Another store (a bucket's) loads a bytes value as its value, its checksum checked.
     let t = store.load(name)?.ok_or_else(not_found)?;
-    match (&t.info.kind, &t.data) {
-        (Kind::Numeric(paramdex::DType::Bytes), TensorData::Bytes(b)) => {
-            Ok(paramdex::decode_bytes_value(b, &shown, 0)?.to_vec())
-        }
+    match (&t.info.kind, t.data) {
+        (Kind::Bytes, TensorData::Bytes(b)) => Ok(b.into_owned()),
         _ => Err(paramdex::Error::InvalidArgument(format!(
             "{path}: {shown} is not a bytes value"
         ))),

@@ -36,23 +36,25 @@ impl TensorStore for RemoteReader {
 
     fn load(&self, name: &[u8]) -> Result<Option<LoadedTensor<'_>>> {
         match self.get_ahead(name) {
-            Ok(t) => Ok(t.map(|t| loaded(name, t))),
+            Ok(t) => t.map(|t| loaded(name, t)).transpose(),
             // Stored in slices: assembled, every slice read checked against its checksum
             // (as a mapped file's store does).
             Err(Error::Sliced { .. }) => {
                 let Some(e) = self.entry_of(name)? else {
                     return Ok(None);
                 };
-                Ok(self
-                    .get_slice(name, &Region::full(&e.shape))?
-                    .map(|t| loaded(name, t)))
+                self.get_slice(name, &Region::full(&e.shape))?
+                    .map(|t| loaded(name, t))
+                    .transpose()
             }
             Err(e) => Err(e),
         }
     }
 
     fn load_slice(&self, name: &[u8], region: &Region) -> Result<Option<LoadedTensor<'_>>> {
-        Ok(self.get_slice(name, region)?.map(|t| loaded(name, t)))
+        self.get_slice(name, region)?
+            .map(|t| loaded(name, t))
+            .transpose()
     }
 
     fn verify(&self, _threads: usize) -> Result<VerifySummary> {

@@ -18,8 +18,12 @@ use crate::record::{MAX_LOD_LEVELS, MAX_RANK};
 pub enum Kind {
     /// A fixed-width numeric type.
     Numeric(DType),
-    /// Variable-length byte strings (TensorFlow `DT_STRING`).
+    /// Variable-length byte strings (TensorFlow `DT_STRING` that is not a scalar).
     String,
+    /// A bytes value (SPEC.md 6.1): arbitrary bytes under a name, beside tensors; a native
+    /// file's bytes value, a TensorFlow scalar `DT_STRING`. Its shape is `[]`, its `nbytes` the
+    /// value's length, and loading gives the value ([`TensorData::Bytes`]).
+    Bytes,
     /// A TensorFlow type paramdex lists and checksums but does not decode (`DT_VARIANT`, such as
     /// a `tf.data` iterator's state; quantized and 4-bit types), by its `DataType` number.
     /// Loading gives the bytes as TensorFlow stored them; outputs cannot hold it.
@@ -67,6 +71,7 @@ impl Kind {
         match self {
             Kind::Numeric(d) => d.name(),
             Kind::String => "string",
+            Kind::Bytes => "bytes",
             Kind::Opaque(code) => crate::dtype::tf_type_name(*code).unwrap_or("unknown"),
             Kind::Foreign(f) => &f.name,
         }
@@ -76,7 +81,7 @@ impl Kind {
     pub fn numeric(&self) -> Option<DType> {
         match self {
             Kind::Numeric(d) => Some(*d),
-            Kind::String | Kind::Opaque(_) | Kind::Foreign(_) => None,
+            Kind::String | Kind::Bytes | Kind::Opaque(_) | Kind::Foreign(_) => None,
         }
     }
 
@@ -92,6 +97,7 @@ impl Kind {
         match self {
             Kind::Numeric(_) => None,
             Kind::String => Some("a string tensor".into()),
+            Kind::Bytes => Some("a bytes value".into()),
             Kind::Opaque(_) => Some(format!(
                 "a {} tensor, which paramdex does not decode",
                 self.name()

@@ -33,6 +33,15 @@ pub fn encode(value: &[u8]) -> Vec<u8> {
     out
 }
 
+/// The length of the value whose encoding takes `encoded` bytes, if there is one (the
+/// encoding's length grows strictly with the value's, so there is at most one).
+pub fn value_len(encoded: u64) -> Option<u64> {
+    (1..=10u64).find_map(|v| {
+        let n = encoded.checked_sub(v + 4)?;
+        (crate::format::varint_len(n) as u64 == v).then_some(n)
+    })
+}
+
 /// Decodes an encoded value (`data`: the whole stored data), checking that the varint length
 /// is well formed, that its checksum matches, and that exactly that many bytes follow. `name`
 /// and `offset` (of the data in the file) are for messages.
@@ -93,6 +102,12 @@ mod tests {
         assert_eq!(decode(&enc, "v", 0).unwrap(), b"ab");
         let empty = encode(b"");
         assert_eq!(decode(&empty, "v", 0).unwrap(), b"");
+        for n in [0u64, 1, 127, 128, 16_383, 16_384, 1 << 40] {
+            let enc_len = n + crate::format::varint_len(n) as u64 + 4;
+            assert_eq!(value_len(enc_len), Some(n));
+        }
+        assert_eq!(value_len(4), None);
+        assert_eq!(value_len(132), None); // 127 + 5 would be 128 + 6: no value encodes to 132
         assert_eq!(
             entry_crc(&empty, "v", 0).unwrap(),
             entry_crc(&encode(b""), "v", 0).unwrap()

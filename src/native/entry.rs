@@ -77,8 +77,9 @@ impl IndexEntry {
             pbwire::put_varint_field(dst, 1, self.tf_dtype as i64 as u64);
         }
         // A bytes value (SPEC.md 6.1) is a scalar DT_STRING for TensorFlow; paramdex's view of
-        // it is `[size]`, the record's shape.
-        if self.tf_dtype == DT_STRING && self.pdx_dtype == 0 {
+        // it is `[size]`, the record's shape. (A string tensor of shape `[k]` takes at least
+        // `k + 4` bytes, so `[size]` is never a real string tensor's shape.)
+        if self.tf_dtype == DT_STRING && self.pdx_dtype == 0 && self.shape[..] == [self.size] {
             put_shape(dst, &[]);
         } else {
             put_shape(dst, &self.shape);

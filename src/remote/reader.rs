@@ -176,8 +176,7 @@ impl Want {
     fn finish(self, mut buf: Vec<u8>, crc: u32, location: &str) -> Result<RemoteTensor> {
         let head = usize::try_from(self.data_at - self.range.start).expect("inside the range");
         let got = if self.dtype == DType::Bytes {
-            // A bytes value's entry stores TensorFlow's string checksum (SPEC.md 6.1), computed
-            // over its encoding (an error when the encoding is corrupt).
+            // A bytes value's checksum is TensorFlow's string checksum (SPEC.md 6.1).
             let shown = slice_key::display_key(&self.name);
             let masked = crate::native::bytes_value::entry_crc(&buf[head..], &shown, self.data_at)
                 .map_err(|e| e.context(location))?;

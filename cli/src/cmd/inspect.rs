@@ -918,6 +918,12 @@ fn description(
             ),
             (TensorData::Strings(s), _) => (Some(strings_json(s, &t.info.shape, limit)), s.len()),
             (TensorData::Bytes(_), Kind::String) => (None, 0),
+            // A bytes value: as text when it is UTF-8, else as hex; at most `limit` bytes.
+            (TensorData::Bytes(b), Kind::Bytes) => {
+                let shown = &b[..b.len().min(limit)];
+                let (v, _) = strings_json(&[shown.to_vec()], &[], 1);
+                (Some((v, b.len() > limit)), b.len())
+            }
             (TensorData::Bytes(_), Kind::Opaque(_)) => {
                 note = Some(format!(
                     "paramdex does not decode {} tensors; --format raw gives the bytes \
