@@ -1577,3 +1577,37 @@ fn data_location_names_the_data_file_not_the_index() {
         assert_eq!(files.len(), 2);
     }
 }
+
+/// A prefix (or a directory) holding only the pending shards of a save that never committed
+/// (a writer killed, the merge never run) is an error naming them and `clean-shards`, not
+/// "no such file"; once merged, the checkpoint opens.
+#[test]
+fn open_any_names_the_pending_shards_of_an_unfinished_save() {
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = dir.path().join("dcp");
+    let save = SaveId::random();
+    let mut w = ShardWriter::create(&prefix, 0, 2, save, WriterOptions::default()).unwrap();
+    w.add_values("a", &[2], &[1.0f32, 2.0]).unwrap();
+    w.finish().unwrap();
+    for input in [prefix.clone(), dir.path().to_path_buf()] {
+        match open_any(&input) {
+            Err(paramdex::Error::Shard {
+                problem: paramdex::ShardProblem::Leftover,
+                detail,
+                ..
+            }) => {
+                assert!(
+                    detail.contains("dcp.data-00000-of-00002.pending"),
+                    "{detail}"
+                );
+                assert!(detail.contains("clean-shards"), "{detail}");
+            }
+            other => panic!("{}: {:?}", input.display(), other.map(|s| s.format())),
+        }
+    }
+    let mut w = ShardWriter::create(&prefix, 1, 2, save, WriterOptions::default()).unwrap();
+    w.add_values("b", &[1], &[3.0f32]).unwrap();
+    w.finish().unwrap();
+    merge_shards(&prefix, &MergeShardsOptions::default()).unwrap();
+    assert_eq!(open_any(&prefix).unwrap().format(), Format::Native);
+}

@@ -55,6 +55,9 @@ __all__ = [
     "deserialize",
     "TensorSpec",
     "_safe_open_handle",
+    "ShardWriter",
+    "merge_shards",
+    "new_save_id",
     *errors.__all__,
 ]
 
@@ -752,3 +755,7 @@ class CheckpointManager:
         f._torch_files = {}
         f._lock = threading.Lock()
         return f
+
+
+# Sharded saves (paramdex/sharded.py): imported last, it uses the helpers above.
+from .sharded import ShardWriter, merge_shards, new_save_id  # noqa: E402

@@ -434,3 +434,16 @@ def load_file(
             if out is not None:
                 return out if device == "cpu" else {k: v.to(device) for k, v in out.items()}
         return f._get_all(threads)
+
+
+# ``paramdex.torch.dcp``: the torch.distributed.checkpoint storage (paramdex/torch_dcp.py),
+# loaded on first use. ``__path__`` lets ``import paramdex.torch.dcp`` find ``_torch/dcp.py``.
+__path__ = [os.path.join(os.path.dirname(os.path.abspath(__file__)), "_torch")]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "dcp":
+        import importlib
+
+        return importlib.import_module("paramdex.torch.dcp")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -22,6 +22,8 @@ use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
+mod shards;
+
 /// The exception class (in `paramdex.errors`) for a library error: chosen by variant, never by
 /// the message, which is the library's.
 fn class_of(e: &Error) -> &'static str {
@@ -1278,6 +1280,10 @@ fn _paramdex(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(abort_uploads_in_flight, m)?)?;
     m.add_function(wrap_pyfunction!(write_safetensors, m)?)?;
     m.add_function(wrap_pyfunction!(safetensors_dtype, m)?)?;
+    m.add_class::<shards::PyShardWriter>()?;
+    m.add_class::<shards::RegionReader>()?;
+    m.add_function(wrap_pyfunction!(shards::new_save_id, m)?)?;
+    m.add_function(wrap_pyfunction!(shards::merge_shards_py, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }
