@@ -425,9 +425,12 @@ def test_damaged_data_is_refused(tmp_path):
 
 
 def test_cli_reads_it(saved):
-    cli = os.environ.get("PARAMDEX_CLI")
+    # The release binary tests/interop/run.sh builds (PARAMDEX), or one named by PARAMDEX_CLI.
+    cli = os.environ.get("PARAMDEX_CLI") or os.environ.get("PARAMDEX")
     if not cli:
-        pytest.skip("PARAMDEX_CLI does not name the paramdex binary")
+        if os.environ.get("PARAMDEX_REQUIRE_ALL") == "1":
+            pytest.fail("PARAMDEX_REQUIRE_ALL=1 but neither PARAMDEX nor PARAMDEX_CLI names the paramdex binary")
+        pytest.skip("neither PARAMDEX nor PARAMDEX_CLI names the paramdex binary")
     d = os.path.join(saved, "four")
     out = subprocess.run([cli, "ls", d], capture_output=True, text=True, check=True).stdout
     assert "opt.state.0.exp_avg" in out
