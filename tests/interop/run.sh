@@ -72,4 +72,14 @@ if ! (cd "$cache" && PARAMDEX_REQUIRE_ALL=1 "$venv/bin/python" -m pytest -q -p n
   echo "python: FAILED: pytest python/tests" >&2
   status=1
 fi
+# paramdex.torch.dcp under torchrun (the launcher training jobs use; the pytest suite spawns its
+# gloo ranks itself): 2 ranks save, 3 ranks load resharded.
+echo "python: torchrun: 2 ranks save through paramdex.torch.dcp, 3 ranks load resharded"
+dcp_dir=$(mktemp -d "${TMPDIR:-/tmp}/paramdex-torchrun.XXXXXX")
+if ! (cd "$cache" && "$venv/bin/torchrun" --standalone --nproc_per_node=2 "$root/python/tests/torchrun_dcp.py" save "$dcp_dir" \
+      && "$venv/bin/torchrun" --standalone --nproc_per_node=3 "$root/python/tests/torchrun_dcp.py" load "$dcp_dir"); then
+  echo "python: FAILED: torchrun python/tests/torchrun_dcp.py" >&2
+  status=1
+fi
+rm -rf "$dcp_dir"
 exit $status
