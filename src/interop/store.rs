@@ -171,6 +171,9 @@ pub enum Format {
     /// A Paddle dygraph `paddle.save` pickle (`.pdparams`, `.pdopt`;
     /// `interop::paddle::dygraph`).
     PaddleDygraph,
+    /// A torch.distributed.checkpoint directory written by `FileSystemWriter` (`.metadata` and
+    /// `*.distcp` files; `interop::torch::dcp`).
+    TorchDcp,
 }
 
 impl Format {
@@ -186,6 +189,7 @@ impl Format {
             Format::Safetensors => "safetensors",
             Format::Torch => "torch.save file",
             Format::PaddleDygraph => "paddle dygraph pickle",
+            Format::TorchDcp => "torch DCP checkpoint",
         }
     }
 }

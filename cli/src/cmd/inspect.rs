@@ -1376,6 +1376,7 @@ fn a_format(f: Format) -> String {
         Format::Safetensors => "a safetensors file".into(),
         Format::Torch => "a torch.save file".into(),
         Format::PaddleDygraph => "a Paddle dygraph pickle (.pdparams / .pdopt)".into(),
+        Format::TorchDcp => "a torch.distributed.checkpoint directory (.metadata + .distcp)".into(),
         other => format!("a {} input", other.name()),
     }
 }
