@@ -162,11 +162,13 @@ fn detect(path: &Path) -> Result<Option<Box<dyn TensorStore>>> {
     let is_dir = path.is_dir();
     // A DCP data file alone: its `.distcp` bytes hold raw storages and zips that other
     // detectors would take for damaged files of theirs; its directory is the input.
-    if path
+    // So is a directory of data files without its `.metadata` (a save that did not finish),
+    // which the Paddle per-variable detector would take for damaged tensor files.
+    let distcp = path
         .file_name()
         .and_then(|n| n.to_str())
-        .is_some_and(|n| n.ends_with(".distcp"))
-    {
+        .is_some_and(|n| n.ends_with(".distcp"));
+    if distcp || (is_dir && !torch::dcp::is_dcp(path)) {
         if let Some(e) = foreign::refusal(path) {
             return Err(e);
         }

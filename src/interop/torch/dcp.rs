@@ -65,13 +65,25 @@ pub const MAX_METADATA_ITEM_BYTES: u64 = 1 << 16;
 pub const DCP_GLOBALS: &[GlobalName] = &[
     ("collections", "OrderedDict"),
     ("torch.distributed.checkpoint.metadata", "Metadata"),
-    ("torch.distributed.checkpoint.metadata", "TensorStorageMetadata"),
-    ("torch.distributed.checkpoint.metadata", "BytesStorageMetadata"),
-    ("torch.distributed.checkpoint.metadata", "ChunkStorageMetadata"),
+    (
+        "torch.distributed.checkpoint.metadata",
+        "TensorStorageMetadata",
+    ),
+    (
+        "torch.distributed.checkpoint.metadata",
+        "BytesStorageMetadata",
+    ),
+    (
+        "torch.distributed.checkpoint.metadata",
+        "ChunkStorageMetadata",
+    ),
     ("torch.distributed.checkpoint.metadata", "TensorProperties"),
     ("torch.distributed.checkpoint.metadata", "MetadataIndex"),
     ("torch.distributed.checkpoint.metadata", "StorageMeta"),
-    ("torch.distributed.checkpoint.metadata", "_MEM_FORMAT_ENCODING"),
+    (
+        "torch.distributed.checkpoint.metadata",
+        "_MEM_FORMAT_ENCODING",
+    ),
     ("torch.distributed.checkpoint.filesystem", "_StorageInfo"),
     ("torch.serialization", "_get_layout"),
     ("pathlib", "PosixPath"),
@@ -207,8 +219,9 @@ fn properties_dtype(p: &Pickle, props: Option<&Value>) -> std::result::Result<DT
         _ => field(p, state, "dtype"),
     };
     match dtype.and_then(|d| p.object(d)) {
-        Some(Object::Global(("torch", d))) => DType::from_name(d)
-            .ok_or_else(|| Problem::Unsupported(format!("torch.{d}, a dtype paramdex does not read"))),
+        Some(Object::Global(("torch", d))) => DType::from_name(d).ok_or_else(|| {
+            Problem::Unsupported(format!("torch.{d}, a dtype paramdex does not read"))
+        }),
         _ => Err(corrupt("its properties name no torch dtype")),
     }
 }
@@ -259,12 +272,17 @@ impl DcpStore {
         let shown = path_str(&dir);
         let meta_shown = path_str(&dir.join(METADATA_FILE));
         let p = pickle::parse(bytes, &meta_shown, DCP_GLOBALS)?;
-        let bad = |detail: String| Error::corrupt("torch DCP metadata", 0, format!("{meta_shown}: {detail}"));
-        let Some(("Metadata", state)) = instance(&p, p.root()) else {
-            return Err(bad("the pickle is not a torch.distributed.checkpoint Metadata".into()));
+        let bad = |detail: String| {
+            Error::corrupt("torch DCP metadata", 0, format!("{meta_shown}: {detail}"))
         };
-        let Some(Object::Dict { items: sd_items, .. }) =
-            field(&p, state, "state_dict_metadata").and_then(|v| p.object(v))
+        let Some(("Metadata", state)) = instance(&p, p.root()) else {
+            return Err(bad(
+                "the pickle is not a torch.distributed.checkpoint Metadata".into(),
+            ));
+        };
+        let Some(Object::Dict {
+            items: sd_items, ..
+        }) = field(&p, state, "state_dict_metadata").and_then(|v| p.object(v))
         else {
             return Err(bad("its state_dict_metadata is not a dict".into()));
         };
@@ -287,7 +305,9 @@ impl DcpStore {
             let offset = match field(&p, kstate, "offset") {
                 None | Some(Value::None) => None,
                 o => Some(dims(&p, o).ok_or_else(|| {
-                    bad(format!("the MetadataIndex of {fqn:?} has an offset that is not a torch.Size"))
+                    bad(format!(
+                        "the MetadataIndex of {fqn:?} has an offset that is not a torch.Size"
+                    ))
                 })?),
             };
             let Some(("_StorageInfo", vstate)) = instance(&p, v) else {
@@ -301,14 +321,17 @@ impl DcpStore {
                 let (Some(Value::Int(off)), Some(Value::Int(len))) =
                     (field(&p, vstate, "offset"), field(&p, vstate, "length"))
                 else {
-                    return Err(corrupt("its _StorageInfo has no int offset and length".into()));
+                    return Err(corrupt(
+                        "its _StorageInfo has no int offset and length".into(),
+                    ));
                 };
                 let (Ok(offset), Ok(len)) = (u64::try_from(*off), u64::try_from(*len)) else {
                     return Err(corrupt(format!("a negative offset {off} or length {len}")));
                 };
                 match field(&p, vstate, "transform_descriptors") {
                     None | Some(Value::None) => {}
-                    Some(v) if matches!(p.object(v), Some(Object::List(l) | Object::Tuple(l)) if l.is_empty()) => {}
+                    Some(v) if matches!(p.object(v), Some(Object::List(l) | Object::Tuple(l)) if l.is_empty()) =>
+                        {}
                     Some(_) => {
                         return Err(Problem::Unsupported(
                             "its bytes are transformed (FileSystemWriter _extensions, such as \
@@ -341,7 +364,10 @@ impl DcpStore {
                     }
                 };
                 let flen = files[file].len.ok_or_else(|| {
-                    corrupt(format!("its data file {} is missing", files[file].path.display()))
+                    corrupt(format!(
+                        "its data file {} is missing",
+                        files[file].path.display()
+                    ))
                 })?;
                 if offset.checked_add(len).is_none_or(|end| end > flen) {
                     return Err(corrupt(format!(
@@ -360,34 +386,35 @@ impl DcpStore {
                 return Err(bad("a state_dict_metadata key is not a str".into()));
             };
             let item = match instance(&p, v) {
-                Some(("BytesStorageMetadata", _)) => {
-                    match stored.get(&(fqn.to_string(), None)) {
-                        Some(Ok(at)) => Item {
-                            name: fqn.as_bytes().to_vec(),
-                            kind: ItemKind::Bytes(*at),
-                            nbytes: at.len,
-                            problem: None,
-                        },
-                        other => Item {
-                            name: fqn.as_bytes().to_vec(),
-                            kind: ItemKind::Bytes(Stored { file: 0, offset: 0, len: 0 }),
-                            nbytes: 0,
-                            problem: Some(named(
-                                match other {
-                                    Some(Err(e)) => e.clone(),
-                                    _ => Problem::Corrupt {
-                                        offset: 0,
-                                        detail: "no storage_data entry says where it is stored"
-                                            .into(),
-                                    },
+                Some(("BytesStorageMetadata", _)) => match stored.get(&(fqn.to_string(), None)) {
+                    Some(Ok(at)) => Item {
+                        name: fqn.as_bytes().to_vec(),
+                        kind: ItemKind::Bytes(*at),
+                        nbytes: at.len,
+                        problem: None,
+                    },
+                    other => Item {
+                        name: fqn.as_bytes().to_vec(),
+                        kind: ItemKind::Bytes(Stored {
+                            file: 0,
+                            offset: 0,
+                            len: 0,
+                        }),
+                        nbytes: 0,
+                        problem: Some(named(
+                            match other {
+                                Some(Err(e)) => e.clone(),
+                                _ => Problem::Corrupt {
+                                    offset: 0,
+                                    detail: "no storage_data entry says where it is stored".into(),
                                 },
-                                &meta_shown,
-                                "item",
-                                fqn,
-                            )),
-                        },
-                    }
-                }
+                            },
+                            &meta_shown,
+                            "item",
+                            fqn,
+                        )),
+                    },
+                },
                 Some(("TensorStorageMetadata", tstate)) => {
                     Self::tensor(&p, fqn, tstate, &stored, &meta_shown)
                 }
@@ -402,7 +429,10 @@ impl DcpStore {
         }
         items.sort_by(|a, b| a.name.cmp(&b.name));
         if let Some(w) = items.windows(2).find(|w| w[0].name == w[1].name) {
-            return Err(bad(format!("two items are both named {}", name::display(&w[0].name))));
+            return Err(bad(format!(
+                "two items are both named {}",
+                name::display(&w[0].name)
+            )));
         }
         let mut store = DcpStore {
             dir,
@@ -468,7 +498,9 @@ impl DcpStore {
                     dims(p, field(p, cstate, "offsets")),
                     dims(p, field(p, cstate, "sizes")),
                 ) else {
-                    return Err(corrupt("a chunk's offsets or sizes are not a torch.Size".into()));
+                    return Err(corrupt(
+                        "a chunk's offsets or sizes are not a torch.Size".into(),
+                    ));
                 };
                 let region = Region::new(offsets.clone(), sizes.clone())
                     .filter(|r| r.rank() == size.len() && r.is_within(&size))
@@ -532,7 +564,11 @@ impl DcpStore {
         match result {
             Ok((dtype, size, chunks, nbytes)) => Item {
                 name: fqn.as_bytes().to_vec(),
-                kind: ItemKind::Tensor { dtype, size, chunks },
+                kind: ItemKind::Tensor {
+                    dtype,
+                    size,
+                    chunks,
+                },
                 nbytes,
                 problem: None,
             },
@@ -626,12 +662,22 @@ impl DcpStore {
             r.start,
             r.end
         );
-        let bad = |detail: String| Error::corrupt("torch DCP chunk", r.start as u64, format!("{shown}: {detail}"));
+        let bad = |detail: String| {
+            Error::corrupt(
+                "torch DCP chunk",
+                r.start as u64,
+                format!("{shown}: {detail}"),
+            )
+        };
         let ts = TorchStore::from_source_range(s.clone(), r.clone(), path.clone(), shown.clone())?
             .ok_or_else(|| bad("not a torch.save archive".into()))?;
         let t = match ts.tensors.as_slice() {
             [t] if t.name.is_empty() => t.clone(),
-            _ => return Err(bad("the archive does not hold exactly one bare tensor".into())),
+            _ => {
+                return Err(bad(
+                    "the archive does not hold exactly one bare tensor".into()
+                ))
+            }
         };
         if let Some(p) = &t.problem {
             return Err(ts.error(&t, p));
@@ -736,10 +782,12 @@ impl TensorStore for DcpStore {
 
     fn scan(&self, start: &[u8]) -> Result<TensorInfos<'_>> {
         let from = self.items.partition_point(|t| t.name.as_slice() < start);
-        Ok(Box::new(self.items[from..].iter().map(|it| match &it.problem {
-            Some(p) => Err(self.error(p)),
-            None => Ok(Self::info_of(it)),
-        })))
+        Ok(Box::new(self.items[from..].iter().map(
+            |it| match &it.problem {
+                Some(p) => Err(self.error(p)),
+                None => Ok(Self::info_of(it)),
+            },
+        )))
     }
 
     fn info(&self, name: &[u8]) -> Result<Option<TensorInfo>> {

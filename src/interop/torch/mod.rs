@@ -538,9 +538,7 @@ fn view_bytes<'a>(t: &Tensor, source: &'a [u8], shown: &str) -> Result<Cow<'a, [
     let es = t.dtype.size();
     let storage = source
         .get(t.storage_at as usize..(t.storage_at + t.storage_len) as usize)
-        .ok_or_else(|| {
-            Error::corrupt("torch tensor", t.storage_at, "storage outside the file")
-        })?;
+        .ok_or_else(|| Error::corrupt("torch tensor", t.storage_at, "storage outside the file"))?;
     // The view was checked against the storage when the file was opened.
     let outside = || {
         Error::corrupt(
