@@ -291,3 +291,28 @@ fn chunks_that_disagree_and_truncated_metadata() {
         }
     }
 }
+
+/// The `.metadata` torch 2.15 wrote for two gloo ranks (tests/data/pickle, also a fuzz seed):
+/// every item listed with its dtype and global size; its data files are not there, so each
+/// item is reported as stored in a missing file.
+#[test]
+fn the_metadata_torch_writes_parses() {
+    let bytes = std::fs::read(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/pickle/dcp_two_ranks.metadata"),
+    )
+    .unwrap();
+    let store = paramdex::interop::torch::dcp::DcpStore::from_metadata_bytes(&bytes).unwrap();
+    let items: Vec<_> = store.scan(b"").unwrap().collect();
+    assert_eq!(items.len(), 6);
+    for r in items {
+        let e = r.err().unwrap();
+        assert!(e.to_string().contains("missing"), "{e}");
+    }
+    // With its data files: a directory holding only that metadata names what is missing.
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join(".metadata"), &bytes).unwrap();
+    let store = open_any(tmp.path()).unwrap();
+    assert_eq!(store.format(), Format::TorchDcp);
+    let e = store.load(b"model.w").err().unwrap();
+    assert!(e.to_string().contains("__0_0.distcp"), "{e}");
+}

@@ -262,6 +262,13 @@ impl DcpStore {
         Self::from_metadata(&bytes, dir.clone(), &lens)
     }
 
+    /// Opens a DCP checkpoint from the bytes of its `.metadata` alone, with no data file
+    /// (every item is then reported as stored in a missing file): for fuzzing and for checking
+    /// a metadata file by itself.
+    pub fn from_metadata_bytes(bytes: &[u8]) -> Result<DcpStore> {
+        Self::from_metadata(bytes, PathBuf::from("<memory>"), &|_| None)
+    }
+
     /// Opens a DCP checkpoint from the bytes of its `.metadata`; `dir` is where its data
     /// files are, `file_len` the length of one (`None`: missing).
     fn from_metadata(
