@@ -14,6 +14,7 @@ use crate::error::{Error, RemoteProblem, Result};
 mod checkpoints;
 mod export;
 pub(crate) mod foreign;
+pub mod hf;
 pub mod json;
 mod merge;
 pub(crate) mod native;
@@ -64,6 +65,8 @@ const OPENERS: &[Opener] = &[
     // A torch DCP directory (or its `.metadata`) first: the Paddle per-variable detector
     // would take a `.distcp` file starting with zeros for a damaged tensor file.
     torch::dcp::open_store,
+    // A Hugging Face directory (its model file, or its sharded checkpoint's index) or index.
+    open_hf,
     // Before the merged-file detector, which would take a zip's header for a size field.
     torch::open_store,
     native::open_native,
@@ -74,6 +77,11 @@ const OPENERS: &[Opener] = &[
     paddle::open_merged_store,
     paddle::open_store,
 ];
+
+/// A Hugging Face layout ([`hf`]), its files opened by the same detection as any file.
+fn open_hf(path: &Path) -> Result<Option<Box<dyn TensorStore>>> {
+    hf::open_store(path, detect)
+}
 
 /// Opens any supported input, detecting its format by content (not by extension).
 ///

@@ -174,6 +174,9 @@ pub enum Format {
     /// A torch.distributed.checkpoint directory written by `FileSystemWriter` (`.metadata` and
     /// `*.distcp` files; `interop::torch::dcp`).
     TorchDcp,
+    /// A Hugging Face sharded checkpoint: shard files listed by a `*.index.json` weight map
+    /// (`interop::hf`).
+    HuggingFaceSharded,
 }
 
 impl Format {
@@ -190,6 +193,7 @@ impl Format {
             Format::Torch => "torch.save file",
             Format::PaddleDygraph => "paddle dygraph pickle",
             Format::TorchDcp => "torch DCP checkpoint",
+            Format::HuggingFaceSharded => "hugging face sharded checkpoint",
         }
     }
 }

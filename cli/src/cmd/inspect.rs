@@ -1377,6 +1377,7 @@ fn a_format(f: Format) -> String {
         Format::Torch => "a torch.save file".into(),
         Format::PaddleDygraph => "a Paddle dygraph pickle (.pdparams / .pdopt)".into(),
         Format::TorchDcp => "a torch.distributed.checkpoint directory (.metadata + .distcp)".into(),
+        Format::HuggingFaceSharded => "a Hugging Face sharded checkpoint (*.index.json)".into(),
         other => format!("a {} input", other.name()),
     }
 }
