@@ -19,7 +19,10 @@ mismatch:
    step and a learning rate): every tensor byte-exact against what torch reads back
    (`dcp_to_torch_save` then `torch.load`), by the directory and by its `.metadata`, `get
    --slice` across the two ranks' chunks, `verify`, `convert --skip-unsupported`, and the
-   scalars as metadata.
+   scalars as metadata;
+5. Hugging Face sharded checkpoints written as `save_pretrained` writes them (shards by
+   `safetensors.torch.save_file` / `torch.save`, the `*.index.json` weight map by hand):
+   byte-exact by the directory and by the index.
 """
 
 import json
@@ -260,12 +263,51 @@ def dcp_checks(d):
         report(f"{label}: the step and learning rate are its metadata", False, str(e))
 
 
+def hf_checks(d):
+    import torch
+    from safetensors.torch import save_file
+
+    torch.manual_seed(2)
+    sd = {
+        "transformer.wte.weight": torch.randn(16, 8),
+        "transformer.h.0.attn.c_attn.weight": torch.randn(8, 24).to(torch.bfloat16),
+        "transformer.h.0.ln_1.bias": torch.randn(8),
+        "lm_head.weight": torch.randn(16, 8).to(torch.float16),
+    }
+    want = {k: (raw_of_torch(v), list(v.shape)) for k, v in sd.items()}
+    names = sorted(sd)
+    parts = [names[:2], names[2:]]
+    for kind, ext, index in (("safetensors", "safetensors", "model.safetensors.index.json"),
+                             ("torch.save", "bin", "pytorch_model.bin.index.json")):
+        root = os.path.join(d, f"hf_{ext}")
+        os.makedirs(root)
+        with open(os.path.join(root, "config.json"), "w") as f:
+            json.dump({"model_type": "gpt2"}, f)
+        weight_map = {}
+        stem = "model" if ext == "safetensors" else "pytorch_model"
+        for i, part in enumerate(parts):
+            shard = f"{stem}-{i + 1:05d}-of-{len(parts):05d}.{ext}"
+            piece = {k: sd[k].contiguous() for k in part}
+            if ext == "safetensors":
+                save_file(piece, os.path.join(root, shard), metadata={"format": "pt"})
+            else:
+                torch.save(piece, os.path.join(root, shard))
+            weight_map.update({k: shard for k in part})
+        total = sum(v.numel() * v.element_size() for v in sd.values())
+        with open(os.path.join(root, index), "w") as f:
+            json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f)
+        for path in (root, os.path.join(root, index)):
+            check_store(f"Hugging Face sharded {kind} ({os.path.basename(path)})", path, want)
+
+
 def main():
     with tempfile.TemporaryDirectory() as d:
         torch_checks(d)
         hostile_check(d)
     with tempfile.TemporaryDirectory() as d:
         dcp_checks(d)
+    with tempfile.TemporaryDirectory() as d:
+        hf_checks(d)
     with tempfile.TemporaryDirectory() as d:
         paddle_checks(d)
     if FAILURES:
