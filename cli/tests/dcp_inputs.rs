@@ -133,3 +133,36 @@ fn hostile_and_damaged_dcp_metadata() {
     // The other items still read.
     run(&[&"get", &short, &"step", &"--format", &"raw"], 0);
 }
+
+/// `ls DIR/` of a directory holding several inputs and other files lists each with what it is
+/// (the same detection as opening it), exit 0; `--json` too; and at a `file://` URL.
+#[test]
+fn ls_of_a_directory_of_several_inputs_says_what_each_is() {
+    let tmp = tempfile::tempdir().unwrap();
+    write(&tmp.path().join("run_a"), 4, None);
+    write(&tmp.path().join("run_b"), 4, None);
+    std::fs::write(tmp.path().join("notes.txt"), b"hello").unwrap();
+    torch_zip::torch_save(&tmp.path().join("model.pt"), &[0u8; 48]);
+    let o = run(&[&"ls", &tmp.path()], 0);
+    let text = String::from_utf8(o.stdout).unwrap();
+    for want in [
+        "run_a/",
+        "run_b/",
+        "torch DCP checkpoint",
+        "torch.save file",
+        "notes.txt",
+    ] {
+        assert!(text.contains(want), "{want}: {text}");
+    }
+    let v = json(&run(&[&"ls", &tmp.path(), &"--json"], 0));
+    let rows = v.as_array().unwrap();
+    assert_eq!(rows.len(), 4, "{v}");
+    let of = |n: &str| rows.iter().find(|r| r["name"] == n).unwrap().clone();
+    assert_eq!(of("run_a")["format"], "torch DCP checkpoint");
+    assert_eq!(of("model.pt")["format"], "torch.save file");
+    assert!(of("notes.txt")["format"].is_null());
+    assert!(of("notes.txt")["error"].is_string());
+    let url = format!("file://{}/", tmp.path().display());
+    let v = json(&run(&[&"ls", &url, &"--json"], 0));
+    assert_eq!(v.as_array().unwrap().len(), 4, "{v}");
+}

@@ -36,6 +36,7 @@ mod remote {
 mod remote_sharded;
 pub mod safetensors;
 mod store;
+mod survey;
 pub mod tf;
 pub mod torch;
 #[cfg(feature = "s3")]
@@ -54,6 +55,7 @@ pub use store::{
     DataLocation, ForeignType, Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorInfos,
     TensorStore, VerifySummary, MAX_FOREIGN_NAME,
 };
+pub use survey::{survey, Found, MAX_SURVEYED};
 #[cfg(feature = "s3")]
 pub use upload::export_url;
 
