@@ -60,7 +60,7 @@ pub use survey::{survey, Found, MAX_SURVEYED};
 pub use upload::export_url;
 
 /// A detector: returns `Ok(None)` when the input is not its format.
-type Opener = fn(&Path) -> Result<Option<Box<dyn TensorStore>>>;
+pub(crate) type Opener = fn(&Path) -> Result<Option<Box<dyn TensorStore>>>;
 
 /// Format openers tried in order by [`open_any`]. Other formats register here.
 const OPENERS: &[Opener] = &[

@@ -126,6 +126,10 @@ struct Stored {
     len: u64,
 }
 
+/// Where each chunk `(fqn, offsets)` (a non-tensor item: `(fqn, None)`) is stored, or why
+/// that cannot be used.
+type StorageMap = HashMap<(String, Option<Vec<u64>>), std::result::Result<Stored, Problem>>;
+
 #[derive(Clone, Debug)]
 struct Chunk {
     region: Region,
@@ -296,8 +300,7 @@ impl DcpStore {
         // storage_data: MetadataIndex(fqn, offset) -> _StorageInfo.
         let mut files: Vec<DataFile> = Vec::new();
         let mut file_ids: HashMap<String, usize> = HashMap::new();
-        let mut stored: HashMap<(String, Option<Vec<u64>>), std::result::Result<Stored, Problem>> =
-            HashMap::new();
+        let mut stored: StorageMap = HashMap::new();
         let storage = match field(&p, state, "storage_data").and_then(|v| p.object(v)) {
             Some(Object::Dict { items, .. }) => items.as_slice(),
             _ => return Err(bad("its storage_data is not a dict".into())),
@@ -470,7 +473,7 @@ impl DcpStore {
         p: &Pickle,
         fqn: &str,
         state: Option<&Value>,
-        stored: &HashMap<(String, Option<Vec<u64>>), std::result::Result<Stored, Problem>>,
+        stored: &StorageMap,
         meta_shown: &str,
     ) -> Item {
         let result = (|| -> std::result::Result<(DType, Vec<u64>, Vec<Chunk>, u64), Problem> {
