@@ -477,7 +477,7 @@ pub fn ls(
         Ok(s) => s,
         // A directory (or an object prefix) that is not one input: what it holds.
         Err(e) if json_file.is_none() && prefix.is_none() && is_survey(file, &e) => {
-            return ls_survey(file, as_json)
+            return ls_survey(file, as_json, e)
         }
         Err(e) => return Err(e),
     };
@@ -1395,9 +1395,13 @@ fn is_survey(input: &Path, e: &Error) -> bool {
 }
 
 /// `ls DIR/`: each file, object or subdirectory of `dir` with the input it is (the same
-/// detection as opening it), or why it is none.
-fn ls_survey(dir: &Path, as_json: bool) -> Result<ExitCode> {
+/// detection as opening it), or why it is none. A directory holding no input at all is the
+/// error `open_any` gave, `refused` (which says where it looked).
+fn ls_survey(dir: &Path, as_json: bool, refused: Error) -> Result<ExitCode> {
     let found = paramdex::interop::survey(dir)?;
+    if !found.iter().any(|f| f.what.is_ok()) {
+        return Err(refused);
+    }
     let why = |e: &Error| match e {
         Error::UnrecognizedFormat {
             looks_like: Some(k),
