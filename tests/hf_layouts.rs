@@ -196,3 +196,33 @@ fn a_weight_map_that_disagrees_with_its_shards_is_an_error_naming_both() {
     let msg = open_any(&index).err().unwrap().to_string();
     assert!(msg.contains("not a file name beside the index"), "{msg}");
 }
+
+/// At a URL (`file://`, through the same URL dispatcher as `s3://`): by the index and by the
+/// directory; the weight map checked the same way.
+#[cfg(feature = "s3")]
+#[test]
+fn a_sharded_checkpoint_at_a_url() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("gpt2");
+    sharded(&dir);
+    for url in [
+        format!("file://{}/model.safetensors.index.json", dir.display()),
+        format!("file://{}", dir.display()),
+        format!("file://{}/", dir.display()),
+    ] {
+        let s = open_any(&url).unwrap();
+        assert_eq!(s.format(), Format::HuggingFaceSharded, "{url}");
+        assert_eq!(bytes_of(s.as_ref(), "lm_head"), f32s([20.0, 21.0, 22.0]));
+        assert_eq!(s.list().unwrap().len(), 3);
+    }
+    fs::write(
+        dir.join("model.safetensors.index.json"),
+        br#"{"weight_map": {"ghost": "model-00002-of-00002.safetensors"}}"#,
+    )
+    .unwrap();
+    let msg = open_any(format!("file://{}", dir.display()))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(msg.contains("ghost"), "{msg}");
+}
