@@ -85,6 +85,12 @@ pub enum DType {
     Float6E2M3FNx4,
     /// Four `float6_e3m2fn` in every 3 bytes of the last dimension (safetensors `F6_E3M2`).
     Float6E3M2FNx4,
+    /// A bytes value (SPEC.md 6.1): not a numeric type. In a native file its record is `uint8`
+    /// of shape `[S]` holding TensorFlow's encoding of a scalar string (the value's varint
+    /// length, the masked CRC32C of the length, the value), and its index entry is a scalar
+    /// `DT_STRING` of `S` bytes, so TensorFlow reads it as a scalar string tensor. Not in
+    /// [`DType::ALL`]; written with `Writer::add_bytes`, read with `Reader::get_bytes`.
+    Bytes,
 }
 
 /// How a packed dtype stores its values ([`DType::packing`]): `values` elements in every
@@ -140,9 +146,11 @@ const fn row(
 }
 
 const N: usize = 31;
+/// Rows of [`TABLE`]: the numeric dtypes, then `bytes`.
+const ROWS: usize = N + 1;
 
 /// The dtype table (SPEC.md 6).
-const TABLE: [Row; N] = [
+const TABLE: [Row; ROWS] = [
     row(DType::Bool, "bool", Some(0), Some(10), None),
     row(DType::Int8, "int8", Some(21), Some(6), None),
     row(DType::UInt8, "uint8", Some(20), Some(4), None),
@@ -216,6 +224,8 @@ const TABLE: [Row; N] = [
         None,
         Some(6),
     ),
+    // Bytes values: a scalar DT_STRING for TensorFlow, a `uint8` record for Paddle.
+    row(DType::Bytes, "bytes", None, Some(7), None),
 ];
 
 /// TensorFlow's `DT_UINT8`: what TensorFlow sees for a type it has no number for.
@@ -224,7 +234,7 @@ const TF_UINT8: i32 = 4;
 const PADDLE_UINT8: i32 = 20;
 
 impl DType {
-    /// Every dtype, in table order.
+    /// Every numeric dtype, in table order ([`DType::Bytes`] is not one).
     pub const ALL: [DType; N] = {
         let mut all = [DType::Bool; N];
         let mut i = 0;
@@ -553,7 +563,7 @@ mod tests {
         assert_eq!(DType::BFloat16.tf_code(), 14);
         assert_eq!(DType::Complex128.size(), 16);
         assert!(DType::from_paddle(7).is_none());
-        assert!(DType::from_tf(7).is_none());
+        assert_eq!(DType::from_tf(7), Some(DType::Bytes));
         assert_eq!(DType::from_tf(29), Some(DType::Int4));
         assert_eq!(DType::from_tf(30), Some(DType::UInt4));
         assert_eq!(DType::from_tf(26), Some(DType::Float8E4M3FNUZ));

@@ -27,6 +27,10 @@ fn check_view(file: &[u8], t: &TensorView<'_>) {
     let _ = t.lod().map(|l| l.to_vec());
     let _ = t.check_record();
     let _ = t.verify_crc();
+    // A bytes value (SPEC.md 6.1): its value lies inside its data, or it is an error.
+    if let Ok(v) = t.bytes_value() {
+        assert!(t.data().ends_with(v));
+    }
     let _ = t.as_slice::<f32>();
     let _ = t.as_slice::<u8>();
 }
@@ -170,6 +174,10 @@ fn run(data: &[u8], verify_tensors: bool, verify_blocks: bool) {
             t.check_record()
                 .expect("check_record after a passing verify");
             t.verify_crc().expect("tensor CRC after a passing verify");
+            if t.dtype() == paramdex::DType::Bytes {
+                t.bytes_value()
+                    .expect("a bytes value's encoding after a passing verify");
+            }
         }
     }
 }

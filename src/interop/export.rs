@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::interop::store::{record_limits, Format, NoLimit, OutputLimit, VerifySummary, Written};
-use crate::interop::store::{ExportJob, LoadedTensor, TensorInfo, TensorInfos, TensorStore};
+use crate::interop::store::{ExportJob, Kind, LoadedTensor, TensorInfo, TensorInfos, TensorStore};
 use crate::interop::{native, paddle, safetensors, tf};
 use crate::name::{self, MAX_NAME_LEN};
 use crate::native::{FinishStats, Metadata, Reader, WriterOptions};
@@ -241,10 +241,16 @@ fn paddle_output_combined(info: &TensorInfo) -> Option<String> {
     paddle_output(info).or_else(|| paddle::cannot_hold_combined(info))
 }
 
-/// The rule of native output: [`paddle_records`]'s, and a name of 1 to
+/// The rule of native output: [`paddle_records`]'s (bytes values aside), and a name of 1 to
 /// [`MAX_NAME_LEN`] bytes.
 fn native_records(info: &TensorInfo) -> Option<String> {
-    paddle_records(info).or_else(|| {
+    // Bytes values stay bytes values (SPEC.md 6.1).
+    let rule = if info.kind == Kind::Bytes {
+        None
+    } else {
+        paddle_records(info)
+    };
+    rule.or_else(|| {
         if info.name.is_empty() {
             Some("named with the empty name (reserved for the file header)".into())
         } else if info.name.len() > MAX_NAME_LEN {

@@ -139,7 +139,10 @@ pub fn element(dtype: DType, data: &[u8], i: usize) -> Value {
             json!(small_int_value(dtype, b[0]).unwrap_or_default())
         }
         // Packed types: each element is a byte holding several values; shown as that byte.
-        DType::Float4E2M1FNx2 | DType::Float6E2M3FNx4 | DType::Float6E3M2FNx4 => json!(b[0]),
+        // (A bytes value's encoded bytes likewise, one by one.)
+        DType::Float4E2M1FNx2 | DType::Float6E2M3FNx4 | DType::Float6E3M2FNx4 | DType::Bytes => {
+            json!(b[0])
+        }
     }
 }
 

@@ -6,16 +6,19 @@ use std::path::Path;
 
 use std::borrow::Cow;
 
+use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::interop::store::{
-    DataLocation, ExportJob, Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorInfos,
-    TensorStore, VerifySummary, Written,
+    DataLocation, ExportJob, Format, Kind, LoadedTensor, StoreLayout, TensorData, TensorInfo,
+    TensorInfos, TensorStore, VerifySummary, Written,
 };
 use crate::name;
+use crate::native::bytes_value;
 use crate::native::{
     Listed, Metadata, Reader, Region, Tensor, TensorView, VerifyOptions, Writer, WriterOptions,
 };
 use crate::progress::{Progress, Unit};
+use crate::table::TableFigures;
 
 impl TensorStore for Reader {
     fn format(&self) -> Format {
@@ -51,6 +54,15 @@ impl TensorStore for Reader {
         Ok(self.header().metadata.clone())
     }
 
+    fn layout(&self) -> Result<StoreLayout> {
+        let table = self.table().figures()?;
+        Ok(native_layout(
+            self.header(),
+            self.as_bytes().len() as u64,
+            table,
+        ))
+    }
+
     fn load(&self, name: &[u8]) -> Result<Option<LoadedTensor<'_>>> {
         let t = match self.get(name) {
             Ok(Some(t)) => t,
@@ -62,7 +74,7 @@ impl TensorStore for Reader {
         t.verify_crc()?;
         Ok(Some(LoadedTensor {
             info: info(&t)?,
-            data: TensorData::Bytes(Cow::Borrowed(t.data())),
+            data: TensorData::Bytes(Cow::Borrowed(value_of(&t)?)),
         }))
     }
 
@@ -91,7 +103,7 @@ impl TensorStore for Reader {
             .map(|(n, v)| match v {
                 Some(t) => Ok(LoadedTensor {
                     info: info(&t)?,
-                    data: TensorData::Bytes(Cow::Borrowed(t.data())),
+                    data: TensorData::Bytes(Cow::Borrowed(value_of(&t)?)),
                 }),
                 None => self.assemble(n)?.ok_or_else(|| Error::NotFound {
                     name: name::display(n),
@@ -145,7 +157,8 @@ impl TensorStore for Reader {
 
     fn data_location(&self, name: &[u8]) -> Result<Option<DataLocation>> {
         Ok(self.get(name)?.map(|t| DataLocation {
-            path: self.path().into(),
+            // The data file of a sharded checkpoint's tensor, not the index opened.
+            path: t.path().into(),
             offset: t.data_offset(),
             len: t.data().len() as u64,
             crc32c: Some(crate::format::unmask_crc(t.stored_crc())),
@@ -161,6 +174,16 @@ fn listed(r: &Reader, t: Listed) -> Result<TensorInfo> {
     } else {
         Vec::new()
     };
+    if t.dtype == DType::Bytes {
+        // A bytes value (SPEC.md 6.1): listed as its value, from its entry's size alone.
+        return Ok(TensorInfo {
+            name: t.name,
+            kind: Kind::Bytes,
+            shape: Vec::new(),
+            lod,
+            nbytes: bytes_value::value_len(t.nbytes).unwrap_or(t.nbytes),
+        });
+    }
     Ok(TensorInfo {
         name: t.name,
         kind: Kind::Numeric(t.dtype),
@@ -168,6 +191,16 @@ fn listed(r: &Reader, t: Listed) -> Result<TensorInfo> {
         lod,
         nbytes: t.nbytes,
     })
+}
+
+/// The data a store gives of a whole stored tensor: its bytes, or a bytes value's value (its
+/// encoding checked).
+fn value_of<'a>(t: &TensorView<'a>) -> Result<&'a [u8]> {
+    if t.dtype() == DType::Bytes {
+        t.bytes_value()
+    } else {
+        Ok(t.data())
+    }
 }
 
 impl Reader {
@@ -196,6 +229,15 @@ impl Reader {
 /// What a listing says of a tensor. Reads only its index entry, unless it has LoD: only then is
 /// its record header read (`TensorView::lod`), so listing touches no record of a tensor without.
 fn info(t: &TensorView<'_>) -> Result<TensorInfo> {
+    if t.dtype() == DType::Bytes {
+        return Ok(TensorInfo {
+            name: t.name().to_vec(),
+            kind: Kind::Bytes,
+            shape: Vec::new(),
+            lod: Vec::new(),
+            nbytes: bytes_value::value_len(t.data().len() as u64).unwrap_or(t.data().len() as u64),
+        });
+    }
     Ok(TensorInfo {
         name: t.name().to_vec(),
         kind: Kind::Numeric(t.dtype()),
@@ -328,6 +370,14 @@ pub(crate) fn write_native<'s>(
             let next = (!window.is_empty()).then(|| s.spawn(move || load_window(&window)));
             if let Some(loaded) = loaded {
                 for (listed, t) in loaded {
+                    // Bytes values (a native file's, a TensorFlow scalar string) stay bytes
+                    // values (SPEC.md 6.1).
+                    if let (Kind::Bytes, TensorData::Bytes(value)) = (&t.info.kind, &t.data) {
+                        w.add_bytes(&t.info.name, value)?;
+                        data_bytes = data_bytes.saturating_add(value.len() as u64);
+                        progress.advance(listed);
+                        continue;
+                    }
                     // The survey refused what is not numeric; a store whose data disagrees
                     // with its listing is refused here.
                     let (Kind::Numeric(dtype), TensorData::Bytes(data)) = (t.info.kind, &t.data)
@@ -361,4 +411,25 @@ pub(crate) fn write_native<'s>(
         native: Some(stats),
         notes: Vec::new(),
     })
+}
+
+/// The layout of a native file of `file_len` bytes with `header` and index `table`, from a path
+/// or a URL alike.
+pub(crate) fn native_layout(
+    header: &crate::native::FileHeader,
+    file_len: u64,
+    table: TableFigures,
+) -> StoreLayout {
+    let index_start = table.first_data_offset;
+    StoreLayout {
+        file_bytes: Some(file_len),
+        format_version: Some(header.format_version),
+        records_bytes: Some(header.records_len),
+        dead_bytes: Some(index_start.saturating_sub(header.records_len)),
+        alignment: Some(header.alignment),
+        records_sorted: Some(header.records_sorted),
+        index_bytes: Some(file_len.saturating_sub(index_start)),
+        shards: Some(header.shards.len().max(1) as u64),
+        table: Some(table),
+    }
 }

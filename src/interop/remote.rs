@@ -9,10 +9,11 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use crate::error::{Error, RemoteProblem, Result};
+use crate::interop::native::native_layout;
 use crate::interop::remote_sharded::{info, loaded};
 use crate::interop::safetensors::{self, RemoteSafetensors, RemoteSafetensorsOptions};
 use crate::interop::store::{
-    Format, LoadedTensor, TensorInfo, TensorInfos, TensorStore, VerifySummary,
+    Format, LoadedTensor, StoreLayout, TensorInfo, TensorInfos, TensorStore, VerifySummary,
 };
 use crate::native::{Metadata, Region};
 use crate::remote::{
@@ -34,25 +35,34 @@ impl TensorStore for RemoteReader {
         Ok(self.header().metadata.clone())
     }
 
+    fn layout(&self) -> Result<StoreLayout> {
+        // The whole index, in at most one request beyond what the open read.
+        let (bytes, base) = self.index_bytes()?;
+        let table = self.table_over(&bytes, base).figures()?;
+        Ok(native_layout(self.header(), self.source().len(), table))
+    }
+
     fn load(&self, name: &[u8]) -> Result<Option<LoadedTensor<'_>>> {
         match self.get_ahead(name) {
-            Ok(t) => Ok(t.map(|t| loaded(name, t))),
+            Ok(t) => t.map(|t| loaded(name, t)).transpose(),
             // Stored in slices: assembled, every slice read checked against its checksum
             // (as a mapped file's store does).
             Err(Error::Sliced { .. }) => {
                 let Some(e) = self.entry_of(name)? else {
                     return Ok(None);
                 };
-                Ok(self
-                    .get_slice(name, &Region::full(&e.shape))?
-                    .map(|t| loaded(name, t)))
+                self.get_slice(name, &Region::full(&e.shape))?
+                    .map(|t| loaded(name, t))
+                    .transpose()
             }
             Err(e) => Err(e),
         }
     }
 
     fn load_slice(&self, name: &[u8], region: &Region) -> Result<Option<LoadedTensor<'_>>> {
-        Ok(self.get_slice(name, region)?.map(|t| loaded(name, t)))
+        self.get_slice(name, region)?
+            .map(|t| loaded(name, t))
+            .transpose()
     }
 
     fn verify(&self, _threads: usize) -> Result<VerifySummary> {

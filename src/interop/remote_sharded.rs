@@ -6,7 +6,8 @@ use std::borrow::Cow;
 
 use crate::error::{Error, Result};
 use crate::interop::store::{
-    Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorInfos, TensorStore, VerifySummary,
+    Format, Kind, LoadedTensor, StoreLayout, TensorData, TensorInfo, TensorInfos, TensorStore,
+    VerifySummary,
 };
 use crate::native::{Metadata, Region};
 use std::sync::Arc;
@@ -24,6 +25,16 @@ pub(super) fn info(e: RemoteEntry) -> TensorInfo {
     } else {
         e.size
     };
+    if e.dtype == crate::DType::Bytes {
+        // A bytes value (SPEC.md 6.1): listed as its value, as a local file's.
+        return TensorInfo {
+            name: e.name,
+            kind: Kind::Bytes,
+            shape: Vec::new(),
+            lod: Vec::new(),
+            nbytes: crate::native::bytes_value::value_len(nbytes).unwrap_or(nbytes),
+        };
+    }
     TensorInfo {
         name: e.name,
         kind: Kind::Numeric(e.dtype),
@@ -34,8 +45,23 @@ pub(super) fn info(e: RemoteEntry) -> TensorInfo {
 }
 
 /// Tensor `name` as read, as a store returns it.
-pub(super) fn loaded(name: &[u8], t: RemoteTensor) -> LoadedTensor<'static> {
-    LoadedTensor {
+pub(super) fn loaded(name: &[u8], t: RemoteTensor) -> Result<LoadedTensor<'static>> {
+    if t.dtype == crate::DType::Bytes {
+        // Its checksum was checked when it was read; its encoding is checked here.
+        let value =
+            crate::native::bytes_value::decode(&t.data, &crate::name::display(name), 0)?.to_vec();
+        return Ok(LoadedTensor {
+            info: TensorInfo {
+                name: name.to_vec(),
+                kind: Kind::Bytes,
+                shape: Vec::new(),
+                lod: Vec::new(),
+                nbytes: value.len() as u64,
+            },
+            data: TensorData::Bytes(Cow::Owned(value)),
+        });
+    }
+    Ok(LoadedTensor {
         info: TensorInfo {
             name: name.to_vec(),
             kind: Kind::Numeric(t.dtype),
@@ -44,7 +70,7 @@ pub(super) fn loaded(name: &[u8], t: RemoteTensor) -> LoadedTensor<'static> {
             nbytes: t.data.len() as u64,
         },
         data: TensorData::Bytes(Cow::Owned(t.data)),
-    }
+    })
 }
 
 /// The info of tensor `name` from a listing that starts at `name` (`None` if its first entry
@@ -75,25 +101,32 @@ impl TensorStore for RemoteSharded {
         Ok(self.header().metadata.clone())
     }
 
+    fn layout(&self) -> Result<StoreLayout> {
+        // The index object's layout, as a mapped checkpoint's index file gives it.
+        self.index().layout()
+    }
+
     fn load(&self, name: &[u8]) -> Result<Option<LoadedTensor<'_>>> {
         match self.get(name) {
-            Ok(t) => Ok(t.map(|t| loaded(name, t))),
+            Ok(t) => t.map(|t| loaded(name, t)).transpose(),
             // Stored in slices (in one or several data objects): assembled, every slice read
             // checked against its checksum.
             Err(Error::Sliced { .. }) => {
                 let Some(i) = self.info(name)? else {
                     return Ok(None);
                 };
-                Ok(self
-                    .get_slice(name, &Region::full(&i.shape))?
-                    .map(|t| loaded(name, t)))
+                self.get_slice(name, &Region::full(&i.shape))?
+                    .map(|t| loaded(name, t))
+                    .transpose()
             }
             Err(e) => Err(e),
         }
     }
 
     fn load_slice(&self, name: &[u8], region: &Region) -> Result<Option<LoadedTensor<'_>>> {
-        Ok(self.get_slice(name, region)?.map(|t| loaded(name, t)))
+        self.get_slice(name, region)?
+            .map(|t| loaded(name, t))
+            .transpose()
     }
 
     fn verify(&self, _threads: usize) -> Result<VerifySummary> {

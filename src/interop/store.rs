@@ -12,14 +12,19 @@ use crate::native::region::copy_region;
 use crate::native::{FinishStats, Metadata, Reader, Region, WriterOptions};
 use crate::progress::{Progress, Unit};
 use crate::record::{MAX_LOD_LEVELS, MAX_RANK};
+use crate::table::TableFigures;
 
 /// The element type of a tensor from any format.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Kind {
     /// A fixed-width numeric type.
     Numeric(DType),
-    /// Variable-length byte strings (TensorFlow `DT_STRING`).
+    /// Variable-length byte strings (TensorFlow `DT_STRING` that is not a scalar).
     String,
+    /// A bytes value (SPEC.md 6.1): arbitrary bytes under a name, beside tensors; a native
+    /// file's bytes value, a TensorFlow scalar `DT_STRING`. Its shape is `[]`, its `nbytes` the
+    /// value's length, and loading gives the value ([`TensorData::Bytes`]).
+    Bytes,
     /// A TensorFlow type paramdex lists and checksums but does not decode (`DT_VARIANT`, such as
     /// a `tf.data` iterator's state; quantized and 4-bit types), by its `DataType` number.
     /// Loading gives the bytes as TensorFlow stored them; outputs cannot hold it.
@@ -67,6 +72,7 @@ impl Kind {
         match self {
             Kind::Numeric(d) => d.name(),
             Kind::String => "string",
+            Kind::Bytes => "bytes",
             Kind::Opaque(code) => crate::dtype::tf_type_name(*code).unwrap_or("unknown"),
             Kind::Foreign(f) => &f.name,
         }
@@ -76,7 +82,7 @@ impl Kind {
     pub fn numeric(&self) -> Option<DType> {
         match self {
             Kind::Numeric(d) => Some(*d),
-            Kind::String | Kind::Opaque(_) | Kind::Foreign(_) => None,
+            Kind::String | Kind::Bytes | Kind::Opaque(_) | Kind::Foreign(_) => None,
         }
     }
 
@@ -92,6 +98,7 @@ impl Kind {
         match self {
             Kind::Numeric(_) => None,
             Kind::String => Some("a string tensor".into()),
+            Kind::Bytes => Some("a bytes value".into()),
             Kind::Opaque(_) => Some(format!(
                 "a {} tensor, which paramdex does not decode",
                 self.name()
@@ -228,6 +235,33 @@ pub struct VerifySummary {
     pub checksums: u64,
 }
 
+/// How a store's bytes are laid out, as far as its format says ([`TensorStore::layout`]): what
+/// `stat` reports beside the listing's counts. A figure the format or the place does not give
+/// is `None`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StoreLayout {
+    /// Bytes of the file read (a native file, a safetensors file; a checkpoint's index file).
+    pub file_bytes: Option<u64>,
+    /// The native format version (SPEC.md).
+    pub format_version: Option<u32>,
+    /// Bytes of the records region (native files).
+    pub records_bytes: Option<u64>,
+    /// Bytes between the records and the index that no record uses (native files).
+    pub dead_bytes: Option<u64>,
+    /// The records' data alignment in bytes (native files).
+    pub alignment: Option<u32>,
+    /// Whether the records are in name order (native files).
+    pub records_sorted: Option<bool>,
+    /// Bytes of the index: a native file's table, a TensorFlow `.index`, a safetensors header
+    /// with its 8-byte length.
+    pub index_bytes: Option<u64>,
+    /// Figures of the index's blocks, for formats whose index is a table.
+    pub table: Option<TableFigures>,
+    /// Data files or shards the tensors are spread over.
+    pub shards: Option<u64>,
+}
+
 /// A stream of tensor descriptions in bytewise name order; see [`TensorStore::scan`].
 pub type TensorInfos<'a> = Box<dyn Iterator<Item = Result<TensorInfo>> + 'a>;
 
@@ -353,6 +387,11 @@ pub trait TensorStore: Send + Sync {
     fn data_location(&self, name: &[u8]) -> Result<Option<DataLocation>> {
         let _ = name;
         Ok(None)
+    }
+    /// How the store's bytes are laid out ([`StoreLayout`]); the default says nothing. For a
+    /// table index this reads every index block once.
+    fn layout(&self) -> Result<StoreLayout> {
+        Ok(StoreLayout::default())
     }
     /// The native reader, when the store is a native file (zero-copy access, records).
     fn as_native(&self) -> Option<&Reader> {

@@ -14,6 +14,9 @@ use crate::format::{put_varint64, varint_len};
 use crate::native::slice_key::Extent;
 use crate::native::MAX_SLICES;
 
+/// TensorFlow's `DT_STRING`: the entry type of a bytes value (SPEC.md 6.1).
+pub(crate) const DT_STRING: i32 = 7;
+
 /// Shape dimensions, inline up to rank 6.
 pub type Dims = SmallVec<[u64; 6]>;
 
@@ -73,7 +76,14 @@ impl IndexEntry {
         if self.tf_dtype != 0 {
             pbwire::put_varint_field(dst, 1, self.tf_dtype as i64 as u64);
         }
-        put_shape(dst, &self.shape);
+        // A bytes value (SPEC.md 6.1) is a scalar DT_STRING for TensorFlow; paramdex's view of
+        // it is `[size]`, the record's shape. (A string tensor of shape `[k]` takes at least
+        // `k + 4` bytes, so `[size]` is never a real string tensor's shape.)
+        if self.tf_dtype == DT_STRING && self.pdx_dtype == 0 && self.shape[..] == [self.size] {
+            put_shape(dst, &[]);
+        } else {
+            put_shape(dst, &self.shape);
+        }
         if self.shard_id != 0 {
             pbwire::put_varint_field(dst, 3, self.shard_id as i64 as u64);
         }
@@ -182,6 +192,15 @@ impl IndexEntry {
                 (_, wire) => pbwire::skip_field(buf, p, wire)
                     .ok_or_else(|| bad("malformed unknown field"))?,
             };
+        }
+        if e.tf_dtype == DT_STRING && e.pdx_dtype == 0 && e.num_slices == 0 {
+            // A bytes value (SPEC.md 6.1): a scalar string, seen as `[size]` bytes.
+            if !e.shape.is_empty() {
+                return Err(bad(
+                    "a string entry that is not a scalar (a native file holds bytes values only)",
+                ));
+            }
+            e.shape.push(e.size);
         }
         Ok(())
     }

@@ -4,7 +4,7 @@
 //! entry; a lookup binary-searches the index block, then the restart points of one data block,
 //! and returns a [`TensorView`] borrowing the mapped bytes. A sharded checkpoint (SPEC.md 12) is
 //! opened by its prefix or its `PREFIX.index`; each data file is mapped and checked the first
-//! time a tensor in it is read (`native/shards.rs`). A tensor stored in slices (SPEC.md 13) is
+//! time a tensor in it is read (`native/sharded/reader.rs`). A tensor stored in slices (SPEC.md 13) is
 //! read by region with [`Reader::get_slice`].
 
 use std::ops::Bound;
@@ -14,11 +14,12 @@ use crate::dtype::DType;
 use crate::error::{ensure_within, path_str, Error, Result, SliceProblem};
 use crate::format::{crc32c, unmask_crc};
 use crate::name;
+use crate::native::bytes_value;
 use crate::native::entry::{decode_slices, Dims, IndexEntry};
 use crate::native::header::FileHeader;
 use crate::native::open::{open_index, Opened};
 use crate::native::region::{self, Region};
-use crate::native::shard_table::{self as shards, Shards};
+use crate::native::sharded::table::{self as shards, Shards};
 use crate::native::slice_key;
 use crate::native::source::Source;
 use crate::native::view::{
@@ -230,8 +231,8 @@ impl Reader {
         })
     }
 
-    pub(super) fn table(&self) -> Table<'_> {
-        Table::new(&self.source, &self.index)
+    pub(crate) fn table(&self) -> Table<'_> {
+        Table::new(&self.source, &self.index).releasing_behind_scans(&self.source)
     }
 
     /// The file's header entry.
@@ -346,6 +347,16 @@ impl Reader {
     #[inline]
     fn is_tensor_name(&self, name: &[u8]) -> bool {
         is_tensor_name(name, self.is_v2())
+    }
+
+    /// The bytes value `name` (SPEC.md 6.1), checked (its checksum and encoding), zero-copy;
+    /// `Ok(None)` if there is no entry of that name. [`Error::InvalidArgument`] when `name`
+    /// is a tensor, not a bytes value.
+    pub fn get_bytes(&self, name: impl AsRef<[u8]>) -> Result<Option<&[u8]>> {
+        match self.get(name)? {
+            None => Ok(None),
+            Some(v) => v.bytes_value().map(Some),
+        }
     }
 
     /// Like [`Reader::get`], but a missing tensor is [`Error::NotFound`].
@@ -559,7 +570,12 @@ impl Reader {
         let in_file = |v: u64| usize::try_from(v).expect("an offset inside the mapped file");
         let data = &file[in_file(e.offset)..in_file(end)];
         if self.opts.verify_tensors {
-            let computed = crc32c(data);
+            let computed = if dtype == DType::Bytes {
+                let shown = shown_name(name, slice.as_deref());
+                unmask_crc(bytes_value::entry_crc(data, &shown, e.offset)?)
+            } else {
+                crc32c(data)
+            };
             let stored = unmask_crc(e.crc32c);
             if computed != stored {
                 return Err(data_crc_mismatch(

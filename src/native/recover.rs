@@ -11,8 +11,10 @@
 
 use std::path::Path;
 
+use crate::dtype::DType;
 use crate::error::{Corruption, Error, Result};
 use crate::format::{crc32c, unmask_crc};
+use crate::native::bytes_value;
 use crate::native::header::FileHeader;
 use crate::native::reader::Reader;
 use crate::native::region;
@@ -106,7 +108,7 @@ impl<'a> Iterator for Records<'a> {
             return None;
         }
         let pos = self.pos;
-        let (header, data) = match record::decode_record(&self.bytes[pos..], pos as u64) {
+        let (mut header, data) = match record::decode_record(&self.bytes[pos..], pos as u64) {
             Ok(x) => x,
             Err(e) => {
                 self.stop = Some(Stop::Undecodable(e));
@@ -121,7 +123,20 @@ impl<'a> Iterator for Records<'a> {
             .data_crc
             .is_none_or(|stored| unmask_crc(stored) != crc32c(data))
         {
-            Some(Stop::DataMismatch)
+            // A bytes value's `uint8` record carries TensorFlow's string checksum of its
+            // encoding (SPEC.md 6.1): that it matches is what marks the record as one.
+            let is_bytes_value = header.dtype == DType::UInt8
+                && header.full_shape.is_none()
+                && header.lod.is_empty()
+                && header.data_crc.is_some_and(|stored| {
+                    bytes_value::entry_crc(data, "record", pos as u64).ok() == Some(stored)
+                });
+            if is_bytes_value {
+                header.dtype = DType::Bytes;
+                None
+            } else {
+                Some(Stop::DataMismatch)
+            }
         } else {
             None
         };

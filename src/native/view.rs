@@ -6,6 +6,7 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::format::{crc32c, unmask_crc};
 use crate::name;
+use crate::native::bytes_value;
 use crate::native::entry::Dims;
 #[cfg(feature = "s3")]
 use crate::native::entry::IndexEntry;
@@ -213,9 +214,15 @@ impl<'a> TensorView<'a> {
         self.data
     }
 
-    /// Absolute file offset of the first data byte.
+    /// Absolute file offset of the first data byte, in the file [`TensorView::path`] names.
     pub fn data_offset(&self) -> u64 {
         self.data_offset
+    }
+
+    /// The file holding the data: the reader's own file, or, for a tensor of a sharded
+    /// checkpoint, its data file (not the `PREFIX.index` the reader was opened on).
+    pub fn path(&self) -> &'a str {
+        self.path
     }
 
     /// The stored masked CRC32C of the data.
@@ -255,14 +262,51 @@ impl<'a> TensorView<'a> {
         )
     }
 
-    /// Checks the data against its stored CRC32C.
+    /// Checks the data against its stored CRC32C (a bytes value: its encoding, then
+    /// TensorFlow's string checksum, SPEC.md 6.1).
     pub fn verify_crc(&self) -> Result<()> {
-        self.check_computed_crc(crc32c(self.data))
+        self.check_crc(self.computed_crc()?)
     }
 
-    /// Compares a CRC32C computed elsewhere (e.g. in pieces on several threads) with the
-    /// stored one.
+    /// The (unmasked) checksum of the data as the entry stores it: CRC32C, or for a bytes
+    /// value TensorFlow's string checksum (an error when its encoding is corrupt).
+    fn computed_crc(&self) -> Result<u32> {
+        if self.dtype == DType::Bytes {
+            let masked = bytes_value::entry_crc(self.data, &self.display_name(), self.data_offset)
+                .map_err(|e| e.context(self.path))?;
+            Ok(unmask_crc(masked))
+        } else {
+            Ok(crc32c(self.data))
+        }
+    }
+
+    /// The value of a bytes value (SPEC.md 6.1), zero-copy, checked: the data checksum, the
+    /// length field, its checksum and the byte count. [`Error::InvalidArgument`] for a tensor
+    /// that is not a bytes value.
+    pub fn bytes_value(&self) -> Result<&'a [u8]> {
+        if self.dtype != DType::Bytes {
+            return Err(Error::InvalidArgument(format!(
+                "{} is a {} tensor, not a bytes value",
+                self.display_name(),
+                self.dtype
+            )));
+        }
+        self.verify_crc()?;
+        bytes_value::decode(self.data, &self.display_name(), self.data_offset)
+            .map_err(|e| e.context(self.path))
+    }
+
+    /// Compares the plain CRC32C of the data, computed elsewhere (e.g. in pieces on several
+    /// threads), with the stored checksum. A bytes value's checksum is not a plain CRC32C: it
+    /// is computed again here (its data is small).
     pub(crate) fn check_computed_crc(&self, computed: u32) -> Result<()> {
+        if self.dtype == DType::Bytes {
+            return self.verify_crc();
+        }
+        self.check_crc(computed)
+    }
+
+    fn check_crc(&self, computed: u32) -> Result<()> {
         let stored = unmask_crc(self.crc32c);
         if computed != stored {
             return Err(data_crc_mismatch(

@@ -30,6 +30,7 @@ use crate::error::{ensure_within, Error, IoContext, Result};
 use crate::format::mask_crc;
 use crate::name::{self, MAX_NAME_LEN};
 use crate::native::backend::{EarlySync, WriteBackend, WriteDestination};
+use crate::native::bytes_value;
 use crate::native::entry::{encode_partitioned, Dims, IndexEntry};
 use crate::native::header::{FileHeader, ShardOf};
 use crate::native::region::Region;
@@ -639,6 +640,13 @@ impl Writer {
             name: name::display(name),
             detail,
         };
+        if dtype == DType::Bytes {
+            return Err(invalid(
+                "a bytes value is written whole, with Writer::add_bytes (not streamed, not in \
+                 slices)"
+                    .into(),
+            ));
+        }
         if shape.len() > record::MAX_RANK {
             return Err(invalid(format!(
                 "rank {} exceeds the limit of {}",
@@ -717,9 +725,16 @@ impl Writer {
     ///
     /// Errors (nothing is written): empty, over-long or duplicate name; `data.len()` not equal
     /// to the byte count of `shape` and `dtype`; LoD inconsistent with the shape.
+    ///
+    /// A tensor of dtype [`DType::Bytes`] must be an encoded bytes value, as a reader's view of
+    /// one holds it (shape `[data.len()]`, no LoD, SPEC.md 6.1): this is how copies carry
+    /// bytes values; [`Writer::add_bytes`] encodes one.
     pub fn add(&mut self, name: impl AsRef<[u8]>, tensor: Tensor<'_>) -> Result<()> {
         let name = name.as_ref();
         self.check_usable()?;
+        if tensor.dtype == DType::Bytes {
+            return self.add_encoded_bytes(name, tensor.shape, tensor.lod, tensor.data);
+        }
         let len = self.validate(name, tensor.dtype, tensor.shape, tensor.lod)?;
         if len != tensor.data.len() as u64 {
             return Err(Error::InvalidTensor {
@@ -736,6 +751,49 @@ impl Writer {
         self.write_tensor(name, tensor, len, None)
     }
 
+    /// Adds a bytes value: arbitrary bytes under a name, beside the tensors (SPEC.md 6.1).
+    /// TensorFlow reads it as a scalar string tensor, Paddle as a `uint8` record (of the
+    /// encoded value); [`Reader::get_bytes`](crate::native::Reader::get_bytes) gives it back.
+    /// It is checksummed like a tensor. The value is copied once (to prefix its length).
+    ///
+    /// Errors (nothing is written): empty, over-long or duplicate name.
+    pub fn add_bytes(&mut self, name: impl AsRef<[u8]>, value: &[u8]) -> Result<()> {
+        let name = name.as_ref();
+        self.check_usable()?;
+        let enc = bytes_value::encode(value);
+        self.add_encoded_bytes(name, &[enc.len() as u64], &[], &enc)
+    }
+
+    /// Adds an encoded bytes value (shape `[data.len()]`, no LoD), checking the encoding.
+    fn add_encoded_bytes(
+        &mut self,
+        name: &[u8],
+        shape: &[u64],
+        lod: &[Vec<u64>],
+        data: &[u8],
+    ) -> Result<()> {
+        let invalid = |detail: String| Error::InvalidTensor {
+            name: name::display(name),
+            detail,
+        };
+        if shape != [data.len() as u64] || !lod.is_empty() {
+            return Err(invalid(format!(
+                "a bytes value's data has shape [{}] and no LoD, not {shape:?} with {} LoD levels",
+                data.len(),
+                lod.len()
+            )));
+        }
+        bytes_value::decode(data, &name::display(name), 0)
+            .map_err(|e| invalid(format!("not an encoded bytes value: {e}")))?;
+        self.check_name(name)?;
+        self.write_tensor(
+            name,
+            Tensor::new(DType::Bytes, shape, data),
+            data.len() as u64,
+            None,
+        )
+    }
+
     /// Writes the record of a checked tensor under index key `key` (a name, or a slice key with
     /// the whole tensor's shape `full_shape`) and pushes its entry. `check_name` or `check_key`
     /// accepted `key` last.
@@ -750,8 +808,16 @@ impl Writer {
         // Small tensors are checksummed first, so the header goes out complete. Large ones are
         // checksummed on a second thread while this one writes them, and the header's CRC
         // field is patched afterwards: the CRC then costs no wall time next to the write.
-        let overlap = tensor.data.len() >= OVERLAP_CRC_MIN;
-        let upfront_crc = (!overlap).then(|| mask_crc(crc32c::crc32c(tensor.data)));
+        // A bytes value's record and entry carry TensorFlow's string checksum (SPEC.md 6.1),
+        // computed up front (its encoding was checked by `add_encoded_bytes`).
+        let bytes_crc = if tensor.dtype == DType::Bytes {
+            Some(bytes_value::entry_crc(tensor.data, &name::display(key), 0)?)
+        } else {
+            None
+        };
+        let overlap = bytes_crc.is_none() && tensor.data.len() >= OVERLAP_CRC_MIN;
+        let upfront_crc =
+            bytes_crc.or_else(|| (!overlap).then(|| mask_crc(crc32c::crc32c(tensor.data))));
         let record_offset = self.pos;
         let mut header = std::mem::take(&mut self.scratch);
         header.clear();

@@ -175,7 +175,17 @@ impl Want {
     /// same decoding as a mapped view's).
     fn finish(self, mut buf: Vec<u8>, crc: u32, location: &str) -> Result<RemoteTensor> {
         let head = usize::try_from(self.data_at - self.range.start).expect("inside the range");
-        let got = if head == 0 { crc } else { crc32c(&buf[head..]) };
+        let got = if self.dtype == DType::Bytes {
+            // A bytes value's checksum is TensorFlow's string checksum (SPEC.md 6.1).
+            let shown = slice_key::display_key(&self.name);
+            let masked = crate::native::bytes_value::entry_crc(&buf[head..], &shown, self.data_at)
+                .map_err(|e| e.context(location))?;
+            unmask_crc(masked)
+        } else if head == 0 {
+            crc
+        } else {
+            crc32c(&buf[head..])
+        };
         if got != self.crc {
             return Err(Error::ChecksumMismatch {
                 what: "tensor data",

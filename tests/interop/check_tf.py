@@ -149,6 +149,13 @@ def compare(path, want, label):
     nbytes = 0
     for n, (dtype, shape, data) in want.items():
         t = got[n]
+        if dtype == "string" and shape == []:
+            # A scalar string is a bytes value (SPEC.md 6.1): its value is the one element.
+            expect(t["dtype"] == "bytes", f"{label} {n!r}: dtype {t['dtype']} != bytes")
+            expect(t["shape"] == [] and t["nbytes"] == len(data[0]), f"{label} {n!r}: shape/nbytes")
+            expect(pdx_raw(path, n) == data[0], f"{label} {n!r}: bytes value differs")
+            nbytes += len(data[0])
+            continue
         expect(t["dtype"] == dtype, f"{label} {n!r}: dtype {t['dtype']} != {dtype}")
         expect(t["shape"] == shape, f"{label} {n!r}: shape {t['shape']} != {shape}")
         if dtype == "string":
@@ -180,11 +187,15 @@ def check_fixtures():
             expect(sorted(got) == sorted(want), f"{label}: names differ")
             for n, t in want.items():
                 g = got[n]
+                if t["dtype"] == "string" and t["shape"] == []:
+                    t = dict(t, dtype="bytes")  # a scalar string is a bytes value (SPEC.md 6.1)
                 for k in ("dtype", "shape", "nbytes"):
                     expect(g[k] == t[k], f"{label} {n!r}: {k} {g[k]} != {t[k]}")
                 expect(sha(pdx_raw(prefix, n)) == t["sha256"], f"{label} {n!r}: sha256 differs")
                 if t["dtype"] == "string":
                     expect([e.hex() for e in pdx_strings(prefix, n)] == t["elements_hex"], f"{label} {n!r}: elements")
+                elif t["dtype"] == "bytes":
+                    expect([pdx_raw(prefix, n).hex()] == t["elements_hex"], f"{label} {n!r}: bytes value")
             # Also named by its .index path.
             expect(sorted(pdx_ls(prefix + ".index")) == sorted(want), f"{label}: via .index")
             pdx("verify", prefix)
@@ -362,7 +373,10 @@ def check_export(d, fresh):
     try:
         out = os.path.join(d, "pdx", "big.pdx")
         r = pdx("convert", big, out, ok=False)
-        expect(r.returncode != 0 and b"_CHECKPOINTABLE_OBJECT_GRAPH" in r.stderr, "converting a checkpoint with strings must fail naming the tensor")
+        # The object graph (a scalar string) is a bytes value; the string tensor is refused by name.
+        expect(r.returncode != 0 and b"m/text/.ATTRIBUTES/VARIABLE_VALUE" in r.stderr
+               and b"_CHECKPOINTABLE_OBJECT_GRAPH" not in r.stderr,
+               "converting a checkpoint with string tensors must fail naming the string tensor")
         # Numeric part only: go through --to tf is not needed; write a numeric copy via SaveV2.
         want = tf_read(big)
         del want[b"_CHECKPOINTABLE_OBJECT_GRAPH"], want[b"m/text/.ATTRIBUTES/VARIABLE_VALUE"]
@@ -415,6 +429,63 @@ def check_export(d, fresh):
         report("c: paramdex convert --to tf -> TF", True, "; ".join(done))
     except Mismatch as e:
         report("c: paramdex convert --to tf -> TF", False, str(e))
+
+
+def check_object_graph(d):
+    """A TF2 checkpoint (tf.train.Checkpoint, numeric variables) converted to a native file keeps
+    its _CHECKPOINTABLE_OBJECT_GRAPH as a bytes value (SPEC.md 6.1); TensorFlow reads that native
+    file (export-tf: hard links) with the graph as a scalar string, and tf.train.Checkpoint.restore
+    works on the native file exposed by export-tf and on `convert --to tf` of it."""
+    try:
+        src_dir = os.path.join(d, "graph", "src")
+        m = tf.Module()
+        m.dense = tf.Module()
+        m.dense.kernel = tf.Variable(values(tf.float32, [4, 3], 11))
+        m.dense.bias = tf.Variable(values(tf.float64, [3], 12))
+        m.step = tf.Variable(np.int64(42))
+        opt_state = tf.Variable(values(tf.bfloat16, [2, 2], 13))
+        src = tf.train.Checkpoint(model=m, opt_state=opt_state).save(os.path.join(src_dir, "ckpt"))
+        native = os.path.join(d, "graph", "g.pdx")
+        pdx("convert", src, native)
+        ls = pdx_ls(native)
+        g = ls[b"_CHECKPOINTABLE_OBJECT_GRAPH"]
+        expect(g["dtype"] == "bytes" and g["shape"] == [], f"object graph in the native file: {g}")
+        orig = tf.train.load_checkpoint(src)
+        graph = orig.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH")
+        expect(pdx_raw(native, b"_CHECKPOINTABLE_OBJECT_GRAPH") == graph, "object graph bytes differ")
+        pdx("verify", native)
+        exp = os.path.join(d, "graph", "exp", "ckpt")
+        os.makedirs(os.path.dirname(exp))
+        pdx("export-tf", native, exp)
+        back = os.path.join(d, "graph", "totf", "ckpt")
+        os.makedirs(os.path.dirname(back))
+        pdx("convert", native, back, "--to", "tf")
+        for label, prefix in (("export-tf of the native file", exp), ("convert --to tf", back)):
+            # TensorFlow reads the native file's bytes value as a scalar string tensor.
+            expect(tf_both_readers(prefix) == tf_read(src), f"{label}: TensorFlow reads different tensors")
+            r = tf.train.load_checkpoint(prefix)
+            expect(r.get_variable_to_dtype_map()["_CHECKPOINTABLE_OBJECT_GRAPH"] == tf.string,
+                   f"{label}: the object graph is not a string tensor")
+            expect(r.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH") == graph, f"{label}: object graph differs")
+            m2 = tf.Module()
+            m2.dense = tf.Module()
+            m2.dense.kernel = tf.Variable(tf.zeros([4, 3]))
+            m2.dense.bias = tf.Variable(tf.zeros([3], tf.float64))
+            m2.step = tf.Variable(np.int64(0))
+            o2 = tf.Variable(tf.zeros([2, 2], tf.bfloat16))
+            status = tf.train.Checkpoint(model=m2, opt_state=o2).restore(prefix)
+            status.assert_consumed()  # every object of the graph restored: the graph survived
+            expect(np.array_equal(m2.dense.kernel.numpy(), m.dense.kernel.numpy()), f"{label}: kernel differs")
+            expect(np.array_equal(m2.dense.bias.numpy(), m.dense.bias.numpy()), f"{label}: bias differs")
+            expect(int(m2.step.numpy()) == 42, f"{label}: step differs")
+            expect(np.array_equal(o2.numpy(), opt_state.numpy()), f"{label}: opt_state differs")
+        report("c: TF2 object graph via a native file", True,
+               "convert to native keeps _CHECKPOINTABLE_OBJECT_GRAPH as a bytes value; TF reads it from the "
+               "native file (export-tf) and from convert --to tf; tf.train.Checkpoint.restore assert_consumed on both")
+    except Mismatch as e:
+        report("c: TF2 object graph via a native file", False, str(e))
+    except Exception as e:  # TensorFlow's own errors (restore) are failures of this check
+        report("c: TF2 object graph via a native file", False, f"{type(e).__name__}: {e}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -545,6 +616,7 @@ def main():
     with tempfile.TemporaryDirectory() as d:
         fresh = check_fresh(d)
         check_export(d, fresh)
+        check_object_graph(d)
         check_errors(d, fresh)
         check_sharded(d, fresh)
         check_lowp(d)

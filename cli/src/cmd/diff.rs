@@ -290,6 +290,32 @@ pub fn diff(
                 r.identical += u64::from(!lod_differs);
                 continue;
             }
+            // Bytes values: equal, or how many bytes differ.
+            (TensorData::Bytes(x), TensorData::Bytes(y), Kind::Bytes, Kind::Bytes) => {
+                if x == y {
+                    r.identical += u64::from(!lod_differs);
+                    continue;
+                }
+                let s = name::display(n);
+                let count = x.iter().zip(y.iter()).filter(|(p, q)| p != q).count()
+                    + x.len().abs_diff(y.len());
+                r.lines.push(format!(
+                    "{red}values:{red:#} {s}: bytes values differ ({count} of {} vs {} bytes)",
+                    x.len(),
+                    y.len()
+                ));
+                r.values.push(about(
+                    n,
+                    json!({
+                        "dtype": "bytes",
+                        "differing_elements": count,
+                        "elements": x.len().max(y.len()),
+                        "nan_mismatches": 0,
+                        "inf_mismatches": 0,
+                        "max_abs_diff": Value::Null,
+                    }),
+                ));
+            }
             (TensorData::Strings(x), TensorData::Strings(y), _, _) => {
                 if x == y {
                     r.identical += u64::from(!lod_differs);

@@ -17,8 +17,8 @@ use crate::dtype::DType;
 use crate::error::{path_str, Error, Result};
 use crate::format::{crc32c, unmask_crc};
 use crate::interop::store::{
-    DataLocation, Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorInfos, TensorStore,
-    VerifySummary,
+    DataLocation, Format, Kind, LoadedTensor, StoreLayout, TensorData, TensorInfo, TensorInfos,
+    TensorStore, VerifySummary,
 };
 use crate::name::display;
 use crate::native::region::{self as slices, Region};
@@ -303,7 +303,7 @@ impl TfCheckpoint {
     }
 
     fn table(&self) -> Table<'_> {
-        Table::new(&self.index_src, &self.index)
+        Table::new(&self.index_src, &self.index).releasing_behind_scans(&self.index_src)
     }
 
     /// Parses and checks the entry stored under `key` (found in the data block at `at`).
@@ -362,6 +362,13 @@ impl TfCheckpoint {
                 shape_proto.dim.len()
             )));
         }
+        // A scalar string whole (not partitioned) is a bytes value (SPEC.md 6.1): a TF2
+        // checkpoint's object graph, a native file's bytes value linked by `export-tf`.
+        let kind = if kind == Kind::String && shape_proto.dim.is_empty() && p.slices.is_empty() {
+            Kind::Bytes
+        } else {
+            kind
+        };
         let mut shape = Vec::with_capacity(shape_proto.dim.len());
         for (i, d) in shape_proto.dim.iter().enumerate() {
             shape.push(
@@ -451,7 +458,7 @@ impl TfCheckpoint {
                 )
             })?,
             Kind::Opaque(_) | Kind::Foreign(_) => crc32c(&data),
-            Kind::String => strings::stored_data_crc(
+            Kind::String | Kind::Bytes => strings::stored_data_crc(
                 &data,
                 e.numel,
                 self.big_endian,
@@ -629,7 +636,7 @@ impl TfCheckpoint {
                 total
             }
             Kind::Opaque(_) | Kind::Foreign(_) => e.size,
-            Kind::String => {
+            Kind::String | Kind::Bytes => {
                 let (data, path) = self.raw(name, e)?;
                 let at = StringsAt {
                     path: &path,
@@ -812,6 +819,19 @@ impl TensorStore for TfCheckpoint {
         Format::TensorFlow
     }
 
+    fn layout(&self) -> Result<StoreLayout> {
+        let table = self
+            .table()
+            .figures()
+            .map_err(|e| e.context(&self.index_path))?;
+        Ok(StoreLayout {
+            index_bytes: Some(self.index_src.len() as u64),
+            table: Some(table),
+            shards: Some(u64::from(self.num_shards)),
+            ..StoreLayout::default()
+        })
+    }
+
     fn scan(&self, start: &[u8]) -> Result<TensorInfos<'_>> {
         Ok(Box::new(Scan::new(self, start, None)))
     }
@@ -860,6 +880,23 @@ impl TensorStore for TfCheckpoint {
                     offset: e.offset,
                 };
                 TensorData::Strings(strings::decode(&data, e.numel, self.big_endian, at)?)
+            }
+            Kind::Bytes => {
+                let data = self.checked(name, &e)?;
+                let path = self.data.name(e.shard);
+                let at = StringsAt {
+                    path: &path,
+                    name: &display(name),
+                    offset: e.offset,
+                };
+                let start = strings::read_lengths(&data, 1, self.big_endian, at, |_| {})?;
+                TensorData::Bytes(match data {
+                    Cow::Borrowed(d) => Cow::Borrowed(&d[start.bytes_start..]),
+                    Cow::Owned(mut d) => {
+                        d.drain(..start.bytes_start);
+                        Cow::Owned(d)
+                    }
+                })
             }
         };
         let nbytes = match &data {

@@ -327,6 +327,12 @@ pub(crate) fn export(job: &ExportJob<'_>) -> Result<Written> {
                 std::borrow::Cow::Borrowed(&b[..]),
                 mask_crc(crc32c(b)),
             ),
+            // A bytes value is a scalar string tensor (SPEC.md 6.1).
+            (TensorData::Bytes(b), Kind::Bytes) => {
+                let (b, crc) = strings::encode(&[b.to_vec()]);
+                shape = Dims::new();
+                (DT_STRING, std::borrow::Cow::Owned(b), crc)
+            }
             (TensorData::Strings(s), Kind::String) => {
                 let (b, crc) = strings::encode(s);
                 (DT_STRING, std::borrow::Cow::Owned(b), crc)
