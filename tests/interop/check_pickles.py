@@ -18,8 +18,7 @@ mismatch:
    sharded by rows and by columns, a replicated bf16 tensor, a float8 tensor, a plain tensor, a
    step and a learning rate): every tensor byte-exact against what torch reads back
    (`dcp_to_torch_save` then `torch.load`), by the directory and by its `.metadata`, `get
-   --slice` across the two ranks' chunks, `verify`, `convert --skip-unsupported`, and the
-   scalars as metadata;
+   --slice` across the two ranks' chunks, `verify`, `convert`, and the scalars as metadata;
 5. Hugging Face sharded checkpoints written as `save_pretrained` writes them (shards by
    `safetensors.torch.save_file` / `torch.save`, the `*.index.json` weight map by hand):
    byte-exact by the directory and by the index.
@@ -243,8 +242,7 @@ def dcp_checks(d):
     same = all(raw_of_torch(mine[k]) == want[k][0] for k in mine)
     report(f"{label}: torch reads back the tensors saved", same)
     for path in (ckpt, os.path.join(ckpt, ".metadata")):
-        # The non-tensor items (step, lr) are left out of the conversion.
-        check_store(f"{label} ({os.path.basename(path)})", path, want, ("--skip-unsupported",))
+        check_store(f"{label} ({os.path.basename(path)})", path, want)
     # A region across both ranks' chunks: rows 3..7 of the row-sharded w, columns 2..5 of m.
     try:
         got = pdx("get", ckpt, "model.w", "--slice", "3:7,1:4", "--format", "raw")

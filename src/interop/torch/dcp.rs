@@ -15,11 +15,10 @@
 //! Each tensor is its global tensor, assembled from its chunks: [`TensorStore::load`] copies
 //! every chunk into place (a tensor stored in one chunk is borrowed from the mapped file when
 //! its view is one run), [`TensorStore::load_slice`] reads only the chunks the region meets.
-//! Non-tensor items are listed as [`Kind::Foreign`] (`torch-dcp` `bytes`) of shape `[length]`:
-//! loading one gives its stored bytes (a `torch.save` of the object; paramdex has no
-//! bytes value kind yet, so outputs cannot hold them: `convert --skip-unsupported` leaves them
-//! out and says so). The scalars among them (a step count, a learning rate) are also the store's
-//! metadata, as for `torch.save` files.
+//! Non-tensor items are bytes values ([`Kind::Bytes`], SPEC.md 6.1): loading one gives its
+//! stored bytes (a `torch.save` of the object), which a native output keeps as a bytes value.
+//! The scalars among them (a step count, a learning rate) are also the store's metadata, as for
+//! `torch.save` files.
 //!
 //! Checked when the directory is opened, for each tensor: its chunks lie inside its size, do
 //! not overlap and cover it; each chunk's stored bytes lie inside their data file, which is a
@@ -31,15 +30,14 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 use super::{view_bytes, Problem, TorchStore};
 use crate::dtype::DType;
 use crate::error::{path_str, Error, Result};
 use crate::interop::pickle::{self, GlobalName, Object, Pickle, Value};
 use crate::interop::store::{
-    ForeignType, Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorInfos, TensorStore,
-    VerifySummary,
+    Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorInfos, TensorStore, VerifySummary,
 };
 use crate::name;
 use crate::native::region::copy_region;
@@ -726,7 +724,7 @@ impl DcpStore {
     fn info_of(it: &Item) -> TensorInfo {
         let (kind, shape) = match &it.kind {
             ItemKind::Tensor { dtype, size, .. } => (Kind::Numeric(*dtype), size.clone()),
-            ItemKind::Bytes(at) => (bytes_kind(), vec![at.len]),
+            ItemKind::Bytes(_) => (Kind::Bytes, Vec::new()),
         };
         TensorInfo {
             name: it.name.clone(),
@@ -774,11 +772,6 @@ fn named(problem: Problem, meta_shown: &str, what: &str, fqn: &str) -> Problem {
         Problem::Unsupported(d) => Problem::Unsupported(prefix + &d),
         p => p,
     }
-}
-
-/// The kind non-tensor items are listed as.
-fn bytes_kind() -> Kind {
-    Kind::Foreign(Arc::new(ForeignType::new("torch-dcp", "bytes")))
 }
 
 impl TensorStore for DcpStore {
