@@ -714,3 +714,61 @@ fn file_urls_read_as_local_paths() {
     }
     assert!(seen.len() >= 3, "{seen:?}");
 }
+
+/// A Hugging Face sharded safetensors checkpoint in a bucket: opened by its index object and
+/// by its prefix, every tensor as the local directory gives it; and `survey` of the prefix
+/// (`ls s3://bucket/prefix/`) lists each object with the input it is.
+#[test]
+fn a_hugging_face_sharded_checkpoint_and_a_prefix_survey() {
+    let Some(g) = garage::shared("a_hugging_face_sharded_checkpoint_and_a_prefix_survey") else {
+        return;
+    };
+    g.run(|| {
+        let rt = runtime();
+        let s = s3::store(g);
+        let tmp = tempfile::tempdir().unwrap();
+        s3::set_aws_env_once(g);
+        let (a, _) = safetensors_file(2, 8);
+        let la = safetensors::SafeTensors::deserialize(&a).unwrap();
+        let mut map = serde_json::Map::new();
+        for n in la.names() {
+            map.insert(n.to_string(), "model-00001-of-00002.safetensors".into());
+        }
+        let index = serde_json::json!({"metadata": {"total_size": 1}, "weight_map": map});
+        let files: Vec<(&str, Vec<u8>)> = vec![
+            ("model-00001-of-00002.safetensors", a.clone()),
+            (
+                "model.safetensors.index.json",
+                index.to_string().into_bytes(),
+            ),
+            ("notes.txt", b"hello".to_vec()),
+        ];
+        for (n, bytes) in &files {
+            std::fs::write(tmp.path().join(n), bytes).unwrap();
+            put_retried(&rt, &s, &format!("hf/gpt2/{n}"), bytes.clone());
+        }
+        let local = open_any(tmp.path()).unwrap();
+        let base = format!("s3://{}/hf/gpt2", g.bucket());
+        for url in [format!("{base}/model.safetensors.index.json"), base.clone()] {
+            let remote = open_any(&url).unwrap();
+            assert_eq!(
+                remote.format(),
+                paramdex::interop::Format::HuggingFaceSharded
+            );
+            assert!(same(&url, local.as_ref(), remote.as_ref()) > 0, "{url}");
+        }
+        let found = paramdex::interop::survey(Path::new(&format!("{base}/"))).unwrap();
+        let kinds: Vec<(String, bool)> = found
+            .iter()
+            .map(|f| (f.name.clone(), f.what.is_ok()))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                ("model-00001-of-00002.safetensors".to_string(), true),
+                ("model.safetensors.index.json".to_string(), true),
+                ("notes.txt".to_string(), false),
+            ]
+        );
+    });
+}

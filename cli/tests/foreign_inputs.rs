@@ -1,8 +1,8 @@
 //! Foreign inputs are never called corrupt (exit 3): `torch.save` files under the names the
 //! defect was reported with (`ls model.pt` once said "corrupt size field at offset 0" and
 //! exited 3) and under a long name are read (the `torch.save` reader); a bare pickle that is no
-//! format paramdex reads, a torch DCP directory exit 1 saying what they are; for `ls`, `stat`,
-//! `verify` and `convert`.
+//! format paramdex reads, a torch DCP data file (or a directory of them without `.metadata`)
+//! exit 1 saying what they are; for `ls`, `stat`, `verify` and `convert`.
 
 mod common;
 use common::*;
@@ -73,12 +73,14 @@ fn pickles_exit_1_saying_so() {
 }
 
 #[test]
-fn torch_dcp_directories_exit_1_saying_so() {
+fn torch_dcp_data_files_exit_1_saying_so() {
     let dir = tempfile::tempdir().unwrap();
     let dcp = dir.path().join("dcp");
     torch_zip::dcp_dir(&dcp);
-    refused_everywhere(&dcp, "torch.distributed.checkpoint (DCP)");
+    // A data file alone, and a directory of data files without `.metadata`.
     refused_everywhere(&dcp.join("__0_0.distcp"), "(DCP)");
+    fs::remove_file(dcp.join(".metadata")).unwrap();
+    refused_everywhere(&dcp, "did not finish");
     let err = refused(&[&"ls", &dcp]);
     assert!(!err.contains("paddle.load"), "{err}");
 }

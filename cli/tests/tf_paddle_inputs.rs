@@ -289,7 +289,14 @@ fn a_directory_of_several_inputs_lists_them() {
     let dir = tempfile::tempdir().unwrap();
     let outer = dir.path().join("inference");
     copy_dir(&data("paddle/inference"), &outer);
-    let e = stderr(&run(&[&"ls", &outer], 1));
+    // `ls` lists what the directory holds, each with the input it is (exit 0).
+    let listed = String::from_utf8(run(&[&"ls", &outer], 0).stdout).unwrap();
+    assert!(
+        listed.contains("legacy/") && listed.contains("pir/") && listed.contains("paddle model"),
+        "{listed}"
+    );
+    // Other commands need one input: an error listing them.
+    let e = stderr(&run(&[&"stat", &outer], 1));
     let legacy = outer.join("legacy");
     let pir = outer.join("pir");
     assert!(
@@ -303,7 +310,7 @@ fn a_directory_of_several_inputs_lists_them() {
     let mixed = dir.path().join("mixed");
     copy_dir(&data("tf/basic/tf2"), &mixed.join("ckpt"));
     copy_dir(&data("paddle/models/separate_pir"), &mixed.join("vars"));
-    let e = stderr(&run(&[&"ls", &mixed], 1));
+    let e = stderr(&run(&[&"stat", &mixed], 1));
     assert!(
         e.contains("ckpt (tensorflow checkpoint)")
             && e.contains("vars (paddle per-variable directory)"),

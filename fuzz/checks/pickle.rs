@@ -2,13 +2,14 @@
 //! allow-list: it must return (never panic, hang or allocate beyond the input's size), a
 //! parsed value must stay inside the stream, and walking it for names must return too (a
 //! self-reference or deep nesting is an error, not a stack overflow). The same bytes as a
-//! Paddle dygraph pickle and as a `torch.save` zip must list, load and verify without
-//! panicking, and `load` must find every listed tensor.
+//! Paddle dygraph pickle, as a `torch.save` zip and as a torch DCP `.metadata` must list,
+//! load and verify without panicking, and `load` must find every listed tensor.
 
 use paramdex::interop::paddle::dygraph::DygraphStore;
 use paramdex::interop::pickle::{
     parse, Bytes, Value, NUMPY_GLOBALS, PADDLE_GLOBALS, TORCH_GLOBALS,
 };
+use paramdex::interop::torch::dcp::{DcpStore, DCP_GLOBALS};
 use paramdex::interop::torch::TorchStore;
 use paramdex::interop::TensorStore;
 
@@ -32,7 +33,7 @@ fn exercise(store: &dyn TensorStore) {
 
 /// Runs the checks on one input (the body of the fuzz target).
 pub fn check(data: &[u8]) {
-    for allowed in [TORCH_GLOBALS, NUMPY_GLOBALS, PADDLE_GLOBALS] {
+    for allowed in [TORCH_GLOBALS, NUMPY_GLOBALS, PADDLE_GLOBALS, DCP_GLOBALS] {
         let Ok(p) = parse(data, "<fuzz>", allowed) else {
             continue;
         };
@@ -52,6 +53,9 @@ pub fn check(data: &[u8]) {
         exercise(&store);
     }
     if let Ok(Some(store)) = TorchStore::from_bytes(data.to_vec()) {
+        exercise(&store);
+    }
+    if let Ok(store) = DcpStore::from_metadata_bytes(data) {
         exercise(&store);
     }
 }

@@ -468,6 +468,8 @@ fn main() {
         "paddle_nested.pdopt",
         "paddle_odd.pdparams",
         "torch_state_dict.pt",
+        // A torch DCP `.metadata` written by torch 2.15 (FileSystemWriter, 2 gloo ranks).
+        "dcp_two_ranks.metadata",
     ] {
         let bytes = std::fs::read(fixtures().join("pickle").join(name)).unwrap();
         save("pickle", name, &bytes);

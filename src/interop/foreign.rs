@@ -23,7 +23,8 @@ pub(crate) const MAX_ENTRIES_LOOKED_AT: usize = 4096;
 
 /// The inputs paramdex reads, as a "not …" message names them.
 pub(crate) const READ_KINDS: &str =
-    "a paramdex file, a safetensors file, a TensorFlow checkpoint or a Paddle model/tensor file";
+    "a paramdex file, a safetensors file, a torch.save file, a torch DCP checkpoint, a \
+     TensorFlow checkpoint or a Paddle model/tensor file or dygraph pickle";
 
 /// What a file named `name` (its last path component) whose first bytes are `head` looks
 /// like, if it is a format recognised here. Used only once no format paramdex reads has
@@ -166,9 +167,9 @@ pub(crate) fn not_recognized(path: String, kind: LooksLike, head: &[u8]) -> Erro
              paddle.jit.save / paddle.static.save_inference_model to get a .pdiparams"
         }
         LooksLike::TorchDcp => {
-            "paramdex does not read DCP checkpoints: turn it into one file with \
-             torch.distributed.checkpoint.format_utils.dcp_to_torch_save, load that with \
-             torch.load(weights_only=True) and save the tensors with safetensors"
+            "a DCP checkpoint is read as a whole: give its directory (or its .metadata file); \
+             a directory of .distcp files without .metadata is a save that did not finish \
+             (the coordinator writes .metadata last)"
         }
     };
     Error::UnrecognizedFormat {

@@ -9,11 +9,12 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, LooksLike, RemoteProblem, Result};
+use crate::error::{Error, RemoteProblem, Result};
 
 mod checkpoints;
 mod export;
 pub(crate) mod foreign;
+pub mod hf;
 pub mod json;
 mod merge;
 pub(crate) mod native;
@@ -35,6 +36,7 @@ mod remote {
 mod remote_sharded;
 pub mod safetensors;
 mod store;
+mod survey;
 pub mod tf;
 pub mod torch;
 #[cfg(feature = "s3")]
@@ -53,15 +55,21 @@ pub use store::{
     DataLocation, ForeignType, Format, Kind, LoadedTensor, StoreLayout, TensorData, TensorInfo,
     TensorInfos, TensorStore, VerifySummary, MAX_FOREIGN_NAME,
 };
+pub use survey::{survey, Found, MAX_SURVEYED};
 #[cfg(feature = "s3")]
 pub use upload::export_url;
 
 /// A detector: returns `Ok(None)` when the input is not its format.
-type Opener = fn(&Path) -> Result<Option<Box<dyn TensorStore>>>;
+pub(crate) type Opener = fn(&Path) -> Result<Option<Box<dyn TensorStore>>>;
 
 /// Format openers tried in order by [`open_any`]. Other formats register here.
 const OPENERS: &[Opener] = &[
-    // First: the Paddle merged-file detector would take a zip's header for a size field.
+    // A torch DCP directory (or its `.metadata`) first: the Paddle per-variable detector
+    // would take a `.distcp` file starting with zeros for a damaged tensor file.
+    torch::dcp::open_store,
+    // A Hugging Face directory (its model file, or its sharded checkpoint's index) or index.
+    open_hf,
+    // Before the merged-file detector, which would take a zip's header for a size field.
     torch::open_store,
     native::open_native,
     safetensors::open_store,
@@ -71,6 +79,11 @@ const OPENERS: &[Opener] = &[
     paddle::open_merged_store,
     paddle::open_store,
 ];
+
+/// A Hugging Face layout ([`hf`]), its files opened by the same detection as any file.
+fn open_hf(path: &Path) -> Result<Option<Box<dyn TensorStore>>> {
+    hf::open_store(path, detect)
+}
 
 /// Opens any supported input, detecting its format by content (not by extension).
 ///
@@ -217,33 +230,22 @@ pub fn resolve_checkpoint_dir(path: impl AsRef<Path>) -> Result<Option<PathBuf>>
 
 /// The store of the first format that claims `path`, if one does. A file that none claims
 /// (or that a format refuses as not its own) but that looks like a format recognised in
-/// [`foreign`] (a `torch.save` zip, a pickle, a torch DCP file) is
-/// [`Error::UnrecognizedFormat`] saying so, and so is a torch DCP directory, before any format
-/// looks at its files.
+/// [`foreign`] (a zip, a pickle, a torch DCP data file) is [`Error::UnrecognizedFormat`]
+/// saying so; a DCP data file (`*.distcp`) is, before any format looks at it (its directory,
+/// or its `.metadata`, is the input).
 fn detect(path: &Path) -> Result<Option<Box<dyn TensorStore>>> {
-    // A torch DCP directory first: the Paddle per-variable detector would otherwise take a
-    // `.distcp` file starting with zeros for a damaged tensor file.
     let is_dir = path.is_dir();
-    // A DCP checkpoint's own files too: its `.metadata` is a pickle the Paddle dygraph reader
-    // would refuse by its globals, its `.distcp` files hold raw storages (or zips). Decided by
-    // the name first, so no other open pays for it.
-    let dcp_name = path
+    // A DCP data file alone: its `.distcp` bytes hold raw storages and zips that other
+    // detectors would take for damaged files of theirs; its directory is the input.
+    // So is a directory of data files without its `.metadata` (a save that did not finish),
+    // which the Paddle per-variable detector would take for damaged tensor files.
+    let distcp = path
         .file_name()
         .and_then(|n| n.to_str())
-        .is_some_and(|n| n == ".metadata" || n.ends_with(".distcp"));
-    if is_dir || dcp_name {
+        .is_some_and(|n| n.ends_with(".distcp"));
+    if distcp || (is_dir && !torch::dcp::is_dcp(path)) {
         if let Some(e) = foreign::refusal(path) {
-            if is_dir
-                || matches!(
-                    e,
-                    Error::UnrecognizedFormat {
-                        looks_like: Some(LooksLike::TorchDcp),
-                        ..
-                    }
-                )
-            {
-                return Err(e);
-            }
+            return Err(e);
         }
     }
     let mut result = Ok(None);

@@ -240,6 +240,11 @@ fn open_head(loc: &ObjectLocation, n: u64) -> Result<Held> {
 ///   like where it is recognised (a `torch.save` zip, a pickle, a DCP `.distcp`), as a local
 ///   file would.
 pub fn open_location(loc: ObjectLocation, opts: &UrlOptions) -> Result<Box<dyn TensorStore>> {
+    let key = loc.path.as_ref().to_string();
+    let name = key.rsplit('/').next().unwrap_or_default().to_string();
+    if super::hf::is_index_name(&name) {
+        return open_hf_index(&loc, &name, opts).map(|s| Box::new(s) as Box<dyn TensorStore>);
+    }
     if let Some(prefix) = loc.without_suffix(".index") {
         return open_checkpoint(&prefix, loc, opts, true);
     }
@@ -268,15 +273,18 @@ pub fn open_location(loc: ObjectLocation, opts: &UrlOptions) -> Result<Box<dyn T
                     ..
                 }) if url == format!("{}.index", loc.url) => match dcp_at(&loc) {
                     Some(e) => Err(e),
-                    None => Err(Error::Remote {
-                        problem: RemoteProblem::NotFound,
-                        detail: format!(
+                    None => match hf_at(&loc, opts) {
+                        Some(r) => r,
+                        None => Err(Error::Remote {
+                            problem: RemoteProblem::NotFound,
+                            detail: format!(
                             "no such object, and no checkpoint with this prefix ({url} does not \
                          exist either)"
                         ),
-                        url: loc.url,
-                        source,
-                    }),
+                            url: loc.url,
+                            source,
+                        }),
+                    },
                 },
                 r => r,
             };
@@ -300,6 +308,63 @@ fn dcp_at(loc: &ObjectLocation) -> Option<Error> {
         crate::error::LooksLike::TorchDcp,
         &[],
     ))
+}
+
+/// The Hugging Face sharded checkpoint whose index is the object `loc` (named `name`): the
+/// index read whole (one request, at most [`super::hf::MAX_INDEX_BYTES`]), each shard the
+/// weight map names opened beside it by [`open_location`] (the same detection as any URL).
+fn open_hf_index(
+    loc: &ObjectLocation,
+    name: &str,
+    opts: &UrlOptions,
+) -> Result<super::hf::ShardedStore> {
+    let held = open_head(loc, super::hf::MAX_INDEX_BYTES)?;
+    crate::error::ensure_within(
+        "bytes of a Hugging Face index",
+        held.len(),
+        super::hf::MAX_INDEX_BYTES,
+        None,
+    )?;
+    let bytes = held.head().unwrap_or_default();
+    let index = super::hf::parse_index(bytes, &loc.url)?;
+    // The shards beside the index: its key with the last component replaced.
+    let dir = loc.without_suffix(&format!("/{name}"));
+    super::hf::ShardedStore::new(&loc.url, index, &|shard| match &dir {
+        Some(d) => open_location(d.with_suffix(&format!("/{shard}")), opts),
+        None => Err(Error::Unsupported(format!(
+            "{}: an index at the root of a bucket; put the checkpoint under a prefix",
+            loc.url
+        ))),
+    })
+}
+
+/// The Hugging Face layout under `loc`, a key naming no object nor checkpoint prefix: the
+/// sharded checkpoint of `KEY/model.safetensors.index.json` (or `pytorch_model.bin.index.json`),
+/// else `KEY/model.safetensors` (made only on the way to a not-found error: one request per
+/// name tried). `None` when there is none.
+fn hf_at(loc: &ObjectLocation, opts: &UrlOptions) -> Option<Result<Box<dyn TensorStore>>> {
+    let found = |r: &Result<Box<dyn TensorStore>>| {
+        !matches!(
+            r,
+            Err(Error::Remote {
+                problem: RemoteProblem::NotFound,
+                ..
+            })
+        )
+    };
+    for n in super::hf::INDEX_FILES {
+        let child = loc.with_suffix(&format!("/{n}"));
+        let r = open_hf_index(&child, n, opts).map(|s| Box::new(s) as Box<dyn TensorStore>);
+        if found(&r) {
+            return Some(r);
+        }
+    }
+    // A single model file: safetensors (pytorch_model.bin is not read at URLs yet).
+    let r = open_location(
+        loc.with_suffix(&format!("/{}", super::hf::MODEL_FILES[0])),
+        opts,
+    );
+    found(&r).then_some(r)
 }
 
 /// The prefix of a checkpoint's data object `PREFIX.data-SSSSS-of-NNNNN`, if `loc` names one.

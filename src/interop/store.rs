@@ -178,6 +178,12 @@ pub enum Format {
     /// A Paddle dygraph `paddle.save` pickle (`.pdparams`, `.pdopt`;
     /// `interop::paddle::dygraph`).
     PaddleDygraph,
+    /// A torch.distributed.checkpoint directory written by `FileSystemWriter` (`.metadata` and
+    /// `*.distcp` files; `interop::torch::dcp`).
+    TorchDcp,
+    /// A Hugging Face sharded checkpoint: shard files listed by a `*.index.json` weight map
+    /// (`interop::hf`).
+    HuggingFaceSharded,
 }
 
 impl Format {
@@ -193,6 +199,8 @@ impl Format {
             Format::Safetensors => "safetensors",
             Format::Torch => "torch.save file",
             Format::PaddleDygraph => "paddle dygraph pickle",
+            Format::TorchDcp => "torch DCP checkpoint",
+            Format::HuggingFaceSharded => "hugging face sharded checkpoint",
         }
     }
 }

@@ -13,7 +13,15 @@ mismatch:
 2. `paddle.save` of a Layer's `state_dict` (`.pdparams`) and an optimizer's (`.pdopt`): the
    same checks against the numpy arrays Paddle saved;
 3. a pickle naming a global outside the allow-list (`posix.system`) is refused (exit 1) and
-   nothing runs (the marker file it would create stays absent).
+   nothing runs (the marker file it would create stays absent);
+4. a torch.distributed.checkpoint `FileSystemWriter` directory written by 2 gloo ranks (DTensors
+   sharded by rows and by columns, a replicated bf16 tensor, a float8 tensor, a plain tensor, a
+   step and a learning rate): every tensor byte-exact against what torch reads back
+   (`dcp_to_torch_save` then `torch.load`), by the directory and by its `.metadata`, `get
+   --slice` across the two ranks' chunks, `verify`, `convert`, and the scalars as metadata;
+5. Hugging Face sharded checkpoints written as `save_pretrained` writes them (shards by
+   `safetensors.torch.save_file` / `torch.save`, the `*.index.json` weight map by hand):
+   byte-exact by the directory and by the index.
 """
 
 import json
@@ -43,8 +51,9 @@ def listed(path):
     return {r["name"]: r for r in rows}
 
 
-def check_store(label, path, want):
-    """`want`: name -> (bytes, shape). ls, get --format raw, verify, convert."""
+def check_store(label, path, want, convert_args=()):
+    """`want`: name -> (bytes, shape). ls, get --format raw, verify, convert (with
+    `convert_args`)."""
     try:
         names = listed(path)
     except Exception as e:  # noqa: BLE001 - reported as a failed check
@@ -75,7 +84,7 @@ def check_store(label, path, want):
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "out.pdx")
         try:
-            pdx("convert", path, out)
+            pdx("convert", path, out, *convert_args)
             wrong = [n for n, (data, _) in want.items()
                      if pdx("get", out, n, "--format", "raw") != data]
             report(f"{label}: convert to a native file keeps every byte", not wrong, str(wrong[:5]))
@@ -160,10 +169,143 @@ def hostile_check(d):
         report("a pickle naming posix.system is refused (exit 1) and nothing runs", False, str(e))
 
 
+def dcp_worker(rank, out, store):
+    import torch
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
+    mesh = init_device_mesh("cpu", (2,))
+    g = dcp_globals()
+    sd = {
+        "model": {
+            "w": distribute_tensor(g["model.w"], mesh, [Shard(0)]),
+            "m": distribute_tensor(g["model.m"], mesh, [Shard(1)]),
+            "rep": distribute_tensor(g["model.rep"], mesh, [Replicate()]),
+            # gloo has no float8 collectives: each rank takes its own chunk.
+            "fp8": distribute_tensor(g["model.fp8"], mesh, [Shard(0)], src_data_rank=None),
+        },
+        "plain": g["plain"],
+        "step": 5,
+        "lr": 0.25,
+    }
+    dcp.save(sd, checkpoint_id=out)
+    dist.destroy_process_group()
+
+
+def dcp_globals():
+    import torch
+
+    gen = torch.Generator().manual_seed(1)
+    return {
+        "model.w": torch.randn(10, 6, generator=gen),
+        "model.m": torch.arange(24, dtype=torch.int64).reshape(4, 6),
+        "model.rep": torch.randn(7, generator=gen).to(torch.bfloat16),
+        "model.fp8": torch.randn(8, 4, generator=gen).to(torch.float8_e4m3fn),
+        "plain": torch.ones(3),
+    }
+
+
+def dcp_checks(d):
+    import torch
+    import torch.multiprocessing as mp
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+
+    ckpt = os.path.join(d, "dcp")
+    label = f"torch DCP FileSystemWriter, 2 gloo ranks (torch {torch.__version__})"
+    try:
+        mp.spawn(dcp_worker, args=(ckpt, os.path.join(d, "store")), nprocs=2)
+    except Exception as e:  # noqa: BLE001
+        report(f"{label}: written", False, str(e))
+        return
+    files = sorted(os.listdir(ckpt))
+    report(f"{label}: two ranks' data files and .metadata", ".metadata" in files
+           and sum(f.endswith(".distcp") for f in files) >= 2, str(files))
+    # What torch itself reads back.
+    back = os.path.join(d, "back.pt")
+    dcp_to_torch_save(ckpt, back)
+    loaded = torch.load(back, weights_only=True)
+
+    def flat(prefix, v, out):
+        if isinstance(v, dict):
+            for k, x in v.items():
+                flat(f"{prefix}{k}.", x, out)
+        else:
+            out[prefix[:-1]] = v
+        return out
+
+    theirs = flat("", loaded, {})
+    want = {k: (raw_of_torch(v), list(v.shape)) for k, v in theirs.items() if torch.is_tensor(v)}
+    mine = dcp_globals()
+    same = all(raw_of_torch(mine[k]) == want[k][0] for k in mine)
+    report(f"{label}: torch reads back the tensors saved", same)
+    for path in (ckpt, os.path.join(ckpt, ".metadata")):
+        check_store(f"{label} ({os.path.basename(path)})", path, want)
+    # A region across both ranks' chunks: rows 3..7 of the row-sharded w, columns 2..5 of m.
+    try:
+        got = pdx("get", ckpt, "model.w", "--slice", "3:7,1:4", "--format", "raw")
+        exp = raw_of_torch(mine["model.w"][3:7, 1:4])
+        got2 = pdx("get", ckpt, "model.m", "--slice", "1:3,2:5", "--format", "raw")
+        exp2 = raw_of_torch(mine["model.m"][1:3, 2:5])
+        report(f"{label}: get --slice across the ranks' chunks is byte-exact",
+               got == exp and got2 == exp2)
+    except Exception as e:  # noqa: BLE001
+        report(f"{label}: get --slice across the ranks' chunks is byte-exact", False, str(e))
+    try:
+        meta = json.loads(pdx("meta", ckpt, "--json"))
+        ok = json.dumps(meta).find('"step"') >= 0 and json.dumps(meta).find("0.25") >= 0
+        report(f"{label}: the step and learning rate are its metadata", ok, json.dumps(meta)[:200])
+    except Exception as e:  # noqa: BLE001
+        report(f"{label}: the step and learning rate are its metadata", False, str(e))
+
+
+def hf_checks(d):
+    import torch
+    from safetensors.torch import save_file
+
+    torch.manual_seed(2)
+    sd = {
+        "transformer.wte.weight": torch.randn(16, 8),
+        "transformer.h.0.attn.c_attn.weight": torch.randn(8, 24).to(torch.bfloat16),
+        "transformer.h.0.ln_1.bias": torch.randn(8),
+        "lm_head.weight": torch.randn(16, 8).to(torch.float16),
+    }
+    want = {k: (raw_of_torch(v), list(v.shape)) for k, v in sd.items()}
+    names = sorted(sd)
+    parts = [names[:2], names[2:]]
+    for kind, ext, index in (("safetensors", "safetensors", "model.safetensors.index.json"),
+                             ("torch.save", "bin", "pytorch_model.bin.index.json")):
+        root = os.path.join(d, f"hf_{ext}")
+        os.makedirs(root)
+        with open(os.path.join(root, "config.json"), "w") as f:
+            json.dump({"model_type": "gpt2"}, f)
+        weight_map = {}
+        stem = "model" if ext == "safetensors" else "pytorch_model"
+        for i, part in enumerate(parts):
+            shard = f"{stem}-{i + 1:05d}-of-{len(parts):05d}.{ext}"
+            piece = {k: sd[k].contiguous() for k in part}
+            if ext == "safetensors":
+                save_file(piece, os.path.join(root, shard), metadata={"format": "pt"})
+            else:
+                torch.save(piece, os.path.join(root, shard))
+            weight_map.update({k: shard for k in part})
+        total = sum(v.numel() * v.element_size() for v in sd.values())
+        with open(os.path.join(root, index), "w") as f:
+            json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f)
+        for path in (root, os.path.join(root, index)):
+            check_store(f"Hugging Face sharded {kind} ({os.path.basename(path)})", path, want)
+
+
 def main():
     with tempfile.TemporaryDirectory() as d:
         torch_checks(d)
         hostile_check(d)
+    with tempfile.TemporaryDirectory() as d:
+        dcp_checks(d)
+    with tempfile.TemporaryDirectory() as d:
+        hf_checks(d)
     with tempfile.TemporaryDirectory() as d:
         paddle_checks(d)
     if FAILURES:

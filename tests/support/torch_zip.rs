@@ -123,3 +123,226 @@ pub fn dcp_dir(dir: &Path) {
     ];
     fs::write(dir.join("__0_0.distcp"), zip(&entries)).unwrap();
 }
+
+/// A pickle of the shape DCP's `.metadata` has, assembled opcode by opcode (protocol 4).
+pub struct DcpPickle(pub Vec<u8>);
+
+impl DcpPickle {
+    fn new() -> DcpPickle {
+        DcpPickle(vec![0x80, 4])
+    }
+    fn op(&mut self, c: u8) -> &mut Self {
+        self.0.push(c);
+        self
+    }
+    fn global(&mut self, module: &str, name: &str) -> &mut Self {
+        self.0.push(b'c');
+        self.0
+            .extend_from_slice(format!("{module}\n{name}\n").as_bytes());
+        self
+    }
+    fn str(&mut self, s: &str) -> &mut Self {
+        self.0.push(b'X');
+        self.0.extend_from_slice(&(s.len() as u32).to_le_bytes());
+        self.0.extend_from_slice(s.as_bytes());
+        self
+    }
+    fn int(&mut self, i: i64) -> &mut Self {
+        if let Ok(i) = i32::try_from(i) {
+            self.0.push(b'J');
+            self.0.extend_from_slice(&i.to_le_bytes());
+        } else {
+            self.0.extend_from_slice(&[0x8a, 8]);
+            self.0.extend_from_slice(&i.to_le_bytes());
+        }
+        self
+    }
+    /// `torch.Size(dims)`.
+    fn size(&mut self, dims: &[i64]) -> &mut Self {
+        self.global("torch", "Size").op(b'(');
+        for &d in dims {
+            self.int(d);
+        }
+        self.op(b't').op(0x85).op(b'R')
+    }
+    /// `cls.__new__(cls)` of a DCP class: GLOBAL, EMPTY_TUPLE, NEWOBJ.
+    fn new_obj(&mut self, module: &str, class: &str) -> &mut Self {
+        self.global(module, class).op(b')').op(0x81)
+    }
+    fn meta(&mut self, class: &str) -> &mut Self {
+        self.new_obj("torch.distributed.checkpoint.metadata", class)
+    }
+}
+
+/// One chunk of a DCP tensor: its offsets and sizes in the global tensor, and its data file.
+pub struct DcpChunk {
+    pub offsets: Vec<i64>,
+    pub sizes: Vec<i64>,
+    pub file: String,
+}
+
+/// What a DCP checkpoint holds: tensors (name, torch dtype, global size, chunks) and
+/// non-tensor items (name, bytes).
+#[derive(Default)]
+pub struct DcpSpec {
+    pub tensors: Vec<(String, String, Vec<i64>, Vec<DcpChunk>)>,
+    pub bytes: Vec<(String, Vec<u8>, String)>,
+    /// Globals named before the metadata (a hostile pickle): (module, name).
+    pub extra_global: Option<(String, String)>,
+}
+
+/// The `torch.save` archive of a tensor of dtype storage class `class` ("FloatStorage"),
+/// shape `size`, contiguous, holding `data`, as DCP writes each chunk.
+pub fn torch_tensor_archive(class: &str, size: &[i64], data: &[u8]) -> Vec<u8> {
+    let mut p = vec![0x80u8, 2];
+    p.extend_from_slice(b"ctorch._utils\n_rebuild_tensor_v2\n(");
+    p.extend_from_slice(b"(X\x07\x00\x00\x00storage");
+    p.extend_from_slice(format!("ctorch\n{class}\n").as_bytes());
+    p.extend_from_slice(b"X\x01\x00\x00\x000X\x03\x00\x00\x00cpu");
+    let es = match class {
+        "FloatStorage" | "IntStorage" => 4,
+        "DoubleStorage" | "LongStorage" => 8,
+        "HalfStorage" | "BFloat16Storage" => 2,
+        _ => 1,
+    };
+    let numel = (data.len() / es) as i32;
+    p.push(b'J');
+    p.extend_from_slice(&numel.to_le_bytes());
+    p.extend_from_slice(b"tQ");
+    p.push(b'J');
+    p.extend_from_slice(&0i32.to_le_bytes());
+    // size and row-major stride
+    let mut stride = vec![1i64; size.len()];
+    for d in (0..size.len().saturating_sub(1)).rev() {
+        stride[d] = stride[d + 1] * size[d + 1];
+    }
+    for v in [size, &stride[..]] {
+        p.push(b'(');
+        for &x in v {
+            p.push(b'J');
+            p.extend_from_slice(&(x as i32).to_le_bytes());
+        }
+        p.push(b't');
+    }
+    p.push(0x89);
+    p.extend_from_slice(b"ccollections\nOrderedDict\n)RtR.");
+    zip(&[
+        ("archive/data.pkl".to_string(), p),
+        ("archive/byteorder".to_string(), b"little".to_vec()),
+        ("archive/data/0".to_string(), data.to_vec()),
+        ("archive/version".to_string(), b"3\n".to_vec()),
+    ])
+}
+
+/// The `torch.save` archive of a Python int, as DCP writes a non-tensor `step`.
+pub fn torch_int_archive(v: i32) -> Vec<u8> {
+    let mut p = vec![0x80u8, 2, b'J'];
+    p.extend_from_slice(&v.to_le_bytes());
+    p.push(b'.');
+    zip(&[
+        ("archive/data.pkl".to_string(), p),
+        ("archive/byteorder".to_string(), b"little".to_vec()),
+        ("archive/version".to_string(), b"3\n".to_vec()),
+    ])
+}
+
+/// Writes a DCP `FileSystemWriter` checkpoint to `dir`: each chunk's archive (`archive_of`
+/// gives its bytes: tensor name, chunk index) appended to its data file, then `.metadata`
+/// describing `spec`. Returns the `.metadata` bytes.
+pub fn dcp_checkpoint(
+    dir: &Path,
+    spec: &DcpSpec,
+    archive_of: &dyn Fn(&str, usize) -> Vec<u8>,
+) -> Vec<u8> {
+    fs::create_dir_all(dir).unwrap();
+    let mut files: std::collections::BTreeMap<String, Vec<u8>> = Default::default();
+    // (fqn, offsets or None, file, offset, length)
+    let mut storage = Vec::new();
+    for (name, _, _, chunks) in &spec.tensors {
+        for (i, c) in chunks.iter().enumerate() {
+            let f = files.entry(c.file.clone()).or_default();
+            let a = archive_of(name, i);
+            storage.push((
+                name.clone(),
+                Some(c.offsets.clone()),
+                c.file.clone(),
+                f.len(),
+                a.len(),
+            ));
+            f.extend_from_slice(&a);
+        }
+    }
+    for (name, b, file) in &spec.bytes {
+        let f = files.entry(file.clone()).or_default();
+        storage.push((name.clone(), None, file.clone(), f.len(), b.len()));
+        f.extend_from_slice(b);
+    }
+    for (f, b) in &files {
+        fs::write(dir.join(f), b).unwrap();
+    }
+    let mut p = DcpPickle::new();
+    if let Some((m, n)) = &spec.extra_global {
+        p.global(m, n).op(b'0');
+    }
+    p.meta("Metadata").op(b'}').op(b'(');
+    p.str("state_dict_metadata").op(b'}').op(b'(');
+    for (name, dtype, size, chunks) in &spec.tensors {
+        p.str(name).meta("TensorStorageMetadata").op(b'}').op(b'(');
+        p.str("properties").meta("TensorProperties").op(b'(');
+        p.global("torch", dtype)
+            .global("torch.serialization", "_get_layout")
+            .str("torch.strided")
+            .op(0x85)
+            .op(b'R')
+            .op(0x89)
+            .global(
+                "torch.distributed.checkpoint.metadata",
+                "_MEM_FORMAT_ENCODING",
+            )
+            .int(0)
+            .op(0x85)
+            .op(b'R')
+            .op(0x89)
+            .op(b't')
+            .op(b'b');
+        p.str("size").size(size);
+        p.str("chunks").op(b']').op(b'(');
+        for c in chunks {
+            p.meta("ChunkStorageMetadata").op(b'}').op(b'(');
+            p.str("offsets").size(&c.offsets);
+            p.str("sizes").size(&c.sizes);
+            p.op(b'u').op(b'b');
+        }
+        p.op(b'e').op(b'u').op(b'b');
+    }
+    for (name, _, _) in &spec.bytes {
+        p.str(name).meta("BytesStorageMetadata");
+    }
+    p.op(b'u');
+    p.str("planner_data").op(b'N');
+    p.str("storage_data").op(b'}').op(b'(');
+    for (fqn, offsets, file, offset, len) in &storage {
+        p.meta("MetadataIndex").op(b'}').op(b'(');
+        p.str("fqn").str(fqn).str("offset");
+        match offsets {
+            Some(o) => p.size(o),
+            None => p.op(b'N'),
+        };
+        p.str("index").int(0).op(b'u').op(b'b');
+        p.new_obj("torch.distributed.checkpoint.filesystem", "_StorageInfo")
+            .op(b'}')
+            .op(b'(');
+        p.str("relative_path")
+            .str(file)
+            .str("offset")
+            .int(*offset as i64)
+            .str("length")
+            .int(*len as i64)
+            .op(b'u')
+            .op(b'b');
+    }
+    p.op(b'u');
+    p.str("version").str("1.0.0").op(b'u').op(b'b').op(b'.');
+    fs::write(dir.join(".metadata"), &p.0).unwrap();
+    p.0
+}

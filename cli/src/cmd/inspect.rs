@@ -472,7 +472,14 @@ pub fn ls(
     long: bool,
     json_file: Option<(String, &mut bool)>,
 ) -> Result<ExitCode> {
-    let store = open_any(file)?;
+    let store = match open_any(file) {
+        Ok(s) => s,
+        // A directory (or an object prefix) that is not one input: what it holds.
+        Err(e) if json_file.is_none() && prefix.is_none() && is_survey(file, &e) => {
+            return ls_survey(file, as_json, e)
+        }
+        Err(e) => return Err(e),
+    };
     // Progress on standard error, cleared around each write to standard output and before the
     // totals line.
     let bar = Bar::new(ui, "listing");
@@ -1310,6 +1317,100 @@ pub fn verify(ui: Ui, file: &Path, threads: usize, as_json: bool) -> Result<Exit
     }
 }
 
+/// Whether `ls` of `input`, which `open_any` refused with `e`, lists what the directory or
+/// prefix holds instead: a local directory that is no input or holds several, or a URL ending
+/// in `/` that names no object nor checkpoint.
+fn is_survey(input: &Path, e: &Error) -> bool {
+    let s = input.to_string_lossy();
+    let dir = if paramdex::remote::is_url(&s) {
+        s.ends_with('/')
+    } else {
+        input.is_dir()
+    };
+    dir && matches!(
+        e,
+        Error::UnrecognizedFormat {
+            looks_like: None,
+            ..
+        } | Error::InvalidArgument(_)
+            | Error::Remote {
+                problem: paramdex::RemoteProblem::NotFound,
+                ..
+            }
+    )
+}
+
+/// `ls DIR/`: each file, object or subdirectory of `dir` with the input it is (the same
+/// detection as opening it), or why it is none. A directory holding no input at all is the
+/// error `open_any` gave, `refused` (which says where it looked).
+fn ls_survey(dir: &Path, as_json: bool, refused: Error) -> Result<ExitCode> {
+    let found = paramdex::interop::survey(dir)?;
+    if !found.iter().any(|f| f.what.is_ok()) {
+        return Err(refused);
+    }
+    let why = |e: &Error| match e {
+        Error::UnrecognizedFormat {
+            looks_like: Some(k),
+            ..
+        } => format!("not read: looks like {k}"),
+        Error::UnrecognizedFormat { .. } => "not read".to_string(),
+        e => format!("cannot be opened: {e}"),
+    };
+    let mut out = super::stdout_for(as_json);
+    if as_json {
+        let rows: Vec<Value> = found
+            .iter()
+            .map(|f| {
+                json!({
+                    "name": f.name,
+                    "path": f.path.to_string_lossy(),
+                    "dir": f.is_dir,
+                    "size": f.len,
+                    "format": f.what.as_ref().ok().map(|x| x.name()),
+                    "error": f.what.as_ref().err().map(why),
+                })
+            })
+            .collect();
+        write_json(&mut out, &Value::Array(rows)).map_err(stdout_err)?;
+    } else {
+        let width = found
+            .iter()
+            .map(|f| f.name.chars().count() + usize::from(f.is_dir))
+            .max()
+            .unwrap_or(4)
+            .max(4);
+        writeln!(out, "{HEAD}{:width$}  {:>9}  WHAT{HEAD:#}", "NAME", "SIZE")
+            .map_err(stdout_err)?;
+        for f in &found {
+            let name = if f.is_dir {
+                format!("{}/", f.name)
+            } else {
+                f.name.clone()
+            };
+            let size = if f.is_dir {
+                "-".to_string()
+            } else {
+                human_bytes(f.len)
+            };
+            let what = match &f.what {
+                Ok(x) => x.name().to_string(),
+                Err(e) => format!("{DIM}{}{DIM:#}", why(e)),
+            };
+            writeln!(out, "{name:width$}  {size:>9}  {what}").map_err(stdout_err)?;
+        }
+        let inputs = found.iter().filter(|f| f.what.is_ok()).count();
+        writeln!(
+            out,
+            "{} entries, {inputs} of them inputs paramdex reads: {} holds no one input itself",
+            found.len(),
+            dir.display()
+        )
+        .map_err(stdout_err)?;
+    }
+    out.flush().map_err(stdout_err)?;
+    Ok(ExitCode::SUCCESS)
+}
+
 /// What an input is, with its article, for messages (`a TensorFlow checkpoint`).
 fn a_format(f: Format) -> String {
     match f {
@@ -1322,6 +1423,8 @@ fn a_format(f: Format) -> String {
         Format::Safetensors => "a safetensors file".into(),
         Format::Torch => "a torch.save file".into(),
         Format::PaddleDygraph => "a Paddle dygraph pickle (.pdparams / .pdopt)".into(),
+        Format::TorchDcp => "a torch.distributed.checkpoint directory (.metadata + .distcp)".into(),
+        Format::HuggingFaceSharded => "a Hugging Face sharded checkpoint (*.index.json)".into(),
         other => format!("a {} input", other.name()),
     }
 }

@@ -29,7 +29,7 @@ use super::state::{MAX_STATE_BYTES, STATE_FILE};
 
 /// One name found directly in a checkpoint directory.
 #[derive(Clone, Debug)]
-pub(super) struct Listed {
+pub(crate) struct Listed {
     /// The file (or object) name, without the directory.
     pub name: String,
     /// Its length in bytes.
@@ -43,7 +43,7 @@ pub(super) struct Listed {
 
 /// A checkpoint directory: local, or under a prefix of an object store.
 #[derive(Clone, Debug)]
-pub(super) enum Location {
+pub(crate) enum Location {
     /// A local directory.
     Local(PathBuf),
     /// The objects `KEY/NAME` of a store; `loc.path` is `KEY` (no trailing `/`) and `loc.url`

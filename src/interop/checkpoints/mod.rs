@@ -17,7 +17,7 @@ use crate::native::{
     Tensor, Writer, WriterOptions,
 };
 
-mod location;
+pub(crate) mod location;
 mod policy;
 mod state;
 

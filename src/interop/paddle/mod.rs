@@ -400,6 +400,14 @@ fn open_dir_detect(dir: &Path) -> Result<Option<PaddleStore>> {
     // file that was damaged.
     let mut sample = None;
     for (_, p, _) in &files {
+        // A torch DCP checkpoint's `.metadata` (here or in a subdirectory): the directory
+        // holds an input of another format, not tensor files.
+        if p.file_name()
+            .is_some_and(|n| n == crate::interop::torch::dcp::METADATA_FILE)
+            && crate::interop::torch::dcp::is_dcp(p)
+        {
+            return Ok(None);
+        }
         let s = Source::map(p)?;
         check_pickle(p, &s)?;
         if looks_like_record(&s) {

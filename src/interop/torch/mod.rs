@@ -20,6 +20,7 @@
 //! only (the listing shows the others). Storage types paramdex has no dtype for (quantized,
 //! complex32) are [`Error::Unsupported`] for their tensors only.
 
+pub mod dcp;
 mod zip;
 
 use std::borrow::Cow;
@@ -89,6 +90,8 @@ pub struct TorchStore {
     entries: Vec<zip::Entry>,
     tensors: Vec<Tensor>,
     metadata: Metadata,
+    /// The pickled object itself when it is a scalar (a torch DCP non-tensor item).
+    root_scalar: Option<crate::native::MetaValue>,
 }
 
 /// The dtype of a torch storage class (`torch.FloatStorage`...).
@@ -175,9 +178,33 @@ impl TorchStore {
 
     fn from_source(source: Source, path: PathBuf) -> Result<Option<TorchStore>> {
         let shown = path_str(&path);
-        let Some(entries) = zip::entries(&source).map_err(|e| e.context(&shown))? else {
+        let all = 0..source.len();
+        Self::from_source_range(source, all, path, shown)
+    }
+
+    /// Opens the `torch.save` archive held in `range` of `source` (`None`: not one), as a
+    /// torch DCP data file holds one per item; `shown` names it in messages. Every offset
+    /// kept is one of `source`.
+    pub(crate) fn from_source_range(
+        source: Source,
+        range: std::ops::Range<usize>,
+        path: PathBuf,
+        shown: String,
+    ) -> Result<Option<TorchStore>> {
+        let bytes = source.get(range.clone()).ok_or_else(|| {
+            Error::corrupt(
+                "torch archive",
+                range.start as u64,
+                format!("{shown}: bytes {range:?} lie outside the file"),
+            )
+        })?;
+        let Some(mut entries) = zip::entries(bytes).map_err(|e| e.context(&shown))? else {
             return Ok(None);
         };
+        for e in &mut entries {
+            // Inside `range`, checked by zip::entries.
+            e.data_offset += range.start as u64;
+        }
         // `PREFIX/data.pkl` with a prefix of one directory (torch names it after the file).
         let Some(pkl) = entries.iter().position(|e| {
             e.name == b"data.pkl"
@@ -224,7 +251,11 @@ impl TorchStore {
             .collect();
         let mut tensors = Vec::new();
         let mut metadata = Metadata::new();
+        let mut root_scalar = None;
         for (leaf_name, v) in leaves {
+            if leaf_name.is_empty() {
+                root_scalar = pickle::metadata_value(&v);
+            }
             let Some(args) = tensor_args(&p, &v) else {
                 if metadata.len() < MAX_METADATA_ITEMS && !leaf_name.is_empty() {
                     if let Some(m) = pickle::metadata_value(&v) {
@@ -279,6 +310,7 @@ impl TorchStore {
             entries,
             tensors,
             metadata,
+            root_scalar,
         }))
     }
 
@@ -487,74 +519,7 @@ impl TorchStore {
     }
 
     fn data(&self, t: &Tensor) -> Result<Cow<'_, [u8]>> {
-        let es = t.dtype.size();
-        let storage = self
-            .source
-            .get(t.storage_at as usize..(t.storage_at + t.storage_len) as usize)
-            .ok_or_else(|| {
-                Error::corrupt("torch tensor", t.storage_at, "storage outside the file")
-            })?;
-        // The view was checked against the storage when the file was opened.
-        let outside = || {
-            Error::corrupt(
-                "torch tensor",
-                t.storage_at,
-                format!(
-                    "{}: tensor {}: view outside its storage",
-                    self.shown,
-                    name::display(&t.name)
-                ),
-            )
-        };
-        if t.nbytes == 0 {
-            return Ok(Cow::Borrowed(&[]));
-        }
-        if t.contiguous() {
-            let start = (t.offset as usize).checked_mul(es).ok_or_else(outside)?;
-            let end = start.checked_add(t.nbytes as usize).ok_or_else(outside)?;
-            return storage
-                .get(start..end)
-                .map(Cow::Borrowed)
-                .ok_or_else(outside);
-        }
-        // A view that is not one run: gathered, innermost dimension by innermost dimension.
-        let mut out = Vec::with_capacity(t.nbytes as usize);
-        let rank = t.shape.len();
-        let (inner_len, inner_stride) = (t.shape[rank - 1] as usize, t.stride[rank - 1] as usize);
-        let mut idx = vec![0u64; rank - 1];
-        loop {
-            let base = t.offset as usize
-                + idx
-                    .iter()
-                    .zip(&t.stride)
-                    .map(|(&i, &s)| (i * s) as usize)
-                    .sum::<usize>();
-            if inner_stride == 1 {
-                out.extend_from_slice(
-                    storage
-                        .get(base * es..(base + inner_len) * es)
-                        .ok_or_else(outside)?,
-                );
-            } else {
-                for k in 0..inner_len {
-                    let e = base + k * inner_stride;
-                    out.extend_from_slice(storage.get(e * es..(e + 1) * es).ok_or_else(outside)?);
-                }
-            }
-            // Next index of the outer dimensions (odometer).
-            let mut d = rank - 1;
-            loop {
-                if d == 0 {
-                    return Ok(Cow::Owned(out));
-                }
-                d -= 1;
-                idx[d] += 1;
-                if idx[d] < t.shape[d] {
-                    break;
-                }
-                idx[d] = 0;
-            }
-        }
+        view_bytes(t, &self.source, &self.shown)
     }
 
     /// The tensors' names whose views are gathered (not one run of their storage).
@@ -564,6 +529,76 @@ impl TorchStore {
             .filter(|t| t.problem.is_none() && !t.contiguous())
             .map(|t| t.name.clone())
             .collect()
+    }
+}
+
+/// The bytes of tensor `t` (row-major), whose storage lies in `source` (the file `shown`):
+/// borrowed when its view is one run of its storage, gathered otherwise.
+fn view_bytes<'a>(t: &Tensor, source: &'a [u8], shown: &str) -> Result<Cow<'a, [u8]>> {
+    let es = t.dtype.size();
+    let storage = source
+        .get(t.storage_at as usize..(t.storage_at + t.storage_len) as usize)
+        .ok_or_else(|| Error::corrupt("torch tensor", t.storage_at, "storage outside the file"))?;
+    // The view was checked against the storage when the file was opened.
+    let outside = || {
+        Error::corrupt(
+            "torch tensor",
+            t.storage_at,
+            format!(
+                "{}: tensor {}: view outside its storage",
+                shown,
+                name::display(&t.name)
+            ),
+        )
+    };
+    if t.nbytes == 0 {
+        return Ok(Cow::Borrowed(&[]));
+    }
+    if t.contiguous() {
+        let start = (t.offset as usize).checked_mul(es).ok_or_else(outside)?;
+        let end = start.checked_add(t.nbytes as usize).ok_or_else(outside)?;
+        return storage
+            .get(start..end)
+            .map(Cow::Borrowed)
+            .ok_or_else(outside);
+    }
+    // A view that is not one run: gathered, innermost dimension by innermost dimension.
+    let mut out = Vec::with_capacity(t.nbytes as usize);
+    let rank = t.shape.len();
+    let (inner_len, inner_stride) = (t.shape[rank - 1] as usize, t.stride[rank - 1] as usize);
+    let mut idx = vec![0u64; rank - 1];
+    loop {
+        let base = t.offset as usize
+            + idx
+                .iter()
+                .zip(&t.stride)
+                .map(|(&i, &s)| (i * s) as usize)
+                .sum::<usize>();
+        if inner_stride == 1 {
+            out.extend_from_slice(
+                storage
+                    .get(base * es..(base + inner_len) * es)
+                    .ok_or_else(outside)?,
+            );
+        } else {
+            for k in 0..inner_len {
+                let e = base + k * inner_stride;
+                out.extend_from_slice(storage.get(e * es..(e + 1) * es).ok_or_else(outside)?);
+            }
+        }
+        // Next index of the outer dimensions (odometer).
+        let mut d = rank - 1;
+        loop {
+            if d == 0 {
+                return Ok(Cow::Owned(out));
+            }
+            d -= 1;
+            idx[d] += 1;
+            if idx[d] < t.shape[d] {
+                break;
+            }
+            idx[d] = 0;
+        }
     }
 }
 
