@@ -916,3 +916,35 @@ fn listings_report_their_progress_in_the_unit_each_store_knows() {
         );
     }
 }
+
+/// `interop::safetensors::serialize` (the bytes Python's `save`/`serialize` return) gives
+/// exactly the file the safetensors exporter writes, which reads back as the same tensors and
+/// metadata; a tensor safetensors cannot hold is refused by name, as by the exporter.
+#[test]
+fn safetensors_serialize_is_the_exported_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("plain.pdx");
+    let mut w = Writer::create(&p).unwrap();
+    w.add("b", Tensor::new(DType::Float32, &[2, 3], &bytes(24, 1)))
+        .unwrap();
+    w.add("a", Tensor::new(DType::BFloat16, &[3], &bytes(6, 2)))
+        .unwrap();
+    w.add("e", Tensor::new(DType::Int64, &[0, 2], &[])).unwrap();
+    w.insert_metadata("note", "x").unwrap();
+    w.finish().unwrap();
+    let r = Reader::open(&p).unwrap();
+    let mut m = Metadata::new();
+    m.insert("note", "x").unwrap();
+    let bytes_out = paramdex::interop::safetensors::serialize(&r, &m).unwrap();
+    let out = dir.path().join("o.safetensors");
+    export(&r, OutputFormat::Safetensors, &out, &opts()).unwrap();
+    assert_eq!(fs::read(&out).unwrap(), bytes_out);
+    let back = paramdex::interop::safetensors::SafetensorsStore::from_bytes(bytes_out).unwrap();
+    assert_eq!(contents(&back), contents(&r));
+    assert_eq!(back.metadata().unwrap(), m);
+
+    let s = Reader::open(sample(dir.path())).unwrap();
+    let e = paramdex::interop::safetensors::serialize(&s, &Metadata::new()).unwrap_err();
+    assert!(matches!(e, Error::Unsupported(_)), "{e}");
+    assert!(e.to_string().contains("cplx"), "{e}");
+}

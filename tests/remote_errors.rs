@@ -10,8 +10,9 @@
 // Object storage: built with the `s3` feature (on by default) only.
 #![cfg(feature = "s3")]
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+#[path = "support/http_stub.rs"]
+mod http_stub;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -48,62 +49,27 @@ fn answer(path: &str) -> (u16, &'static str, &'static str, &'static str) {
     }
 }
 
-/// Serves one connection: each request is answered by [`answer`], then the connection closes.
-fn serve(stream: TcpStream, requests: &AtomicUsize) {
-    let mut reader = BufReader::new(stream);
-    let mut line = String::new();
-    if reader.read_line(&mut line).unwrap_or(0) == 0 {
-        return;
-    }
-    let mut parts = line.split_whitespace();
-    let method = parts.next().unwrap_or("").to_string();
-    let path = parts.next().unwrap_or("").to_string();
-    let mut body_len = 0usize;
-    loop {
-        let mut h = String::new();
-        if reader.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
-            break;
-        }
-        if let Some((k, v)) = h.split_once(':') {
-            if k.eq_ignore_ascii_case("content-length") {
-                body_len = v.trim().parse().unwrap_or(0);
-            }
-        }
-    }
-    let mut body = vec![0; body_len];
-    let _ = reader.read_exact(&mut body);
-    requests.fetch_add(1, Ordering::SeqCst);
-    let (status, reason, code, message) = answer(&path);
-    let xml = format!(
-        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error>\n  <Code>{code}</Code>\n  \
-         <Message>{}</Message>\n  <Resource>{path}</Resource>\n  <RequestId>4442587FB7D0A2F9</RequestId>\n</Error>\n",
-        message.replace('&', "&amp;")
-    );
-    let mut out = format!(
-        "HTTP/1.1 {status} {reason}\r\nContent-Type: application/xml\r\nContent-Length: {}\r\n\
-         Connection: close\r\n\r\n",
-        xml.len()
-    )
-    .into_bytes();
-    if method != "HEAD" {
-        out.extend_from_slice(xml.as_bytes());
-    }
-    let mut stream = reader.into_inner();
-    let _ = stream.write_all(&out);
-    let _ = stream.flush();
-}
-
-/// Starts the stub on a free loopback port; returns its endpoint and its request count.
+/// Starts the stub: each request answered by [`answer`]; its endpoint and its request count.
 fn start_stub() -> (String, Arc<AtomicUsize>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let endpoint = format!("http://{}", listener.local_addr().unwrap());
     let requests = Arc::new(AtomicUsize::new(0));
     let counted = requests.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            let counted = counted.clone();
-            std::thread::spawn(move || serve(stream, &counted));
-        }
+    let endpoint = http_stub::start(move |r, stream| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        let (status, reason, code, message) = answer(&r.path);
+        let xml = format!(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error>\n  <Code>{code}</Code>\n  \
+             <Message>{}</Message>\n  <Resource>{}</Resource>\n  <RequestId>4442587FB7D0A2F9</RequestId>\n</Error>\n",
+            message.replace('&', "&amp;"),
+            r.path
+        );
+        // A HEAD answer has no body.
+        let body = if r.method == "HEAD" {
+            &[][..]
+        } else {
+            xml.as_bytes()
+        };
+        let headers = ["Content-Type: application/xml"];
+        http_stub::respond(stream, &format!("{status} {reason}"), &headers, body);
     });
     (endpoint, requests)
 }
@@ -214,7 +180,7 @@ fn each_store_answer_is_its_own_error() {
 
     // A store that does not answer at all (nothing listens on the port).
     let closed = {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         format!("http://{}", l.local_addr().unwrap())
     };
     set_s3_settings(settings(&closed));

@@ -1541,3 +1541,73 @@ fn checksum_mismatches_name_the_damaged_file() {
     let c = context_of(e.unwrap_err());
     assert!(c.contains(&single.display().to_string()), "{c}");
 }
+
+/// `data_location` of a sharded checkpoint's tensor names its data file, where its offset is,
+/// whether the checkpoint is opened by its prefix or by `PREFIX.index` (it once named the
+/// index, and the Python package then mapped the index's bytes at the shard's offset).
+#[test]
+fn data_location_names_the_data_file_not_the_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = dir.path().join("ckpt");
+    let mut rng = Rng(29);
+    let model = random_model(&mut rng, 8);
+    let s = ShardedSave::with_options(&prefix, 2, SaveId::random(), quick()).unwrap();
+    let mut writers: Vec<ShardWriter> = (0..2).map(|k| s.shard(k).unwrap()).collect();
+    for (i, (name, t)) in model.iter().enumerate() {
+        writers[i % 2]
+            .add(name, Tensor::new(t.dtype, &t.shape, &t.data))
+            .unwrap();
+    }
+    for w in writers {
+        w.finish().unwrap();
+    }
+    s.merge(&no_sync()).unwrap();
+    let index = dir.path().join("ckpt.index");
+    for opened in [&prefix, &index] {
+        let store = open_any(opened).unwrap();
+        let mut files = std::collections::BTreeSet::new();
+        for (name, t) in &model {
+            let loc = store.data_location(name).unwrap().unwrap();
+            assert_ne!(loc.path, index, "{}", String::from_utf8_lossy(name));
+            let file = fs::read(&loc.path).unwrap();
+            let at = usize::try_from(loc.offset).unwrap();
+            assert_eq!(&file[at..at + t.data.len()], &t.data[..]);
+            files.insert(loc.path);
+        }
+        assert_eq!(files.len(), 2);
+    }
+}
+
+/// A prefix (or a directory) holding only the pending shards of a save that never committed
+/// (a writer killed, the merge never run) is an error naming them and `clean-shards`, not
+/// "no such file"; once merged, the checkpoint opens.
+#[test]
+fn open_any_names_the_pending_shards_of_an_unfinished_save() {
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = dir.path().join("dcp");
+    let save = SaveId::random();
+    let mut w = ShardWriter::create(&prefix, 0, 2, save, WriterOptions::default()).unwrap();
+    w.add_values("a", &[2], &[1.0f32, 2.0]).unwrap();
+    w.finish().unwrap();
+    for input in [prefix.clone(), dir.path().to_path_buf()] {
+        match open_any(&input) {
+            Err(paramdex::Error::Shard {
+                problem: paramdex::ShardProblem::Leftover,
+                detail,
+                ..
+            }) => {
+                assert!(
+                    detail.contains("dcp.data-00000-of-00002.pending"),
+                    "{detail}"
+                );
+                assert!(detail.contains("clean-shards"), "{detail}");
+            }
+            other => panic!("{}: {:?}", input.display(), other.map(|s| s.format())),
+        }
+    }
+    let mut w = ShardWriter::create(&prefix, 1, 2, save, WriterOptions::default()).unwrap();
+    w.add_values("b", &[1], &[3.0f32]).unwrap();
+    w.finish().unwrap();
+    merge_shards(&prefix, &MergeShardsOptions::default()).unwrap();
+    assert_eq!(open_any(&prefix).unwrap().format(), Format::Native);
+}

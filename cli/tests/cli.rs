@@ -471,6 +471,43 @@ fn input_format_is_detected_by_content_not_extension() {
     run(&[&"ls", &bad], 3);
 }
 
+/// `stat` is computed by the library for any store: a native file gives the same figures from
+/// its path and through the object code path (a `file://` URL), snappy index included.
+#[cfg(unix)]
+#[test]
+fn stat_is_the_same_from_a_path_and_a_url() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = native(dir.path());
+    let c = dir.path().join("s.pdx");
+    run(
+        &[
+            &"convert",
+            &p,
+            &c,
+            &"--compress",
+            &"snappy",
+            &"--block-size",
+            &"64",
+        ],
+        0,
+    );
+    for f in [p, c] {
+        let url = format!("file://{}", std::fs::canonicalize(&f).unwrap().display());
+        let mut local = json(&run(&[&"stat", &f, &"--json"], 0));
+        let mut remote = json(&run(&[&"stat", &url, &"--json"], 0));
+        assert!(local["index_blocks"].as_u64().unwrap() >= 5, "{local}");
+        for st in [&mut local, &mut remote] {
+            let o = st.as_object_mut().unwrap();
+            o.remove("file");
+            // A local file lists its data files and leftovers (a directory walk).
+            o.remove("data_files");
+            o.remove("data_files_bytes");
+            o.remove("leftovers");
+        }
+        assert_eq!(local, remote);
+    }
+}
+
 #[test]
 fn native_stat_reports_the_layout() {
     let dir = tempfile::tempdir().unwrap();

@@ -164,7 +164,7 @@ fn reading_commands_work_on_s3_urls() {
             assert!(!json(&r).as_array().unwrap().is_empty(), "{url}");
             let (l, r) = both(&["ls", "INPUT"], 0);
             assert_eq!(l.stdout, r.stdout, "{url}: ls text");
-            // stat: the same counts.
+            // stat: the same counts and layout.
             let (l, r) = both(&["stat", "--json", "INPUT"], 0);
             let (l, r) = (json(&l), json(&r));
             for k in [
@@ -173,6 +173,17 @@ fn reading_commands_work_on_s3_urls() {
                 "data_bytes",
                 "by_dtype",
                 "metadata_entries",
+                // The layout, computed by the library from either place.
+                "file_bytes",
+                "format_version",
+                "index_bytes",
+                "index_blocks",
+                "index_data_blocks",
+                "index_compression",
+                "hash_index",
+                "shards",
+                "dead_bytes",
+                "records_sorted",
             ] {
                 assert_eq!(l[k], r[k], "{url}: stat {k}");
             }

@@ -5,9 +5,12 @@
 //! later part unanswered (a slow link, so the signal always comes mid-upload), and counts the
 //! uploads left open.
 
+#[path = "../../tests/support/http_stub.rs"]
+mod http_stub;
+
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::Read;
+use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -27,63 +30,29 @@ struct Seen {
     aborted: AtomicUsize,
 }
 
-fn respond(stream: &mut TcpStream, status: &str, body: &str) {
-    let head = format!(
-        "HTTP/1.1 {status}\r\nContent-Length: {}\r\nETag: \"e\"\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    let _ = stream.write_all(head.as_bytes());
-    let _ = stream.write_all(body.as_bytes());
-    let _ = stream.flush();
-}
-
-fn serve(stream: TcpStream, seen: &Seen) {
-    let mut reader = BufReader::new(stream);
-    let mut line = String::new();
-    if reader.read_line(&mut line).unwrap_or(0) == 0 {
-        return;
-    }
-    let mut parts = line.split_whitespace();
-    let method = parts.next().unwrap_or("").to_string();
-    let target = parts.next().unwrap_or("").to_string();
-    let mut body_len = 0usize;
-    loop {
-        let mut h = String::new();
-        if reader.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
-            break;
-        }
-        if let Some((k, v)) = h.split_once(':') {
-            if k.eq_ignore_ascii_case("content-length") {
-                body_len = v.trim().parse().unwrap_or(0);
-            }
-        }
-    }
-    let mut body = vec![0; body_len];
-    let _ = reader.read_exact(&mut body);
-    let mut stream = reader.into_inner();
-    let query = target.split_once('?').map_or("", |(_, q)| q);
-    let param = |name: &str| {
-        query
-            .split('&')
-            .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
-            .map(str::to_string)
-    };
-    match (method.as_str(), param("uploadId"), param("partNumber")) {
-        ("POST", None, _) if query.starts_with("uploads") => {
+/// The stub's answer to `r`: creates uploads, takes part 1, holds every later part
+/// unanswered, aborts uploads, and knows no object.
+fn serve(r: http_stub::Request, stream: &mut TcpStream, seen: &Seen) {
+    let etag = ["ETag: \"e\""];
+    match (
+        r.method.as_str(),
+        r.param("uploadId"),
+        r.param("partNumber"),
+    ) {
+        ("POST", None, _) if r.query.starts_with("uploads") => {
             let n = seen.created.fetch_add(1, Ordering::SeqCst);
             let id = format!("upload-{n}");
             seen.open.lock().unwrap().insert(id.clone());
-            respond(
-                &mut stream,
-                "200 OK",
-                &format!(
-                    "<?xml version=\"1.0\" encoding=\"UTF-8\"?><InitiateMultipartUploadResult>\
-                     <Bucket>b</Bucket><Key>big.pdx</Key><UploadId>{id}</UploadId>\
-                     </InitiateMultipartUploadResult>"
-                ),
+            let body = format!(
+                "<?xml version=\"1.0\" encoding=\"UTF-8\"?><InitiateMultipartUploadResult>\
+                 <Bucket>b</Bucket><Key>big.pdx</Key><UploadId>{id}</UploadId>\
+                 </InitiateMultipartUploadResult>"
             );
+            http_stub::respond(stream, "200 OK", &etag, body.as_bytes());
         }
-        ("PUT", Some(_), Some(part)) if part == "1" => respond(&mut stream, "200 OK", ""),
+        ("PUT", Some(_), Some(part)) if part == "1" => {
+            http_stub::respond(stream, "200 OK", &etag, b"")
+        }
         ("PUT", Some(_), Some(_)) => {
             // Held: no answer until the client gives up on it.
             seen.held.fetch_add(1, Ordering::SeqCst);
@@ -94,33 +63,25 @@ fn serve(stream: TcpStream, seen: &Seen) {
         ("DELETE", Some(id), None) => {
             seen.aborted.fetch_add(1, Ordering::SeqCst);
             seen.open.lock().unwrap().remove(&id);
-            respond(&mut stream, "204 No Content", "");
+            http_stub::respond(stream, "204 No Content", &etag, b"");
         }
         // HEAD or GET of the object: not there.
-        _ => respond(
-            &mut stream,
-            "404 Not Found",
-            if method == "HEAD" {
-                ""
+        _ => {
+            let body: &[u8] = if r.method == "HEAD" {
+                b""
             } else {
-                "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>NoSuchKey</Code>\
-                 <Message>The specified key does not exist.</Message></Error>"
-            },
-        ),
+                b"<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>NoSuchKey</Code>\
+                  <Message>The specified key does not exist.</Message></Error>"
+            };
+            http_stub::respond(stream, "404 Not Found", &etag, body);
+        }
     }
 }
 
 fn start_stub() -> (String, Arc<Seen>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let endpoint = format!("http://{}", listener.local_addr().unwrap());
     let seen = Arc::new(Seen::default());
     let s = seen.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            let s = s.clone();
-            std::thread::spawn(move || serve(stream, &s));
-        }
-    });
+    let endpoint = http_stub::start(move |r, stream| serve(r, stream, &s));
     (endpoint, seen)
 }
 

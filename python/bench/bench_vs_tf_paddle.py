@@ -134,7 +134,9 @@ def tf_bench(work, args):
         r = tf.train.load_checkpoint(prefix)
         names = sorted(r.get_variable_to_shape_map())
         views = 0
-        with paramdex.safe_open(prefix, framework="np") as f:
+        # readonly: views of paramdex's own mapping (the default hands out writable views of a
+        # private copy-on-write mapping, as safetensors does), counted by their flag.
+        with paramdex.safe_open(prefix, framework="np", readonly=True) as f:
             assert sorted(f.keys()) == names, "paramdex and TensorFlow list different names"
             for n in names:
                 a, b = r.get_tensor(n), f.get_tensor(n)

@@ -1,17 +1,20 @@
-"""paramdex: named tensors by memory map, with the API shape of ``safetensors``.
+"""paramdex: named tensors by memory map, and a drop-in for ``safetensors``' Python API (every
+name of ``safetensors``, ``safetensors.torch``, ``safetensors.numpy`` and the framework modules,
+with the same arguments, results and exception types: docs/python.md section 2).
 
 Reading::
 
     with paramdex.safe_open("model.pdx", framework="np") as f:
         for name in f.keys():
-            a = f.get_tensor(name)       # numpy: a zero-copy, read-only view of the file
+            a = f.get_tensor(name)       # numpy: zero-copy, writable, writes stay private
 
 ``safe_open`` opens every input the ``paramdex`` CLI opens, detected by content: paramdex
 files, sharded checkpoints (by prefix or ``PREFIX.index``), TensorFlow checkpoints (prefix or
 directory), Paddle models and tensor files, safetensors files, ``DIR@STEP`` of a checkpoint
 directory, and ``s3://`` URLs.
 
-Writing: :func:`paramdex.numpy.save_file`, :func:`paramdex.torch.save_file`, the streaming
+Writing (``*.safetensors`` names as safetensors files, others as paramdex files; ``format=``
+decides): :func:`paramdex.numpy.save_file`, :func:`paramdex.torch.save_file`, the streaming
 :class:`Writer`, and :class:`CheckpointManager`.
 
 Errors are :class:`ParamdexError` subclasses chosen by the library's error variant (see
@@ -32,7 +35,8 @@ from . import _paramdex
 from ._convert import apply_picks, normalize_index, numpy_dtype, to_numpy, writable_bytes
 from . import errors
 from .errors import *  # noqa: F403 (the names of errors.__all__, re-exported below)
-from .errors import NotFoundError
+from .errors import InvalidArgumentError, NotFoundError
+from ._safetensors import TensorSpec, deserialize, dtype_code, serialize, serialize_file, strict_index
 
 __version__ = _paramdex.__version__
 
@@ -46,11 +50,41 @@ __all__ = [
     "CheckpointManager",
     "PruneReport",
     "abort_uploads_in_flight",
+    "serialize",
+    "serialize_file",
+    "deserialize",
+    "TensorSpec",
+    "_safe_open_handle",
+    "ShardWriter",
+    "merge_shards",
+    "new_save_id",
     *errors.__all__,
 ]
 
 Name = Union[str, bytes]
-_FRAMEWORKS = ("np", "numpy", "pt", "torch", "paddle", "tf", "tensorflow")
+_FRAMEWORKS = ("np", "numpy", "pt", "torch", "paddle", "tf", "tensorflow", "flax", "jax", "mlx")
+_FRAMEWORK_ALIASES = {"numpy": "np", "torch": "pt", "tensorflow": "tf", "jax": "flax"}
+_BACKENDS = ("mmap", "pread")
+
+
+def _framework(framework: Any) -> str:
+    """The canonical name of a ``safe_open`` framework (safetensors' names and aliases)."""
+    if not isinstance(framework, str) or framework not in _FRAMEWORKS:
+        raise InvalidArgumentError(f"framework {framework} is invalid")
+    return _FRAMEWORK_ALIASES.get(framework, framework)
+
+
+def _check_open_args(framework: str, device: Any, backend: Any) -> None:
+    """safetensors' checks of ``safe_open``'s ``backend`` and of a torch ``device``."""
+    if backend not in _BACKENDS:
+        raise InvalidArgumentError(f'backend "{backend}" is invalid (expected one of: "mmap", "pread")')
+    if framework == "pt" and device != "cpu":
+        import torch
+
+        try:
+            torch.device(device)
+        except (RuntimeError, TypeError):
+            raise InvalidArgumentError(f"device {device} is invalid") from None
 
 
 def abort_uploads_in_flight(timeout: float = 10.0) -> List[Tuple[str, str]]:
@@ -117,20 +151,52 @@ class SafeOpen:
     """An open store; see :func:`safe_open`. Usable as a context manager; arrays and tensors
     taken from it stay valid after it is closed (they hold the mapping themselves)."""
 
-    def __init__(self, path: Any, framework: str = "np", device: str = "cpu", checksums: bool = True) -> None:
-        if framework not in _FRAMEWORKS:
-            raise ValueError(f"framework must be one of {', '.join(_FRAMEWORKS)}, not {framework!r}")
-        self._framework = {"numpy": "np", "torch": "pt", "tensorflow": "tf"}.get(framework, framework)
+    def __init__(
+        self,
+        path: Any,
+        framework: str = "np",
+        device: Any = "cpu",
+        checksums: bool = True,
+        *,
+        backend: str = "mmap",
+        readonly: bool = False,
+    ) -> None:
+        self._framework = _framework(framework)
+        _check_open_args(self._framework, device, backend)
         self._device = device
         self._checksums = bool(checksums)
+        self._readonly = bool(readonly)
+        self._cow: Optional[Tuple[str, Any]] = None  # (path, private mapping of that file)
         p = _path_in(path)
         before = _identity(p)
-        self._store = _paramdex.Store(p)
+        try:
+            self._store = _paramdex.Store(p)
+        except errors.NoSuchFileError as e:
+            # safetensors' message (code matches on it); the library's, which also names the
+            # checkpoint prefixes looked for, is the cause.
+            raise errors.NoSuchFileError(f"No such file or directory: {p}") from e
         # The file the store mapped, when it is certain (unchanged across the open): torch maps
         # that file again by its name (paramdex.torch), and only while it is still this one.
         self._file = before if before is not None and _identity(p) == before else None
         self._torch_files: Dict[str, Any] = {}
         self._lock = threading.Lock()
+
+    @classmethod
+    def _from_bytes(cls, data: Any, framework: str = "np") -> "SafeOpen":
+        """A file held in memory (safetensors or paramdex), opened as ``safe_open`` opens one."""
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise TypeError(f"argument 'bytes': '{type(data).__name__}' object cannot be converted to 'PyBytes'")
+        f = cls.__new__(cls)
+        f._framework = _framework(framework)
+        f._device = "cpu"
+        f._checksums = True
+        f._readonly = False
+        f._cow = None
+        f._store = _paramdex.Store.from_bytes(bytes(data))
+        f._file = None
+        f._torch_files = {}
+        f._lock = threading.Lock()
+        return f
 
     # -- context manager -------------------------------------------------------------------
     def __enter__(self) -> "SafeOpen":
@@ -144,11 +210,26 @@ class SafeOpen:
         self._store.close()
         with self._lock:
             self._torch_files.clear()
+            self._cow = None
 
     # -- listing ---------------------------------------------------------------------------
     def keys(self) -> List[Name]:
         """Every tensor name, sorted bytewise (str, or bytes for names that are not UTF-8)."""
         return [_name_out(n) for n in self._store.names()]
+
+    def offset_keys(self) -> List[Name]:
+        """Every tensor name, in the order of their data in the file (as safetensors'
+        ``offset_keys``); names whose data is not one run in a local file come last, by name."""
+        names = self.keys()
+        where = {}
+        for n in names:
+            loc = self._store.data_location(n)
+            where[n] = (0, loc[0], loc[1]) if loc is not None else (1, "", 0)
+        return sorted(names, key=lambda n: where[n])
+
+    def get_tensors(self) -> Dict[Name, Any]:
+        """Every tensor, keyed by name, as :meth:`get_tensor` gives them (safetensors 0.8)."""
+        return self._get_all()
 
     def __iter__(self) -> Iterator[Name]:
         return iter(self.keys())
@@ -198,9 +279,11 @@ class SafeOpen:
     def get_tensor(self, name: Name) -> Any:
         """Tensor ``name`` in the framework of this ``safe_open``.
 
-        numpy: a read-only view of the file's mapping where the format stores the tensor as
-        one run of bytes in a local file (paramdex, safetensors, Paddle, aligned TensorFlow
-        data), else one copy (writable). torch: see :mod:`paramdex.torch`."""
+        numpy: where the format stores the tensor as one run of bytes of the local file opened
+        (a paramdex, safetensors or Paddle tensor file), a view of a private copy-on-write
+        mapping of it (zero-copy and writable; writes never reach the file), or with
+        ``readonly=True`` a read-only view of the store's own mapping; else one copy
+        (writable). torch: see :mod:`paramdex.torch`."""
         return self._get(name, self._checksums)
 
     def _get(self, name: Name, checksums: bool) -> Any:
@@ -208,15 +291,55 @@ class SafeOpen:
         if kind == "bytes":
             return data  # a bytes value, in every framework
         if self._framework == "np":
+            if not self._readonly and not isinstance(data, list) and data.readonly:
+                arr = self._private_view(name, kind, shape, data.nbytes)
+                if arr is not None:
+                    return arr
             return to_numpy(kind, shape, data)
         if self._framework == "pt":
             from . import torch as _pt
 
             return _pt._tensor(self, name, kind, shape, data, self._device)
-        arr = to_numpy(kind, shape, data)
-        if self._framework == "paddle":
-            return _to_paddle(arr, self._device)
-        return _to_tf(arr, self._device)
+        return self._convert(to_numpy(kind, shape, data))
+
+    def _file_run(self, name: Name, nbytes: int) -> Optional[Tuple[str, int, int]]:
+        """(path, offset, length) of tensor ``name``'s ``nbytes`` bytes when they are one run
+        of the local file the store mapped, else None (a new private mapping of that file, by
+        numpy here or torch in :mod:`paramdex.torch`, then holds them without a copy)."""
+        loc = self._store.data_location(name)
+        if loc is None or self._file is None or loc[2] != nbytes:
+            return None
+        return loc
+
+    def _private_view(self, name: Name, kind: str, shape: List[int], nbytes: int) -> Optional[np.ndarray]:
+        """A writable numpy array of tensor ``name`` over a private (copy-on-write) mapping of
+        the file: zero-copy, and a write copies only the pages it touches, never reaching the
+        file. None when the tensor's bytes are not one run of the file the store mapped (then
+        the caller gives the read-only view)."""
+        run = self._file_run(name, nbytes)
+        if run is None:
+            return None
+        path, offset, length = run
+        import mmap
+
+        with self._lock:
+            if self._cow is not None and self._cow[0] == path:
+                mm = self._cow[1]
+            else:
+                # Only the file the store mapped and checked (the same device, inode, size and
+                # mtime before and after it is mapped again), as paramdex.torch does; a tensor
+                # in another file of the store (a shard, a Paddle model's parameters) is not.
+                if self._cow is not None or _identity(path) != self._file or self._file[2] == 0:
+                    return None
+                with open(path, "rb") as fh:
+                    mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY)
+                if _identity(path) != self._file:
+                    return None
+                self._cow = (path, mm)
+        if offset + length > len(mm):
+            return None
+        raw = np.frombuffer(mm, dtype=np.uint8, count=length, offset=offset)
+        return to_numpy(kind, shape, raw)
 
     def get_slice(self, name: Name) -> "SafeSlice":
         """A lazy handle on tensor ``name``: index it numpy-style (``[1:3, ..., 0]``) to read
@@ -273,17 +396,57 @@ class SafeOpen:
             return _pt._from_numpy(arr, self._device)
         if self._framework == "paddle":
             return _to_paddle(arr, self._device)
+        if self._framework == "flax":
+            import jax.numpy as jnp
+
+            return jnp.array(arr)
+        if self._framework == "mlx":
+            import mlx.core as mx
+
+            return mx.array(arr)
         return _to_tf(arr, self._device)
 
 
-def safe_open(path: Any, framework: str = "np", device: str = "cpu", checksums: bool = True) -> SafeOpen:
+def safe_open(
+    path: Any,
+    framework: str = "np",
+    device: Any = "cpu",
+    checksums: bool = True,
+    *,
+    backend: str = "mmap",
+    readonly: bool = False,
+) -> SafeOpen:
     """Opens ``path`` (a file, directory, checkpoint prefix, ``DIR@STEP`` or ``s3://`` URL) for
-    reading tensors as ``framework`` (``"np"``, ``"pt"``, ``"paddle"`` or ``"tf"``).
+    reading tensors as ``framework`` (``"np"``/``"numpy"``, ``"pt"``/``"torch"``,
+    ``"paddle"``, ``"tf"``/``"tensorflow"``, ``"flax"``/``"jax"``, ``"mlx"``), as
+    ``safetensors.safe_open``.
 
     ``get_tensor`` checks each tensor's data checksum where the format has one;
     ``checksums=False`` skips it for tensors stored whole in a paramdex file (no pass over the
-    data: the view is handed out as mapped), for files already checked with ``verify()``."""
-    return SafeOpen(path, framework=framework, device=device, checksums=checksums)
+    data: the view is handed out as mapped), for files already checked with ``verify()``.
+    numpy arrays stored as one run of a local file are zero-copy and writable, over a private
+    copy-on-write mapping (writes never reach the file); ``readonly=True`` gives read-only
+    views of the store's own mapping instead. ``backend`` (``"mmap"`` or ``"pread"``) is
+    checked as safetensors checks it; paramdex always maps local files."""
+    return SafeOpen(path, framework=framework, device=device, checksums=checksums, backend=backend, readonly=readonly)
+
+
+def _safe_open_handle(f: Any, framework: str, device: Any = "cpu", *, backend: str = "mmap") -> SafeOpen:
+    """safetensors' ``_safe_open_handle``: opens an open file object (a local file, an fsspec
+    file...). A file object naming a local file is opened (mapped) by its name; any other is
+    read whole into memory."""
+    name = getattr(f, "name", None)
+    if not isinstance(name, (str, bytes, os.PathLike)):
+        name = getattr(f, "path", None)
+    if isinstance(name, (str, bytes, os.PathLike)) and os.path.isfile(name):
+        return safe_open(name, framework, device, backend=backend)
+    fw = _framework(framework)
+    _check_open_args(fw, device, backend)
+    if hasattr(f, "seek"):
+        f.seek(0)
+    out = SafeOpen._from_bytes(f.read(), framework=fw)
+    out._device = device
+    return out
 
 
 class SafeSlice:
@@ -294,12 +457,16 @@ class SafeSlice:
         self._f = f
         self._name = name
         self._info = f.info(name)
+        # Its own handle on the store: the slice keeps working after ``f`` is closed.
+        self._store = f._store.share()
 
     def get_shape(self) -> List[int]:
         return list(self._info.shape)
 
     def get_dtype(self) -> str:
-        return self._info.dtype
+        """safetensors' dtype code: ``"F32"``, ``"BF16"``, ``"I64"``, ``"BOOL"``... (a dtype
+        safetensors lacks keeps its paramdex name; :attr:`dtype` is always that name)."""
+        return dtype_code(self._info.dtype)
 
     @property
     def shape(self) -> Tuple[int, ...]:
@@ -315,10 +482,43 @@ class SafeSlice:
         return self._info.shape[0]
 
     def __getitem__(self, key: Any) -> Any:
-        start, lens, picks, drop = normalize_index(self._info.shape, key)
-        kind, shape, data = self._f._store.load_region(self._name, start, lens)
+        fw = self._f._framework
+        if fw in ("pt", "paddle"):
+            # As safetensors: the framework's own indexing rules (None adds an axis, a stop
+            # past the end is clamped, an index out of range is its IndexError).
+            return self._framework_index(key)
+        start, lens, picks, drop = strict_index(self._info.shape, key)
+        kind, shape, data = self._store.load_region(self._name, start, lens)
         arr = apply_picks(to_numpy(kind, shape, data), picks, drop)
+        if fw == "np" and not arr.flags.writeable:
+            arr = arr.copy()  # safetensors' slices are writable arrays of their own
         return self._f._convert(arr)
+
+    def _framework_index(self, key: Any) -> Any:
+        """``key`` applied by the framework (torch, paddle) to the region it touches: the
+        region is read (numpy rules, which clamp and count from the end as torch does), and
+        the framework indexes it with the key's own terms relative to the region."""
+        shape = self._info.shape
+        if not isinstance(key, tuple):
+            key = (key,)
+        # The region: for the axes the key addresses with ints and positive-step slices,
+        # only what they touch; anything else (None, lists, tensors, negative steps) reads
+        # the whole axis and leaves the indexing to the framework.
+        plain = all(isinstance(k, slice) or k is Ellipsis or (type(k) is int) for k in key)
+        if plain and sum(1 for k in key if k is Ellipsis) <= 1 and all(
+            not isinstance(k, slice) or k.step is None or (isinstance(k.step, int) and k.step > 0) for k in key
+        ):
+            try:
+                start, lens, picks, drop = normalize_index(shape, key)
+            except IndexError:
+                start = None
+            if start is not None:
+                kind, rshape, data = self._store.load_region(self._name, start, lens)
+                arr = apply_picks(to_numpy(kind, rshape, data), picks, drop)
+                return self._f._convert(np.array(arr) if not arr.flags.writeable else arr)
+        kind, rshape, data = self._store.load(self._name)
+        whole = self._f._convert(np.array(to_numpy(kind, rshape, data)))
+        return whole[key]
 
 
 def _to_paddle(arr: np.ndarray, device: str) -> Any:
@@ -545,11 +745,17 @@ class CheckpointManager:
     def restore(self, step: Optional[int] = None, framework: str = "np", device: str = "cpu") -> SafeOpen:
         """The checkpoint of ``step`` (the latest when None), open for reading."""
         f = SafeOpen.__new__(SafeOpen)
-        f._framework = {"numpy": "np", "torch": "pt", "tensorflow": "tf"}.get(framework, framework)
+        f._framework = _framework(framework)
         f._device = device
         f._checksums = True
+        f._readonly = False
+        f._cow = None
         f._store = self._m.restore(step)
         f._file = None  # a checkpoint's files are found by the library: torch tensors are copies
         f._torch_files = {}
         f._lock = threading.Lock()
         return f
+
+
+# Sharded saves (paramdex/sharded.py): imported last, it uses the helpers above.
+from .sharded import ShardWriter, merge_shards, new_save_id  # noqa: E402

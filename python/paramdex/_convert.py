@@ -98,7 +98,9 @@ def paramdex_dtype(dtype: Any, dtype_name: str | None = None) -> str:
     d = np.dtype(dtype)
     name = _FROM_NUMPY.get(d if d.byteorder in "=|" else d.newbyteorder("="))
     if name is None:
-        raise TypeError(f"paramdex cannot store numpy dtype {d}")
+        from .errors import UnsupportedDTypeError
+
+        raise UnsupportedDTypeError(f"paramdex cannot store numpy dtype {d}")
     return name
 
 

@@ -10,6 +10,7 @@ NotFoundError              ``NotFound`` (no tensor of that name)      ``KeyError
 CorruptError               ``Corrupt``, ``ChecksumMismatch``,
                            ``Pickle`` (cut short, malformed, a bound)
 ParamdexIOError            ``Io`` (an operating-system call failed)   ``OSError``
+NoSuchFileError            ``Io`` of a missing file                   ``FileNotFoundError``
 RemoteError                ``Remote`` (an object-store request)       ``OSError``
 UnrecognizedFormatError    ``UnrecognizedFormat``
 UnsupportedError           ``Unsupported``, ``UnsupportedVersion``,
@@ -23,10 +24,20 @@ ShardError                 ``Shard`` (a sharded checkpoint's file)
 SliceError                 ``Slices``, ``Sliced``
 CheckpointError            ``Checkpoint`` (a checkpoint directory)
 BackgroundSaveError        ``BackgroundSave``
+ClosedError                (a ``safe_open`` used after ``close``)     ``ValueError``
+SliceIndexError            (``get_slice``: an index out of range)     ``IndexError``
+SliceTypeError             (``get_slice``: an index of another type)  ``TypeError``
+UnsupportedDTypeError      (an array or tensor of a dtype not stored) ``TypeError``
 =========================  =========================================  ======================
+
+As a drop-in for ``safetensors``, every class is also a :class:`SafetensorError` (where the
+``safetensors`` package is installed, a subclass of its own ``safetensors.SafetensorError``, so
+that ``except safetensors.SafetensorError`` catches paramdex's errors too), and a missing file
+is a ``FileNotFoundError``, as safetensors raises them.
 """
 
 __all__ = [
+    "SafetensorError",
     "ParamdexError",
     "NotFoundError",
     "CorruptError",
@@ -41,10 +52,26 @@ __all__ = [
     "SliceError",
     "CheckpointError",
     "BackgroundSaveError",
+    "NoSuchFileError",
+    "ClosedError",
+    "SliceIndexError",
+    "SliceTypeError",
+    "UnsupportedDTypeError",
 ]
 
+try:  # safetensors' own class, when it is installed: code catching it catches paramdex's too.
+    from safetensors import SafetensorError as _SafetensorsBase
+except ImportError:  # pragma: no cover - safetensors is not a dependency
+    _SafetensorsBase = Exception
 
-class ParamdexError(Exception):
+
+class SafetensorError(_SafetensorsBase):  # type: ignore[valid-type,misc]
+    """The exception class of ``safetensors`` (``safetensors.SafetensorError``), as paramdex's
+    safetensors-compatible API raises it: the base of every paramdex error, and what a slice
+    index safetensors refuses raises."""
+
+
+class ParamdexError(SafetensorError):
     """Any error of the paramdex library; ``str(e)`` is the library's message."""
 
     def __str__(self) -> str:
@@ -62,6 +89,23 @@ class CorruptError(ParamdexError):
 
 class ParamdexIOError(ParamdexError, OSError):
     """An operating-system I/O call failed (a missing file, permissions, a full disk)."""
+
+
+class NoSuchFileError(ParamdexIOError, FileNotFoundError):
+    """The file (or directory) to open does not exist."""
+
+
+class ClosedError(ParamdexError, ValueError):
+    """A ``safe_open`` object was used after it was closed."""
+
+
+class SliceIndexError(ParamdexError, IndexError):
+    """A ``get_slice`` index safetensors refuses: out of range, or more indices than axes."""
+
+
+class SliceTypeError(ParamdexError, TypeError):
+    """A ``get_slice`` index of a type safetensors refuses (``None``, a float, a non-empty
+    list...)."""
 
 
 class RemoteError(ParamdexError, OSError):
@@ -105,3 +149,8 @@ class CheckpointError(ParamdexError):
 
 class BackgroundSaveError(ParamdexError):
     """A background save (``CheckpointManager.save_async``) failed."""
+
+
+class UnsupportedDTypeError(UnsupportedError, TypeError):
+    """An array or tensor to write has a dtype paramdex cannot store (numpy ``object``
+    arrays, say): a ``SafetensorError``, as safetensors raises it, and a ``TypeError``."""

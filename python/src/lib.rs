@@ -11,8 +11,9 @@ use std::borrow::Cow;
 use std::sync::{Arc, Mutex, RwLock};
 
 use paramdex::interop::{
-    open_any, BestBy, CheckpointManager, KeepPolicy, Kind, Layout, LoadedTensor, ManagerOptions,
-    TensorData, TensorStore,
+    export, open_any, BestBy, CheckpointManager, ExportOptions, Format, KeepPolicy, Kind, Layout,
+    LoadedTensor, ManagerOptions, OutputFormat, TensorData, TensorInfo, TensorInfos, TensorStore,
+    VerifySummary,
 };
 use paramdex::{
     DType, Error, MetaValue, Metadata, PickleProblem, Region, Tensor, Writer, WriterOptions,
@@ -20,6 +21,8 @@ use paramdex::{
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+
+mod shards;
 
 /// The exception class (in `paramdex.errors`) for a library error: chosen by variant, never by
 /// the message, which is the library's.
@@ -33,6 +36,9 @@ fn class_of(e: &Error) -> &'static str {
             ..
         } => "UnsupportedError",
         Error::Pickle { .. } => "CorruptError",
+        Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+            "NoSuchFileError"
+        }
         Error::Io { .. } => "ParamdexIOError",
         Error::Remote { .. } => "RemoteError",
         Error::UnrecognizedFormat { .. } => "UnrecognizedFormatError",
@@ -423,7 +429,7 @@ impl Store {
             .read()
             .map_err(|_| PyRuntimeError::new_err("store lock poisoned"))?
             .clone()
-            .ok_or_else(|| PyValueError::new_err(format!("{} is closed", self.path)))
+            .ok_or_else(|| exception("ClosedError", format!("{} is closed", self.path)))
     }
 
     /// `NotFoundError` (a `KeyError`) for `name`, with the near names the store holds, as the
@@ -464,6 +470,33 @@ impl Store {
         let p = path.clone();
         let s = py.detach(move || open_any(&p)).py()?;
         Ok(Store::new(Arc::from(s), path))
+    }
+
+    /// Opens a file held in memory (what `safetensors.deserialize` takes): a safetensors file
+    /// or a paramdex file, told apart by their first bytes.
+    #[staticmethod]
+    fn from_bytes(py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<Store> {
+        let bytes: Arc<[u8]> = Arc::from(data.extract::<Cow<'_, [u8]>>()?.as_ref());
+        let s: Shared = py
+            .detach(move || -> paramdex::Result<Shared> {
+                let len = bytes.len() as u64;
+                if bytes.len() >= 9 && paramdex::interop::safetensors::looks_like(&bytes, len) {
+                    Ok(Arc::new(
+                        paramdex::interop::safetensors::SafetensorsStore::from_bytes(bytes)?,
+                    ))
+                } else {
+                    // The native reader says what else it is, if it is not a paramdex file.
+                    Ok(Arc::new(paramdex::Reader::from_bytes(bytes)?))
+                }
+            })
+            .py()?;
+        Ok(Store::new(s, "<memory>".into()))
+    }
+
+    /// Another handle on the same open store, which `close` of this one does not close (a
+    /// `get_slice` object keeps reading after its `safe_open` is closed, as in safetensors).
+    fn share(&self) -> PyResult<Store> {
+        Ok(Store::new(self.get()?, self.path.clone()))
     }
 
     /// The path or URL it was opened with.
@@ -1061,6 +1094,136 @@ fn keep_policy(
 }
 
 /// Every dtype name paramdex knows, with its element size in bytes.
+/// Tensors held by Python (C-contiguous arrays the caller keeps alive for the whole call), as
+/// a [`TensorStore`], so that the library's writers (`interop::export`,
+/// `interop::safetensors::serialize`) write them.
+struct MemStore {
+    /// Sorted by name.
+    tensors: Vec<Prepared>,
+}
+
+impl MemStore {
+    fn new(mut tensors: Vec<Prepared>) -> PyResult<MemStore> {
+        tensors.sort_by(|a, b| a.name.cmp(&b.name));
+        if let Some(w) = tensors.windows(2).find(|w| w[0].name == w[1].name) {
+            return Err(py_err(Error::DuplicateName {
+                name: paramdex::name::display(&w[0].name),
+            }));
+        }
+        for t in &tensors {
+            let want = t
+                .shape
+                .iter()
+                .try_fold(t.dtype.size() as u64, |n, &d| n.checked_mul(d));
+            if want != Some(t.bytes.len as u64) {
+                return Err(py_err(Error::InvalidTensor {
+                    name: paramdex::name::display(&t.name),
+                    detail: format!(
+                        "{} of shape {:?} needs {want:?} bytes, the array has {}",
+                        t.dtype.name(),
+                        t.shape,
+                        t.bytes.len
+                    ),
+                }));
+            }
+        }
+        Ok(MemStore { tensors })
+    }
+
+    fn info(t: &Prepared) -> TensorInfo {
+        TensorInfo {
+            name: t.name.clone(),
+            kind: Kind::Numeric(t.dtype),
+            shape: t.shape.clone(),
+            lod: Vec::new(),
+            nbytes: t.bytes.len as u64,
+        }
+    }
+}
+
+impl TensorStore for MemStore {
+    fn format(&self) -> Format {
+        Format::Native
+    }
+
+    fn scan(&self, start: &[u8]) -> paramdex::Result<TensorInfos<'_>> {
+        let from = self.tensors.partition_point(|t| t.name.as_slice() < start);
+        Ok(Box::new(
+            self.tensors[from..].iter().map(|t| Ok(MemStore::info(t))),
+        ))
+    }
+
+    fn load(&self, name: &[u8]) -> paramdex::Result<Option<LoadedTensor<'_>>> {
+        let Ok(i) = self
+            .tensors
+            .binary_search_by(|t| t.name.as_slice().cmp(name))
+        else {
+            return Ok(None);
+        };
+        let t = &self.tensors[i];
+        Ok(Some(LoadedTensor {
+            info: MemStore::info(t),
+            data: TensorData::Bytes(Cow::Borrowed(t.bytes.slice())),
+        }))
+    }
+
+    /// Arrays in memory have no checksums: their count and bytes.
+    fn verify(&self, threads: usize) -> paramdex::Result<VerifySummary> {
+        let _ = threads;
+        Ok(VerifySummary {
+            tensors: self.tensors.len() as u64,
+            data_bytes: self.tensors.iter().map(|t| t.bytes.len as u64).sum(),
+            checksums: 0,
+        })
+    }
+}
+
+/// Writes `items` (name, dtype name, shape, C-contiguous array) with `metadata` as a
+/// safetensors file: to `path` (staged and renamed into place, replacing it) and returns None,
+/// or, without a path, returns the file's bytes. The library's safetensors writer does it.
+#[pyfunction]
+#[pyo3(signature = (path, items, metadata = None))]
+fn write_safetensors<'py>(
+    py: Python<'py>,
+    path: Option<String>,
+    items: Vec<PyTensorArgs<'py>>,
+    metadata: Option<&Bound<'py, PyDict>>,
+) -> PyResult<Option<Bound<'py, PyBytes>>> {
+    let m = metadata_from_py(metadata)?;
+    let store = MemStore::new(prepare(items.clone())?)?;
+    // `items` holds every array for the whole call.
+    let out = py
+        .detach(|| match &path {
+            Some(p) => {
+                let opts = ExportOptions {
+                    metadata: Some(&m),
+                    overwrite: true,
+                    ..ExportOptions::default()
+                };
+                export(
+                    &store,
+                    OutputFormat::Safetensors,
+                    std::path::Path::new(p),
+                    &opts,
+                )
+                .map(|_| None)
+            }
+            None => paramdex::interop::safetensors::serialize(&store, &m).map(Some),
+        })
+        .py()?;
+    drop(items);
+    Ok(out.map(|b| PyBytes::new(py, &b)))
+}
+
+/// The safetensors dtype string (`"F32"`, `"BF16"`, `"F8_E4M3"`...) of a paramdex dtype, or
+/// None when safetensors has none.
+#[pyfunction]
+fn safetensors_dtype(kind: &str) -> Option<String> {
+    DType::from_name(kind)
+        .and_then(paramdex::interop::safetensors::to_safetensors_dtype)
+        .map(|d| format!("{d:?}"))
+}
+
 #[pyfunction]
 fn dtypes() -> Vec<(&'static str, usize)> {
     DType::ALL.iter().map(|d| (d.name(), d.size())).collect()
@@ -1115,6 +1278,12 @@ fn _paramdex(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(dtypes, m)?)?;
     m.add_function(wrap_pyfunction!(is_numeric, m)?)?;
     m.add_function(wrap_pyfunction!(abort_uploads_in_flight, m)?)?;
+    m.add_function(wrap_pyfunction!(write_safetensors, m)?)?;
+    m.add_function(wrap_pyfunction!(safetensors_dtype, m)?)?;
+    m.add_class::<shards::PyShardWriter>()?;
+    m.add_class::<shards::RegionReader>()?;
+    m.add_function(wrap_pyfunction!(shards::new_save_id, m)?)?;
+    m.add_function(wrap_pyfunction!(shards::merge_shards_py, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

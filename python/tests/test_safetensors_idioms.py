@@ -51,7 +51,7 @@ def test_slice(path):
     with paramdex.safe_open(path, framework="np") as f:
         slice_ = f.get_slice("test")
         assert slice_.get_shape() == [2, 3, 4]
-        assert slice_.get_dtype() == "float32"
+        assert slice_.get_dtype() == "F32"
         np.testing.assert_array_equal(slice_[:], data[:])
         np.testing.assert_array_equal(slice_[:, :, 1:2], data[:, :, 1:2])
         np.testing.assert_array_equal(slice_[:, :, :2], data[:, :, :2])
@@ -73,8 +73,11 @@ def test_get_tensor_outside_the_block_and_missing_names(path):
     np.testing.assert_array_equal(t, TENSORS["test"])
 
 
-def test_read_only_views(path):
+def test_writable_private_views_or_read_only_views(path):
     with paramdex.safe_open(path, framework="np") as f:
+        t = f.get_tensor("test")
+        assert t.flags.writeable and not t.flags.owndata
+    with paramdex.safe_open(path, framework="np", readonly=True) as f:
         t = f.get_tensor("test")
         assert not t.flags.writeable
 

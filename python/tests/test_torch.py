@@ -98,9 +98,13 @@ def test_zero_copy_tensors_are_copy_on_write(tmp_path):
     assert pdt.load_file(p)["w"][0] == 0.0
 
 
-def test_torch_save_file_accepts_noncontiguous_and_grad_tensors(tmp_path):
+def test_torch_save_file_refuses_noncontiguous_and_accepts_grad_tensors(tmp_path):
     a = torch.arange(20, dtype=torch.float32).reshape(4, 5).t()
     g = torch.ones(3, requires_grad=True)
+    # As safetensors: a non-contiguous tensor is refused, whatever the output format.
+    with pytest.raises(ValueError, match="non contiguous"):
+        pdt.save_file({"a": a, "g": g}, tmp_path / "m.pdx")
+    a = a.contiguous()
     pdt.save_file({"a": a, "g": g}, tmp_path / "m.pdx", metadata={"framework": "pt"})
     got = pdt.load_file(tmp_path / "m.pdx")
     assert torch.equal(got["a"], a) and torch.equal(got["g"], g.detach())
@@ -156,7 +160,7 @@ def test_load_file_copy_owns_its_memory_and_checks_as_it_copies(tmp_path):
             assert mapped[k].untyped_storage().nbytes() == size
     copied["float32"][0, 0] = 1.0  # writable
     # One flipped byte of the large tensor: refused by both paths, not looked for unchecked.
-    with paramdex.safe_open(p, framework="np") as f:
+    with paramdex.safe_open(p, framework="np", readonly=True) as f:
         lo, _ = f._mapping_range()
         off = f.get_tensor("float32").__array_interface__["data"][0] + 4_000_000 - lo
     b = bytearray(p.read_bytes())

@@ -46,6 +46,14 @@ pub trait ReadAt: Send + Sync + std::fmt::Debug {
     fn tail_at(&self, n: u64) -> Result<Cow<'_, [u8]>> {
         self.tail(n).map(Cow::Owned)
     }
+
+    /// A hint that the bytes of `range` will not be read again soon: a scan has passed them.
+    /// A mapped file drops those pages from the process (they stay in the page cache, and a
+    /// later read faults them back in with the same bytes), so a scan of a whole index does
+    /// not keep every page it read resident. Nothing for a source that lends nothing.
+    fn release(&self, range: Range<u64>) {
+        let _ = range;
+    }
 }
 
 /// Checks `range` against a file of `len` bytes named `location`; its length.

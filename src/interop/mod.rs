@@ -50,8 +50,8 @@ pub use merge::{merge, MergeInput, MergeOptions, MergeReport};
 #[cfg(feature = "s3")]
 pub use remote::{open_location, open_url, UrlOptions};
 pub use store::{
-    DataLocation, ForeignType, Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorInfos,
-    TensorStore, VerifySummary, MAX_FOREIGN_NAME,
+    DataLocation, ForeignType, Format, Kind, LoadedTensor, StoreLayout, TensorData, TensorInfo,
+    TensorInfos, TensorStore, VerifySummary, MAX_FOREIGN_NAME,
 };
 #[cfg(feature = "s3")]
 pub use upload::export_url;
@@ -109,6 +109,9 @@ pub fn open_any(path: impl AsRef<Path>) -> Result<Box<dyn TensorStore>> {
     if let Some(store) = detect(path)? {
         return Ok(store);
     }
+    if let Some(e) = unfinished_save(path) {
+        return Err(e);
+    }
     if !path.exists() {
         return Err(Error::io(
             format!("opening {}", path.display()),
@@ -137,6 +140,68 @@ pub fn open_any(path: impl AsRef<Path>) -> Result<Box<dyn TensorStore>> {
         looks_like: None,
         detail,
     })
+}
+
+/// For an input that is no checkpoint: when it is the prefix of a sharded save that never
+/// committed (only pending, orphan or temporary files of it are there: a writer or the merge was
+/// killed), or a directory holding such files (`paramdex.torch.dcp` saves at `DIR/dcp`), the
+/// error that names them and what to do, instead of "no such file".
+fn unfinished_save(path: &Path) -> Option<Error> {
+    use crate::native::{shard_files, ShardFileKind};
+    let prefixes: Vec<PathBuf> = if path.is_dir() {
+        // Prefixes of the pending data files directly in the directory.
+        let mut found: Vec<PathBuf> = std::fs::read_dir(path)
+            .ok()?
+            .filter_map(|e| e.ok())
+            .filter_map(|e| {
+                let name = e.file_name().into_string().ok()?;
+                let stem = name.strip_suffix(".pending")?;
+                let (prefix, _) = stem.rsplit_once(".data-")?;
+                Some(path.join(prefix))
+            })
+            .collect();
+        found.sort();
+        found.dedup();
+        found
+    } else if path.exists() {
+        return None;
+    } else {
+        vec![path.to_path_buf()]
+    };
+    for prefix in prefixes {
+        if crate::native::index_path(&prefix).exists() {
+            continue;
+        }
+        let Ok(files) = shard_files(&prefix) else {
+            continue;
+        };
+        let left: Vec<String> = files
+            .iter()
+            .filter(|f| f.kind != ShardFileKind::Committed)
+            .map(|f| {
+                let name = f.path.file_name().map_or_else(
+                    || f.path.display().to_string(),
+                    |n| n.to_string_lossy().into_owned(),
+                );
+                format!("{name} ({:?})", f.kind).to_lowercase()
+            })
+            .collect();
+        if left.is_empty() {
+            continue;
+        }
+        let shown = prefix.display();
+        return Some(Error::Shard {
+            path: shown.to_string(),
+            problem: crate::error::ShardProblem::Leftover,
+            detail: format!(
+                "no checkpoint here: only the files of a sharded save that never committed \
+                 ({}); `paramdex clean-shards {shown}` removes them, `paramdex merge-shards \
+                 {shown}` commits the save if all its shards are there",
+                left.join(", ")
+            ),
+        });
+    }
+    None
 }
 
 /// The checkpoint [`open_any`] opens for a local checkpoint-directory input, as its `.index`

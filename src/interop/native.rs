@@ -9,8 +9,8 @@ use std::borrow::Cow;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::interop::store::{
-    DataLocation, ExportJob, Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorInfos,
-    TensorStore, VerifySummary, Written,
+    DataLocation, ExportJob, Format, Kind, LoadedTensor, StoreLayout, TensorData, TensorInfo,
+    TensorInfos, TensorStore, VerifySummary, Written,
 };
 use crate::name;
 use crate::native::bytes_value;
@@ -18,6 +18,7 @@ use crate::native::{
     Listed, Metadata, Reader, Region, Tensor, TensorView, VerifyOptions, Writer, WriterOptions,
 };
 use crate::progress::{Progress, Unit};
+use crate::table::TableFigures;
 
 impl TensorStore for Reader {
     fn format(&self) -> Format {
@@ -51,6 +52,15 @@ impl TensorStore for Reader {
 
     fn metadata(&self) -> Result<Metadata> {
         Ok(self.header().metadata.clone())
+    }
+
+    fn layout(&self) -> Result<StoreLayout> {
+        let table = self.table().figures()?;
+        Ok(native_layout(
+            self.header(),
+            self.as_bytes().len() as u64,
+            table,
+        ))
     }
 
     fn load(&self, name: &[u8]) -> Result<Option<LoadedTensor<'_>>> {
@@ -147,7 +157,8 @@ impl TensorStore for Reader {
 
     fn data_location(&self, name: &[u8]) -> Result<Option<DataLocation>> {
         Ok(self.get(name)?.map(|t| DataLocation {
-            path: self.path().into(),
+            // The data file of a sharded checkpoint's tensor, not the index opened.
+            path: t.path().into(),
             offset: t.data_offset(),
             len: t.data().len() as u64,
             crc32c: Some(crate::format::unmask_crc(t.stored_crc())),
@@ -400,4 +411,25 @@ pub(crate) fn write_native<'s>(
         native: Some(stats),
         notes: Vec::new(),
     })
+}
+
+/// The layout of a native file of `file_len` bytes with `header` and index `table`, from a path
+/// or a URL alike.
+pub(crate) fn native_layout(
+    header: &crate::native::FileHeader,
+    file_len: u64,
+    table: TableFigures,
+) -> StoreLayout {
+    let index_start = table.first_data_offset;
+    StoreLayout {
+        file_bytes: Some(file_len),
+        format_version: Some(header.format_version),
+        records_bytes: Some(header.records_len),
+        dead_bytes: Some(index_start.saturating_sub(header.records_len)),
+        alignment: Some(header.alignment),
+        records_sorted: Some(header.records_sorted),
+        index_bytes: Some(file_len.saturating_sub(index_start)),
+        shards: Some(header.shards.len().max(1) as u64),
+        table: Some(table),
+    }
 }

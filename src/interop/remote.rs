@@ -9,10 +9,11 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use crate::error::{Error, RemoteProblem, Result};
+use crate::interop::native::native_layout;
 use crate::interop::remote_sharded::{info, loaded};
 use crate::interop::safetensors::{self, RemoteSafetensors, RemoteSafetensorsOptions};
 use crate::interop::store::{
-    Format, LoadedTensor, TensorInfo, TensorInfos, TensorStore, VerifySummary,
+    Format, LoadedTensor, StoreLayout, TensorInfo, TensorInfos, TensorStore, VerifySummary,
 };
 use crate::native::{Metadata, Region};
 use crate::remote::{
@@ -32,6 +33,13 @@ impl TensorStore for RemoteReader {
 
     fn metadata(&self) -> Result<Metadata> {
         Ok(self.header().metadata.clone())
+    }
+
+    fn layout(&self) -> Result<StoreLayout> {
+        // The whole index, in at most one request beyond what the open read.
+        let (bytes, base) = self.index_bytes()?;
+        let table = self.table_over(&bytes, base).figures()?;
+        Ok(native_layout(self.header(), self.source().len(), table))
     }
 
     fn load(&self, name: &[u8]) -> Result<Option<LoadedTensor<'_>>> {

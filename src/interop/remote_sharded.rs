@@ -6,7 +6,8 @@ use std::borrow::Cow;
 
 use crate::error::{Error, Result};
 use crate::interop::store::{
-    Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorInfos, TensorStore, VerifySummary,
+    Format, Kind, LoadedTensor, StoreLayout, TensorData, TensorInfo, TensorInfos, TensorStore,
+    VerifySummary,
 };
 use crate::native::{Metadata, Region};
 use std::sync::Arc;
@@ -98,6 +99,11 @@ impl TensorStore for RemoteSharded {
 
     fn metadata(&self) -> Result<Metadata> {
         Ok(self.header().metadata.clone())
+    }
+
+    fn layout(&self) -> Result<StoreLayout> {
+        // The index object's layout, as a mapped checkpoint's index file gives it.
+        self.index().layout()
     }
 
     fn load(&self, name: &[u8]) -> Result<Option<LoadedTensor<'_>>> {

@@ -31,7 +31,7 @@ use std::sync::Arc;
 
 use crate::interop::store::{
     scan_sorted, DataLocation, ExportJob, ForeignType, Format, Kind, LoadedTensor, OutputLimit,
-    TensorData, TensorInfo, TensorInfos, TensorStore, VerifySummary, Written,
+    StoreLayout, TensorData, TensorInfo, TensorInfos, TensorStore, VerifySummary, Written,
 };
 use crate::name;
 use crate::native::staging;
@@ -439,6 +439,14 @@ impl TensorStore for SafetensorsStore {
         Format::Safetensors
     }
 
+    fn layout(&self) -> Result<StoreLayout> {
+        Ok(StoreLayout {
+            index_bytes: Some(self.header_len().saturating_add(8)),
+            shards: Some(1),
+            ..StoreLayout::default()
+        })
+    }
+
     fn metadata(&self) -> Result<Metadata> {
         SafetensorsStore::metadata(self)
     }
@@ -571,6 +579,14 @@ impl RemoteSafetensors {
 impl TensorStore for RemoteSafetensors {
     fn format(&self) -> Format {
         Format::Safetensors
+    }
+
+    fn layout(&self) -> Result<StoreLayout> {
+        Ok(StoreLayout {
+            index_bytes: Some(self.header_len().saturating_add(8)),
+            shards: Some(1),
+            ..StoreLayout::default()
+        })
     }
 
     fn metadata(&self) -> Result<Metadata> {
@@ -906,18 +922,18 @@ impl View for LazyView<'_> {
     }
 }
 
-/// The safetensors exporter: every tensor of the job's store as a safetensors file at the
-/// job's destination (atomically: a temporary file renamed into place), with the job's
-/// metadata as `__metadata__` ([`Metadata::to_strings`]; omitted when empty). The header comes
-/// first and lists every tensor, so the listing is collected; each tensor is loaded when the
-/// serializer writes it.
-pub(crate) fn export(job: &ExportJob<'_>) -> Result<Written> {
-    let (store, dst) = (job.store, job.dst);
-    let list = store.list()?;
-    let failed = Mutex::new(None);
+/// The views the serializer writes: one per tensor of `list` (a listing of `store`), each
+/// loaded when the serializer asks for its bytes (a failure is kept in `failed`), and the sum
+/// of their data bytes. A tensor safetensors cannot hold ([`cannot_hold`]) is refused, naming it.
+fn lazy_views<'s>(
+    store: &'s dyn TensorStore,
+    list: &[TensorInfo],
+    failed: &'s Mutex<Option<Error>>,
+    progress: &'s dyn Progress,
+) -> Result<(Vec<(String, LazyView<'s>)>, u64)> {
     let mut views = Vec::with_capacity(list.len());
     let mut data_bytes = 0u64;
-    for t in &list {
+    for t in list {
         // `export` shows this writer only what `cannot_hold` accepts (numeric, a safetensors
         // dtype, no LoD, a UTF-8 name); anything else is refused, naming the tensor.
         let (None, Some(dtype), Some(n)) = (
@@ -960,11 +976,55 @@ pub(crate) fn export(job: &ExportJob<'_>) -> Result<Written> {
                 shape,
                 len,
                 pack,
-                failed: &failed,
-                progress: job.progress,
+                failed,
+                progress,
             },
         ));
     }
+    Ok((views, data_bytes))
+}
+
+/// `store`'s tensors as the bytes of a safetensors file held in memory (what
+/// `safetensors.serialize` returns), with `metadata` as `__metadata__`
+/// ([`Metadata::to_strings`]; omitted when empty): the safetensors writer of
+/// [`crate::interop::export`] without the file.
+///
+/// # Errors
+///
+/// [`Error::Unsupported`] naming the first tensor safetensors cannot hold
+/// ([`OutputFormat::cannot_hold`](crate::interop::OutputFormat::cannot_hold));
+/// [`Error::LimitExceeded`] for a header over [`MAX_HEADER_LEN`]; the store's errors loading a
+/// tensor.
+pub fn serialize(store: &dyn TensorStore, metadata: &Metadata) -> Result<Vec<u8>> {
+    let list = store.list()?;
+    let failed = Mutex::new(None);
+    let (views, _) = lazy_views(store, &list, &failed, &crate::progress::NoProgress)?;
+    let info = (!metadata.is_empty()).then(|| metadata.to_strings());
+    let out = safetensors::serialize(views, info);
+    if let Some(e) = failed.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        return Err(e);
+    }
+    out.map_err(|e| match e {
+        safetensors::SafeTensorError::HeaderTooLarge => Error::limit(
+            "the safetensors header (JSON) in bytes",
+            MAX_HEADER_LEN + 1,
+            MAX_HEADER_LEN,
+            None,
+        ),
+        other => Error::InvalidArgument(format!("serializing safetensors: {other}")),
+    })
+}
+
+/// The safetensors exporter: every tensor of the job's store as a safetensors file at the
+/// job's destination (atomically: a temporary file renamed into place), with the job's
+/// metadata as `__metadata__` ([`Metadata::to_strings`]; omitted when empty). The header comes
+/// first and lists every tensor, so the listing is collected; each tensor is loaded when the
+/// serializer writes it.
+pub(crate) fn export(job: &ExportJob<'_>) -> Result<Written> {
+    let (store, dst) = (job.store, job.dst);
+    let list = store.list()?;
+    let failed = Mutex::new(None);
+    let (views, data_bytes) = lazy_views(store, &list, &failed, job.progress)?;
     // serialize_to_file writes a temporary file of its own beside the path it is given and
     // renames it over that path, with the owner-only mode and without fsync. Given a path
     // inside a staged directory, its temporary file is staged too (an interruption removes

@@ -12,6 +12,7 @@ use crate::native::region::copy_region;
 use crate::native::{FinishStats, Metadata, Reader, Region, WriterOptions};
 use crate::progress::{Progress, Unit};
 use crate::record::{MAX_LOD_LEVELS, MAX_RANK};
+use crate::table::TableFigures;
 
 /// The element type of a tensor from any format.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -226,6 +227,33 @@ pub struct VerifySummary {
     pub checksums: u64,
 }
 
+/// How a store's bytes are laid out, as far as its format says ([`TensorStore::layout`]): what
+/// `stat` reports beside the listing's counts. A figure the format or the place does not give
+/// is `None`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StoreLayout {
+    /// Bytes of the file read (a native file, a safetensors file; a checkpoint's index file).
+    pub file_bytes: Option<u64>,
+    /// The native format version (SPEC.md).
+    pub format_version: Option<u32>,
+    /// Bytes of the records region (native files).
+    pub records_bytes: Option<u64>,
+    /// Bytes between the records and the index that no record uses (native files).
+    pub dead_bytes: Option<u64>,
+    /// The records' data alignment in bytes (native files).
+    pub alignment: Option<u32>,
+    /// Whether the records are in name order (native files).
+    pub records_sorted: Option<bool>,
+    /// Bytes of the index: a native file's table, a TensorFlow `.index`, a safetensors header
+    /// with its 8-byte length.
+    pub index_bytes: Option<u64>,
+    /// Figures of the index's blocks, for formats whose index is a table.
+    pub table: Option<TableFigures>,
+    /// Data files or shards the tensors are spread over.
+    pub shards: Option<u64>,
+}
+
 /// A stream of tensor descriptions in bytewise name order; see [`TensorStore::scan`].
 pub type TensorInfos<'a> = Box<dyn Iterator<Item = Result<TensorInfo>> + 'a>;
 
@@ -351,6 +379,11 @@ pub trait TensorStore: Send + Sync {
     fn data_location(&self, name: &[u8]) -> Result<Option<DataLocation>> {
         let _ = name;
         Ok(None)
+    }
+    /// How the store's bytes are laid out ([`StoreLayout`]); the default says nothing. For a
+    /// table index this reads every index block once.
+    fn layout(&self) -> Result<StoreLayout> {
+        Ok(StoreLayout::default())
     }
     /// The native reader, when the store is a native file (zero-copy access, records).
     fn as_native(&self) -> Option<&Reader> {

@@ -107,7 +107,9 @@ mod tests {
             assert_eq!(value_len(enc_len), Some(n));
         }
         assert_eq!(value_len(4), None);
-        assert_eq!(value_len(132), None); // 127 + 5 would be 128 + 6: no value encodes to 132
+        // 127 encodes in 127 + 1 + 4 = 132 bytes, 128 in 128 + 2 + 4 = 134: none in 133.
+        assert_eq!(value_len(132), Some(127));
+        assert_eq!(value_len(133), None);
         assert_eq!(
             entry_crc(&empty, "v", 0).unwrap(),
             entry_crc(&encode(b""), "v", 0).unwrap()

@@ -37,25 +37,19 @@ pub(crate) mod bytes_value;
 mod entry;
 mod header;
 mod load;
-mod merge_shards;
 mod meta;
 mod open;
 mod read_at;
 mod reader;
 mod recover;
 pub(crate) mod region;
-mod reuse;
 mod rewrite;
-mod shard_index;
-mod shard_table;
-mod shard_writer;
-mod shards;
+mod sharded;
 pub mod slice_key;
 mod source;
 mod spill;
 pub(crate) mod staging;
 mod stream;
-mod unchanged;
 mod verify;
 mod view;
 mod writer;
@@ -85,14 +79,12 @@ pub use backend::{EarlySync, WriteBackend, WriteDestination};
 pub use entry::{decode_slices, encode_partitioned, Dims, IndexEntry};
 pub use header::{FileHeader, SaveId, ShardOf, ShardRef};
 pub use load::{LoadOptions, OwnedTensor};
-pub use merge_shards::{
+pub use sharded::merge::{
     clean_shards, merge_shards, shard_files, MergeShardsOptions, MergeShardsReport, MergeStep,
     PartialTensors, ShardFile, ShardFileKind,
 };
 // The engine's insides that the object-storage reader and writer (`remote/`, the `s3` feature)
 // share.
-#[cfg(feature = "s3")]
-pub(crate) use merge_shards::{parse_data_name, plan_index, write_index};
 pub use meta::{MetaValue, Metadata};
 #[cfg(feature = "s3")]
 pub(crate) use open::{hold_from, open_index, Opened};
@@ -109,14 +101,16 @@ pub use recover::{
     RecoverReport, Recovered,
 };
 pub use region::Region;
-pub use reuse::ReuseStats;
 pub use rewrite::{rewrite_in_place, RewriteReport};
 #[cfg(feature = "s3")]
-pub(crate) use shard_index::{read_shard_index_from, ShardIndex};
-pub(crate) use shard_table::{data_path, index_path};
-pub use shard_writer::{Saved, ShardWriter, ShardedSave};
+pub(crate) use sharded::index::{read_shard_index_from, ShardIndex};
 #[cfg(feature = "s3")]
-pub(crate) use shards::{check_against_shards, check_shard_identity, check_shard_len};
+pub(crate) use sharded::merge::{parse_data_name, plan_index, write_index};
+#[cfg(feature = "s3")]
+pub(crate) use sharded::reader::{check_against_shards, check_shard_identity, check_shard_len};
+pub use sharded::reuse::ReuseStats;
+pub(crate) use sharded::table::{data_path, index_path};
+pub use sharded::writer::{Saved, ShardWriter, ShardedSave};
 pub use source::{LoadAdvice, Source};
 pub use staging::{remove_staged, write_atomically};
 pub use stream::TensorWriter;

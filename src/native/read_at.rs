@@ -39,6 +39,11 @@ impl ReadAt for Source {
         let len = ReadAt::len(self);
         self.read_at(len.saturating_sub(n)..len)
     }
+
+    fn release(&self, range: Range<u64>) {
+        let at = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+        self.release_pages(at(range.start), at(range.end));
+    }
 }
 
 /// A local file read by ranges with `pread`, counting its reads: what reads a shard's index

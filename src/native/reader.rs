@@ -4,7 +4,7 @@
 //! entry; a lookup binary-searches the index block, then the restart points of one data block,
 //! and returns a [`TensorView`] borrowing the mapped bytes. A sharded checkpoint (SPEC.md 12) is
 //! opened by its prefix or its `PREFIX.index`; each data file is mapped and checked the first
-//! time a tensor in it is read (`native/shards.rs`). A tensor stored in slices (SPEC.md 13) is
+//! time a tensor in it is read (`native/sharded/reader.rs`). A tensor stored in slices (SPEC.md 13) is
 //! read by region with [`Reader::get_slice`].
 
 use std::ops::Bound;
@@ -19,7 +19,7 @@ use crate::native::entry::{decode_slices, Dims, IndexEntry};
 use crate::native::header::FileHeader;
 use crate::native::open::{open_index, Opened};
 use crate::native::region::{self, Region};
-use crate::native::shard_table::{self as shards, Shards};
+use crate::native::sharded::table::{self as shards, Shards};
 use crate::native::slice_key;
 use crate::native::source::Source;
 use crate::native::view::{
@@ -231,8 +231,8 @@ impl Reader {
         })
     }
 
-    pub(super) fn table(&self) -> Table<'_> {
-        Table::new(&self.source, &self.index)
+    pub(crate) fn table(&self) -> Table<'_> {
+        Table::new(&self.source, &self.index).releasing_behind_scans(&self.source)
     }
 
     /// The file's header entry.

@@ -60,7 +60,7 @@ impl<W: Write> Write for HoldBack<W> {
 pub fn rewrite_in_place(path: &Path, metadata: &Metadata, sync: bool) -> Result<RewriteReport> {
     metadata.validate()?;
     // A sharded checkpoint named by its prefix: its metadata is its index's.
-    let index = crate::native::shard_table::index_path(path);
+    let index = crate::native::sharded::table::index_path(path);
     let path = if !path.is_file() && index.is_file() {
         index.as_path()
     } else {

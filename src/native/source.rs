@@ -1,6 +1,7 @@
 //! The bytes a reader works on: a memory-mapped file or a buffer in memory.
 //!
-//! This module holds the crate's only `unsafe` code: mapping a file.
+//! This module holds the crate's only `unsafe` code: mapping a file, and dropping pages a scan
+//! has passed from the mapping.
 
 use std::fs::File;
 use std::ops::Deref;
@@ -18,7 +19,7 @@ pub enum Source {
     Memory(Arc<[u8]>),
 }
 
-#[allow(unsafe_code)] // the crate's one `unsafe` block: the memory map (SAFETY below)
+#[allow(unsafe_code)] // one of the crate's two `unsafe` blocks, both on the memory map (SAFETY below)
 impl Source {
     /// Maps the whole file at `path` read-only. An empty file becomes an empty buffer
     /// (a zero-length mapping is not portable).
@@ -92,6 +93,42 @@ impl Source {
         }
         #[cfg(not(unix))]
         let _ = (advice, end);
+    }
+}
+
+#[allow(unsafe_code)] // the other of the crate's two `unsafe` blocks (SAFETY below)
+impl Source {
+    /// Drops the pages lying wholly inside `start..end` of a mapped source from the process's
+    /// page tables (`MADV_DONTNEED`): they stop counting in its resident set, stay in the page
+    /// cache, and fault back in, with the same bytes, if read again. A hint: errors are
+    /// ignored, and nothing happens for memory or on platforms without the advice.
+    pub fn release_pages(&self, start: usize, end: usize) {
+        #[cfg(target_os = "linux")]
+        {
+            const PAGE: usize = 4096;
+            let Source::Mapped(map) = self else {
+                return;
+            };
+            // Whole pages only: a page shared with bytes outside the range stays. (The map
+            // starts page-aligned, so offsets in it align as file offsets do; a larger page
+            // size only makes the kernel refuse the unaligned call, which is ignored.)
+            let first = start.div_ceil(PAGE).saturating_mul(PAGE);
+            let last = end.min(map.len()) / PAGE * PAGE;
+            if first >= last {
+                return;
+            }
+            // SAFETY: `map` is a read-only, shared (MAP_SHARED) mapping of a file that is not
+            // modified while mapped (the contract of `Source::map` above). On such a mapping
+            // MADV_DONTNEED only unmaps the pages from this process: a later access faults
+            // the same file bytes back in from the page cache, so every slice borrowed from
+            // the map keeps reading identical bytes. (The zero-fill that makes the advice
+            // unsafe in general applies to private and anonymous mappings only.)
+            let _ = unsafe {
+                map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, first, last - first)
+            };
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = (start, end);
     }
 }
 

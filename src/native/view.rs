@@ -214,9 +214,15 @@ impl<'a> TensorView<'a> {
         self.data
     }
 
-    /// Absolute file offset of the first data byte.
+    /// Absolute file offset of the first data byte, in the file [`TensorView::path`] names.
     pub fn data_offset(&self) -> u64 {
         self.data_offset
+    }
+
+    /// The file holding the data: the reader's own file, or, for a tensor of a sharded
+    /// checkpoint, its data file (not the `PREFIX.index` the reader was opened on).
+    pub fn path(&self) -> &'a str {
+        self.path
     }
 
     /// The stored masked CRC32C of the data.

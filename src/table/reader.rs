@@ -477,6 +477,42 @@ impl Deref for IndexRef<'_> {
     }
 }
 
+/// Figures of a table's blocks ([`Table::figures`]): what `stat` reports of a native index or
+/// a TensorFlow `.index`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TableFigures {
+    /// Number of data blocks.
+    pub data_blocks: u64,
+    /// Bytes of the data blocks as stored (compressed or not), trailers excluded.
+    pub stored_bytes: u64,
+    /// Bytes of the data blocks once decompressed.
+    pub raw_bytes: u64,
+    /// How many data blocks are snappy-compressed.
+    pub snappy_blocks: u64,
+    /// File offset of the first data block (where the index begins).
+    pub first_data_offset: u64,
+    /// Whether the table has the hash index block (SPEC.md 4.5).
+    pub hash_index: bool,
+}
+
+impl TableFigures {
+    /// Every block that carries its own CRC32C (what `verify` counts): the data blocks, the
+    /// metaindex block, the index block and, when present, the hash index block.
+    pub fn checksummed_blocks(&self) -> u64 {
+        self.data_blocks + 2 + u64::from(self.hash_index)
+    }
+
+    /// How the data blocks are compressed: `none`, `snappy`, or `snappy (some blocks)`.
+    pub fn compression(&self) -> &'static str {
+        match self.snappy_blocks {
+            0 => "none",
+            k if k == self.data_blocks => "snappy",
+            _ => "snappy (some blocks)",
+        }
+    }
+}
+
 /// An open table: the file bytes and their validated [`TableIndex`]; data blocks are read on
 /// demand.
 ///
@@ -488,8 +524,16 @@ pub struct Table<'a> {
     base: u64,
     /// Where the blocks before `base` are read from, if anywhere.
     rest: Option<&'a dyn ReadAt>,
+    /// The source of `file` to tell, as a scan passes them, that the data blocks behind it
+    /// will not be read again soon ([`Table::releasing_behind_scans`]).
+    scanned: Option<&'a dyn ReadAt>,
     index: IndexRef<'a>,
 }
+
+/// How many bytes of data blocks a scan passes before it releases them
+/// ([`Table::releasing_behind_scans`]): one `madvise` per MiB, so a scan of a small index
+/// makes none and a 145 MiB index keeps about 1 MiB of its pages resident.
+const RELEASE_EVERY: u64 = 1 << 20;
 
 impl<'a> Table<'a> {
     /// Opens the table that ends `file` (the whole file, e.g. an mmap); see [`TableIndex::open`]
@@ -500,6 +544,7 @@ impl<'a> Table<'a> {
             file,
             base: 0,
             rest: None,
+            scanned: None,
             index: IndexRef::Owned(Box::new(index)),
         })
     }
@@ -517,6 +562,7 @@ impl<'a> Table<'a> {
             file: tail,
             base,
             rest: None,
+            scanned: None,
             index: IndexRef::Borrowed(index),
         }
     }
@@ -537,6 +583,7 @@ impl<'a> Table<'a> {
             file: held,
             base,
             rest: Some(rest),
+            scanned: None,
             index: IndexRef::Borrowed(index),
         }
     }
@@ -547,8 +594,18 @@ impl<'a> Table<'a> {
             file: self.file,
             base: self.base,
             rest: self.rest,
+            scanned: self.scanned,
             index: IndexRef::Borrowed(&self.index),
         }
+    }
+
+    /// This table, its iterators telling `source` (the file whose bytes the table holds, from
+    /// offset 0) to [`release`](ReadAt::release) the data blocks they have passed, a MiB at a
+    /// time: a scan of a mapped file's whole index then keeps about a MiB of it resident
+    /// instead of every page it read. Lookups are not affected.
+    pub fn releasing_behind_scans(mut self, source: &'a dyn ReadAt) -> Table<'a> {
+        self.scanned = Some(source);
+        self
     }
 
     /// The block of handle `h` and its trailer (type byte, stored CRC): from the bytes held,
@@ -622,6 +679,34 @@ impl<'a> Table<'a> {
             (Err(e), Some(at)) => Err(located_error(e, at)),
             (r, _) => r,
         }
+    }
+
+    /// Figures of the table's blocks (what `stat` reports): every data block is read (and
+    /// released behind, as a scan does), so this costs a pass over the index.
+    pub fn figures(&self) -> Result<TableFigures> {
+        let mut f = TableFigures {
+            data_blocks: self.data_blocks() as u64,
+            first_data_offset: self.first_data_offset().unwrap_or(0),
+            hash_index: self.has_hash_index()?,
+            ..TableFigures::default()
+        };
+        let mut unreleased = f.first_data_offset;
+        for i in 0..self.data_blocks() {
+            let h = self.block_handle(i);
+            let b = self.load_block(i)?;
+            f.stored_bytes = f.stored_bytes.saturating_add(h.size);
+            f.raw_bytes = f.raw_bytes.saturating_add(b.len() as u64);
+            if matches!(b, BlockBytes::Cached(_)) {
+                f.snappy_blocks += 1;
+            }
+            if let Some(source) = self.scanned {
+                if h.offset.saturating_sub(unreleased) >= RELEASE_EVERY {
+                    source.release(unreleased..h.offset);
+                    unreleased = h.offset;
+                }
+            }
+        }
+        Ok(f)
     }
 
     /// Loads data block `i`: in place if uncompressed, else decompressed (through the cache).
@@ -1084,6 +1169,7 @@ impl<'a> Table<'a> {
             state: IterState::Unpositioned,
             block: None,
             cur: EntryCursor::new(),
+            unreleased: 0,
         }
     }
 }
@@ -1139,6 +1225,9 @@ pub struct TableIter<'a> {
     /// Current block number, its bytes and layout.
     block: Option<(usize, BlockBytes<'a>, Layout)>,
     cur: EntryCursor,
+    /// Offset of the first data block passed but not yet released
+    /// ([`Table::releasing_behind_scans`]).
+    unreleased: u64,
 }
 
 impl TableIter<'_> {
@@ -1206,6 +1295,7 @@ impl TableIter<'_> {
                 self.block = None;
                 return Ok(false);
             }
+            self.release_behind(i);
             let bytes = self.table.load_block(i)?;
             let lay = self.table.layout(i, &bytes)?;
             let found = match target.take() {
@@ -1218,6 +1308,23 @@ impl TableIter<'_> {
                 return Ok(true);
             }
             i += 1;
+        }
+    }
+
+    /// Before block `i` is read: when the scan is moving on from block `i - 1`, releases the
+    /// blocks passed since the last release once they add up to [`RELEASE_EVERY`]; after a
+    /// seek, starts counting again at block `i`.
+    fn release_behind(&mut self, i: usize) {
+        let Some(source) = self.table.scanned else {
+            return;
+        };
+        let at = self.table.index.entries[i].handle.offset;
+        let moving_on = i > 0 && matches!(self.block, Some((p, ..)) if p + 1 == i);
+        if !moving_on || at < self.unreleased {
+            self.unreleased = at;
+        } else if at - self.unreleased >= RELEASE_EVERY {
+            source.release(self.unreleased..at);
+            self.unreleased = at;
         }
     }
 
@@ -1315,6 +1422,67 @@ mod tests {
                 .unwrap();
         }
         b.finish().unwrap().0
+    }
+
+    /// A file in memory that records what a scan releases.
+    #[derive(Debug)]
+    struct Releases {
+        bytes: Vec<u8>,
+        released: std::sync::Mutex<Vec<std::ops::Range<u64>>>,
+    }
+
+    impl ReadAt for Releases {
+        fn len(&self) -> u64 {
+            self.bytes.len() as u64
+        }
+        fn location(&self) -> &str {
+            "<releases>"
+        }
+        fn read(&self, range: std::ops::Range<u64>) -> Result<Vec<u8>> {
+            Ok(self.bytes[range.start as usize..range.end as usize].to_vec())
+        }
+        fn release(&self, range: std::ops::Range<u64>) {
+            self.released.lock().unwrap().push(range);
+        }
+    }
+
+    #[test]
+    fn a_scan_releases_the_blocks_behind_it_and_a_lookup_nothing() {
+        let n = 30_000;
+        let file = Releases {
+            bytes: build(n, TableOptions::default()),
+            released: Default::default(),
+        };
+        let index = TableIndex::open(&file.bytes, &TableReadOptions::default()).unwrap();
+        let table = Table::new(&file.bytes, &index).releasing_behind_scans(&file);
+        assert!(table.get(b"key12345", |v, _| v.to_vec()).unwrap().is_some());
+        assert!(file.released.lock().unwrap().is_empty());
+
+        let mut it = table.iter();
+        let mut seen = 0;
+        while it.next().unwrap() {
+            // Nothing released reaches the block being read.
+            let at = it.block_offset();
+            assert!(file.released.lock().unwrap().iter().all(|r| r.end <= at));
+            seen += 1;
+        }
+        assert_eq!(seen, n);
+        let released = file.released.lock().unwrap().clone();
+        // More than 1 MiB of blocks, released a MiB or more at a time, in order, without gaps,
+        // from the first block on.
+        assert!(released.len() >= 2, "{released:?}");
+        assert_eq!(released[0].start, table.block_handle(0).offset);
+        for w in released.windows(2) {
+            assert_eq!(w[0].end, w[1].start);
+        }
+        assert!(released.iter().all(|r| r.end - r.start >= RELEASE_EVERY));
+
+        // A seek starts counting again from where it lands.
+        file.released.lock().unwrap().clear();
+        let mut it = table.iter();
+        it.seek(b"key29000").unwrap();
+        while it.next().unwrap() {}
+        assert!(file.released.lock().unwrap().is_empty());
     }
 
     #[test]

@@ -10,7 +10,6 @@ use std::time::Instant;
 use paramdex::interop::{
     json as values, open_any, DataLocation, Format, Kind, TensorData, TensorInfo, TensorStore,
 };
-use paramdex::raw::table::{Table, TableReadOptions};
 use paramdex::{
     name, Error, Progress, Reader, RecoverOptions, Recovered, Result, VerifyOptions, WriterOptions,
 };
@@ -1006,44 +1005,6 @@ fn write_text(
     Ok(())
 }
 
-/// Figures of a LevelDB/TensorFlow table (a native index or a TensorFlow `.index`).
-struct TableFigures {
-    data_blocks: u64,
-    stored: u64,
-    raw: u64,
-    first_data_offset: u64,
-    snappy_blocks: u64,
-    /// Whether the table has the hash index block (SPEC.md 4.5).
-    hash_block: bool,
-}
-
-fn table_figures(bytes: &[u8]) -> Result<TableFigures> {
-    let table = Table::open(bytes, TableReadOptions::default())?;
-    let mut f = TableFigures {
-        data_blocks: table.data_blocks() as u64,
-        stored: 0,
-        raw: 0,
-        first_data_offset: table.first_data_offset().unwrap_or(0),
-        snappy_blocks: 0,
-        hash_block: table.has_hash_index()?,
-    };
-    for i in 0..table.data_blocks() {
-        let h = table.block_handle(i);
-        let b = table.load_block(i)?;
-        f.stored += h.size;
-        f.raw += b.len() as u64;
-        if matches!(b, paramdex::raw::table::BlockBytes::Cached(_)) {
-            f.snappy_blocks += 1;
-        }
-    }
-    Ok(f)
-}
-
-/// Whether `file` is a URL (`s3://`, `file://`) rather than a local path.
-fn is_url(file: &Path) -> bool {
-    file.to_str().is_some_and(paramdex::remote::is_url)
-}
-
 pub fn stat(ui: Ui, file: &Path, as_json: bool) -> Result<ExitCode> {
     let store = match open_any(file) {
         Ok(s) => s,
@@ -1102,77 +1063,56 @@ pub fn stat(ui: Ui, file: &Path, as_json: bool) -> Result<ExitCode> {
                 .collect(),
         ),
     );
-    let put_table = |o: &mut Map<String, Value>, f: &TableFigures, index_bytes: u64| {
-        o.insert("index_bytes".into(), json!(index_bytes));
-        o.insert(
-            "index_bytes_per_tensor".into(),
-            json!(index_bytes as f64 / n.max(1) as f64),
-        );
-        // A table's blocks, each with its own CRC32C (what `verify` counts): its data blocks,
-        // its metaindex block and its index block.
-        o.insert(
-            "index_blocks".into(),
-            json!(f.data_blocks + 2 + u64::from(f.hash_block)),
-        );
-        o.insert("hash_index".into(), json!(f.hash_block));
-        o.insert("index_data_blocks".into(), json!(f.data_blocks));
-        let comp = match f.snappy_blocks {
-            0 => "none",
-            k if k == f.data_blocks => "snappy",
-            _ => "snappy (some blocks)",
-        };
-        o.insert("index_compression".into(), json!(comp));
-        o.insert(
-            "compression_ratio".into(),
-            json!(f.raw as f64 / f.stored.max(1) as f64),
-        );
+    // The layout figures the library computes for any store, from a path or a URL alike.
+    let layout = store.layout()?;
+    let put = |o: &mut Map<String, Value>, k: &str, v: Option<Value>| {
+        if let Some(v) = v {
+            o.insert(k.into(), v);
+        }
     };
-    match store.format() {
-        // A native file read by ranges (a URL): the figures of its mapped bytes are not there
-        // (reading the whole index for them is left to `ls`); the rest of `stat` is.
-        Format::Native if store.as_native().is_none() => {}
-        Format::Native => {
-            let r = store.as_native().ok_or_else(|| {
-                Error::InvalidArgument("native store without a native reader".into())
-            })?;
-            let bytes = r.as_bytes();
-            let f = table_figures(bytes)?;
-            let h = r.header();
-            o.insert("file_bytes".into(), json!(bytes.len()));
-            o.insert("format_version".into(), json!(h.format_version));
-            o.insert("records_bytes".into(), json!(h.records_len));
-            put_table(&mut o, &f, bytes.len() as u64 - f.first_data_offset);
-            o.insert(
-                "dead_bytes".into(),
-                json!(f.first_data_offset - h.records_len),
-            );
-            o.insert("alignment".into(), json!(h.alignment));
-            super::shards::stat_fields(r, &mut o)?;
-            o.insert("records_sorted".into(), json!(h.records_sorted));
-        }
-        // A checkpoint or file at a URL: the common figures (its index is not mapped here).
-        Format::TensorFlow | Format::Safetensors if is_url(file) => {}
-        Format::TensorFlow => {
-            if let Some(prefix) = paramdex::interop::tf::resolve_prefix(file)? {
-                let ck = paramdex::interop::tf::TfCheckpoint::open(&prefix)?;
-                let index = paramdex::interop::tf::index_path(&prefix);
-                let bytes = paramdex::raw::source::Source::map(&index)?;
-                let f = table_figures(&bytes)?;
-                o.insert("shards".into(), json!(ck.num_shards()));
-                put_table(&mut o, &f, bytes.len() as u64);
-            }
-        }
-        Format::Safetensors => {
-            let s = paramdex::interop::safetensors::SafetensorsStore::open(file)?;
-            o.insert("index_bytes".into(), json!(s.header_len() + 8));
-            o.insert(
-                "index_bytes_per_tensor".into(),
-                json!((s.header_len() + 8) as f64 / n.max(1) as f64),
-            );
-            o.insert("shards".into(), json!(1));
-        }
-        _ => {}
+    put(&mut o, "file_bytes", layout.file_bytes.map(|v| json!(v)));
+    put(
+        &mut o,
+        "format_version",
+        layout.format_version.map(|v| json!(v)),
+    );
+    put(
+        &mut o,
+        "records_bytes",
+        layout.records_bytes.map(|v| json!(v)),
+    );
+    put(&mut o, "shards", layout.shards.map(|v| json!(v)));
+    if let Some(index_bytes) = layout.index_bytes {
+        put(&mut o, "index_bytes", Some(json!(index_bytes)));
+        put(
+            &mut o,
+            "index_bytes_per_tensor",
+            Some(json!(index_bytes as f64 / n.max(1) as f64)),
+        );
     }
+    if let Some(f) = &layout.table {
+        // A table's blocks, each with its own CRC32C (what `verify` counts).
+        put(&mut o, "index_blocks", Some(json!(f.checksummed_blocks())));
+        put(&mut o, "hash_index", Some(json!(f.hash_index)));
+        put(&mut o, "index_data_blocks", Some(json!(f.data_blocks)));
+        put(&mut o, "index_compression", Some(json!(f.compression())));
+        put(
+            &mut o,
+            "compression_ratio",
+            Some(json!(f.raw_bytes as f64 / f.stored_bytes.max(1) as f64)),
+        );
+    }
+    put(&mut o, "dead_bytes", layout.dead_bytes.map(|v| json!(v)));
+    put(&mut o, "alignment", layout.alignment.map(|v| json!(v)));
+    if let Some(r) = store.as_native() {
+        // A local sharded checkpoint: its data files and what failed saves left beside them.
+        super::shards::stat_fields(r, &mut o)?;
+    }
+    put(
+        &mut o,
+        "records_sorted",
+        layout.records_sorted.map(|v| json!(v)),
+    );
     o.insert("metadata_entries".into(), json!(metadata.len()));
     let mut out = super::stdout_for(as_json);
     if as_json {

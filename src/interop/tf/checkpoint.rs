@@ -17,8 +17,8 @@ use crate::dtype::DType;
 use crate::error::{path_str, Error, Result};
 use crate::format::{crc32c, unmask_crc};
 use crate::interop::store::{
-    DataLocation, Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorInfos, TensorStore,
-    VerifySummary,
+    DataLocation, Format, Kind, LoadedTensor, StoreLayout, TensorData, TensorInfo, TensorInfos,
+    TensorStore, VerifySummary,
 };
 use crate::name::display;
 use crate::native::region::{self as slices, Region};
@@ -303,7 +303,7 @@ impl TfCheckpoint {
     }
 
     fn table(&self) -> Table<'_> {
-        Table::new(&self.index_src, &self.index)
+        Table::new(&self.index_src, &self.index).releasing_behind_scans(&self.index_src)
     }
 
     /// Parses and checks the entry stored under `key` (found in the data block at `at`).
@@ -817,6 +817,19 @@ impl Iterator for ReportedScan<'_> {
 impl TensorStore for TfCheckpoint {
     fn format(&self) -> Format {
         Format::TensorFlow
+    }
+
+    fn layout(&self) -> Result<StoreLayout> {
+        let table = self
+            .table()
+            .figures()
+            .map_err(|e| e.context(&self.index_path))?;
+        Ok(StoreLayout {
+            index_bytes: Some(self.index_src.len() as u64),
+            table: Some(table),
+            shards: Some(u64::from(self.num_shards)),
+            ..StoreLayout::default()
+        })
     }
 
     fn scan(&self, start: &[u8]) -> Result<TensorInfos<'_>> {

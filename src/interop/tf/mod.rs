@@ -34,9 +34,20 @@ pub use export::{export_tf, ExportTfReport};
 
 /// Opens `path` as a TensorFlow checkpoint, or returns `Ok(None)` if it does not name one (see
 /// [`resolve_prefix`] for what names one). Errors when it names a checkpoint that cannot be read.
+///
+/// A directory whose `checkpoint` state file (or single `.index` file) names a paramdex sharded
+/// checkpoint (SPEC.md 12; `paramdex.torch.dcp` writes one so) opens it as the native reader
+/// does, with its metadata and checks, not as a TensorFlow bundle.
 pub fn open_store(path: &Path) -> Result<Option<Box<dyn TensorStore>>> {
     match resolve_prefix(path)? {
-        Some(prefix) => Ok(Some(Box::new(TfCheckpoint::open(prefix)?))),
+        Some(prefix) => {
+            if path.is_dir() {
+                if let Some(native) = crate::interop::native::open_native(&prefix)? {
+                    return Ok(Some(native));
+                }
+            }
+            Ok(Some(Box::new(TfCheckpoint::open(prefix)?)))
+        }
         None => Ok(None),
     }
 }

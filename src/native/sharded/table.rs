@@ -1,6 +1,6 @@
 //! The parts of a sharded checkpoint (SPEC.md 12) that a reader needs before it reads a data
 //! file: the file names, the checks of an index header and of a shard identity, and the set of
-//! data files opened on first use. (The reading itself is `native/shards.rs`.)
+//! data files opened on first use. (The reading itself is `sharded/reader.rs`.)
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -66,7 +66,7 @@ pub(crate) fn prefix_of_index(path: &Path) -> Option<PathBuf> {
 }
 
 /// Checks a shard identity (header field 22, or an entry of the shard table).
-pub(super) fn check_shard_of(s: &ShardOf, at: u64) -> Result<()> {
+pub(in crate::native) fn check_shard_of(s: &ShardOf, at: u64) -> Result<()> {
     if s.num_shards == 0 || s.num_shards > MAX_SHARDS || s.shard_id >= s.num_shards {
         return Err(Error::corrupt(
             "header entry",
@@ -82,7 +82,7 @@ pub(super) fn check_shard_of(s: &ShardOf, at: u64) -> Result<()> {
 }
 
 /// Checks the header of a sharded checkpoint's index (SPEC.md 12.2).
-pub(super) fn check_index_header(h: &FileHeader, at: u64) -> Result<()> {
+pub(in crate::native) fn check_index_header(h: &FileHeader, at: u64) -> Result<()> {
     let bad = |detail: String| Error::corrupt("header entry", at, detail);
     let n = h.shards.len();
     if n as u64 > u64::from(MAX_SHARDS) || i32::try_from(n).ok() != Some(h.num_shards) {
@@ -112,13 +112,13 @@ pub(super) fn check_index_header(h: &FileHeader, at: u64) -> Result<()> {
 #[derive(Debug)]
 pub(crate) struct Shards<R> {
     /// The checkpoint's prefix; `None` when the index was not opened from `PREFIX.index`.
-    pub(super) prefix: Option<PathBuf>,
+    pub(in crate::native) prefix: Option<PathBuf>,
     /// The data files (readers of them), each set once opened and checked.
-    pub(super) files: Vec<OnceLock<R>>,
+    pub(in crate::native) files: Vec<OnceLock<R>>,
 }
 
 impl<R> Shards<R> {
-    pub(super) fn new(prefix: Option<PathBuf>, n: usize) -> Shards<R> {
+    pub(in crate::native) fn new(prefix: Option<PathBuf>, n: usize) -> Shards<R> {
         Shards {
             prefix,
             files: (0..n).map(|_| OnceLock::new()).collect(),

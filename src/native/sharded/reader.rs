@@ -16,7 +16,7 @@ use crate::error::{path_str, Error, Result, ShardProblem};
 use crate::native::entry::{decode_slices, IndexEntry};
 use crate::native::header::{FileHeader, ShardRef};
 use crate::native::reader::Reader;
-use crate::native::shard_table::data_path;
+use crate::native::sharded::table::data_path;
 use crate::native::slice_key;
 use crate::native::source::Source;
 use crate::native::verify::{VerifyOptions, VerifyReport};
@@ -26,7 +26,7 @@ use crate::record::MAX_RANK;
 
 impl Reader {
     /// Number of data files of a sharded checkpoint (0 for any other file).
-    pub(super) fn shard_count(&self) -> u32 {
+    pub(in crate::native) fn shard_count(&self) -> u32 {
         u32::try_from(self.header.shards.len()).expect("at most MAX_SHARDS, checked at open")
     }
 
@@ -106,7 +106,10 @@ impl Reader {
     /// once; then that the index lists exactly the data files' entries, each pointing where its
     /// data file's own entry does, and each partitioned tensor with exactly its data files'
     /// slices; and the header's counts.
-    pub(super) fn verify_sharded(&self, opts: VerifyOptions<'_>) -> Result<VerifyReport> {
+    pub(in crate::native) fn verify_sharded(
+        &self,
+        opts: VerifyOptions<'_>,
+    ) -> Result<VerifyReport> {
         let mut report = VerifyReport {
             blocks: self.table().verify_all_blocks()?,
             ..VerifyReport::default()

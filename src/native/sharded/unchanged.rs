@@ -96,7 +96,7 @@ impl Reader {
 
     /// The tensor `name` stored in slices of `dtype` and `full_shape`, and the position of
     /// `region` among its stored slices, if it is one of them.
-    pub(super) fn stored_slice(
+    pub(in crate::native) fn stored_slice(
         &self,
         name: &[u8],
         dtype: DType,

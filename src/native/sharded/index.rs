@@ -15,7 +15,7 @@ use crate::native::header::{FileHeader, ShardOf, ShardRef};
 use crate::native::open::{open_index, Opened};
 use crate::native::read_at::FileRange;
 use crate::native::region;
-use crate::native::shard_table::check_shard_of;
+use crate::native::sharded::table::check_shard_of;
 use crate::native::slice_key;
 use crate::native::{FORMAT_VERSION, MAX_SHARDS};
 use crate::record::{MAX_ALIGNMENT, MAX_RANK};
@@ -35,11 +35,11 @@ pub(crate) struct ShardIndex {
 }
 
 impl ShardIndex {
-    pub(super) fn table(&self) -> Table<'_> {
+    pub(in crate::native) fn table(&self) -> Table<'_> {
         Table::new_tail(&self.tail, self.base, &self.index)
     }
 
-    pub(super) fn shown(&self) -> String {
+    pub(in crate::native) fn shown(&self) -> String {
         path_str(&self.path)
     }
 }
@@ -135,7 +135,7 @@ fn read_index_tail_from(
 
 /// Reads a shard's footer and index table (never its records), and its header, and checks
 /// that it is a shard. `read` counts the bytes read.
-pub(super) fn read_shard_index(path: &Path, read: &mut u64) -> Result<ShardIndex> {
+pub(in crate::native) fn read_shard_index(path: &Path, read: &mut u64) -> Result<ShardIndex> {
     let src = open_local(path)?;
     read_shard_index_from(&src, path, read, FOOTER_LEN as u64)
 }
@@ -206,17 +206,17 @@ pub(crate) fn read_shard_index_from(
 /// tensors the shard reuses from earlier saves' data files instead of writing them.
 pub(crate) struct References {
     /// The file.
-    pub(super) path: PathBuf,
+    pub(in crate::native) path: PathBuf,
     /// The shard it belongs to (its header's field 22).
-    pub(super) shard: ShardOf,
+    pub(in crate::native) shard: ShardOf,
     /// The earlier data files it refers to (field 23); an entry's `shard_id` is a position in
     /// this list.
-    pub(super) files: Vec<ShardRef>,
+    pub(in crate::native) files: Vec<ShardRef>,
     /// Its entries in key order: (key, entry, its value, offset of the block holding it). A
     /// whole tensor's or a slice's entry (`num_slices` 0) is a reference, whose `shard_id` is a
     /// position in `files`; an entry with slices is a tensor of which the shard reuses the
     /// slices it lists.
-    pub(super) entries: Vec<(Vec<u8>, IndexEntry, Vec<u8>, u64)>,
+    pub(in crate::native) entries: Vec<(Vec<u8>, IndexEntry, Vec<u8>, u64)>,
 }
 
 /// An index entry's dtype as stored: the TensorFlow number (field 1) and paramdex's (field 18).
@@ -227,7 +227,7 @@ type EntryDtype = (i32, u32);
 /// files; its references (whole tensors and slices) each name one of those files, and each
 /// tensor of which slices are reused lists exactly the slice references of its name, of its
 /// dtype and of their regions' shapes.
-pub(super) fn read_references(path: &Path, read: &mut u64) -> Result<References> {
+pub(in crate::native) fn read_references(path: &Path, read: &mut u64) -> Result<References> {
     let shown = path_str(path);
     let t = read_index_tail(path, read)?;
     let bad = |at: u64, detail: String| {

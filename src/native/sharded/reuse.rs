@@ -21,8 +21,8 @@ use crate::native::entry::{encode_partitioned, IndexEntry};
 use crate::native::header::{FileHeader, ShardOf, ShardRef};
 use crate::native::reader::Reader;
 use crate::native::region::Region;
-use crate::native::shard_index::read_shard_index;
-use crate::native::shard_table::{data_path, refs_path, reused_path};
+use crate::native::sharded::index::read_shard_index;
+use crate::native::sharded::table::{data_path, refs_path, reused_path};
 use crate::native::slice_key;
 use crate::native::staging;
 use crate::native::TF_BUNDLE_VERSION;
@@ -31,7 +31,7 @@ use crate::table::{Compression, TableBuilder};
 
 /// How a shard of an incremental save got an earlier data file into its checkpoint's directory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Placed {
+pub(in crate::native) enum Placed {
     /// Another shard writer of the save had linked it already.
     Found,
     /// Hard-linked: no byte copied.
@@ -59,15 +59,15 @@ pub struct ReuseStats {
 
 /// The slices of one tensor that a shard reuses.
 #[derive(Debug)]
-pub(super) struct ReusedSlices {
-    pub(super) dtype: DType,
-    pub(super) full_shape: Vec<u64>,
-    pub(super) regions: Vec<Region>,
+pub(in crate::native) struct ReusedSlices {
+    pub(in crate::native) dtype: DType,
+    pub(in crate::native) full_shape: Vec<u64>,
+    pub(in crate::native) regions: Vec<Region>,
 }
 
 /// The references of one shard writer.
 #[derive(Debug)]
-pub(super) struct Reuse {
+pub(in crate::native) struct Reuse {
     base: Arc<Reader>,
     /// The new checkpoint's prefix.
     prefix: PathBuf,
@@ -80,13 +80,13 @@ pub(super) struct Reuse {
     refs: HashMap<Vec<u8>, IndexEntry>,
     /// The tensors of which slices are reused, by name.
     sliced: HashMap<Vec<u8>, ReusedSlices>,
-    pub(super) stats: ReuseStats,
+    pub(in crate::native) stats: ReuseStats,
 }
 
 impl Reuse {
     /// Reuse from `base`, which must be a sharded checkpoint opened by its prefix (or
     /// `PREFIX.index`), into the checkpoint at `prefix`.
-    pub(super) fn new(base: Arc<Reader>, prefix: &Path) -> Result<Reuse> {
+    pub(in crate::native) fn new(base: Arc<Reader>, prefix: &Path) -> Result<Reuse> {
         if !base.is_sharded() || base.checkpoint_prefix().is_none() {
             return Err(Error::InvalidArgument(format!(
                 "{}: the base of an incremental save must be a sharded checkpoint opened by \
@@ -106,12 +106,12 @@ impl Reuse {
     }
 
     /// The earlier checkpoint.
-    pub(super) fn base(&self) -> &Reader {
+    pub(in crate::native) fn base(&self) -> &Reader {
         &self.base
     }
 
     /// Whether `name` is referred to.
-    pub(super) fn holds(&self, name: &[u8]) -> bool {
+    pub(in crate::native) fn holds(&self, name: &[u8]) -> bool {
         self.refs.contains_key(name)
     }
 
@@ -119,7 +119,7 @@ impl Reuse {
     /// its entry as a read would (the data file present, of its recorded length and identity,
     /// the range inside its records), and links the data file into the new checkpoint's
     /// directory the first time. The caller checked that its own writer does not hold `name`.
-    pub(super) fn refer(&mut self, name: &[u8]) -> Result<()> {
+    pub(in crate::native) fn refer(&mut self, name: &[u8]) -> Result<()> {
         if self.refs.contains_key(name) || self.sliced.contains_key(name) {
             return Err(Error::DuplicateName {
                 name: name::display(name),
@@ -141,7 +141,7 @@ impl Reuse {
     /// Refers to the slice `region` of the base's tensor `name`, which the base stores in
     /// slices of `dtype` and `full_shape`, one of them exactly `region`. The caller checked
     /// that its own writer holds no slice of `name` overlapping `region`, nor `name` whole.
-    pub(super) fn refer_slice(
+    pub(in crate::native) fn refer_slice(
         &mut self,
         name: &[u8],
         dtype: DType,
@@ -203,7 +203,7 @@ impl Reuse {
     }
 
     /// The regions of `name` reused so far (for the writer's overlap checks).
-    pub(super) fn slices_of(&self, name: &[u8]) -> Option<&ReusedSlices> {
+    pub(in crate::native) fn slices_of(&self, name: &[u8]) -> Option<&ReusedSlices> {
         self.sliced.get(name)
     }
 
@@ -312,7 +312,7 @@ impl Reuse {
     }
 
     /// The names of the whole tensors referred to, and of the tensors of which slices are.
-    pub(super) fn names(&self) -> impl Iterator<Item = &[u8]> {
+    pub(in crate::native) fn names(&self) -> impl Iterator<Item = &[u8]> {
         self.refs
             .keys()
             .filter(|k| k.first() != Some(&0))
@@ -322,13 +322,13 @@ impl Reuse {
 
     /// Number of entries of the references file: each reference, and each tensor of which
     /// slices are referred to.
-    pub(super) fn len(&self) -> u64 {
+    pub(in crate::native) fn len(&self) -> u64 {
         (self.refs.len() + self.sliced.len()) as u64
     }
 
     /// Writes the references file of `shard` (nothing when there are no references), staged
     /// and renamed into place.
-    pub(super) fn write_file(&self, shard: ShardOf, sync: bool) -> Result<()> {
+    pub(in crate::native) fn write_file(&self, shard: ShardOf, sync: bool) -> Result<()> {
         if self.refs.is_empty() {
             return Ok(());
         }

@@ -14,11 +14,11 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::native::backend::WriteDestination;
 use crate::native::header::{SaveId, ShardOf};
-use crate::native::merge_shards::{merge_shards, MergeShardsOptions, MergeShardsReport};
 use crate::native::reader::Reader;
 use crate::native::region::Region;
-use crate::native::reuse::{Reuse, ReuseStats};
-use crate::native::shard_table::pending_path;
+use crate::native::sharded::merge::{merge_shards, MergeShardsOptions, MergeShardsReport};
+use crate::native::sharded::reuse::{Reuse, ReuseStats};
+use crate::native::sharded::table::pending_path;
 use crate::native::writer::{FinishStats, Tensor, Writer, WriterOptions};
 use crate::native::MAX_SHARDS;
 
