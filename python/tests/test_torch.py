@@ -181,3 +181,47 @@ def test_load_file_copy_of_a_sharded_checkpoint(tmp_path):
         assert sorted(got) == sorted(ts)
         for k, t in ts.items():
             bits_equal(got[k], t)
+
+
+def test_torch_low_precision_dtypes_from_a_safetensors_file_written_by_torch(tmp_path):
+    """A safetensors file written by safetensors.torch holding torch's own low-precision
+    dtypes (the MX scale float8_e8m0fnu, packed float4_e2m1fn_x2 with its byte-counting shape,
+    the fnuz float8s) reaches torch with those dtypes and shapes, byte for byte, and numpy with
+    ml_dtypes' types (float4_e2m1fn_x2 as its bytes, uint8); save_file writes them back from
+    both."""
+    st = need("safetensors.torch")
+    ml = need("ml_dtypes")
+    import paramdex.numpy as pdn
+
+    names = [n for n in ("float8_e8m0fnu", "float4_e2m1fn_x2", "float8_e4m3fnuz", "float8_e5m2fnuz")
+             if hasattr(torch, n)]
+    assert names, "torch has none of the low-precision dtypes"
+    tensors = {n: sample(getattr(torch, n), [2, 3], seed=i) for i, n in enumerate(names)}
+    sp = tmp_path / "lowp.safetensors"
+    st.save_file(tensors, str(sp))
+    got = pdt.load_file(str(sp))
+    for n, t in tensors.items():
+        assert got[n].dtype == t.dtype and list(got[n].shape) == [2, 3], n
+        assert got[n].view(torch.uint8).tolist() == t.view(torch.uint8).tolist(), n
+    arrays = pdn.load_file(str(sp))
+    for n, t in tensors.items():
+        a = arrays[n]
+        raw = t.view(torch.uint8).numpy()
+        if n == "float4_e2m1fn_x2":
+            # numpy has no packed type: its bytes, as uint8 of the byte-counting shape
+            # (docs/python.md, "dtypes").
+            assert a.dtype == np.uint8 and a.shape == (2, 3), (a.dtype, a.shape)
+            assert a.tolist() == raw.tolist()
+        else:
+            assert a.dtype == getattr(ml, n) and a.shape == (2, 3), (n, a.dtype)
+            assert a.view(np.uint8).tolist() == raw.tolist(), n
+    # Written back by both flavours: the same bytes and dtypes.
+    pdt.save_file(got, str(tmp_path / "t.pdx"))
+    back = pdt.load_file(str(tmp_path / "t.pdx"))
+    for n, t in tensors.items():
+        assert back[n].dtype == t.dtype and back[n].view(torch.uint8).tolist() == t.view(torch.uint8).tolist(), n
+    pdn.save_file({n: arrays[n] for n in names if n != "float4_e2m1fn_x2"}, str(tmp_path / "n.pdx"))
+    back = pdn.load_file(str(tmp_path / "n.pdx"))
+    for n in names:
+        if n != "float4_e2m1fn_x2":
+            assert back[n].dtype == arrays[n].dtype and back[n].tobytes() == arrays[n].tobytes(), n

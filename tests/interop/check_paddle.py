@@ -530,7 +530,7 @@ def drive(work, jobs):
                 raise RuntimeError(f"convert --to paddle: exit {r.returncode}: {r.stderr.strip()}")
             want = []
             for t in ls_json(src):
-                if t["dtype"] == "string":
+                if t["dtype"] in ("string", "bytes"):  # Paddle outputs cannot hold them
                     continue
                 t = dict(t)
                 t["sha256"] = sha(pdx("get", src, t["name"], "--format", "raw"))
@@ -571,6 +571,31 @@ def drive(work, jobs):
                                 "label": f"lod/{t['file']}: load_dense_tensor(--to paddle-tensor)"})
         except Exception as e:  # noqa: BLE001
             report(f"lod/{t['file']}: paramdex side", False, str(e))
+
+    # 4a. Bytes values (SPEC.md 6.1): the records region of the frozen golden file is read by
+    #     load_combine; a bytes value's record is uint8 [S] holding varint length, masked CRC32C
+    #     of the length, then the value.
+    try:
+        golden = os.path.join(ROOT, "tests", "data", "native", "bytes", "bytes.pdx")
+        records = json.loads(pdx("stat", golden, "--json"))["records_bytes"]
+        with open(golden, "rb") as f:
+            buf = f.read()
+        region = os.path.join(work, "bytes_region.bin")
+        with open(region, "wb") as f:
+            f.write(buf[:records])
+        graph = pdx("get", golden, "_CHECKPOINTABLE_OBJECT_GRAPH", "--format", "raw")
+        enc = bytes([len(graph)]) + buf[buf.index(graph) - 4:buf.index(graph)] + graph
+        expect = [  # in record order (the order of the writer's adds)
+            {"name": "w", "dtype": "float32", "shape": [2], "lod": [], "sha256": sha(bytes.fromhex("0000803f00000040"))},
+            {"name": "_CHECKPOINTABLE_OBJECT_GRAPH", "dtype": "uint8", "shape": [len(enc)], "lod": [],
+             "sha256": sha(enc)},
+            {"name": "empty", "dtype": "uint8", "shape": [5], "lod": [],
+             "sha256": sha(buf[records - 5:records])},
+        ]
+        jobs["pir"].append({"kind": "combine", "path": region, "expect": expect,
+                            "label": "load_combine over a native file with bytes values: uint8 records"})
+    except Exception as e:  # noqa: BLE001
+        report("bytes values: paramdex side", False, str(e))
 
     # 4b. LoD tensors in a native records region: one record at a time and load_combine over it.
     pv = os.path.join(work, "lod_all")
