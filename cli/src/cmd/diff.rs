@@ -11,7 +11,7 @@ use paramdex::{name, Progress, Result};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use super::inspect::shape_str;
+use super::ls::shape_str;
 use super::numbers::{compare_across, Tolerance};
 use super::output::{count, count_s, write_json};
 use super::style::{BAD, DIM, GOOD, HEAD};
