@@ -284,7 +284,10 @@ pub(crate) fn is_index_name(name: &str) -> bool {
 }
 
 /// Opens the local sharded checkpoint of index file `index`, each shard with `open_file`.
-pub(crate) fn open_index(index: &Path, open_file: super::Opener) -> Result<ShardedStore> {
+pub(crate) fn open_index(
+    index: &Path,
+    open_file: crate::interop::store::Opener,
+) -> Result<ShardedStore> {
     let shown = index.display().to_string();
     let len = std::fs::metadata(index)
         .map_err(|e| Error::io(format!("reading {shown}"), e))?
@@ -333,7 +336,7 @@ pub(crate) fn resolve(path: &Path) -> Option<(PathBuf, bool)> {
 /// registry's detection of a single file); `Ok(None)` if it is not one.
 pub(crate) fn open_store(
     path: &Path,
-    open_file: super::Opener,
+    open_file: crate::interop::store::Opener,
 ) -> Result<Option<Box<dyn TensorStore>>> {
     match resolve(path) {
         None => Ok(None),

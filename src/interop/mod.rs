@@ -59,8 +59,7 @@ pub use survey::{survey, Found, MAX_SURVEYED};
 #[cfg(feature = "s3")]
 pub use upload::export_url;
 
-/// A detector: returns `Ok(None)` when the input is not its format.
-pub(crate) type Opener = fn(&Path) -> Result<Option<Box<dyn TensorStore>>>;
+pub(crate) use store::Opener;
 
 /// Format openers tried in order by [`open_any`]. Other formats register here.
 const OPENERS: &[Opener] = &[

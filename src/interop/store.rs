@@ -262,6 +262,10 @@ pub struct StoreLayout {
     pub shards: Option<u64>,
 }
 
+/// A detector: returns `Ok(None)` when the input is not its format (the registry of
+/// `interop/mod.rs` tries them in order; `hf.rs` opens a sharded checkpoint's files with one).
+pub(crate) type Opener = fn(&Path) -> Result<Option<Box<dyn TensorStore>>>;
+
 /// A stream of tensor descriptions in bytewise name order; see [`TensorStore::scan`].
 pub type TensorInfos<'a> = Box<dyn Iterator<Item = Result<TensorInfo>> + 'a>;
 
