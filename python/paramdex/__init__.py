@@ -32,7 +32,7 @@ from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple, Union
 import numpy as np
 
 from . import _paramdex
-from ._convert import apply_picks, normalize_index, numpy_dtype, to_numpy, writable_bytes
+from ._convert import apply_picks, normalize_index, numpy_dtype, to_numpy, unpack_float4, writable_bytes
 from . import errors
 from .errors import *  # noqa: F403 (the names of errors.__all__, re-exported below)
 from .errors import InvalidArgumentError, NotFoundError
@@ -291,6 +291,9 @@ class SafeOpen:
         if kind == "bytes":
             return data  # a bytes value, in every framework
         if self._framework == "np":
+            if kind == "float4_e2m1fn_x2":
+                # numpy has no packed type: ml_dtypes' unpacked float4_e2m1fn, a copy.
+                return unpack_float4(to_numpy(kind, shape, data))
             if not self._readonly and not isinstance(data, list) and data.readonly:
                 arr = self._private_view(name, kind, shape, data.nbytes)
                 if arr is not None:

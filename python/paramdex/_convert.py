@@ -139,6 +139,21 @@ def to_numpy(kind: str, shape: Sequence[int], data: Any) -> np.ndarray:
     return raw.view(dt).reshape(shape)
 
 
+def unpack_float4(packed: np.ndarray) -> np.ndarray:
+    """A ``float4_e2m1fn_x2`` tensor's bytes (two elements a byte, element 2i in the low nibble,
+    as torch packs them) as ``ml_dtypes.float4_e2m1fn`` (one element a byte, the value in the
+    low bits): a copy, the last axis doubled. Without ml_dtypes, the bytes unchanged."""
+    if _ml is None or not hasattr(_ml, "float4_e2m1fn"):
+        return packed
+    b = np.asarray(packed, dtype=np.uint8)
+    if b.ndim == 0:
+        b = b.reshape(1)
+    out = np.empty(b.shape[:-1] + (2 * b.shape[-1],), dtype=np.uint8)
+    out[..., 0::2] = b & 0x0F
+    out[..., 1::2] = b >> 4
+    return out.view(_ml.float4_e2m1fn)
+
+
 def normalize_index(shape: Sequence[int], key: Any):
     """Turns a numpy-style basic index into (region start, region lengths, per-axis picks,
     axes to drop). ``picks[i]`` is None (the whole region along axis i) or a list of offsets

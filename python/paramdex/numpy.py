@@ -15,7 +15,7 @@ import numpy as np
 
 from . import SafeOpen, safe_open
 from . import _safetensors
-from ._convert import to_numpy, writable_bytes
+from ._convert import to_numpy, unpack_float4, writable_bytes
 
 Name = Union[str, bytes]
 
@@ -78,7 +78,12 @@ def load(data: bytes) -> Dict[str, np.ndarray]:
     out = {}
     for name in f.keys():
         kind, shape, buf = f._store.load(name)
-        out[name] = np.array(to_numpy(kind, shape, buf))
+        if kind == "bytes":
+            out[name] = buf  # a bytes value
+        elif kind == "float4_e2m1fn_x2":
+            out[name] = unpack_float4(to_numpy(kind, shape, buf))
+        else:
+            out[name] = np.array(to_numpy(kind, shape, buf))
     return out
 
 
@@ -109,5 +114,9 @@ def load_file(
         if copy:
             out = f._load_all(_alloc, threads)
             if out is not None:
+                # Packed float4 copied as its bytes: unpacked as get_tensor gives it.
+                for k, v in out.items():
+                    if isinstance(v, np.ndarray) and v.dtype == np.uint8 and f.info(k).dtype == "float4_e2m1fn_x2":
+                        out[k] = unpack_float4(v)
                 return out
         return f._get_all(threads)

@@ -63,8 +63,23 @@ def test_packed_dtypes_round_trip_as_their_bytes(tmp_path, kind):
         w.add("t", raw, dtype=kind)
     with paramdex.safe_open(p, framework="np") as f:
         got = f.get_tensor("t")
-        assert got.dtype == np.uint8 and got.shape == (3, 4)
-        assert got.tobytes() == raw.tobytes()
+        if kind == "float4_e2m1fn_x2":
+            # numpy gets ml_dtypes' unpacked float4_e2m1fn (a copy): element 2i is byte i's low
+            # nibble, element 2i + 1 its high nibble.
+            ml = need("ml_dtypes")
+            assert got.dtype == ml.float4_e2m1fn and got.shape == (3, 8)
+            nibbles = got.view(np.uint8)
+            assert (nibbles[:, 0::2] | (nibbles[:, 1::2] << 4)).tobytes() == raw.tobytes()
+            # Byte 7 (0x07) holds 6.0 (code 7: exponent 3, mantissa 1) then 0.0; byte 11 (0x0B)
+            # holds -1.5 (sign, exponent 1, mantissa 1) then 0.0. The same from load_file.
+            flat = got.reshape(-1).astype(np.float32).tolist()
+            assert flat[14:16] == [6.0, 0.0] and flat[22:24] == [-1.5, 0.0]
+            for copy in (False, True):
+                again = paramdex.numpy.load_file(p, copy=copy)["t"]
+                assert again.dtype == ml.float4_e2m1fn and again.view(np.uint8).tobytes() == nibbles.tobytes()
+        else:
+            assert got.dtype == np.uint8 and got.shape == (3, 4)
+            assert got.tobytes() == raw.tobytes()
         assert f.get_slice("t").dtype == kind
         codes = {"float4_e2m1fn_x2": "F4", "float6_e2m3fn_x4": "F6_E2M3", "float6_e3m2fn_x4": "F6_E3M2"}
         assert f.get_slice("t").get_dtype() == codes[kind]
