@@ -665,6 +665,26 @@ fn unknown_code_in_a_tensor_file_lists_and_reads_raw() {
     };
     let r = export(&*store, OutputFormat::Native, &out, &opts).unwrap();
     assert_eq!(r.skipped.len(), 1, "{r:?}");
+
+    // In a per-variable directory, beside a float32 tensor file.
+    let vars = dir.path().join("vars");
+    fs::create_dir(&vars).unwrap();
+    fs::write(
+        vars.join("a"),
+        record(5, &[3], &[], &f32s(&[1.0, 2.0, 3.0])),
+    )
+    .unwrap();
+    fs::write(vars.join("odd"), record(99, &[2, 3], &[], &data)).unwrap();
+    let store = open_any(&vars).unwrap();
+    assert_eq!(store.format(), Format::PaddleDir);
+    let list = store.list().unwrap();
+    assert_eq!(list[0].kind.numeric(), Some(DType::Float32));
+    assert_eq!(
+        foreign_kind(&list[1].kind),
+        Some(("paddle", "code 99".to_string()))
+    );
+    assert_eq!(bytes_of(&store.load(b"odd").unwrap().unwrap()), data);
+    store.verify(1).unwrap();
 }
 
 #[test]
