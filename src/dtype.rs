@@ -473,6 +473,34 @@ impl std::fmt::Display for DType {
     }
 }
 
+/// Paddle's `VarType.Type` name of a number that is not an element type (a container kind:
+/// `SELECTED_ROWS`, `STRINGS`, `SPARSE_COO`, ...), as its framework.proto spells it; `None` for
+/// element types and numbers Paddle does not define.
+pub fn paddle_type_name(code: i64) -> Option<&'static str> {
+    Some(match code {
+        7 => "DENSE_TENSOR",
+        8 => "SELECTED_ROWS",
+        9 => "FEED_MINIBATCH",
+        10 => "FETCH_LIST",
+        11 => "STEP_SCOPES",
+        12 => "LOD_RANK_TABLE",
+        13 => "DENSE_TENSOR_ARRAY",
+        14 => "PLACE_LIST",
+        15 => "READER",
+        16 => "FETCH_VAR_LIST",
+        17 => "RAW",
+        18 => "TUPLE",
+        25 => "STRING",
+        26 => "STRINGS",
+        27 => "VOCAB",
+        28 => "FEED_LIST",
+        29 => "PSTRING",
+        30 => "SPARSE_COO",
+        31 => "SPARSE_CSR",
+        _ => return None,
+    })
+}
+
 /// TensorFlow's name of a `DataType` number without `DT_`, in lower case (`float`, `variant`,
 /// `qint8`), for the numbers TensorFlow defines.
 pub fn tf_type_name(code: i32) -> Option<&'static str> {

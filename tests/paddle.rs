@@ -710,19 +710,19 @@ fn tensor_file_messages_name_file_and_cause() {
         e.contains("huge.t: tensor huge.t") && e.contains("above the limit"),
         "{e}"
     );
-    // An unknown dtype number: where it is, without placeholder text.
+    // An unknown dtype number is not fatal in a tensor file: its data runs to the end of the
+    // file, listed under the number, read as stored.
     let mut odd = plain.clone();
     assert_eq!(odd[20], 0x08, "data_type tag");
     odd[21] = 99;
     let p = t.path().join("odd.t");
     fs::write(&p, &odd).unwrap();
-    let e = open_any(&p).map(|_| ()).unwrap_err().to_string();
-    assert!(
-        e.contains("unknown paddle dtype number 99 (")
-            && e.contains("odd.t: tensor odd.t: data_type field at offset 20"),
-        "{e}"
-    );
-    assert!(!e.contains("unnamed"), "{e}");
+    let s = open_any(&p).unwrap();
+    let info = s.info(b"odd.t").unwrap().unwrap();
+    assert_eq!(info.kind.name(), "code 99");
+    let same = open_any(support::data("paddle").join("lod/plain_f32.lodtensor")).unwrap();
+    let want = &same.list().unwrap()[0];
+    assert_eq!((info.nbytes, &info.shape), (want.nbytes, &want.shape));
     // A valid combined stream given as a tensor file: what it is, not "corrupt".
     let p = t.path().join("all.bin");
     fs::write(&p, legacy_params()).unwrap();
@@ -794,4 +794,27 @@ fn paddle_store_api() {
         paddle::combined_path(Path::new("x/out")),
         Path::new("x/out.pdiparams")
     );
+}
+
+#[test]
+fn unknown_code_in_a_combined_stream_is_refused_by_tensor_code_and_offset() {
+    let t = tmp();
+    let mut params = legacy_params();
+    // The first record: no LoD, so its desc starts at byte 20 with data_type (tag 0x08).
+    assert_eq!(params[20], 0x08);
+    params[21] = 99;
+    let m = model_with_params(t.path(), &params);
+    let Err(e) = open_any(&m) else {
+        panic!("opened")
+    };
+    assert!(matches!(e, Error::UnknownDType { code: 99, .. }), "{e:?}");
+    let text = e.to_string();
+    for want in [
+        "tensor fc_0.b_0",
+        "record 0 of",
+        "offset 20",
+        "cannot be sized",
+    ] {
+        assert!(text.contains(want), "{want}: {text}");
+    }
 }

@@ -312,19 +312,19 @@ fn size_not_matching_its_record_is_named() {
 fn record_that_does_not_decode_is_named() {
     let dir = tempfile::tempdir().unwrap();
     let mut recs = three_records();
-    // Record 2 with data type 99 (no such type).
-    recs[2] = record(99, &[1], &[], &[0; 4]);
+    // Record 2 with tensor version 1 (Paddle reads only 0). (An unknown data type is no
+    // error in a merged file: see unknown_code_in_a_merged_file_is_sized_by_its_size_field.)
+    recs[2] = record(5, &[1], &[], &[0; 4]);
+    recs[2][12..16].copy_from_slice(&1u32.to_le_bytes());
     let p = dir.path().join("bad.bin");
     fs::write(&p, merged_file(&recs)).unwrap();
     let s = open_any(&p).unwrap();
-    match s.load(b"#2").unwrap_err() {
-        Error::UnknownDType { code, location, .. } => {
-            assert_eq!(code, 99);
-            let l = location.unwrap();
-            assert!(l.contains("bad.bin") && l.contains("record 2 of 3"), "{l}");
-        }
-        other => panic!("{other:?}"),
-    }
+    let (_, _, _, detail) = corrupt(&s.load(b"#2").unwrap_err());
+    assert!(
+        detail.contains("bad.bin") && detail.contains("record 2 of 3"),
+        "{detail}"
+    );
+    assert!(detail.contains("tensor version 1"), "{detail}");
 }
 
 #[test]
@@ -602,4 +602,146 @@ fn counter_names_are_listed_in_bytewise_order() {
     assert_eq!(merged::parse_counter(b"#18446744073709551616"), None);
     assert_eq!(merged::parse_counter(b"#007"), None);
     assert_eq!(merged::parse_counter(b"#0"), Some(0));
+}
+
+// Records whose data_type is a number paramdex has no dtype for (issue 27 item 3): listed as
+// Kind::Foreign where their size is known, refused by name, code and offset where it is not.
+
+/// The foreign kind `(system, name)` of a listed tensor, if foreign.
+fn foreign_kind(k: &paramdex::interop::Kind) -> Option<(&'static str, String)> {
+    match k {
+        paramdex::interop::Kind::Foreign(f) => Some((f.system, f.name.clone())),
+        _ => None,
+    }
+}
+
+#[test]
+fn unknown_code_in_a_tensor_file_lists_and_reads_raw() {
+    let dir = tempfile::tempdir().unwrap();
+    // Code 99: no Paddle type; 10 data bytes for dims [2, 3] (the element size is unknown).
+    let p = dir.path().join("w");
+    let data: Vec<u8> = (1..=10).collect();
+    fs::write(&p, record(99, &[2, 3], &[], &data)).unwrap();
+    let store = open_any(&p).unwrap();
+    assert_eq!(store.format(), Format::PaddleTensor);
+    let list = store.list().unwrap();
+    assert_eq!(list.len(), 1);
+    assert_eq!(
+        foreign_kind(&list[0].kind),
+        Some(("paddle", "code 99".to_string()))
+    );
+    assert_eq!(list[0].shape, [2, 3]);
+    assert_eq!(list[0].nbytes, 10);
+    assert_eq!(bytes_of(&store.load(b"w").unwrap().unwrap()), data);
+    store.verify(1).unwrap();
+
+    // A type Paddle defines but paramdex does not read is listed under Paddle's name; a record
+    // with no data bytes at all reads as empty.
+    fs::write(&p, record(8, &[4], &[], &[])).unwrap();
+    let store = open_any(&p).unwrap();
+    let list = store.list().unwrap();
+    assert_eq!(
+        foreign_kind(&list[0].kind),
+        Some(("paddle", "SELECTED_ROWS".to_string()))
+    );
+    assert_eq!(list[0].nbytes, 0);
+
+    // Native output cannot hold it: one refusal naming it, or left out when asked.
+    fs::write(&p, record(99, &[2, 3], &[], &data)).unwrap();
+    let store = open_any(&p).unwrap();
+    let out = dir.path().join("o.pdx");
+    let e = export(
+        &*store,
+        OutputFormat::Native,
+        &out,
+        &ExportOptions::default(),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("paddle code 99"), "{e}");
+    assert!(!out.exists());
+    let opts = ExportOptions {
+        skip_unsupported: true,
+        ..ExportOptions::default()
+    };
+    let r = export(&*store, OutputFormat::Native, &out, &opts).unwrap();
+    assert_eq!(r.skipped.len(), 1, "{r:?}");
+
+    // In a per-variable directory, beside a float32 tensor file.
+    let vars = dir.path().join("vars");
+    fs::create_dir(&vars).unwrap();
+    fs::write(
+        vars.join("a"),
+        record(5, &[3], &[], &f32s(&[1.0, 2.0, 3.0])),
+    )
+    .unwrap();
+    fs::write(vars.join("odd"), record(99, &[2, 3], &[], &data)).unwrap();
+    let store = open_any(&vars).unwrap();
+    assert_eq!(store.format(), Format::PaddleDir);
+    let list = store.list().unwrap();
+    assert_eq!(list[0].kind.numeric(), Some(DType::Float32));
+    assert_eq!(
+        foreign_kind(&list[1].kind),
+        Some(("paddle", "code 99".to_string()))
+    );
+    assert_eq!(bytes_of(&store.load(b"odd").unwrap().unwrap()), data);
+    store.verify(1).unwrap();
+}
+
+#[test]
+fn unknown_code_in_a_merged_file_is_sized_by_its_size_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("params.merged");
+    let mut recs = three_records();
+    let odd: Vec<u8> = vec![7, 7, 7, 7, 7, 7, 7];
+    recs.insert(1, record(99, &[4], &[], &odd));
+    fs::write(&p, merged_file(&recs)).unwrap();
+    let store = open_any(&p).unwrap();
+    assert_eq!(store.format(), Format::PaddleMerged);
+    let list = store.list().unwrap();
+    assert_eq!(list.len(), 4);
+    assert_eq!(
+        foreign_kind(&list[1].kind),
+        Some(("paddle", "code 99".to_string()))
+    );
+    assert_eq!((list[1].shape.as_slice(), list[1].nbytes), (&[4u64][..], 7));
+    assert_eq!(bytes_of(&store.load(b"#1").unwrap().unwrap()), odd);
+    assert_eq!(
+        bytes_of(&store.load(b"#2").unwrap().unwrap()),
+        recs[2][recs[2].len() - 32..]
+    );
+    store.verify(1).unwrap();
+
+    // The first record unknown: the file is still claimed.
+    fs::write(&p, merged_file(&recs[1..])).unwrap();
+    let store = open_any(&p).unwrap();
+    assert_eq!(store.format(), Format::PaddleMerged);
+    assert!(store.list().unwrap()[0].kind.is_opaque());
+}
+
+#[test]
+fn unknown_code_with_hostile_sizes_is_refused_not_misread() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("params.merged");
+    let recs = three_records();
+    let odd = record(99, &[4], &[], &[1, 2, 3]);
+    // Header of the unknown record is 24 bytes: a size of 23 cuts it short.
+    for size in [23u64, 22] {
+        let mut file = merged_file(&recs[..2]);
+        file.extend_from_slice(&size.to_le_bytes());
+        file.extend_from_slice(&odd[..size as usize]);
+        fs::write(&p, &file).unwrap();
+        let store = open_any(&p).unwrap();
+        let e = store.list().unwrap_err();
+        let (_, _, kind, detail) = corrupt(&e);
+        assert_eq!(kind, Corruption::Truncated, "{detail}");
+        assert!(detail.contains("record 2 of 3"), "{detail}");
+    }
+    // A tensor file whose unknown record's header runs past the end: truncated, named.
+    let t = dir.path().join("w");
+    fs::write(&t, &odd[..20]).unwrap();
+    assert!(open_any(&t).is_err());
+    // An unknown code whose dims overflow any element size is listed with the bytes present.
+    fs::write(&t, record(99, &[u64::MAX >> 1, 4], &[], &[9])).unwrap();
+    let store = open_any(&t).unwrap();
+    assert_eq!(store.list().unwrap()[0].nbytes, 1);
 }

@@ -149,3 +149,75 @@ fn merged_output_over_a_directory_or_existing_file() {
     );
     run(&[&"get", &out, &"#0"], 0);
 }
+
+/// A record of `data_type` 99 (no Paddle or paramdex type) with dims [2, 3] and 5 data bytes.
+fn record_unknown_code() -> Vec<u8> {
+    let mut r = Vec::new();
+    r.extend_from_slice(&0u32.to_le_bytes());
+    r.extend_from_slice(&0u64.to_le_bytes());
+    r.extend_from_slice(&0u32.to_le_bytes());
+    r.extend_from_slice(&6i32.to_le_bytes());
+    r.extend_from_slice(&[0x08, 99, 0x10, 0x02, 0x10, 0x03]);
+    r.extend_from_slice(&[5, 4, 3, 2, 1]);
+    r
+}
+
+#[test]
+fn unknown_paddle_code_lists_reads_raw_and_is_refused_by_convert() {
+    let dir = tempfile::tempdir().unwrap();
+    // A tensor file, and a merged file holding it after an fp32 record.
+    let tensor = dir.path().join("w");
+    fs::write(&tensor, record_unknown_code()).unwrap();
+    let merged = dir.path().join("m.merged");
+    let mut m = Vec::new();
+    for r in [record_f32_3(), record_unknown_code()] {
+        m.extend_from_slice(&(r.len() as u64).to_le_bytes());
+        m.extend_from_slice(&r);
+    }
+    fs::write(&merged, m).unwrap();
+    for (src, name) in [(&tensor, "w"), (&merged, "#1")] {
+        let list = json(&run(&[&"ls", src, &"--json"], 0));
+        let t = list
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap();
+        assert_eq!(t["dtype"], "code 99", "{t}");
+        assert_eq!(t["shape"], serde_json::json!([2, 3]), "{t}");
+        let stat = json(&run(&[&"stat", src, &"--json"], 0));
+        assert_eq!(
+            stat["by_dtype"]["code 99"],
+            serde_json::json!({"tensors": 1, "bytes": 5})
+        );
+        assert_eq!(
+            run(&[&"get", src, &name, &"--format", &"raw"], 0).stdout,
+            [5, 4, 3, 2, 1]
+        );
+        run(&[&"diff", src, src], 0);
+        let out = dir.path().join("o.pdx");
+        let e = run_codes(&[&"convert", src, &out], &[1, 3, 4, 6]);
+        let err = String::from_utf8_lossy(&e.stderr);
+        assert!(
+            err.contains(&format!(
+                "tensor {name} is a paddle code 99 tensor, which paramdex does not decode"
+            )),
+            "{err}"
+        );
+        assert!(!out.exists());
+        run(&[&"convert", src, &out, &"--skip-unsupported", &"-q"], 0);
+        let names: Vec<String> = json(&run(&[&"ls", &out, &"--json"], 0))
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_string())
+            .collect();
+        let want: Vec<String> = if name == "w" {
+            vec![]
+        } else {
+            vec!["#0".into()]
+        };
+        assert_eq!(names, want);
+        fs::remove_file(&out).unwrap();
+    }
+}

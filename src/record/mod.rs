@@ -243,6 +243,93 @@ pub fn decode_header<'a>(buf: &'a [u8], base: u64) -> Result<RecordHeader<'a>> {
 ///
 /// As [`decode_header`], but for data running past the end of `buf`.
 pub(crate) fn decode_head<'a>(buf: &'a [u8], base: u64) -> Result<RecordHeader<'a>> {
+    let p = decode_parts(buf, base)?;
+    let desc = p.desc;
+    let dtype = desc.dtype.map_err(|(code, pos)| Error::UnknownDType {
+        system: "paddle",
+        code,
+        location: Some(format!(
+            "{}data_type field at offset {}",
+            desc.name
+                .map(|n| format!("tensor {}: ", display(n)))
+                .unwrap_or_default(),
+            at(p.desc_base, pos)
+        )),
+    })?;
+    let data_len = data_len(dtype, &desc.dims).ok_or_else(|| {
+        Error::corrupt(
+            "tensor desc",
+            p.desc_base,
+            format!(
+                "element count x element size overflows: dims {:?}, {} bytes per element",
+                desc.dims.as_slice(),
+                dtype.size()
+            ),
+        )
+    })?;
+    Ok(RecordHeader {
+        dtype,
+        dims: desc.dims,
+        lod: Lod { levels: p.levels },
+        name: desc.name,
+        full_shape: desc.full_shape,
+        data_crc: desc.data_crc,
+        header_crc: desc.header_crc.map(|(c, _)| c),
+        header_len: p.header_len,
+        data_len,
+    })
+}
+
+/// The header of a record whose `data_type` is a number paramdex has no dtype for: everything
+/// but the data length, which the element size would give.
+#[derive(Clone, Debug)]
+pub struct ForeignHeader<'a> {
+    /// The `data_type` number (TensorDesc field 1).
+    pub code: i64,
+    /// Shape (TensorDesc field 2); empty for a scalar.
+    pub dims: SmallVec<[u64; 6]>,
+    /// Level-of-detail offsets.
+    pub lod: Lod<'a>,
+    /// The tensor's name (field [`FIELD_NAME`]), if stored.
+    pub name: Option<&'a [u8]>,
+    /// Bytes from the record start to the first data byte.
+    pub header_len: usize,
+}
+
+/// Decodes the header of the record starting at `buf[0]` when its `data_type` is a number
+/// paramdex does not know; `Ok(None)` when it is a known element type (use [`decode_header`]).
+/// The record's data length is unknown: the caller must know where it ends (the end of a file
+/// holding one record, a merged file's size field).
+///
+/// # Errors
+///
+/// As [`decode_header`] for the bytes before the data, never [`Error::UnknownDType`].
+pub fn decode_foreign_header<'a>(buf: &'a [u8], base: u64) -> Result<Option<ForeignHeader<'a>>> {
+    let p = decode_parts(buf, base)?;
+    let desc = p.desc;
+    Ok(match desc.dtype {
+        Ok(_) => None,
+        Err((code, _)) => Some(ForeignHeader {
+            code,
+            dims: desc.dims,
+            lod: Lod { levels: p.levels },
+            name: desc.name,
+            header_len: p.header_len,
+        }),
+    })
+}
+
+/// A record's header parts before its dtype is looked up.
+struct Parts<'a> {
+    levels: SmallVec<[&'a [u8]; 2]>,
+    desc: Desc<'a>,
+    /// Absolute offset of the desc's first byte.
+    desc_base: u64,
+    header_len: usize,
+}
+
+/// Decodes a record's versions, LoD and desc (checking the header CRC), its dtype not looked up.
+fn decode_parts<'a>(buf: &'a [u8], base: u64) -> Result<Parts<'a>> {
     let mut c = Cursor::new(buf, base);
     let short = |c: &Cursor<'_>, what: &str, need: usize| {
         Error::truncated(
@@ -366,27 +453,11 @@ pub(crate) fn decode_head<'a>(buf: &'a [u8], base: u64) -> Result<RecordHeader<'
             });
         }
     }
-    let data_len = data_len(desc.dtype, &desc.dims).ok_or_else(|| {
-        Error::corrupt(
-            "tensor desc",
-            at(base, desc_pos),
-            format!(
-                "element count x element size overflows: dims {:?}, {} bytes per element",
-                desc.dims.as_slice(),
-                desc.dtype.size()
-            ),
-        )
-    })?;
-    Ok(RecordHeader {
-        dtype: desc.dtype,
-        dims: desc.dims,
-        lod: Lod { levels },
-        name: desc.name,
-        full_shape: desc.full_shape,
-        data_crc: desc.data_crc,
-        header_crc: desc.header_crc.map(|(c, _)| c),
+    Ok(Parts {
+        levels,
+        desc,
+        desc_base: at(base, desc_pos),
         header_len,
-        data_len,
     })
 }
 
@@ -461,7 +532,8 @@ pub fn walk(buf: &[u8], base: u64) -> Walk<'_> {
 
 /// The fields of a parsed TensorDesc.
 struct Desc<'a> {
-    dtype: DType,
+    /// The dtype, or the unknown number and its field's position in the desc.
+    dtype: std::result::Result<DType, (i64, usize)>,
     dims: SmallVec<[u64; 6]>,
     name: Option<&'a [u8]>,
     full_shape: Option<SmallVec<[u64; 6]>>,
@@ -636,16 +708,7 @@ fn parse_desc<'a>(desc: &'a [u8], base: u64) -> Result<Desc<'a>> {
         data_type.ok_or_else(|| bad(0, "missing required field data_type (1)".into()))?;
     // proto2 int32: a negative value is a sign-extended 10-byte varint.
     let code = code as i64;
-    let dtype = DType::from_paddle(code).ok_or_else(|| Error::UnknownDType {
-        system: "paddle",
-        code,
-        location: Some(format!(
-            "{}data_type field at offset {}",
-            name.map(|n| format!("tensor {}: ", display(n)))
-                .unwrap_or_default(),
-            at(base, code_pos)
-        )),
-    })?;
+    let dtype = DType::from_paddle(code).ok_or((code, code_pos));
     Ok(Desc {
         dtype,
         dims,

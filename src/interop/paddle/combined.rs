@@ -8,12 +8,15 @@
 
 use std::path::Path;
 
-use crate::dtype::DType;
-use crate::error::{Corruption, Error, Result};
-use crate::name::display;
-use crate::record::{decode_record, walk};
+use std::sync::Arc;
 
-use super::program::Program;
+use crate::dtype::{paddle_type_name, DType};
+use crate::error::{Corruption, Error, Result};
+use crate::interop::store::{ForeignType, Kind};
+use crate::name::display;
+use crate::record::{decode_foreign_header, decode_record, walk};
+
+use super::program::{ParamDecl, Program};
 
 /// Smallest possible record: versions, lod_level, desc_size, a 2-byte desc, no data.
 pub(crate) const MIN_RECORD_LEN: u64 = 4 + 8 + 4 + 4 + 2;
@@ -25,13 +28,56 @@ pub(crate) struct RecordInfo {
     pub(crate) offset: u64,
     pub(crate) header_len: usize,
     pub(crate) data_len: u64,
-    pub(crate) dtype: DType,
+    pub(crate) dtype: RecType,
     pub(crate) dims: Vec<u64>,
     pub(crate) lod: Vec<Vec<u64>>,
 }
 
+/// A record's element type: a paramdex dtype, or a Paddle `data_type` number paramdex has no
+/// dtype for (listed as [`Kind::Foreign`], its bytes loaded as stored).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RecType {
+    Known(DType),
+    Foreign(i64),
+}
+
+impl RecType {
+    /// The store's kind of a record of this type.
+    pub(crate) fn kind(self) -> Kind {
+        match self {
+            RecType::Known(d) => Kind::Numeric(d),
+            RecType::Foreign(code) => {
+                Kind::Foreign(Arc::new(ForeignType::new("paddle", &foreign_name(code))))
+            }
+        }
+    }
+
+    /// Whether a program declaration accepts a record of this type and dims: a foreign
+    /// record only where the program declares no dtype.
+    pub(crate) fn declared_by(self, decl: &ParamDecl, dims: &[u64]) -> bool {
+        match self {
+            RecType::Known(d) => decl.accepts(d, dims),
+            RecType::Foreign(_) => decl.dtype.is_none() && decl.accepts(DType::UInt8, dims),
+        }
+    }
+
+    /// The type's name for messages (`float32`, `SELECTED_ROWS`, `code 99`).
+    pub(crate) fn name(self) -> String {
+        match self {
+            RecType::Known(d) => d.name().to_string(),
+            RecType::Foreign(code) => foreign_name(code),
+        }
+    }
+}
+
+/// What a Paddle number paramdex has no dtype for is called: Paddle's own name where Paddle
+/// defines it (`SELECTED_ROWS`), else `code N`.
+fn foreign_name(code: i64) -> String {
+    paddle_type_name(code).map_or_else(|| format!("code {code}"), str::to_string)
+}
+
 /// The dtype and dims of a record, as `name dtype [dims]`, for messages.
-pub(crate) fn describe(dtype: DType, dims: &[u64]) -> String {
+pub(crate) fn describe(dtype: RecType, dims: &[u64]) -> String {
     format!("{} {:?}", dtype.name(), dims)
 }
 
@@ -111,7 +157,15 @@ pub(crate) fn match_records(buf: &[u8], path: &Path, program: &Program) -> Resul
             path.display()
         );
         let (h, data) = decode_record(&buf[pos..], pos as u64).map_err(|e| {
-            let e = e.context(&ctx);
+            let e = match e {
+                // Nothing in a combined stream says where such a record ends: no record after
+                // it can be found, so the whole file is refused.
+                Error::UnknownDType { .. } => e.context(&format!(
+                    "{ctx}; a combined stream has no record sizes, so a record of a type \
+                     paramdex does not know cannot be sized or skipped"
+                )),
+                e => e.context(&ctx),
+            };
             if i + 1 == n {
                 hint_truncated(e)
             } else {
@@ -127,7 +181,7 @@ pub(crate) fn match_records(buf: &[u8], path: &Path, program: &Program) -> Resul
                     "{ctx}: the record is {} but the program {prog} declares {want_dtype} {:?}: \
                      the program does not belong to this parameter file, or the records are \
                      out of order",
-                    describe(h.dtype, &h.dims),
+                    describe(RecType::Known(h.dtype), &h.dims),
                     decl.dims.as_deref().unwrap_or(&[])
                 ),
             ));
@@ -136,7 +190,7 @@ pub(crate) fn match_records(buf: &[u8], path: &Path, program: &Program) -> Resul
             offset: pos as u64,
             header_len: h.header_len,
             data_len: h.data_len,
-            dtype: h.dtype,
+            dtype: RecType::Known(h.dtype),
             dims: h.dims.to_vec(),
             lod: h.lod.to_vec(),
         });
@@ -217,7 +271,11 @@ fn hint_truncated(e: Error) -> Error {
 /// stray bytes follow it; [`Error::UnrecognizedFormat`] when whole records follow it (a
 /// combined stream, which needs its program).
 pub(crate) fn single_record(buf: &[u8], path: &Path, name: &[u8]) -> Result<RecordInfo> {
-    let (h, data) = decode_record(buf, 0).map_err(|e| in_file(e, path, name))?;
+    let (h, data) = match decode_record(buf, 0) {
+        Ok(r) => r,
+        Err(Error::UnknownDType { .. }) => return foreign_record(buf, path, name),
+        Err(e) => return Err(in_file(e, path, name)),
+    };
     let end = h.header_len + data.len();
     if end < buf.len() {
         let rest = &buf[end..];
@@ -266,7 +324,25 @@ pub(crate) fn single_record(buf: &[u8], path: &Path, name: &[u8]) -> Result<Reco
         offset: 0,
         header_len: h.header_len,
         data_len: h.data_len,
-        dtype: h.dtype,
+        dtype: RecType::Known(h.dtype),
+        dims: h.dims.to_vec(),
+        lod: h.lod.to_vec(),
+    })
+}
+
+/// A file's one record whose `data_type` paramdex does not know: its data runs to the end of
+/// the file (the element size, which would say where it ends, is what is unknown).
+pub(crate) fn foreign_record(buf: &[u8], path: &Path, name: &[u8]) -> Result<RecordInfo> {
+    let h = decode_foreign_header(buf, 0)
+        .map_err(|e| in_file(e, path, name))?
+        .ok_or_else(|| {
+            Error::corrupt("record", 0, format!("{}: record changed", path.display()))
+        })?;
+    Ok(RecordInfo {
+        offset: 0,
+        header_len: h.header_len,
+        data_len: (buf.len() - h.header_len) as u64,
+        dtype: RecType::Foreign(h.code),
         dims: h.dims.to_vec(),
         lod: h.lod.to_vec(),
     })

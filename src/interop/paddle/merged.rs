@@ -23,14 +23,14 @@ use std::sync::OnceLock;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::interop::store::{
-    DataLocation, Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorInfos, TensorStore,
+    DataLocation, Format, LoadedTensor, TensorData, TensorInfo, TensorInfos, TensorStore,
     VerifySummary,
 };
 use crate::name::display;
 use crate::native::Source;
-use crate::record::{decode_head, decode_record, validate_lod, RecordHeader};
+use crate::record::{decode_foreign_header, decode_head, decode_record, validate_lod};
 
-use super::combined::{describe, with_context, MIN_RECORD_LEN};
+use super::combined::{describe, with_context, RecType, MIN_RECORD_LEN};
 use super::find_program;
 use super::program::{load_program, Program};
 
@@ -175,8 +175,8 @@ pub fn record_table(buf: &[u8], path: &Path) -> Result<Vec<MergedRecord>> {
 /// size field are the whole header of a Paddle record, well formed: outer version 0, at most
 /// [`crate::record::MAX_LOD_LEVELS`] LoD levels each a multiple of 8 bytes and inside the
 /// file, inner version 0, a desc size inside the file and below
-/// [`crate::record::MAX_DESC_LEN`], and a tensor desc that parses with a known data type and
-/// non-negative dims. Only the record's data may be missing (a file cut short) or disagree with
+/// [`crate::record::MAX_DESC_LEN`], and a tensor desc that parses with non-negative dims (its
+/// data type known or not). Only the record's data may be missing (a file cut short) or disagree with
 /// the size field (a damaged size), which [`open_merged`] then reports as damage: a file is
 /// claimed, and its errors are called corruption, only when its first record is beyond doubt a
 /// Paddle record.
@@ -199,6 +199,7 @@ pub fn claims(buf: &[u8]) -> bool {
         });
     }
     decode_head(rest, SIZE_FIELD_LEN).is_ok()
+        || decode_foreign_header(rest, SIZE_FIELD_LEN).is_ok_and(|h| h.is_some())
 }
 
 /// The program that names the records of the merged file `path`: `STEM.json`, else
@@ -415,30 +416,32 @@ impl MergedStore {
     ///
     /// [`Error::Corrupt`] naming the file, the counter and the tensor for a record that does not
     /// decode, whose length is not its size field's, or whose dtype or shape is not what the
-    /// program declares; [`Error::UnknownDType`] for an unknown data type.
+    /// program declares. A record of a data type paramdex does not know fills its size and
+    /// loads as its stored bytes ([`Kind::Foreign`](crate::interop::Kind::Foreign)).
     pub fn record(&self, k: usize) -> Result<Option<LoadedTensor<'_>>> {
         if k >= self.records.len() {
             return Ok(None);
         }
-        let (h, data) = self.decode(k)?;
+        let d = self.decode(k)?;
         Ok(Some(LoadedTensor {
-            info: self.info_of(k, &h),
-            data: TensorData::Bytes(Cow::Borrowed(data)),
+            info: self.info_of(k, &d),
+            data: TensorData::Bytes(Cow::Borrowed(d.data)),
         }))
     }
 
-    fn info_of(&self, k: usize, h: &RecordHeader<'_>) -> TensorInfo {
+    fn info_of(&self, k: usize, h: &Decoded<'_>) -> TensorInfo {
         TensorInfo {
             name: self.name(k).into_owned(),
-            kind: Kind::Numeric(h.dtype),
-            shape: h.dims.to_vec(),
-            lod: h.lod.to_vec(),
-            nbytes: h.data_len,
+            kind: h.dtype.kind(),
+            shape: h.dims.clone(),
+            lod: h.lod.clone(),
+            nbytes: h.data.len() as u64,
         }
     }
 
-    /// Decodes record `k`, which must fill its size exactly and agree with the program.
-    fn decode(&self, k: usize) -> Result<(RecordHeader<'_>, &[u8])> {
+    /// Decodes record `k`, which must fill its size exactly and agree with the program. A
+    /// record whose data type paramdex does not know is taken to fill its size.
+    fn decode(&self, k: usize) -> Result<Decoded<'_>> {
         let r = self.records[k];
         let n = self.records.len();
         let mk_ctx = || {
@@ -451,9 +454,35 @@ impl MergedStore {
         // The table checked offset + len <= file length.
         let start = usize::try_from(r.offset)
             .map_err(|_| Error::corrupt("record", r.offset, "offset beyond memory"))?;
-        let (h, data) =
-            decode_record(&self.src[start..], r.offset).map_err(|e| with_context(e, &mk_ctx()))?;
-        let rec_len = (h.header_len as u64).saturating_add(data.len() as u64);
+        let end = usize::try_from(r.offset + r.len)
+            .map_err(|_| Error::corrupt("record", r.offset, "record beyond memory"))?;
+        let d = match decode_record(&self.src[start..], r.offset) {
+            Ok((h, data)) => Decoded {
+                dtype: RecType::Known(h.dtype),
+                dims: h.dims.to_vec(),
+                lod: h.lod.to_vec(),
+                header_len: h.header_len,
+                data,
+            },
+            Err(Error::UnknownDType { .. }) => {
+                // Its size field says where it ends; its header must lie inside that size.
+                let rec = &self.src[start..end];
+                let h = decode_foreign_header(rec, r.offset)
+                    .map_err(|e| with_context(e, &mk_ctx()))?
+                    .ok_or_else(|| {
+                        Error::corrupt("record", r.offset, format!("{}: record changed", mk_ctx()))
+                    })?;
+                Decoded {
+                    dtype: RecType::Foreign(h.code),
+                    dims: h.dims.to_vec(),
+                    lod: h.lod.to_vec(),
+                    header_len: h.header_len,
+                    data: &rec[h.header_len..],
+                }
+            }
+            Err(e) => return Err(with_context(e, &mk_ctx())),
+        };
+        let rec_len = (d.header_len as u64).saturating_add(d.data.len() as u64);
         if rec_len != r.len {
             let ctx = mk_ctx();
             return Err(Error::corrupt(
@@ -467,7 +496,7 @@ impl MergedStore {
         }
         if let Some(p) = &self.program {
             let decl = &p.params[k];
-            if !decl.accepts(h.dtype, &h.dims) {
+            if !d.dtype.declared_by(decl, &d.dims) {
                 let ctx = mk_ctx();
                 return Err(Error::corrupt(
                     "record",
@@ -475,7 +504,7 @@ impl MergedStore {
                     format!(
                         "{ctx}: the record is {} but the program {} declares {} {:?}: the program \
                          does not belong to this file, or the records are out of order",
-                        describe(h.dtype, &h.dims),
+                        describe(d.dtype, &d.dims),
                         p.path.display(),
                         decl.dtype.map_or("?", DType::name),
                         decl.dims.as_deref().unwrap_or(&[])
@@ -483,8 +512,17 @@ impl MergedStore {
                 ));
             }
         }
-        Ok((h, data))
+        Ok(d)
     }
+}
+
+/// A decoded merged record.
+struct Decoded<'a> {
+    dtype: RecType,
+    dims: Vec<u64>,
+    lod: Vec<Vec<u64>>,
+    header_len: usize,
+    data: &'a [u8],
 }
 
 impl TensorStore for MergedStore {
@@ -497,7 +535,7 @@ impl TensorStore for MergedStore {
         let order = self.order();
         let from = order.partition_point(|&k| *self.name(k) < *start);
         Ok(Box::new(order[from..].iter().map(move |&k| {
-            self.decode(k).map(|(h, _)| self.info_of(k, &h))
+            self.decode(k).map(|d| self.info_of(k, &d))
         })))
     }
 
@@ -510,7 +548,7 @@ impl TensorStore for MergedStore {
 
     fn info(&self, name: &[u8]) -> Result<Option<TensorInfo>> {
         match self.counter_of(name) {
-            Some(k) => self.decode(k).map(|(h, _)| Some(self.info_of(k, &h))),
+            Some(k) => self.decode(k).map(|d| Some(self.info_of(k, &d))),
             None => Ok(None),
         }
     }
@@ -532,9 +570,8 @@ impl TensorStore for MergedStore {
         }
         let mut sum = VerifySummary::default();
         for k in 0..self.records.len() {
-            let (h, data) = self.decode(k)?;
-            let lod = h.lod.to_vec();
-            if let Err(why) = validate_lod(&lod, &h.dims) {
+            let d = self.decode(k)?;
+            if let Err(why) = validate_lod(&d.lod, &d.dims) {
                 return Err(Error::corrupt(
                     "record",
                     self.records[k].offset,
@@ -546,7 +583,7 @@ impl TensorStore for MergedStore {
                 ));
             }
             sum.tensors += 1;
-            sum.data_bytes += data.len() as u64;
+            sum.data_bytes += d.data.len() as u64;
         }
         Ok(sum)
     }
@@ -555,11 +592,11 @@ impl TensorStore for MergedStore {
         let Some(k) = self.counter_of(name) else {
             return Ok(None);
         };
-        let (h, _) = self.decode(k)?;
+        let d = self.decode(k)?;
         Ok(Some(DataLocation {
             path: self.path.clone(),
-            offset: self.records[k].offset + h.header_len as u64,
-            len: h.data_len,
+            offset: self.records[k].offset + d.header_len as u64,
+            len: d.data.len() as u64,
             crc32c: None,
         }))
     }

@@ -505,7 +505,7 @@ fn open_dir_with_program(dir: &Path, program: &Path) -> Result<PaddleStore> {
         let src = Source::map(&path)?;
         check_pickle(&path, &src)?;
         let rec = combined::single_record(&src, &path, &d.name)?;
-        if !d.accepts(rec.dtype, &rec.dims) {
+        if !rec.dtype.declared_by(d, &rec.dims) {
             return Err(Error::corrupt(
                 "record",
                 0,

@@ -7,14 +7,14 @@ use std::sync::OnceLock;
 
 use crate::error::{Error, Result};
 use crate::interop::store::{
-    scan_sorted, DataLocation, Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorInfos,
+    scan_sorted, DataLocation, Format, LoadedTensor, TensorData, TensorInfo, TensorInfos,
     TensorStore, VerifySummary,
 };
 use crate::name::display;
 use crate::native::Source;
 use crate::record::{decode_record, validate_lod};
 
-use super::combined::{self, RecordInfo};
+use super::combined::{self, RecType, RecordInfo};
 use super::program::Program;
 
 /// Files at most this large are read into memory when first loaded; larger ones are mapped.
@@ -154,7 +154,7 @@ impl PaddleStore {
     fn info(e: &Entry) -> TensorInfo {
         TensorInfo {
             name: e.name.clone(),
-            kind: Kind::Numeric(e.rec.dtype),
+            kind: e.rec.dtype.kind(),
             shape: e.rec.dims.clone(),
             lod: e.rec.lod.clone(),
             nbytes: e.rec.data_len,
@@ -172,13 +172,28 @@ impl PaddleStore {
             .ok_or_else(|| {
                 Error::corrupt("record", e.rec.offset, "record offset beyond the file")
             })?;
-        let (h, data) = decode_record(&buf[start..], e.rec.offset)
-            .map_err(|err| combined::in_file(err, &slot.path, &e.name))?;
-        if h.dtype != e.rec.dtype
-            || h.dims.as_slice() != e.rec.dims.as_slice()
-            || h.header_len != e.rec.header_len
-            || h.lod.to_vec() != e.rec.lod
-        {
+        let (again, data) = if let RecType::Foreign(_) = e.rec.dtype {
+            // A record of a type paramdex does not know fills its file.
+            let mut r = combined::foreign_record(&buf[start..], &slot.path, &e.name)?;
+            r.offset = e.rec.offset;
+            let data = buf
+                .get(start.saturating_add(r.header_len)..)
+                .unwrap_or_default();
+            (r, data)
+        } else {
+            let (h, data) = decode_record(&buf[start..], e.rec.offset)
+                .map_err(|err| combined::in_file(err, &slot.path, &e.name))?;
+            let r = RecordInfo {
+                offset: e.rec.offset,
+                header_len: h.header_len,
+                data_len: h.data_len,
+                dtype: RecType::Known(h.dtype),
+                dims: h.dims.to_vec(),
+                lod: h.lod.to_vec(),
+            };
+            (r, data)
+        };
+        if again != e.rec {
             return Err(Error::corrupt(
                 "record",
                 e.rec.offset,
