@@ -109,6 +109,10 @@ pub struct UrlOptions {
     /// Most bytes of a TensorFlow checkpoint's `.index` read into memory (the whole index is
     /// read at open): a larger one is refused before it is read.
     pub max_tf_index_bytes: u64,
+    /// Most bytes of an object read whole into memory to be parsed by a reader that needs all
+    /// of it (a `torch.save` zip, a Paddle `.pdparams`/`.pdopt` pickle, a torch DCP
+    /// `.metadata` or `.distcp`): a larger one is refused before it is read.
+    pub max_whole_object_bytes: u64,
 }
 
 impl Default for UrlOptions {
@@ -117,9 +121,13 @@ impl Default for UrlOptions {
             native: RemoteOptions::default(),
             safetensors: RemoteSafetensorsOptions::default(),
             max_tf_index_bytes: 1 << 30,
+            max_whole_object_bytes: MAX_WHOLE_OBJECT_BYTES,
         }
     }
 }
+
+/// The default [`UrlOptions::max_whole_object_bytes`]: 4 GiB.
+pub const MAX_WHOLE_OBJECT_BYTES: u64 = 4 << 30;
 
 /// Opens what `url` names (`s3://bucket/key`, `file:///path`), resolved with
 /// [`crate::remote::resolve`] (the `AWS_*` environment and the [`crate::remote::S3Settings`]
@@ -340,7 +348,7 @@ fn open_hf_index(
 
 /// The Hugging Face layout under `loc`, a key naming no object nor checkpoint prefix: the
 /// sharded checkpoint of `KEY/model.safetensors.index.json` (or `pytorch_model.bin.index.json`),
-/// else `KEY/model.safetensors` (made only on the way to a not-found error: one request per
+/// else `KEY/model.safetensors` or `KEY/pytorch_model.bin` (made only on the way to a not-found error: one request per
 /// name tried). `None` when there is none.
 fn hf_at(loc: &ObjectLocation, opts: &UrlOptions) -> Option<Result<Box<dyn TensorStore>>> {
     let found = |r: &Result<Box<dyn TensorStore>>| {
@@ -359,12 +367,14 @@ fn hf_at(loc: &ObjectLocation, opts: &UrlOptions) -> Option<Result<Box<dyn Tenso
             return Some(r);
         }
     }
-    // A single model file: safetensors (pytorch_model.bin is not read at URLs yet).
-    let r = open_location(
-        loc.with_suffix(&format!("/{}", super::hf::MODEL_FILES[0])),
-        opts,
-    );
-    found(&r).then_some(r)
+    // A single model file: model.safetensors, else pytorch_model.bin.
+    for n in super::hf::MODEL_FILES {
+        let r = open_location(loc.with_suffix(&format!("/{n}")), opts);
+        if found(&r) {
+            return Some(r);
+        }
+    }
+    None
 }
 
 /// The prefix of a checkpoint's data object `PREFIX.data-SSSSS-of-NNNNN`, if `loc` names one.
@@ -417,6 +427,11 @@ fn open_object(held: Held, opts: &UrlOptions) -> Result<Box<dyn TensorStore>> {
             head
         }
     };
+    // A torch.save zip or a Paddle dygraph pickle: read whole, then detected and opened by the
+    // local readers' own tests (one more request; none when the first read held it all).
+    if let Some(store) = open_whole(&held, &head, opts)? {
+        return Ok(store);
+    }
     // Something paramdex does not read: say what it looks like, as for a local file.
     let name = url.rsplit('/').next().unwrap_or_default();
     let head = &head[..head.len().min(super::foreign::HEAD_LEN)];
@@ -432,6 +447,46 @@ fn open_object(held: Held, opts: &UrlOptions) -> Result<Box<dyn TensorStore>> {
              or by {url}.index"
         ),
     })
+}
+
+/// The object of `held` (whose first bytes are `head`) opened as a `torch.save` zip or a
+/// Paddle dygraph pickle when its first bytes say it may be one: read whole (at most
+/// [`UrlOptions::max_whole_object_bytes`], checked before the read) and handed to the same
+/// detection as a local file's ([`super::torch::open_source`],
+/// [`super::paddle::dygraph::open_source`]). `None`: neither claims it, or it is a DCP
+/// `.distcp` (its checkpoint is the input).
+fn open_whole(held: &Held, head: &[u8], opts: &UrlOptions) -> Result<Option<Box<dyn TensorStore>>> {
+    let url = held.location().to_string();
+    // A DCP data file alone is read through its checkpoint (its `.metadata`), as locally.
+    if url.ends_with(".distcp") {
+        return Ok(None);
+    }
+    let zip = super::torch::zip::starts_like(&head[..head.len().min(4)]);
+    let pickle = super::foreign::pickle_protocol(head).is_some();
+    if !zip && !pickle {
+        return Ok(None);
+    }
+    let bytes = whole(held, opts.max_whole_object_bytes)?;
+    let source = crate::native::Source::Memory(bytes.into());
+    let path = std::path::PathBuf::from(&url);
+    if zip {
+        super::torch::open_source(source, path)
+    } else {
+        super::paddle::dygraph::open_source(source, path)
+    }
+}
+
+/// All the bytes of the object `obj` in one read (served from memory when its first read held
+/// them), refused before the read when it is longer than `max` bytes.
+fn whole(obj: &dyn ReadAt, max: u64) -> Result<Vec<u8>> {
+    let len = obj.len();
+    crate::error::ensure_within(
+        "bytes of an object read whole into memory (UrlOptions::max_whole_object_bytes)",
+        len,
+        max,
+        None,
+    )?;
+    obj.read(0..len)
 }
 
 /// The largest `.index` read whole at once when its first read did not hold it all: a
