@@ -201,18 +201,34 @@ fn urls_say_what_foreign_objects_are() {
             other => panic!("{input}: {:?}", other.map(|s| s.format())),
         }
     }
-    // A DCP directory (a prefix naming no object, with `.metadata` under it) and its files.
+    // A DCP directory (a prefix naming no object, with `.metadata` under it) goes to the DCP
+    // reader, as locally: this `.metadata` names a global outside its allow-list, refused by
+    // name. Its data file alone says what it is.
     let dcp = dir.path().join("dcp");
     torch_zip::dcp_dir(&dcp);
     for url in [
         format!("file://{}", dcp.display()),
         format!("file://{}/", dcp.display()),
-        format!("file://{}/__0_0.distcp", dcp.display()),
+        format!("file://{}/.metadata", dcp.display()),
     ] {
-        let (kind, msg) = refused(&url);
-        assert_eq!(kind, LooksLike::TorchDcp, "{url}: {msg}");
-        assert!(msg.starts_with(url.trim_end_matches('/')), "{msg}");
+        match open_any(&url) {
+            Err(
+                e @ Error::Pickle {
+                    problem: PickleProblem::ForbiddenGlobal,
+                    ..
+                },
+            ) => {
+                let msg = e.to_string();
+                assert!(msg.contains(".metadata"), "{msg}");
+                assert!(!msg.contains("paddle.load"), "{msg}");
+            }
+            other => panic!("{url}: {:?}", other.map(|s| s.format())),
+        }
     }
+    let url = format!("file://{}/__0_0.distcp", dcp.display());
+    let (kind, msg) = refused(&url);
+    assert_eq!(kind, LooksLike::TorchDcp, "{url}: {msg}");
+    assert!(msg.starts_with(&url), "{msg}");
     // A prefix naming nothing stays not found.
     match open_any(format!("file://{}/nothing", dir.path().display())) {
         Err(Error::Remote { .. } | Error::Io { .. }) => {}

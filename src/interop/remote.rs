@@ -243,13 +243,27 @@ fn open_head(loc: &ObjectLocation, n: u64) -> Result<Held> {
 ///   first read did not decide.
 /// * a key naming no object, where `KEY.index` is one: the checkpoint at prefix `KEY`, as
 ///   above. Neither is [`RemoteProblem::NotFound`] naming both URLs, unless `KEY/.metadata` is
-///   a pickle: then `KEY` is a torch DCP checkpoint, [`Error::UnrecognizedFormat`] saying so.
+///   a pickle: then `KEY` is a torch DCP checkpoint, read as a local directory is (so is
+///   `KEY/.metadata` named itself); or `KEY` holds a Hugging Face layout.
 /// * an object that is none of these is [`Error::UnrecognizedFormat`], saying what it looks
 ///   like where it is recognised (a `torch.save` zip, a pickle, a DCP `.distcp`), as a local
 ///   file would.
 pub fn open_location(loc: ObjectLocation, opts: &UrlOptions) -> Result<Box<dyn TensorStore>> {
     let key = loc.path.as_ref().to_string();
     let name = key.rsplit('/').next().unwrap_or_default().to_string();
+    // A torch DCP checkpoint's `.metadata`: the checkpoint under its prefix, as a local
+    // `.metadata` file opens its directory.
+    if name == super::torch::dcp::METADATA_FILE {
+        if let Some(dir) = loc.without_suffix(&format!("/{name}")) {
+            let held = open_head(&loc, 2)?;
+            if held
+                .head()
+                .is_some_and(|h| super::foreign::pickle_protocol(h).is_some())
+            {
+                return open_dcp(&dir, held, opts);
+            }
+        }
+    }
     if super::hf::is_index_name(&name) {
         return open_hf_index(&loc, &name, opts).map(|s| Box::new(s) as Box<dyn TensorStore>);
     }
@@ -279,8 +293,8 @@ pub fn open_location(loc: ObjectLocation, opts: &UrlOptions) -> Result<Box<dyn T
                     url,
                     source,
                     ..
-                }) if url == format!("{}.index", loc.url) => match dcp_at(&loc) {
-                    Some(e) => Err(e),
+                }) if url == format!("{}.index", loc.url) => match dcp_at(&loc, opts) {
+                    Some(r) => r,
                     None => match hf_at(&loc, opts) {
                         Some(r) => r,
                         None => Err(Error::Remote {
@@ -302,20 +316,54 @@ pub fn open_location(loc: ObjectLocation, opts: &UrlOptions) -> Result<Box<dyn T
     open_object(held, opts)
 }
 
-/// The error for a torch DCP checkpoint at `loc`, a key that names no object nor checkpoint
-/// prefix: its "directory" holds `.metadata`, a pickle, as `FileSystemWriter` writes it (one
-/// more request, made only on the way to a not-found error).
-fn dcp_at(loc: &ObjectLocation) -> Option<Error> {
-    let meta = loc.with_suffix("/.metadata");
-    let held = open_head(&meta, 2).ok()?;
-    let head = held.head()?;
-    super::foreign::pickle_protocol(head)?;
-    let url = loc.url.trim_end_matches('/').to_string();
-    Some(super::foreign::not_recognized(
-        url,
-        crate::error::LooksLike::TorchDcp,
-        &[],
-    ))
+/// The torch DCP checkpoint at `loc`, a key that names no object nor checkpoint prefix, when
+/// its "directory" holds `.metadata` starting like a pickle, as `FileSystemWriter` writes it
+/// (one request to see, made only on the way to a not-found error). `None`: it does not.
+fn dcp_at(loc: &ObjectLocation, opts: &UrlOptions) -> Option<Result<Box<dyn TensorStore>>> {
+    let mut dir = loc.clone();
+    dir.url = dir.url.trim_end_matches('/').to_string();
+    let held = open_head(&dir.with_suffix("/.metadata"), 2).ok()?;
+    super::foreign::pickle_protocol(held.head()?)?;
+    Some(open_dcp(&dir, held, opts))
+}
+
+/// The torch DCP checkpoint under the prefix `dir` whose `.metadata` object `meta` is, parsed
+/// and checked by the local reader ([`super::torch::dcp::DcpStore`]): `.metadata` read whole
+/// (at most [`super::torch::dcp::MAX_METADATA_BYTES`]), each data file's length asked for
+/// once at open (a HEAD), its bytes read whole when first needed (at most
+/// [`UrlOptions::max_whole_object_bytes`], checked before the read).
+fn open_dcp(dir: &ObjectLocation, meta: Held, opts: &UrlOptions) -> Result<Box<dyn TensorStore>> {
+    use super::torch::dcp::{DcpStore, MAX_METADATA_BYTES};
+    let bytes = whole(&meta, MAX_METADATA_BYTES)?;
+    // A failure other than "no such object" while asking for a length is the error, not a
+    // missing data file.
+    let failed = std::cell::RefCell::new(None);
+    let len = |name: &str| {
+        let file = dir.with_suffix(&format!("/{name}"));
+        match dir
+            .runtime
+            .block_on(object_store::ObjectStoreExt::head(&*dir.store, &file.path))
+        {
+            Ok(m) => Some(m.size),
+            Err(object_store::Error::NotFound { .. }) => None,
+            Err(e) => {
+                failed
+                    .borrow_mut()
+                    .get_or_insert(crate::remote::remote_error(&file.url, e));
+                None
+            }
+        }
+    };
+    let (at, max) = (dir.clone(), opts.max_whole_object_bytes);
+    let fetch = Box::new(move |name: &str| {
+        let held = open_head(&at.with_suffix(&format!("/{name}")), 9)?;
+        Ok(crate::native::Source::Memory(whole(&held, max)?.into()))
+    });
+    let store = DcpStore::from_fetched(&bytes, std::path::PathBuf::from(&dir.url), &len, fetch);
+    if let Some(e) = failed.into_inner() {
+        return Err(e);
+    }
+    Ok(Box::new(store?))
 }
 
 /// The Hugging Face sharded checkpoint whose index is the object `loc` (named `name`): the
