@@ -70,10 +70,8 @@ fn a_state_dict_lists_and_loads_every_view() {
     );
     // Locally, and at a URL (`file://`, the same dispatcher as `s3://`: the object read
     // whole, then the same reader).
-    let mut inputs = vec![path.display().to_string()];
-    #[cfg(feature = "s3")]
-    inputs.push(format!("file://{}", path.display()));
-    for input in inputs {
+    let url = cfg!(feature = "s3").then(|| format!("file://{}", path.display()));
+    for input in std::iter::once(path.display().to_string()).chain(url) {
         a_state_dict_at(&path, &input);
     }
 }

@@ -290,6 +290,7 @@ impl DcpStore {
     /// local directory (objects under a URL prefix, `dir`): `file_len` is the length of a data
     /// file (`None`: missing), `fetch` gets its bytes when first needed. The same parsing and
     /// checks as [`DcpStore::open`].
+    #[cfg(feature = "s3")]
     pub(crate) fn from_fetched(
         bytes: &[u8],
         dir: PathBuf,
