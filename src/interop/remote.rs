@@ -417,7 +417,14 @@ fn hf_at(loc: &ObjectLocation, opts: &UrlOptions) -> Option<Result<Box<dyn Tenso
     }
     // A single model file: model.safetensors, else pytorch_model.bin.
     for n in super::hf::MODEL_FILES {
-        let r = open_location(loc.with_suffix(&format!("/{n}")), opts);
+        let child = loc.with_suffix(&format!("/{n}"));
+        // The object itself, never its prefix fallbacks (which would come back here).
+        let r = if n.ends_with(".safetensors") {
+            open_head(&child, opts.safetensors.head_bytes)
+        } else {
+            open_tail(&child, opts.native.tail_bytes)
+        }
+        .and_then(|held| open_object(held, opts));
         if found(&r) {
             return Some(r);
         }
