@@ -4,8 +4,7 @@
 //! does not read are "not a … file" saying what they look like (`Error::UnrecognizedFormat`
 //! with its `LooksLike`), or a pickle refused by its global: a bare pickle, a Paddle dygraph
 //! `.pdparams` that is not one, a torch DCP directory; locally, one directory down, and at a
-//! `file://` URL (where the `torch.save` reader is not registered yet: a torch zip there is
-//! `TorchZip`).
+//! `file://` URL (where a `torch.save` zip is read as locally).
 
 use std::fs;
 use std::path::Path;
@@ -169,27 +168,67 @@ fn urls_say_what_foreign_objects_are() {
     let dir = tempfile::tempdir().unwrap();
     let pt = dir.path().join("model.pt");
     torch_zip::torch_save(&pt, &[1, 2, 3, 4]);
+    // A torch.save zip is read there (read whole, by the local reader), as locally.
     let url = format!("file://{}", pt.display());
-    let (kind, msg) = refused(&url);
-    assert_eq!(kind, LooksLike::TorchZip, "{msg}");
-    assert!(msg.starts_with(&url), "{msg}");
+    let names = |s: Box<dyn paramdex::interop::TensorStore>| {
+        assert_eq!(s.format(), paramdex::interop::Format::Torch);
+        s.scan(b"")
+            .unwrap()
+            .map(|t| t.unwrap().name)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        names(open_any(&url).unwrap()),
+        names(open_any(&pt).unwrap())
+    );
     let pkl = dir.path().join("m.pdparams");
     fs::write(&pkl, torch_zip::pickle(2)).unwrap();
-    let (kind, msg) = refused(format!("file://{}", pkl.display()));
-    assert_eq!(kind, LooksLike::PaddlePickle, "{msg}");
-    assert!(msg.contains("protocol 2"), "{msg}");
-    // A DCP directory (a prefix naming no object, with `.metadata` under it) and its files.
+    // A pickle there goes to the Paddle dygraph reader, as locally: this one names a global
+    // outside its allow-list, refused by name (nothing run), at the URL and locally alike.
+    let url = format!("file://{}", pkl.display());
+    for input in [url.clone(), pkl.display().to_string()] {
+        match open_any(&input) {
+            Err(
+                e @ Error::Pickle {
+                    problem: PickleProblem::ForbiddenGlobal,
+                    ..
+                },
+            ) => {
+                let msg = e.to_string();
+                assert!(msg.contains(&input), "{msg}");
+                assert!(msg.contains("torch._utils._rebuild_tensor_v2"), "{msg}");
+            }
+            other => panic!("{input}: {:?}", other.map(|s| s.format())),
+        }
+    }
+    // A DCP directory (a prefix naming no object, with `.metadata` under it) goes to the DCP
+    // reader, as locally: this `.metadata` names a global outside its allow-list, refused by
+    // name. Its data file alone says what it is.
     let dcp = dir.path().join("dcp");
     torch_zip::dcp_dir(&dcp);
     for url in [
         format!("file://{}", dcp.display()),
         format!("file://{}/", dcp.display()),
-        format!("file://{}/__0_0.distcp", dcp.display()),
+        format!("file://{}/.metadata", dcp.display()),
     ] {
-        let (kind, msg) = refused(&url);
-        assert_eq!(kind, LooksLike::TorchDcp, "{url}: {msg}");
-        assert!(msg.starts_with(url.trim_end_matches('/')), "{msg}");
+        match open_any(&url) {
+            Err(
+                e @ Error::Pickle {
+                    problem: PickleProblem::ForbiddenGlobal,
+                    ..
+                },
+            ) => {
+                let msg = e.to_string();
+                assert!(msg.contains(".metadata"), "{msg}");
+                assert!(!msg.contains("paddle.load"), "{msg}");
+            }
+            other => panic!("{url}: {:?}", other.map(|s| s.format())),
+        }
     }
+    let url = format!("file://{}/__0_0.distcp", dcp.display());
+    let (kind, msg) = refused(&url);
+    assert_eq!(kind, LooksLike::TorchDcp, "{url}: {msg}");
+    assert!(msg.starts_with(&url), "{msg}");
     // A prefix naming nothing stays not found.
     match open_any(format!("file://{}/nothing", dir.path().display())) {
         Err(Error::Remote { .. } | Error::Io { .. }) => {}

@@ -108,6 +108,14 @@ fn a_single_file_model_directory_opens_its_model() {
     fs::write(t.path().join("config.json"), b"{}").unwrap();
     torch_zip::torch_save(&t.path().join("pytorch_model.bin"), &[0u8; 48]);
     assert_eq!(open_any(t.path()).unwrap().format(), Format::Torch);
+    // At a URL too: the directory's pytorch_model.bin, read whole by the same reader.
+    #[cfg(feature = "s3")]
+    assert_eq!(
+        open_any(format!("file://{}", t.path().display()))
+            .unwrap()
+            .format(),
+        Format::Torch
+    );
 }
 
 #[test]
@@ -145,6 +153,19 @@ fn bin_shards_with_their_index() {
     let s = open_any(tmp.path()).unwrap();
     assert_eq!(s.format(), Format::HuggingFaceSharded);
     assert_eq!(bytes_of(s.as_ref(), ""), f32s([1.0, 2.0]));
+    // At a URL, by the directory and by the index: each `.bin` shard an object read whole.
+    #[cfg(feature = "s3")]
+    for url in [
+        format!("file://{}", tmp.path().display()),
+        format!(
+            "file://{}/pytorch_model.bin.index.json",
+            tmp.path().display()
+        ),
+    ] {
+        let s = open_any(&url).unwrap();
+        assert_eq!(s.format(), Format::HuggingFaceSharded, "{url}");
+        assert_eq!(bytes_of(s.as_ref(), ""), f32s([1.0, 2.0]), "{url}");
+    }
 }
 
 #[test]

@@ -772,3 +772,111 @@ fn a_hugging_face_sharded_checkpoint_and_a_prefix_survey() {
         );
     });
 }
+
+#[path = "support/torch_zip.rs"]
+mod torch_zip;
+
+/// `torch.save` files, Paddle dygraph pickles, a torch DCP checkpoint of two data files and a
+/// Hugging Face index of `.bin` shards, read from the bucket (objects read whole, then the
+/// local readers) exactly as the local reader reads them.
+#[test]
+fn torch_paddle_dcp_and_bin_shards_read_over_their_urls_as_locally() {
+    let Some(g) = garage::shared("torch_paddle_dcp_and_bin_shards_read_over_their_urls_as_locally")
+    else {
+        return;
+    };
+    g.run(|| {
+        let rt = runtime();
+        let s = s3::store(g);
+        s3::set_aws_env_once(g);
+        let tmp = tempfile::tempdir().unwrap();
+        // Single files, from tests/data/pickle.
+        for name in [
+            "torch_state_dict.pt",
+            "paddle_p2.pdparams",
+            "paddle_p4.pdparams",
+            "paddle_nested.pdopt",
+        ] {
+            let path = data_dir().join("pickle").join(name);
+            put_retried(
+                &rt,
+                &s,
+                &format!("pk/{name}"),
+                std::fs::read(&path).unwrap(),
+            );
+            let local = open_any(&path).unwrap();
+            let url = format!("s3://{}/pk/{name}", g.bucket());
+            let remote = open_any(&url).unwrap();
+            assert!(same(&url, local.as_ref(), remote.as_ref()) > 0, "{url}");
+        }
+        // A DCP checkpoint: `.metadata` and two data files, each chunk a tensor's archive.
+        let f32s = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+        let chunk = |offsets: &[i64], sizes: &[i64], file: &str| torch_zip::DcpChunk {
+            offsets: offsets.to_vec(),
+            sizes: sizes.to_vec(),
+            file: file.into(),
+        };
+        let spec = torch_zip::DcpSpec {
+            tensors: vec![(
+                "w".into(),
+                "float32".into(),
+                vec![4],
+                vec![
+                    chunk(&[0], &[2], "__0_0.distcp"),
+                    chunk(&[2], &[2], "__1_0.distcp"),
+                ],
+            )],
+            bytes: vec![],
+            extra_global: None,
+        };
+        let dcp = tmp.path().join("dcp");
+        torch_zip::dcp_checkpoint(&dcp, &spec, &|_, i| {
+            let v = [i as f32 * 2.0, i as f32 * 2.0 + 1.0];
+            torch_zip::torch_tensor_archive("FloatStorage", &[2], &f32s(&v))
+        });
+        for e in std::fs::read_dir(&dcp).unwrap() {
+            let p = e.unwrap().path();
+            let n = p.file_name().unwrap().to_str().unwrap().to_string();
+            put_retried(
+                &rt,
+                &s,
+                &format!("dcp/step_1/{n}"),
+                std::fs::read(&p).unwrap(),
+            );
+        }
+        let local = open_any(&dcp).unwrap();
+        let base = format!("s3://{}/dcp/step_1", g.bucket());
+        for url in [base.clone(), format!("{base}/.metadata")] {
+            let remote = open_any(&url).unwrap();
+            assert_eq!(
+                remote.format(),
+                paramdex::interop::Format::TorchDcp,
+                "{url}"
+            );
+            assert_eq!(same(&url, local.as_ref(), remote.as_ref()), 1, "{url}");
+        }
+        // A Hugging Face index of one `.bin` shard (a bare tensor, named "").
+        let hf = tmp.path().join("hf");
+        std::fs::create_dir(&hf).unwrap();
+        let files: Vec<(&str, Vec<u8>)> = vec![
+            (
+                "pytorch_model-00001-of-00001.bin",
+                torch_zip::torch_tensor_archive("FloatStorage", &[2], &f32s(&[1.0, 2.0])),
+            ),
+            (
+                "pytorch_model.bin.index.json",
+                br#"{"weight_map": {"": "pytorch_model-00001-of-00001.bin"}}"#.to_vec(),
+            ),
+        ];
+        for (n, bytes) in &files {
+            std::fs::write(hf.join(n), bytes).unwrap();
+            put_retried(&rt, &s, &format!("hf-bin/m/{n}"), bytes.clone());
+        }
+        let local = open_any(&hf).unwrap();
+        let base = format!("s3://{}/hf-bin/m", g.bucket());
+        for url in [format!("{base}/pytorch_model.bin.index.json"), base.clone()] {
+            let remote = open_any(&url).unwrap();
+            assert_eq!(same(&url, local.as_ref(), remote.as_ref()), 1, "{url}");
+        }
+    });
+}

@@ -68,7 +68,16 @@ fn a_state_dict_lists_and_loads_every_view() {
         "model.pt",
         &file(&state_dict_pickle(), &storages()),
     );
-    let store = open_any(&path).unwrap();
+    // Locally, and at a URL (`file://`, the same dispatcher as `s3://`: the object read
+    // whole, then the same reader).
+    let url = cfg!(feature = "s3").then(|| format!("file://{}", path.display()));
+    for input in std::iter::once(path.display().to_string()).chain(url) {
+        a_state_dict_at(&path, &input);
+    }
+}
+
+fn a_state_dict_at(path: &Path, input: &str) {
+    let store = open_any(input).unwrap();
     assert_eq!(store.format(), Format::Torch);
     let list = store.list().unwrap();
     let names: Vec<&[u8]> = list.iter().map(|t| t.name.as_slice()).collect();
@@ -103,7 +112,7 @@ fn a_state_dict_lists_and_loads_every_view() {
     assert_eq!(bytes_of(&*store, "ids"), storages()[2].1);
     // Where the contiguous ones are in the file; none for the gathered one.
     let loc = store.data_location(b"b").unwrap().unwrap();
-    let raw = std::fs::read(&path).unwrap();
+    let raw = std::fs::read(path).unwrap();
     assert_eq!(
         &raw[loc.offset as usize..(loc.offset + loc.len) as usize],
         f32s(&[4.0, 5.0])
@@ -485,4 +494,31 @@ fn mutated_fixtures_never_panic() {
             }
         }
     }
+}
+
+/// At a URL the object is read whole, after its length is checked against
+/// `UrlOptions::max_whole_object_bytes`: a longer one is refused before any byte of it is read.
+#[cfg(feature = "s3")]
+#[test]
+fn an_object_longer_than_the_whole_read_bound_is_refused_before_it_is_read() {
+    use paramdex::interop::{open_location, UrlOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let bytes = file(&state_dict_pickle(), &storages());
+    let path = write(dir.path(), "model.pt", &bytes);
+    let url = format!("file://{}", path.display());
+    let at = |max: u64| {
+        let opts = UrlOptions {
+            max_whole_object_bytes: max,
+            ..UrlOptions::default()
+        };
+        open_location(paramdex::remote::resolve(&url).unwrap(), &opts)
+    };
+    match at(bytes.len() as u64 - 1) {
+        Err(Error::LimitExceeded { value, limit, .. }) => {
+            assert_eq!(value, bytes.len() as u64);
+            assert_eq!(limit, bytes.len() as u64 - 1);
+        }
+        other => panic!("{:?}", other.map(|s| s.format())),
+    }
+    assert_eq!(at(bytes.len() as u64).unwrap().list().unwrap().len(), 6);
 }

@@ -105,8 +105,20 @@ fn a_two_rank_checkpoint_reads_as_its_global_tensors() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("step_7");
     write(&dir, &spec());
-    for input in [dir.clone(), dir.join(".metadata")] {
-        let store = open_any(&input).unwrap();
+    let local = [
+        dir.display().to_string(),
+        dir.join(".metadata").display().to_string(),
+    ];
+    // At a URL (`file://`, the same dispatcher as `s3://`): by the prefix and by `.metadata`,
+    // through the same reader (the objects read whole).
+    let urls = [
+        format!("file://{}", dir.display()),
+        format!("file://{}/", dir.display()),
+        format!("file://{}/.metadata", dir.display()),
+    ];
+    let urls = if cfg!(feature = "s3") { &urls[..] } else { &[] };
+    for input in local.iter().chain(urls) {
+        let store = open_any(input).unwrap();
         assert_eq!(store.format(), Format::TorchDcp);
         let list = store.list().unwrap();
         let names: Vec<&[u8]> = list.iter().map(|t| t.name.as_slice()).collect();
@@ -255,6 +267,12 @@ fn stored_bytes_past_their_file_or_outside_the_directory_are_damage() {
     std::fs::remove_file(&f).unwrap();
     let store = open_any(tmp.path()).unwrap();
     corrupt_saying(store.load(b"b").err().unwrap(), "missing");
+    // The same at a URL (no object there).
+    #[cfg(feature = "s3")]
+    {
+        let store = open_any(format!("file://{}", tmp.path().display())).unwrap();
+        corrupt_saying(store.load(b"b").err().unwrap(), "missing");
+    }
     // A relative path leaving the directory.
     let bad = String::from_utf8_lossy(&meta)
         .contains("__0_0.distcp")

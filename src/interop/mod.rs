@@ -50,7 +50,7 @@ pub use checkpoints::{
 pub use export::{export, ExportOptions, ExportReport, OutputFormat, Skipped};
 pub use merge::{merge, MergeInput, MergeOptions, MergeReport};
 #[cfg(feature = "s3")]
-pub use remote::{open_location, open_url, UrlOptions};
+pub use remote::{open_location, open_url, UrlOptions, MAX_WHOLE_OBJECT_BYTES};
 pub use store::{
     DataLocation, ForeignType, Format, Kind, LoadedTensor, StoreLayout, TensorData, TensorInfo,
     TensorInfos, TensorStore, VerifySummary, MAX_FOREIGN_NAME,

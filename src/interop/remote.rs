@@ -109,6 +109,10 @@ pub struct UrlOptions {
     /// Most bytes of a TensorFlow checkpoint's `.index` read into memory (the whole index is
     /// read at open): a larger one is refused before it is read.
     pub max_tf_index_bytes: u64,
+    /// Most bytes of an object read whole into memory to be parsed by a reader that needs all
+    /// of it (a `torch.save` zip, a Paddle `.pdparams`/`.pdopt` pickle, a torch DCP
+    /// `.metadata` or `.distcp`): a larger one is refused before it is read.
+    pub max_whole_object_bytes: u64,
 }
 
 impl Default for UrlOptions {
@@ -117,9 +121,13 @@ impl Default for UrlOptions {
             native: RemoteOptions::default(),
             safetensors: RemoteSafetensorsOptions::default(),
             max_tf_index_bytes: 1 << 30,
+            max_whole_object_bytes: MAX_WHOLE_OBJECT_BYTES,
         }
     }
 }
+
+/// The default [`UrlOptions::max_whole_object_bytes`]: 4 GiB.
+pub const MAX_WHOLE_OBJECT_BYTES: u64 = 4 << 30;
 
 /// Opens what `url` names (`s3://bucket/key`, `file:///path`), resolved with
 /// [`crate::remote::resolve`] (the `AWS_*` environment and the [`crate::remote::S3Settings`]
@@ -235,13 +243,27 @@ fn open_head(loc: &ObjectLocation, n: u64) -> Result<Held> {
 ///   first read did not decide.
 /// * a key naming no object, where `KEY.index` is one: the checkpoint at prefix `KEY`, as
 ///   above. Neither is [`RemoteProblem::NotFound`] naming both URLs, unless `KEY/.metadata` is
-///   a pickle: then `KEY` is a torch DCP checkpoint, [`Error::UnrecognizedFormat`] saying so.
+///   a pickle: then `KEY` is a torch DCP checkpoint, read as a local directory is (so is
+///   `KEY/.metadata` named itself); or `KEY` holds a Hugging Face layout.
 /// * an object that is none of these is [`Error::UnrecognizedFormat`], saying what it looks
 ///   like where it is recognised (a `torch.save` zip, a pickle, a DCP `.distcp`), as a local
 ///   file would.
 pub fn open_location(loc: ObjectLocation, opts: &UrlOptions) -> Result<Box<dyn TensorStore>> {
     let key = loc.path.as_ref().to_string();
     let name = key.rsplit('/').next().unwrap_or_default().to_string();
+    // A torch DCP checkpoint's `.metadata`: the checkpoint under its prefix, as a local
+    // `.metadata` file opens its directory.
+    if name == super::torch::dcp::METADATA_FILE {
+        if let Some(dir) = loc.without_suffix(&format!("/{name}")) {
+            let held = open_head(&loc, 2)?;
+            if held
+                .head()
+                .is_some_and(|h| super::foreign::pickle_protocol(h).is_some())
+            {
+                return open_dcp(&dir, held, opts);
+            }
+        }
+    }
     if super::hf::is_index_name(&name) {
         return open_hf_index(&loc, &name, opts).map(|s| Box::new(s) as Box<dyn TensorStore>);
     }
@@ -271,8 +293,8 @@ pub fn open_location(loc: ObjectLocation, opts: &UrlOptions) -> Result<Box<dyn T
                     url,
                     source,
                     ..
-                }) if url == format!("{}.index", loc.url) => match dcp_at(&loc) {
-                    Some(e) => Err(e),
+                }) if url == format!("{}.index", loc.url) => match dcp_at(&loc, opts) {
+                    Some(r) => r,
                     None => match hf_at(&loc, opts) {
                         Some(r) => r,
                         None => Err(Error::Remote {
@@ -294,20 +316,54 @@ pub fn open_location(loc: ObjectLocation, opts: &UrlOptions) -> Result<Box<dyn T
     open_object(held, opts)
 }
 
-/// The error for a torch DCP checkpoint at `loc`, a key that names no object nor checkpoint
-/// prefix: its "directory" holds `.metadata`, a pickle, as `FileSystemWriter` writes it (one
-/// more request, made only on the way to a not-found error).
-fn dcp_at(loc: &ObjectLocation) -> Option<Error> {
-    let meta = loc.with_suffix("/.metadata");
-    let held = open_head(&meta, 2).ok()?;
-    let head = held.head()?;
-    super::foreign::pickle_protocol(head)?;
-    let url = loc.url.trim_end_matches('/').to_string();
-    Some(super::foreign::not_recognized(
-        url,
-        crate::error::LooksLike::TorchDcp,
-        &[],
-    ))
+/// The torch DCP checkpoint at `loc`, a key that names no object nor checkpoint prefix, when
+/// its "directory" holds `.metadata` starting like a pickle, as `FileSystemWriter` writes it
+/// (one request to see, made only on the way to a not-found error). `None`: it does not.
+fn dcp_at(loc: &ObjectLocation, opts: &UrlOptions) -> Option<Result<Box<dyn TensorStore>>> {
+    let mut dir = loc.clone();
+    dir.url = dir.url.trim_end_matches('/').to_string();
+    let held = open_head(&dir.with_suffix("/.metadata"), 2).ok()?;
+    super::foreign::pickle_protocol(held.head()?)?;
+    Some(open_dcp(&dir, held, opts))
+}
+
+/// The torch DCP checkpoint under the prefix `dir` whose `.metadata` object `meta` is, parsed
+/// and checked by the local reader ([`super::torch::dcp::DcpStore`]): `.metadata` read whole
+/// (at most [`super::torch::dcp::MAX_METADATA_BYTES`]), each data file's length asked for
+/// once at open (a HEAD), its bytes read whole when first needed (at most
+/// [`UrlOptions::max_whole_object_bytes`], checked before the read).
+fn open_dcp(dir: &ObjectLocation, meta: Held, opts: &UrlOptions) -> Result<Box<dyn TensorStore>> {
+    use super::torch::dcp::{DcpStore, MAX_METADATA_BYTES};
+    let bytes = whole(&meta, MAX_METADATA_BYTES)?;
+    // A failure other than "no such object" while asking for a length is the error, not a
+    // missing data file.
+    let failed = std::cell::RefCell::new(None);
+    let len = |name: &str| {
+        let file = dir.with_suffix(&format!("/{name}"));
+        match dir
+            .runtime
+            .block_on(object_store::ObjectStoreExt::head(&*dir.store, &file.path))
+        {
+            Ok(m) => Some(m.size),
+            Err(object_store::Error::NotFound { .. }) => None,
+            Err(e) => {
+                failed
+                    .borrow_mut()
+                    .get_or_insert(crate::remote::remote_error(&file.url, e));
+                None
+            }
+        }
+    };
+    let (at, max) = (dir.clone(), opts.max_whole_object_bytes);
+    let fetch = Box::new(move |name: &str| {
+        let held = open_head(&at.with_suffix(&format!("/{name}")), 9)?;
+        Ok(crate::native::Source::Memory(whole(&held, max)?.into()))
+    });
+    let store = DcpStore::from_fetched(&bytes, std::path::PathBuf::from(&dir.url), &len, fetch);
+    if let Some(e) = failed.into_inner() {
+        return Err(e);
+    }
+    Ok(Box::new(store?))
 }
 
 /// The Hugging Face sharded checkpoint whose index is the object `loc` (named `name`): the
@@ -340,7 +396,7 @@ fn open_hf_index(
 
 /// The Hugging Face layout under `loc`, a key naming no object nor checkpoint prefix: the
 /// sharded checkpoint of `KEY/model.safetensors.index.json` (or `pytorch_model.bin.index.json`),
-/// else `KEY/model.safetensors` (made only on the way to a not-found error: one request per
+/// else `KEY/model.safetensors` or `KEY/pytorch_model.bin` (made only on the way to a not-found error: one request per
 /// name tried). `None` when there is none.
 fn hf_at(loc: &ObjectLocation, opts: &UrlOptions) -> Option<Result<Box<dyn TensorStore>>> {
     let found = |r: &Result<Box<dyn TensorStore>>| {
@@ -359,12 +415,21 @@ fn hf_at(loc: &ObjectLocation, opts: &UrlOptions) -> Option<Result<Box<dyn Tenso
             return Some(r);
         }
     }
-    // A single model file: safetensors (pytorch_model.bin is not read at URLs yet).
-    let r = open_location(
-        loc.with_suffix(&format!("/{}", super::hf::MODEL_FILES[0])),
-        opts,
-    );
-    found(&r).then_some(r)
+    // A single model file: model.safetensors, else pytorch_model.bin.
+    for n in super::hf::MODEL_FILES {
+        let child = loc.with_suffix(&format!("/{n}"));
+        // The object itself, never its prefix fallbacks (which would come back here).
+        let r = if n.ends_with(".safetensors") {
+            open_head(&child, opts.safetensors.head_bytes)
+        } else {
+            open_tail(&child, opts.native.tail_bytes)
+        }
+        .and_then(|held| open_object(held, opts));
+        if found(&r) {
+            return Some(r);
+        }
+    }
+    None
 }
 
 /// The prefix of a checkpoint's data object `PREFIX.data-SSSSS-of-NNNNN`, if `loc` names one.
@@ -417,6 +482,11 @@ fn open_object(held: Held, opts: &UrlOptions) -> Result<Box<dyn TensorStore>> {
             head
         }
     };
+    // A torch.save zip or a Paddle dygraph pickle: read whole, then detected and opened by the
+    // local readers' own tests (one more request; none when the first read held it all).
+    if let Some(store) = open_whole(&held, &head, opts)? {
+        return Ok(store);
+    }
     // Something paramdex does not read: say what it looks like, as for a local file.
     let name = url.rsplit('/').next().unwrap_or_default();
     let head = &head[..head.len().min(super::foreign::HEAD_LEN)];
@@ -432,6 +502,46 @@ fn open_object(held: Held, opts: &UrlOptions) -> Result<Box<dyn TensorStore>> {
              or by {url}.index"
         ),
     })
+}
+
+/// The object of `held` (whose first bytes are `head`) opened as a `torch.save` zip or a
+/// Paddle dygraph pickle when its first bytes say it may be one: read whole (at most
+/// [`UrlOptions::max_whole_object_bytes`], checked before the read) and handed to the same
+/// detection as a local file's ([`super::torch::open_source`],
+/// [`super::paddle::dygraph::open_source`]). `None`: neither claims it, or it is a DCP
+/// `.distcp` (its checkpoint is the input).
+fn open_whole(held: &Held, head: &[u8], opts: &UrlOptions) -> Result<Option<Box<dyn TensorStore>>> {
+    let url = held.location().to_string();
+    // A DCP data file alone is read through its checkpoint (its `.metadata`), as locally.
+    if url.ends_with(".distcp") {
+        return Ok(None);
+    }
+    let zip = super::torch::zip::starts_like(&head[..head.len().min(4)]);
+    let pickle = super::foreign::pickle_protocol(head).is_some();
+    if !zip && !pickle {
+        return Ok(None);
+    }
+    let bytes = whole(held, opts.max_whole_object_bytes)?;
+    let source = crate::native::Source::Memory(bytes.into());
+    let path = std::path::PathBuf::from(&url);
+    if zip {
+        super::torch::open_source(source, path)
+    } else {
+        super::paddle::dygraph::open_source(source, path)
+    }
+}
+
+/// All the bytes of the object `obj` in one read (served from memory when its first read held
+/// them), refused before the read when it is longer than `max` bytes.
+fn whole(obj: &dyn ReadAt, max: u64) -> Result<Vec<u8>> {
+    let len = obj.len();
+    crate::error::ensure_within(
+        "bytes of an object read whole into memory (UrlOptions::max_whole_object_bytes)",
+        len,
+        max,
+        None,
+    )?;
+    obj.read(0..len)
 }
 
 /// The largest `.index` read whole at once when its first read did not hold it all: a

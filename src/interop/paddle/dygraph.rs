@@ -350,14 +350,23 @@ pub fn open_store(path: &Path) -> Result<Option<Box<dyn TensorStore>>> {
     if !ok || head[0] != 0x80 || !(2..=5).contains(&head[1]) {
         return Ok(None);
     }
-    let source = Source::map(path)?;
+    open_source(Source::map(path)?, path.to_path_buf())
+}
+
+/// Opens the bytes of `source` as a `paddle.save` pickle, or `Ok(None)` if they are not one,
+/// by the same test as [`open_store`]: a local file mapped, or an object read whole at a URL
+/// (`path` names it in messages).
+pub(crate) fn open_source(source: Source, path: PathBuf) -> Result<Option<Box<dyn TensorStore>>> {
+    if source.len() < 2 || source[0] != 0x80 || !(2..=5).contains(&source[1]) {
+        return Ok(None);
+    }
     // Protocol 4 frames the whole pickle: a file cut short fails at its first FRAME, before
     // any global, so the evidence is looked for in the whole file.
     let numpy = |s: &[u8]| {
         s.windows(b"_reconstruct".len())
             .any(|w| w == b"_reconstruct")
     };
-    match DygraphStore::from_source(source.clone(), path.to_path_buf()) {
+    match DygraphStore::from_source(source.clone(), path) {
         Ok(s) => Ok(Some(Box::new(s))),
         Err(
             e @ Error::Pickle {

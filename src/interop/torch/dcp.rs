@@ -159,6 +159,10 @@ struct DataFile {
     source: OnceLock<Source>,
 }
 
+/// How a data file's bytes are got when another place than a local directory holds them (an
+/// object at a URL, read whole): from its plain file name.
+pub(crate) type FetchFile = Box<dyn Fn(&str) -> Result<Source> + Send + Sync>;
+
 /// An open DCP checkpoint directory.
 #[derive(Debug)]
 pub struct DcpStore {
@@ -167,6 +171,17 @@ pub struct DcpStore {
     files: Vec<DataFile>,
     items: Vec<Item>,
     metadata: Metadata,
+    /// `None`: the data files are mapped from `dir`.
+    fetch: Option<Fetcher>,
+}
+
+/// A [`FetchFile`] (a closure, shown by name only).
+struct Fetcher(FetchFile);
+
+impl std::fmt::Debug for Fetcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Fetcher")
+    }
 }
 
 /// The field `key` of a dataclass's `BUILD` state (a dict of str keys).
@@ -261,22 +276,38 @@ impl DcpStore {
         let bytes = std::fs::read(&meta_path)
             .map_err(|e| Error::io(format!("reading {}", meta_path.display()), e))?;
         let lens = |name: &str| std::fs::metadata(dir.join(name)).ok().map(|m| m.len());
-        Self::from_metadata(&bytes, dir.clone(), &lens)
+        Self::from_metadata(&bytes, dir.clone(), &lens, None)
     }
 
     /// Opens a DCP checkpoint from the bytes of its `.metadata` alone, with no data file
     /// (every item is then reported as stored in a missing file): for fuzzing and for checking
     /// a metadata file by itself.
     pub fn from_metadata_bytes(bytes: &[u8]) -> Result<DcpStore> {
-        Self::from_metadata(bytes, PathBuf::from("<memory>"), &|_| None)
+        Self::from_metadata(bytes, PathBuf::from("<memory>"), &|_| None, None)
+    }
+
+    /// Opens a DCP checkpoint from the bytes of its `.metadata` held somewhere else than a
+    /// local directory (objects under a URL prefix, `dir`): `file_len` is the length of a data
+    /// file (`None`: missing), `fetch` gets its bytes when first needed. The same parsing and
+    /// checks as [`DcpStore::open`].
+    #[cfg(feature = "s3")]
+    pub(crate) fn from_fetched(
+        bytes: &[u8],
+        dir: PathBuf,
+        file_len: &dyn Fn(&str) -> Option<u64>,
+        fetch: FetchFile,
+    ) -> Result<DcpStore> {
+        Self::from_metadata(bytes, dir, file_len, Some(Fetcher(fetch)))
     }
 
     /// Opens a DCP checkpoint from the bytes of its `.metadata`; `dir` is where its data
-    /// files are, `file_len` the length of one (`None`: missing).
+    /// files are, `file_len` the length of one (`None`: missing), `fetch` how their bytes are
+    /// got (`None`: mapped from `dir`).
     fn from_metadata(
         bytes: &[u8],
         dir: PathBuf,
         file_len: &dyn Fn(&str) -> Option<u64>,
+        fetch: Option<Fetcher>,
     ) -> Result<DcpStore> {
         let shown = path_str(&dir);
         let meta_shown = path_str(&dir.join(METADATA_FILE));
@@ -448,6 +479,7 @@ impl DcpStore {
             files,
             items,
             metadata: Metadata::new(),
+            fetch,
         };
         // The scalars among the non-tensor items, as metadata.
         for it in &store.items {
@@ -599,7 +631,28 @@ impl DcpStore {
         if let Some(s) = f.source.get() {
             return Ok(s);
         }
-        let s = Source::map(&f.path)?;
+        let s = match &self.fetch {
+            // A plain file name (checked at open): the path's last component.
+            Some(Fetcher(fetch)) => {
+                let name = f.path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                let s = fetch(name)?;
+                // The bytes got must be the length the open checked every offset against.
+                if Some(s.len() as u64) != f.len {
+                    return Err(Error::corrupt(
+                        "torch DCP data file",
+                        0,
+                        format!(
+                            "{}: {} bytes read where its length was {:?} at open (it changed)",
+                            path_str(&f.path),
+                            s.len(),
+                            f.len
+                        ),
+                    ));
+                }
+                s
+            }
+            None => Source::map(&f.path)?,
+        };
         // Another thread may have mapped it first: either map serves.
         Ok(f.source.get_or_init(|| s))
     }

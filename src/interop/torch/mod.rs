@@ -21,7 +21,7 @@
 //! complex32) are [`Error::Unsupported`] for their tensors only.
 
 pub mod dcp;
-mod zip;
+pub(crate) mod zip;
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -713,12 +713,20 @@ pub fn open_store(path: &Path) -> Result<Option<Box<dyn TensorStore>>> {
     if !ok || !zip::starts_like(&head) {
         return Ok(None);
     }
-    let source = Source::map(path)?;
+    open_source(Source::map(path)?, path.to_path_buf())
+}
+
+/// Opens the bytes of `source` as a `torch.save` file, or `Ok(None)` if they are not one, by
+/// the same test as [`open_store`]: a local file mapped, or an object read whole at a URL
+/// (`path` names it in messages).
+pub(crate) fn open_source(source: Source, path: PathBuf) -> Result<Option<Box<dyn TensorStore>>> {
+    if !zip::starts_like(source.get(..source.len().min(4)).unwrap_or_default()) {
+        return Ok(None);
+    }
     if !matches!(zip::entries(&source), Ok(Some(_))) {
         return Ok(None);
     }
-    Ok(TorchStore::from_source(source, path.to_path_buf())?
-        .map(|s| Box::new(s) as Box<dyn TensorStore>))
+    Ok(TorchStore::from_source(source, path)?.map(|s| Box::new(s) as Box<dyn TensorStore>))
 }
 
 #[cfg(test)]
