@@ -2,7 +2,7 @@
 //! checkpoints, Paddle models / tensor files / per-variable directories, safetensors files.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use paramdex::MetaValue;
@@ -471,6 +471,25 @@ fn input_format_is_detected_by_content_not_extension() {
     run(&[&"ls", &bad], 3);
 }
 
+/// `p` converted to `to` with a snappy index of 64-byte blocks and data aligned to `align`.
+fn snappy_copy(p: &Path, to: &Path, align: &str) -> PathBuf {
+    run(
+        &[
+            &"convert",
+            &p,
+            &to,
+            &"--compress",
+            &"snappy",
+            &"--block-size",
+            &"64",
+            &"--align",
+            &align,
+        ],
+        0,
+    );
+    to.to_path_buf()
+}
+
 /// `stat` is computed by the library for any store: a native file gives the same figures from
 /// its path and through the object code path (a `file://` URL), snappy index included.
 #[cfg(unix)]
@@ -478,19 +497,7 @@ fn input_format_is_detected_by_content_not_extension() {
 fn stat_is_the_same_from_a_path_and_a_url() {
     let dir = tempfile::tempdir().unwrap();
     let p = native(dir.path());
-    let c = dir.path().join("s.pdx");
-    run(
-        &[
-            &"convert",
-            &p,
-            &c,
-            &"--compress",
-            &"snappy",
-            &"--block-size",
-            &"64",
-        ],
-        0,
-    );
+    let c = snappy_copy(&p, &dir.path().join("s.pdx"), "64");
     for f in [p, c] {
         let url = format!("file://{}", std::fs::canonicalize(&f).unwrap().display());
         let mut local = json(&run(&[&"stat", &f, &"--json"], 0));
@@ -531,21 +538,7 @@ fn native_stat_reports_the_layout() {
         st["records_bytes"].as_u64().unwrap() + st["index_bytes"].as_u64().unwrap(),
         len
     );
-    let c = dir.path().join("s.pdx");
-    run(
-        &[
-            &"convert",
-            &p,
-            &c,
-            &"--compress",
-            &"snappy",
-            &"--block-size",
-            &"64",
-            &"--align",
-            &"8",
-        ],
-        0,
-    );
+    let c = snappy_copy(&p, &dir.path().join("s.pdx"), "8");
     let st = json(&run(&[&"stat", &c, &"--json"], 0));
     assert_eq!(st["alignment"], 8);
     assert!(st["index_blocks"].as_u64().unwrap() > 1);
