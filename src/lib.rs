@@ -85,6 +85,16 @@ pub mod raw;
 
 pub use dtype::{DType, Packing};
 pub use element::Element;
+/// Where a checkpoint's sibling files are (a directory, or a bucket prefix with the `s3`
+/// feature: `remote::BucketPlace`) and how each is named: one formatter and one parser per
+/// name convention of a sharded checkpoint (SPEC.md 12).
+pub mod place {
+    pub use crate::native::{
+        data_suffix, parse_suffix, pending_suffix, refs_suffix, reused_suffix, Brought, DirPlace,
+        Place, Sibling, INDEX_SUFFIX,
+    };
+}
+
 pub use error::{
     CheckpointProblem, Corruption, Error, LooksLike, PickleProblem, RemoteProblem, Result,
     ShardProblem, SliceProblem,

@@ -105,11 +105,18 @@ pub use rewrite::{rewrite_in_place, RewriteReport};
 #[cfg(feature = "s3")]
 pub(crate) use sharded::index::{read_shard_index_from, ShardIndex};
 #[cfg(feature = "s3")]
-pub(crate) use sharded::merge::{parse_data_name, plan_index, write_index};
+pub(crate) use sharded::merge::{plan_index, read_all_references, reused_files, write_index};
+pub use sharded::place::{
+    data_suffix, parse_suffix, pending_suffix, refs_suffix, reused_suffix, Brought, DirPlace,
+    Place, Sibling, INDEX_SUFFIX,
+};
 #[cfg(feature = "s3")]
 pub(crate) use sharded::reader::{check_against_shards, check_shard_identity, check_shard_len};
+pub(crate) use sharded::reuse::ReuseBase;
 pub use sharded::reuse::ReuseStats;
 pub(crate) use sharded::table::{data_path, index_path};
+pub(crate) use sharded::unchanged::same_bytes;
+pub(crate) use sharded::writer::check_shard_number;
 pub use sharded::writer::{Saved, ShardWriter, ShardedSave};
 pub use source::{LoadAdvice, Source};
 pub use staging::{remove_staged, write_atomically};

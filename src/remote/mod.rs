@@ -18,11 +18,15 @@ unless cached, and its record), checking every tensor's CRC32C."
 #[cfg(feature = "s3")]
 mod object;
 #[cfg(feature = "s3")]
+mod place;
+#[cfg(feature = "s3")]
 mod range;
 #[cfg(feature = "s3")]
 mod reader;
 #[cfg(feature = "s3")]
 mod sharded;
+#[cfg(feature = "s3")]
+mod sharded_reuse;
 #[cfg(feature = "s3")]
 mod sharded_write;
 #[cfg(feature = "s3")]
@@ -35,6 +39,8 @@ pub(crate) use object::remote_error;
 #[cfg(feature = "s3")]
 pub use object::ObjectRange;
 #[cfg(feature = "s3")]
+pub use place::BucketPlace;
+#[cfg(feature = "s3")]
 pub use range::{Dest, FileRange, Parallelism, RangeRead, ReadAt, ReadPart, RequestStats};
 #[cfg(feature = "s3")]
 pub use reader::{
@@ -42,10 +48,10 @@ pub use reader::{
 };
 #[cfg(feature = "s3")]
 pub use sharded::{
-    data_suffix, object_data_opener, open_sharded, sharded_names, DataOpener, RemoteSharded,
+    object_data_opener, open_sharded, open_sharded_at, sharded_names, DataOpener, RemoteSharded,
 };
 #[cfg(feature = "s3")]
-pub use sharded_write::{merge_shards_url, RemoteShardWriter};
+pub use sharded_write::{merge_shards_at, merge_shards_url, RemoteShardWriter};
 #[cfg(feature = "s3")]
 pub use upload::{
     abort_uploads_in_flight, create_writer, create_writer_with, object_exists, upload_file,

@@ -997,6 +997,13 @@ impl RemoteReader {
         self.read_want(want)
     }
 
+    /// Checks entry `e` (under `key`, in the block at `at`) against this file as a read checks
+    /// it (stored whole, its size fitting its shape, its range inside the records region),
+    /// without reading its bytes; returns their number.
+    pub(crate) fn check_entry(&self, key: &[u8], e: &IndexEntry, at: u64) -> Result<u64> {
+        self.want_of(key, e, at).map(|w| w.range.end - w.data_at)
+    }
+
     /// The bytes of `want`, checked against its CRC32C: from the bytes the open read when
     /// they hold it (no request), else one ranged GET, or parallel ones for a tensor larger
     /// than a part.

@@ -14,6 +14,8 @@ use crate::native::{
     check_against_shards, check_shard_identity, check_shard_len, FileHeader, IndexEntry, Region,
     VerifyReport,
 };
+use crate::native::{data_suffix, INDEX_SUFFIX};
+use crate::remote::place::BucketPlace;
 use crate::remote::range::RangeRead;
 use crate::remote::reader::{
     get_region, get_whole, EntrySource, LoadOptions, RemoteEntry, RemoteOptions, RemoteReader,
@@ -33,6 +35,9 @@ pub struct RemoteSharded {
     open_data: Box<DataOpener>,
     files: Vec<OnceLock<RemoteReader>>,
     opts: RemoteOptions,
+    /// Where its objects are, when opened by its place: what an incremental save reusing it
+    /// copies its data objects from.
+    pub(crate) place: Option<Arc<BucketPlace>>,
 }
 
 impl std::fmt::Debug for RemoteSharded {
@@ -42,11 +47,6 @@ impl std::fmt::Debug for RemoteSharded {
             .field("data_objects", &self.files.len())
             .finish_non_exhaustive()
     }
-}
-
-/// `.data-SSSSS-of-NNNNN`: the suffix of data object `k` of `n` (TensorFlow's names).
-pub fn data_suffix(k: u32, n: u32) -> String {
-    format!(".data-{k:05}-of-{n:05}")
 }
 
 impl RemoteSharded {
@@ -76,6 +76,7 @@ impl RemoteSharded {
             open_data,
             files: (0..n).map(|_| OnceLock::new()).collect(),
             opts,
+            place: None,
         })
     }
 
@@ -285,9 +286,9 @@ impl EntrySource for RemoteSharded {
 
 /// `(PREFIX, PREFIX.index)` of a sharded checkpoint named by its prefix or its index.
 pub fn sharded_names(url: &str) -> (String, String) {
-    match url.strip_suffix(".index").filter(|p| !p.ends_with('/')) {
+    match url.strip_suffix(INDEX_SUFFIX).filter(|p| !p.ends_with('/')) {
         Some(prefix) => (prefix.to_string(), url.to_string()),
-        None => (url.to_string(), format!("{url}.index")),
+        None => (url.to_string(), format!("{url}{INDEX_SUFFIX}")),
     }
 }
 
@@ -296,8 +297,7 @@ pub fn sharded_names(url: &str) -> (String, String) {
 /// in the same store. One or two requests (the index object's tail, and its header's block
 /// unless the tail holds it); the data objects are opened on first use.
 pub fn open_sharded(url: &str, opts: RemoteOptions) -> Result<RemoteSharded> {
-    let (prefix, index_url) = sharded_names(url);
-    let tail = opts.tail_bytes;
+    let (prefix, _) = sharded_names(url);
     if let Some(path) = prefix.strip_prefix("file://") {
         let path = path.to_string();
         let index = Arc::new(crate::remote::range::FileRange::open(format!(
@@ -319,23 +319,22 @@ pub fn open_sharded(url: &str, opts: RemoteOptions) -> Result<RemoteSharded> {
         };
         return RemoteSharded::open(index, prefix, Box::new(open_data), opts);
     }
-    let loc = crate::remote::url::resolve(&index_url)?;
-    let index = Arc::new(crate::remote::object::ObjectRange::open(
-        loc.store.clone(),
-        loc.path.clone(),
-        index_url.clone(),
-        loc.runtime.clone(),
-        tail,
-    )?);
-    let key_prefix = crate::remote::url::split_s3_url(&prefix)?.1.to_string();
-    let open_data = object_data_opener(
-        loc.store.clone(),
-        loc.runtime.clone(),
-        &key_prefix,
-        &prefix,
-        tail,
-    );
-    RemoteSharded::open(index, prefix, open_data, opts)
+    open_sharded_at(Arc::new(BucketPlace::new(&prefix)?), opts)
+}
+
+/// Opens the sharded checkpoint whose objects are `place` (see [`open_sharded`]); it can be
+/// the base of an incremental save in the same bucket
+/// ([`crate::remote::RemoteShardWriter::with_base`]).
+pub fn open_sharded_at(place: Arc<BucketPlace>, opts: RemoteOptions) -> Result<RemoteSharded> {
+    let tail = opts.tail_bytes;
+    let index = Arc::new(place.open_range(INDEX_SUFFIX, tail)?);
+    let data = place.clone();
+    let open_data = move |suffix: &str| -> Result<Arc<dyn RangeRead>> {
+        Ok(Arc::new(data.open_range(suffix, tail)?))
+    };
+    let mut r = RemoteSharded::open(index, place.url(), Box::new(open_data), opts)?;
+    r.place = Some(place);
+    Ok(r)
 }
 
 /// Opens the data objects of a sharded checkpoint whose prefix is the key `key_prefix` of

@@ -1,36 +1,43 @@
 //! Writing a sharded checkpoint (SPEC.md 12) into an object store (SPEC.md 12.6): each writer
 //! streams its shard by multipart upload straight under its final name `PREFIX.data-k-of-N`
-//! ([`RemoteShardWriter`]),
-//! then one merge ([`merge_shards_url`]) reads every data object's footer and index by ranged
-//! GETs (never its records), checks them exactly as the local merge does (the same planning
-//! code, `native::plan_index`), and writes `PREFIX.index` last, in one PUT: the checkpoint
-//! exists when that object does. Data objects of an earlier checkpoint with another number of
-//! shards are deleted after it.
+//! ([`RemoteShardWriter`]), then one merge ([`merge_shards_url`]) reads every data object's
+//! footer and index by ranged GETs (never its records), checks them exactly as the local merge
+//! does (the same planning code, `native::plan_index`), and writes `PREFIX.index` last, in one
+//! PUT: the checkpoint exists when that object does. Data objects of an earlier checkpoint with
+//! another number of data objects are deleted before that PUT.
 //!
 //! Object stores have no rename, so a shard cannot wait under a pending name as it does in a
-//! directory: a save at the prefix of an existing checkpoint with the same number of shards
-//! replaces that checkpoint's data objects while the old index is still in place. Readers of the
-//! old checkpoint then get errors naming the object (another length or identity than the index
-//! records, or another ETag than the one they opened), never the new save's bytes as the old
-//! one's.
+//! directory: a save at the prefix of an existing checkpoint with the same number of data
+//! objects replaces that checkpoint's data objects while the old index is still in place.
+//! Readers of the old checkpoint then get errors naming the object (another length or identity
+//! than the index records, or another ETag than the one they opened), never the new save's
+//! bytes as the old one's.
+//!
+//! An incremental save (SPEC.md 12.5; [`RemoteShardWriter::with_base`]) reuses a checkpoint of
+//! the same bucket: the first tensor a shard reuses from one of the base's data objects has
+//! the store copy that object (server-side `CopyObject`, no byte through the writer) to
+//! `PREFIX.reused-<save id>-k-of-n`, and the shard's references go to
+//! `PREFIX.refs-k-of-N.pending` (one PUT) before its upload completes. The merge reads those as
+//! the local merge reads the files of the same names (the same code: `read_all_references`,
+//! `reused_files`, `plan_index`), then has the store copy each shard and each reused object to
+//! its name among the checkpoint's N + R data objects, deletes other numbers' data objects,
+//! PUTs the index, and only then deletes the save's `-of-N` shard objects, its references and
+//! reused objects: a merge run again after a crash before the index's PUT finds them all.
 
 use std::ops::{Deref, DerefMut};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use object_store::path::Path as ObjectPath;
-use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
-
-use crate::error::{Error, Result, ShardProblem};
+use crate::error::{Error, RemoteProblem, Result, ShardProblem};
 use crate::native::{
-    parse_data_name, plan_index, read_shard_index_from, write_index, FinishStats,
-    MergeShardsOptions, MergeShardsReport, MergeStep, SaveId, ShardIndex, ShardOf, ShardWriter,
-    WriterOptions, MAX_SHARDS,
+    data_suffix, parse_suffix, plan_index, read_all_references, read_shard_index_from,
+    reused_files, reused_suffix, write_index, FinishStats, MergeShardsOptions, MergeShardsReport,
+    MergeStep, Place, SaveId, ShardIndex, ShardOf, ShardWriter, Sibling, WriterOptions,
+    INDEX_SUFFIX,
 };
-use crate::remote::object::{remote_error, ObjectRange};
-use crate::remote::sharded::{data_suffix, sharded_names};
-use crate::remote::upload::{ObjectUpload, UploadOptions};
-use crate::remote::url::{resolve, ObjectLocation};
+use crate::remote::place::BucketPlace;
+use crate::remote::sharded::RemoteSharded;
+use crate::remote::upload::UploadOptions;
 
 /// Bytes of a data object's end read when the merge opens it: its footer and index, usually.
 const MERGE_TAIL: u64 = 256 << 10;
@@ -40,26 +47,15 @@ type IndexRead = (u64, Result<ShardIndex>);
 /// Data objects whose indexes the merge reads at once.
 const MERGE_READERS: usize = 16;
 
-/// The `s3://` URL `prefix` resolved, refusing what a sharded checkpoint cannot be written to.
-fn resolve_prefix(prefix: &str) -> Result<ObjectLocation> {
-    if prefix.starts_with("file://") {
-        return Err(Error::Unsupported(format!(
-            "{prefix}: a sharded checkpoint in a local directory is written by ShardWriter and \
-             merge_shards at its path, not at a file:// URL"
-        )));
-    }
-    resolve(prefix)
-}
-
 /// The writer of one shard of a sharded save into an object store: a [`ShardWriter`] (whose
 /// methods it offers through `Deref`) streaming its bytes by multipart upload
-/// ([`ObjectUpload`]: parts uploaded while the writer writes, bounded memory) to
+/// ([`crate::remote::ObjectUpload`]: parts uploaded while the writer writes, bounded memory) to
 /// `PREFIX.data-k-of-N`, which appears, complete, when [`RemoteShardWriter::finish`] succeeds;
 /// dropped unfinished, or failing, the upload is aborted and nothing appears.
 ///
-/// Incremental saves are not offered on object storage: [`ShardWriter::with_base`] refuses a
-/// shard written so, and [`merge_shards_url`] a shard that counts references (both with
-/// [`Error::Unsupported`]).
+/// An incremental save reuses a checkpoint of the same bucket ([`RemoteShardWriter::with_base`]):
+/// [`ShardWriter::add_or_reuse`] and the other reusing methods work as in a directory, the
+/// reused data objects copied by the store.
 #[derive(Debug)]
 pub struct RemoteShardWriter {
     writer: ShardWriter,
@@ -97,17 +93,37 @@ impl RemoteShardWriter {
         opts: WriterOptions,
         upload: &UploadOptions,
     ) -> Result<RemoteShardWriter> {
-        let (prefix, _) = sharded_names(prefix);
-        if num_shards == 0 || num_shards > MAX_SHARDS || shard_id >= num_shards {
-            return Err(Error::InvalidArgument(format!(
-                "shard {shard_id} of {num_shards}: the shard number must be below the number \
-                 of shards, which is 1 to {MAX_SHARDS}"
-            )));
-        }
-        let url = format!("{prefix}{}", data_suffix(shard_id, num_shards));
-        let dest = ObjectUpload::new(resolve_prefix(&url)?, upload)?;
-        let writer = ShardWriter::create_on(Box::new(dest), shard_id, num_shards, save_id, opts)?;
+        crate::native::check_shard_number(shard_id, num_shards)?;
+        let place = BucketPlace::new(prefix)?.with_upload(upload.clone());
+        Self::create_at(Arc::new(place), shard_id, num_shards, save_id, opts)
+    }
+
+    /// [`RemoteShardWriter::create`] at the checkpoint's objects `place`.
+    pub fn create_at(
+        place: Arc<BucketPlace>,
+        shard_id: u32,
+        num_shards: u32,
+        save_id: SaveId,
+        opts: WriterOptions,
+    ) -> Result<RemoteShardWriter> {
+        let suffix = data_suffix(shard_id, num_shards);
+        let url = place.shown(&suffix);
+        let writer = ShardWriter::create_in(place, &suffix, shard_id, num_shards, save_id, opts)?;
         Ok(RemoteShardWriter { writer, url })
+    }
+
+    /// Makes this shard part of an incremental save (SPEC.md 12.5) whose base is the sharded
+    /// checkpoint `base`, in the same bucket (opened by [`crate::remote::open_sharded`]): as
+    /// [`ShardWriter::with_base`], each of the base's data objects it reuses from copied by the
+    /// store beside the new checkpoint (`PREFIX.reused-<save id>-k-of-n`), so that deleting the
+    /// base afterwards never breaks the new checkpoint.
+    ///
+    /// Errors: [`Error::Unsupported`] for a base opened without its place (by
+    /// [`RemoteSharded::open`] with a data opener of its own), and, at the first reuse, for a
+    /// base in another bucket.
+    pub fn with_base(mut self, base: Arc<RemoteSharded>) -> Result<RemoteShardWriter> {
+        self.writer = self.writer.with_reuse_base(base)?;
+        Ok(self)
     }
 
     /// Where the shard goes: `PREFIX.data-k-of-N`.
@@ -115,8 +131,9 @@ impl RemoteShardWriter {
         &self.url
     }
 
-    /// Finishes the shard and completes its upload. The checkpoint exists only once
-    /// [`merge_shards_url`] has written its index.
+    /// Finishes the shard (its references object first, for a shard that reuses tensors) and
+    /// completes its upload. The checkpoint exists only once [`merge_shards_url`] has written
+    /// its index.
     pub fn finish(self) -> Result<FinishStats> {
         self.writer.finish()
     }
@@ -135,108 +152,54 @@ impl DerefMut for RemoteShardWriter {
     }
 }
 
-/// Where the objects of a sharded checkpoint are: the bucket's store, the key of the prefix's
-/// "directory" (to list) and its last part (the stem every name starts with).
-struct PrefixObjects {
-    loc: ObjectLocation,
-    /// `PREFIX` as a URL.
-    url: String,
-    /// The key of `PREFIX`.
-    key: String,
-    dir: Option<ObjectPath>,
-    stem: String,
-}
-
-impl PrefixObjects {
-    fn new(prefix: &str) -> Result<PrefixObjects> {
-        let (prefix, _) = sharded_names(prefix);
-        let loc = resolve_prefix(&prefix)?;
-        let key = crate::remote::url::split_s3_url(&prefix)?.1.to_string();
-        let (dir, stem) = match key.rsplit_once('/') {
-            Some((d, s)) => (Some(ObjectPath::from(d)), s.to_string()),
-            None => (None, key.clone()),
-        };
-        if stem.is_empty() {
-            return Err(Error::InvalidArgument(format!(
-                "{prefix}: a sharded checkpoint's prefix names its files (s3://bucket/dir/PREFIX)"
-            )));
-        }
-        Ok(PrefixObjects {
-            loc,
-            url: prefix,
-            key,
-            dir,
-            stem,
-        })
-    }
-
-    fn store(&self) -> &Arc<dyn ObjectStore> {
-        &self.loc.store
-    }
-
-    /// The object `PREFIX<suffix>`: its key and URL.
-    fn object(&self, suffix: &str) -> (ObjectPath, String) {
-        (
-            ObjectPath::from(format!("{}{suffix}", self.key)),
-            format!("{}{suffix}", self.url),
-        )
-    }
-
-    /// The data objects at the prefix, `PREFIX.data-k-of-N`: (k, N, key, URL).
-    fn data_objects(&self) -> Result<Vec<(u32, u32, ObjectPath, String)>> {
-        let listed = self
-            .loc
-            .runtime
-            .block_on(self.store().list_with_delimiter(self.dir.as_ref()))
-            .map_err(|e| remote_error(&self.url, e))?;
-        let mut out = Vec::new();
-        for o in listed.objects {
-            let Some(name) = o.location.filename() else {
-                continue;
-            };
-            if let Some((k, n, false)) = parse_data_name(name.as_bytes(), self.stem.as_bytes()) {
-                let suffix = &name[self.stem.len()..];
-                let (path, url) = self.object(suffix);
-                out.push((k, n, path, url));
-            }
-        }
-        out.sort_by_key(|&(k, n, ..)| (n, k));
-        Ok(out)
-    }
-}
-
 /// Commits a sharded save whose shards were uploaded to `prefix` (`s3://bucket/dir/PREFIX`) by
 /// [`RemoteShardWriter`]s (SPEC.md 12.6): lists the data objects `PREFIX.data-k-of-N`, reads
 /// each one's footer and index (one ranged GET each, two when its index is larger than 256 KiB;
 /// never its records), takes the save that is not the committed checkpoint's (or the one
 /// [`MergeShardsOptions::save_id`] names), checks its shards against each other exactly as
-/// [`crate::merge_shards`] does, deletes the data objects of another number of shards (an
-/// earlier checkpoint's, or a failed save's), and writes `PREFIX.index` last, in one PUT. The
-/// report's paths are URLs.
+/// [`crate::merge_shards`] does (and, for an incremental save, their references against the
+/// reused objects' indexes), deletes the data objects of another number of data objects (an
+/// earlier checkpoint's, or a failed save's), and writes `PREFIX.index` last, in one PUT. An
+/// incremental save's shards and reused objects are first copied by the store to their names
+/// among the checkpoint's data objects (see the module documentation). The report's paths are
+/// URLs.
 ///
 /// Errors: as [`crate::merge_shards`] ([`Error::Shard`] naming the URL of a missing shard, or
-/// of one of another save in its place); [`Error::Unsupported`] for a shard of an incremental
-/// save; [`Error::Remote`] for a failed request. Nothing is written when an error is reported
-/// before the index's PUT.
+/// of one of another save in its place, or of a missing references or reused object);
+/// [`Error::Remote`] for a failed request. Nothing is written when an error is reported
+/// before the copies of an incremental save (or, for another save, the index's PUT).
 pub fn merge_shards_url(prefix: &str, opts: &MergeShardsOptions<'_>) -> Result<MergeShardsReport> {
-    let at = PrefixObjects::new(prefix)?;
-    let objects = at.data_objects()?;
+    merge_shards_at(&BucketPlace::new(prefix)?, opts)
+}
+
+/// [`merge_shards_url`] of the checkpoint's objects `at`.
+pub fn merge_shards_at(
+    at: &BucketPlace,
+    opts: &MergeShardsOptions<'_>,
+) -> Result<MergeShardsReport> {
+    // The data objects at the prefix, PREFIX.data-k-of-N: (k, N, suffix).
+    let mut objects: Vec<(u32, u32, String)> = at
+        .list()?
+        .into_iter()
+        .filter_map(|suffix| match parse_suffix(suffix.as_bytes()) {
+            Some(Sibling::Data {
+                shard,
+                num_shards,
+                pending: false,
+            }) => Some((shard, num_shards, suffix)),
+            _ => None,
+        })
+        .collect();
+    objects.sort_by_key(|&(k, n, _)| (n, k));
     // The committed checkpoint's save, if there is one: its data objects are not a new save.
-    let (index_key, index_url) = at.object(".index");
-    let committed: Option<SaveId> = match ObjectRange::open(
-        at.store().clone(),
-        index_key.clone(),
-        index_url.clone(),
-        at.loc.runtime.clone(),
-        256 << 10,
-    ) {
+    let committed: Option<SaveId> = match at.open_range(INDEX_SUFFIX, MERGE_TAIL) {
         Ok(src) => {
             crate::remote::reader::RemoteReader::open_native(Arc::new(src), Default::default())
                 .ok()
                 .and_then(|r| r.header().shards.first().map(|s| s.shard.save_id))
         }
         Err(Error::Remote {
-            problem: crate::error::RemoteProblem::NotFound,
+            problem: RemoteProblem::NotFound,
             ..
         }) => None,
         Err(e) => return Err(e),
@@ -246,18 +209,12 @@ pub fn merge_shards_url(prefix: &str, opts: &MergeShardsOptions<'_>) -> Result<M
     let results: Vec<Mutex<Option<IndexRead>>> = objects.iter().map(|_| Mutex::new(None)).collect();
     let positions: Vec<usize> = (0..objects.len()).collect();
     crate::parallel::try_each(&positions, MERGE_READERS, |&i| {
-        let (_, _, path, url) = &objects[i];
+        let (_, _, suffix) = &objects[i];
+        let url = at.shown(suffix);
         let mut read = 0u64;
-        let got = ObjectRange::open(
-            at.store().clone(),
-            path.clone(),
-            url.clone(),
-            at.loc.runtime.clone(),
-            MERGE_TAIL,
-        )
-        .and_then(|src| {
+        let got = at.open_range(suffix, MERGE_TAIL).and_then(|src| {
             // The open's read (MERGE_TAIL bytes) serves the shard index's first read.
-            read_shard_index_from(&src, Path::new(url), &mut read, MERGE_TAIL)
+            read_shard_index_from(&src, Path::new(&url), &mut read, MERGE_TAIL)
         });
         *results[i].lock().unwrap_or_else(|p| p.into_inner()) = Some((read, got));
         Ok(())
@@ -266,22 +223,21 @@ pub fn merge_shards_url(prefix: &str, opts: &MergeShardsOptions<'_>) -> Result<M
     let mut shards: Vec<(ShardIndex, String)> = Vec::new();
     // Objects that are not readable shards: (k, N, URL, why), reported if the save needs them.
     let mut unreadable: Vec<(u32, u32, String, Error)> = Vec::new();
-    for ((k, n, _, url), slot) in objects.iter().zip(results) {
+    for ((k, n, suffix), slot) in objects.iter().zip(results) {
+        let url = at.shown(suffix);
         let (bytes, got) = slot
             .into_inner()
             .unwrap_or_else(|p| p.into_inner())
             .expect("every object was read");
         read += bytes;
         match got {
-            Ok(s) if (s.shard.shard_id, s.shard.num_shards) == (*k, *n) => {
-                shards.push((s, url.clone()))
-            }
+            Ok(s) if (s.shard.shard_id, s.shard.num_shards) == (*k, *n) => shards.push((s, url)),
             Ok(s) => unreadable.push((
                 *k,
                 *n,
                 url.clone(),
                 Error::Shard {
-                    path: url.clone(),
+                    path: url,
                     problem: ShardProblem::Identity,
                     detail: format!(
                         "named as shard {k} of {n}, the object says it is shard {} of {}",
@@ -289,7 +245,7 @@ pub fn merge_shards_url(prefix: &str, opts: &MergeShardsOptions<'_>) -> Result<M
                     ),
                 },
             )),
-            Err(e) => unreadable.push((*k, *n, url.clone(), e)),
+            Err(e) => unreadable.push((*k, *n, url, e)),
         }
     }
     // The save to commit.
@@ -322,7 +278,7 @@ pub fn merge_shards_url(prefix: &str, opts: &MergeShardsOptions<'_>) -> Result<M
                 return Err(e);
             }
             return Err(Error::Shard {
-                path: at.url.clone(),
+                path: at.url().to_string(),
                 problem: ShardProblem::Missing,
                 detail: "no data objects of a save to merge (PREFIX.data-k-of-N other than the \
                          committed checkpoint's)"
@@ -335,7 +291,7 @@ pub fn merge_shards_url(prefix: &str, opts: &MergeShardsOptions<'_>) -> Result<M
                 .map(|(s, n)| format!("save {s} ({n} shards)"))
                 .collect();
             return Err(Error::Shard {
-                path: at.url.clone(),
+                path: at.url().to_string(),
                 problem: ShardProblem::Leftover,
                 detail: format!(
                     "data objects of several saves: {}; name the save to merge",
@@ -364,8 +320,8 @@ pub fn merge_shards_url(prefix: &str, opts: &MergeShardsOptions<'_>) -> Result<M
             {
                 return Err(e);
             }
-            let (_, url) = at.object(&data_suffix(k, n));
-            let there = objects.iter().any(|(j, m, ..)| (*j, *m) == (k, n));
+            let url = at.shown(&data_suffix(k, n));
+            let there = objects.iter().any(|(j, m, _)| (*j, *m) == (k, n));
             return Err(Error::Shard {
                 path: url,
                 problem: ShardProblem::Missing,
@@ -379,57 +335,118 @@ pub fn merge_shards_url(prefix: &str, opts: &MergeShardsOptions<'_>) -> Result<M
                 },
             });
         };
-        if s.header.references != 0 {
-            return Err(Error::Unsupported(format!(
-                "{url}: a shard of an incremental save (it reuses {} tensors of an earlier \
-                 checkpoint); incremental saves are not written to object storage",
-                s.header.references
-            )));
-        }
         ordered.push(s);
         urls.push(url);
     }
-    let refs: Vec<_> = (0..n).map(|_| None).collect();
-    let planned = plan_index(&ordered, &refs, &[], n, opts)?;
+    // An incremental save: each shard's references, and the earlier data objects they name,
+    // each checked to be the one recorded.
+    let refs = read_all_references(at, &ordered, &mut read)?;
+    let (reused_refs, total) = reused_files(at, &refs, save_id, n)?;
+    let mut reused: Vec<ShardIndex> = Vec::with_capacity(reused_refs.len());
+    for f in &reused_refs {
+        let suffix = reused_suffix(&f.shard);
+        let url = at.shown(&suffix);
+        let s = at
+            .open(&suffix)
+            .and_then(|src| read_shard_index_from(&*src, Path::new(&url), &mut read, MERGE_TAIL))
+            .map_err(|e| match e {
+                Error::Shard {
+                    problem: ShardProblem::Missing,
+                    ..
+                } => Error::Shard {
+                    path: url.clone(),
+                    problem: ShardProblem::Missing,
+                    detail: format!(
+                        "data object {} of {} of save {} ({} bytes), which the save reuses, is \
+                         not beside the checkpoint",
+                        f.shard.shard_id, f.shard.num_shards, f.shard.save_id, f.file_len
+                    ),
+                },
+                e => e,
+            })?;
+        if s.shard != f.shard || s.file_len != f.file_len {
+            return Err(Error::Shard {
+                path: url,
+                problem: ShardProblem::Identity,
+                detail: format!(
+                    "the object is shard {} of {} of save {} ({} bytes), the references name \
+                     data object {} of {} of save {} ({} bytes)",
+                    s.shard.shard_id,
+                    s.shard.num_shards,
+                    s.shard.save_id,
+                    s.file_len,
+                    f.shard.shard_id,
+                    f.shard.num_shards,
+                    f.shard.save_id,
+                    f.file_len
+                ),
+            });
+        }
+        reused.push(s);
+    }
+    let planned = plan_index(&ordered, &refs, &reused, total, opts)?;
     if let Some(f) = opts.on_step {
         f(MergeStep::Checked);
     }
     let mut bytes = Vec::new();
     let index_len = write_index(&mut bytes, &planned)?;
-    // Data objects of another number of shards belong to no checkpoint once the index is
-    // written: they go first, so that a merge run again after a crash never finds an earlier
-    // save of another number of shards complete beside the committed one and takes it.
-    let mut removed = Vec::new();
-    for (_, m, path, url) in &objects {
-        if *m != n {
-            match at.loc.runtime.block_on(at.store().delete(path)) {
-                Ok(()) => removed.push(PathBuf::from(url)),
-                Err(object_store::Error::NotFound { .. }) => {}
-                Err(e) => return Err(remote_error(url, e)),
+    // An incremental save's data objects under their names among the checkpoint's `total`,
+    // copied by the store (no rename in a bucket): the shards, then the reused objects.
+    let mut data_paths = urls;
+    if total != n {
+        let from = (0..n)
+            .map(|k| data_suffix(k, n))
+            .chain(reused_refs.iter().map(|f| reused_suffix(&f.shard)));
+        data_paths.clear();
+        for (k, from) in (0..total).zip(from) {
+            let to = data_suffix(k, total);
+            at.bring_in(at, &from, &to)?;
+            if let Some(f) = opts.on_step {
+                f(MergeStep::ShardRenamed(k));
             }
+            data_paths.push(at.shown(&to));
+        }
+    }
+    // Data objects of another number of data objects belong to no checkpoint once the index
+    // is written: they go first, so that a merge run again after a crash never finds an
+    // earlier save of another number of shards complete beside the committed one and takes
+    // it. The save's own shards (copied above) stay until the index is written.
+    let mut removed = Vec::new();
+    for (_, m, suffix) in &objects {
+        // Every object of the save's number of shards is one of its shards (they were
+        // written under those names, and each was found).
+        if *m != total && *m != n && at.delete(suffix)? {
+            removed.push(PathBuf::from(at.shown(suffix)));
         }
     }
     if let Some(f) = opts.on_step {
         f(MergeStep::PreviousDataRemoved);
     }
     // The checkpoint exists from this PUT on (one object, whole or not at all).
-    at.loc
-        .runtime
-        .block_on(at.store().put(&index_key, PutPayload::from(bytes)))
-        .map_err(|e| remote_error(&index_url, e))?;
+    at.put(INDEX_SUFFIX, &bytes, true)?;
     if let Some(f) = opts.on_step {
         f(MergeStep::Committed);
     }
+    // An incremental save's objects that the checkpoint does not name (one left by a failure
+    // here belongs to no checkpoint: the committed save is never merged again).
+    if total != n {
+        let leftovers = (0..n)
+            .flat_map(|k| [data_suffix(k, n), crate::native::refs_suffix(k, n)])
+            .chain(reused_refs.iter().map(|f| reused_suffix(&f.shard)));
+        for suffix in leftovers {
+            let _ = at.delete(&suffix);
+        }
+    }
     Ok(MergeShardsReport {
-        index_path: PathBuf::from(index_url),
-        data_paths: urls.into_iter().map(PathBuf::from).collect(),
+        index_path: PathBuf::from(at.shown(INDEX_SUFFIX)),
+        data_paths: data_paths.into_iter().map(PathBuf::from).collect(),
         save_id,
         tensors: planned.merged.tensors,
         slices: planned.merged.slices,
         partial: planned.partial,
-        reused_tensors: 0,
-        reused_bytes: 0,
-        reused_files: 0,
+        reused_tensors: planned.merged.reused_tensors,
+        reused_bytes: planned.merged.reused_bytes,
+        reused_files: reused.len() as u64,
         bytes_read: read,
         shard_bytes: ordered.iter().map(|s| s.file_len).sum(),
         index_len,

@@ -810,7 +810,7 @@ impl Dir {
         metadata: Metadata,
     ) -> Result<()> {
         let stem = self.stem(step);
-        let data = format!("{stem}{}", crate::remote::data_suffix(0, 1));
+        let data = format!("{stem}{}", crate::place::data_suffix(0, 1));
         let url = self.at.child(&data);
         let mut w = crate::remote::create_writer(&url.to_string_lossy(), self.opts.writer.clone())?;
         w.set_metadata(metadata)?;

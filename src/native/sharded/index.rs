@@ -71,15 +71,8 @@ fn open_local(path: &Path) -> Result<FileRange> {
     FileRange::from_file(f, path)
 }
 
-/// Reads the footer, index table and header of the native file at `path` (never its records);
-/// `read` counts the bytes read. A missing file is [`ShardProblem::Missing`]; one that is not
-/// a native file of version 1 to [`FORMAT_VERSION`], [`ShardProblem::Identity`].
-fn read_index_tail(path: &Path, read: &mut u64) -> Result<IndexTail> {
-    let src = open_local(path)?;
-    read_index_tail_from(&src, &path_str(path), read, FOOTER_LEN as u64)
-}
-
-/// [`read_index_tail`] of the file `src` (shown as `shown`), opened as every native file is
+/// Reads the footer, index table and header of the native file `src` (shown as `shown`;
+/// never its records; `read` counts the bytes read), opened as every native file is
 /// ([`open_index`], its first read the last `tail_bytes` bytes), its index data blocks read
 /// too: from a local file, with the footer as first read, three reads of the index table
 /// alone (footer, index block, data blocks), no record byte.
@@ -228,8 +221,17 @@ type EntryDtype = (i32, u32);
 /// tensor of which slices are reused lists exactly the slice references of its name, of its
 /// dtype and of their regions' shapes.
 pub(in crate::native) fn read_references(path: &Path, read: &mut u64) -> Result<References> {
+    read_references_from(&open_local(path)?, path, read)
+}
+
+/// [`read_references`] of the file `src`, found at `path` (an object's URL in a bucket).
+pub(in crate::native) fn read_references_from(
+    src: &dyn ReadAt,
+    path: &Path,
+    read: &mut u64,
+) -> Result<References> {
     let shown = path_str(path);
-    let t = read_index_tail(path, read)?;
+    let t = read_index_tail_from(src, &shown, read, FOOTER_LEN as u64)?;
     let bad = |at: u64, detail: String| {
         Error::corrupt("references file", at, format!("{shown}: {detail}"))
     };

@@ -39,8 +39,13 @@ use crate::native::entry::{decode_slices, encode_partitioned, IndexEntry};
 use crate::native::header::{FileHeader, SaveId, ShardOf, ShardRef};
 use crate::native::meta::Metadata;
 use crate::native::region::{self, Region};
-use crate::native::sharded::index::{read_references, read_shard_index, References, ShardIndex};
-use crate::native::sharded::table::{data_path, index_path, pending_path, refs_path, reused_path};
+use crate::native::sharded::index::{
+    read_references, read_references_from, read_shard_index, References, ShardIndex,
+};
+use crate::native::sharded::place::{
+    parse_suffix, refs_suffix, reused_suffix, DirPlace, Place, Sibling,
+};
+use crate::native::sharded::table::{data_path, index_path, pending_path, reused_path};
 use crate::native::slice_key::{self, Extent};
 use crate::native::staging;
 use crate::native::{MAX_SHARDS, TF_BUNDLE_VERSION};
@@ -328,44 +333,32 @@ fn overlap(name: &[u8], a: &Region, file_a: &str, b: &Region, file_b: &str) -> E
     }
 }
 
-/// A file name `STEM.refs-SSSSS-of-NNNNN.pending` (a references file, SPEC.md 12.5):
-/// (shard, number of shards).
-fn parse_refs_name(file_name: &[u8], stem: &[u8]) -> Option<(u32, u32)> {
-    let rest = file_name
-        .strip_prefix(stem)?
-        .strip_prefix(b".refs-")?
-        .strip_suffix(b".pending")?;
-    parse_k_of_n(rest)
-}
-
-/// Whether a file name is `STEM.reused-...`: an earlier save's data file linked by a shard
-/// writer of an incremental save (SPEC.md 12.5).
-fn is_reused_name(file_name: &[u8], stem: &[u8]) -> bool {
-    file_name
-        .strip_prefix(stem)
-        .is_some_and(|r| r.starts_with(b".reused-") && !r.ends_with(b".pdx-tmp"))
-}
-
-/// `SSSSS-of-NNNNN` (at least 5 digits each): (shard, number of shards).
-fn parse_k_of_n(rest: &[u8]) -> Option<(u32, u32)> {
-    let rest = std::str::from_utf8(rest).ok()?;
-    let (a, b) = rest.split_once("-of-")?;
-    let digits = |s: &str| s.len() >= 5 && s.bytes().all(|c| c.is_ascii_digit());
-    if !digits(a) || !digits(b) {
-        return None;
-    }
-    Some((a.parse().ok()?, b.parse().ok()?))
+/// What the file `file_name` at the prefix whose file name is `stem` is ([`parse_suffix`]).
+fn sibling(file_name: &[u8], stem: &[u8]) -> Option<Sibling> {
+    parse_suffix(file_name.strip_prefix(stem)?)
 }
 
 /// A file name `STEM.data-SSSSS-of-NNNNN[.pending]`: (shard, number of shards, pending).
-pub(crate) fn parse_data_name(file_name: &[u8], stem: &[u8]) -> Option<(u32, u32, bool)> {
-    let rest = file_name.strip_prefix(stem)?.strip_prefix(b".data-")?;
-    let (rest, pending) = match rest.strip_suffix(b".pending") {
-        Some(r) => (r, true),
-        None => (rest, false),
-    };
-    let (k, n) = parse_k_of_n(rest)?;
-    Some((k, n, pending))
+fn parse_data_name(file_name: &[u8], stem: &[u8]) -> Option<(u32, u32, bool)> {
+    match sibling(file_name, stem)? {
+        Sibling::Data {
+            shard,
+            num_shards,
+            pending,
+        } => Some((shard, num_shards, pending)),
+        _ => None,
+    }
+}
+
+/// Whether a file name is `STEM.refs-SSSSS-of-NNNNN.pending` (a references file, SPEC.md 12.5).
+fn is_refs_name(file_name: &[u8], stem: &[u8]) -> bool {
+    matches!(sibling(file_name, stem), Some(Sibling::Refs { .. }))
+}
+
+/// Whether a file name is `STEM.reused-...`: an earlier save's data file brought in by a shard
+/// writer of an incremental save (SPEC.md 12.5).
+fn is_reused_name(file_name: &[u8], stem: &[u8]) -> bool {
+    matches!(sibling(file_name, stem), Some(Sibling::Reused(_)))
 }
 
 /// The directory of a prefix, the prefix's file name, and the files of the directory whose
@@ -527,60 +520,11 @@ pub fn merge_shards(
         }
     }
     // An incremental save: each shard's references, and the earlier data files they name.
-    let refs = read_all_references(prefix, &shards, &mut read)?;
-    let mut reused_refs: BTreeMap<(SaveId, u32, u32), ShardRef> = BTreeMap::new();
-    for r in refs.iter().flatten() {
-        for f in &r.files {
-            let key = (f.shard.save_id, f.shard.num_shards, f.shard.shard_id);
-            match reused_refs.get(&key) {
-                Some(g) if g.file_len != f.file_len => {
-                    return Err(Error::Shard {
-                        path: path_str(&r.path),
-                        problem: ShardProblem::Identity,
-                        detail: format!(
-                            "the shards disagree on the length of data file {} of {} of save                              {} ({} and {} bytes)",
-                            f.shard.shard_id,
-                            f.shard.num_shards,
-                            f.shard.save_id,
-                            g.file_len,
-                            f.file_len
-                        ),
-                    })
-                }
-                Some(_) => {}
-                None => {
-                    reused_refs.insert(key, *f);
-                }
-            }
-        }
-    }
-    // A reused file is an earlier save's: one with this save's id would make two data files of
-    // one identity.
-    if let Some(f) = reused_refs.values().find(|f| f.shard.save_id == save_id) {
-        return Err(Error::Shard {
-            path: path_str(&reused_path(prefix, &f.shard)),
-            problem: ShardProblem::Identity,
-            detail: format!(
-                "a shard reuses data file {} of {} of save {save_id}, the save being merged; a \
-                 save's base is an earlier save, with another id",
-                f.shard.shard_id, f.shard.num_shards
-            ),
-        });
-    }
-    let total = u32::try_from(reused_refs.len())
-        .ok()
-        .and_then(|r| n.checked_add(r))
-        .filter(|&t| t <= MAX_SHARDS)
-        .ok_or_else(|| Error::Shard {
-            path: shown_prefix.clone(),
-            problem: ShardProblem::Count,
-            detail: format!(
-                "{n} shards and {} reused data files exceed {MAX_SHARDS} data files",
-                reused_refs.len()
-            ),
-        })?;
+    let place = DirPlace::new(prefix);
+    let refs = read_all_references(&place, &shards, &mut read)?;
+    let (reused_refs, total) = reused_files(&place, &refs, save_id, n)?;
     let mut reused: Vec<ShardIndex> = Vec::with_capacity(reused_refs.len());
-    for (i, f) in reused_refs.values().enumerate() {
+    for (i, f) in reused_refs.iter().enumerate() {
         let link = reused_path(prefix, &f.shard);
         let matches = |s: &ShardIndex| s.shard == f.shard && s.file_len == f.file_len;
         let k = n + u32::try_from(i).expect("below MAX_SHARDS");
@@ -823,8 +767,8 @@ fn find_final(
 
 /// The references file of each shard that counts references in its header (SPEC.md 12.5),
 /// checked to be that shard's and to hold that many.
-fn read_all_references(
-    prefix: &Path,
+pub(crate) fn read_all_references(
+    place: &dyn Place,
     shards: &[ShardIndex],
     read: &mut u64,
 ) -> Result<Vec<Option<References>>> {
@@ -834,13 +778,17 @@ fn read_all_references(
             if s.header.references == 0 {
                 return Ok(None);
             }
-            let path = refs_path(prefix, s.shard.shard_id, s.shard.num_shards);
+            let suffix = refs_suffix(s.shard.shard_id, s.shard.num_shards);
+            let shown = place.shown(&suffix);
             let missing = |detail: String| Error::Shard {
-                path: path_str(&path),
+                path: shown.clone(),
                 problem: ShardProblem::Missing,
                 detail,
             };
-            let r = match read_references(&path, read) {
+            let r = match place
+                .open(&suffix)
+                .and_then(|src| read_references_from(&*src, Path::new(&shown), read))
+            {
                 Ok(r) => r,
                 Err(Error::Shard {
                     problem: ShardProblem::Missing,
@@ -871,6 +819,72 @@ fn read_all_references(
         .collect()
 }
 
+/// The earlier saves' data files the shards' references name (SPEC.md 12.5), each once, in
+/// the order of their identities (save, number of shards, shard), and the number of data
+/// files of the checkpoint: the `n` shards of `save_id`, then those. Refuses shards that
+/// disagree on a file's length, a reused file of the save itself, and more than
+/// [`MAX_SHARDS`] data files.
+pub(crate) fn reused_files(
+    place: &dyn Place,
+    refs: &[Option<References>],
+    save_id: SaveId,
+    n: u32,
+) -> Result<(Vec<ShardRef>, u32)> {
+    let mut reused_refs: BTreeMap<(SaveId, u32, u32), ShardRef> = BTreeMap::new();
+    for r in refs.iter().flatten() {
+        for f in &r.files {
+            let key = (f.shard.save_id, f.shard.num_shards, f.shard.shard_id);
+            match reused_refs.get(&key) {
+                Some(g) if g.file_len != f.file_len => {
+                    return Err(Error::Shard {
+                        path: path_str(&r.path),
+                        problem: ShardProblem::Identity,
+                        detail: format!(
+                        "the shards disagree on the length of data file {} of {} of save {} ({} \
+                             and {} bytes)",
+                        f.shard.shard_id,
+                        f.shard.num_shards,
+                        f.shard.save_id,
+                        g.file_len,
+                        f.file_len
+                    ),
+                    })
+                }
+                Some(_) => {}
+                None => {
+                    reused_refs.insert(key, *f);
+                }
+            }
+        }
+    }
+    // A reused file is an earlier save's: one with this save's id would make two data files of
+    // one identity.
+    if let Some(f) = reused_refs.values().find(|f| f.shard.save_id == save_id) {
+        return Err(Error::Shard {
+            path: place.shown(&reused_suffix(&f.shard)),
+            problem: ShardProblem::Identity,
+            detail: format!(
+                "a shard reuses data file {} of {} of save {save_id}, the save being merged; a \
+                 save's base is an earlier save, with another id",
+                f.shard.shard_id, f.shard.num_shards
+            ),
+        });
+    }
+    let total = u32::try_from(reused_refs.len())
+        .ok()
+        .and_then(|r| n.checked_add(r))
+        .filter(|&t| t <= MAX_SHARDS)
+        .ok_or_else(|| Error::Shard {
+            path: place.shown(""),
+            problem: ShardProblem::Count,
+            detail: format!(
+                "{n} shards and {} reused data files exceed {MAX_SHARDS} data files",
+                reused_refs.len()
+            ),
+        })?;
+    Ok((reused_refs.into_values().collect(), total))
+}
+
 fn step(opts: &MergeShardsOptions<'_>, s: MergeStep) {
     if let Some(f) = opts.on_step {
         f(s);
@@ -898,7 +912,7 @@ fn orphan_save(
     // name their save.
     let mut saves = BTreeSet::new();
     for (path, name) in files {
-        if parse_refs_name(name, stem).is_some() {
+        if is_refs_name(name, stem) {
             if let Ok(r) = read_references(path, read) {
                 if wanted(&r.shard) {
                     saves.insert((r.shard.save_id, r.shard.num_shards));
@@ -1361,7 +1375,7 @@ pub fn shard_files(prefix: impl AsRef<Path>) -> Result<Vec<ShardFile>> {
             } else {
                 ShardFileKind::Orphan
             }
-        } else if parse_refs_name(&name, &stem).is_some() || is_reused_name(&name, &stem) {
+        } else if is_refs_name(&name, &stem) || is_reused_name(&name, &stem) {
             ShardFileKind::Pending
         } else if name.starts_with(&hidden)
             && name.ends_with(b".pdx-tmp")
@@ -1375,7 +1389,7 @@ pub fn shard_files(prefix: impl AsRef<Path>) -> Result<Vec<ShardFile>> {
         };
         let shard = if kind == ShardFileKind::Temporary {
             None
-        } else if parse_refs_name(&name, &stem).is_some() {
+        } else if is_refs_name(&name, &stem) {
             read_references(&path, &mut read).ok().map(|r| r.shard)
         } else {
             read_shard_index(&path, &mut read).ok().map(|s| s.shard)

@@ -2,42 +2,151 @@
 //! earlier sharded checkpoint (its *base*) refers to them instead of writing their bytes.
 //!
 //! For each reference it keeps the base's index entry and which of the base's data files holds
-//! the bytes. The first reference into a data file links that file into the new checkpoint's
-//! directory (`PREFIX.reused-<save id>-k-of-n`, a hard link, or a copy where the file system
-//! cannot link), so the bytes stay there whatever happens to the base afterwards. When the
-//! shard finishes, its references go to its references file `PREFIX.refs-k-of-N.pending`,
-//! written before the shard itself gets its pending name (whose header counts them, field 25):
-//! a merge never sees a shard whose references are missing.
+//! the bytes. The first reference into a data file brings that file beside the new checkpoint's
+//! (`PREFIX.reused-<save id>-k-of-n`, through the checkpoint's [`Place`]: a hard link, or a copy
+//! where the file system cannot link, in a directory; a server-side copy in a bucket), so the
+//! bytes stay there whatever happens to the base afterwards. When the shard finishes, its
+//! references go to its references file `PREFIX.refs-k-of-N.pending`, written before the shard
+//! itself is finished (whose header counts them, field 25): a merge never sees a shard whose
+//! references are missing. The base is a [`ReuseBase`]: a mapped sharded checkpoint
+//! ([`Reader`]) or, in a bucket, `remote::RemoteSharded`.
 
 use std::collections::HashMap;
-use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::dtype::DType;
-use crate::error::{path_str, Error, IoContext, Result, ShardProblem};
+use crate::error::{Error, Result, ShardProblem};
 use crate::name;
 use crate::native::entry::{encode_partitioned, IndexEntry};
 use crate::native::header::{FileHeader, ShardOf, ShardRef};
 use crate::native::reader::Reader;
 use crate::native::region::Region;
-use crate::native::sharded::index::read_shard_index;
-use crate::native::sharded::table::{data_path, refs_path, reused_path};
+use crate::native::sharded::index::read_shard_index_from;
+use crate::native::sharded::place::{
+    data_suffix, refs_suffix, reused_suffix, Brought, DirPlace, Place,
+};
 use crate::native::slice_key;
-use crate::native::staging;
+use crate::native::writer::Tensor;
 use crate::native::TF_BUNDLE_VERSION;
 use crate::record::MAX_RANK;
 use crate::table::{Compression, TableBuilder};
 
-/// How a shard of an incremental save got an earlier data file into its checkpoint's directory.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(in crate::native) enum Placed {
-    /// Another shard writer of the save had linked it already.
-    Found,
-    /// Hard-linked: no byte copied.
-    Linked,
-    /// Copied (the file system cannot link across to it), from the bytes the base reader maps.
-    Copied,
+/// The base of an incremental save (SPEC.md 12.5): an earlier sharded checkpoint, read as the
+/// shard writers need it. A mapped checkpoint ([`Reader`]) is one; so is a checkpoint in a
+/// bucket read by ranges (`remote::RemoteSharded`).
+pub(crate) trait ReuseBase: Send + Sync + std::fmt::Debug {
+    /// Where the checkpoint is (its index), for messages.
+    fn shown(&self) -> String;
+
+    /// Its index's header (its data files).
+    fn header(&self) -> &FileHeader;
+
+    /// Where its data files are. Errors when it is not a sharded checkpoint opened by its
+    /// prefix.
+    fn place(&self) -> Result<Arc<dyn Place>>;
+
+    /// Its index's entry under `key` (a name or a slice key).
+    fn entry(&self, key: &[u8]) -> Result<Option<IndexEntry>>;
+
+    /// The data bytes of the tensor `name` stored whole, its entry checked against its data
+    /// file as a read checks it (the file present, of its recorded length and identity, the
+    /// range inside its records). `Ok(None)` when absent; [`Error::Sliced`] when stored in
+    /// slices.
+    fn whole_size(&self, name: &[u8]) -> Result<Option<u64>>;
+
+    /// The data bytes of the stored slice `region` of `name` (stored in slices of `dtype` and
+    /// `full_shape`, one of them exactly `region`), checked as [`ReuseBase::whole_size`]
+    /// checks; `Ok(None)` when there is no such slice.
+    fn slice_size(
+        &self,
+        name: &[u8],
+        dtype: DType,
+        full_shape: &[u64],
+        region: &Region,
+    ) -> Result<Option<u64>>;
+
+    /// The bytes of its data file `k` as this process holds them checked (a mapped data file),
+    /// if it does: what an incremental save copies when its place cannot bring the file in
+    /// (the file deleted since it was mapped). `Ok(None)` for a base read by ranges.
+    fn held_bytes(&self, k: u32) -> Result<Option<&[u8]>>;
+
+    /// [`Reader::holds_unchanged`].
+    fn holds_unchanged(&self, name: &[u8], tensor: Tensor<'_>) -> Result<bool>;
+
+    /// [`Reader::holds_unchanged_slice`].
+    fn holds_unchanged_slice(
+        &self,
+        name: &[u8],
+        dtype: DType,
+        full_shape: &[u64],
+        region: &Region,
+        data: &[u8],
+    ) -> Result<bool>;
+}
+
+impl ReuseBase for Reader {
+    fn shown(&self) -> String {
+        self.path().to_string()
+    }
+
+    fn header(&self) -> &FileHeader {
+        Reader::header(self)
+    }
+
+    fn place(&self) -> Result<Arc<dyn Place>> {
+        match self.checkpoint_prefix() {
+            Some(p) if self.is_sharded() => Ok(Arc::new(DirPlace::new(p))),
+            _ => Err(Error::InvalidArgument(format!(
+                "{}: the base of an incremental save must be a sharded checkpoint opened by \
+                 its prefix (one written by ShardWriter or ShardedSave, of one shard or more)",
+                self.path()
+            ))),
+        }
+    }
+
+    fn entry(&self, key: &[u8]) -> Result<Option<IndexEntry>> {
+        self.table()
+            .get(key, |value, at| IndexEntry::decode(value, at, MAX_RANK))?
+            .transpose()
+    }
+
+    fn whole_size(&self, name: &[u8]) -> Result<Option<u64>> {
+        // The view checks the entry against its data file (and opens that file once).
+        Ok(self.get(name)?.map(|v| v.data().len() as u64))
+    }
+
+    fn slice_size(
+        &self,
+        name: &[u8],
+        dtype: DType,
+        full_shape: &[u64],
+        region: &Region,
+    ) -> Result<Option<u64>> {
+        let Some((p, i)) = self.stored_slice(name, dtype, full_shape, region)? else {
+            return Ok(None);
+        };
+        // The view checks the slice's entry against its data file.
+        Ok(Some(self.piece(&p, i)?.data().len() as u64))
+    }
+
+    fn held_bytes(&self, k: u32) -> Result<Option<&[u8]>> {
+        Ok(Some(&self.shard(k)?.source[..]))
+    }
+
+    fn holds_unchanged(&self, name: &[u8], tensor: Tensor<'_>) -> Result<bool> {
+        Reader::holds_unchanged(self, name, tensor)
+    }
+
+    fn holds_unchanged_slice(
+        &self,
+        name: &[u8],
+        dtype: DType,
+        full_shape: &[u64],
+        region: &Region,
+        data: &[u8],
+    ) -> Result<bool> {
+        Reader::holds_unchanged_slice(self, name, dtype, full_shape, region, data)
+    }
 }
 
 /// What an incremental shard writer reused, for [`ShardWriter::reused`](crate::ShardWriter).
@@ -55,6 +164,9 @@ pub struct ReuseStats {
     pub copied: u64,
     /// Bytes copied so.
     pub copied_bytes: u64,
+    /// Of those, files the object store copied into the checkpoint's bucket prefix itself
+    /// (server-side: no byte through this process).
+    pub server_copied: u64,
 }
 
 /// The slices of one tensor that a shard reuses.
@@ -68,9 +180,11 @@ pub(in crate::native) struct ReusedSlices {
 /// The references of one shard writer.
 #[derive(Debug)]
 pub(in crate::native) struct Reuse {
-    base: Arc<Reader>,
-    /// The new checkpoint's prefix.
-    prefix: PathBuf,
+    base: Arc<dyn ReuseBase>,
+    /// Where the base's data files are.
+    base_place: Arc<dyn Place>,
+    /// Where the new checkpoint's files are.
+    place: Arc<dyn Place>,
     /// The earlier data files referred to, in order of first use: an entry's `shard_id` in the
     /// references file is a position here.
     files: Vec<ShardRef>,
@@ -85,18 +199,12 @@ pub(in crate::native) struct Reuse {
 
 impl Reuse {
     /// Reuse from `base`, which must be a sharded checkpoint opened by its prefix (or
-    /// `PREFIX.index`), into the checkpoint at `prefix`.
-    pub(in crate::native) fn new(base: Arc<Reader>, prefix: &Path) -> Result<Reuse> {
-        if !base.is_sharded() || base.checkpoint_prefix().is_none() {
-            return Err(Error::InvalidArgument(format!(
-                "{}: the base of an incremental save must be a sharded checkpoint opened by \
-                 its prefix (one written by ShardWriter or ShardedSave, of one shard or more)",
-                base.path()
-            )));
-        }
+    /// `PREFIX.index`), into the checkpoint whose files are at `place`.
+    pub(in crate::native) fn new(base: Arc<dyn ReuseBase>, place: Arc<dyn Place>) -> Result<Reuse> {
         Ok(Reuse {
+            base_place: base.place()?,
             base,
-            prefix: prefix.to_path_buf(),
+            place,
             files: Vec::new(),
             by_base_file: HashMap::new(),
             refs: HashMap::new(),
@@ -106,8 +214,8 @@ impl Reuse {
     }
 
     /// The earlier checkpoint.
-    pub(in crate::native) fn base(&self) -> &Reader {
-        &self.base
+    pub(in crate::native) fn base(&self) -> &dyn ReuseBase {
+        &*self.base
     }
 
     /// Whether `name` is referred to.
@@ -125,15 +233,11 @@ impl Reuse {
                 name: name::display(name),
             });
         }
-        // The view checks the entry against its data file (and opens that file once).
-        let size = match self.base.get(name)? {
-            Some(v) => v.data().len() as u64,
-            None => {
-                return Err(Error::NotFound {
-                    name: name::display(name),
-                    path: self.base.path().to_string(),
-                })
-            }
+        let Some(size) = self.base.whole_size(name)? else {
+            return Err(Error::NotFound {
+                name: name::display(name),
+                path: self.base.shown(),
+            });
         };
         self.refer_key(name, size)
     }
@@ -175,7 +279,7 @@ impl Reuse {
                 });
             }
         }
-        let Some((p, i)) = self.base.stored_slice(name, dtype, full_shape, region)? else {
+        let Some(size) = self.base.slice_size(name, dtype, full_shape, region)? else {
             return Err(Error::NotFound {
                 name: format!(
                     "{} (a stored slice at {:?} of lengths {:?} of {dtype} {full_shape:?})",
@@ -183,11 +287,9 @@ impl Reuse {
                     region.start,
                     region.len
                 ),
-                path: self.base.path().to_string(),
+                path: self.base.shown(),
             });
         };
-        // The view checks the slice's entry against its data file.
-        let size = self.base.piece(&p, i)?.data().len() as u64;
         let key = slice_key::encode(name, &region.extents(full_shape));
         self.refer_key(&key, size)?;
         self.sliced
@@ -210,15 +312,10 @@ impl Reuse {
     /// Refers to the base's entry under index key `key` (a name or a slice key), whose data
     /// is `size` bytes.
     fn refer_key(&mut self, key: &[u8], size: u64) -> Result<()> {
-        let mut entry = self
-            .base
-            .table()
-            .get(key, |value, at| IndexEntry::decode(value, at, MAX_RANK))?
-            .transpose()?
-            .ok_or_else(|| Error::NotFound {
-                name: slice_key::display_key(key),
-                path: self.base.path().to_string(),
-            })?;
+        let mut entry = self.base.entry(key)?.ok_or_else(|| Error::NotFound {
+            name: slice_key::display_key(key),
+            path: self.base.shown(),
+        })?;
         let k = u32::try_from(entry.shard_id).map_err(|_| {
             Error::corrupt(
                 "index entry",
@@ -241,49 +338,50 @@ impl Reuse {
         Ok(())
     }
 
-    /// Brings the base's data file `k` into the new checkpoint's directory under its reused
-    /// name and checks the file there is the one the base's index records (length and
-    /// identity: a file replaced since the base was opened is refused). Returns its position
-    /// in `files`.
+    /// Brings the base's data file `k` beside the new checkpoint's files under its reused name
+    /// ([`Place::bring_in`]: a link or a copy in a directory, a server-side copy in a bucket)
+    /// and checks the file there is the one the base's index records (length and identity: a
+    /// file replaced since the base was opened is refused, and removed from the new
+    /// checkpoint's place). Returns its position in `files`.
     fn place(&mut self, k: u32) -> Result<i32> {
-        let want = self.base.header().shards[k as usize];
-        let base_prefix = self
-            .base
-            .checkpoint_prefix()
-            .expect("checked at Reuse::new")
-            .to_path_buf();
-        let n = u32::try_from(self.base.header().shards.len()).expect("at most MAX_SHARDS");
-        let src = data_path(&base_prefix, k, n);
-        let target = reused_path(&self.prefix, &want.shard);
-        let placed = if same_file(&target, &want) {
-            Placed::Found
-        } else {
-            let (staged, placed) = match staging::stage_link(&src, &target, ".pdx-tmp") {
-                Ok(s) => (s, Placed::Linked),
-                Err(_) => {
-                    // Another file system (or none that links): copy the bytes the base
-                    // reader checked and maps, not whatever is at the path now.
-                    let file = self.base.shard(k)?;
-                    let (f, s) = staging::stage_file(&target, ".pdx-tmp")?;
-                    let mut out = BufWriter::with_capacity(4 << 20, &f);
-                    out.write_all(&file.source[..])
-                        .and_then(|()| out.flush())
-                        .ctx("copying into", s.path())?;
-                    drop(out);
-                    f.sync_all().ctx("syncing", s.path())?;
-                    self.stats.copied_bytes += file.source.len() as u64;
-                    (s, Placed::Copied)
-                }
+        let header = self.base.header();
+        let want = *header.shards.get(k as usize).ok_or_else(|| {
+            Error::corrupt(
+                "index entry",
+                0,
+                format!(
+                    "{}: a tensor in data file {k} of {}",
+                    self.base.shown(),
+                    header.shards.len()
+                ),
+            )
+        })?;
+        let n = u32::try_from(header.shards.len()).expect("at most MAX_SHARDS");
+        let from = data_suffix(k, n);
+        let target = reused_suffix(&want.shard);
+        if !same_file(&*self.place, &target, &want) {
+            let brought = match self.place.bring_in(&*self.base_place, &from, &target) {
+                Ok(b) => b,
+                // The file gone from its place since the base mapped it: the bytes the base
+                // checked and maps are copied, not whatever is at the path now.
+                Err(e) => match self.base.held_bytes(k)? {
+                    Some(bytes) => {
+                        self.place.put(&target, bytes, true)?;
+                        Brought::Copied(bytes.len() as u64)
+                    }
+                    None => return Err(e),
+                },
             };
-            if !same_file(staged.path(), &want) {
+            if !same_file(&*self.place, &target, &want) {
+                let _ = self.place.delete(&target);
                 return Err(Error::Shard {
-                    path: path_str(&src),
+                    path: self.base_place.shown(&from),
                     problem: ShardProblem::Identity,
                     detail: format!(
                         "data file {k} of the base checkpoint {} is no longer the file its index \
                          records (shard {} of {} of save {}, {} bytes): replaced since the base \
                          was opened?",
-                        base_prefix.display(),
+                        self.base.shown(),
                         want.shard.shard_id,
                         want.shard.num_shards,
                         want.shard.save_id,
@@ -291,14 +389,14 @@ impl Reuse {
                     ),
                 });
             }
-            staging::commit([(staged, target.as_path())])?;
-            staging::sync_parent(&target)?;
-            placed
-        };
-        match placed {
-            Placed::Linked => self.stats.linked += 1,
-            Placed::Copied => self.stats.copied += 1,
-            Placed::Found => {}
+            match brought {
+                Brought::Linked => self.stats.linked += 1,
+                Brought::Copied(bytes) => {
+                    self.stats.copied += 1;
+                    self.stats.copied_bytes += bytes;
+                }
+                Brought::ServerCopied => self.stats.server_copied += 1,
+            }
         }
         self.stats.files += 1;
         let j = i32::try_from(self.files.len()).expect("at most MAX_SHARDS files");
@@ -326,13 +424,12 @@ impl Reuse {
         (self.refs.len() + self.sliced.len()) as u64
     }
 
-    /// Writes the references file of `shard` (nothing when there are no references), staged
-    /// and renamed into place.
+    /// Writes the references file of `shard` (nothing when there are no references), whole
+    /// or not at all ([`Place::put`]).
     pub(in crate::native) fn write_file(&self, shard: ShardOf, sync: bool) -> Result<()> {
         if self.refs.is_empty() {
             return Ok(());
         }
-        let path = refs_path(&self.prefix, shard.shard_id, shard.num_shards);
         // Each reference, and the entry of each tensor of which slices are reused (listing
         // them), in key order.
         let mut entries: Vec<(&[u8], Vec<u8>)> = Vec::with_capacity(self.refs.len());
@@ -365,33 +462,30 @@ impl Reuse {
             slice_count: slices,
             references: 0,
         };
-        let (file, staged) = staging::stage_file(&path, ".pdx-tmp")?;
-        {
-            let mut out = BufWriter::with_capacity(1 << 20, &file);
-            let opts = crate::native::writer::default_table_options(Compression::None);
-            let mut b = TableBuilder::new(&mut out, 0, opts)?;
-            b.add(b"", &header.encode())?;
-            for (key, value) in &entries {
-                b.add(key, value)?;
-            }
-            b.finish()?;
-            out.flush().ctx("writing", staged.path())?;
+        let mut bytes = Vec::new();
+        let opts = crate::native::writer::default_table_options(Compression::None);
+        let mut b = TableBuilder::new(&mut bytes, 0, opts)?;
+        b.add(b"", &header.encode())?;
+        for (key, value) in &entries {
+            b.add(key, value)?;
         }
-        if sync {
-            file.sync_all().ctx("syncing", staged.path())?;
-        }
-        drop(file);
-        staging::commit([(staged, path.as_path())])?;
-        if sync {
-            staging::sync_parent(&path)?;
-        }
-        Ok(())
+        b.finish()?;
+        self.place
+            .put(&refs_suffix(shard.shard_id, shard.num_shards), &bytes, sync)
     }
 }
 
-/// Whether the file at `path` is a shard of the length and identity `want` records.
-fn same_file(path: &Path, want: &ShardRef) -> bool {
+/// Whether the file `PREFIX<suffix>` at `place` is a shard of the length and identity `want`
+/// records.
+fn same_file(place: &dyn Place, suffix: &str, want: &ShardRef) -> bool {
     let mut read = 0;
-    read_shard_index(path, &mut read)
+    place.open(suffix).is_ok_and(|src| {
+        read_shard_index_from(
+            &*src,
+            std::path::Path::new(&place.shown(suffix)),
+            &mut read,
+            64 << 10,
+        )
         .is_ok_and(|s| s.file_len == want.file_len && s.shard == want.shard)
+    })
 }

@@ -8,47 +8,27 @@ use std::sync::OnceLock;
 
 use crate::error::{Error, Result};
 use crate::native::header::{FileHeader, ShardOf};
+use crate::native::sharded::place::{data_suffix, pending_suffix, reused_suffix, INDEX_SUFFIX};
 use crate::native::MAX_SHARDS;
 
 /// `PREFIX.index`.
 pub(crate) fn index_path(prefix: &Path) -> PathBuf {
-    with_suffix(prefix, ".index")
+    with_suffix(prefix, INDEX_SUFFIX)
 }
 
-/// `PREFIX.data-SSSSS-of-NNNNN`: data file `shard` of `num_shards` (TensorFlow's names).
+/// `PREFIX.data-SSSSS-of-NNNNN`: data file `shard` of `num_shards` ([`data_suffix`]).
 pub(crate) fn data_path(prefix: &Path, shard: u32, num_shards: u32) -> PathBuf {
-    with_suffix(prefix, &format!(".data-{shard:05}-of-{num_shards:05}"))
+    with_suffix(prefix, &data_suffix(shard, num_shards))
 }
 
-/// `PREFIX.data-SSSSS-of-NNNNN.pending`: where a shard of a save in progress is written
-/// (SPEC.md 12.3); it gets its final name only when the save's index is committed.
+/// `PREFIX.data-SSSSS-of-NNNNN.pending` ([`pending_suffix`]).
 pub(crate) fn pending_path(prefix: &Path, shard: u32, num_shards: u32) -> PathBuf {
-    let mut p = data_path(prefix, shard, num_shards).into_os_string();
-    p.push(".pending");
-    PathBuf::from(p)
+    with_suffix(prefix, &pending_suffix(shard, num_shards))
 }
 
-/// `PREFIX.refs-SSSSS-of-NNNNN.pending`: the references file of shard `shard` of
-/// `num_shards` of an incremental save (SPEC.md 12.5), the tensors it reuses from earlier
-/// saves' data files; removed once the save is committed.
-pub(crate) fn refs_path(prefix: &Path, shard: u32, num_shards: u32) -> PathBuf {
-    with_suffix(
-        prefix,
-        &format!(".refs-{shard:05}-of-{num_shards:05}.pending"),
-    )
-}
-
-/// `PREFIX.reused-<save id>-SSSSS-of-NNNNN`: the link (or copy) in the prefix's directory of an
-/// earlier save's data file that an incremental save reuses (SPEC.md 12.5), until the merge
-/// gives it a data file name of the new checkpoint.
+/// `PREFIX.reused-<save id>-SSSSS-of-NNNNN` ([`reused_suffix`]).
 pub(crate) fn reused_path(prefix: &Path, file: &ShardOf) -> PathBuf {
-    with_suffix(
-        prefix,
-        &format!(
-            ".reused-{}-{:05}-of-{:05}",
-            file.save_id, file.shard_id, file.num_shards
-        ),
-    )
+    with_suffix(prefix, &reused_suffix(file))
 }
 
 /// `prefix` followed by `suffix`.
@@ -61,7 +41,7 @@ pub(crate) fn with_suffix(prefix: &Path, suffix: &str) -> PathBuf {
 /// The prefix of `PREFIX.index`, if `path` is named so.
 pub(crate) fn prefix_of_index(path: &Path) -> Option<PathBuf> {
     let name = path.file_name()?.to_str()?;
-    let stem = name.strip_suffix(".index").filter(|s| !s.is_empty())?;
+    let stem = name.strip_suffix(INDEX_SUFFIX).filter(|s| !s.is_empty())?;
     Some(path.with_file_name(stem))
 }
 

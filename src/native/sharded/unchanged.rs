@@ -116,7 +116,12 @@ impl Reader {
 /// unchanged from `base` (whose stored, unmasked CRC32C is `stored_crc`) if the sizes agree,
 /// `crc(data)` equals `stored_crc`, and the bytes are equal. `crc` is a parameter so that tests
 /// can force a CRC match.
-fn same_bytes(stored_crc: u32, base: &[u8], data: &[u8], crc: impl FnOnce(&[u8]) -> u32) -> bool {
+pub(crate) fn same_bytes(
+    stored_crc: u32,
+    base: &[u8],
+    data: &[u8],
+    crc: impl FnOnce(&[u8]) -> u32,
+) -> bool {
     base.len() == data.len() && crc(data) == stored_crc && base == data
 }
 

@@ -17,8 +17,8 @@ use crate::native::header::{SaveId, ShardOf};
 use crate::native::reader::Reader;
 use crate::native::region::Region;
 use crate::native::sharded::merge::{merge_shards, MergeShardsOptions, MergeShardsReport};
-use crate::native::sharded::reuse::{Reuse, ReuseStats};
-use crate::native::sharded::table::pending_path;
+use crate::native::sharded::place::{pending_suffix, DirPlace, Place};
+use crate::native::sharded::reuse::{Reuse, ReuseBase, ReuseStats};
 use crate::native::writer::{FinishStats, Tensor, Writer, WriterOptions};
 use crate::native::MAX_SHARDS;
 
@@ -54,14 +54,13 @@ use crate::native::MAX_SHARDS;
 pub struct ShardWriter {
     writer: Writer,
     shard: ShardOf,
-    prefix: PathBuf,
+    /// Where the checkpoint's files are (`None` for a shard written through a destination of
+    /// its own, [`ShardWriter::create_on`]).
+    place: Option<Arc<dyn Place>>,
     pending: PathBuf,
     /// For an incremental save: the earlier checkpoint and what this shard reuses of it.
     reuse: Option<Reuse>,
     sync: bool,
-    /// Written through a destination that is not a local file (an object), which has no
-    /// directory to link an incremental save's reused files into.
-    on_destination: bool,
 }
 
 /// What [`ShardWriter::add_or_reuse`] did with a tensor.
@@ -84,15 +83,31 @@ impl ShardWriter {
         save_id: SaveId,
         opts: WriterOptions,
     ) -> Result<ShardWriter> {
-        if num_shards == 0 || num_shards > MAX_SHARDS || shard_id >= num_shards {
-            return Err(Error::InvalidArgument(format!(
-                "shard {shard_id} of {num_shards}: the shard number must be below the number \
-                 of shards, which is 1 to {MAX_SHARDS}"
-            )));
-        }
-        let pending = pending_path(prefix.as_ref(), shard_id, num_shards);
+        let place = DirPlace::new(prefix.as_ref());
+        Self::create_in(
+            Arc::new(place),
+            &pending_suffix(shard_id, num_shards),
+            shard_id,
+            num_shards,
+            save_id,
+            opts,
+        )
+    }
+
+    /// Starts shard `shard_id` of `num_shards` of the save `save_id` of the checkpoint whose
+    /// files are at `place`, written as `PREFIX<suffix>` (its pending name in a directory, its
+    /// final name in a bucket: SPEC.md 12.6). Errors as [`ShardWriter::create`].
+    pub(crate) fn create_in(
+        place: Arc<dyn Place>,
+        suffix: &str,
+        shard_id: u32,
+        num_shards: u32,
+        save_id: SaveId,
+        opts: WriterOptions,
+    ) -> Result<ShardWriter> {
+        check_shard_number(shard_id, num_shards)?;
         let sync = opts.sync;
-        let mut writer = Writer::create_with(&pending, opts)?;
+        let mut writer = place.writer(suffix, opts)?;
         let shard = ShardOf {
             save_id,
             shard_id,
@@ -102,19 +117,19 @@ impl ShardWriter {
         Ok(ShardWriter {
             writer,
             shard,
-            prefix: prefix.as_ref().to_path_buf(),
-            pending,
+            pending: PathBuf::from(place.shown(suffix)),
+            place: Some(place),
             reuse: None,
             sync,
-            on_destination: false,
         })
     }
 
     /// Starts shard `shard_id` of `num_shards` of the save `save_id` written through `dest`
     /// (an object uploaded while the shard is written, under its final name
     /// `PREFIX.data-k-of-N`: object storage has no rename; SPEC.md 12.6), which it commits in
-    /// [`ShardWriter::finish`]. Such a shard cannot be part of an incremental save
-    /// ([`ShardWriter::with_base`] refuses it). Errors as [`ShardWriter::create`].
+    /// [`ShardWriter::finish`]. Such a shard, which knows no place of its checkpoint, cannot be
+    /// part of an incremental save ([`ShardWriter::with_base`] refuses it; a shard written into
+    /// a bucket by `remote::RemoteShardWriter` can). Errors as [`ShardWriter::create`].
     pub fn create_on(
         dest: Box<dyn WriteDestination>,
         shard_id: u32,
@@ -122,12 +137,7 @@ impl ShardWriter {
         save_id: SaveId,
         opts: WriterOptions,
     ) -> Result<ShardWriter> {
-        if num_shards == 0 || num_shards > MAX_SHARDS || shard_id >= num_shards {
-            return Err(Error::InvalidArgument(format!(
-                "shard {shard_id} of {num_shards}: the shard number must be below the number \
-                 of shards, which is 1 to {MAX_SHARDS}"
-            )));
-        }
+        check_shard_number(shard_id, num_shards)?;
         let name = PathBuf::from(dest.name());
         let sync = opts.sync;
         let mut writer = Writer::create_on(dest, opts)?;
@@ -140,11 +150,10 @@ impl ShardWriter {
         Ok(ShardWriter {
             writer,
             shard,
-            prefix: name.clone(),
+            place: None,
             pending: name,
             reuse: None,
             sync,
-            on_destination: true,
         })
     }
 
@@ -157,17 +166,25 @@ impl ShardWriter {
     ///
     /// Errors when `base` is not a sharded checkpoint opened by its prefix.
     ///
-    /// Errors with [`Error::Unsupported`] for a shard written to object storage
-    /// ([`ShardWriter::create_on`]).
-    pub fn with_base(mut self, base: Arc<Reader>) -> Result<ShardWriter> {
-        if self.on_destination {
+    /// Errors with [`Error::Unsupported`] for a shard written through a destination of its own
+    /// ([`ShardWriter::create_on`]), and (at the first reuse) for a shard written into a bucket:
+    /// a bucket's incremental save reuses a checkpoint in the same bucket
+    /// (`remote::RemoteShardWriter::with_base`).
+    pub fn with_base(self, base: Arc<Reader>) -> Result<ShardWriter> {
+        self.with_reuse_base(base)
+    }
+
+    /// [`ShardWriter::with_base`] of any base: a mapped checkpoint, or one in a bucket.
+    pub(crate) fn with_reuse_base(mut self, base: Arc<dyn ReuseBase>) -> Result<ShardWriter> {
+        let Some(place) = self.place.clone() else {
             return Err(Error::Unsupported(format!(
-                "{}: an incremental save to object storage (its shards would refer to files \
-                 linked beside them, which a bucket cannot hold); save the whole checkpoint",
+                "{}: an incremental save through a destination that knows no place of its \
+                 checkpoint (ShardWriter::create_on): its reused data files have nowhere to go; \
+                 save the whole checkpoint",
                 self.pending.display()
             )));
-        }
-        self.reuse = Some(Reuse::new(base, &self.prefix)?);
+        };
+        self.reuse = Some(Reuse::new(base, place)?);
         Ok(self)
     }
 
@@ -416,6 +433,18 @@ impl ShardWriter {
         }
         self.writer.finish()
     }
+}
+
+/// Refuses a shard number not below the number of shards, or a number of shards not 1 to
+/// [`MAX_SHARDS`].
+pub(crate) fn check_shard_number(shard_id: u32, num_shards: u32) -> Result<()> {
+    if num_shards == 0 || num_shards > MAX_SHARDS || shard_id >= num_shards {
+        return Err(Error::InvalidArgument(format!(
+            "shard {shard_id} of {num_shards}: the shard number must be below the number of \
+             shards, which is 1 to {MAX_SHARDS}"
+        )));
+    }
+    Ok(())
 }
 
 impl Deref for ShardWriter {
