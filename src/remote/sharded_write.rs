@@ -454,3 +454,202 @@ pub fn merge_shards_at(
         ignored: Vec::new(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use object_store::memory::InMemory;
+    use object_store::path::Path as ObjectPath;
+    use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+
+    use super::*;
+    use crate::dtype::DType;
+    use crate::native::{Region, Saved, Tensor};
+    use crate::remote::sharded::open_sharded_at;
+    use crate::remote::url::{runtime, ObjectLocation};
+    use crate::remote::RemoteOptions;
+
+    fn place(store: &Arc<InMemory>, bucket: &str, key: &str) -> BucketPlace {
+        let loc = ObjectLocation {
+            store: store.clone(),
+            multipart: Some(store.clone()),
+            path: ObjectPath::from(key),
+            url: format!("s3://{bucket}/{key}"),
+            runtime: runtime().unwrap(),
+        };
+        BucketPlace::at(loc, bucket).unwrap()
+    }
+
+    fn keys(store: &InMemory, under: &str) -> Vec<String> {
+        let place_keys = runtime()
+            .unwrap()
+            .block_on(store.list_with_delimiter(Some(&ObjectPath::from(under))))
+            .unwrap();
+        let mut out: Vec<String> = place_keys
+            .objects
+            .iter()
+            .map(|o| o.location.to_string())
+            .collect();
+        out.sort();
+        out
+    }
+
+    fn row(k: u64) -> Region {
+        Region::new(vec![k, 0], vec![1, 3]).unwrap()
+    }
+
+    fn quick() -> WriterOptions {
+        WriterOptions {
+            sync: false,
+            ..Default::default()
+        }
+    }
+
+    /// The base: two shards, each a tensor of its own and one row of `emb`.
+    fn base(store: &Arc<InMemory>) -> Arc<RemoteSharded> {
+        let at = Arc::new(place(store, "mem", "ck/step1"));
+        let save = SaveId::random();
+        for k in 0..2u32 {
+            let mut w = RemoteShardWriter::create_at(at.clone(), k, 2, save, quick()).unwrap();
+            let v = [k as u8 + 1; 100];
+            w.add(format!("t{k}"), Tensor::new(DType::UInt8, &[100], &v))
+                .unwrap();
+            let r = [k as u8 + 10; 3];
+            w.add_slice("emb", DType::UInt8, &[2, 3], &row(u64::from(k)), &r)
+                .unwrap();
+            w.finish().unwrap();
+        }
+        merge_shards_at(&at, &MergeShardsOptions::default()).unwrap();
+        Arc::new(open_sharded_at(at, RemoteOptions::default()).unwrap())
+    }
+
+    /// One shard reusing `t0`, row 0 of `emb` (compared) and `t1` (the caller's word), writing
+    /// a changed row 1.
+    fn incremental(store: &Arc<InMemory>, base: &Arc<RemoteSharded>) -> (Arc<BucketPlace>, u64) {
+        let at = Arc::new(place(store, "mem", "ck/step2"));
+        let mut w = RemoteShardWriter::create_at(at.clone(), 0, 1, SaveId::random(), quick())
+            .unwrap()
+            .with_base(base.clone())
+            .unwrap();
+        let same = [1u8; 100];
+        let t = Tensor::new(DType::UInt8, &[100], &same);
+        assert_eq!(w.add_or_reuse("t0", t).unwrap(), Saved::Reused);
+        w.reuse_unchanged("t1").unwrap();
+        let r0 = [10u8; 3];
+        let got = w
+            .add_slice_or_reuse("emb", DType::UInt8, &[2, 3], &row(0), &r0)
+            .unwrap();
+        assert_eq!(got, Saved::Reused);
+        let r1 = [99u8; 3];
+        let got = w
+            .add_slice_or_reuse("emb", DType::UInt8, &[2, 3], &row(1), &r1)
+            .unwrap();
+        assert_eq!(got, Saved::Written);
+        let changed = [7u8; 4];
+        let t = Tensor::new(DType::UInt8, &[4], &changed);
+        assert_eq!(w.add_or_reuse("new", t).unwrap(), Saved::Written);
+        let st = w.reused();
+        assert_eq!((st.tensors, st.files, st.server_copied), (3, 2, 2));
+        assert_eq!((st.linked, st.copied, st.copied_bytes), (0, 0, 0));
+        w.finish().unwrap();
+        (at, st.bytes)
+    }
+
+    #[test]
+    fn an_incremental_save_in_a_bucket() {
+        let store = Arc::new(InMemory::new());
+        let base = base(&store);
+        let (at, reused_bytes) = incremental(&store, &base);
+        // Before the merge: the shard, its references, the two copied data objects.
+        assert_eq!(keys(&store, "ck").len(), 3 + 4);
+        let rep = merge_shards_at(&at, &MergeShardsOptions::default()).unwrap();
+        assert_eq!((rep.reused_tensors, rep.reused_files), (3, 2));
+        assert_eq!(rep.reused_bytes, reused_bytes);
+        assert_eq!(rep.data_paths.len(), 3);
+        // Only the checkpoint's objects are left at its prefix; the base can go.
+        let step2: Vec<String> = keys(&store, "ck")
+            .into_iter()
+            .filter(|k| k.starts_with("ck/step2"))
+            .collect();
+        assert_eq!(
+            step2,
+            [
+                "ck/step2.data-00000-of-00003",
+                "ck/step2.data-00001-of-00003",
+                "ck/step2.data-00002-of-00003",
+                "ck/step2.index"
+            ]
+        );
+        drop(base);
+        let rt = runtime().unwrap();
+        for k in keys(&store, "ck") {
+            if k.starts_with("ck/step1") {
+                rt.block_on(store.delete(&ObjectPath::from(k))).unwrap();
+            }
+        }
+        let r = open_sharded_at(at.clone(), RemoteOptions::default()).unwrap();
+        assert_eq!(r.get("t0").unwrap().unwrap().data, [1u8; 100]);
+        assert_eq!(r.get("t1").unwrap().unwrap().data, [2u8; 100]);
+        assert_eq!(r.get("new").unwrap().unwrap().data, [7u8; 4]);
+        let emb = r.get_slice("emb", &Region::full(&[2, 3])).unwrap().unwrap();
+        assert_eq!(emb.data, [10, 10, 10, 99, 99, 99]);
+        let v = r.verify(&Default::default()).unwrap();
+        assert_eq!((v.tensors, v.slices), (4, 2));
+
+        // A reused object damaged (one byte of t1's data, its length kept) is refused.
+        let key = ObjectPath::from("ck/step2.data-00002-of-00003");
+        let mut bytes = rt
+            .block_on(async { store.get(&key).await.unwrap().bytes().await })
+            .unwrap()
+            .to_vec();
+        let at_t1 = bytes.windows(100).position(|w| w == [2u8; 100]).unwrap();
+        bytes[at_t1 + 50] ^= 0xff;
+        rt.block_on(store.put(&key, PutPayload::from(bytes)))
+            .unwrap();
+        let r = open_sharded_at(at, RemoteOptions::default()).unwrap();
+        let e = r.get("t1").unwrap_err();
+        assert!(matches!(e, Error::ChecksumMismatch { .. }), "{e:?}");
+        assert!(r.verify(&Default::default()).is_err());
+        assert_eq!(r.get("t0").unwrap().unwrap().data, [1u8; 100]);
+    }
+
+    #[test]
+    fn a_merge_refuses_a_missing_reused_object() {
+        let store = Arc::new(InMemory::new());
+        let base = base(&store);
+        let (at, _) = incremental(&store, &base);
+        let gone = keys(&store, "ck")
+            .into_iter()
+            .find(|k| k.contains(".reused-"))
+            .unwrap();
+        runtime()
+            .unwrap()
+            .block_on(store.delete(&ObjectPath::from(gone.as_str())))
+            .unwrap();
+        let e = merge_shards_at(&at, &MergeShardsOptions::default()).unwrap_err();
+        match e {
+            Error::Shard { problem, path, .. } => {
+                assert_eq!(problem, ShardProblem::Missing);
+                assert!(
+                    path.ends_with(gone.trim_start_matches("ck/step2")),
+                    "{path}"
+                );
+            }
+            e => panic!("{e:?}"),
+        }
+        // Nothing was written: no index.
+        assert!(!keys(&store, "ck").contains(&"ck/step2.index".to_string()));
+    }
+
+    #[test]
+    fn a_base_in_another_bucket_is_refused() {
+        let store = Arc::new(InMemory::new());
+        let base = base(&store);
+        let at = Arc::new(place(&store, "other", "ck/step2"));
+        let mut w = RemoteShardWriter::create_at(at, 0, 1, SaveId::random(), quick())
+            .unwrap()
+            .with_base(base)
+            .unwrap();
+        let e = w.reuse_unchanged("t0").unwrap_err();
+        assert!(matches!(e, Error::Unsupported(_)), "{e:?}");
+    }
+}
