@@ -495,12 +495,12 @@ fn each_data_object_is_checked_against_the_index_when_first_read() {
 }
 
 /// A shard of an incremental save (written locally with a base, so it counts references)
-/// uploaded under a data object's name: the merge over object storage refuses it with
-/// `Error::Unsupported` naming the object, and writes no index.
+/// uploaded under a data object's name without its references object: the merge over object
+/// storage refuses it (`Missing`, naming the references object it needs), and writes no index.
 #[test]
-fn the_merge_refuses_a_shard_of_an_incremental_save() {
+fn the_merge_refuses_a_shard_of_an_incremental_save_without_its_references() {
     with_bucket(
-        "the_merge_refuses_a_shard_of_an_incremental_save",
+        "the_merge_refuses_a_shard_of_an_incremental_save_without_its_references",
         |g, rt, s| {
             let dir = tempfile::tempdir().unwrap();
             let base = dir.path().join("base");
@@ -525,15 +525,194 @@ fn the_merge_refuses_a_shard_of_an_incremental_save() {
             );
             let url = format!("s3://{}/incr/ck", g.bucket());
             match merge_shards_url(&url, &MergeShardsOptions::default()) {
-                Err(Error::Unsupported(d)) => {
-                    assert!(d.contains("incr/ck.data-00000-of-00001"), "{d}")
-                }
+                Err(Error::Shard {
+                    path,
+                    problem: ShardProblem::Missing,
+                    ..
+                }) => assert_eq!(path, format!("{url}.refs-00000-of-00001.pending")),
                 other => panic!("{other:?}"),
             }
             assert_eq!(
                 list_names(&rt, &s, "incr"),
                 vec!["ck.data-00000-of-00001".to_string()]
             );
+        },
+    );
+}
+
+/// The same incremental save (SPEC.md 12.5) in a directory and in the bucket: a base of four
+/// shards, then one shard that writes one changed tensor, reuses the others (compared, or on
+/// the caller's word) and every row of `emb`. In the bucket the base's data objects are copied
+/// by Garage (`CopyObject`), no byte of them through the writer; the checkpoint lists, reads
+/// and verifies as the directory's, also once the base is deleted; a damaged reused object is
+/// refused, naming the tensor.
+#[test]
+fn an_incremental_save_in_a_bucket_reads_as_in_a_directory() {
+    with_bucket(
+        "an_incremental_save_in_a_bucket_reads_as_in_a_directory",
+        |g, rt, s| {
+            let dir = tempfile::tempdir().unwrap();
+            let (url1, url2) = (
+                format!("s3://{}/inc/step1", g.bucket()),
+                format!("s3://{}/inc/step2", g.bucket()),
+            );
+            let (p1, p2) = (dir.path().join("step1"), dir.path().join("step2"));
+            let base_save = SaveId::random();
+            for rank in 0..RANKS {
+                let mut local = ShardWriter::create(&p1, rank, RANKS, base_save, opts()).unwrap();
+                fill(&mut local, rank, 20, false);
+                local.finish().unwrap();
+                let mut remote =
+                    RemoteShardWriter::create(&url1, rank, RANKS, base_save, opts()).unwrap();
+                fill(&mut remote, rank, 20, false);
+                remote.finish().unwrap();
+            }
+            merge_shards(&p1, &MergeShardsOptions::default()).unwrap();
+            merge_shards_url(&url1, &MergeShardsOptions::default()).unwrap();
+
+            // The incremental save, the same calls on both sides.
+            let save = SaveId::random();
+            let step = |w: &mut ShardWriter| {
+                let changed = vec![9u8; 33];
+                let t = Tensor::new(DType::UInt8, &[33], &changed);
+                assert_eq!(w.add_or_reuse("r0.t0000", t).unwrap(), Saved::Written);
+                for rank in 0..RANKS {
+                    for i in 0..20 {
+                        let name = format!("r{rank}.t{i:04}");
+                        if name == "r0.t0000" {
+                            continue;
+                        }
+                        if i % 2 == 0 {
+                            let d = own(rank, i);
+                            let shape = [d.len() as u64];
+                            let t = Tensor::new(DType::UInt8, &shape, &d);
+                            assert_eq!(w.add_or_reuse(&name, t).unwrap(), Saved::Reused);
+                        } else {
+                            w.reuse_unchanged(&name).unwrap();
+                        }
+                    }
+                    let all = emb();
+                    let rows = &all[(rank as usize * 12)..(rank as usize * 12 + 12)];
+                    let region = Region::new(vec![u64::from(rank) * 2, 0], vec![2, 6]).unwrap();
+                    let got = w
+                        .add_slice_or_reuse(
+                            "emb",
+                            DType::Float32,
+                            &[u64::from(RANKS) * 2, 6],
+                            &region,
+                            &f32_bytes(rows),
+                        )
+                        .unwrap();
+                    assert_eq!(got, Saved::Reused);
+                }
+            };
+            let base = Arc::new(Reader::open(&p1).unwrap());
+            let mut local = ShardWriter::create(&p2, 0, 1, save, opts())
+                .unwrap()
+                .with_base(base)
+                .unwrap();
+            step(&mut local);
+            let local_stats = local.reused();
+            local.finish().unwrap();
+            let remote_base = Arc::new(open_sharded(&url1, RemoteOptions::default()).unwrap());
+            let mut remote = RemoteShardWriter::create(&url2, 0, 1, save, opts())
+                .unwrap()
+                .with_base(remote_base)
+                .unwrap();
+            step(&mut remote);
+            let st = remote.reused();
+            let written = remote.finish().unwrap();
+            // Every base data object copied by the store; the shard uploaded holds one tensor.
+            assert_eq!(
+                (st.files, st.server_copied),
+                (u64::from(RANKS), u64::from(RANKS))
+            );
+            assert_eq!((st.linked, st.copied, st.copied_bytes), (0, 0, 0));
+            assert_eq!(
+                (st.tensors, st.bytes),
+                (local_stats.tensors, local_stats.bytes)
+            );
+            assert_eq!(written.tensors, 1);
+            let local_rep = merge_shards(&p2, &MergeShardsOptions::default()).unwrap();
+            let rep = merge_shards_url(&url2, &MergeShardsOptions::default()).unwrap();
+            assert_eq!(
+                (
+                    rep.tensors,
+                    rep.slices,
+                    rep.reused_tensors,
+                    rep.reused_bytes
+                ),
+                (
+                    local_rep.tensors,
+                    local_rep.slices,
+                    local_rep.reused_tensors,
+                    local_rep.reused_bytes
+                )
+            );
+            assert_eq!(rep.reused_files, u64::from(RANKS));
+            // Exactly the checkpoint's objects at its prefix.
+            let names: Vec<String> = list_names(&rt, s.as_ref(), "inc")
+                .into_iter()
+                .filter(|n| n.starts_with("step2"))
+                .collect();
+            let mut want: Vec<String> = (0..=RANKS)
+                .map(|k| format!("step2.data-{k:05}-of-{:05}", RANKS + 1))
+                .collect();
+            want.push("step2.index".into());
+            assert_eq!(names, want);
+
+            // The base goes, in the bucket and in the directory.
+            for n in list_names(&rt, s.as_ref(), "inc") {
+                if n.starts_with("step1") {
+                    rt.block_on(s.delete(&ObjectPath::from(format!("inc/{n}"))))
+                        .unwrap();
+                }
+            }
+            for f in std::fs::read_dir(dir.path()).unwrap() {
+                let f = f.unwrap().path();
+                if f.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with("step1")
+                {
+                    std::fs::remove_file(f).unwrap();
+                }
+            }
+            let local = Reader::open(&p2).unwrap();
+            let remote = open_sharded(&url2, RemoteOptions::default()).unwrap();
+            let listed = remote.list_from(b"").unwrap();
+            assert_eq!(listed.len() as u64, local.header().tensor_count);
+            for e in &listed {
+                let l = local
+                    .get_slice(&e.name, &Region::full(&e.shape))
+                    .unwrap()
+                    .unwrap();
+                let r = remote
+                    .get_slice(&e.name, &Region::full(&e.shape))
+                    .unwrap()
+                    .unwrap();
+                assert_eq!((r.dtype, &r.shape), (l.dtype(), &e.shape));
+                assert_eq!(r.data, l.data(), "{}", String::from_utf8_lossy(&e.name));
+            }
+            let (lv, rv) = (
+                local.verify().unwrap(),
+                remote.verify(&Default::default()).unwrap(),
+            );
+            assert_eq!((rv.tensors, rv.slices), (lv.tensors, lv.slices));
+
+            // A reused object damaged (one byte of a reused tensor, its length kept).
+            let key = format!("inc/step2.data-00002-of-{:05}", RANKS + 1);
+            let mut bytes = support::s3::get(&rt, s.as_ref(), &key).unwrap();
+            let d = own(1, 3);
+            let at = bytes.windows(d.len()).position(|w| w == d).unwrap();
+            bytes[at + 1] ^= 0x55;
+            put(&rt, s.as_ref(), &key, bytes);
+            let remote = open_sharded(&url2, RemoteOptions::default()).unwrap();
+            match remote.get("r1.t0003") {
+                Err(Error::ChecksumMismatch { .. }) => {}
+                other => panic!("{other:?}"),
+            }
+            assert!(remote.verify(&Default::default()).is_err());
         },
     );
 }
