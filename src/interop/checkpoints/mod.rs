@@ -289,9 +289,8 @@ impl CheckpointManager {
     /// uploaded as `ckpt-STEP.data-00000-of-00001`, then copied by the store to
     /// `ckpt-STEP.index`; a sharded one is uploaded shard by shard, its index PUT last), and
     /// the state object is PUT after the checkpoint is complete.
-    /// `file:///dir` is the local directory `/dir`. Errors: [`Error::Unsupported`] for an
-    /// incremental [`Layout::Sharded`] on an object store (it links files, which a bucket cannot
-    /// do).
+    /// An incremental [`Layout::Sharded`] there reuses the latest checkpoint's data objects by
+    /// server-side copy (SPEC.md 12.5, 12.6). `file:///dir` is the local directory `/dir`.
     pub fn open(dir: impl AsRef<Path>, opts: ManagerOptions) -> Result<CheckpointManager> {
         let dir = dir.as_ref().to_path_buf();
         if opts.name.is_empty() || opts.name.contains(['/', '\\']) || opts.name == STATE_FILE {
@@ -309,21 +308,6 @@ impl CheckpointManager {
             }
         }
         let at = Location::new(&dir)?;
-        if at.is_object()
-            && matches!(
-                opts.layout,
-                Layout::Sharded {
-                    incremental: true,
-                    ..
-                }
-            )
-        {
-            return Err(Error::Unsupported(format!(
-                "{}: incremental saves link the base's data files beside the new checkpoint, \
-                 which an object store cannot do",
-                dir.display()
-            )));
-        }
         at.create()?;
         // What saves of a process that was killed left behind: each a whole checkpoint's
         // worth of disk that nothing else would remove.
@@ -829,15 +813,9 @@ impl Dir {
         tensors: &[(&[u8], Tensor<'_>)],
         metadata: Metadata,
     ) -> Result<()> {
-        #[cfg(feature = "s3")]
-        if self.at.is_object() {
-            return self.write_sharded_object(prefix, shards, tensors, metadata);
-        }
-        let mut save =
-            ShardedSave::with_options(prefix, shards, SaveId::random(), self.opts.writer.clone())?;
         // The base: the latest checkpoint, when it is a sharded paramdex one. It stays
         // protected from pruning until the save is committed.
-        let mut base_step = None;
+        let mut base = None;
         if incremental {
             let _dir = self
                 .shared
@@ -845,24 +823,14 @@ impl Dir {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner());
             if let Ok(latest) = self.list_with(false).and_then(|all| self.latest_of(all)) {
-                if let Ok(r) = Reader::open(index_path(&latest.prefix)) {
-                    if r.is_sharded() {
-                        save = save.with_base(Arc::new(r));
-                        *self.shared.lock().bases.entry(latest.step).or_default() += 1;
-                        base_step = Some(latest.step);
-                    }
+                if let Some(b) = self.open_base(&latest.prefix) {
+                    *self.shared.lock().bases.entry(latest.step).or_default() += 1;
+                    base = Some((latest.step, b));
                 }
             }
         }
-        let open = |k: u32| save.shard(k).map(ShardSink::Local);
-        let r = write_shards(&open, shards, base_step.is_some(), tensors).and_then(|()| {
-            let opts = MergeShardsOptions {
-                metadata,
-                no_sync: !self.opts.writer.sync,
-                ..Default::default()
-            };
-            save.merge(&opts).map(drop)
-        });
+        let base_step = base.as_ref().map(|(step, _)| *step);
+        let r = self.write_shards_of(prefix, shards, base.map(|(_, b)| b), tensors, metadata);
         if let Some(b) = base_step {
             let mut g = self.shared.lock();
             if let Some(n) = g.bases.get_mut(&b) {
@@ -875,31 +843,86 @@ impl Dir {
         r
     }
 
+    /// The sharded checkpoint at `prefix`, as the base of an incremental save: `None` when it
+    /// is not a sharded paramdex checkpoint (or cannot be opened: the save is then whole).
+    fn open_base(&self, prefix: &Path) -> Option<Base> {
+        #[cfg(feature = "s3")]
+        if self.at.is_object() {
+            let url = prefix.to_string_lossy();
+            return crate::remote::open_sharded(&url, Default::default())
+                .ok()
+                .map(|r| Base::Remote(Arc::new(r)));
+        }
+        Reader::open(index_path(prefix))
+            .ok()
+            .filter(Reader::is_sharded)
+            .map(|r| Base::Local(Arc::new(r)))
+    }
+
+    /// Writes the shards of a save at `prefix` (reusing `base`'s tensors when given), each on
+    /// its own thread, and merges them.
+    fn write_shards_of(
+        &self,
+        prefix: &Path,
+        shards: u32,
+        base: Option<Base>,
+        tensors: &[(&[u8], Tensor<'_>)],
+        metadata: Metadata,
+    ) -> Result<()> {
+        let reuse = base.is_some();
+        #[cfg(feature = "s3")]
+        if self.at.is_object() {
+            return self.write_sharded_object(prefix, shards, base, tensors, metadata);
+        }
+        let mut save =
+            ShardedSave::with_options(prefix, shards, SaveId::random(), self.opts.writer.clone())?;
+        if let Some(Base::Local(r)) = base {
+            save = save.with_base(r);
+        }
+        let open = |k: u32| save.shard(k).map(ShardSink::Local);
+        write_shards(&open, shards, reuse, tensors)?;
+        let opts = MergeShardsOptions {
+            metadata,
+            no_sync: !self.opts.writer.sync,
+            ..Default::default()
+        };
+        save.merge(&opts).map(drop)
+    }
+
     /// A sharded checkpoint in an object store: each shard uploaded under its final name by a
-    /// [`crate::remote::RemoteShardWriter`] on its own thread, then
-    /// [`crate::remote::merge_shards_url`], which PUTs `PREFIX.index` last (the checkpoint
-    /// exists from then on). Never incremental (refused at `open`).
+    /// [`crate::remote::RemoteShardWriter`] on its own thread (reusing `base`'s tensors, its
+    /// data objects copied by the store, when given), then [`crate::remote::merge_shards_url`],
+    /// which PUTs `PREFIX.index` last (the checkpoint exists from then on).
     #[cfg(feature = "s3")]
     fn write_sharded_object(
         &self,
         prefix: &Path,
         shards: u32,
+        base: Option<Base>,
         tensors: &[(&[u8], Tensor<'_>)],
         metadata: Metadata,
     ) -> Result<()> {
         let url = prefix.to_string_lossy().into_owned();
         let save = SaveId::random();
+        let base = match base {
+            Some(Base::Remote(r)) => Some(r),
+            Some(Base::Local(_)) | None => None,
+        };
         let open = |k: u32| -> Result<ShardSink> {
-            crate::remote::RemoteShardWriter::create(
+            let w = crate::remote::RemoteShardWriter::create(
                 &url,
                 k,
                 shards,
                 save,
                 self.opts.writer.clone(),
-            )
+            )?;
+            match &base {
+                Some(b) => w.with_base(b.clone()),
+                None => Ok(w),
+            }
             .map(ShardSink::Remote)
         };
-        write_shards(&open, shards, false, tensors)?;
+        write_shards(&open, shards, base.is_some(), tensors)?;
         let opts = MergeShardsOptions {
             metadata,
             save_id: Some(save),
@@ -1250,6 +1273,13 @@ pub(crate) fn resolve_input(path: &Path) -> Result<Option<PathBuf>> {
     }
     let m = CheckpointManager::open(dir, ManagerOptions::default())?;
     Ok(Some(index_path(&m.find(step)?.prefix)))
+}
+
+/// The base of an incremental save: a mapped sharded checkpoint, or one in the bucket.
+enum Base {
+    Local(Arc<Reader>),
+    #[cfg(feature = "s3")]
+    Remote(Arc<crate::remote::RemoteSharded>),
 }
 
 /// The writer of one shard: in a local directory (pending name, renamed by the merge), or
