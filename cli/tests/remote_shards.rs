@@ -69,6 +69,41 @@ fn merge_shards_takes_an_s3_prefix() {
             assert!(so.contains(&format!("rank{k}.w")), "{so}");
         }
 
+        // An incremental save against it (SPEC.md 12.5): its shard reuses two tensors, whose
+        // data objects Garage copies; the CLI merges it, lists, reads and verifies them.
+        let inc = format!("s3://{}/cli/inc", g.bucket());
+        let base =
+            std::sync::Arc::new(paramdex::remote::open_sharded(&url, Default::default()).unwrap());
+        let mut w =
+            RemoteShardWriter::create(&inc, 0, 1, SaveId::random(), WriterOptions::default())
+                .unwrap()
+                .with_base(base)
+                .unwrap();
+        w.reuse_unchanged("rank0.w").unwrap();
+        w.reuse_unchanged("rank2.w").unwrap();
+        w.add_values("new", &[2], &[5.0f32; 2]).unwrap();
+        assert_eq!(w.reused().server_copied, 2);
+        w.finish().unwrap();
+        let out = cli(&env, &["merge-shards", &inc]);
+        let (so, se) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert!(out.status.success(), "{so}{se}");
+        assert!(format!("{so}{se}").contains("2 tensors"), "{so}{se}");
+        let out = cli(&env, &["ls", &inc]);
+        let so = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{so}");
+        for name in ["rank0.w", "rank2.w", "new"] {
+            assert!(so.contains(name), "{so}");
+        }
+        let out = cli(&env, &["verify", &inc]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+
         // A save with shard 1 of 2 missing: one error line naming the object, nothing merged.
         let url = format!("s3://{}/cli/partial", g.bucket());
         write_shards(&url, &[0], 2);

@@ -139,8 +139,10 @@ class StorageWriter(_TorchStorageWriter):
     """Saves a DCP checkpoint as a paramdex sharded checkpoint in the directory (or
     ``s3://bucket/dir``) ``checkpoint_id``.
 
-    ``base``: an earlier local checkpoint of this writer (its directory, or its writer), whose
-    unchanged tensors and slices the new one refers to instead of writing (SPEC.md 12.5).
+    ``base``: an earlier checkpoint of this writer (its directory or ``s3://`` URL, or its
+    writer), whose unchanged tensors and slices the new one refers to instead of writing
+    (SPEC.md 12.5): a local one for a local checkpoint (its files hard-linked), one in the same
+    bucket for a bucket's (its data objects copied by the store, server-side).
     ``sync``: fsync the files (off only for tests and benchmarks that say so).
     """
 
@@ -153,10 +155,11 @@ class StorageWriter(_TorchStorageWriter):
         super().__init__()
         self._set_id(checkpoint_id)
         self.base = _prefix_of_base(base)
-        if self.base is not None and (_is_url(self.prefix) or _is_url(self.base)):
+        if self.base is not None and _is_url(self.prefix) != _is_url(self.base):
             raise ValueError(
-                "an incremental save (base=) is for local checkpoints: a bucket cannot hold "
-                "the links to the base's files"
+                "an incremental save (base=) reuses a checkpoint of the same kind of place: a "
+                "local base for a local checkpoint, one in the same bucket for a bucket's "
+                "(whose data objects the store copies)"
             )
         self.sync = sync
         self.is_coordinator = False

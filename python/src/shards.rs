@@ -75,8 +75,8 @@ impl PyShardWriter {
 impl PyShardWriter {
     /// Starts shard `rank` of `ranks` of the save `save_id` (32 hex digits) of the checkpoint
     /// at `prefix` (a path prefix, or `s3://bucket/dir/PREFIX`). `base`: the prefix of an
-    /// earlier local sharded checkpoint whose unchanged tensors this shard reuses (SPEC.md
-    /// 12.5).
+    /// earlier sharded checkpoint whose unchanged tensors this shard reuses (SPEC.md 12.5): a
+    /// local one for a local prefix, one in the same bucket for a bucket prefix.
     #[new]
     #[pyo3(signature = (prefix, rank, ranks, save_id, base = None, sync = true))]
     fn py_new(
@@ -97,16 +97,22 @@ impl PyShardWriter {
         let sink = py
             .detach(move || -> paramdex::Result<Sink> {
                 if is_url(&p) {
-                    if base.is_some() {
-                        return Err(paramdex::Error::Unsupported(format!(
-                            "{p}: an incremental save to object storage (its shards would \
-                             refer to files linked beside them, which a bucket cannot hold); \
-                             save the whole checkpoint"
-                        )));
+                    let mut w = RemoteShardWriter::create(&p, rank, ranks, id, opts)?;
+                    match base {
+                        // A base in the same bucket: its data objects copied by the store.
+                        Some(b) if is_url(&b) => {
+                            let b = paramdex::remote::open_sharded(&b, Default::default())?;
+                            w = w.with_base(Arc::new(b))?;
+                        }
+                        Some(b) => {
+                            return Err(paramdex::Error::Unsupported(format!(
+                                "{p}: an incremental save in a bucket reuses a checkpoint of the \
+                                 same bucket, not the local {b}; save the whole checkpoint"
+                            )))
+                        }
+                        None => {}
                     }
-                    return Ok(Sink::Remote(RemoteShardWriter::create(
-                        &p, rank, ranks, id, opts,
-                    )?));
+                    return Ok(Sink::Remote(w));
                 }
                 let mut w = ShardWriter::create(&p, rank, ranks, id, opts)?;
                 if let Some(b) = base {
