@@ -112,10 +112,13 @@ pub use sharded::place::{
 };
 #[cfg(feature = "s3")]
 pub(crate) use sharded::reader::{check_against_shards, check_shard_identity, check_shard_len};
+#[cfg(feature = "s3")]
 pub(crate) use sharded::reuse::ReuseBase;
 pub use sharded::reuse::ReuseStats;
 pub(crate) use sharded::table::{data_path, index_path};
+#[cfg(feature = "s3")]
 pub(crate) use sharded::unchanged::same_bytes;
+#[cfg(feature = "s3")]
 pub(crate) use sharded::writer::check_shard_number;
 pub use sharded::writer::{Saved, ShardWriter, ShardedSave};
 pub use source::{LoadAdvice, Source};
