@@ -12,7 +12,7 @@ use paramdex::interop::{
     ManagerOptions, OwnedTensor, STATE_FILE,
 };
 use paramdex::{CheckpointProblem, DType, Error, MetaValue, Metadata, Reader, Tensor};
-use support::ckpt::{keep_last, keep_last_and_best_acc, meta};
+use support::ckpt::{keep_last, keep_last_and_best_acc, meta, save_three_steps};
 use support::{f32_bytes, kill_child_at_random_moment, Rng};
 
 fn fast(keep: KeepPolicy) -> ManagerOptions {
@@ -468,21 +468,7 @@ fn sharded_incremental_saves_survive_pruning_their_base() {
         ..fast(keep_last(1))
     };
     let mut m = CheckpointManager::open(dir.path(), opts).unwrap();
-    let a = f32_bytes(&[1.0; 1000]);
-    let b = f32_bytes(&[2.0; 10]);
-    for step in [1, 2, 3] {
-        let c = f32_bytes(&[step as f32; 10]);
-        m.save(
-            step,
-            [
-                ("a", Tensor::new(DType::Float32, &[1000], &a)),
-                ("b", Tensor::new(DType::Float32, &[10], &b)),
-                ("c", Tensor::new(DType::Float32, &[10], &c)),
-            ],
-            meta(step, 0.0),
-        )
-        .unwrap();
-    }
+    let a = save_three_steps(&mut m, 0.0);
     assert_eq!(m.steps().unwrap(), [3]);
     let r = Reader::open(m.prefix(3).with_extension("index")).unwrap();
     assert!(r.is_sharded());

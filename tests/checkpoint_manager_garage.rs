@@ -23,7 +23,7 @@ use paramdex::interop::{
 };
 use paramdex::remote::RemoteShardWriter;
 use paramdex::{CheckpointProblem, DType, Error, MetaValue, Metadata, SaveId, Tensor};
-use support::ckpt::{keep_last, keep_last_and_best_acc, meta};
+use support::ckpt::{keep_last, keep_last_and_best_acc, meta, save_three_steps};
 use support::garage::{self, Garage};
 use support::s3::{get, list_names, put, runtime, set_aws_env_once, store, with_bucket};
 use support::{f32_bytes, kill_child_at_random_moment, Rng};
@@ -351,21 +351,7 @@ fn incremental_sharded_checkpoints_in_a_bucket() {
                 incremental: true,
             };
             let mut m = CheckpointManager::open(&url, opts(inc, keep_last(1))).unwrap();
-            let a = f32_bytes(&[1.0; 1000]);
-            let b = f32_bytes(&[2.0; 10]);
-            for step in [1, 2, 3] {
-                let c = f32_bytes(&[step as f32; 10]);
-                m.save(
-                    step,
-                    [
-                        ("a", Tensor::new(DType::Float32, &[1000], &a)),
-                        ("b", Tensor::new(DType::Float32, &[10], &b)),
-                        ("c", Tensor::new(DType::Float32, &[10], &c)),
-                    ],
-                    meta(step, 0.5),
-                )
-                .unwrap();
-            }
+            let a = save_three_steps(&mut m, 0.5);
             assert_eq!(m.steps().unwrap(), [3]);
             // Only step 3's objects: its shards and the copies of the data objects it reuses.
             let names = list_names(&rt, &s, key);

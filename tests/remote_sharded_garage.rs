@@ -46,6 +46,14 @@ fn emb() -> Vec<f32> {
     (0..RANKS * 2 * 6).map(|v| v as f32 * 0.5 - 3.0).collect()
 }
 
+/// Rank `rank`'s rows of `emb` (2k and 2k+1): their region and bytes.
+fn emb_rows(rank: u32) -> (Region, Vec<u8>) {
+    let all = emb();
+    let rows = &all[(rank as usize * 12)..(rank as usize * 12 + 12)];
+    let region = Region::new(vec![u64::from(rank) * 2, 0], vec![2, 6]).unwrap();
+    (region, f32_bytes(rows))
+}
+
 /// Writes rank `rank`'s tensors: `r{rank}.t{i}` (`count` of them), its rows of `emb`, and (with
 /// `big`) a 20 MiB tensor, so that its shard is uploaded in parts.
 fn fill(w: &mut ShardWriter, rank: u32, count: u32, big: bool) {
@@ -54,15 +62,13 @@ fn fill(w: &mut ShardWriter, rank: u32, count: u32, big: bool) {
         w.add_values(format!("r{rank}.t{i:04}"), &[d.len() as u64], &d)
             .unwrap();
     }
-    let all = emb();
-    let rows = &all[(rank as usize * 12)..(rank as usize * 12 + 12)];
-    let region = Region::new(vec![u64::from(rank) * 2, 0], vec![2, 6]).unwrap();
+    let (region, rows) = emb_rows(rank);
     w.add_slice(
         "emb",
         DType::Float32,
         &[u64::from(RANKS) * 2, 6],
         &region,
-        &f32_bytes(rows),
+        &rows,
     )
     .unwrap();
     if big {
@@ -591,17 +597,10 @@ fn an_incremental_save_in_a_bucket_reads_as_in_a_directory() {
                             w.reuse_unchanged(&name).unwrap();
                         }
                     }
-                    let all = emb();
-                    let rows = &all[(rank as usize * 12)..(rank as usize * 12 + 12)];
-                    let region = Region::new(vec![u64::from(rank) * 2, 0], vec![2, 6]).unwrap();
+                    let (region, rows) = emb_rows(rank);
+                    let shape = [u64::from(RANKS) * 2, 6];
                     let got = w
-                        .add_slice_or_reuse(
-                            "emb",
-                            DType::Float32,
-                            &[u64::from(RANKS) * 2, 6],
-                            &region,
-                            &f32_bytes(rows),
-                        )
+                        .add_slice_or_reuse("emb", DType::Float32, &shape, &region, &rows)
                         .unwrap();
                     assert_eq!(got, Saved::Reused);
                 }

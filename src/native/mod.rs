@@ -112,9 +112,9 @@ pub use sharded::place::{
 };
 #[cfg(feature = "s3")]
 pub(crate) use sharded::reader::{check_against_shards, check_shard_identity, check_shard_len};
-#[cfg(feature = "s3")]
-pub(crate) use sharded::reuse::ReuseBase;
 pub use sharded::reuse::ReuseStats;
+#[cfg(feature = "s3")]
+pub(crate) use sharded::reuse::{ReuseBase, SliceAt};
 pub(crate) use sharded::table::{data_path, index_path};
 #[cfg(feature = "s3")]
 pub(crate) use sharded::unchanged::same_bytes;

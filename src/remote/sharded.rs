@@ -234,6 +234,26 @@ impl RemoteSharded {
         get_region(self, name.as_ref(), region)
     }
 
+    /// The data object of entry `e` (of `key`, in the block at `at`), its number checked.
+    pub(crate) fn object_of(&self, key: &[u8], e: &IndexEntry, at: u64) -> Result<u32> {
+        let n = self.data_objects();
+        u32::try_from(e.shard_id)
+            .ok()
+            .filter(|&k| k < n)
+            .ok_or_else(|| {
+                Error::corrupt(
+                    "index entry",
+                    at,
+                    format!(
+                        "{}: tensor {}: shard_id {} is not below the number of data objects, {n}",
+                        self.prefix(),
+                        crate::native::slice_key::display_key(key),
+                        e.shard_id
+                    ),
+                )
+            })
+    }
+
     /// Requests made so far: the index object's and every opened data object's.
     pub fn requests(&self) -> u64 {
         self.index.source().stats().requests
@@ -264,22 +284,7 @@ impl EntrySource for RemoteSharded {
     }
 
     fn data(&self, key: &[u8], e: &IndexEntry, at: u64) -> Result<RemoteTensor> {
-        let n = self.data_objects();
-        let k = u32::try_from(e.shard_id)
-            .ok()
-            .filter(|&k| k < n)
-            .ok_or_else(|| {
-                Error::corrupt(
-                    "index entry",
-                    at,
-                    format!(
-                        "{}: tensor {}: shard_id {} is not below the number of data objects, {n}",
-                        self.place(),
-                        crate::native::slice_key::display_key(key),
-                        e.shard_id
-                    ),
-                )
-            })?;
+        let k = self.object_of(key, e, at)?;
         self.shard(k)?.read_data(key, e, at)
     }
 }

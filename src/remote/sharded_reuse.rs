@@ -6,54 +6,27 @@
 
 use std::sync::Arc;
 
-use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::format::{crc32c, unmask_crc};
 use crate::native::{
-    decode_slices, slice_key, FileHeader, IndexEntry, Place, Region, ReuseBase, Tensor,
+    decode_slices, slice_key, FileHeader, IndexEntry, Place, ReuseBase, SliceAt, Tensor,
 };
 use crate::remote::reader::EntrySource;
 use crate::remote::sharded::RemoteSharded;
 
 impl RemoteSharded {
-    /// The data object of entry `e` (of `key`, in the block at `at`), its number checked.
-    fn object_of(&self, key: &[u8], e: &IndexEntry, at: u64) -> Result<u32> {
-        let n = self.data_objects();
-        u32::try_from(e.shard_id)
-            .ok()
-            .filter(|&k| k < n)
-            .ok_or_else(|| {
-                Error::corrupt(
-                    "index entry",
-                    at,
-                    format!(
-                        "{}: tensor {}: shard_id {} is not below the number of data objects, {n}",
-                        self.prefix(),
-                        slice_key::display_key(key),
-                        e.shard_id
-                    ),
-                )
-            })
-    }
-
     /// The stored slice `region` of `name` (stored in slices of `dtype` and `full_shape`):
     /// its slice key, entry and block offset.
-    fn stored_slice(
-        &self,
-        name: &[u8],
-        dtype: DType,
-        full_shape: &[u64],
-        region: &Region,
-    ) -> Result<Option<(Vec<u8>, IndexEntry, u64)>> {
-        let Some((e, value, at)) = self.index().lookup(name)? else {
+    fn stored_slice(&self, s: SliceAt<'_>) -> Result<Option<(Vec<u8>, IndexEntry, u64)>> {
+        let Some((e, value, at)) = self.index().lookup(s.name)? else {
             return Ok(None);
         };
-        if e.num_slices == 0 || e.dtype() != Some(dtype) || e.shape.as_slice() != full_shape {
+        if e.num_slices == 0 || e.dtype() != Some(s.dtype) || e.shape.as_slice() != s.full_shape {
             return Ok(None);
         }
         for ext in decode_slices(&value, at, e.shape.len())? {
-            if crate::native::region::resolve(&ext, full_shape).is_ok_and(|r| &r == region) {
-                let key = slice_key::encode(name, &ext);
+            if crate::native::region::resolve(&ext, s.full_shape).is_ok_and(|r| &r == s.region) {
+                let key = slice_key::encode(s.name, &ext);
                 return Ok(self
                     .index()
                     .lookup(&key)?
@@ -120,14 +93,8 @@ impl ReuseBase for RemoteSharded {
         self.shard(k)?.check_entry(name, &e, at).map(Some)
     }
 
-    fn slice_size(
-        &self,
-        name: &[u8],
-        dtype: DType,
-        full_shape: &[u64],
-        region: &Region,
-    ) -> Result<Option<u64>> {
-        let Some((key, e, at)) = self.stored_slice(name, dtype, full_shape, region)? else {
+    fn slice_size(&self, s: SliceAt<'_>) -> Result<Option<u64>> {
+        let Some((key, e, at)) = self.stored_slice(s)? else {
             return Ok(None);
         };
         let k = self.object_of(&key, &e, at)?;
@@ -154,15 +121,8 @@ impl ReuseBase for RemoteSharded {
             .is_some_and(|lod| lod.as_slice() == tensor.lod))
     }
 
-    fn holds_unchanged_slice(
-        &self,
-        name: &[u8],
-        dtype: DType,
-        full_shape: &[u64],
-        region: &Region,
-        data: &[u8],
-    ) -> Result<bool> {
-        let Some((key, e, at)) = self.stored_slice(name, dtype, full_shape, region)? else {
+    fn holds_unchanged_slice(&self, s: SliceAt<'_>, data: &[u8]) -> Result<bool> {
+        let Some((key, e, at)) = self.stored_slice(s)? else {
             return Ok(false);
         };
         Ok(self.same_data(&key, &e, at, data)?.is_some())

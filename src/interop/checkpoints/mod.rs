@@ -860,7 +860,8 @@ impl Dir {
     }
 
     /// Writes the shards of a save at `prefix` (reusing `base`'s tensors when given), each on
-    /// its own thread, and merges them.
+    /// its own thread, and merges them: in a directory, or in an object store (where the
+    /// checkpoint exists once the merge's PUT of `PREFIX.index` succeeds).
     fn write_shards_of(
         &self,
         prefix: &Path,
@@ -870,9 +871,38 @@ impl Dir {
         metadata: Metadata,
     ) -> Result<()> {
         let reuse = base.is_some();
+        // In an object store: each shard uploaded under its final name by a
+        // RemoteShardWriter (reusing `base`'s tensors, its data objects copied by the store),
+        // then merge_shards_url, which PUTs `PREFIX.index` last.
         #[cfg(feature = "s3")]
         if self.at.is_object() {
-            return self.write_sharded_object(prefix, shards, base, tensors, metadata);
+            let url = prefix.to_string_lossy().into_owned();
+            let save = SaveId::random();
+            let base = match base {
+                Some(Base::Remote(r)) => Some(r),
+                Some(Base::Local(_)) | None => None,
+            };
+            let open = |k: u32| -> Result<ShardSink> {
+                let w = crate::remote::RemoteShardWriter::create(
+                    &url,
+                    k,
+                    shards,
+                    save,
+                    self.opts.writer.clone(),
+                )?;
+                match &base {
+                    Some(b) => w.with_base(b.clone()),
+                    None => Ok(w),
+                }
+                .map(ShardSink::Remote)
+            };
+            write_shards(&open, shards, reuse, tensors)?;
+            let opts = MergeShardsOptions {
+                metadata,
+                save_id: Some(save),
+                ..Default::default()
+            };
+            return crate::remote::merge_shards_url(&url, &opts).map(drop);
         }
         let mut save =
             ShardedSave::with_options(prefix, shards, SaveId::random(), self.opts.writer.clone())?;
@@ -887,48 +917,6 @@ impl Dir {
             ..Default::default()
         };
         save.merge(&opts).map(drop)
-    }
-
-    /// A sharded checkpoint in an object store: each shard uploaded under its final name by a
-    /// [`crate::remote::RemoteShardWriter`] on its own thread (reusing `base`'s tensors, its
-    /// data objects copied by the store, when given), then [`crate::remote::merge_shards_url`],
-    /// which PUTs `PREFIX.index` last (the checkpoint exists from then on).
-    #[cfg(feature = "s3")]
-    fn write_sharded_object(
-        &self,
-        prefix: &Path,
-        shards: u32,
-        base: Option<Base>,
-        tensors: &[(&[u8], Tensor<'_>)],
-        metadata: Metadata,
-    ) -> Result<()> {
-        let url = prefix.to_string_lossy().into_owned();
-        let save = SaveId::random();
-        let base = match base {
-            Some(Base::Remote(r)) => Some(r),
-            Some(Base::Local(_)) | None => None,
-        };
-        let open = |k: u32| -> Result<ShardSink> {
-            let w = crate::remote::RemoteShardWriter::create(
-                &url,
-                k,
-                shards,
-                save,
-                self.opts.writer.clone(),
-            )?;
-            match &base {
-                Some(b) => w.with_base(b.clone()),
-                None => Ok(w),
-            }
-            .map(ShardSink::Remote)
-        };
-        write_shards(&open, shards, base.is_some(), tensors)?;
-        let opts = MergeShardsOptions {
-            metadata,
-            save_id: Some(save),
-            ..Default::default()
-        };
-        crate::remote::merge_shards_url(&url, &opts).map(drop)
     }
 
     /// Every checkpoint, by step, with metadata.

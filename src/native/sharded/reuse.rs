@@ -54,16 +54,9 @@ pub(crate) trait ReuseBase: Send + Sync + std::fmt::Debug {
     /// slices.
     fn whole_size(&self, name: &[u8]) -> Result<Option<u64>>;
 
-    /// The data bytes of the stored slice `region` of `name` (stored in slices of `dtype` and
-    /// `full_shape`, one of them exactly `region`), checked as [`ReuseBase::whole_size`]
-    /// checks; `Ok(None)` when there is no such slice.
-    fn slice_size(
-        &self,
-        name: &[u8],
-        dtype: DType,
-        full_shape: &[u64],
-        region: &Region,
-    ) -> Result<Option<u64>>;
+    /// The data bytes of the stored slice `s`, checked as [`ReuseBase::whole_size`] checks;
+    /// `Ok(None)` when there is no such slice.
+    fn slice_size(&self, s: SliceAt<'_>) -> Result<Option<u64>>;
 
     /// The bytes of its data file `k` as this process holds them checked (a mapped data file),
     /// if it does: what an incremental save copies when its place cannot bring the file in
@@ -73,15 +66,18 @@ pub(crate) trait ReuseBase: Send + Sync + std::fmt::Debug {
     /// [`Reader::holds_unchanged`].
     fn holds_unchanged(&self, name: &[u8], tensor: Tensor<'_>) -> Result<bool>;
 
-    /// [`Reader::holds_unchanged_slice`].
-    fn holds_unchanged_slice(
-        &self,
-        name: &[u8],
-        dtype: DType,
-        full_shape: &[u64],
-        region: &Region,
-        data: &[u8],
-    ) -> Result<bool>;
+    /// [`Reader::holds_unchanged_slice`] of the slice `s`.
+    fn holds_unchanged_slice(&self, s: SliceAt<'_>, data: &[u8]) -> Result<bool>;
+}
+
+/// A stored slice asked of a base: the region `region` of the tensor `name`, stored in slices
+/// of `dtype` and `full_shape`, one of them exactly `region`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SliceAt<'a> {
+    pub(crate) name: &'a [u8],
+    pub(crate) dtype: DType,
+    pub(crate) full_shape: &'a [u64],
+    pub(crate) region: &'a Region,
 }
 
 impl ReuseBase for Reader {
@@ -115,14 +111,8 @@ impl ReuseBase for Reader {
         Ok(self.get(name)?.map(|v| v.data().len() as u64))
     }
 
-    fn slice_size(
-        &self,
-        name: &[u8],
-        dtype: DType,
-        full_shape: &[u64],
-        region: &Region,
-    ) -> Result<Option<u64>> {
-        let Some((p, i)) = self.stored_slice(name, dtype, full_shape, region)? else {
+    fn slice_size(&self, s: SliceAt<'_>) -> Result<Option<u64>> {
+        let Some((p, i)) = self.stored_slice(s.name, s.dtype, s.full_shape, s.region)? else {
             return Ok(None);
         };
         // The view checks the slice's entry against its data file.
@@ -137,15 +127,8 @@ impl ReuseBase for Reader {
         Reader::holds_unchanged(self, name, tensor)
     }
 
-    fn holds_unchanged_slice(
-        &self,
-        name: &[u8],
-        dtype: DType,
-        full_shape: &[u64],
-        region: &Region,
-        data: &[u8],
-    ) -> Result<bool> {
-        Reader::holds_unchanged_slice(self, name, dtype, full_shape, region, data)
+    fn holds_unchanged_slice(&self, s: SliceAt<'_>, data: &[u8]) -> Result<bool> {
+        Reader::holds_unchanged_slice(self, s.name, s.dtype, s.full_shape, s.region, data)
     }
 }
 
@@ -279,7 +262,13 @@ impl Reuse {
                 });
             }
         }
-        let Some(size) = self.base.slice_size(name, dtype, full_shape, region)? else {
+        let at = SliceAt {
+            name,
+            dtype,
+            full_shape,
+            region,
+        };
+        let Some(size) = self.base.slice_size(at)? else {
             return Err(Error::NotFound {
                 name: format!(
                     "{} (a stored slice at {:?} of lengths {:?} of {dtype} {full_shape:?})",

@@ -18,7 +18,7 @@ use crate::native::reader::Reader;
 use crate::native::region::Region;
 use crate::native::sharded::merge::{merge_shards, MergeShardsOptions, MergeShardsReport};
 use crate::native::sharded::place::{pending_suffix, DirPlace, Place};
-use crate::native::sharded::reuse::{Reuse, ReuseBase, ReuseStats};
+use crate::native::sharded::reuse::{Reuse, ReuseBase, ReuseStats, SliceAt};
 use crate::native::writer::{FinishStats, Tensor, Writer, WriterOptions};
 use crate::native::MAX_SHARDS;
 
@@ -105,9 +105,30 @@ impl ShardWriter {
         save_id: SaveId,
         opts: WriterOptions,
     ) -> Result<ShardWriter> {
+        let open = |o| Ok((place.writer(suffix, o)?, PathBuf::from(place.shown(suffix))));
+        Self::start(
+            shard_id,
+            num_shards,
+            save_id,
+            opts,
+            Some(place.clone()),
+            open,
+        )
+    }
+
+    /// The shard writer of shard `shard_id` of `num_shards` of the save `save_id`, over the
+    /// writer `open` starts with `opts` (and the name its file is shown by).
+    fn start(
+        shard_id: u32,
+        num_shards: u32,
+        save_id: SaveId,
+        opts: WriterOptions,
+        place: Option<Arc<dyn Place>>,
+        open: impl FnOnce(WriterOptions) -> Result<(Writer, PathBuf)>,
+    ) -> Result<ShardWriter> {
         check_shard_number(shard_id, num_shards)?;
         let sync = opts.sync;
-        let mut writer = place.writer(suffix, opts)?;
+        let (mut writer, pending) = open(opts)?;
         let shard = ShardOf {
             save_id,
             shard_id,
@@ -117,8 +138,8 @@ impl ShardWriter {
         Ok(ShardWriter {
             writer,
             shard,
-            pending: PathBuf::from(place.shown(suffix)),
-            place: Some(place),
+            place,
+            pending,
             reuse: None,
             sync,
         })
@@ -137,24 +158,9 @@ impl ShardWriter {
         save_id: SaveId,
         opts: WriterOptions,
     ) -> Result<ShardWriter> {
-        check_shard_number(shard_id, num_shards)?;
         let name = PathBuf::from(dest.name());
-        let sync = opts.sync;
-        let mut writer = Writer::create_on(dest, opts)?;
-        let shard = ShardOf {
-            save_id,
-            shard_id,
-            num_shards,
-        };
-        writer.set_shard_of(shard)?;
-        Ok(ShardWriter {
-            writer,
-            shard,
-            place: None,
-            pending: name,
-            reuse: None,
-            sync,
-        })
+        let open = |o| Ok((Writer::create_on(dest, o)?, name));
+        Self::start(shard_id, num_shards, save_id, opts, None, open)
     }
 
     /// Makes this shard part of an incremental save (SPEC.md 12.5) whose base is the earlier
@@ -306,9 +312,15 @@ impl ShardWriter {
                 });
             }
             if self.slice_is_free(name, dtype, full_shape, region)?
-                && reuse
-                    .base()
-                    .holds_unchanged_slice(name, dtype, full_shape, region, data)?
+                && reuse.base().holds_unchanged_slice(
+                    SliceAt {
+                        name,
+                        dtype,
+                        full_shape,
+                        region,
+                    },
+                    data,
+                )?
             {
                 self.reuse_unchanged_slice(name, dtype, full_shape, region)?;
                 return Ok(Saved::Reused);
