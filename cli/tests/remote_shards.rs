@@ -113,5 +113,19 @@ fn merge_shards_takes_an_s3_prefix() {
         assert_eq!(se.lines().count(), 1, "{se}");
         assert!(se.starts_with("paramdex: error: "), "{se}");
         assert!(se.contains(&format!("{url}.data-00001-of-00002")), "{se}");
+        // What the failed save left: listed, then removed, by the prefix's URL.
+        let out = cli(&env, &["clean-shards", "--dry-run", &url]);
+        let so = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{so}");
+        assert!(
+            so.contains(&format!("would remove {url}.data-00000-of-00002")),
+            "{so}"
+        );
+        let out = cli(&env, &["clean-shards", &url]);
+        let so = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{so}");
+        assert!(so.contains("removed 1 files"), "{so}");
+        let out = cli(&env, &["clean-shards", "--dry-run", &url]);
+        assert!(String::from_utf8_lossy(&out.stdout).contains("would remove 0 files"));
     });
 }

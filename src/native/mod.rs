@@ -105,7 +105,9 @@ pub use rewrite::{rewrite_in_place, RewriteReport};
 #[cfg(feature = "s3")]
 pub(crate) use sharded::index::{read_shard_index_from, ShardIndex};
 #[cfg(feature = "s3")]
-pub(crate) use sharded::merge::{plan_index, read_all_references, reused_files, write_index};
+pub(crate) use sharded::merge::{
+    plan_index, read_all_references, reused_files, sibling_files, write_index,
+};
 pub use sharded::place::{
     data_suffix, parse_suffix, pending_suffix, refs_suffix, reused_suffix, Brought, DirPlace,
     Place, Sibling, INDEX_SUFFIX,

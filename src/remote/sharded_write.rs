@@ -31,9 +31,9 @@ use std::sync::{Arc, Mutex};
 use crate::error::{Error, RemoteProblem, Result, ShardProblem};
 use crate::native::{
     data_suffix, parse_suffix, plan_index, read_all_references, read_shard_index_from,
-    reused_files, reused_suffix, write_index, FinishStats, MergeShardsOptions, MergeShardsReport,
-    MergeStep, Place, SaveId, ShardIndex, ShardOf, ShardWriter, Sibling, WriterOptions,
-    INDEX_SUFFIX,
+    reused_files, reused_suffix, sibling_files, write_index, FinishStats, MergeShardsOptions,
+    MergeShardsReport, MergeStep, Place, SaveId, ShardFile, ShardFileKind, ShardIndex, ShardOf,
+    ShardWriter, Sibling, WriterOptions, INDEX_SUFFIX,
 };
 use crate::remote::place::BucketPlace;
 use crate::remote::sharded::RemoteSharded;
@@ -455,6 +455,46 @@ pub fn merge_shards_at(
     })
 }
 
+/// The objects of the sharded checkpoint at `prefix` (`s3://bucket/dir/PREFIX`) and those a
+/// save that did not finish left there, as [`crate::shard_files`] lists a directory's (paths
+/// are URLs): the committed checkpoint's data objects, an incremental save's references and
+/// reused objects (`Pending`), and data objects of another number than the committed
+/// checkpoint's (`Orphan`: a failed save's, or one in progress). Reads each object's index by
+/// ranged GETs, never its records.
+pub fn shard_files_url(prefix: &str) -> Result<Vec<ShardFile>> {
+    shard_files_at(&BucketPlace::new(prefix)?)
+}
+
+/// [`shard_files_url`] of the checkpoint's objects `at`.
+pub fn shard_files_at(at: &BucketPlace) -> Result<Vec<ShardFile>> {
+    sibling_files(at, |suffix| PathBuf::from(at.shown(suffix)))
+}
+
+/// Deletes what [`shard_files_url`] reports as left behind at `prefix`, never the committed
+/// checkpoint's objects, and returns them. Run it only when no save at that prefix is in
+/// progress: its shards and references are left behind too until its merge.
+pub fn clean_shards_url(prefix: &str) -> Result<Vec<ShardFile>> {
+    clean_shards_at(&BucketPlace::new(prefix)?)
+}
+
+/// [`clean_shards_url`] of the checkpoint's objects `at`.
+pub fn clean_shards_at(at: &BucketPlace) -> Result<Vec<ShardFile>> {
+    let mut removed = Vec::new();
+    for f in sibling_files(at, |suffix| PathBuf::from(suffix))? {
+        if f.kind == ShardFileKind::Committed {
+            continue;
+        }
+        let suffix = f.path.to_string_lossy().into_owned();
+        if at.delete(&suffix)? {
+            removed.push(ShardFile {
+                path: PathBuf::from(at.shown(&suffix)),
+                ..f
+            });
+        }
+    }
+    Ok(removed)
+}
+
 #[cfg(test)]
 mod tests {
     use object_store::memory::InMemory;
@@ -638,6 +678,48 @@ mod tests {
         }
         // Nothing was written: no index.
         assert!(!keys(&store, "ck").contains(&"ck/step2.index".to_string()));
+    }
+
+    /// What a save that was never merged leaves is listed and cleaned; the base, committed,
+    /// stays whole.
+    #[test]
+    fn leftovers_of_an_unmerged_incremental_save_are_cleaned() {
+        let store = Arc::new(InMemory::new());
+        let base = base(&store);
+        let (at, _) = incremental(&store, &base);
+        let kinds: Vec<ShardFileKind> = shard_files_at(&at)
+            .unwrap()
+            .iter()
+            .map(|f| f.kind)
+            .collect();
+        assert_eq!(kinds.len(), 4, "{kinds:?}");
+        assert_eq!(
+            kinds
+                .iter()
+                .filter(|k| **k == ShardFileKind::Pending)
+                .count(),
+            3
+        );
+        assert_eq!(
+            kinds
+                .iter()
+                .filter(|k| **k == ShardFileKind::Orphan)
+                .count(),
+            1
+        );
+        let removed = clean_shards_at(&at).unwrap();
+        assert_eq!(removed.len(), 4);
+        assert!(removed
+            .iter()
+            .all(|f| f.path.to_string_lossy().starts_with("s3://mem/ck/step2.")));
+        assert!(keys(&store, "ck").iter().all(|k| k.starts_with("ck/step1")));
+        let step1 = place(&store, "mem", "ck/step1");
+        let base_files = shard_files_at(&step1).unwrap();
+        assert_eq!(base_files.len(), 2);
+        assert!(base_files
+            .iter()
+            .all(|f| f.kind == ShardFileKind::Committed));
+        assert!(clean_shards_at(&step1).unwrap().is_empty());
     }
 
     #[test]

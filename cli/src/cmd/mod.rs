@@ -509,7 +509,7 @@ enum Command {
   paramdex clean-shards ckpt/model.ckpt-1000 --dry-run"
     )]
     CleanShards {
-        /// The checkpoint prefix.
+        /// The checkpoint prefix (a path, or s3://bucket/dir/PREFIX).
         prefix: PathBuf,
         /// Only list what would be removed.
         #[arg(long = "dry-run")]

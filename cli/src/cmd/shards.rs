@@ -145,15 +145,14 @@ fn describe_file(f: &ShardFile) -> String {
     )
 }
 
-/// `paramdex clean-shards PREFIX`.
+/// `paramdex clean-shards PREFIX` (a path, or `s3://bucket/dir/PREFIX`).
 pub fn clean(ui: Ui, prefix: &Path, dry_run: bool) -> Result<ExitCode> {
-    let files = if dry_run {
-        shard_files(prefix)?
-            .into_iter()
-            .filter(|f| f.kind != ShardFileKind::Committed)
-            .collect()
-    } else {
-        paramdex::clean_shards(prefix)?
+    let url = prefix.to_str().filter(|s| paramdex::remote::is_url(s));
+    let files = match (url, dry_run) {
+        (Some(url), true) => left_behind(paramdex::remote::shard_files_url(url)?),
+        (Some(url), false) => paramdex::remote::clean_shards_url(url)?,
+        (None, true) => left_behind(shard_files(prefix)?),
+        (None, false) => paramdex::clean_shards(prefix)?,
     };
     let verb = if dry_run { "would remove" } else { "removed" };
     for f in &files {
@@ -165,6 +164,14 @@ pub fn clean(ui: Ui, prefix: &Path, dry_run: bool) -> Result<ExitCode> {
         prefix.display()
     ))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The files of `files` that are not the committed checkpoint's.
+fn left_behind(files: Vec<ShardFile>) -> Vec<ShardFile> {
+    files
+        .into_iter()
+        .filter(|f| f.kind != ShardFileKind::Committed)
+        .collect()
 }
 
 /// What `stat` adds for a native checkpoint at `file`: its data files (for a sharded one), and

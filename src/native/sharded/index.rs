@@ -71,6 +71,16 @@ fn open_local(path: &Path) -> Result<FileRange> {
     FileRange::from_file(f, path)
 }
 
+/// The header of the native file `src` (shown as `shown`), read with its index table (never
+/// its records); `read` counts the bytes read.
+pub(in crate::native) fn read_header_from(
+    src: &dyn ReadAt,
+    shown: &str,
+    read: &mut u64,
+) -> Result<FileHeader> {
+    read_index_tail_from(src, shown, read, FOOTER_LEN as u64).map(|t| t.header)
+}
+
 /// Reads the footer, index table and header of the native file `src` (shown as `shown`;
 /// never its records; `read` counts the bytes read), opened as every native file is
 /// ([`open_index`], its first read the last `tail_bytes` bytes), its index data blocks read

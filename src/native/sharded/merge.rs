@@ -40,17 +40,18 @@ use crate::native::header::{FileHeader, SaveId, ShardOf, ShardRef};
 use crate::native::meta::Metadata;
 use crate::native::region::{self, Region};
 use crate::native::sharded::index::{
-    read_references, read_references_from, read_shard_index, References, ShardIndex,
+    read_header_from, read_references, read_references_from, read_shard_index,
+    read_shard_index_from, References, ShardIndex,
 };
 use crate::native::sharded::place::{
-    parse_suffix, refs_suffix, reused_suffix, DirPlace, Place, Sibling,
+    parse_suffix, refs_suffix, reused_suffix, DirPlace, Place, Sibling, INDEX_SUFFIX,
 };
 use crate::native::sharded::table::{data_path, index_path, pending_path, reused_path};
 use crate::native::slice_key::{self, Extent};
 use crate::native::staging;
 use crate::native::{MAX_SHARDS, TF_BUNDLE_VERSION};
 use crate::record::{self, MAX_RANK};
-use crate::table::{Compression, Table, TableBuilder};
+use crate::table::{Compression, Table, TableBuilder, FOOTER_LEN};
 
 /// Which tensors [`merge_shards`] lets be partial: stored in slices that do not cover them.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -353,12 +354,6 @@ fn parse_data_name(file_name: &[u8], stem: &[u8]) -> Option<(u32, u32, bool)> {
 /// Whether a file name is `STEM.refs-SSSSS-of-NNNNN.pending` (a references file, SPEC.md 12.5).
 fn is_refs_name(file_name: &[u8], stem: &[u8]) -> bool {
     matches!(sibling(file_name, stem), Some(Sibling::Refs { .. }))
-}
-
-/// Whether a file name is `STEM.reused-...`: an earlier save's data file brought in by a shard
-/// writer of an incremental save (SPEC.md 12.5).
-fn is_reused_name(file_name: &[u8], stem: &[u8]) -> bool {
-    matches!(sibling(file_name, stem), Some(Sibling::Reused(_)))
 }
 
 /// The directory of a prefix, the prefix's file name, and the files of the directory whose
@@ -1357,49 +1352,90 @@ pub struct ShardFile {
 pub fn shard_files(prefix: impl AsRef<Path>) -> Result<Vec<ShardFile>> {
     let prefix = prefix.as_ref();
     let (_, stem, files) = prefix_files(prefix)?;
-    // The committed checkpoint's number of shards, if PREFIX.index is a sharded index.
-    let committed: Option<u32> = crate::native::Reader::open(index_path(prefix))
-        .ok()
-        .filter(|r| r.is_sharded())
-        .map(|r| u32::try_from(r.header().shards.len()).unwrap_or(u32::MAX));
+    let place = DirPlace::new(prefix);
+    let mut out = sibling_files(&place, |suffix| place.path(suffix))?;
+    // Temporary files (`.PREFIX...pdx-tmp`, beside the checkpoint's: a directory's only).
     let hidden: Vec<u8> = [&b"."[..], &stem].concat();
-    let mut out = Vec::new();
-    let mut read = 0u64;
     for (path, name) in files {
-        let len = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-        let kind = if let Some((k, n, pending)) = parse_data_name(&name, &stem) {
-            if pending {
-                ShardFileKind::Pending
-            } else if committed.is_some_and(|c| c == n && k < n) {
-                ShardFileKind::Committed
-            } else {
-                ShardFileKind::Orphan
-            }
-        } else if is_refs_name(&name, &stem) || is_reused_name(&name, &stem) {
-            ShardFileKind::Pending
-        } else if name.starts_with(&hidden)
+        if name.starts_with(&hidden)
             && name.ends_with(b".pdx-tmp")
             && [&b".data-"[..], b".index.", b".refs-", b".reused-"]
                 .iter()
                 .any(|p| name[hidden.len()..].starts_with(p))
         {
-            ShardFileKind::Temporary
-        } else {
-            continue;
+            let len = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+            out.push(ShardFile {
+                path,
+                kind: ShardFileKind::Temporary,
+                len,
+                shard: None,
+            });
+        }
+    }
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(out)
+}
+
+/// The files of the sharded checkpoint at `place` (each shown as `path_of` its suffix) and
+/// those a save that did not finish left there ([`shard_files`] but temporary files, which
+/// only a directory has): the committed checkpoint's data files, pending shards, references
+/// and reused files, orphan shards. Reads each one's index (never its records).
+pub(crate) fn sibling_files(
+    place: &dyn Place,
+    path_of: impl Fn(&str) -> PathBuf,
+) -> Result<Vec<ShardFile>> {
+    let mut read = 0u64;
+    // The committed checkpoint's number of data files, if PREFIX.index is a sharded index.
+    let committed: Option<u32> = place
+        .open(INDEX_SUFFIX)
+        .and_then(|src| read_header_from(&*src, &place.shown(INDEX_SUFFIX), &mut read))
+        .ok()
+        .filter(|h| !h.shards.is_empty())
+        .map(|h| u32::try_from(h.shards.len()).unwrap_or(u32::MAX));
+    let mut out = Vec::new();
+    for suffix in place.list()? {
+        let (kind, refs) = match parse_suffix(suffix.as_bytes()) {
+            Some(Sibling::Data {
+                shard,
+                num_shards,
+                pending,
+            }) => (
+                if pending {
+                    ShardFileKind::Pending
+                } else if committed.is_some_and(|c| c == num_shards && shard < num_shards) {
+                    ShardFileKind::Committed
+                } else {
+                    ShardFileKind::Orphan
+                },
+                false,
+            ),
+            Some(Sibling::Refs { .. }) => (ShardFileKind::Pending, true),
+            Some(Sibling::Reused(_)) => (ShardFileKind::Pending, false),
+            Some(Sibling::Index) | None => continue,
         };
-        let shard = if kind == ShardFileKind::Temporary {
-            None
-        } else if is_refs_name(&name, &stem) {
-            read_references(&path, &mut read).ok().map(|r| r.shard)
-        } else {
-            read_shard_index(&path, &mut read).ok().map(|s| s.shard)
+        let shown = place.shown(&suffix);
+        let (len, shard) = match place.open(&suffix) {
+            Ok(src) => {
+                let at = Path::new(&shown);
+                let shard = if refs {
+                    read_references_from(&*src, at, &mut read)
+                        .ok()
+                        .map(|r| r.shard)
+                } else {
+                    read_shard_index_from(&*src, at, &mut read, FOOTER_LEN as u64)
+                        .ok()
+                        .map(|s| s.shard)
+                };
+                (src.len(), shard)
+            }
+            Err(_) => (0, None),
         };
         // A data file that is not a paramdex shard (a TensorFlow checkpoint's) is not ours.
         if kind == ShardFileKind::Orphan && shard.is_none() {
             continue;
         }
         out.push(ShardFile {
-            path,
+            path: path_of(&suffix),
             kind,
             len,
             shard,
