@@ -58,9 +58,11 @@ class ShardWriter:
     Locally, the shard is written under a temporary name and renamed, complete, to its pending
     name ``PREFIX.data-k-of-N.pending`` by :meth:`finish`; in a bucket it is uploaded (multipart,
     bounded memory) under its final name. Either way the checkpoint changes only when
-    :func:`merge_shards` commits the save. ``base``: the prefix of an earlier local sharded
-    checkpoint; tensors and slices it holds byte-identical are referred to there instead of
-    written (an incremental save, SPEC.md 12.5). Used as a context manager it finishes when the
+    :func:`merge_shards` commits the save. ``base``: the prefix of an earlier sharded
+    checkpoint (a local one for a local save; one in the same bucket, ``s3://...``, for a
+    bucket's, whose data objects the store then copies server-side); tensors and slices it
+    holds byte-identical are referred to there instead of written (an incremental save,
+    SPEC.md 12.5). Used as a context manager it finishes when the
     block ends and is abandoned when the block raises.
     """
 

@@ -446,3 +446,32 @@ def test_garage_bucket(garage):  # noqa: F811
     assert torch.equal(got["w"], s["w"]) and got["n"]["k"] == 3
     f = paramdex.safe_open(url + "/dcp", framework="pt")
     assert torch.equal(f.get_tensor("w"), s["w"])
+
+
+def test_incremental_save_in_a_garage_bucket(garage):  # noqa: F811
+    a, b = f"s3://{BUCKET}/inc/a", f"s3://{BUCKET}/inc/b"
+    s = _small_state(0)
+    dcp.save(s, storage_writer=StorageWriter(a), no_dist=True)
+    with torch.no_grad():
+        s["layer.2.w"].add_(1)
+    dcp.save(s, storage_writer=StorageWriter(b, base=a), no_dist=True)
+    got = {k: torch.zeros(8, 8) for k in s}
+    dcp.load(got, storage_reader=StorageReader(b), no_dist=True)
+    for k in s:
+        assert torch.equal(got[k], s[k]), k
+    # The same reuse through the shard writer: unchanged tensors are not written.
+    c = f"s3://{BUCKET}/inc/c"
+    w = paramdex.ShardWriter(c, 0, 1, paramdex.new_save_id(), base=f"{b}/dcp", sync=False)
+    assert w.add("layer.0.w", s["layer.0.w"].numpy()) is False
+    assert w.add("layer.2.w", s["layer.2.w"].numpy()) is False
+    assert w.add("new", np.arange(4, dtype=np.int32)) is True
+    st = w.finish()
+    assert st["tensors"] == 1 and st["reused_tensors"] == 2
+    rep = paramdex.merge_shards(c)
+    assert rep["reused_tensors"] == 2
+    with paramdex.safe_open(c, framework="pt") as f:
+        assert torch.equal(f.get_tensor("layer.2.w"), s["layer.2.w"])
+        assert f.verify().tensors == 3
+    # A local base for a bucket save is refused.
+    with pytest.raises(ValueError):
+        StorageWriter(f"s3://{BUCKET}/inc/d", base="/tmp/somewhere")
