@@ -467,7 +467,7 @@ pub fn shard_files_url(prefix: &str) -> Result<Vec<ShardFile>> {
 
 /// [`shard_files_url`] of the checkpoint's objects `at`.
 pub fn shard_files_at(at: &BucketPlace) -> Result<Vec<ShardFile>> {
-    sibling_files(at, |suffix| PathBuf::from(at.shown(suffix)))
+    sibling_files(at)
 }
 
 /// Deletes what [`shard_files_url`] reports as left behind at `prefix`, never the committed
@@ -480,16 +480,16 @@ pub fn clean_shards_url(prefix: &str) -> Result<Vec<ShardFile>> {
 /// [`clean_shards_url`] of the checkpoint's objects `at`.
 pub fn clean_shards_at(at: &BucketPlace) -> Result<Vec<ShardFile>> {
     let mut removed = Vec::new();
-    for f in sibling_files(at, |suffix| PathBuf::from(suffix))? {
+    for f in sibling_files(at)? {
         if f.kind == ShardFileKind::Committed {
             continue;
         }
-        let suffix = f.path.to_string_lossy().into_owned();
-        if at.delete(&suffix)? {
-            removed.push(ShardFile {
-                path: PathBuf::from(at.shown(&suffix)),
-                ..f
-            });
+        let url = f.path.to_string_lossy().into_owned();
+        let Some(suffix) = url.strip_prefix(at.url()) else {
+            continue;
+        };
+        if at.delete(suffix)? {
+            removed.push(f);
         }
     }
     Ok(removed)

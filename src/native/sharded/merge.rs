@@ -1353,7 +1353,7 @@ pub fn shard_files(prefix: impl AsRef<Path>) -> Result<Vec<ShardFile>> {
     let prefix = prefix.as_ref();
     let (_, stem, files) = prefix_files(prefix)?;
     let place = DirPlace::new(prefix);
-    let mut out = sibling_files(&place, |suffix| place.path(suffix))?;
+    let mut out = sibling_files(&place)?;
     // Temporary files (`.PREFIX...pdx-tmp`, beside the checkpoint's: a directory's only).
     let hidden: Vec<u8> = [&b"."[..], &stem].concat();
     for (path, name) in files {
@@ -1376,14 +1376,11 @@ pub fn shard_files(prefix: impl AsRef<Path>) -> Result<Vec<ShardFile>> {
     Ok(out)
 }
 
-/// The files of the sharded checkpoint at `place` (each shown as `path_of` its suffix) and
+/// The files of the sharded checkpoint at `place` ([`Place::path_of`]) and
 /// those a save that did not finish left there ([`shard_files`] but temporary files, which
 /// only a directory has): the committed checkpoint's data files, pending shards, references
 /// and reused files, orphan shards. Reads each one's index (never its records).
-pub(crate) fn sibling_files(
-    place: &dyn Place,
-    path_of: impl Fn(&str) -> PathBuf,
-) -> Result<Vec<ShardFile>> {
+pub(crate) fn sibling_files(place: &dyn Place) -> Result<Vec<ShardFile>> {
     let mut read = 0u64;
     // The committed checkpoint's number of data files, if PREFIX.index is a sharded index.
     let committed: Option<u32> = place
@@ -1435,7 +1432,7 @@ pub(crate) fn sibling_files(
             continue;
         }
         out.push(ShardFile {
-            path: path_of(&suffix),
+            path: place.path_of(&suffix),
             kind,
             len,
             shard,

@@ -136,6 +136,12 @@ pub trait Place: Send + Sync + std::fmt::Debug {
     /// Where the file `PREFIX<suffix>` is (a path or a URL), for messages.
     fn shown(&self, suffix: &str) -> String;
 
+    /// The file `PREFIX<suffix>` as a path (a directory's exact path, a bucket's URL), for
+    /// reports ([`crate::ShardFile::path`], [`crate::ShardWriter::pending_path`]).
+    fn path_of(&self, suffix: &str) -> PathBuf {
+        PathBuf::from(self.shown(suffix))
+    }
+
     /// The suffixes of the files whose names start with `PREFIX` (sorted).
     fn list(&self) -> Result<Vec<String>>;
 
@@ -194,6 +200,10 @@ impl DirPlace {
 impl Place for DirPlace {
     fn shown(&self, suffix: &str) -> String {
         path_str(&self.path(suffix))
+    }
+
+    fn path_of(&self, suffix: &str) -> PathBuf {
+        self.path(suffix)
     }
 
     fn list(&self) -> Result<Vec<String>> {

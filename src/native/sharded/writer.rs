@@ -105,7 +105,7 @@ impl ShardWriter {
         save_id: SaveId,
         opts: WriterOptions,
     ) -> Result<ShardWriter> {
-        let open = |o| Ok((place.writer(suffix, o)?, PathBuf::from(place.shown(suffix))));
+        let open = |o| Ok((place.writer(suffix, o)?, place.path_of(suffix)));
         Self::start(
             shard_id,
             num_shards,
