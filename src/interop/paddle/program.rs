@@ -224,7 +224,8 @@ pub fn parse_program_desc(bytes: &[u8], path: &Path) -> Result<Vec<ParamDecl>> {
                     "{}: persistable variable {name} has Paddle type {other} ({}); paramdex \
                      reads dense-tensor parameters only",
                     path.display(),
-                    var_type_name(other)
+                    crate::dtype::paddle_type_name(i64::from(other))
+                        .unwrap_or("not a variable kind paramdex knows")
                 )))
             }
         }
@@ -453,27 +454,6 @@ pub(crate) fn is_parameters_only_json(bytes: &[u8], params: &[ParamDecl]) -> boo
         }
     }
     rest == PIR_TAIL
-}
-
-/// Name of a non-element `VarType.Type`, for messages.
-fn var_type_name(t: i32) -> &'static str {
-    match t {
-        8 => "SELECTED_ROWS",
-        11 => "STEP_SCOPES",
-        12 => "LOD_RANK_TABLE",
-        13 => "DENSE_TENSOR_ARRAY",
-        14 => "PLACE_LIST",
-        15 => "READER",
-        18 => "TUPLE",
-        25 => "STRING",
-        26 => "STRINGS",
-        27 => "VOCAB",
-        28 => "FEED_LIST",
-        29 => "PSTRING",
-        30 => "SPARSE_COO",
-        31 => "SPARSE_CSR",
-        _ => "not a variable kind paramdex knows",
-    }
 }
 
 /// The PIR type names of element types (`pir/serialize_deserialize`), without the dialect prefix.
