@@ -443,6 +443,21 @@ impl ObjectLocation {
         }
     }
 
+    /// The object named `name` beside this one: its key (and URL) with the last component
+    /// replaced by `name` (Paddle's sibling files: `model.pdiparams` beside `model.json`).
+    pub fn sibling(&self, name: &str) -> ObjectLocation {
+        let key = self.path.as_ref();
+        let dir = key.rfind('/').map_or("", |i| &key[..=i]);
+        let url_dir = self.url.rfind('/').map_or("", |i| &self.url[..=i]);
+        ObjectLocation {
+            store: self.store.clone(),
+            multipart: self.multipart.clone(),
+            path: ObjectPath::from(format!("{dir}{name}")),
+            url: format!("{url_dir}{name}"),
+            runtime: self.runtime.clone(),
+        }
+    }
+
     /// The object whose key (and URL) is this one's without the ending `suffix`, if it ends so
     /// and something is left before it.
     pub fn without_suffix(&self, suffix: &str) -> Option<ObjectLocation> {

@@ -131,12 +131,28 @@ pub fn load_program(path: &Path) -> Result<Program> {
         .len();
     ensure_within("program file size", len, MAX_PROGRAM_LEN, None)?;
     let bytes = std::fs::read(path).ctx("reading", path)?;
+    parse_program(&bytes, path)
+}
+
+/// Parses the program `bytes`, found at `path` (a file or an object's URL, named in messages
+/// and deciding the serialization with the content as [`load_program`] says).
+///
+/// # Errors
+///
+/// As [`load_program`], but for reading: [`Error::LimitExceeded`] above [`MAX_PROGRAM_LEN`].
+pub(crate) fn parse_program(bytes: &[u8], path: &Path) -> Result<Program> {
+    ensure_within(
+        "program file size",
+        bytes.len() as u64,
+        MAX_PROGRAM_LEN,
+        None,
+    )?;
     let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
     let json_name = path.extension().is_some_and(|e| e == "json");
     let (kind, params) = if first == Some(&b'{') || json_name {
-        (ProgramKind::PirJson, parse_pir_json(&bytes, path)?)
+        (ProgramKind::PirJson, parse_pir_json(bytes, path)?)
     } else {
-        (ProgramKind::ProgramDesc, parse_program_desc(&bytes, path)?)
+        (ProgramKind::ProgramDesc, parse_program_desc(bytes, path)?)
     };
     Ok(Program {
         path: path.to_path_buf(),
