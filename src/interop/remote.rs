@@ -547,14 +547,13 @@ fn paddle_dir_at(loc: &ObjectLocation, opts: &UrlOptions) -> Option<Result<Box<d
     if key.is_empty() {
         return None;
     }
-    let prefix = object_store::path::Path::from(key);
-    let listed: Vec<object_store::ObjectMeta> = match loc
+    let prefix = crate::remote::object_path(key);
+    // A probe on the way to a not-found error: a listing the store refuses (a key allowed
+    // to be read but not its bucket listed) leaves that error as the answer.
+    let listed: Vec<object_store::ObjectMeta> = loc
         .runtime
         .block_on(loc.store.list(Some(&prefix)).try_collect())
-    {
-        Ok(l) => l,
-        Err(e) => return Some(Err(crate::remote::remote_error(&loc.url, e))),
-    };
+        .ok()?;
     let strip = format!("{key}/");
     let mut files: Vec<(String, u64)> = listed
         .iter()

@@ -6,9 +6,9 @@
 //! them whole too; the program and the first bytes decide, the parameters are read once). The
 //! names follow Paddle's conventions exactly as locally: `STEM.pdiparams` with `STEM.json`
 //! (taken first) or `STEM.pdmodel`; `__model__` (or `__model__.json`) with `__params__` or
-//! `params`; a merged file `STEM` with `STEM.json` or `STEM.pdmodel`; a tensor file alone. A
-//! directory of per-variable files needs a listing, which this interface does not have: it is
-//! refused by name rather than taken for something else.
+//! `params`, or with one file per parameter named by it; a merged file `STEM` with `STEM.json`
+//! or `STEM.pdmodel`; a tensor file alone. A "directory" (a prefix naming no object) is listed
+//! once by the caller ([`open_dir`]): its one model, or its per-variable files.
 
 use std::path::{Path, PathBuf};
 
@@ -79,11 +79,22 @@ pub(crate) fn open_file(
             }
         }
         if legacy_program {
-            return Err(Error::Unsupported(format!(
-                "{url}: a Paddle inference directory with one file per parameter; at a URL \
-                 only the combined form (__model__ with __params__ or params beside it) is \
-                 read: copy the directory to a local disk"
-            )));
+            // An inference directory with one file per parameter beside the program, which
+            // names them.
+            let prog = parse_program(&this()?, &path)?;
+            let dir = url.strip_suffix(&format!("/{name}")).unwrap_or(url);
+            let open = |p: &Path| match p.to_str().and_then(|s| s.strip_prefix(&format!("{dir}/")))
+            {
+                Some(n) => sibling(n),
+                None => Ok(None),
+            };
+            return super::dir_with_program(
+                Path::new(dir),
+                prog,
+                &open,
+                &super::store::FileSlot::with_source,
+            )
+            .map(boxed);
         }
         if is_desc || is_pir {
             let prog = parse_program(&this()?, &path)?;
@@ -227,12 +238,31 @@ pub(crate) fn open_dir(
             )))
         }
     }
+    let prefix_len = url.len() + 1;
+    let relative = |p: &Path| {
+        p.to_str()
+            .and_then(|s| s.get(prefix_len..))
+            .map(str::to_string)
+    };
     if legacy {
-        return Err(Error::Unsupported(format!(
-            "{url}: a Paddle inference directory with one file per parameter (__model__ without \
-             __params__); at a URL only the combined form is read: copy the directory to a \
-             local disk"
-        )));
+        // An inference directory with one file per parameter: the program names them.
+        let name = if has("__model__.json") {
+            "__model__.json"
+        } else {
+            "__model__"
+        };
+        let prog = parse_program(&read(name)?, Path::new(&child(name)))?;
+        let open = |p: &Path| match relative(p) {
+            Some(n) if has(&n) => read(&n).map(Some),
+            _ => Ok(None),
+        };
+        return super::dir_with_program(
+            Path::new(url),
+            prog,
+            &open,
+            &super::store::FileSlot::with_source,
+        )
+        .map(|s| Some(Box::new(s) as Box<dyn TensorStore>));
     }
     let listed: Vec<(Vec<u8>, PathBuf, u64)> = files
         .iter()

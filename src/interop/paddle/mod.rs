@@ -534,11 +534,36 @@ fn ends_with_table_magic(buf: &[u8]) -> bool {
 /// A directory of per-variable files whose names come from a program (`__model__`).
 fn open_dir_with_program(dir: &Path, program: &Path) -> Result<PaddleStore> {
     let prog = load_program(program)?;
+    dir_with_program(
+        dir,
+        prog,
+        &|path| {
+            if path.is_file() {
+                Source::map(path).map(Some)
+            } else {
+                Ok(None)
+            }
+        },
+        &|path, src| FileSlot::lazy(path, src.len() as u64),
+    )
+}
+
+/// The per-variable files that the program `prog` names in `dir` (a directory or a bucket's
+/// prefix): each parameter's file (`open`: its bytes, `None` when it is not there) must be one
+/// record of the declared dtype and shape. What [`open_dir_with_program`] opens to wherever
+/// the files are; `slot` says how the store holds a file it read.
+fn dir_with_program(
+    dir: &Path,
+    prog: Program,
+    open: &dyn Fn(&Path) -> Result<Option<Source>>,
+    slot: &dyn Fn(PathBuf, Source) -> FileSlot,
+) -> Result<PaddleStore> {
+    let program = prog.path.clone();
     let mut slots = Vec::with_capacity(prog.params.len());
     let mut entries = Vec::with_capacity(prog.params.len());
     for (i, d) in prog.params.iter().enumerate() {
         let path = dir.join(relative_path(&d.name)?);
-        if !path.is_file() {
+        let Some(src) = open(&path)? else {
             return Err(Error::corrupt(
                 "per-variable directory",
                 0,
@@ -550,8 +575,7 @@ fn open_dir_with_program(dir: &Path, program: &Path) -> Result<PaddleStore> {
                     path.display()
                 ),
             ));
-        }
-        let src = Source::map(&path)?;
+        };
         check_pickle(&path, &src)?;
         let rec = combined::single_record(&src, &path, &d.name)?;
         if !rec.dtype.declared_by(d, &rec.dims) {
@@ -569,7 +593,7 @@ fn open_dir_with_program(dir: &Path, program: &Path) -> Result<PaddleStore> {
                 ),
             ));
         }
-        slots.push(FileSlot::lazy(path, src.len() as u64));
+        slots.push(slot(path, src));
         entries.push(Entry {
             name: d.name.clone(),
             file: i,
