@@ -22,6 +22,7 @@ use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
+mod arrays;
 mod shards;
 
 /// The exception class (in `paramdex.errors`) for a library error: chosen by variant, never by
@@ -413,6 +414,9 @@ fn prepare(items: Vec<PyTensorArgs<'_>>) -> PyResult<Vec<Prepared>> {
 #[pyclass(frozen, module = "paramdex._paramdex")]
 struct Store {
     inner: RwLock<Option<Shared>>,
+    /// The `base` of the numpy arrays viewing the store's memory (`load_array`), made on
+    /// first use; `close` lets go of it with the store.
+    keep: Mutex<Option<Py<arrays::Keep>>>,
     path: String,
 }
 
@@ -420,7 +424,68 @@ impl Store {
     fn new(store: Shared, path: String) -> Store {
         Store {
             inner: RwLock::new(Some(store)),
+            keep: Mutex::new(None),
             path,
+        }
+    }
+
+    /// The [`arrays::Keep`] of `store` (this object's open store).
+    fn keep<'py>(&self, py: Python<'py>, store: &Shared) -> PyResult<Bound<'py, arrays::Keep>> {
+        let mut g = self
+            .keep
+            .lock()
+            .map_err(|_| PyRuntimeError::new_err("store lock poisoned"))?;
+        if let Some(k) = g.as_ref() {
+            return Ok(k.bind(py).clone());
+        }
+        let k = Bound::new(py, arrays::Keep::new(store.clone()))?;
+        *g = Some(k.clone().unbind());
+        Ok(k)
+    }
+
+    /// Loads tensor `name` (as [`Store::load`] describes, `verify` included) and hands it to
+    /// `then` with the store; NotFoundError when absent.
+    fn with_loaded<'py, R>(
+        &self,
+        py: Python<'py>,
+        name: &Bound<'py, PyAny>,
+        verify: bool,
+        then: impl FnOnce(&Shared, LoadedTensor<'_>) -> PyResult<R>,
+    ) -> PyResult<R> {
+        let n = name_bytes(name)?;
+        let s = self.get()?;
+        if !verify {
+            if let Some(r) = s.as_native() {
+                match py.detach(|| {
+                    r.get(&n)
+                        .map(|v| v.map(|v| (v.dtype(), v.shape().to_vec(), v.data())))
+                }) {
+                    // A bytes value's encoding is always checked (`load` below).
+                    Ok(Some((DType::Bytes, _, _))) => {}
+                    Ok(Some((d, shape, data))) => {
+                        let t = LoadedTensor {
+                            info: paramdex::interop::TensorInfo {
+                                name: n.clone(),
+                                kind: Kind::Numeric(d),
+                                shape,
+                                lod: Vec::new(),
+                                nbytes: data.len() as u64,
+                            },
+                            data: TensorData::Bytes(Cow::Borrowed(data)),
+                        };
+                        return then(&s, t);
+                    }
+                    Ok(None) => return Err(self.not_found(&n)),
+                    // Stored in slices: assembled by `load` below.
+                    Err(Error::Sliced { .. }) => {}
+                    Err(e) => return Err(py_err(e)),
+                }
+            }
+        }
+        let t = py.detach(|| s.load(&n)).py()?;
+        match t {
+            Some(t) => then(&s, t),
+            None => Err(self.not_found(&n)),
         }
     }
 
@@ -516,6 +581,10 @@ impl Store {
             .inner
             .write()
             .map_err(|_| PyRuntimeError::new_err("store lock poisoned"))? = None;
+        *self
+            .keep
+            .lock()
+            .map_err(|_| PyRuntimeError::new_err("store lock poisoned"))? = None;
         Ok(())
     }
 
@@ -584,41 +653,71 @@ impl Store {
         name: &Bound<'py, PyAny>,
         verify: bool,
     ) -> PyResult<Bound<'py, PyTuple>> {
-        let n = name_bytes(name)?;
-        let s = self.get()?;
-        if !verify {
-            if let Some(r) = s.as_native() {
-                match py.detach(|| {
-                    r.get(&n)
-                        .map(|v| v.map(|v| (v.dtype(), v.shape().to_vec(), v.data())))
-                }) {
-                    // A bytes value's encoding is always checked (`load` below).
-                    Ok(Some((DType::Bytes, _, _))) => {}
-                    Ok(Some((d, shape, data))) => {
-                        let t = LoadedTensor {
-                            info: paramdex::interop::TensorInfo {
-                                name: n.clone(),
-                                kind: Kind::Numeric(d),
-                                shape,
-                                lod: Vec::new(),
-                                nbytes: data.len() as u64,
-                            },
-                            data: TensorData::Bytes(Cow::Borrowed(data)),
-                        };
-                        return loaded(py, &s, t);
+        self.with_loaded(py, name, verify, |s, t| loaded(py, s, t))
+    }
+
+    /// Tensor `name` as a numpy array made here (numpy's C API), as `load` reads it (`verify`
+    /// alike), for a numeric tensor whose dtype has a numpy dtype (`set_numpy_dtypes`): a
+    /// read-only view of the store's memory, or a writable array over the bytes the library
+    /// copied. Any other tensor (strings, bytes values, opaque TensorFlow types, dtypes without
+    /// a numpy dtype) gives the `(kind, shape, data)` tuple of `load`.
+    ///
+    /// `private` asks for a writable view of a private (copy-on-write) mapping of the file
+    /// instead of the read-only view: with `cow` (the mapped file's path and a `uint8` array
+    /// over the whole mapping) the array views `cow` where the tensor is one run of that
+    /// file (`data_location`), else the store's memory, read-only; without `cow`, a tensor
+    /// in the store's memory gives the tuple (the caller maps the file).
+    #[pyo3(signature = (name, verify = true, private = false, cow = None))]
+    fn load_array<'py>(
+        &self,
+        py: Python<'py>,
+        name: &Bound<'py, PyAny>,
+        verify: bool,
+        private: bool,
+        cow: Option<(String, Bound<'py, numpy::PyArray1<u8>>)>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        self.with_loaded(py, name, verify, |s, t| {
+            let LoadedTensor { info, data } = t;
+            let (layout, bytes) = match (&info.kind, data) {
+                (Kind::Numeric(d), TensorData::Bytes(b)) if *d != DType::Bytes => {
+                    match arrays::layout(*d, &info.shape, b.len()) {
+                        Some(l) => (l, b),
+                        None => {
+                            let t = LoadedTensor {
+                                info,
+                                data: TensorData::Bytes(b),
+                            };
+                            return Ok(loaded(py, s, t)?.into_any());
+                        }
                     }
-                    Ok(None) => return Err(self.not_found(&n)),
-                    // Stored in slices: assembled by `load` below.
-                    Err(Error::Sliced { .. }) => {}
-                    Err(e) => return Err(py_err(e)),
                 }
-            }
-        }
-        let t = py.detach(|| s.load(&n)).py()?;
-        match t {
-            Some(t) => loaded(py, &s, t),
-            None => Err(self.not_found(&n)),
-        }
+                (_, data) => return Ok(loaded(py, s, LoadedTensor { info, data })?.into_any()),
+            };
+            let mem = match bytes {
+                Cow::Borrowed(b) if private => {
+                    let Some((path, arr)) = &cow else {
+                        let t = LoadedTensor {
+                            info,
+                            data: TensorData::Bytes(Cow::Borrowed(b)),
+                        };
+                        return Ok(loaded(py, s, t)?.into_any());
+                    };
+                    let loc = py.detach(|| s.data_location(&info.name)).py()?;
+                    let run = loc
+                        .filter(|l| {
+                            l.len == b.len() as u64 && l.path.to_string_lossy() == path.as_str()
+                        })
+                        .and_then(|l| arrays::Memory::within(arr, l.offset, b.len()));
+                    match run {
+                        Some(m) => m,
+                        None => arrays::Memory::Store(b, self.keep(py, s)?),
+                    }
+                }
+                Cow::Borrowed(b) => arrays::Memory::Store(b, self.keep(py, s)?),
+                Cow::Owned(v) => arrays::Memory::Owned(v),
+            };
+            arrays::new_array(py, layout, mem)
+        })
     }
 
     /// (kind, shape, data) of the region at `start` of lengths `lens` of numeric tensor `name`.
@@ -1276,6 +1375,8 @@ fn _paramdex(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeWriter>()?;
     m.add_class::<PyCheckpointManager>()?;
     m.add_function(wrap_pyfunction!(dtypes, m)?)?;
+    m.add_function(wrap_pyfunction!(arrays::set_numpy_dtypes, m)?)?;
+    m.add_class::<arrays::Keep>()?;
     m.add_function(wrap_pyfunction!(is_numeric, m)?)?;
     m.add_function(wrap_pyfunction!(abort_uploads_in_flight, m)?)?;
     m.add_function(wrap_pyfunction!(write_safetensors, m)?)?;
