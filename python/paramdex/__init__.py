@@ -519,8 +519,8 @@ class SafeSlice:
             # past the end is clamped, an index out of range is its IndexError).
             return self._framework_index(key)
         start, lens, picks, drop = strict_index(self._info.shape, key)
-        kind, shape, data = self._store.load_region(self._name, start, lens)
-        arr = apply_picks(to_numpy(kind, shape, data), picks, drop)
+        got = self._store.load_region_array(self._name, start, lens)
+        arr = apply_picks(got if type(got) is not tuple else to_numpy(*got), picks, drop)
         if fw == "np" and not arr.flags.writeable:
             arr = arr.copy()  # safetensors' slices are writable arrays of their own
         return self._f._convert(arr)
@@ -544,8 +544,8 @@ class SafeSlice:
             except IndexError:
                 start = None
             if start is not None:
-                kind, rshape, data = self._store.load_region(self._name, start, lens)
-                arr = apply_picks(to_numpy(kind, rshape, data), picks, drop)
+                got = self._store.load_region_array(self._name, start, lens)
+                arr = apply_picks(got if type(got) is not tuple else to_numpy(*got), picks, drop)
                 return self._f._convert(np.array(arr) if not arr.flags.writeable else arr)
         kind, rshape, data = self._store.load(self._name)
         whole = self._f._convert(np.array(to_numpy(kind, rshape, data)))

@@ -497,6 +497,79 @@ impl Store {
             .ok_or_else(|| exception("ClosedError", format!("{} is closed", self.path)))
     }
 
+    /// Loads the region at `start` of lengths `lens` of numeric tensor `name` and hands it to
+    /// `then` with the store; NotFoundError when absent.
+    fn with_region<'py, R>(
+        &self,
+        py: Python<'py>,
+        name: &Bound<'py, PyAny>,
+        start: Vec<u64>,
+        lens: Vec<u64>,
+        then: impl FnOnce(&Shared, LoadedTensor<'_>) -> PyResult<R>,
+    ) -> PyResult<R> {
+        let n = name_bytes(name)?;
+        let region = Region::new(start, lens).ok_or_else(|| {
+            PyValueError::new_err("a region's start and lengths must have the same rank")
+        })?;
+        let s = self.get()?;
+        let t = py.detach(|| s.load_slice(&n, &region)).py()?;
+        match t {
+            Some(t) => then(&s, t),
+            None => Err(self.not_found(&n)),
+        }
+    }
+
+    /// [`Store::load_array`]'s array (or tuple) of loaded tensor `t` of store `s`.
+    fn array_of<'py>(
+        &self,
+        py: Python<'py>,
+        s: &Shared,
+        t: LoadedTensor<'_>,
+        private: bool,
+        cow: Option<&(String, Bound<'py, numpy::PyArray1<u8>>)>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let LoadedTensor { info, data } = t;
+        let (layout, bytes) = match (&info.kind, data) {
+            (Kind::Numeric(d), TensorData::Bytes(b)) if *d != DType::Bytes => {
+                match arrays::layout(*d, &info.shape, b.len()) {
+                    Some(l) => (l, b),
+                    None => {
+                        let t = LoadedTensor {
+                            info,
+                            data: TensorData::Bytes(b),
+                        };
+                        return Ok(loaded(py, s, t)?.into_any());
+                    }
+                }
+            }
+            (_, data) => return Ok(loaded(py, s, LoadedTensor { info, data })?.into_any()),
+        };
+        let mem = match bytes {
+            Cow::Borrowed(b) if private => {
+                let Some((path, arr)) = cow else {
+                    let t = LoadedTensor {
+                        info,
+                        data: TensorData::Bytes(Cow::Borrowed(b)),
+                    };
+                    return Ok(loaded(py, s, t)?.into_any());
+                };
+                let loc = py.detach(|| s.data_location(&info.name)).py()?;
+                let run = loc
+                    .filter(|l| {
+                        l.len == b.len() as u64 && l.path.to_string_lossy() == path.as_str()
+                    })
+                    .and_then(|l| arrays::Memory::within(arr, l.offset, b.len()));
+                match run {
+                    Some(m) => m,
+                    None => arrays::Memory::Store(b, self.keep(py, s)?),
+                }
+            }
+            Cow::Borrowed(b) => arrays::Memory::Store(b, self.keep(py, s)?),
+            Cow::Owned(v) => arrays::Memory::Owned(v),
+        };
+        arrays::new_array(py, layout, mem)
+    }
+
     /// `NotFoundError` (a `KeyError`) for `name`, with the near names the store holds, as the
     /// CLI's `get` gives them (`paramdex::name::near`): "did you mean ...?", and the
     /// `bytes.fromhex(...)` of a near name that cannot be typed as shown (escapes, or the name
@@ -676,48 +749,7 @@ impl Store {
         private: bool,
         cow: Option<(String, Bound<'py, numpy::PyArray1<u8>>)>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        self.with_loaded(py, name, verify, |s, t| {
-            let LoadedTensor { info, data } = t;
-            let (layout, bytes) = match (&info.kind, data) {
-                (Kind::Numeric(d), TensorData::Bytes(b)) if *d != DType::Bytes => {
-                    match arrays::layout(*d, &info.shape, b.len()) {
-                        Some(l) => (l, b),
-                        None => {
-                            let t = LoadedTensor {
-                                info,
-                                data: TensorData::Bytes(b),
-                            };
-                            return Ok(loaded(py, s, t)?.into_any());
-                        }
-                    }
-                }
-                (_, data) => return Ok(loaded(py, s, LoadedTensor { info, data })?.into_any()),
-            };
-            let mem = match bytes {
-                Cow::Borrowed(b) if private => {
-                    let Some((path, arr)) = &cow else {
-                        let t = LoadedTensor {
-                            info,
-                            data: TensorData::Bytes(Cow::Borrowed(b)),
-                        };
-                        return Ok(loaded(py, s, t)?.into_any());
-                    };
-                    let loc = py.detach(|| s.data_location(&info.name)).py()?;
-                    let run = loc
-                        .filter(|l| {
-                            l.len == b.len() as u64 && l.path.to_string_lossy() == path.as_str()
-                        })
-                        .and_then(|l| arrays::Memory::within(arr, l.offset, b.len()));
-                    match run {
-                        Some(m) => m,
-                        None => arrays::Memory::Store(b, self.keep(py, s)?),
-                    }
-                }
-                Cow::Borrowed(b) => arrays::Memory::Store(b, self.keep(py, s)?),
-                Cow::Owned(v) => arrays::Memory::Owned(v),
-            };
-            arrays::new_array(py, layout, mem)
-        })
+        self.with_loaded(py, name, verify, |s, t| self.array_of(py, s, t, private, cow.as_ref()))
     }
 
     /// (kind, shape, data) of the region at `start` of lengths `lens` of numeric tensor `name`.
@@ -728,16 +760,21 @@ impl Store {
         start: Vec<u64>,
         lens: Vec<u64>,
     ) -> PyResult<Bound<'py, PyTuple>> {
-        let n = name_bytes(name)?;
-        let region = Region::new(start, lens).ok_or_else(|| {
-            PyValueError::new_err("a region's start and lengths must have the same rank")
-        })?;
-        let s = self.get()?;
-        let t = py.detach(|| s.load_slice(&n, &region)).py()?;
-        match t {
-            Some(t) => loaded(py, &s, t),
-            None => Err(self.not_found(&n)),
-        }
+        self.with_region(py, name, start, lens, |s, t| loaded(py, s, t))
+    }
+
+    /// The region of `load_region` as a numpy array made here, as `load_array` makes them
+    /// (its tuple for a tensor that cannot be one).
+    fn load_region_array<'py>(
+        &self,
+        py: Python<'py>,
+        name: &Bound<'py, PyAny>,
+        start: Vec<u64>,
+        lens: Vec<u64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        self.with_region(py, name, start, lens, |s, t| {
+            self.array_of(py, s, t, false, None)
+        })
     }
 
     /// The store's metadata as a dict.
