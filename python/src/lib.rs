@@ -431,16 +431,23 @@ impl Store {
 
     /// The [`arrays::Keep`] of `store` (this object's open store).
     fn keep<'py>(&self, py: Python<'py>, store: &Shared) -> PyResult<Bound<'py, arrays::Keep>> {
-        let mut g = self
-            .keep
-            .lock()
-            .map_err(|_| PyRuntimeError::new_err("store lock poisoned"))?;
-        if let Some(k) = g.as_ref() {
+        let lock = || {
+            self.keep
+                .lock()
+                .map_err(|_| PyRuntimeError::new_err("store lock poisoned"))
+        };
+        if let Some(k) = lock()?.as_ref() {
             return Ok(k.bind(py).clone());
         }
+        // Made outside the lock: allocating a Python object may run the garbage collector,
+        // whose finalizers may close this store (which takes the lock).
         let k = Bound::new(py, arrays::Keep::new(store.clone()))?;
-        *g = Some(k.clone().unbind());
-        Ok(k)
+        let mut g = lock()?;
+        if self.closed()? {
+            // Closed while the tensor was read: the arrays keep the store, this object not.
+            return Ok(k);
+        }
+        Ok(g.get_or_insert_with(|| k.unbind()).bind(py).clone())
     }
 
     /// Loads tensor `name` (as [`Store::load`] describes, `verify` included) and hands it to
