@@ -756,7 +756,9 @@ impl Store {
         private: bool,
         cow: Option<(String, Bound<'py, numpy::PyArray1<u8>>)>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        self.with_loaded(py, name, verify, |s, t| self.array_of(py, s, t, private, cow.as_ref()))
+        self.with_loaded(py, name, verify, |s, t| {
+            self.array_of(py, s, t, private, cow.as_ref())
+        })
     }
 
     /// (kind, shape, data) of the region at `start` of lengths `lens` of numeric tensor `name`.
