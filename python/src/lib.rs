@@ -420,6 +420,20 @@ struct Store {
     path: String,
 }
 
+/// Where a tensor's bytes lie: one run of `path` from `offset`.
+struct Run<'a> {
+    path: &'a str,
+    offset: u64,
+}
+
+/// A whole numeric tensor of a native file, as `Reader::get` found it.
+struct Whole<'a> {
+    dtype: DType,
+    shape: Vec<u64>,
+    data: &'a [u8],
+    run: Run<'a>,
+}
+
 impl Store {
     fn new(store: Shared, path: String) -> Store {
         Store {
@@ -451,47 +465,69 @@ impl Store {
     }
 
     /// Loads tensor `name` (as [`Store::load`] describes, `verify` included) and hands it to
-    /// `then` with the store; NotFoundError when absent.
+    /// `then` with the store and, when the lookup told it, where its bytes lie in which file;
+    /// NotFoundError when absent. A whole numeric tensor of a native file is read straight
+    /// from `Reader::get` (its CRC32C checked unless `verify` is false, as `load` checks it),
+    /// which also gives its file and offset without a second lookup.
     fn with_loaded<'py, R>(
         &self,
         py: Python<'py>,
         name: &Bound<'py, PyAny>,
         verify: bool,
-        then: impl FnOnce(&Shared, LoadedTensor<'_>) -> PyResult<R>,
+        then: impl FnOnce(&Shared, LoadedTensor<'_>, Option<Run<'_>>) -> PyResult<R>,
     ) -> PyResult<R> {
         let n = name_bytes(name)?;
         let s = self.get()?;
-        if !verify {
-            if let Some(r) = s.as_native() {
-                match py.detach(|| {
-                    r.get(&n)
-                        .map(|v| v.map(|v| (v.dtype(), v.shape().to_vec(), v.data())))
-                }) {
-                    // A bytes value's encoding is always checked (`load` below).
-                    Ok(Some((DType::Bytes, _, _))) => {}
-                    Ok(Some((d, shape, data))) => {
-                        let t = LoadedTensor {
-                            info: paramdex::interop::TensorInfo {
-                                name: n.clone(),
-                                kind: Kind::Numeric(d),
-                                shape,
-                                lod: Vec::new(),
-                                nbytes: data.len() as u64,
-                            },
-                            data: TensorData::Bytes(Cow::Borrowed(data)),
-                        };
-                        return then(&s, t);
+        if let Some(r) = s.as_native() {
+            // Some(None): absent; None: `load` below reads it.
+            let got = py.detach(|| -> paramdex::Result<Option<Option<Whole<'_>>>> {
+                match r.get(&n) {
+                    // A bytes value's encoding is always checked, and with checksums on a LoD
+                    // is read as `load` reads it: both by `load` below.
+                    Ok(Some(v)) if v.dtype() == DType::Bytes || (verify && v.lod_levels() > 0) => {
+                        Ok(None)
                     }
-                    Ok(None) => return Err(self.not_found(&n)),
+                    Ok(Some(v)) => {
+                        if verify {
+                            v.verify_crc()?;
+                        }
+                        Ok(Some(Some(Whole {
+                            dtype: v.dtype(),
+                            shape: v.shape().to_vec(),
+                            data: v.data(),
+                            run: Run {
+                                path: v.path(),
+                                offset: v.data_offset(),
+                            },
+                        })))
+                    }
+                    Ok(None) => Ok(Some(None)),
                     // Stored in slices: assembled by `load` below.
-                    Err(Error::Sliced { .. }) => {}
-                    Err(e) => return Err(py_err(e)),
+                    Err(Error::Sliced { .. }) => Ok(None),
+                    Err(e) => Err(e),
                 }
+            });
+            match got.py()? {
+                Some(Some(w)) => {
+                    let t = LoadedTensor {
+                        info: paramdex::interop::TensorInfo {
+                            name: n.clone(),
+                            kind: Kind::Numeric(w.dtype),
+                            shape: w.shape,
+                            lod: Vec::new(),
+                            nbytes: w.data.len() as u64,
+                        },
+                        data: TensorData::Bytes(Cow::Borrowed(w.data)),
+                    };
+                    return then(&s, t, Some(w.run));
+                }
+                Some(None) => return Err(self.not_found(&n)),
+                None => {}
             }
         }
         let t = py.detach(|| s.load(&n)).py()?;
         match t {
-            Some(t) => then(&s, t),
+            Some(t) => then(&s, t, None),
             None => Err(self.not_found(&n)),
         }
     }
@@ -526,12 +562,14 @@ impl Store {
         }
     }
 
-    /// [`Store::load_array`]'s array (or tuple) of loaded tensor `t` of store `s`.
+    /// [`Store::load_array`]'s array (or tuple) of loaded tensor `t` of store `s`, whose bytes
+    /// lie at `run` when the lookup said so (else `data_location` tells, where needed).
     fn array_of<'py>(
         &self,
         py: Python<'py>,
         s: &Shared,
         t: LoadedTensor<'_>,
+        run: Option<Run<'_>>,
         private: bool,
         cow: Option<&(String, Bound<'py, numpy::PyArray1<u8>>)>,
     ) -> PyResult<Bound<'py, PyAny>> {
@@ -560,13 +598,17 @@ impl Store {
                     };
                     return Ok(loaded(py, s, t)?.into_any());
                 };
-                let loc = py.detach(|| s.data_location(&info.name)).py()?;
-                let run = loc
-                    .filter(|l| {
-                        l.len == b.len() as u64 && l.path.to_string_lossy() == path.as_str()
-                    })
-                    .and_then(|l| arrays::Memory::within(arr, l.offset, b.len()));
-                match run {
+                let offset = match run {
+                    Some(r) => (r.path == path.as_str()).then_some(r.offset),
+                    None => py
+                        .detach(|| s.data_location(&info.name))
+                        .py()?
+                        .filter(|l| {
+                            l.len == b.len() as u64 && l.path.to_string_lossy() == path.as_str()
+                        })
+                        .map(|l| l.offset),
+                };
+                match offset.and_then(|off| arrays::Memory::within(arr, off, b.len())) {
                     Some(m) => m,
                     None => arrays::Memory::Store(b, self.keep(py, s)?),
                 }
@@ -733,7 +775,7 @@ impl Store {
         name: &Bound<'py, PyAny>,
         verify: bool,
     ) -> PyResult<Bound<'py, PyTuple>> {
-        self.with_loaded(py, name, verify, |s, t| loaded(py, s, t))
+        self.with_loaded(py, name, verify, |s, t, _| loaded(py, s, t))
     }
 
     /// Tensor `name` as a numpy array made here (numpy's C API), as `load` reads it (`verify`
@@ -756,8 +798,8 @@ impl Store {
         private: bool,
         cow: Option<(String, Bound<'py, numpy::PyArray1<u8>>)>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        self.with_loaded(py, name, verify, |s, t| {
-            self.array_of(py, s, t, private, cow.as_ref())
+        self.with_loaded(py, name, verify, |s, t, run| {
+            self.array_of(py, s, t, run, private, cow.as_ref())
         })
     }
 
@@ -782,7 +824,7 @@ impl Store {
         lens: Vec<u64>,
     ) -> PyResult<Bound<'py, PyAny>> {
         self.with_region(py, name, start, lens, |s, t| {
-            self.array_of(py, s, t, false, None)
+            self.array_of(py, s, t, None, false, None)
         })
     }
 
