@@ -520,6 +520,12 @@ def test_checksums_false_skips_the_data_check_only(tmp_path):
     with pytest.raises(paramdex.CorruptError):
         load_file(p)
     assert load_file(p, checksums=False)["a"][1] == 1
+    # With checksums on, get_tensor checks the tensor's CRC32C in every mode.
+    for readonly in (True, False):
+        with paramdex.safe_open(p, readonly=readonly) as f:
+            with pytest.raises(paramdex.CorruptError):
+                f.get_tensor("a")
+            assert f.get_tensor("b").tolist() == [1.0] * 8
 
 
 def test_sharded_checkpoints_read_through_safe_open(tmp_path):
