@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use paramdex::interop::{open_any, open_url, LoadedTensor, TensorInfo, TensorStore};
-use paramdex::remote::{open_sharded, FileRange, RemoteOptions, RemoteReader};
+use paramdex::remote::{open_sharded, FileRange, ObjectRange, RemoteOptions, RemoteReader};
 use paramdex::{DType, Error, Reader, Region, Tensor, Writer, WriterOptions};
 
 /// What a store gives for one read, comparable across places: the value, or the error's
@@ -125,13 +125,15 @@ fn places_of_file(path: &Path) -> Vec<(&'static str, paramdex::Result<Box<dyn Te
             .map(|r| Box::new(r) as Box<dyn TensorStore>)
     });
     // The readers themselves: which format a damaged file is detected as is the registry's
-    // business (`open_any`, `open_url`), not the engine's.
+    // business (`open_any`, `open_url`), not the engine's. The object: object_store's local
+    // file system behind `ObjectRange`, as a bucket's object is read.
     let mapped = Reader::open(path).map(|r| Box::new(r) as Box<dyn TensorStore>);
-    vec![
-        ("mapped", mapped),
-        ("pread", ranged),
-        ("object", open_url(&url_of(path))),
-    ]
+    let object = paramdex::remote::resolve(&url_of(path)).and_then(|loc| {
+        let opts = RemoteOptions::default();
+        let obj = ObjectRange::open(loc.store, loc.path, loc.url, loc.runtime, opts.tail_bytes)?;
+        RemoteReader::open(Arc::new(obj), opts).map(|r| Box::new(r) as Box<dyn TensorStore>)
+    });
+    vec![("mapped", mapped), ("pread", ranged), ("object", object)]
 }
 
 /// Opens the sharded checkpoint at `prefix` in the three places.

@@ -880,3 +880,120 @@ fn torch_paddle_dcp_and_bin_shards_read_over_their_urls_as_locally() {
         }
     });
 }
+
+/// The Paddle inputs of `root` that the test reads at a URL, relative to it: models by prefix,
+/// by their parameters and by their program, a directory holding one model, tensor files,
+/// directories of per-variable files (nested too), and the merged file `merged/m` written by
+/// the exporter.
+const PADDLE_INPUTS: &[&str] = &[
+    "inference/pir/model",
+    "inference/pir/model.pdiparams",
+    "inference/pir/model.json",
+    "inference/legacy/model",
+    "inference/legacy/model.pdmodel",
+    "inference/pir",
+    "models/pir/m",
+    "lod/lod1_i64.lodtensor",
+    "lod/plain_bf16.lodtensor",
+    "lod/save_vars",
+    "models/pervar_nested",
+    "models/separate_legacy",
+    "models/separate_legacy/__model__",
+    "models/separate_pir",
+    "merged/m",
+];
+
+/// A copy of tests/data/paddle in `dir`, with a merged file (`merged/m`, and its program
+/// beside it) exported from the PIR model, and a damaged copy of that model's
+/// parameters (`bad/model.*`: one byte of a record's header changed).
+fn paddle_tree(dir: &Path) {
+    let src = data_dir().join("paddle");
+    let mut all = Vec::new();
+    files(&src, &mut all);
+    for f in all {
+        let to = dir.join(f.strip_prefix(&src).unwrap());
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(&f, &to).unwrap();
+    }
+    let model = open_any(dir.join("inference/pir/model")).unwrap();
+    std::fs::create_dir_all(dir.join("merged")).unwrap();
+    paramdex::interop::export(
+        model.as_ref(),
+        paramdex::interop::OutputFormat::PaddleMerged,
+        &dir.join("merged/m"),
+        &paramdex::interop::ExportOptions::default(),
+    )
+    .unwrap();
+    std::fs::create_dir_all(dir.join("bad")).unwrap();
+    for ext in ["json", "pdiparams"] {
+        let from = dir.join(format!("inference/pir/model.{ext}"));
+        std::fs::copy(from, dir.join(format!("bad/model.{ext}"))).unwrap();
+    }
+    let bad = dir.join("bad/model.pdiparams");
+    let mut bytes = std::fs::read(&bad).unwrap();
+    // The first record's LoD level count (bytes 4..12): far past any limit.
+    bytes[9] = 0x7f;
+    std::fs::write(&bad, bytes).unwrap();
+}
+
+/// Paddle inputs (issue 26): each reads at a `file://` URL exactly as at its path; a damaged
+/// model is the same error from both.
+#[test]
+fn paddle_inputs_read_at_file_urls_as_locally() {
+    let tmp = tempfile::tempdir().unwrap();
+    paddle_tree(tmp.path());
+    for rel in PADDLE_INPUTS {
+        let path = tmp.path().join(rel);
+        let local = open_any(&path).unwrap_or_else(|e| panic!("{rel}: {e}"));
+        let url = format!("file://{}", path.display());
+        let remote = open_any(&url).unwrap_or_else(|e| panic!("{url}: {e}"));
+        assert!(same(&url, local.as_ref(), remote.as_ref()) > 0, "{url}");
+    }
+    let bad = tmp.path().join("bad/model");
+    let local = open_any(&bad).map(|_| ()).unwrap_err();
+    let remote = open_any(format!("file://{}", bad.display()))
+        .map(|_| ())
+        .unwrap_err();
+    assert_eq!(variant(&local), variant(&remote), "{local} / {remote}");
+    assert!(matches!(remote, Error::Corrupt { .. }), "{remote}");
+}
+
+/// The same Paddle inputs in a bucket of a real S3 server.
+#[test]
+fn paddle_inputs_read_over_their_urls_as_locally() {
+    let Some(g) = garage::shared("paddle_inputs_read_over_their_urls_as_locally") else {
+        return;
+    };
+    g.run(|| {
+        let rt = runtime();
+        let s = s3::store(g);
+        s3::set_aws_env_once(g);
+        let tmp = tempfile::tempdir().unwrap();
+        paddle_tree(tmp.path());
+        let mut all = Vec::new();
+        files(tmp.path(), &mut all);
+        for f in &all {
+            let rel = f.strip_prefix(tmp.path()).unwrap().to_str().unwrap();
+            put_retried(&rt, &s, &format!("pd/{rel}"), std::fs::read(f).unwrap());
+        }
+        for rel in PADDLE_INPUTS {
+            let local = open_any(tmp.path().join(rel)).unwrap();
+            let url = format!("s3://{}/pd/{rel}", g.bucket());
+            let remote = open_any(&url).unwrap_or_else(|e| panic!("{url}: {e}"));
+            assert!(same(&url, local.as_ref(), remote.as_ref()) > 0, "{url}");
+        }
+        let e = open_any(format!("s3://{}/pd/bad/model", g.bucket()))
+            .map(|_| ())
+            .unwrap_err();
+        assert!(matches!(e, Error::Corrupt { .. }), "{e}");
+        assert!(e.to_string().contains("bad/model.pdiparams"), "{e}");
+        // A key with non-ASCII characters, as a user's tools upload it (not percent-encoded):
+        // named by its URL, it is that object.
+        let golden = data_dir().join("native/v1/golden.pdx");
+        put_retried(&rt, &s, "pd/ünï.pdx", std::fs::read(&golden).unwrap());
+        let local = open_any(&golden).unwrap();
+        let url = format!("s3://{}/pd/ünï.pdx", g.bucket());
+        let remote = open_any(&url).unwrap_or_else(|e| panic!("{url}: {e}"));
+        assert!(same(&url, local.as_ref(), remote.as_ref()) > 0, "{url}");
+    });
+}

@@ -759,13 +759,7 @@ fn paddle_tensor_names_that_cannot_be_file_names() {
     }
     assert!(out.join("ok/w").is_file() && out.join("z").is_file());
     assert!(!dir.path().join("up").exists());
-    let back = json(&run(&[&"ls", &out, &"--json"], 0));
-    let names: Vec<&str> = back
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap())
-        .collect();
+    let names = ls_names(&out);
     assert_eq!(names, ["ok/w", "z"]);
 
     // One tensor alone, whatever its name, is the file named.

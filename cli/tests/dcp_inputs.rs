@@ -55,13 +55,7 @@ fn a_dcp_directory_under_every_command() {
     let dcp = tmp.path().join("ckpt");
     write(&dcp, 4, None);
     for input in [dcp.clone(), dcp.join(".metadata")] {
-        let ls = json(&run(&[&"ls", &input, &"--json"], 0));
-        let names: Vec<&str> = ls
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| t["name"].as_str().unwrap())
-            .collect();
+        let names = ls_names(&input);
         assert_eq!(names, ["model.w", "step"]);
         let raw = run(&[&"get", &input, &"model.w", &"--format", &"raw"], 0).stdout;
         assert_eq!(raw, f32s((0..8).map(|x| x as f32)));

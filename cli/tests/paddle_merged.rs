@@ -51,13 +51,7 @@ fn convert_to_merged_then_read_by_name_and_counter() {
     assert_eq!(d["values"].as_array().unwrap().len(), 0, "{d}");
     assert_eq!(d["lod"].as_array().unwrap().len(), 0, "{d}");
 
-    let ls = json(&run(&[&"ls", &out, &"--json"], 0));
-    let names: Vec<&str> = ls
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap())
-        .collect();
+    let names = ls_names(&out);
     assert_eq!(names, ["a.bias", "a.weight", "seq", "steps"]);
     // Record 2 is `seq`, with its LoD; by name the same.
     let by_counter = json(&run(&[&"get", &out, &"#2"], 0));
@@ -82,13 +76,7 @@ fn hand_written_merged_file_without_program() {
         buf.extend_from_slice(&r);
     }
     fs::write(&f, &buf).unwrap();
-    let ls = json(&run(&[&"ls", &f, &"--json"], 0));
-    let names: Vec<&str> = ls
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap())
-        .collect();
+    let names = ls_names(&f);
     assert_eq!(names, ["#0", "#1", "#2"]);
     let t = json(&run(&[&"get", &f, &"#1"], 0));
     assert_eq!(t["data"], serde_json::json!([1.0, 2.0, 3.0]));

@@ -14,13 +14,7 @@ fn a_torch_file_under_every_command() {
     // The name that used to be taken for a Paddle merged file and called corrupt.
     let pt = dir.path().join("model.pt");
     fs::copy(data("pickle/torch_state_dict.pt"), &pt).unwrap();
-    let ls = json(&run(&[&"ls", &pt, &"--json"], 0));
-    let names: Vec<&str> = ls
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap())
-        .collect();
+    let names = ls_names(&pt);
     assert_eq!(names, ["b", "embed.weight", "h", "head.weight", "wt"]);
     let wt = json(&run(&[&"get", &pt, &"wt", &"--format", &"json"], 0));
     let s = wt.to_string();

@@ -59,6 +59,11 @@ enum Op {
         finish: bool,
         seed: u8,
     },
+    /// A bytes value (SPEC.md 6.1): any bytes under a name.
+    AddBytes {
+        name: NameSel,
+        value: Vec<u8>,
+    },
 }
 
 #[derive(Arbitrary, Debug)]
@@ -130,6 +135,8 @@ fn dir() -> &'static PathBuf {
 }
 
 struct Expect {
+    /// The value, for a bytes value (whose dtype, shape and data are its encoding's).
+    bytes: Option<Vec<u8>>,
     dtype: DType,
     shape: Vec<u64>,
     lod: Vec<Vec<u64>>,
@@ -166,7 +173,8 @@ fn model_len(dtype: DType, shape: &[u64], lod: &[Vec<u64>]) -> Option<u64> {
                 return None;
             }
             let limit = match lod.get(i + 1) {
-                Some(next) => next.len() as u64 - 1,
+                // An empty next level is invalid (it has no leading 0): checked in its turn.
+                Some(next) => (next.len() as u64).checked_sub(1)?,
                 None => rows,
             };
             if *level.last()? != limit {
@@ -247,6 +255,40 @@ fn check_input(input: Input) {
         let (desc, is_stream) = match op {
             Op::Add { desc, .. } => (desc, false),
             Op::Stream { desc, .. } => (desc, true),
+            Op::AddBytes { name, value } => {
+                let name = name.bytes();
+                let value: Vec<u8> = value.iter().take(4096).copied().collect();
+                let expect_ok = !poisoned && !name.is_empty() && !model.contains_key(&name);
+                match w.add_bytes(&name, &value) {
+                    Ok(()) => {
+                        assert!(
+                            expect_ok,
+                            "add_bytes accepted what the model rejects: {op:?}"
+                        );
+                        model.insert(
+                            name,
+                            Expect {
+                                bytes: Some(value),
+                                dtype: DType::Bytes,
+                                shape: Vec::new(),
+                                lod: Vec::new(),
+                                data: Vec::new(),
+                            },
+                        );
+                    }
+                    Err(Error::Io { .. }) => {
+                        assert!(fired.load(Ordering::SeqCst), "I/O error without a fault");
+                        poisoned = true;
+                    }
+                    Err(e) => {
+                        assert!(!expect_ok, "add_bytes rejected a valid value: {e}");
+                        if !poisoned && !name.is_empty() {
+                            assert!(matches!(e, Error::DuplicateName { .. }), "{e}");
+                        }
+                    }
+                }
+                continue;
+            }
         };
         let name = desc.name.bytes();
         let dtype = DType::ALL[usize::from(desc.dtype) % DType::ALL.len()];
@@ -264,7 +306,9 @@ fn check_input(input: Input) {
                 len_delta, seed, ..
             } => {
                 let want = valid_len.unwrap_or(3);
-                let len = (want as i64 + i64::from(*len_delta)).clamp(0, 1 << 16) as u64;
+                // Clamped first: a huge `want` (u64::MAX / 2 elements) must not overflow.
+                let len =
+                    (want.min(1 << 17) as i64 + i64::from(*len_delta)).clamp(0, 1 << 16) as u64;
                 if want > 1 << 16 && *len_delta == 0 {
                     continue; // too big to materialize: covered by the overflow cases
                 }
@@ -277,6 +321,7 @@ fn check_input(input: Input) {
                         model.insert(
                             name,
                             Expect {
+                                bytes: None,
                                 dtype,
                                 shape,
                                 lod,
@@ -366,6 +411,7 @@ fn check_input(input: Input) {
                         model.insert(
                             name,
                             Expect {
+                                bytes: None,
                                 dtype,
                                 shape,
                                 lod,
@@ -385,6 +431,8 @@ fn check_input(input: Input) {
                     poisoned = true;
                 }
             }
+            // Handled (and continued past) before the tensor description is read.
+            Op::AddBytes { .. } => unreachable!("bytes values are added above"),
         }
     }
     if !input.finish {
@@ -408,6 +456,11 @@ fn check_input(input: Input) {
             let listed: Vec<Vec<u8>> = r.iter().map(|t| t.expect("iter").name().to_vec()).collect();
             assert_eq!(listed, model.keys().cloned().collect::<Vec<_>>());
             for (name, e) in &model {
+                if let Some(value) = &e.bytes {
+                    let got = r.get_bytes(name).expect("a bytes value reads back");
+                    assert_eq!(got, Some(value.as_slice()));
+                    continue;
+                }
                 let t = r.tensor(name).expect("tensor in the model");
                 assert_eq!(t.dtype(), e.dtype);
                 assert_eq!(t.shape(), e.shape.as_slice());

@@ -46,7 +46,9 @@ two sides alternate run by run. Warm page cache (each file was just written; eve
 same bytes); median of --repeat runs (more for the microsecond rows). Prints Markdown tables.
 Usage:
   python python/bench/bench_vs_tf_paddle.py [--dir DIR] [--small 5000] [--big-mib 1024]
-      [--big-tensors 8] [--repeat 5] [--only tf|paddle]
+      [--big-tensors 8] [--repeat 5] [--only tf|paddle] [--before DIR]
+(--before DIR: DIR holds another build of the paramdex package, e.g. main's; each measuring
+child runs once with it and once with the default package, on the same files, rows side by side)
 """
 
 import argparse
@@ -140,6 +142,9 @@ def tf_bench(work, args):
             assert sorted(f.keys()) == names, "paramdex and TensorFlow list different names"
             for n in names:
                 a, b = r.get_tensor(n), f.get_tensor(n)
+                if isinstance(b, bytes):  # a bytes value (the object graph): bytes in both
+                    assert np.asarray(a, dtype=object).item() == b, n
+                    continue
                 if b.dtype == object:  # strings: TensorFlow gives bytes for a scalar
                     assert np.asarray(a, dtype=object).ravel().tolist() == b.ravel().tolist(), n
                 else:
@@ -384,23 +389,39 @@ def paddle_bench(work, args):
 CHILDREN = {"tf_gen": tf_gen, "tf_bench": tf_bench, "paddle_gen": paddle_gen, "paddle_bench": paddle_bench}
 
 
-def run_child(role, work, args, rows, infos):
+def run_child(role, work, args, rows, infos, before=None):
+    """Runs child ``role`` and prints its rows; with ``before`` (a directory holding another
+    build of the ``paramdex`` package), runs the bench child a first time with that package
+    first on its path, and prints each row with both runs' figures side by side."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", GLOG_minloglevel="3")
     t0 = time.perf_counter()
-    p = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", role, work, json.dumps(args)],
-                       env=env, capture_output=True, text=True)
-    if p.returncode != 0:
-        sys.stderr.write(p.stdout[-4000:] + p.stderr[-8000:])
-        raise SystemExit(f"child {role} failed with exit {p.returncode}")
-    mine = []
-    for line in p.stdout.splitlines():
-        if line.startswith("ROW "):
-            mine.append(json.loads(line[4:]))
-        elif line.startswith("INFO "):
-            infos.update(json.loads(line[5:]))
-    for i, r in sorted(enumerate(mine), key=lambda ir: (ir[1]["order"] or [0, ir[0]], ir[0])):
+
+    def run(env):
+        p = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", role, work, json.dumps(args)],
+                           env=env, capture_output=True, text=True)
+        if p.returncode != 0:
+            sys.stderr.write(p.stdout[-4000:] + p.stderr[-8000:])
+            raise SystemExit(f"child {role} failed with exit {p.returncode}")
+        mine = []
+        for line in p.stdout.splitlines():
+            if line.startswith("ROW "):
+                mine.append(json.loads(line[4:]))
+            elif line.startswith("INFO "):
+                infos.update(json.loads(line[5:]))
+        return [r for _, r in sorted(enumerate(mine), key=lambda ir: (ir[1]["order"] or [0, ir[0]], ir[0]))]
+
+    old = None
+    if before is not None and role.endswith("_bench"):
+        path = os.pathsep.join([os.path.abspath(before)] + [q for q in [env.get("PYTHONPATH")] if q])
+        old = run(dict(env, PYTHONPATH=path))
+    mine = run(env)
+    for i, r in enumerate(mine):
         rows.append(r)
-        print(f"| {r['op']} | {fmt(r['ref'])} | {fmt(r['pdx'])} | {r['ref'] / r['pdx']:.2f}× |", flush=True)
+        line = f"| {r['op']} | {fmt(r['ref'])} | {fmt(r['pdx'])} | {r['ref'] / r['pdx']:.2f}× |"
+        if old is not None:
+            o = old[i]
+            line += f" {fmt(o['ref'])} | {fmt(o['pdx'])} | {o['ref'] / o['pdx']:.2f}× |"
+        print(line, flush=True)
     infos[f"{role} seconds"] = round(time.perf_counter() - t0, 1)
 
 
@@ -415,6 +436,9 @@ def main():
     ap.add_argument("--big-tensors", type=int, default=8)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--only", choices=("tf", "paddle"), default=None)
+    ap.add_argument("--before", default=None,
+                    help="a directory with another build of the paramdex package: each bench child "
+                         "runs with it first, then with the default one, rows side by side")
     args = ap.parse_args()
     cargs = {"small": args.small, "big_mib": args.big_mib, "big_tensors": args.big_tensors, "repeat": args.repeat}
 
@@ -423,18 +447,20 @@ def main():
     infos["load average before"] = os.getloadavg()
     try:
         if args.only in (None, "tf"):
-            print("| TensorFlow checkpoint | TensorFlow | paramdex | paramdex speed-up |")
-            print("|---|---|---|---|", flush=True)
+            extra = " TensorFlow (before) | paramdex before | speed-up before |" if args.before else ""
+            print("| TensorFlow checkpoint | TensorFlow | paramdex | paramdex speed-up |" + extra)
+            print("|---|---|---|---|" + "---|" * (3 if args.before else 0), flush=True)
             run_child("tf_gen", work, cargs, rows, infos)
-            run_child("tf_bench", work, cargs, rows, infos)
+            run_child("tf_bench", work, cargs, rows, infos, args.before)
             shutil.rmtree(os.path.join(work, "tf_small"), ignore_errors=True)
             shutil.rmtree(os.path.join(work, "tf_big"), ignore_errors=True)
             print()
         if args.only in (None, "paddle"):
-            print("| Paddle model (.json + .pdiparams) | Paddle | paramdex | paramdex speed-up |")
-            print("|---|---|---|---|", flush=True)
+            extra = " Paddle (before) | paramdex before | speed-up before |" if args.before else ""
+            print("| Paddle model (.json + .pdiparams) | Paddle | paramdex | paramdex speed-up |" + extra)
+            print("|---|---|---|---|" + "---|" * (3 if args.before else 0), flush=True)
             run_child("paddle_gen", work, cargs, rows, infos)
-            run_child("paddle_bench", work, cargs, rows, infos)
+            run_child("paddle_bench", work, cargs, rows, infos, args.before)
             print()
     finally:
         shutil.rmtree(work, ignore_errors=True)

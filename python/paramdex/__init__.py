@@ -32,11 +32,22 @@ from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple, Union
 import numpy as np
 
 from . import _paramdex
-from ._convert import apply_picks, normalize_index, numpy_dtype, to_numpy, unpack_float4, writable_bytes
+from ._convert import (
+    apply_picks,
+    array_dtypes,
+    normalize_index,
+    numpy_dtype,
+    to_numpy,
+    unpack_float4,
+    writable_bytes,
+)
 from . import errors
 from .errors import *  # noqa: F403 (the names of errors.__all__, re-exported below)
 from .errors import InvalidArgumentError, NotFoundError
 from ._safetensors import TensorSpec, deserialize, dtype_code, serialize, serialize_file, strict_index
+
+# The numpy dtype of each paramdex dtype, for the arrays the extension makes (Store.load_array).
+_paramdex.set_numpy_dtypes(array_dtypes())
 
 __version__ = _paramdex.__version__
 
@@ -166,7 +177,8 @@ class SafeOpen:
         self._device = device
         self._checksums = bool(checksums)
         self._readonly = bool(readonly)
-        self._cow: Optional[Tuple[str, Any]] = None  # (path, private mapping of that file)
+        # (path, private mapping of that file, uint8 array of the mapping)
+        self._cow: Optional[Tuple[str, Any, np.ndarray]] = None
         p = _path_in(path)
         before = _identity(p)
         try:
@@ -287,7 +299,26 @@ class SafeOpen:
         return self._get(name, self._checksums)
 
     def _get(self, name: Name, checksums: bool) -> Any:
-        kind, shape, data = self._store.load(name, checksums)
+        if self._framework == "pt":
+            kind, shape, data = self._store.load(name, checksums)
+            if kind == "bytes":
+                return data  # a bytes value, in every framework
+            from . import torch as _pt
+
+            return _pt._tensor(self, name, kind, shape, data, self._device)
+        # The extension makes numeric arrays itself (numpy's C API: no Python-level view,
+        # reshape or dtype lookup per tensor); anything else comes as (kind, shape, data).
+        if self._framework != "np" or self._readonly or self._file is None:
+            # Read-only views of the store's memory: asked for, or no file of our own to map
+            # privately (a checkpoint prefix, a directory, a URL, bytes in memory).
+            got = self._store.load_array(name, checksums)
+        else:
+            # Views of the private copy-on-write mapping of the file, once it is made.
+            cow = self._cow
+            got = self._store.load_array(name, checksums, True, None if cow is None else (cow[0], cow[2]))
+        if type(got) is not tuple:
+            return got if self._framework == "np" else self._convert(got)
+        kind, shape, data = got
         if kind == "bytes":
             return data  # a bytes value, in every framework
         if self._framework == "np":
@@ -299,10 +330,6 @@ class SafeOpen:
                 if arr is not None:
                     return arr
             return to_numpy(kind, shape, data)
-        if self._framework == "pt":
-            from . import torch as _pt
-
-            return _pt._tensor(self, name, kind, shape, data, self._device)
         return self._convert(to_numpy(kind, shape, data))
 
     def _file_run(self, name: Name, nbytes: int) -> Optional[Tuple[str, int, int]]:
@@ -338,10 +365,11 @@ class SafeOpen:
                     mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY)
                 if _identity(path) != self._file:
                     return None
-                self._cow = (path, mm)
+                # (path, mapping, uint8 array of all of it: load_array views it from now on)
+                self._cow = (path, mm, np.frombuffer(mm, dtype=np.uint8))
         if offset + length > len(mm):
             return None
-        raw = np.frombuffer(mm, dtype=np.uint8, count=length, offset=offset)
+        raw = self._cow[2][offset : offset + length]
         return to_numpy(kind, shape, raw)
 
     def get_slice(self, name: Name) -> "SafeSlice":
@@ -491,8 +519,8 @@ class SafeSlice:
             # past the end is clamped, an index out of range is its IndexError).
             return self._framework_index(key)
         start, lens, picks, drop = strict_index(self._info.shape, key)
-        kind, shape, data = self._store.load_region(self._name, start, lens)
-        arr = apply_picks(to_numpy(kind, shape, data), picks, drop)
+        got = self._store.load_region_array(self._name, start, lens)
+        arr = apply_picks(got if type(got) is not tuple else to_numpy(*got), picks, drop)
         if fw == "np" and not arr.flags.writeable:
             arr = arr.copy()  # safetensors' slices are writable arrays of their own
         return self._f._convert(arr)
@@ -516,8 +544,8 @@ class SafeSlice:
             except IndexError:
                 start = None
             if start is not None:
-                kind, rshape, data = self._store.load_region(self._name, start, lens)
-                arr = apply_picks(to_numpy(kind, rshape, data), picks, drop)
+                got = self._store.load_region_array(self._name, start, lens)
+                arr = apply_picks(got if type(got) is not tuple else to_numpy(*got), picks, drop)
                 return self._f._convert(np.array(arr) if not arr.flags.writeable else arr)
         kind, rshape, data = self._store.load(self._name)
         whole = self._f._convert(np.array(to_numpy(kind, rshape, data)))

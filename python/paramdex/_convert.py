@@ -82,6 +82,13 @@ if _ml is not None:
             _FROM_NUMPY[np.dtype(getattr(_ml, _n))] = _n
 
 
+def array_dtypes() -> List[Tuple[str, np.dtype]]:
+    """(paramdex dtype name, numpy dtype) of every dtype whose numpy array is the tensor's bytes
+    as they are (what the extension's ``Store.load_array`` builds arrays of): all of
+    ``numpy_dtype``'s but the packed float4, which numpy gets unpacked (:func:`unpack_float4`)."""
+    return [(k, d) for k, d in _NUMPY.items() if k != "float4_e2m1fn_x2"]
+
+
 def numpy_dtype(kind: str) -> np.dtype:
     """The numpy dtype paramdex returns for dtype name ``kind``."""
     try:

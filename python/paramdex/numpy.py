@@ -77,7 +77,11 @@ def load(data: bytes) -> Dict[str, np.ndarray]:
     f = SafeOpen._from_bytes(data)
     out = {}
     for name in f.keys():
-        kind, shape, buf = f._store.load(name)
+        got = f._store.load_array(name)
+        if type(got) is not tuple:  # a numeric array, a view of ``data``
+            out[name] = np.array(got)
+            continue
+        kind, shape, buf = got
         if kind == "bytes":
             out[name] = buf  # a bytes value
         elif kind == "float4_e2m1fn_x2":

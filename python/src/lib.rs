@@ -22,6 +22,7 @@ use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
+mod arrays;
 mod shards;
 
 /// The exception class (in `paramdex.errors`) for a library error: chosen by variant, never by
@@ -413,14 +414,121 @@ fn prepare(items: Vec<PyTensorArgs<'_>>) -> PyResult<Vec<Prepared>> {
 #[pyclass(frozen, module = "paramdex._paramdex")]
 struct Store {
     inner: RwLock<Option<Shared>>,
+    /// The `base` of the numpy arrays viewing the store's memory (`load_array`), made on
+    /// first use; `close` lets go of it with the store.
+    keep: Mutex<Option<Py<arrays::Keep>>>,
     path: String,
+}
+
+/// Where a tensor's bytes lie: one run of `path` from `offset`.
+struct Run<'a> {
+    path: &'a str,
+    offset: u64,
+}
+
+/// A whole numeric tensor of a native file, as `Reader::get` found it.
+struct Whole<'a> {
+    dtype: DType,
+    shape: Vec<u64>,
+    data: &'a [u8],
+    run: Run<'a>,
 }
 
 impl Store {
     fn new(store: Shared, path: String) -> Store {
         Store {
             inner: RwLock::new(Some(store)),
+            keep: Mutex::new(None),
             path,
+        }
+    }
+
+    /// The [`arrays::Keep`] of `store` (this object's open store).
+    fn keep<'py>(&self, py: Python<'py>, store: &Shared) -> PyResult<Bound<'py, arrays::Keep>> {
+        let lock = || {
+            self.keep
+                .lock()
+                .map_err(|_| PyRuntimeError::new_err("store lock poisoned"))
+        };
+        if let Some(k) = lock()?.as_ref() {
+            return Ok(k.bind(py).clone());
+        }
+        // Made outside the lock: allocating a Python object may run the garbage collector,
+        // whose finalizers may close this store (which takes the lock).
+        let k = Bound::new(py, arrays::Keep::new(store.clone()))?;
+        let mut g = lock()?;
+        if self.closed()? {
+            // Closed while the tensor was read: the arrays keep the store, this object not.
+            return Ok(k);
+        }
+        Ok(g.get_or_insert_with(|| k.unbind()).bind(py).clone())
+    }
+
+    /// Loads tensor `name` (as [`Store::load`] describes, `verify` included) and hands it to
+    /// `then` with the store and, when the lookup told it, where its bytes lie in which file;
+    /// NotFoundError when absent. A whole numeric tensor of a native file is read straight
+    /// from `Reader::get` (its CRC32C checked unless `verify` is false, as `load` checks it),
+    /// which also gives its file and offset without a second lookup.
+    fn with_loaded<'py, R>(
+        &self,
+        py: Python<'py>,
+        name: &Bound<'py, PyAny>,
+        verify: bool,
+        then: impl FnOnce(&Shared, LoadedTensor<'_>, Option<Run<'_>>) -> PyResult<R>,
+    ) -> PyResult<R> {
+        let n = name_bytes(name)?;
+        let s = self.get()?;
+        if let Some(r) = s.as_native() {
+            // Some(None): absent; None: `load` below reads it.
+            let got = py.detach(|| -> paramdex::Result<Option<Option<Whole<'_>>>> {
+                match r.get(&n) {
+                    // A bytes value's encoding is always checked, and with checksums on a LoD
+                    // is read as `load` reads it: both by `load` below.
+                    Ok(Some(v)) if v.dtype() == DType::Bytes || (verify && v.lod_levels() > 0) => {
+                        Ok(None)
+                    }
+                    Ok(Some(v)) => {
+                        if verify {
+                            v.verify_crc()?;
+                        }
+                        Ok(Some(Some(Whole {
+                            dtype: v.dtype(),
+                            shape: v.shape().to_vec(),
+                            data: v.data(),
+                            run: Run {
+                                path: v.path(),
+                                offset: v.data_offset(),
+                            },
+                        })))
+                    }
+                    Ok(None) => Ok(Some(None)),
+                    // Stored in slices: assembled by `load` below.
+                    Err(Error::Sliced { .. }) => Ok(None),
+                    Err(e) => Err(e),
+                }
+            });
+            match got.py()? {
+                Some(Some(w)) => {
+                    let t = LoadedTensor {
+                        info: paramdex::interop::TensorInfo {
+                            name: n.clone(),
+                            kind: Kind::Numeric(w.dtype),
+                            shape: w.shape,
+                            lod: Vec::new(),
+                            nbytes: w.data.len() as u64,
+                        },
+                        data: TensorData::Bytes(Cow::Borrowed(w.data)),
+                    };
+                    return then(&s, t, Some(w.run));
+                }
+                Some(None) => return Err(self.not_found(&n)),
+                None => {}
+            }
+        }
+        let t = py.detach(|| s.load(&n)).py()?;
+        match t {
+            Some(t) => then(&s, t, None),
+            None => Err(self.not_found(&n)),
         }
     }
 
@@ -430,6 +538,85 @@ impl Store {
             .map_err(|_| PyRuntimeError::new_err("store lock poisoned"))?
             .clone()
             .ok_or_else(|| exception("ClosedError", format!("{} is closed", self.path)))
+    }
+
+    /// Loads the region at `start` of lengths `lens` of numeric tensor `name` and hands it to
+    /// `then` with the store; NotFoundError when absent.
+    fn with_region<'py, R>(
+        &self,
+        py: Python<'py>,
+        name: &Bound<'py, PyAny>,
+        start: Vec<u64>,
+        lens: Vec<u64>,
+        then: impl FnOnce(&Shared, LoadedTensor<'_>) -> PyResult<R>,
+    ) -> PyResult<R> {
+        let n = name_bytes(name)?;
+        let region = Region::new(start, lens).ok_or_else(|| {
+            PyValueError::new_err("a region's start and lengths must have the same rank")
+        })?;
+        let s = self.get()?;
+        let t = py.detach(|| s.load_slice(&n, &region)).py()?;
+        match t {
+            Some(t) => then(&s, t),
+            None => Err(self.not_found(&n)),
+        }
+    }
+
+    /// [`Store::load_array`]'s array (or tuple) of loaded tensor `t` of store `s`, whose bytes
+    /// lie at `run` when the lookup said so (else `data_location` tells, where needed).
+    fn array_of<'py>(
+        &self,
+        py: Python<'py>,
+        s: &Shared,
+        t: LoadedTensor<'_>,
+        run: Option<Run<'_>>,
+        private: bool,
+        cow: Option<&(String, Bound<'py, numpy::PyArray1<u8>>)>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let LoadedTensor { info, data } = t;
+        let (layout, bytes) = match (&info.kind, data) {
+            (Kind::Numeric(d), TensorData::Bytes(b)) if *d != DType::Bytes => {
+                match arrays::layout(*d, &info.shape, b.len()) {
+                    Some(l) => (l, b),
+                    None => {
+                        let t = LoadedTensor {
+                            info,
+                            data: TensorData::Bytes(b),
+                        };
+                        return Ok(loaded(py, s, t)?.into_any());
+                    }
+                }
+            }
+            (_, data) => return Ok(loaded(py, s, LoadedTensor { info, data })?.into_any()),
+        };
+        let mem = match bytes {
+            Cow::Borrowed(b) if private => {
+                let Some((path, arr)) = cow else {
+                    let t = LoadedTensor {
+                        info,
+                        data: TensorData::Bytes(Cow::Borrowed(b)),
+                    };
+                    return Ok(loaded(py, s, t)?.into_any());
+                };
+                let offset = match run {
+                    Some(r) => (r.path == path.as_str()).then_some(r.offset),
+                    None => py
+                        .detach(|| s.data_location(&info.name))
+                        .py()?
+                        .filter(|l| {
+                            l.len == b.len() as u64 && l.path.to_string_lossy() == path.as_str()
+                        })
+                        .map(|l| l.offset),
+                };
+                match offset.and_then(|off| arrays::Memory::within(arr, off, b.len())) {
+                    Some(m) => m,
+                    None => arrays::Memory::Store(b, self.keep(py, s)?),
+                }
+            }
+            Cow::Borrowed(b) => arrays::Memory::Store(b, self.keep(py, s)?),
+            Cow::Owned(v) => arrays::Memory::Owned(v),
+        };
+        arrays::new_array(py, layout, mem)
     }
 
     /// `NotFoundError` (a `KeyError`) for `name`, with the near names the store holds, as the
@@ -516,6 +703,10 @@ impl Store {
             .inner
             .write()
             .map_err(|_| PyRuntimeError::new_err("store lock poisoned"))? = None;
+        *self
+            .keep
+            .lock()
+            .map_err(|_| PyRuntimeError::new_err("store lock poisoned"))? = None;
         Ok(())
     }
 
@@ -584,41 +775,32 @@ impl Store {
         name: &Bound<'py, PyAny>,
         verify: bool,
     ) -> PyResult<Bound<'py, PyTuple>> {
-        let n = name_bytes(name)?;
-        let s = self.get()?;
-        if !verify {
-            if let Some(r) = s.as_native() {
-                match py.detach(|| {
-                    r.get(&n)
-                        .map(|v| v.map(|v| (v.dtype(), v.shape().to_vec(), v.data())))
-                }) {
-                    // A bytes value's encoding is always checked (`load` below).
-                    Ok(Some((DType::Bytes, _, _))) => {}
-                    Ok(Some((d, shape, data))) => {
-                        let t = LoadedTensor {
-                            info: paramdex::interop::TensorInfo {
-                                name: n.clone(),
-                                kind: Kind::Numeric(d),
-                                shape,
-                                lod: Vec::new(),
-                                nbytes: data.len() as u64,
-                            },
-                            data: TensorData::Bytes(Cow::Borrowed(data)),
-                        };
-                        return loaded(py, &s, t);
-                    }
-                    Ok(None) => return Err(self.not_found(&n)),
-                    // Stored in slices: assembled by `load` below.
-                    Err(Error::Sliced { .. }) => {}
-                    Err(e) => return Err(py_err(e)),
-                }
-            }
-        }
-        let t = py.detach(|| s.load(&n)).py()?;
-        match t {
-            Some(t) => loaded(py, &s, t),
-            None => Err(self.not_found(&n)),
-        }
+        self.with_loaded(py, name, verify, |s, t, _| loaded(py, s, t))
+    }
+
+    /// Tensor `name` as a numpy array made here (numpy's C API), as `load` reads it (`verify`
+    /// alike), for a numeric tensor whose dtype has a numpy dtype (`set_numpy_dtypes`): a
+    /// read-only view of the store's memory, or a writable array over the bytes the library
+    /// copied. Any other tensor (strings, bytes values, opaque TensorFlow types, dtypes without
+    /// a numpy dtype) gives the `(kind, shape, data)` tuple of `load`.
+    ///
+    /// `private` asks for a writable view of a private (copy-on-write) mapping of the file
+    /// instead of the read-only view: with `cow` (the mapped file's path and a `uint8` array
+    /// over the whole mapping) the array views `cow` where the tensor is one run of that
+    /// file (`data_location`), else the store's memory, read-only; without `cow`, a tensor
+    /// in the store's memory gives the tuple (the caller maps the file).
+    #[pyo3(signature = (name, verify = true, private = false, cow = None))]
+    fn load_array<'py>(
+        &self,
+        py: Python<'py>,
+        name: &Bound<'py, PyAny>,
+        verify: bool,
+        private: bool,
+        cow: Option<(String, Bound<'py, numpy::PyArray1<u8>>)>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        self.with_loaded(py, name, verify, |s, t, run| {
+            self.array_of(py, s, t, run, private, cow.as_ref())
+        })
     }
 
     /// (kind, shape, data) of the region at `start` of lengths `lens` of numeric tensor `name`.
@@ -629,16 +811,21 @@ impl Store {
         start: Vec<u64>,
         lens: Vec<u64>,
     ) -> PyResult<Bound<'py, PyTuple>> {
-        let n = name_bytes(name)?;
-        let region = Region::new(start, lens).ok_or_else(|| {
-            PyValueError::new_err("a region's start and lengths must have the same rank")
-        })?;
-        let s = self.get()?;
-        let t = py.detach(|| s.load_slice(&n, &region)).py()?;
-        match t {
-            Some(t) => loaded(py, &s, t),
-            None => Err(self.not_found(&n)),
-        }
+        self.with_region(py, name, start, lens, |s, t| loaded(py, s, t))
+    }
+
+    /// The region of `load_region` as a numpy array made here, as `load_array` makes them
+    /// (its tuple for a tensor that cannot be one).
+    fn load_region_array<'py>(
+        &self,
+        py: Python<'py>,
+        name: &Bound<'py, PyAny>,
+        start: Vec<u64>,
+        lens: Vec<u64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        self.with_region(py, name, start, lens, |s, t| {
+            self.array_of(py, s, t, None, false, None)
+        })
     }
 
     /// The store's metadata as a dict.
@@ -1276,6 +1463,8 @@ fn _paramdex(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeWriter>()?;
     m.add_class::<PyCheckpointManager>()?;
     m.add_function(wrap_pyfunction!(dtypes, m)?)?;
+    m.add_function(wrap_pyfunction!(arrays::set_numpy_dtypes, m)?)?;
+    m.add_class::<arrays::Keep>()?;
     m.add_function(wrap_pyfunction!(is_numeric, m)?)?;
     m.add_function(wrap_pyfunction!(abort_uploads_in_flight, m)?)?;
     m.add_function(wrap_pyfunction!(write_safetensors, m)?)?;

@@ -99,6 +99,50 @@ def test_round_trip_every_dtype(tmp_path, kind, shape):
     same(a, load_file(p)["t"])
 
 
+@pytest.mark.parametrize("readonly", [True, False])
+def test_arrays_made_by_the_extension_are_the_buffer_path_arrays(tmp_path, readonly):
+    # get_tensor's arrays come from numpy's C API in the extension (Store.load_array); the
+    # Buffer path (Store.load + to_numpy) is what they must equal, dtype, shape, bytes and all.
+    from paramdex._convert import to_numpy
+
+    tensors = {f"{kind}/{i}": sample(kind, shape, i) for kind in INFERRED
+               for i, shape in enumerate([(3, 5), (), (0, 4), (2, 1, 3)])}
+    p = tmp_path / "m.pdx"
+    save_file(tensors, p)
+    with paramdex.safe_open(p, readonly=readonly) as f:
+        got = {}
+        for name, a in tensors.items():
+            kind, shape, data = f._store.load(name)
+            want = to_numpy(kind, shape, data)
+            b = f.get_tensor(name)
+            assert type(b) is np.ndarray and b.flags.c_contiguous, name
+            same(want, b)
+            same(a, b)
+            # readonly: a view of the store's mapping; else of a private copy-on-write one.
+            assert b.flags.writeable == (not readonly), name
+            direct = f._store.load_array(name)
+            same(a, direct)
+            assert not direct.flags.writeable and not direct.flags.owndata
+            assert direct.__array_interface__["data"][0] == data.address
+            got[name] = b
+    del f, direct, want, data
+    gc.collect()
+    # The arrays hold the store (or the private mapping) after the close.
+    for name, a in tensors.items():
+        same(a, got[name])
+    if not readonly:
+        got["float32/0"][0, 0] = 7.0  # a private page: the file is unchanged
+        with paramdex.safe_open(p, readonly=True) as f:
+            same(tensors["float32/0"], f.get_tensor("float32/0"))
+
+
+def test_set_numpy_dtypes_refuses_unknown_names():
+    with pytest.raises(ValueError, match="no dtype named"):
+        _paramdex.set_numpy_dtypes([("float33", np.dtype("float32"))])
+    with pytest.raises(TypeError):
+        _paramdex.set_numpy_dtypes([("float32", "not a dtype")])
+
+
 def test_bfloat16_and_float8_are_ml_dtypes(tmp_path):
     ml = need("ml_dtypes")
     a = np.array([1.5, -2.0, 0.25], dtype=ml.bfloat16)
@@ -476,6 +520,12 @@ def test_checksums_false_skips_the_data_check_only(tmp_path):
     with pytest.raises(paramdex.CorruptError):
         load_file(p)
     assert load_file(p, checksums=False)["a"][1] == 1
+    # With checksums on, get_tensor checks the tensor's CRC32C in every mode.
+    for readonly in (True, False):
+        with paramdex.safe_open(p, readonly=readonly) as f:
+            with pytest.raises(paramdex.CorruptError):
+                f.get_tensor("a")
+            assert f.get_tensor("b").tolist() == [1.0] * 8
 
 
 def test_sharded_checkpoints_read_through_safe_open(tmp_path):

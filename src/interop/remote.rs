@@ -295,7 +295,10 @@ pub fn open_location(loc: ObjectLocation, opts: &UrlOptions) -> Result<Box<dyn T
                     ..
                 }) if url == format!("{}.index", loc.url) => match dcp_at(&loc, opts) {
                     Some(r) => r,
-                    None => match hf_at(&loc, opts) {
+                    None => match hf_at(&loc, opts)
+                        .or_else(|| paddle_at(&loc, opts))
+                        .or_else(|| paddle_dir_at(&loc, opts))
+                    {
                         Some(r) => r,
                         None => Err(Error::Remote {
                             problem: RemoteProblem::NotFound,
@@ -313,7 +316,7 @@ pub fn open_location(loc: ObjectLocation, opts: &UrlOptions) -> Result<Box<dyn T
         }
         Err(e) => return Err(e),
     };
-    open_object(held, opts)
+    open_object(&loc, held, opts)
 }
 
 /// The torch DCP checkpoint at `loc`, a key that names no object nor checkpoint prefix, when
@@ -424,7 +427,7 @@ fn hf_at(loc: &ObjectLocation, opts: &UrlOptions) -> Option<Result<Box<dyn Tenso
         } else {
             open_tail(&child, opts.native.tail_bytes)
         }
-        .and_then(|held| open_object(held, opts));
+        .and_then(|held| open_object(&child, held, opts));
         if found(&r) {
             return Some(r);
         }
@@ -445,8 +448,14 @@ fn data_object_prefix(loc: &ObjectLocation) -> Option<ObjectLocation> {
     loc.without_suffix(&key[at..])
 }
 
-/// A native file or a safetensors file, from the first read of its object.
-fn open_object(held: Held, opts: &UrlOptions) -> Result<Box<dyn TensorStore>> {
+/// What the object at `loc` is, from its first read `held`: a native file, a safetensors file,
+/// a `torch.save` zip or Paddle dygraph pickle, or a Paddle model's file, merged file or
+/// tensor file.
+fn open_object(
+    loc: &ObjectLocation,
+    held: Held,
+    opts: &UrlOptions,
+) -> Result<Box<dyn TensorStore>> {
     let len = held.len();
     let url = held.location().to_string();
     if let Some(head) = held.head().filter(|h| safetensors::starts_like(h)) {
@@ -487,6 +496,18 @@ fn open_object(held: Held, opts: &UrlOptions) -> Result<Box<dyn TensorStore>> {
     if let Some(store) = open_whole(&held, &head, opts)? {
         return Ok(store);
     }
+    // A Paddle model's parameters or program, a merged file or a tensor file: the files it
+    // needs read whole, detected by the local rules (`paddle::fetched`).
+    let name = url.rsplit('/').next().unwrap_or_default();
+    let this = || {
+        Ok(crate::native::Source::Memory(
+            whole(&*held, opts.max_whole_object_bytes)?.into(),
+        ))
+    };
+    let sibling = siblings(loc, opts);
+    if let Some(store) = super::paddle::fetched::open_file(&url, name, &head, &this, &sibling)? {
+        return Ok(store);
+    }
     // Something paramdex does not read: say what it looks like, as for a local file.
     let name = url.rsplit('/').next().unwrap_or_default();
     let head = &head[..head.len().min(super::foreign::HEAD_LEN)];
@@ -502,6 +523,89 @@ fn open_object(held: Held, opts: &UrlOptions) -> Result<Box<dyn TensorStore>> {
              or by {url}.index"
         ),
     })
+}
+
+/// The Paddle model at prefix `loc`, a key naming no object nor checkpoint (`KEY.pdiparams`
+/// with `KEY.json` or `KEY.pdmodel`, or a program alone), made only on the way to a not-found
+/// error (one request per name tried). `None` when there is none.
+fn paddle_at(loc: &ObjectLocation, opts: &UrlOptions) -> Option<Result<Box<dyn TensorStore>>> {
+    let name = loc.path.as_ref().rsplit('/').next().unwrap_or_default();
+    if name.is_empty() {
+        return None;
+    }
+    super::paddle::fetched::open_prefix(&loc.url, name, &siblings(loc, opts)).transpose()
+}
+
+/// The Paddle input under the prefix `KEY/` of `loc`, a key naming no object nor checkpoint:
+/// its one model, or its per-variable files (`paddle::fetched::open_dir`), made only on the way
+/// to a not-found error (one listing; then each file read whole, at most
+/// [`UrlOptions::max_whole_object_bytes`] in all, checked before the reads). `None` when
+/// nothing is under it, or nothing Paddle reads.
+fn paddle_dir_at(loc: &ObjectLocation, opts: &UrlOptions) -> Option<Result<Box<dyn TensorStore>>> {
+    use futures_util::TryStreamExt;
+    let key = loc.path.as_ref();
+    if key.is_empty() {
+        return None;
+    }
+    let prefix = crate::remote::object_path(key);
+    // A probe on the way to a not-found error: a listing the store refuses (a key allowed
+    // to be read but not its bucket listed) leaves that error as the answer.
+    let listed: Vec<object_store::ObjectMeta> = loc
+        .runtime
+        .block_on(loc.store.list(Some(&prefix)).try_collect())
+        .ok()?;
+    let strip = format!("{key}/");
+    let mut files: Vec<(String, u64)> = listed
+        .iter()
+        .filter_map(|m| {
+            let n = m.location.as_ref().strip_prefix(&strip)?;
+            Some((n.to_string(), m.size))
+        })
+        .collect();
+    if files.is_empty() {
+        return None;
+    }
+    files.sort();
+    let total = files.iter().fold(0u64, |t, (_, l)| t.saturating_add(*l));
+    if let Err(e) = crate::error::ensure_within(
+        "bytes of the objects under a prefix read whole into memory (UrlOptions::max_whole_object_bytes)",
+        total,
+        opts.max_whole_object_bytes,
+        None,
+    ) {
+        return Some(Err(e));
+    }
+    let dir = loc.url.trim_end_matches('/').to_string();
+    let read = |n: &str| -> Result<crate::native::Source> {
+        let at = loc.with_suffix(&format!("/{n}"));
+        let held = open_head(&at, opts.native.tail_bytes)?;
+        Ok(crate::native::Source::Memory(
+            whole(&held, opts.max_whole_object_bytes)?.into(),
+        ))
+    };
+    super::paddle::fetched::open_dir(&dir, &files, &read).transpose()
+}
+
+/// Reads an object beside `loc` (the same "directory") by its name, whole (at most
+/// [`UrlOptions::max_whole_object_bytes`], checked before the read): `None` when there is no
+/// such object.
+fn siblings<'a>(
+    loc: &'a ObjectLocation,
+    opts: &'a UrlOptions,
+) -> impl Fn(&str) -> Result<Option<crate::native::Source>> + 'a {
+    move |other| {
+        let at = loc.sibling(other);
+        let held = match open_head(&at, opts.native.tail_bytes) {
+            Ok(h) => h,
+            Err(Error::Remote {
+                problem: RemoteProblem::NotFound,
+                ..
+            }) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let bytes = whole(&held, opts.max_whole_object_bytes)?;
+        Ok(Some(crate::native::Source::Memory(bytes.into())))
+    }
 }
 
 /// The object of `held` (whose first bytes are `head`) opened as a `torch.save` zip or a

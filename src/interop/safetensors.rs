@@ -384,6 +384,15 @@ impl Header {
         })
     }
 
+    /// The description of tensor `name`, if the file holds it: one lookup in the header's
+    /// map (the trait's default lists every tensor to find one).
+    fn info_of(&self, name: &[u8]) -> Result<Option<TensorInfo>> {
+        let Some(name) = std::str::from_utf8(name).ok().filter(|n| self.has(n)) else {
+            return Ok(None);
+        };
+        self.info(name).map(|(info, _, _)| Some(info))
+    }
+
     /// The location of tensor `name`, if the file holds it.
     fn data_location(&self, name: &[u8]) -> Result<Option<DataLocation>> {
         let Some(name) = std::str::from_utf8(name).ok().filter(|n| self.has(n)) else {
@@ -490,6 +499,10 @@ impl TensorStore for SafetensorsStore {
     /// is one paramdex knows.
     fn verify(&self, _threads: usize) -> Result<VerifySummary> {
         self.header.verify()
+    }
+
+    fn info(&self, name: &[u8]) -> Result<Option<TensorInfo>> {
+        self.header.info_of(name)
     }
 
     fn data_location(&self, name: &[u8]) -> Result<Option<DataLocation>> {
@@ -620,6 +633,10 @@ impl TensorStore for RemoteSafetensors {
     /// is one paramdex knows. No tensor data is read.
     fn verify(&self, _threads: usize) -> Result<VerifySummary> {
         self.header.verify()
+    }
+
+    fn info(&self, name: &[u8]) -> Result<Option<TensorInfo>> {
+        self.header.info_of(name)
     }
 
     fn data_location(&self, name: &[u8]) -> Result<Option<DataLocation>> {
@@ -1219,5 +1236,23 @@ mod tests {
         let ok = b"\x02\0\0\0\0\0\0\0{}";
         let s = SafetensorsStore::from_bytes(ok.to_vec()).unwrap();
         assert!(s.list().unwrap().is_empty());
+    }
+
+    #[test]
+    fn info_is_the_listed_entry_of_one_name() {
+        let header = br#"{"b":{"dtype":"I64","shape":[1],"data_offsets":[8,16]},"a":{"dtype":"F32","shape":[2,1],"data_offsets":[0,8]},"__metadata__":{"k":"v"}}"#;
+        let mut file = (header.len() as u64).to_le_bytes().to_vec();
+        file.extend_from_slice(header);
+        file.extend_from_slice(&[0u8; 16]);
+        let s = SafetensorsStore::from_bytes(file).unwrap();
+        let listed = s.list().unwrap();
+        assert_eq!(listed.len(), 2);
+        for t in &listed {
+            assert_eq!(s.info(&t.name).unwrap().as_ref(), Some(t));
+        }
+        assert_eq!(s.info(b"a").unwrap().unwrap().shape, vec![2, 1]);
+        for absent in [&b"c"[..], b"__metadata__", b"", b"\xff"] {
+            assert!(s.info(absent).unwrap().is_none(), "{absent:?}");
+        }
     }
 }

@@ -62,6 +62,8 @@ pub use upload::{
     DEFAULT_PART_SIZE, DEFAULT_UPLOAD_CONCURRENCY, MAX_PARTS, MAX_PART_SIZE, MIN_PART_SIZE,
 };
 #[cfg(feature = "s3")]
+pub(crate) use url::object_path;
+#[cfg(feature = "s3")]
 pub use url::{
     open_url, open_url_with, resolve, resolve_with, s3_settings, set_s3_settings, split_s3_url,
     ObjectLocation, RemoteConfig, S3Settings,

@@ -250,6 +250,14 @@ pub(crate) fn runtime() -> Result<Arc<tokio::runtime::Runtime>> {
     Ok(RT.get_or_init(|| Arc::new(rt)).clone())
 }
 
+/// The object key `key` as it is named (an S3 key, the raw text a listing gives): kept as is
+/// (`ObjectPath::parse`), so that a key with non-ASCII characters (`ünï.b`) names that object,
+/// not its percent-encoded spelling (which `ObjectPath::from` makes of it). A key that is no
+/// valid path (an empty, `.` or `..` segment, a control character) is encoded instead.
+pub(crate) fn object_path(key: &str) -> ObjectPath {
+    ObjectPath::parse(key).unwrap_or_else(|_| ObjectPath::from(key))
+}
+
 /// An `s3://` URL resolved: the bucket's store, the object's key in it, and the runtime that
 /// runs its requests.
 #[derive(Clone)]
@@ -424,7 +432,7 @@ pub fn resolve_with(url: &str, config: &RemoteConfig) -> Result<ObjectLocation> 
     Ok(ObjectLocation {
         store: store.clone(),
         multipart: Some(store),
-        path: ObjectPath::from(key),
+        path: object_path(key),
         url: url.to_string(),
         runtime: runtime()?,
     })
@@ -437,8 +445,23 @@ impl ObjectLocation {
         ObjectLocation {
             store: self.store.clone(),
             multipart: self.multipart.clone(),
-            path: ObjectPath::from(format!("{}{suffix}", self.path.as_ref())),
+            path: object_path(&format!("{}{suffix}", self.path.as_ref())),
             url: format!("{}{suffix}", self.url),
+            runtime: self.runtime.clone(),
+        }
+    }
+
+    /// The object named `name` beside this one: its key (and URL) with the last component
+    /// replaced by `name` (Paddle's sibling files: `model.pdiparams` beside `model.json`).
+    pub fn sibling(&self, name: &str) -> ObjectLocation {
+        let key = self.path.as_ref();
+        let dir = key.rfind('/').map_or("", |i| &key[..=i]);
+        let url_dir = self.url.rfind('/').map_or("", |i| &self.url[..=i]);
+        ObjectLocation {
+            store: self.store.clone(),
+            multipart: self.multipart.clone(),
+            path: object_path(&format!("{dir}{name}")),
+            url: format!("{url_dir}{name}"),
             runtime: self.runtime.clone(),
         }
     }
@@ -454,7 +477,7 @@ impl ObjectLocation {
         Some(ObjectLocation {
             store: self.store.clone(),
             multipart: self.multipart.clone(),
-            path: ObjectPath::from(key),
+            path: object_path(key),
             url: url.to_string(),
             runtime: self.runtime.clone(),
         })

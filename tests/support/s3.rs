@@ -68,7 +68,7 @@ pub fn plain_store(g: &Garage, endpoint: &str) -> Arc<dyn ObjectStore> {
 
 /// Puts `bytes` at `key` once; panics on any error.
 pub fn put(rt: &tokio::runtime::Runtime, s: &dyn ObjectStore, key: &str, bytes: Vec<u8>) {
-    rt.block_on(s.put(&ObjectPath::from(key), PutPayload::from(bytes)))
+    rt.block_on(s.put(&ObjectPath::parse(key).unwrap(), PutPayload::from(bytes)))
         .unwrap();
 }
 
@@ -83,7 +83,7 @@ pub fn put_when_writable(
 ) -> Result<(), object_store::Error> {
     let start = Instant::now();
     loop {
-        match rt.block_on(s.put(&ObjectPath::from(key), payload.clone())) {
+        match rt.block_on(s.put(&ObjectPath::parse(key).unwrap(), payload.clone())) {
             Ok(_) => return Ok(()),
             Err(e) if start.elapsed() < Duration::from_secs(60) => {
                 eprintln!("garage not writable yet: {e}");
@@ -104,7 +104,7 @@ pub fn put_retried(rt: &tokio::runtime::Runtime, s: &dyn ObjectStore, key: &str,
 /// The bytes of the object at `key`; `None` when there is none.
 pub fn get(rt: &tokio::runtime::Runtime, s: &dyn ObjectStore, key: &str) -> Option<Vec<u8>> {
     rt.block_on(async {
-        match s.get(&ObjectPath::from(key)).await {
+        match s.get(&ObjectPath::parse(key).unwrap()).await {
             Ok(r) => Some(r.bytes().await.unwrap().to_vec()),
             Err(object_store::Error::NotFound { .. }) => None,
             Err(e) => panic!("get {key}: {e}"),
@@ -140,7 +140,7 @@ pub fn set_aws_env_once(g: &Garage) {
 /// Sorted names of the objects directly under `dir/` (one level, no common prefixes).
 pub fn list_names(rt: &tokio::runtime::Runtime, s: &dyn ObjectStore, dir: &str) -> Vec<String> {
     let l = rt
-        .block_on(s.list_with_delimiter(Some(&ObjectPath::from(dir))))
+        .block_on(s.list_with_delimiter(Some(&ObjectPath::parse(dir).unwrap())))
         .unwrap();
     let mut v: Vec<String> = l
         .objects

@@ -67,6 +67,16 @@ pub fn json(o: &Output) -> Value {
     serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", stdout(o)))
 }
 
+/// The tensor names `paramdex ls INPUT --json` lists (exit 0), in its order.
+pub fn ls_names(input: &dyn AsRef<std::ffi::OsStr>) -> Vec<String> {
+    json(&run(&[&"ls", input, &"--json"], 0))
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
 /// Checks the text listing `o` of `paramdex ckpt` over steps 100..=500 whose `acc` is best at
 /// 200 (the `training_dir` of `ckpt.rs` and `ckpt_remote.rs`): a header, one line a step, the
 /// latest marked.

@@ -124,7 +124,7 @@ impl Location {
 
     #[cfg(feature = "s3")]
     fn key(loc: &ObjectLocation, name: &str) -> ObjectPath {
-        ObjectPath::from(format!("{}/{name}", loc.path.as_ref()))
+        crate::remote::object_path(&format!("{}/{name}", loc.path.as_ref()))
     }
 
     /// The path (local) or URL (object) of `name` in the directory.

@@ -164,7 +164,9 @@ pub(crate) fn match_records(buf: &[u8], path: &Path, program: &Program) -> Resul
                     "{ctx}; a combined stream has no record sizes, so a record of a type \
                      paramdex does not know cannot be sized or skipped"
                 )),
-                e => e.context(&ctx),
+                // A limit broken (a LoD level count, a desc size) becomes damage naming the
+                // file and tensor, as in a tensor file.
+                e => with_context(e, &ctx),
             };
             if i + 1 == n {
                 hint_truncated(e)

@@ -240,6 +240,21 @@ pub fn open_merged(path: &Path) -> Result<MergedStore> {
 }
 
 fn open_with(path: &Path, src: Source) -> Result<MergedStore> {
+    let program = match merged_program_path(path) {
+        Some(p) => Some(load_program(&p)?),
+        None => None,
+    };
+    open_with_program(path, src, program)
+}
+
+/// A merged file from its bytes `src`, found at `path` (a path or an object's URL), its
+/// records named by `program` when there is one: what [`open_merged`] opens to wherever the
+/// file and its program are.
+pub(crate) fn open_with_program(
+    path: &Path,
+    src: Source,
+    program: Option<Program>,
+) -> Result<MergedStore> {
     if src.is_empty() {
         return Err(Error::UnrecognizedFormat {
             path: path.display().to_string(),
@@ -248,10 +263,6 @@ fn open_with(path: &Path, src: Source) -> Result<MergedStore> {
         });
     }
     let records = record_table(&src, path)?;
-    let program = match merged_program_path(path) {
-        Some(p) => Some(load_program(&p)?),
-        None => None,
-    };
     let names: Option<Vec<Vec<u8>>> = match &program {
         Some(p) => {
             if p.params.len() != records.len() {

@@ -38,6 +38,8 @@
 
 mod combined;
 pub mod dygraph;
+#[cfg(feature = "s3")]
+pub(crate) mod fetched;
 pub mod merged;
 mod program;
 mod store;
@@ -268,10 +270,15 @@ pub fn open_model(params: &Path, program: &Path) -> Result<PaddleStore> {
 /// A model whose `.pdiparams` does not exist: valid when its program declares no parameters
 /// (Paddle then writes no `.pdiparams`), and an error naming the missing file otherwise.
 fn program_without_params(program: &Path, params: &Path) -> Result<PaddleStore> {
-    let prog = load_program(program)?;
+    model_without_params(load_program(program)?, params)
+}
+
+/// [`program_without_params`] of a parsed program, whose parameters file `params` (a path or
+/// an object's URL) is not there.
+fn model_without_params(prog: Program, params: &Path) -> Result<PaddleStore> {
     if !prog.params.is_empty() {
         return Err(unrecognized(
-            program,
+            &prog.path,
             format!(
                 "a Paddle program declaring {} parameters, but its parameters file {} does not exist",
                 prog.params.len(),
@@ -284,7 +291,7 @@ fn program_without_params(program: &Path, params: &Path) -> Result<PaddleStore> 
 
 fn open_model_with(params: &Path, src: Source, program: &Path) -> Result<PaddleStore> {
     let prog = load_program(program)?;
-    let recs = combined::match_records(&src, params, &prog).map_err(|e| {
+    model_from_parts(params, src, prog).map_err(|e| {
         // Both program forms beside one .pdiparams: the .json was taken; say that the other
         // one exists, as it may be the one that belongs to these parameters.
         let other = match program.extension().and_then(|e| e.to_str()) {
@@ -310,7 +317,15 @@ fn open_model_with(params: &Path, src: Source, program: &Path) -> Result<PaddleS
             },
             e => e,
         }
-    })?;
+    })
+}
+
+/// A model from its parameter file's bytes `src` (found at `params`, a path or an object's
+/// URL) and its parsed program: the records matched to the program's parameters (count,
+/// order, dtype and shape where declared), ending at the end of the bytes. What a model opens
+/// to wherever its two files are.
+pub(crate) fn model_from_parts(params: &Path, src: Source, prog: Program) -> Result<PaddleStore> {
+    let recs = combined::match_records(&src, params, &prog)?;
     let entries = prog
         .params
         .iter()
@@ -342,7 +357,9 @@ pub fn open_tensor_file(path: &Path) -> Result<PaddleStore> {
     open_tensor_with(path, src)
 }
 
-fn open_tensor_with(path: &Path, src: Source) -> Result<PaddleStore> {
+/// A tensor file from its bytes `src`, found at `path` (a path or an object's URL; its last
+/// component is the tensor's name): exactly one record, nothing after it.
+pub(crate) fn open_tensor_with(path: &Path, src: Source) -> Result<PaddleStore> {
     let name = path
         .file_name()
         .map(os_bytes)
@@ -393,6 +410,41 @@ pub fn open_dir(dir: &Path) -> Result<PaddleStore> {
 fn open_dir_detect(dir: &Path) -> Result<Option<PaddleStore>> {
     let mut files = Vec::new();
     scan_dir(dir, Vec::new(), 0, &mut files)?;
+    let place = DirFiles {
+        open: &|p| Source::map(p),
+        is_dcp_metadata: &|p| {
+            p.file_name()
+                .is_some_and(|n| n == crate::interop::torch::dcp::METADATA_FILE)
+                && crate::interop::torch::dcp::is_dcp(p)
+        },
+        is_model_file: &is_model_file,
+        // Thousands of files: each mapped again when first read, not kept mapped.
+        slot: &|path, src| FileSlot::lazy(path, src.len() as u64),
+    };
+    per_variable_files(dir, files, &place)
+}
+
+/// What [`per_variable_files`] needs of the place its files are in (a directory, or a bucket's
+/// prefix whose objects were fetched).
+struct DirFiles<'a> {
+    /// The bytes of a file.
+    open: &'a dyn Fn(&Path) -> Result<Source>,
+    /// Whether a file is a torch DCP checkpoint's `.metadata`.
+    is_dcp_metadata: &'a dyn Fn(&Path) -> bool,
+    /// Whether a file is part of a Paddle model ([`is_model_file`]).
+    is_model_file: &'a dyn Fn(&Path) -> bool,
+    /// How the store holds a file it read.
+    slot: &'a dyn Fn(PathBuf, Source) -> FileSlot,
+}
+
+/// The store of a directory of per-variable files `files` (relative name, path, length), or
+/// `None` when the directory is not one: the detection of [`open_dir_detect`], wherever the
+/// files are.
+fn per_variable_files(
+    dir: &Path,
+    mut files: Vec<(Vec<u8>, PathBuf, u64)>,
+    place: &DirFiles<'_>,
+) -> Result<Option<PaddleStore>> {
     files.sort_by(|a, b| a.0.cmp(&b.0));
     // Detection: some file must start like a record; otherwise this is some other directory
     // (a pickle in it is reported, as the likely mistake). Then every file must be a record: a
@@ -402,13 +454,10 @@ fn open_dir_detect(dir: &Path) -> Result<Option<PaddleStore>> {
     for (_, p, _) in &files {
         // A torch DCP checkpoint's `.metadata` (here or in a subdirectory): the directory
         // holds an input of another format, not tensor files.
-        if p.file_name()
-            .is_some_and(|n| n == crate::interop::torch::dcp::METADATA_FILE)
-            && crate::interop::torch::dcp::is_dcp(p)
-        {
+        if (place.is_dcp_metadata)(p) {
             return Ok(None);
         }
-        let s = Source::map(p)?;
+        let s = (place.open)(p)?;
         check_pickle(p, &s)?;
         if looks_like_record(&s) {
             sample = Some(p.clone());
@@ -426,10 +475,10 @@ fn open_dir_detect(dir: &Path) -> Result<Option<PaddleStore>> {
     let mut entries = Vec::with_capacity(files.len());
     let mut first_error = None;
     for (i, (name, path, _)) in files.into_iter().enumerate() {
-        if is_model_file(&path) {
+        if (place.is_model_file)(&path) {
             return Ok(None);
         }
-        let src = Source::map(&path)?;
+        let src = (place.open)(&path)?;
         if ends_with_table_magic(&src) {
             return Ok(None);
         }
@@ -454,7 +503,7 @@ fn open_dir_detect(dir: &Path) -> Result<Option<PaddleStore>> {
         });
         match rec {
             Ok(rec) => {
-                slots.push(FileSlot::lazy(path, src.len() as u64));
+                slots.push((place.slot)(path, src));
                 entries.push(Entry { name, file: i, rec });
             }
             Err(e) => first_error = Some(e),
@@ -485,11 +534,36 @@ fn ends_with_table_magic(buf: &[u8]) -> bool {
 /// A directory of per-variable files whose names come from a program (`__model__`).
 fn open_dir_with_program(dir: &Path, program: &Path) -> Result<PaddleStore> {
     let prog = load_program(program)?;
+    dir_with_program(
+        dir,
+        prog,
+        &|path| {
+            if path.is_file() {
+                Source::map(path).map(Some)
+            } else {
+                Ok(None)
+            }
+        },
+        &|path, src| FileSlot::lazy(path, src.len() as u64),
+    )
+}
+
+/// The per-variable files that the program `prog` names in `dir` (a directory or a bucket's
+/// prefix): each parameter's file (`open`: its bytes, `None` when it is not there) must be one
+/// record of the declared dtype and shape. What [`open_dir_with_program`] opens to wherever
+/// the files are; `slot` says how the store holds a file it read.
+fn dir_with_program(
+    dir: &Path,
+    prog: Program,
+    open: &dyn Fn(&Path) -> Result<Option<Source>>,
+    slot: &dyn Fn(PathBuf, Source) -> FileSlot,
+) -> Result<PaddleStore> {
+    let program = prog.path.clone();
     let mut slots = Vec::with_capacity(prog.params.len());
     let mut entries = Vec::with_capacity(prog.params.len());
     for (i, d) in prog.params.iter().enumerate() {
         let path = dir.join(relative_path(&d.name)?);
-        if !path.is_file() {
+        let Some(src) = open(&path)? else {
             return Err(Error::corrupt(
                 "per-variable directory",
                 0,
@@ -501,8 +575,7 @@ fn open_dir_with_program(dir: &Path, program: &Path) -> Result<PaddleStore> {
                     path.display()
                 ),
             ));
-        }
-        let src = Source::map(&path)?;
+        };
         check_pickle(&path, &src)?;
         let rec = combined::single_record(&src, &path, &d.name)?;
         if !rec.dtype.declared_by(d, &rec.dims) {
@@ -520,7 +593,7 @@ fn open_dir_with_program(dir: &Path, program: &Path) -> Result<PaddleStore> {
                 ),
             ));
         }
-        slots.push(FileSlot::lazy(path, src.len() as u64));
+        slots.push(slot(path, src));
         entries.push(Entry {
             name: d.name.clone(),
             file: i,

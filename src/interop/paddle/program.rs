@@ -131,12 +131,28 @@ pub fn load_program(path: &Path) -> Result<Program> {
         .len();
     ensure_within("program file size", len, MAX_PROGRAM_LEN, None)?;
     let bytes = std::fs::read(path).ctx("reading", path)?;
+    parse_program(&bytes, path)
+}
+
+/// Parses the program `bytes`, found at `path` (a file or an object's URL, named in messages
+/// and deciding the serialization with the content as [`load_program`] says).
+///
+/// # Errors
+///
+/// As [`load_program`], but for reading: [`Error::LimitExceeded`] above [`MAX_PROGRAM_LEN`].
+pub(crate) fn parse_program(bytes: &[u8], path: &Path) -> Result<Program> {
+    ensure_within(
+        "program file size",
+        bytes.len() as u64,
+        MAX_PROGRAM_LEN,
+        None,
+    )?;
     let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
     let json_name = path.extension().is_some_and(|e| e == "json");
     let (kind, params) = if first == Some(&b'{') || json_name {
-        (ProgramKind::PirJson, parse_pir_json(&bytes, path)?)
+        (ProgramKind::PirJson, parse_pir_json(bytes, path)?)
     } else {
-        (ProgramKind::ProgramDesc, parse_program_desc(&bytes, path)?)
+        (ProgramKind::ProgramDesc, parse_program_desc(bytes, path)?)
     };
     Ok(Program {
         path: path.to_path_buf(),
@@ -224,7 +240,8 @@ pub fn parse_program_desc(bytes: &[u8], path: &Path) -> Result<Vec<ParamDecl>> {
                     "{}: persistable variable {name} has Paddle type {other} ({}); paramdex \
                      reads dense-tensor parameters only",
                     path.display(),
-                    var_type_name(other)
+                    crate::dtype::paddle_type_name(i64::from(other))
+                        .unwrap_or("not a variable kind paramdex knows")
                 )))
             }
         }
@@ -453,27 +470,6 @@ pub(crate) fn is_parameters_only_json(bytes: &[u8], params: &[ParamDecl]) -> boo
         }
     }
     rest == PIR_TAIL
-}
-
-/// Name of a non-element `VarType.Type`, for messages.
-fn var_type_name(t: i32) -> &'static str {
-    match t {
-        8 => "SELECTED_ROWS",
-        11 => "STEP_SCOPES",
-        12 => "LOD_RANK_TABLE",
-        13 => "DENSE_TENSOR_ARRAY",
-        14 => "PLACE_LIST",
-        15 => "READER",
-        18 => "TUPLE",
-        25 => "STRING",
-        26 => "STRINGS",
-        27 => "VOCAB",
-        28 => "FEED_LIST",
-        29 => "PSTRING",
-        30 => "SPARSE_COO",
-        31 => "SPARSE_CSR",
-        _ => "not a variable kind paramdex knows",
-    }
 }
 
 /// The PIR type names of element types (`pir/serialize_deserialize`), without the dialect prefix.

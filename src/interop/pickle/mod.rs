@@ -59,9 +59,42 @@ pub const MAX_VISITS: usize = 1 << 22;
 /// A global on an allow-list: `(module, name)`.
 pub type GlobalName = (&'static str, &'static str);
 
+/// A `&[GlobalName]` of the given globals followed by torch's dtypes (`torch.float32`, ...):
+/// the one list of dtypes that both `torch.save`'s allow-list ([`TORCH_GLOBALS`]) and DCP's
+/// (`interop::torch::dcp::DCP_GLOBALS`) name.
+macro_rules! with_torch_dtypes {
+    ($($global:expr),* $(,)?) => {
+        &[
+            $($global,)*
+            ("torch", "float32"),
+            ("torch", "float64"),
+            ("torch", "float16"),
+            ("torch", "bfloat16"),
+            ("torch", "int64"),
+            ("torch", "int32"),
+            ("torch", "int16"),
+            ("torch", "int8"),
+            ("torch", "uint8"),
+            ("torch", "bool"),
+            ("torch", "uint16"),
+            ("torch", "uint32"),
+            ("torch", "uint64"),
+            ("torch", "complex64"),
+            ("torch", "complex128"),
+            ("torch", "float8_e4m3fn"),
+            ("torch", "float8_e5m2"),
+            ("torch", "float8_e4m3fnuz"),
+            ("torch", "float8_e5m2fnuz"),
+            ("torch", "float8_e8m0fnu"),
+            ("torch", "float4_e2m1fn_x2"),
+        ]
+    };
+}
+pub(crate) use with_torch_dtypes;
+
 /// The globals a `torch.save` pickle may name (those `torch.load(weights_only=True)` allows
 /// for tensors and state dicts).
-pub const TORCH_GLOBALS: &[GlobalName] = &[
+pub const TORCH_GLOBALS: &[GlobalName] = with_torch_dtypes![
     ("collections", "OrderedDict"),
     ("torch._utils", "_rebuild_tensor_v2"),
     // torch 2.x for the dtypes without a typed storage class (float8, uint16/32/64, ...): an
@@ -89,27 +122,6 @@ pub const TORCH_GLOBALS: &[GlobalName] = &[
     ("torch", "ComplexDoubleStorage"),
     ("torch", "Float8_e4m3fnStorage"),
     ("torch", "Float8_e5m2Storage"),
-    ("torch", "float32"),
-    ("torch", "float64"),
-    ("torch", "float16"),
-    ("torch", "bfloat16"),
-    ("torch", "int64"),
-    ("torch", "int32"),
-    ("torch", "int16"),
-    ("torch", "int8"),
-    ("torch", "uint8"),
-    ("torch", "bool"),
-    ("torch", "uint16"),
-    ("torch", "uint32"),
-    ("torch", "uint64"),
-    ("torch", "complex64"),
-    ("torch", "complex128"),
-    ("torch", "float8_e4m3fn"),
-    ("torch", "float8_e5m2"),
-    ("torch", "float8_e4m3fnuz"),
-    ("torch", "float8_e5m2fnuz"),
-    ("torch", "float8_e8m0fnu"),
-    ("torch", "float4_e2m1fn_x2"),
     ("builtins", "set"),
     ("builtins", "frozenset"),
     ("builtins", "slice"),

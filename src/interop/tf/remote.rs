@@ -11,7 +11,6 @@ use std::borrow::Cow;
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
-use object_store::path::Path as ObjectPath;
 use object_store::ObjectStore;
 
 use super::checkpoint::{past_end, ShardData};
@@ -88,7 +87,8 @@ impl ShardData for ObjectShards {
             // Nothing to read (an empty tensor): no request.
             return Ok(Cow::Owned(Vec::new()));
         }
-        let path = ObjectPath::from(format!("{}{}", self.prefix_key, self.suffix(shard)));
+        let path =
+            crate::remote::object_path(&format!("{}{}", self.prefix_key, self.suffix(shard)));
         let (obj, data) = ObjectRange::open_range(
             self.store.clone(),
             path,

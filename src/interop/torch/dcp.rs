@@ -35,7 +35,7 @@ use std::sync::OnceLock;
 use super::{view_bytes, Problem, TorchStore};
 use crate::dtype::DType;
 use crate::error::{path_str, Error, Result};
-use crate::interop::pickle::{self, GlobalName, Object, Pickle, Value};
+use crate::interop::pickle::{self, with_torch_dtypes, GlobalName, Object, Pickle, Value};
 use crate::interop::store::{
     Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorInfos, TensorStore, VerifySummary,
 };
@@ -60,7 +60,7 @@ pub const MAX_METADATA_ITEM_BYTES: u64 = 1 << 16;
 /// The globals a DCP `.metadata` pickle may name (as torch 2.x writes it): the metadata
 /// dataclasses, `torch.Size`, torch's dtypes, the encodings of a layout and a memory format,
 /// and the `pathlib` path of `StorageMeta.checkpoint_id`. None of them is called.
-pub const DCP_GLOBALS: &[GlobalName] = &[
+pub const DCP_GLOBALS: &[GlobalName] = with_torch_dtypes![
     ("collections", "OrderedDict"),
     ("torch.distributed.checkpoint.metadata", "Metadata"),
     (
@@ -89,28 +89,7 @@ pub const DCP_GLOBALS: &[GlobalName] = &[
     ("pathlib", "WindowsPath"),
     ("pathlib", "PureWindowsPath"),
     ("torch", "Size"),
-    ("torch", "float32"),
-    ("torch", "float64"),
-    ("torch", "float16"),
-    ("torch", "bfloat16"),
-    ("torch", "int64"),
-    ("torch", "int32"),
-    ("torch", "int16"),
-    ("torch", "int8"),
-    ("torch", "uint8"),
-    ("torch", "bool"),
-    ("torch", "uint16"),
-    ("torch", "uint32"),
-    ("torch", "uint64"),
     ("torch", "complex32"),
-    ("torch", "complex64"),
-    ("torch", "complex128"),
-    ("torch", "float8_e4m3fn"),
-    ("torch", "float8_e5m2"),
-    ("torch", "float8_e4m3fnuz"),
-    ("torch", "float8_e5m2fnuz"),
-    ("torch", "float8_e8m0fnu"),
-    ("torch", "float4_e2m1fn_x2"),
     ("torch", "qint8"),
     ("torch", "quint8"),
     ("torch", "qint32"),
