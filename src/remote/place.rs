@@ -14,7 +14,7 @@ use crate::error::{Error, RemoteProblem, Result, ShardProblem};
 use crate::native::{Brought, Place, ReadAt, Writer, WriterOptions, INDEX_SUFFIX};
 use crate::remote::object::{remote_error, ObjectRange};
 use crate::remote::upload::{ObjectUpload, UploadOptions};
-use crate::remote::url::{resolve, split_s3_url, ObjectLocation};
+use crate::remote::url::{object_path, resolve, split_s3_url, ObjectLocation};
 
 /// Bytes of an object's end read when it is opened: a shard's footer and index, usually.
 const OPEN_TAIL: u64 = 256 << 10;
@@ -65,7 +65,7 @@ impl BucketPlace {
     pub fn at(loc: ObjectLocation, bucket: &str) -> Result<BucketPlace> {
         let key = loc.path.to_string();
         let (dir, stem) = match key.rsplit_once('/') {
-            Some((d, s)) => (Some(ObjectPath::from(d)), s.to_string()),
+            Some((d, s)) => (Some(object_path(d)), s.to_string()),
             None => (None, key.clone()),
         };
         if stem.is_empty() {
@@ -96,7 +96,7 @@ impl BucketPlace {
 
     /// The key of `PREFIX<suffix>`.
     pub(crate) fn key(&self, suffix: &str) -> ObjectPath {
-        ObjectPath::from(format!("{}{suffix}", self.loc.path))
+        object_path(&format!("{}{suffix}", self.loc.path))
     }
 
     /// The location of `PREFIX<suffix>`.

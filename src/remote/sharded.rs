@@ -357,7 +357,7 @@ pub fn object_data_opener(
     Box::new(move |suffix: &str| -> Result<Arc<dyn RangeRead>> {
         Ok(Arc::new(crate::remote::object::ObjectRange::open(
             store.clone(),
-            object_store::path::Path::from(format!("{key_prefix}{suffix}")),
+            crate::remote::url::object_path(&format!("{key_prefix}{suffix}")),
             format!("{url_prefix}{suffix}"),
             runtime.clone(),
             tail_bytes,
