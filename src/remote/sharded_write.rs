@@ -60,6 +60,8 @@ const MERGE_READERS: usize = 16;
 pub struct RemoteShardWriter {
     writer: ShardWriter,
     url: String,
+    /// The checkpoint's prefix (a URL).
+    prefix: String,
 }
 
 impl RemoteShardWriter {
@@ -108,8 +110,13 @@ impl RemoteShardWriter {
     ) -> Result<RemoteShardWriter> {
         let suffix = data_suffix(shard_id, num_shards);
         let url = place.shown(&suffix);
+        let prefix = place.url().to_string();
         let writer = ShardWriter::create_in(place, &suffix, shard_id, num_shards, save_id, opts)?;
-        Ok(RemoteShardWriter { writer, url })
+        Ok(RemoteShardWriter {
+            writer,
+            url,
+            prefix,
+        })
     }
 
     /// Makes this shard part of an incremental save (SPEC.md 12.5) whose base is the sharded
@@ -119,9 +126,18 @@ impl RemoteShardWriter {
     /// base afterwards never breaks the new checkpoint.
     ///
     /// Errors: [`Error::Unsupported`] for a base opened without its place (by
-    /// [`RemoteSharded::open`] with a data opener of its own), and, at the first reuse, for a
-    /// base in another bucket.
+    /// [`RemoteSharded::open`] with a data opener of its own), for a base at this checkpoint's
+    /// own prefix (whose data objects the save's shards would replace while others are still
+    /// being copied: save each step at its own prefix), and, at the first reuse, for a base in
+    /// another bucket.
     pub fn with_base(mut self, base: Arc<RemoteSharded>) -> Result<RemoteShardWriter> {
+        if base.prefix() == self.prefix {
+            return Err(Error::Unsupported(format!(
+                "{}: an incremental save in a bucket at its base's own prefix (its shards would \
+                 replace the data objects it reuses); save it at a prefix of its own",
+                self.prefix
+            )));
+        }
         self.writer = self.writer.with_reuse_base(base)?;
         Ok(self)
     }
@@ -720,6 +736,16 @@ mod tests {
             .iter()
             .all(|f| f.kind == ShardFileKind::Committed));
         assert!(clean_shards_at(&step1).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_base_at_the_same_prefix_is_refused() {
+        let store = Arc::new(InMemory::new());
+        let base = base(&store);
+        let at = Arc::new(place(&store, "mem", "ck/step1"));
+        let w = RemoteShardWriter::create_at(at, 0, 1, SaveId::random(), quick()).unwrap();
+        let e = w.with_base(base).unwrap_err();
+        assert!(matches!(e, Error::Unsupported(_)), "{e:?}");
     }
 
     #[test]
