@@ -660,6 +660,9 @@ const CAPTURE_PARALLEL_MIN: usize = 64 << 20;
 /// Most threads a capture copies on (memory bandwidth, not cores, is the limit beyond).
 const CAPTURE_THREADS: usize = 4;
 
+/// A piece of a capture: source bytes and where they go (as long).
+type CopyPiece<'s, 'd> = (&'s [u8], &'d mut [u8]);
+
 /// Copies `sources`, one after the other, into `buf` (exactly as long as they are together):
 /// the capture of a background save, the one copy of the tensors' bytes (the writer writes
 /// from `buf`). A large capture is split into equal contiguous shares, one per thread (the
@@ -677,8 +680,8 @@ fn capture_copy<'a>(buf: &mut [u8], sources: impl Iterator<Item = &'a [u8]>) {
     };
     let share = total.div_ceil(threads.max(1)).max(1);
     // (source piece, destination piece) per share; a source crossing a share's end is cut.
-    let mut shares: Vec<std::sync::Mutex<Vec<(&[u8], &mut [u8])>>> = Vec::new();
-    let mut current: Vec<(&[u8], &mut [u8])> = Vec::new();
+    let mut shares: Vec<std::sync::Mutex<Vec<CopyPiece<'_, '_>>>> = Vec::new();
+    let mut current: Vec<CopyPiece<'_, '_>> = Vec::new();
     let mut room = share;
     let mut rest: &mut [u8] = buf;
     for mut src in sources {
