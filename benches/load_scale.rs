@@ -5,6 +5,10 @@
 //! cargo bench --bench load_scale                                   # both parts
 //! PARAMDEX_BENCH_PARTS=loads cargo bench --bench load_scale        # loads only (also: convert)
 //! PARAMDEX_BENCH_PARTS=scale PARAMDEX_BENCH_TENSORS=1000000 cargo bench --bench load_scale
+//! # issue 31: load_all on 2 threads against safetensors and a plain 2-thread copy
+//! PARAMDEX_BENCH_PARTS=full cargo bench --bench load_scale
+//! # the 10M write alone, against other builds of this bench (issue 31):
+//! PARAMDEX_BENCH_PARTS=write PARAMDEX_BENCH_BEFORE=/path/to/old/load_scale cargo bench --bench load_scale
 //! ```
 //!
 //! Loads: a ~1.7 GiB model (float32 embedding and head, 6 layers of attention and MLP
@@ -16,7 +20,7 @@
 //! an fsync, which needs no root and touches no other file) before each load. Medians; the
 //! variants are interleaved.
 //!
-//! Scale: N tiny (empty float32) tensors named as in `benches/compare.rs`, written in a fresh
+//! Scale: N tiny float32 tensors (`PARAMDEX_BENCH_TINY_BYTES` bytes each, default 8) named as in `benches/compare.rs`, written in a fresh
 //! child process with `sync` on, whose peak resident memory (`VmHWM`) is reported; once with
 //! the default `index_memory` and once with spilling off (`usize::MAX`, the writer before
 //! issue 17). Then open + get of tensor N/2 in fresh processes, and `verify` on one thread.
@@ -63,6 +67,18 @@ fn status_kib(field: &str) -> i64 {
                 .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         })
         .unwrap_or(0)
+}
+
+/// CPU time (user + system) of this process so far, all threads.
+fn cpu_time() -> Duration {
+    // SAFETY: getrusage writes the struct it is given, zero-initialised here.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid pointer to a rusage struct.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return Duration::ZERO;
+    }
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
 fn loadavg() -> String {
@@ -342,6 +358,89 @@ fn loads(m: &ModelFiles) -> Res<()> {
     Ok(())
 }
 
+/// A plain copy of every tensor's bytes (of the safetensors file, mapped and parsed before the
+/// clock starts) into new buffers on `threads` threads, each tensor split into equal parts,
+/// one per thread: the reference for a load with nothing to check.
+fn plain_copy(path: &Path, threads: usize) -> Res<Duration> {
+    let src = Source::map(path)?;
+    let st = SafeTensors::deserialize(&src)?;
+    let datas: Vec<&[u8]> = st.iter().map(|(_, t)| t.data()).collect();
+    let t0 = Instant::now();
+    let mut out: Vec<Vec<u8>> = datas.iter().map(|d| vec![0u8; d.len()]).collect();
+    std::thread::scope(|s| {
+        let mut parts: Vec<Vec<(&[u8], &mut [u8])>> = (0..threads).map(|_| Vec::new()).collect();
+        for (d, o) in datas.iter().zip(out.iter_mut()) {
+            let per = d.len().div_ceil(threads).max(1);
+            for (k, (a, b)) in d.chunks(per).zip(o.chunks_mut(per)).enumerate() {
+                parts[k].push((a, b));
+            }
+        }
+        for part in parts {
+            s.spawn(move || {
+                for (a, b) in part {
+                    b.copy_from_slice(a);
+                }
+            });
+        }
+    });
+    let d = t0.elapsed();
+    black_box(out.len());
+    Ok(d)
+}
+
+/// Issue 31, aim 4: every tensor into memory (checksums checked) on 2 threads, against
+/// safetensors' one-thread copy loop and a plain 2-thread copy of the same bytes, warm,
+/// interleaved.
+fn full_loads(m: &ModelFiles) -> Res<()> {
+    let opts = LoadOptions {
+        threads: 2,
+        advice: LoadAdvice::None,
+    };
+    st_load(&m.st)?;
+    pdx_load(&m.pdx, &opts)?;
+    let (mut st, mut copy1, mut copy2, mut pdx1, mut pdx2) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..m.reps {
+        st.push(st_load(&m.st)?);
+        copy1.push(plain_copy(&m.st, 1)?);
+        copy2.push(plain_copy(&m.st, 2)?);
+        pdx1.push(pdx_load(&m.pdx, &LoadOptions { threads: 1, ..opts })?);
+        pdx2.push(pdx_load(&m.pdx, &opts)?);
+    }
+    let (st, copy1, copy2, pdx1, pdx2) = (
+        median(st),
+        median(copy1),
+        median(copy2),
+        median(pdx1),
+        median(pdx2),
+    );
+    println!(
+        "#### Every tensor into memory, warm, median of {}\n",
+        m.reps
+    );
+    println!(
+        "| load | time | GB/s | safetensors' time / this | plain 2-thread copy's time / this |"
+    );
+    println!("|---|---|---|---|---|");
+    for (label, d) in [
+        ("safetensors deserialize + to_vec, 1 thread", st),
+        ("plain copy into new buffers, 1 thread", copy1),
+        ("plain copy into new buffers, 2 threads", copy2),
+        ("paramdex load_all (CRC32C checked), 1 thread", pdx1),
+        ("paramdex load_all (CRC32C checked), 2 threads", pdx2),
+    ] {
+        println!(
+            "| {label} | {} | {:.2} | {:.2}× | {:.0} % |",
+            fmt_dur(d),
+            gbps(m.total, d),
+            st.as_secs_f64() / d.as_secs_f64(),
+            100.0 * copy2.as_secs_f64() / d.as_secs_f64()
+        );
+    }
+    println!();
+    Ok(())
+}
+
 /// A table of load times: the safetensors row (`st_label`, 1 thread) and a row a variant
 /// (`times[i]` the runs of `variants[i]`), each against safetensors and, in the second half of
 /// the variants, against the same variant of the first half (1 thread).
@@ -456,6 +555,10 @@ fn child(args: &[String]) -> Res<()> {
             let n: usize = args[1].parse()?;
             let index_memory: usize = args[2].parse()?;
             let path = Path::new(&args[3]);
+            // Bytes of each tensor's data (float32: a multiple of 4).
+            let bytes: usize = args.get(4).map_or(Ok(0), |b| b.parse())?;
+            let data = vec![0x5au8; bytes / 4 * 4];
+            let shape = [(bytes / 4) as u64];
             // Names are made one at a time, so the peak memory is the writer's.
             let t0 = Instant::now();
             let mut w = Writer::create_with(
@@ -470,11 +573,21 @@ fn child(args: &[String]) -> Res<()> {
                 use std::fmt::Write as _;
                 name.clear();
                 write!(name, "model.layers.{i}.self_attn.q_proj.weight")?;
-                w.add(&name, Tensor::new(DType::Float32, &[0], &[]))?;
+                w.add(&name, Tensor::new(DType::Float32, &shape, &data))?;
             }
+            let adds = t0.elapsed();
             w.finish()?;
             let d = t0.elapsed();
-            println!("{} {}", d.as_nanos(), status_kib("VmHWM:"));
+            // Wall time, peak RSS, then (for the write part) the adds' wall time and the
+            // process's CPU time (user + system, all threads): the CPU time does not depend on
+            // how many other processes share the cores.
+            println!(
+                "{} {} {} {}",
+                d.as_nanos(),
+                status_kib("VmHWM:"),
+                adds.as_nanos(),
+                cpu_time().as_nanos()
+            );
         }
         "open" => {
             let path = Path::new(&args[1]);
@@ -503,6 +616,88 @@ fn run_child(args: &[&str]) -> Res<Vec<u64>> {
         .collect::<std::result::Result<_, _>>()?)
 }
 
+/// Bytes of data of each tiny tensor (`PARAMDEX_BENCH_TINY_BYTES`, default 8: issue 31's
+/// float32[2]; issue 17's rows were written with 0).
+fn tiny_bytes() -> String {
+    std::env::var("PARAMDEX_BENCH_TINY_BYTES").unwrap_or_else(|_| "8".into())
+}
+
+/// The write of N tiny tensors with default options (fsync'd), in fresh child processes:
+/// this binary's and, interleaved with it, those of the binaries listed in
+/// `PARAMDEX_BENCH_BEFORE` (colon-separated paths of other builds of this bench, e.g. of the
+/// commit before a change), so that every writer sees the same machine.
+fn write_rate(dir: &Path, reps: usize) -> Res<()> {
+    let n: usize = std::env::var("PARAMDEX_BENCH_TENSORS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10_000_000);
+    let bytes = tiny_bytes();
+    let mut bins: Vec<(String, std::path::PathBuf)> =
+        vec![("this build".into(), std::env::current_exe()?)];
+    if let Ok(before) = std::env::var("PARAMDEX_BENCH_BEFORE") {
+        for b in before.split(':').filter(|b| !b.is_empty()) {
+            bins.push((b.to_string(), b.into()));
+        }
+    }
+    let path = dir.join("tiny-write.pdx");
+    let p = path.to_str().ok_or("non-UTF-8 temp path")?;
+    let budget = paramdex::DEFAULT_INDEX_MEMORY.to_string();
+    let mut times = vec![Vec::new(); bins.len()];
+    let mut adds = vec![Vec::new(); bins.len()];
+    let mut cpus = vec![Vec::new(); bins.len()];
+    let mut peaks = vec![0u64; bins.len()];
+    for _ in 0..reps {
+        for (k, (_, bin)) in bins.iter().enumerate() {
+            let out = Command::new(bin)
+                .args(["--child", "write", &n.to_string(), &budget, p, &bytes])
+                .output()?;
+            if !out.status.success() {
+                return Err(
+                    format!("child failed: {}", String::from_utf8_lossy(&out.stderr)).into(),
+                );
+            }
+            let f: Vec<u64> = String::from_utf8(out.stdout)?
+                .split_whitespace()
+                .map(|x| x.parse())
+                .collect::<std::result::Result<_, _>>()?;
+            times[k].push(Duration::from_nanos(f[0]));
+            peaks[k] = peaks[k].max(f[1]);
+            // An older build of this bench prints the first two figures only.
+            adds[k].push(Duration::from_nanos(f.get(2).copied().unwrap_or(0)));
+            cpus[k].push(Duration::from_nanos(f.get(3).copied().unwrap_or(0)));
+            std::fs::remove_file(&path)?;
+        }
+    }
+    println!(
+        "#### Write {n} tensors of {bytes} bytes, default options (fsync'd), median of {reps}\n"
+    );
+    println!(
+        "| writer | time (adds + finish) | M tensors/s | CPU time (all threads) | peak RSS | runs |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for (k, (label, _)) in bins.iter().enumerate() {
+        let runs: Vec<String> = times[k]
+            .iter()
+            .map(|d| format!("{:.2}", d.as_secs_f64()))
+            .collect();
+        let m = median(times[k].clone());
+        let a = median(adds[k].clone());
+        let c = median(cpus[k].clone());
+        println!(
+            "| {label} | {} ({} + {}) | {:.2} | {} | {:.0} MiB | {} s |",
+            fmt_dur(m),
+            fmt_dur(a),
+            fmt_dur(m.saturating_sub(a)),
+            n as f64 / m.as_secs_f64() / 1e6,
+            fmt_dur(c),
+            peaks[k] as f64 / 1024.0,
+            runs.join(" / ")
+        );
+    }
+    println!();
+    Ok(())
+}
+
 fn scale(dir: &Path) -> Res<()> {
     let n: usize = std::env::var("PARAMDEX_BENCH_TENSORS")
         .ok()
@@ -525,7 +720,7 @@ fn scale(dir: &Path) -> Res<()> {
             usize::MAX,
         ),
     ] {
-        let f = run_child(&["write", &ns, &budget.to_string(), p])?;
+        let f = run_child(&["write", &ns, &budget.to_string(), p, &tiny_bytes()])?;
         let rate = n as f64 / (f[0] as f64 / 1e9);
         rows.push(format!(
             "| write, fsync'd, {label} | {:.2} M tensors/s ({:.2} s), peak RSS {:.0} MiB | ≥ 1 M/s, ≤ 512 MiB |",
@@ -583,18 +778,27 @@ fn main() -> Res<()> {
     println!("load average before: {}\n", loadavg());
     for part in parts.split(',') {
         match part {
-            "loads" | "convert" => {
+            "loads" | "convert" | "full" => {
                 if model.is_none() {
                     model = Some(model_files(dir.path())?);
                 }
                 let m = model.as_ref().expect("made above");
                 if part == "loads" {
                     loads(m)?;
+                } else if part == "full" {
+                    full_loads(m)?;
                 } else {
                     convert_rows(dir.path(), &m.pdx, &m.st, m.total, m.reps)?;
                 }
             }
             "scale" => scale(dir.path())?,
+            "write" => {
+                let reps = std::env::var("PARAMDEX_BENCH_REPS")
+                    .ok()
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or(3);
+                write_rate(dir.path(), reps)?
+            }
             "" => {}
             other => return Err(format!("unknown part {other}").into()),
         }

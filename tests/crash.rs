@@ -508,6 +508,8 @@ struct EarlySyncBackend {
     file: File,
     early: Option<io::ErrorKind>,
     early_ran: Arc<AtomicBool>,
+    /// Early syncs run (the writer's background ones included).
+    early_runs: Arc<AtomicU64>,
     final_syncs: Arc<AtomicU64>,
 }
 
@@ -532,9 +534,10 @@ impl WriteBackend for EarlySyncBackend {
         self.file.sync_all()
     }
     fn early_sync(&self) -> Option<paramdex::EarlySync> {
-        let (early, ran) = (self.early, self.early_ran.clone());
+        let (early, ran, runs) = (self.early, self.early_ran.clone(), self.early_runs.clone());
         Some(Box::new(move || {
             ran.store(true, Ordering::SeqCst);
+            runs.fetch_add(1, Ordering::SeqCst);
             match early {
                 Some(kind) => Err(io::Error::new(
                     kind,
@@ -562,6 +565,7 @@ fn the_early_sync_of_the_records_is_checked_and_never_replaces_the_final_one() {
                 file,
                 early,
                 early_ran: r2,
+                early_runs: Arc::new(AtomicU64::new(0)),
                 final_syncs: s2,
             })
         })
@@ -587,6 +591,57 @@ fn the_early_sync_of_the_records_is_checked_and_never_replaces_the_final_one() {
                 assert!(err.to_string().contains("early.pdx"), "{err}");
                 assert_previous_intact(&path, &previous);
                 assert!(others(dir.path(), &["early.pdx"]).is_empty());
+            }
+        }
+    }
+}
+
+#[test]
+fn records_are_synced_in_the_background_as_they_grow_and_a_failure_fails_finish() {
+    // 257 MiB of records: past the writer's 256 MiB step, so a sync starts in the background
+    // while tensors are still being added (besides the early one of `finish`).
+    let len = 257usize << 20;
+    let data = vec![0x3cu8; len];
+    for early in [None, Some(io::ErrorKind::Other)] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("grow.pdx");
+        let previous = write_previous(&path);
+        let (runs, syncs) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let (r2, s2) = (runs.clone(), syncs.clone());
+        let mut w = Writer::create_with_backend(&path, opts(), move |file| {
+            Box::new(EarlySyncBackend {
+                file,
+                early,
+                early_ran: Arc::new(AtomicBool::new(false)),
+                early_runs: r2,
+                final_syncs: s2,
+            })
+        })
+        .unwrap();
+        w.add("big", Tensor::new(DType::UInt8, &[len as u64], &data))
+            .unwrap();
+        // The background sync may still run; a failed one is reported by `finish` at the latest.
+        let added = w.add("small", Tensor::new(DType::UInt8, &[1], &[7]));
+        let result = added.and_then(|()| w.finish().map(|_| ()));
+        match early {
+            None => {
+                result.unwrap();
+                assert_eq!(
+                    runs.load(Ordering::SeqCst),
+                    2,
+                    "background + finish's early sync"
+                );
+                assert_eq!(syncs.load(Ordering::SeqCst), 1, "one final sync");
+                let r = Reader::open(&path).unwrap();
+                assert_eq!(r.get("small").unwrap().unwrap().data(), &[7]);
+                assert!(r.get("big").unwrap().unwrap().data() == &data[..]);
+            }
+            Some(_) => {
+                let err = result.unwrap_err();
+                assert!(err.to_string().contains("grow.pdx"), "{err}");
+                assert!(runs.load(Ordering::SeqCst) >= 1);
+                assert_previous_intact(&path, &previous);
+                assert!(others(dir.path(), &["grow.pdx"]).is_empty());
             }
         }
     }

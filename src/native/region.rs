@@ -274,6 +274,83 @@ pub fn contiguous(shape: &[u64], region: &Region) -> Option<(u64, u64)> {
     Some((first, region.numel()?))
 }
 
+/// The byte ranges `[start, end)` of a row-major array of shape `shape` (elements of `esize`
+/// bytes) that hold the box of lengths `len` starting at `at`, in increasing order, with ranges
+/// less than `gap` bytes apart merged into one. `f` is called per range and returns whether to
+/// go on. What a read of the box needs from storage, to tell the kernel (`madvise`) before it
+/// faults the pages in. Nothing is called for an empty box, or when the box does not lie inside
+/// the array or a figure overflows.
+pub(crate) fn byte_ranges(
+    shape: &[u64],
+    at: &[u64],
+    len: &[u64],
+    esize: u64,
+    gap: u64,
+    mut f: impl FnMut(u64, u64) -> bool,
+) {
+    let rank = shape.len();
+    let inside = at.len() == rank
+        && len.len() == rank
+        && (0..rank).all(|d| at[d].checked_add(len[d]).is_some_and(|e| e <= shape[d]));
+    if !inside || len.contains(&0) {
+        return;
+    }
+    let Some(stride) = strides(shape) else {
+        return;
+    };
+    // Inner dimensions whole in the box are one run with the innermost one that is not.
+    let mut j = rank;
+    while j > 0 && len[j - 1] == shape[j - 1] {
+        j -= 1;
+    }
+    let j = j.saturating_sub(1);
+    let Some(run) = len[j..].iter().try_fold(esize, |a, &l| a.checked_mul(l)) else {
+        return;
+    };
+    let offset = |idx: &[u64]| -> Option<u64> {
+        (0..rank).try_fold(0u64, |acc, d| {
+            let i = at[d].checked_add(idx.get(d).copied().unwrap_or(0))?;
+            acc.checked_add(i.checked_mul(stride[d])?)
+        })
+    };
+    let mut idx = vec![0u64; j];
+    let mut open: Option<(u64, u64)> = None;
+    loop {
+        let Some(start) = offset(&idx).and_then(|e| e.checked_mul(esize)) else {
+            return;
+        };
+        let Some(end) = start.checked_add(run) else {
+            return;
+        };
+        open = match open {
+            Some((s, e)) if start.saturating_sub(e) < gap => Some((s, end)),
+            Some((s, e)) => {
+                if !f(s, e) {
+                    return;
+                }
+                Some((start, end))
+            }
+            None => Some((start, end)),
+        };
+        // Odometer over the dimensions before j; done when it wraps around.
+        let mut done = true;
+        for d in (0..j).rev() {
+            idx[d] += 1;
+            if idx[d] < len[d] {
+                done = false;
+                break;
+            }
+            idx[d] = 0;
+        }
+        if done {
+            break;
+        }
+    }
+    if let Some((s, e)) = open {
+        f(s, e);
+    }
+}
+
 /// Copies `part` of a tensor from `src`, which holds its region `src_region` row-major, into
 /// `dst`, which holds its region `dst_region`: [`copy_region`] with `part` placed inside each
 /// (it must lie inside both; otherwise an error and nothing copied). This is how a region is
@@ -679,6 +756,77 @@ mod tests {
     /// Flat row-major index of `at` in `shape`.
     fn flat(shape: &[u64], at: &[u64]) -> u64 {
         at.iter().zip(shape).fold(0, |acc, (&i, &d)| acc * d + i)
+    }
+
+    #[test]
+    fn byte_ranges_cover_exactly_the_box() {
+        let mut rng = Rng(0x0bad_cafe_f00d_1234);
+        for _ in 0..2000 {
+            let rank = rng.below(4) as usize;
+            let shape: Vec<u64> = (0..rank).map(|_| rng.below(6) + 1).collect();
+            let b = rng.region_in(&shape);
+            let esize = [1u64, 2, 4][rng.below(3) as usize];
+            let gap = [0u64, 1, 8, 64][rng.below(4) as usize];
+            let numel: u64 = shape.iter().product();
+            // Bytes of the box, element by element.
+            let mut want = vec![false; (numel * esize) as usize];
+            let mut idx = vec![0u64; rank];
+            if !b.is_empty() {
+                loop {
+                    let at: Vec<u64> = (0..rank).map(|d| b.start[d] + idx[d]).collect();
+                    let e = flat(&shape, &at) * esize;
+                    want[e as usize..(e + esize) as usize].fill(true);
+                    let mut d = rank;
+                    let mut done = true;
+                    while d > 0 {
+                        d -= 1;
+                        idx[d] += 1;
+                        if idx[d] < b.len[d] {
+                            done = false;
+                            break;
+                        }
+                        idx[d] = 0;
+                    }
+                    if done {
+                        break;
+                    }
+                }
+            }
+            let mut ranges = Vec::new();
+            byte_ranges(&shape, &b.start, &b.len, esize, gap, |s, e| {
+                ranges.push((s, e));
+                true
+            });
+            let mut got = vec![false; want.len()];
+            for (k, &(s, e)) in ranges.iter().enumerate() {
+                assert!(
+                    s < e && e <= want.len() as u64,
+                    "{shape:?} {b:?}: {ranges:?}"
+                );
+                if k > 0 {
+                    // In order, apart by at least the gap (and never touching when gap > 0).
+                    assert!(s >= ranges[k - 1].1 + gap.max(1) || gap == 0 && s >= ranges[k - 1].1);
+                }
+                got[s as usize..e as usize].fill(true);
+            }
+            // Every byte of the box is in a range; with no merging, only those bytes.
+            for (i, (&w, &g)) in want.iter().zip(&got).enumerate() {
+                assert!(!w || g, "{shape:?} {b:?} byte {i} missed: {ranges:?}");
+                assert!(
+                    gap > 1 || w == g,
+                    "{shape:?} {b:?} byte {i} extra: {ranges:?}"
+                );
+            }
+            // The callback stops the walk.
+            let mut calls = 0;
+            byte_ranges(&shape, &b.start, &b.len, esize, 0, |_, _| {
+                calls += 1;
+                false
+            });
+            assert!(calls <= 1);
+        }
+        // A box outside the array gives nothing.
+        byte_ranges(&[4, 4], &[3, 0], &[2, 4], 4, 0, |_, _| panic!("outside"));
     }
 
     #[test]

@@ -96,6 +96,63 @@ impl Source {
     }
 }
 
+/// Bytes advised per `madvise(MADV_WILLNEED)` call by [`Source::will_read`]: the chunk in which
+/// Linux's forced readahead submits reads (`force_page_cache_ra`).
+const WILL_NEED_PIECE: usize = 2 << 20;
+
+impl Source {
+    /// Whether `part` lies inside this source's bytes, and where: its offset.
+    fn offset_of(&self, part: &[u8]) -> Option<usize> {
+        let base = self.as_ptr() as usize;
+        let at = (part.as_ptr() as usize).checked_sub(base)?;
+        (at.checked_add(part.len())? <= self.len()).then_some(at)
+    }
+
+    /// Tells the kernel that the byte ranges `[start, end)` of `part` (a slice of this source)
+    /// are about to be read ([`LoadAdvice::WillNeed`]: their reads start at once), in at most
+    /// `max_calls` calls, so that the page faults of the read find them instead of reading
+    /// around each fault (the device's readahead, often megabytes). Returns false, advising
+    /// nothing, when `part` is not in this source. A hint: nothing happens for memory.
+    pub(crate) fn will_read(
+        &self,
+        part: &[u8],
+        max_calls: usize,
+        ranges: impl FnOnce(&mut dyn FnMut(u64, u64) -> bool),
+    ) -> bool {
+        let Some(base) = self.offset_of(part) else {
+            return false;
+        };
+        if !matches!(self, Source::Mapped(_)) {
+            return true;
+        }
+        let mut calls = 0usize;
+        ranges(&mut |start, end| {
+            let (Ok(start), Ok(end)) = (usize::try_from(start), usize::try_from(end)) else {
+                return false;
+            };
+            if end > part.len() || start >= end {
+                return false;
+            }
+            // Linux reads at most the device's readahead window (or its optimal I/O size) per
+            // call and drops the rest of a longer range, so a range goes in pieces no larger
+            // than the kernel's own readahead chunk: a device with a smaller window still
+            // reads only its window's worth past each piece's start.
+            let mut at = start;
+            while at < end {
+                let n = (end - at).min(WILL_NEED_PIECE);
+                self.advise(LoadAdvice::WillNeed, base + at, n);
+                at += n;
+                calls += 1;
+                if calls >= max_calls {
+                    return false;
+                }
+            }
+            true
+        });
+        true
+    }
+}
+
 #[allow(unsafe_code)] // the other of the crate's two `unsafe` blocks (SAFETY below)
 impl Source {
     /// Drops the pages lying wholly inside `start..end` of a mapped source from the process's

@@ -15,13 +15,13 @@
 //! the system's is chosen because the system's temporary directory is often a `tmpfs`, whose
 //! pages are memory: spilling there would move the entries from the heap to RAM, not to disk.
 //!
-//! Duplicate names stay exact across runs: the spill keeps the 64-bit hash of every spilled
-//! name (8 bytes a tensor, plus the table's slack), and a name whose hash is found is looked
-//! up in the runs whose key range holds it (a read of the run; only an actual duplicate or a
-//! hash collision pays it). The merge also refuses two equal keys, as a last check.
+//! Duplicate names stay exact across runs: the writer keeps the 64-bit hash of every spilled
+//! name (8 bytes a tensor, plus the table's slack, in the one table it also checks the names in
+//! memory against), and a name whose hash it finds is looked up here, in the runs whose key
+//! range holds it (a read of the run; only an actual duplicate or a hash collision pays it).
+//! The merge also refuses two equal keys, as a last check.
 
 use std::fs::File;
-use std::hash::BuildHasher;
 use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
@@ -47,8 +47,6 @@ pub(super) struct Spill {
     file: File,
     end: u64,
     runs: Vec<Run>,
-    /// Hashes (the writer's hasher) of every spilled name.
-    hashes: hashbrown::HashTable<u64>,
     entries: u64,
 }
 
@@ -63,7 +61,6 @@ impl Spill {
             file,
             end: 0,
             runs: Vec::new(),
-            hashes: hashbrown::HashTable::new(),
             entries: 0,
         })
     }
@@ -87,7 +84,6 @@ impl Spill {
     pub(super) fn write_run<'a>(
         &mut self,
         entries: impl Iterator<Item = (&'a [u8], &'a [u8])>,
-        hasher: &impl BuildHasher,
     ) -> io::Result<()> {
         let mut out = BufWriter::with_capacity(1 << 20, &self.file);
         out.seek(SeekFrom::Start(self.end))?;
@@ -96,7 +92,6 @@ impl Spill {
         let mut head = Vec::with_capacity(30);
         let mut len = 0u64;
         let mut count = 0u64;
-        let mut new_hashes = Vec::new();
         for (key, value) in entries {
             let shared = prev.iter().zip(key).take_while(|(a, b)| a == b).count();
             head.clear();
@@ -107,7 +102,6 @@ impl Spill {
             out.write_all(&key[shared..])?;
             out.write_all(value)?;
             len += (head.len() + key.len() - shared + value.len()) as u64;
-            new_hashes.push(hasher.hash_one(key));
             first.get_or_insert(key);
             prev = key;
             count += 1;
@@ -125,18 +119,12 @@ impl Spill {
         });
         self.end += len;
         self.entries += count;
-        self.hashes.reserve(new_hashes.len(), |&h| h);
-        for h in new_hashes {
-            self.hashes.insert_unique(h, h, |&h| h);
-        }
         Ok(())
     }
 
-    /// Whether a spilled key is `key` (whose hash under the writer's hasher is `hash`).
-    pub(super) fn holds(&self, key: &[u8], hash: u64) -> io::Result<bool> {
-        if self.hashes.find(hash, |&h| h == hash).is_none() {
-            return Ok(false);
-        }
+    /// Whether a spilled key is `key`: the runs whose key range holds it are read (the writer
+    /// asks only when the name's hash was spilled or added before).
+    pub(super) fn holds(&self, key: &[u8]) -> io::Result<bool> {
         for run in &self.runs {
             if key < run.first.as_slice() || key > run.last.as_slice() {
                 continue;

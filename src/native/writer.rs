@@ -62,6 +62,12 @@ const OVERLAP_CRC_MIN: usize = 8 << 20;
 /// second thread (see [`WriteBackend::early_sync`]): a thread would cost more than it saves.
 const EARLY_SYNC_MIN: u64 = 16 << 20;
 
+/// With sync on, every time this many more bytes of records were written the writer starts a
+/// sync of what it wrote ([`WriteBackend::early_sync`]) on a background thread (unless the one
+/// before is still running), so that the device writes the records while the writer goes on
+/// adding tensors instead of all of them at `finish` (BENCHMARKS.md, issue 31).
+const BACKGROUND_SYNC_STEP: u64 = 256 << 20;
+
 /// How a [`Writer`] lays out its file.
 #[derive(Clone, Debug)]
 pub struct WriterOptions {
@@ -87,7 +93,8 @@ pub struct WriterOptions {
     /// Bytes of index entries (names, values and their bookkeeping) the writer holds in memory
     /// before it sorts them and spills them as one run to a nameless temporary file in the
     /// output's directory, to be merged at `finish`. Bounds the writer's memory however many
-    /// tensors it writes (it then also keeps an 8-byte hash per spilled tensor, for exact
+    /// tensors it writes (beside it, the writer keeps an 8-byte hash of every spilled name and
+    /// of every name added once names stopped arriving in increasing order, for exact
     /// duplicate checks). `usize::MAX` never spills. Default [`DEFAULT_INDEX_MEMORY`].
     pub index_memory: usize,
 }
@@ -248,15 +255,15 @@ pub struct Writer {
     values: Vec<u8>,
     entries: Vec<Pending>,
     /// Whether every name so far was greater than the one before (then no duplicate is possible
-    /// and `seen` is not needed).
+    /// and `hashes` is needed only for spilled names).
     sorted: bool,
-    /// (name hash, entry index) of every name; built only once names arrive out of order.
-    /// The hash is stored so that growing the table never hashes a name again.
-    seen: hashbrown::HashTable<(u64, usize)>,
+    /// The 64-bit hash (`hasher`) of every name pushed since names stopped arriving in order,
+    /// and of every spilled name: one probe of this table tells whether a new name may have
+    /// been added before, wherever its entry is (in memory or spilled). Only a hit (an actual
+    /// duplicate, or two names of equal 64-bit hashes) compares names.
+    hashes: hashbrown::HashTable<u64>,
     /// Randomly seeded per process (foldhash), so hostile names cannot force collisions.
     hasher: hashbrown::DefaultHashBuilder,
-    /// Hash of the name `check_name` accepted last, for `push_entry` (None while sorted).
-    pending_hash: Option<u64>,
     /// Set when a write failed half-way or a streamed tensor was abandoned.
     pub(super) poisoned: Option<String>,
     scratch: Vec<u8>,
@@ -278,6 +285,11 @@ pub struct Writer {
     spill: Option<Spill>,
     /// Where the spill file goes: the output's directory; `None`: the system's temporary one.
     spill_dir: Option<PathBuf>,
+    /// The sync started in the background while tensors are added (`BACKGROUND_SYNC_STEP`),
+    /// if one was; `finish` waits for it and reports its error.
+    background_sync: Option<std::thread::JoinHandle<std::io::Result<()>>>,
+    /// Records offset at which the next background sync is due.
+    next_background_sync: u64,
 }
 
 impl std::fmt::Debug for Writer {
@@ -371,9 +383,8 @@ impl Writer {
             values: Vec::new(),
             entries: Vec::new(),
             sorted: true,
-            seen: hashbrown::HashTable::new(),
+            hashes: hashbrown::HashTable::new(),
             hasher: hashbrown::DefaultHashBuilder::default(),
-            pending_hash: None,
             poisoned: None,
             scratch: Vec::with_capacity(256),
             metadata: crate::native::meta::Metadata::new(),
@@ -384,7 +395,61 @@ impl Writer {
             references: 0,
             spill: None,
             spill_dir: None,
+            background_sync: None,
+            next_background_sync: BACKGROUND_SYNC_STEP,
         }
+    }
+
+    /// Starts a background sync of the records written so far when `BACKGROUND_SYNC_STEP` more
+    /// bytes were written since the last one and none is running (local outputs with sync on
+    /// only: a destination syncs at its commit). A failure to flush poisons the writer as any
+    /// failed write does.
+    fn maybe_sync_in_background(&mut self) -> Result<()> {
+        if !self.opts.sync
+            || self.pos < self.next_background_sync
+            || !matches!(self.out.get_ref(), Output::Local(_))
+        {
+            return Ok(());
+        }
+        if let Some(running) = &self.background_sync {
+            if !running.is_finished() {
+                return Ok(());
+            }
+            self.join_background_sync()?;
+        }
+        self.next_background_sync = self.pos.saturating_add(BACKGROUND_SYNC_STEP);
+        if let Err(e) = self.out.flush() {
+            self.poisoned = Some(format!("a write failed: {e}"));
+            return Err(Error::io(
+                format!("writing {}", self.final_path.display()),
+                e,
+            ));
+        }
+        if let Some(job) = self.out.get_ref().early_sync() {
+            // A thread that cannot start only loses the overlap: `finish` syncs everything.
+            self.background_sync = std::thread::Builder::new()
+                .name("paramdex-sync".into())
+                .spawn(job)
+                .ok();
+        }
+        Ok(())
+    }
+
+    /// Waits for the background sync, if one was started, and returns its error (the writer
+    /// is then poisoned: what was written may not be durable).
+    fn join_background_sync(&mut self) -> Result<()> {
+        let Some(h) = self.background_sync.take() else {
+            return Ok(());
+        };
+        let r = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+        if let Err(e) = r {
+            self.poisoned = Some(format!("a sync failed: {e}"));
+            return Err(Error::io(
+                format!("syncing {}", self.final_path.display()),
+                e,
+            ));
+        }
+        Ok(())
     }
 
     /// Path of the temporary file being written (what `recover` reads after a crash).
@@ -416,10 +481,7 @@ impl Writer {
 
     /// Bytes the entries in memory take (what [`WriterOptions::index_memory`] bounds).
     fn run_bytes(&self) -> usize {
-        self.names.len()
-            + self.values.len()
-            + self.entries.len() * std::mem::size_of::<Pending>()
-            + self.seen.len() * std::mem::size_of::<(u64, usize)>() * 8 / 7
+        self.names.len() + self.values.len() + self.entries.len() * std::mem::size_of::<Pending>()
     }
 
     /// Sorts the entries in memory and appends them to the spill file as one run.
@@ -440,6 +502,15 @@ impl Writer {
                 Err(e) => return Err(io_err(e, &self.final_path)),
             }
         }
+        if self.sorted {
+            // Out-of-order names to come must find these by hash (pushed in order, they were
+            // not hashed).
+            self.hashes.reserve(self.entries.len(), |&h| h);
+            for i in 0..self.entries.len() {
+                let h = self.hasher.hash_one(self.entry_name(i));
+                self.hashes.insert_unique(h, h, |&h| h);
+            }
+        }
         let (names, values, entries) = (&self.names, &self.values, &self.entries);
         let run = order.iter().map(|&i| {
             let p = entries[i];
@@ -449,14 +520,13 @@ impl Writer {
             )
         });
         let spill = self.spill.as_mut().expect("created above");
-        if let Err(e) = spill.write_run(run, &self.hasher) {
+        if let Err(e) = spill.write_run(run) {
             self.poisoned = Some(format!("spilling index entries failed: {e}"));
             return Err(io_err(e, &self.final_path));
         }
         self.names.clear();
         self.values.clear();
         self.entries.clear();
-        self.seen.clear();
         Ok(())
     }
 
@@ -518,28 +588,32 @@ impl Writer {
 
     /// Whether an entry named `name` was pushed (no state change).
     fn has_entry(&self, name: &[u8]) -> Result<bool> {
-        let in_memory = if self.sorted {
-            self.entries
+        if self.sorted
+            && self
+                .entries
                 .binary_search_by(|p| self.names[p.name_start..p.name_start + p.name_len].cmp(name))
                 .is_ok()
-        } else {
-            let h = self.hasher.hash_one(name);
-            self.seen
-                .find(h, |&(eh, j)| eh == h && self.entry_name(j) == name)
-                .is_some()
-        };
-        if in_memory {
+        {
             return Ok(true);
         }
-        self.spilled(name)
+        let h = self.hasher.hash_one(name);
+        if self.hashes.find(h, |&x| x == h).is_none() {
+            return Ok(false);
+        }
+        self.holds_exactly(name)
     }
 
-    /// Whether a spilled entry is named `name`.
-    fn spilled(&self, name: &[u8]) -> Result<bool> {
+    /// Whether an entry named `name` is in memory or spilled, comparing names: what a hit in
+    /// `hashes` costs (a linear search of the entries in memory, then the spilled runs whose
+    /// key range holds the name).
+    fn holds_exactly(&self, name: &[u8]) -> Result<bool> {
+        if (0..self.entries.len()).any(|i| self.entry_name(i) == name) {
+            return Ok(true);
+        }
         let Some(spill) = &self.spill else {
             return Ok(false);
         };
-        spill.holds(name, self.hasher.hash_one(name)).map_err(|e| {
+        spill.holds(name).map_err(|e| {
             Error::io(
                 format!(
                     "reading the spilled index entries of {} (a temporary file)",
@@ -574,7 +648,6 @@ impl Writer {
             return Err(Error::EmptyName);
         }
         ensure_within("tensor name length", name.len(), MAX_NAME_LEN, None)?;
-        self.pending_hash = None;
         if !self.entries.is_empty() && self.run_bytes() > self.opts.index_memory {
             self.spill_run()?;
         }
@@ -591,24 +664,28 @@ impl Writer {
             }
             // First out-of-order name: from now on duplicates are found by hash.
             self.sorted = false;
-            self.seen.reserve(self.entries.len() + 1, |&(h, _)| h);
+            self.hashes.reserve(self.entries.len() + 1, |&h| h);
             for i in 0..self.entries.len() {
                 let h = self.hasher.hash_one(self.entry_name(i));
-                self.seen.insert_unique(h, (h, i), |&(h, _)| h);
+                self.hashes.insert_unique(h, h, |&h| h);
             }
         }
+        // One probe both checks and records the name's hash (recorded before the record is
+        // written: if the add fails after this, the stale hash only makes a later add of the
+        // same name compare names, and find none).
         let h = self.hasher.hash_one(name);
-        let (names, entries) = (&self.names, &self.entries);
-        let duplicate = self.seen.find(h, |&(eh, j)| {
-            let p = entries[j];
-            eh == h && &names[p.name_start..p.name_start + p.name_len] == name
-        });
-        if duplicate.is_some() || self.spilled(name)? {
-            return Err(Error::DuplicateName {
-                name: name::display(name),
-            });
+        match self.hashes.entry(h, |&x| x == h, |&x| x) {
+            hashbrown::hash_table::Entry::Vacant(v) => {
+                v.insert(h);
+            }
+            hashbrown::hash_table::Entry::Occupied(_) => {
+                if self.holds_exactly(name)? {
+                    return Err(Error::DuplicateName {
+                        name: name::display(name),
+                    });
+                }
+            }
         }
-        self.pending_hash = Some(h);
         Ok(())
     }
 
@@ -624,15 +701,7 @@ impl Writer {
             value_len: self.values.len() - value_start,
         };
         self.names.extend_from_slice(name);
-        let i = self.entries.len();
         self.entries.push(p);
-        if !self.sorted {
-            let h = match self.pending_hash.take() {
-                Some(h) => h,
-                None => self.hasher.hash_one(name),
-            };
-            self.seen.insert_unique(h, (h, i), |&(h, _)| h);
-        }
     }
 
     fn validate(&self, name: &[u8], dtype: DType, shape: &[u64], lod: &[Vec<u64>]) -> Result<u64> {
@@ -874,7 +943,7 @@ impl Writer {
             crc,
         );
         self.push_entry(name, &entry);
-        Ok(())
+        self.maybe_sync_in_background()
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1025,6 +1094,7 @@ impl Writer {
         if let Some(early) = early {
             early.ctx("syncing", &path)?;
         }
+        self.join_background_sync()?;
         self.out.flush().ctx("writing", &path)?;
         if self.opts.sync {
             self.out.get_mut().sync().ctx("syncing", &path)?;

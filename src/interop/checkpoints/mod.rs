@@ -455,12 +455,7 @@ impl CheckpointManager {
             });
         }
         let mut buf = self.take_buffer(total);
-        // One memcpy per tensor, on this thread: a copy in smaller pieces is slower (below
-        // glibc's non-temporal threshold, ~1.5x measured), and more threads gained nothing
-        // measurable on the 2-core benchmark machine (BENCHMARKS.md, issue 16).
-        for (i, (_, t)) in items.iter().zip(&list) {
-            buf[i.range.clone()].copy_from_slice(t.data);
-        }
+        capture_copy(&mut buf, list.iter().map(|(_, t)| t.data));
         let captured = t0.elapsed();
         self.enqueue(Job {
             step,
@@ -641,6 +636,61 @@ impl Drop for CheckpointManager {
             let _ = h.join();
         }
     }
+}
+
+/// Below this many bytes a capture copies on the caller's thread alone.
+const CAPTURE_PARALLEL_MIN: usize = 64 << 20;
+
+/// Most threads a capture copies on (memory bandwidth, not cores, is the limit beyond).
+const CAPTURE_THREADS: usize = 4;
+
+/// A piece of a capture: source bytes and where they go (as long).
+type CopyPiece<'s, 'd> = (&'s [u8], &'d mut [u8]);
+
+/// Copies `sources`, one after the other, into `buf` (exactly as long as they are together):
+/// the capture of a background save, the one copy of the tensors' bytes (the writer writes
+/// from `buf`). A large capture is split into equal contiguous shares, one per thread (the
+/// caller's included, up to [`CAPTURE_THREADS`] and the cores): two threads copied 2 GiB in
+/// 0.4x to 0.85x the time of one on the 2-core benchmark machine, loaded or not (BENCHMARKS.md,
+/// issue 31). Each share is copied a tensor (or the part of one inside the share) per
+/// `memcpy`: large copies stay above glibc's non-temporal threshold (pieces of 16 MiB or less
+/// were 1.5x slower, issue 16).
+fn capture_copy<'a>(buf: &mut [u8], sources: impl Iterator<Item = &'a [u8]>) {
+    let total = buf.len();
+    let threads = if total < CAPTURE_PARALLEL_MIN {
+        1
+    } else {
+        crate::parallel::resolve_threads(0).min(CAPTURE_THREADS)
+    };
+    let share = total.div_ceil(threads.max(1)).max(1);
+    // (source piece, destination piece) per share; a source crossing a share's end is cut.
+    let mut shares: Vec<std::sync::Mutex<Vec<CopyPiece<'_, '_>>>> = Vec::new();
+    let mut current: Vec<CopyPiece<'_, '_>> = Vec::new();
+    let mut room = share;
+    let mut rest: &mut [u8] = buf;
+    for mut src in sources {
+        while !src.is_empty() {
+            let n = src.len().min(room);
+            let (s, s_rest) = src.split_at(n);
+            let (d, d_rest) = std::mem::take(&mut rest).split_at_mut(n);
+            current.push((s, d));
+            (src, rest, room) = (s_rest, d_rest, room - n);
+            if room == 0 {
+                shares.push(std::sync::Mutex::new(std::mem::take(&mut current)));
+                room = share;
+            }
+        }
+    }
+    if !current.is_empty() {
+        shares.push(std::sync::Mutex::new(current));
+    }
+    // Copying cannot fail.
+    let _ = crate::parallel::try_each(&shares, threads, |pieces| {
+        for (s, d) in pieces.lock().unwrap_or_else(|p| p.into_inner()).iter_mut() {
+            d.copy_from_slice(s);
+        }
+        Ok(())
+    });
 }
 
 /// The background writer: one save at a time, in the order they were captured.
@@ -1399,5 +1449,44 @@ pub(crate) fn resolve_url_input(url: &str) -> Result<Option<String>> {
                 st.model_checkpoint_path, st.model_checkpoint_path
             ),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Bytes that differ from position to position and from source to source.
+    fn bytes(len: usize, seed: u64) -> Vec<u8> {
+        (0..len as u64)
+            .map(|k| (k.wrapping_mul(0x9e37_79b9_7f4a_7c15).wrapping_add(seed) >> 29) as u8)
+            .collect()
+    }
+
+    #[test]
+    fn capture_copy_concatenates_its_sources_on_any_number_of_shares() {
+        // Small (one thread), and past the parallel threshold with sources that straddle the
+        // shares' ends, empty ones among them.
+        for lens in [
+            vec![0, 5, 0, 17],
+            vec![],
+            vec![
+                CAPTURE_PARALLEL_MIN / 3 + 1,
+                0,
+                CAPTURE_PARALLEL_MIN / 2 + 7,
+                3,
+                CAPTURE_PARALLEL_MIN / 5,
+            ],
+        ] {
+            let sources: Vec<Vec<u8>> = lens
+                .iter()
+                .enumerate()
+                .map(|(i, &n)| bytes(n, i as u64))
+                .collect();
+            let want = sources.concat();
+            let mut buf = vec![0xa5u8; want.len()];
+            capture_copy(&mut buf, sources.iter().map(Vec::as_slice));
+            assert!(buf == want, "lengths {lens:?}");
+        }
     }
 }
