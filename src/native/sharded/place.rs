@@ -188,7 +188,7 @@ impl DirPlace {
 
     /// The path of `PREFIX<suffix>`.
     pub fn path(&self, suffix: &str) -> PathBuf {
-        crate::native::sharded::table::with_suffix(&self.prefix, suffix)
+        with_suffix(&self.prefix, suffix)
     }
 
     /// The prefix.
@@ -310,6 +310,13 @@ impl Place for DirPlace {
     fn as_any(&self) -> &dyn Any {
         self
     }
+}
+
+/// `prefix` followed by `suffix` (a file of the checkpoint at `prefix`).
+pub(crate) fn with_suffix(prefix: &Path, suffix: &str) -> PathBuf {
+    let mut s = std::ffi::OsString::from(prefix.as_os_str());
+    s.push(suffix);
+    PathBuf::from(s)
 }
 
 #[cfg(test)]

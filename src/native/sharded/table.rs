@@ -2,13 +2,14 @@
 //! file: the file names, the checks of an index header and of a shard identity, and the set of
 //! data files opened on first use. (The reading itself is `sharded/reader.rs`.)
 
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use crate::error::{Error, Result};
 use crate::native::header::{FileHeader, ShardOf};
-use crate::native::sharded::place::{data_suffix, pending_suffix, reused_suffix, INDEX_SUFFIX};
+use crate::native::sharded::place::{
+    data_suffix, pending_suffix, reused_suffix, with_suffix, INDEX_SUFFIX,
+};
 use crate::native::MAX_SHARDS;
 
 /// `PREFIX.index`.
@@ -29,13 +30,6 @@ pub(crate) fn pending_path(prefix: &Path, shard: u32, num_shards: u32) -> PathBu
 /// `PREFIX.reused-<save id>-SSSSS-of-NNNNN` ([`reused_suffix`]).
 pub(crate) fn reused_path(prefix: &Path, file: &ShardOf) -> PathBuf {
     with_suffix(prefix, &reused_suffix(file))
-}
-
-/// `prefix` followed by `suffix`.
-pub(crate) fn with_suffix(prefix: &Path, suffix: &str) -> PathBuf {
-    let mut s = OsString::from(prefix.as_os_str());
-    s.push(suffix);
-    PathBuf::from(s)
 }
 
 /// The prefix of `PREFIX.index`, if `path` is named so.
