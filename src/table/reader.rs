@@ -1016,12 +1016,7 @@ impl<'a> Table<'a> {
         Ok(out)
     }
 
-    /// Parses the layout of data block `i` held in `bytes`.
-    fn layout(&self, i: usize, bytes: &BlockBytes<'_>) -> Result<Layout> {
-        self.layout_at(i, self.index.block_handle(i).offset, bytes)
-    }
-
-    /// [`Table::layout`] of block `i`, which starts at `base`.
+    /// Parses the layout of data block `i`, which starts at `base`, held in `bytes`.
     fn layout_at(&self, i: usize, base: u64, bytes: &BlockBytes<'_>) -> Result<Layout> {
         let exact = matches!(bytes, BlockBytes::Mapped(_) | BlockBytes::Fetched(_));
         let state = &self.index.state[i];
@@ -1373,6 +1368,8 @@ impl<'a> Table<'a> {
             state: IterState::Unpositioned,
             block: None,
             cur: EntryCursor::new(),
+            sep: Vec::new(),
+            block_at: 0,
             unreleased: 0,
         }
     }
@@ -1429,6 +1426,10 @@ pub struct TableIter<'a> {
     /// Current block number, its bytes and layout.
     block: Option<(usize, BlockBytes<'a>, Layout)>,
     cur: EntryCursor,
+    /// The current block's separator and offset, decoded from the index once per block (the
+    /// scan checks every key against them).
+    sep: Vec<u8>,
+    block_at: u64,
     /// Offset of the first data block passed but not yet released
     /// ([`Table::releasing_behind_scans`]).
     unreleased: u64,
@@ -1499,9 +1500,13 @@ impl TableIter<'_> {
                 self.block = None;
                 return Ok(false);
             }
+            let (sep, h) = self.table.index.entry(i);
+            self.sep.clear();
+            self.sep.extend_from_slice(sep);
+            self.block_at = h.offset;
             self.release_behind(i);
-            let bytes = self.table.load_block(i)?;
-            let lay = self.table.layout(i, &bytes)?;
+            let bytes = self.table.located(self.table.load_block_at(i, h))?;
+            let lay = self.table.layout_at(i, h.offset, &bytes)?;
             let found = match target.take() {
                 Some(t) => self.cur.seek(&bytes, &lay, t)?,
                 None => self.cur.seek_to_first(&bytes, &lay)?,
@@ -1522,7 +1527,7 @@ impl TableIter<'_> {
         let Some(source) = self.table.scanned else {
             return;
         };
-        let at = self.table.index.block_handle(i).offset;
+        let at = self.block_at;
         let moving_on = i > 0 && matches!(self.block, Some((p, ..)) if p + 1 == i);
         if !moving_on || at < self.unreleased {
             self.unreleased = at;
@@ -1536,11 +1541,11 @@ impl TableIter<'_> {
     fn check_key(&self, i: usize, first: bool) -> Result<()> {
         let key = self.cur.key();
         let ix = &*self.table.index;
-        let (sep, h) = ix.entry(i);
+        let sep = &self.sep[..];
         if key > sep {
             return Err(Error::corrupt(
                 "data block",
-                h.offset,
+                self.block_at,
                 format!(
                     "key {} is above the block's index separator {}",
                     display(key),
@@ -1553,7 +1558,7 @@ impl TableIter<'_> {
             if key <= prev {
                 return Err(Error::corrupt(
                     "data block",
-                    h.offset,
+                    self.block_at,
                     format!(
                         "keys not strictly increasing across blocks: key {} is not above the previous block's separator {}",
                         display(key),
@@ -1596,9 +1601,7 @@ impl TableIter<'_> {
 
     /// Absolute file offset of the data block the iterator is in (0 if none).
     pub fn block_offset(&self) -> u64 {
-        self.block
-            .as_ref()
-            .map_or(0, |(i, _, _)| self.table.index.block_handle(*i).offset)
+        self.block.as_ref().map_or(0, |_| self.block_at)
     }
 }
 
