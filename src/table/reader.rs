@@ -203,6 +203,12 @@ type RunsChunk = OnceLock<Box<[OnceLock<BlockRuns>]>>;
 struct BlockRuns {
     restarts: Box<[u32]>,
     entries_end: usize,
+    /// The block's handle, and where its separator and the previous block's (empty for block
+    /// 0) lie in the index block: what every hashed lookup into the block checks its key
+    /// against, kept here so that a lookup decodes no index entry.
+    handle: BlockHandle,
+    sep: Range<usize>,
+    prev_sep: Range<usize>,
 }
 
 /// Most cache lines of a restart run [`touch_lines`] touches.
@@ -305,6 +311,17 @@ struct CheckedIndex<'f> {
 /// restart array starting at `restarts_at` (`None` if the bytes do not decode).
 #[inline]
 fn decode_index_entry(b: &[u8], restarts_at: usize, i: usize) -> Option<(&[u8], BlockHandle)> {
+    let (key, h) = locate_index_entry(b, restarts_at, i)?;
+    Some((b.get(key)?, h))
+}
+
+/// [`decode_index_entry`], the key given as its range in `b`.
+#[inline]
+fn locate_index_entry(
+    b: &[u8],
+    restarts_at: usize,
+    i: usize,
+) -> Option<(Range<usize>, BlockHandle)> {
     let p = get_fixed32(b, restarts_at.checked_add(i.checked_mul(4)?)?)? as usize;
     let e = b.get(p..restarts_at)?;
     // Fast path: three one-byte varints (separators under 128 bytes, the common case).
@@ -317,11 +334,11 @@ fn decode_index_entry(b: &[u8], restarts_at: usize, i: usize) -> Option<(&[u8], 
             (k as usize, v as usize, n1 + n2 + n3)
         }
     };
-    let key = e.get(at..at.checked_add(non_shared)?)?;
-    let value = e.get(at + non_shared..(at + non_shared).checked_add(value_len)?)?;
+    let key_end = at.checked_add(non_shared)?;
+    let value = e.get(key_end..key_end.checked_add(value_len)?)?;
     let (offset, n) = get_varint64(value)?;
     let (size, _) = get_varint64(value.get(n..)?)?;
-    Some((key, BlockHandle { offset, size }))
+    Some((p + at..p + key_end, BlockHandle { offset, size }))
 }
 
 impl TableIndex {
@@ -601,7 +618,30 @@ impl TableIndex {
     /// # Panics
     /// If `i >= self.data_blocks()`.
     pub fn block_handle(&self, i: usize) -> BlockHandle {
-        self.entry(i).1
+        self.locate(i).1
+    }
+
+    /// [`TableIndex::entry`], the separator given as its range in the index block.
+    fn locate(&self, i: usize) -> (Range<usize>, BlockHandle) {
+        assert!(
+            i < self.blocks,
+            "data block {i} of a table of {} data blocks",
+            self.blocks
+        );
+        locate_index_entry(self.block.bytes(), self.restarts_at, i)
+            .unwrap_or((0..0, BlockHandle { offset: 0, size: 0 }))
+    }
+
+    /// The restart-offset cache slot of data block `i < blocks`.
+    fn runs_slot(&self, i: usize) -> &OnceLock<BlockRuns> {
+        let chunks = self.runs.get_or_init(|| {
+            (0..self.blocks.div_ceil(RUNS_CHUNK))
+                .map(|_| OnceLock::new())
+                .collect()
+        });
+        let all = chunks[i / RUNS_CHUNK]
+            .get_or_init(|| (0..RUNS_CHUNK).map(|_| OnceLock::new()).collect());
+        &all[i % RUNS_CHUNK]
     }
 
     /// Separator key of data block `i` from the index (>= every key of the block, < every key of
@@ -1213,10 +1253,8 @@ impl<'a> Table<'a> {
                     ),
                 ));
             }
-            // The block's separator and handle, decoded once for the whole probe.
-            let (sep, h) = ix.entry(c.block);
-            let bytes = self.located(self.load_block_at(c.block, h))?;
-            let runs = self.block_runs(c.block, h.offset, &bytes)?;
+            let (bytes, runs) = self.block_runs(c.block)?;
+            let h = runs.handle;
             let Some(&start) = runs.restarts.get(c.restart) else {
                 return Err(Error::corrupt(
                     "hash index block",
@@ -1247,7 +1285,10 @@ impl<'a> Table<'a> {
             };
             // The entry must be where a binary search finds it: in this block's separator
             // range, so that both paths give the same answer.
-            let above_prev = c.block == 0 || key_lt(ix.separator(c.block - 1), key);
+            let seps = ix.block.bytes();
+            let sep = seps.get(runs.sep.clone()).unwrap_or_default();
+            let prev = seps.get(runs.prev_sep.clone()).unwrap_or_default();
+            let above_prev = c.block == 0 || key_lt(prev, key);
             if !above_prev || key_lt(sep, key) {
                 return Err(Error::corrupt(
                     "hash index block",
@@ -1268,27 +1309,29 @@ impl<'a> Table<'a> {
         Ok(out)
     }
 
-    /// The restart offsets of data block `i` (whose bytes are `bytes`), validated and copied
-    /// the first time.
-    fn block_runs(&self, i: usize, base: u64, bytes: &BlockBytes<'_>) -> Result<&BlockRuns> {
+    /// Data block `i < data_blocks()` loaded, and its restart offsets, handle and the
+    /// separators around it: decoded from the index, validated and kept the first time.
+    fn block_runs(&self, i: usize) -> Result<(BlockBytes<'a>, &BlockRuns)> {
         let ix = &*self.index;
-        let chunks = ix.runs.get_or_init(|| {
-            (0..ix.blocks.div_ceil(RUNS_CHUNK))
-                .map(|_| OnceLock::new())
-                .collect()
-        });
-        let all = chunks[i / RUNS_CHUNK]
-            .get_or_init(|| (0..RUNS_CHUNK).map(|_| OnceLock::new()).collect());
-        let slot = &all[i % RUNS_CHUNK];
+        let slot = ix.runs_slot(i);
         if let Some(r) = slot.get() {
-            return Ok(r);
+            return Ok((self.located(self.load_block_at(i, r.handle))?, r));
         }
-        let lay = self.layout_at(i, base, bytes)?;
-        let runs = BlockRuns {
-            restarts: lay.restart_offsets(bytes)?.into_boxed_slice(),
-            entries_end: lay.entries_end(),
+        let (sep, h) = ix.locate(i);
+        let prev_sep = match i.checked_sub(1) {
+            Some(p) => ix.locate(p).0,
+            None => 0..0,
         };
-        Ok(slot.get_or_init(|| runs))
+        let bytes = self.located(self.load_block_at(i, h))?;
+        let lay = self.layout_at(i, h.offset, &bytes)?;
+        let runs = BlockRuns {
+            restarts: lay.restart_offsets(&bytes)?.into_boxed_slice(),
+            entries_end: lay.entries_end(),
+            handle: h,
+            sep,
+            prev_sep,
+        };
+        Ok((bytes, slot.get_or_init(|| runs)))
     }
 
     /// Whether the table has a hash index block (reads the metaindex the first time).
