@@ -6,6 +6,8 @@
 //! cargo run --release --example lookup_probe -- write /tmp/p.pdx 1000000   # tiny tensors
 //! cargo run --release --example lookup_probe -- hot /tmp/p.pdx 1000000    # and safetensors
 //! cargo run --release --example lookup_probe -- open /tmp/p.pdx 500000     # run it a few times
+//! cargo run --release --example lookup_probe -- st /tmp/p.st 1000000      # safetensors file
+//! cargo run --release --example lookup_probe -- st-open /tmp/p.st 500000  # its open + get
 //! ```
 //!
 //! Names are those of `benches/compare.rs` (`model.layers.{i}.self_attn.q_proj.weight`, empty
@@ -221,6 +223,16 @@ fn main() -> Res<()> {
             black_box(v.data().as_ptr());
             let t2 = t0.elapsed();
             println!("open {t1:?}, open + get {t2:?}");
+        }
+        "st-open" => {
+            // safetensors' open + get in a fresh process, on a file written by `st` (the same
+            // read-only mmap paramdex uses; its whole JSON header parsed).
+            let t0 = Instant::now();
+            let src = paramdex::raw::source::Source::map(std::path::Path::new(path))?;
+            let st = safetensors::SafeTensors::deserialize(&src)?;
+            let v = st.tensor(&name(n))?;
+            black_box(v.data().as_ptr());
+            println!("open + get {:?}", t0.elapsed());
         }
         "st" => {
             // The same names in a safetensors file, and its hot get (a hash map lookup).

@@ -11,8 +11,8 @@ use crate::format::pbwire::{self, WireType};
 use crate::format::ReadAt;
 use crate::native::header::FileHeader;
 use crate::table::{
-    BlockHandle, Footer, Table, TableIndex, TableReadOptions, BLOCK_TRAILER_LEN, FOOTER_LEN,
-    MAX_BLOCK_LEN,
+    BlockHandle, Footer, SharedBytes, Table, TableIndex, TableReadOptions, BLOCK_TRAILER_LEN,
+    FOOTER_LEN, MAX_BLOCK_LEN,
 };
 
 /// A native file's index table as an open read it.
@@ -43,6 +43,29 @@ pub(crate) struct Opened<'s> {
 /// the table's errors) for the rest.
 pub(crate) fn open_index<'s>(
     src: &'s dyn ReadAt,
+    tail_bytes: u64,
+    hold_index: bool,
+    opts: &TableReadOptions,
+    path: &str,
+) -> Result<Opened<'s>> {
+    open_index_in(src, None, tail_bytes, hold_index, opts, path)
+}
+
+/// [`open_index`] of a source that lends its bytes, whose owner `shared` (holding the same
+/// bytes as `src`: a mapped file) the index keeps, to read its index block in place
+/// ([`TableIndex::open_shared`]) instead of copying it.
+pub(crate) fn open_index_shared<'s>(
+    src: &'s dyn ReadAt,
+    shared: SharedBytes,
+    opts: &TableReadOptions,
+    path: &str,
+) -> Result<Opened<'s>> {
+    open_index_in(src, Some(shared), u64::MAX, false, opts, path)
+}
+
+fn open_index_in<'s>(
+    src: &'s dyn ReadAt,
+    shared: Option<SharedBytes>,
     tail_bytes: u64,
     hold_index: bool,
     opts: &TableReadOptions,
@@ -100,7 +123,14 @@ pub(crate) fn open_index<'s>(
         // A larger index block than the tail held: one more read.
         (held, held_start) = hold_from(src, held, held_start, idx.offset)?;
     }
-    let mut index = TableIndex::open_tail(&held, held_start, opts).map_err(|e| e.context(path))?;
+    let index = match shared {
+        // The whole file, lent by the source that `shared` owns.
+        Some(file) if held_start == 0 && (*file).as_ref().len() == held.len() => {
+            TableIndex::open_shared(file, opts)
+        }
+        _ => TableIndex::open_tail(&held, held_start, opts),
+    };
+    let mut index = index.map_err(|e| e.context(path))?;
     // Errors of reading its blocks name the file.
     index.set_location(path);
     let first_block = index.first_data_offset().unwrap_or(idx.offset);

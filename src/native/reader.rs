@@ -17,7 +17,7 @@ use crate::name;
 use crate::native::bytes_value;
 use crate::native::entry::{decode_slices, Dims, IndexEntry};
 use crate::native::header::FileHeader;
-use crate::native::open::{open_index, Opened};
+use crate::native::open::{open_index_shared, Opened};
 use crate::native::region::{self, Region};
 use crate::native::sharded::table::{self as shards, Shards};
 use crate::native::slice_key;
@@ -219,7 +219,12 @@ impl Reader {
             header,
             first_block,
             ..
-        } = open_index(&source, u64::MAX, false, &table_opts, &path)?;
+        } = open_index_shared(
+            &source,
+            std::sync::Arc::new(source.clone()),
+            &table_opts,
+            &path,
+        )?;
         validate_header(&header, first_block, &path)?;
         let shards = if header.shards.is_empty() {
             None

@@ -189,6 +189,12 @@ impl Source {
     }
 }
 
+impl AsRef<[u8]> for Source {
+    fn as_ref(&self) -> &[u8] {
+        self
+    }
+}
+
 impl Deref for Source {
     type Target = [u8];
     fn deref(&self) -> &[u8] {

@@ -39,7 +39,9 @@ pub use builder::{
 };
 pub use footer::{BlockHandle, Footer};
 pub use hash::HASH_INDEX_KEY;
-pub use reader::{BlockBytes, Table, TableFigures, TableIndex, TableIter, TableReadOptions};
+pub use reader::{
+    BlockBytes, SharedBytes, Table, TableFigures, TableIndex, TableIter, TableReadOptions,
+};
 
 /// Length of the table footer in bytes (two padded block handles and the magic number).
 pub const FOOTER_LEN: usize = 48;

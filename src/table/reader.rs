@@ -3,16 +3,18 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
-use std::ops::Deref;
+use std::ops::{Deref, Range};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use super::block::{find_in_span, key_lt, scan_entries, Block, EntryCursor, Layout};
+use super::block::{find_in_span, key_lt, scan_entries, Block, BlockBuilder, EntryCursor, Layout};
 use super::footer::{BlockHandle, Footer};
 use super::hash::{HashIndex, HASH_INDEX_KEY};
 use super::{Compression, BLOCK_TRAILER_LEN, FOOTER_LEN, MAX_BLOCK_LEN};
 use crate::error::{ensure_within, Error, Result};
-use crate::format::{crc32c, crc32c_extend, get_fixed32, unmask_crc, Cursor, ReadAt};
+use crate::format::{
+    crc32c, crc32c_extend, get_fixed32, get_varint32, get_varint64, unmask_crc, Cursor, ReadAt,
+};
 use crate::name::display;
 
 /// Options for [`Table::open`].
@@ -77,14 +79,49 @@ const PARSED: u8 = 2;
 /// Block state bit: the block is stored uncompressed (its trailer's type byte is 0).
 const PLAIN: u8 = 4;
 
-/// One materialized index entry; the block number is its position in the index.
-#[derive(Debug, Clone, Copy)]
-struct IndexEntry {
-    /// Separator key range in `Table::keys`.
-    key_start: usize,
-    key_end: usize,
-    handle: BlockHandle,
+/// Bytes that hold a table's whole file and can be shared with its [`TableIndex`] (a mapped
+/// file): the index then reads its block in place instead of keeping a copy
+/// ([`TableIndex::open_shared`]).
+pub type SharedBytes = Arc<dyn AsRef<[u8]> + Send + Sync>;
+
+/// The index block's contents, with a restart point at every entry (as every writer of the
+/// format makes it, SPEC.md 4.2): entry `i` starts at restart offset `i`, its key stored whole.
+enum IndexBlock {
+    /// In place, in the bytes of the file: `range` of `owner`.
+    Shared {
+        owner: SharedBytes,
+        range: Range<usize>,
+    },
+    /// A copy: a decompressed block, one re-encoded with a restart at every entry, or the
+    /// block of bytes the index cannot keep ([`TableIndex::open_tail`]).
+    Owned(Box<[u8]>),
 }
+
+impl IndexBlock {
+    #[inline]
+    fn bytes(&self) -> &[u8] {
+        match self {
+            IndexBlock::Shared { owner, range } => {
+                (**owner).as_ref().get(range.clone()).unwrap_or_default()
+            }
+            IndexBlock::Owned(b) => b,
+        }
+    }
+}
+
+impl std::fmt::Debug for IndexBlock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            IndexBlock::Shared { range, .. } => write!(f, "Shared({range:?})"),
+            IndexBlock::Owned(b) => write!(f, "Owned({} bytes)", b.len()),
+        }
+    }
+}
+
+/// Data blocks per lazily allocated chunk of [`TableIndex`]'s restart-offset cache: a lookup
+/// allocates the chunk of its block, not a slot for every block of the table (7,665 of them,
+/// 245 KB of fresh memory, at 10M tensors).
+const RUNS_CHUNK: usize = 64;
 
 /// A small LRU of decompressed blocks keyed by block number.
 #[derive(Debug, Default)]
@@ -125,18 +162,24 @@ impl BlockCache {
     }
 }
 
-/// The materialized index of a table: footer, separator keys and data block handles, all
-/// validated, plus the per-block "checksum verified" flags and the block cache.
+/// The validated index of a table: footer and index block (separator keys and data block
+/// handles, every entry checked at open and decoded again when used), plus the per-block
+/// "checksum verified" flags and the block cache.
 ///
-/// It owns no file bytes, so it can live next to the mapping it was read from; combine the two
-/// with [`Table::new`]. `TableIndex` is `Send + Sync`.
+/// It holds the index block alone (a copy, or the shared bytes of the whole file with
+/// [`TableIndex::open_shared`]), so it can live next to the mapping it was read from; combine
+/// the two with [`Table::new`]. `TableIndex` is `Send + Sync`.
 #[derive(Debug)]
 pub struct TableIndex {
     footer: Footer,
     opts: TableReadOptions,
-    /// Separator keys, concatenated.
-    keys: Vec<u8>,
-    entries: Vec<IndexEntry>,
+    /// The index block: entry `i` (data block `i`'s separator and handle) is decoded from it
+    /// on use, at restart offset `i` (every entry was checked at open).
+    block: IndexBlock,
+    /// Where the block's restart array starts.
+    restarts_at: usize,
+    /// Number of entries (data blocks).
+    blocks: usize,
     /// Per data block: what is already known about it ([`VERIFIED`], [`PARSED`], [`PLAIN`]),
     /// so that later loads skip the work.
     state: Vec<AtomicU8>,
@@ -145,18 +188,27 @@ pub struct TableIndex {
     /// open never reads it): `None` when the table has none.
     hash: OnceLock<Option<HashIndex>>,
     /// Per data block, once the hash index has led a lookup to it: its restart offsets and
-    /// where its entries end (allocated on the first hashed lookup).
-    runs: OnceLock<Box<[OnceLock<BlockRuns>]>>,
+    /// where its entries end (allocated by chunks of [`RUNS_CHUNK`] blocks, on first use).
+    runs: OnceLock<Box<[RunsChunk]>>,
     /// The file (or object) the table is read from, when its reader named it
     /// ([`TableIndex::set_location`]): errors of reading its blocks say it.
     location: Option<Box<str>>,
 }
+
+/// The restart offsets of [`RUNS_CHUNK`] data blocks, allocated on first use.
+type RunsChunk = OnceLock<Box<[OnceLock<BlockRuns>]>>;
 
 /// A data block's validated restart offsets, kept in memory for hashed lookups.
 #[derive(Debug)]
 struct BlockRuns {
     restarts: Box<[u32]>,
     entries_end: usize,
+    /// The block's handle, and where its separator and the previous block's (empty for block
+    /// 0) lie in the index block: what every hashed lookup into the block checks its key
+    /// against, kept here so that a lookup decodes no index entry.
+    handle: BlockHandle,
+    sep: Range<usize>,
+    prev_sep: Range<usize>,
 }
 
 /// Most cache lines of a restart run [`touch_lines`] touches.
@@ -244,6 +296,51 @@ fn read_raw<'f>(file: &'f [u8], base: u64, h: &BlockHandle) -> Result<(&'f [u8],
     Ok((contents, trailer[0], stored))
 }
 
+/// A checked index block ([`TableIndex::check`]).
+struct CheckedIndex<'f> {
+    footer: Footer,
+    /// The block's contents, a restart point at every entry.
+    contents: Cow<'f, [u8]>,
+    /// Where `contents` lie in the bytes checked, when they are those bytes.
+    in_file: Option<Range<usize>>,
+    restarts_at: usize,
+    blocks: usize,
+}
+
+/// Key and handle of entry `i` of an index block whose every entry is a restart point, the
+/// restart array starting at `restarts_at` (`None` if the bytes do not decode).
+#[inline]
+fn decode_index_entry(b: &[u8], restarts_at: usize, i: usize) -> Option<(&[u8], BlockHandle)> {
+    let (key, h) = locate_index_entry(b, restarts_at, i)?;
+    Some((b.get(key)?, h))
+}
+
+/// [`decode_index_entry`], the key given as its range in `b`.
+#[inline]
+fn locate_index_entry(
+    b: &[u8],
+    restarts_at: usize,
+    i: usize,
+) -> Option<(Range<usize>, BlockHandle)> {
+    let p = get_fixed32(b, restarts_at.checked_add(i.checked_mul(4)?)?)? as usize;
+    let e = b.get(p..restarts_at)?;
+    // Fast path: three one-byte varints (separators under 128 bytes, the common case).
+    let (non_shared, value_len, at) = match *e {
+        [0, k, v, ..] if (k | v) < 0x80 => (usize::from(k), usize::from(v), 3),
+        _ => {
+            let (_, n1) = get_varint32(e)?;
+            let (k, n2) = get_varint32(e.get(n1..)?)?;
+            let (v, n3) = get_varint32(e.get(n1 + n2..)?)?;
+            (k as usize, v as usize, n1 + n2 + n3)
+        }
+    };
+    let key_end = at.checked_add(non_shared)?;
+    let value = e.get(key_end..key_end.checked_add(value_len)?)?;
+    let (offset, n) = get_varint64(value)?;
+    let (size, _) = get_varint64(value.get(n..)?)?;
+    Some((p + at..p + key_end, BlockHandle { offset, size }))
+}
+
 impl TableIndex {
     /// Reads and validates the footer and index block of the table that ends `file` (the whole
     /// file, e.g. an mmap).
@@ -261,8 +358,73 @@ impl TableIndex {
 
     /// [`TableIndex::open`] on the end of a file only: `tail` holds the file's bytes from
     /// offset `base` to its end (for instance from the first data block on, read without the
-    /// records before it). Offsets in errors and handles stay absolute.
+    /// records before it). Offsets in errors and handles stay absolute. The index keeps a copy
+    /// of the index block (of its bytes only: not of the tail).
     pub fn open_tail(tail: &[u8], base: u64, opts: &TableReadOptions) -> Result<TableIndex> {
+        let c = Self::check(tail, base)?;
+        let block = IndexBlock::Owned(c.contents.into_owned().into_boxed_slice());
+        Ok(Self::assemble(
+            c.footer,
+            block,
+            c.restarts_at,
+            c.blocks,
+            opts,
+        ))
+    }
+
+    /// [`TableIndex::open`] of the table that ends the bytes `file` holds, keeping `file`
+    /// (shared, e.g. a mapped file's) to read the index block in place: nothing of the block
+    /// is copied, so an open costs the block's checksum and one pass over its entries, and no
+    /// memory that grows with it (a compressed index block, or one without a restart point at
+    /// every entry, is still decoded into a copy). Same checks as [`TableIndex::open`].
+    pub fn open_shared(file: SharedBytes, opts: &TableReadOptions) -> Result<TableIndex> {
+        let c = Self::check((*file).as_ref(), 0)?;
+        let block = match c.in_file {
+            Some(range) => IndexBlock::Shared {
+                owner: file.clone(),
+                range,
+            },
+            None => IndexBlock::Owned(c.contents.into_owned().into_boxed_slice()),
+        };
+        Ok(Self::assemble(
+            c.footer,
+            block,
+            c.restarts_at,
+            c.blocks,
+            opts,
+        ))
+    }
+
+    fn assemble(
+        footer: Footer,
+        block: IndexBlock,
+        restarts_at: usize,
+        blocks: usize,
+        opts: &TableReadOptions,
+    ) -> TableIndex {
+        let state = (0..blocks).map(|_| AtomicU8::new(0)).collect();
+        TableIndex {
+            footer,
+            opts: *opts,
+            block,
+            restarts_at,
+            blocks,
+            state,
+            cache: Mutex::new(BlockCache {
+                capacity: opts.cache_capacity,
+                ..BlockCache::default()
+            }),
+            hash: OnceLock::new(),
+            runs: OnceLock::new(),
+            location: None,
+        }
+    }
+
+    /// Reads and checks the footer and the index block of the table ending `tail` (the file's
+    /// bytes from `base` on): the checks of [`TableIndex::open`], every entry visited once.
+    /// The block is returned as stored when every entry is a restart point (LevelDB's and
+    /// TensorFlow's index blocks, restart interval 1), else re-encoded so.
+    fn check(tail: &[u8], base: u64) -> Result<CheckedIndex<'_>> {
         let file = tail;
         let len = file.len();
         if len < FOOTER_LEN {
@@ -314,41 +476,42 @@ impl TableIndex {
         };
         let exact = matches!(contents, Cow::Borrowed(_));
         let lay = Layout::parse(&contents, idx.offset, exact, "index block")?;
-        // One pass over the entries, straight into the materialized index (this is most of
-        // the cost of opening a file, so it avoids the general-purpose block cursor).
-        let mut keys: Vec<u8> = Vec::with_capacity(contents.len());
-        let mut entries: Vec<IndexEntry> = Vec::with_capacity(lay.restarts());
-        let mut prev_key = 0..0;
+        // One pass over the entries, checking each (this is most of the cost of opening a
+        // file, so it avoids the general-purpose block cursor); nothing is kept but the
+        // count: lookups decode an entry from the block when they use it.
+        let mut prev: Vec<u8> = Vec::new();
+        let mut key: Vec<u8> = Vec::new();
+        let mut key_bytes = 0usize;
         let mut prev_end: Option<u64> = None;
+        let mut n = 0usize;
         scan_entries(&contents, &lay, |shared, suffix, value, pos| {
-            let n = entries.len();
-            if shared > prev_key.len() {
+            if shared > prev.len() {
                 return Err(lay.error(
                     pos,
                     format!(
                         "bad entry in block: shares {shared} bytes with a previous key of {} bytes",
-                        prev_key.len()
+                        prev.len()
                     ),
                 ));
             }
-            let key_start = keys.len();
-            keys.extend_from_within(prev_key.start..prev_key.start + shared);
-            keys.extend_from_slice(suffix);
+            key.clear();
+            key.extend_from_slice(&prev[..shared]);
+            key.extend_from_slice(suffix);
+            key_bytes = key_bytes.saturating_add(key.len());
             ensure_within(
                 "index block key bytes",
-                keys.len(),
+                key_bytes,
                 MAX_INDEX_KEY_BYTES,
                 Some(idx.offset),
             )?;
-            let (before, key) = keys.split_at(key_start);
-            if n > 0 && !key_lt(&before[prev_key.clone()], key) {
+            if n > 0 && !key_lt(&prev, &key) {
                 return Err(lay.error(pos, "keys not strictly increasing"));
             }
             let bad = |d: String| {
                 Error::corrupt(
                     "index entry",
                     idx.offset,
-                    format!("entry {n} (separator {}): {d}", display(key)),
+                    format!("entry {n} (separator {}): {d}", display(&key)),
                 )
             };
             let mut vc = Cursor::new(value, idx.offset);
@@ -376,30 +539,48 @@ impl TableIndex {
                 ))
             })?;
             prev_end = Some(end);
-            prev_key = key_start..keys.len();
-            entries.push(IndexEntry {
-                key_start,
-                key_end: keys.len(),
-                handle: h,
-            });
+            std::mem::swap(&mut prev, &mut key);
+            n += 1;
             Ok(())
         })?;
-        keys.shrink_to_fit();
-        entries.shrink_to_fit();
-        let state = (0..entries.len()).map(|_| AtomicU8::new(0)).collect();
-        Ok(TableIndex {
+        if n == lay.restarts() || (n == 0 && lay.restarts() <= 1) {
+            // Every entry is a restart point (or there is none; the empty block has one
+            // restart point, at 0).
+            let in_file = match contents {
+                Cow::Borrowed(raw) => idx
+                    .offset
+                    .checked_sub(base)
+                    .and_then(|o| usize::try_from(o).ok())
+                    .map(|at| at..at + raw.len()),
+                Cow::Owned(_) => None,
+            };
+            return Ok(CheckedIndex {
+                footer,
+                restarts_at: lay.entries_end(),
+                blocks: n,
+                contents,
+                in_file,
+            });
+        }
+        // Prefix-compressed entries (a writer with a longer restart interval): the same
+        // entries again, each a restart point, so that entry `i` is found in O(1).
+        let mut b = BlockBuilder::new(1);
+        scan_entries(&contents, &lay, |shared, suffix, value, _| {
+            key.clear();
+            key.extend_from_slice(&prev[..shared.min(prev.len())]);
+            key.extend_from_slice(suffix);
+            b.add(&key, value);
+            std::mem::swap(&mut prev, &mut key);
+            Ok(())
+        })?;
+        let rebuilt = b.finish().to_vec();
+        let lay = Layout::parse(&rebuilt, idx.offset, false, "index block")?;
+        Ok(CheckedIndex {
             footer,
-            opts: *opts,
-            keys,
-            entries,
-            state,
-            cache: Mutex::new(BlockCache {
-                capacity: opts.cache_capacity,
-                ..BlockCache::default()
-            }),
-            hash: OnceLock::new(),
-            runs: OnceLock::new(),
-            location: None,
+            restarts_at: lay.entries_end(),
+            blocks: n,
+            contents: Cow::Owned(rebuilt),
+            in_file: None,
         })
     }
 
@@ -411,7 +592,25 @@ impl TableIndex {
 
     /// Number of data blocks.
     pub fn data_blocks(&self) -> usize {
-        self.entries.len()
+        self.blocks
+    }
+
+    /// Separator key and handle of data block `i`, decoded from the index block (checked at
+    /// open; should the bytes have changed since, which the file's contract rules out, an
+    /// empty key and an empty handle, never a panic).
+    ///
+    /// # Panics
+    /// If `i >= self.data_blocks()`.
+    #[inline]
+    fn entry(&self, i: usize) -> (&[u8], BlockHandle) {
+        assert!(
+            i < self.blocks,
+            "data block {i} of a table of {} data blocks",
+            self.blocks
+        );
+        let b = self.block.bytes();
+        decode_index_entry(b, self.restarts_at, i)
+            .unwrap_or((&[], BlockHandle { offset: 0, size: 0 }))
     }
 
     /// Handle of data block `i`.
@@ -419,7 +618,30 @@ impl TableIndex {
     /// # Panics
     /// If `i >= self.data_blocks()`.
     pub fn block_handle(&self, i: usize) -> BlockHandle {
-        self.entries[i].handle
+        self.locate(i).1
+    }
+
+    /// [`TableIndex::entry`], the separator given as its range in the index block.
+    fn locate(&self, i: usize) -> (Range<usize>, BlockHandle) {
+        assert!(
+            i < self.blocks,
+            "data block {i} of a table of {} data blocks",
+            self.blocks
+        );
+        locate_index_entry(self.block.bytes(), self.restarts_at, i)
+            .unwrap_or((0..0, BlockHandle { offset: 0, size: 0 }))
+    }
+
+    /// The restart-offset cache slot of data block `i < blocks`.
+    fn runs_slot(&self, i: usize) -> &OnceLock<BlockRuns> {
+        let chunks = self.runs.get_or_init(|| {
+            (0..self.blocks.div_ceil(RUNS_CHUNK))
+                .map(|_| OnceLock::new())
+                .collect()
+        });
+        let all = chunks[i / RUNS_CHUNK]
+            .get_or_init(|| (0..RUNS_CHUNK).map(|_| OnceLock::new()).collect());
+        &all[i % RUNS_CHUNK]
     }
 
     /// Separator key of data block `i` from the index (>= every key of the block, < every key of
@@ -428,13 +650,12 @@ impl TableIndex {
     /// # Panics
     /// If `i >= self.data_blocks()`.
     pub fn separator(&self, i: usize) -> &[u8] {
-        let e = &self.entries[i];
-        &self.keys[e.key_start..e.key_end]
+        self.entry(i).0
     }
 
     /// File offset of the first data block, if there is one.
     pub fn first_data_offset(&self) -> Option<u64> {
-        self.entries.first().map(|e| e.handle.offset)
+        (self.blocks > 0).then(|| self.block_handle(0).offset)
     }
 
     /// The footer.
@@ -449,8 +670,16 @@ impl TableIndex {
 
     /// Number of the data block that would hold `key`: the first whose separator is >= key.
     pub(crate) fn find_block(&self, key: &[u8]) -> usize {
-        self.entries
-            .partition_point(|e| key_lt(&self.keys[e.key_start..e.key_end], key))
+        let (mut lo, mut hi) = (0, self.blocks);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if key_lt(self.separator(mid), key) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
     }
 
     fn lock_cache(&self) -> std::sync::MutexGuard<'_, BlockCache> {
@@ -720,13 +949,19 @@ impl<'a> Table<'a> {
     /// Its CRC is verified on first load when `verify_checksums` is set.
     fn load_block_in(&self, i: usize) -> Result<BlockBytes<'a>> {
         let ix = &*self.index;
-        let e = ix.entries.get(i).ok_or_else(|| {
-            Error::InvalidArgument(format!(
+        if i >= ix.blocks {
+            return Err(Error::InvalidArgument(format!(
                 "data block {i} does not exist (the table has {})",
-                ix.entries.len()
-            ))
-        })?;
-        let h = e.handle;
+                ix.blocks
+            )));
+        }
+        self.load_block_at(i, ix.block_handle(i))
+    }
+
+    /// [`Table::load_block_in`] of block `i < data_blocks()`, whose handle `h` the caller
+    /// has decoded.
+    fn load_block_at(&self, i: usize, h: BlockHandle) -> Result<BlockBytes<'a>> {
+        let ix = &*self.index;
         let state = &ix.state[i];
         let known = state.load(Ordering::Acquire);
         let verify = ix.opts.verify_checksums && known & VERIFIED == 0;
@@ -821,10 +1056,9 @@ impl<'a> Table<'a> {
         Ok(out)
     }
 
-    /// Parses the layout of data block `i` held in `bytes`.
-    fn layout(&self, i: usize, bytes: &BlockBytes<'_>) -> Result<Layout> {
+    /// Parses the layout of data block `i`, which starts at `base`, held in `bytes`.
+    fn layout_at(&self, i: usize, base: u64, bytes: &BlockBytes<'_>) -> Result<Layout> {
         let exact = matches!(bytes, BlockBytes::Mapped(_) | BlockBytes::Fetched(_));
-        let base = self.index.entries[i].handle.offset;
         let state = &self.index.state[i];
         if state.load(Ordering::Acquire) & PARSED != 0 {
             return Layout::trusted(bytes, base, exact, "data block");
@@ -849,16 +1083,17 @@ impl<'a> Table<'a> {
     /// with a hash index block).
     fn verify_all_blocks_in(&self) -> Result<u64> {
         let ix = &*self.index;
-        for (i, e) in ix.entries.iter().enumerate() {
-            let (contents, ty, stored) = self.raw(&e.handle)?;
-            verify_crc(&e.handle, &contents, ty, stored)?;
+        for i in 0..ix.blocks {
+            let h = ix.block_handle(i);
+            let (contents, ty, stored) = self.raw(&h)?;
+            verify_crc(&h, &contents, ty, stored)?;
             ix.state[i].fetch_or(VERIFIED, Ordering::AcqRel);
         }
         for h in [ix.footer.metaindex, ix.footer.index] {
             let (contents, ty, stored) = self.raw(&h)?;
             verify_crc(&h, &contents, ty, stored)?;
         }
-        let mut n = ix.entries.len() as u64 + 2;
+        let mut n = ix.blocks as u64 + 2;
         if let Some(hx) = self.hash_index()? {
             let (contents, ty, stored) = self.raw(&hx.handle)?;
             verify_crc(&hx.handle, &contents, ty, stored)?;
@@ -914,17 +1149,15 @@ impl<'a> Table<'a> {
         f: impl FnOnce(&[u8], u64) -> R,
     ) -> Result<Option<R>> {
         let i = self.index.find_block(key);
-        if i >= self.index.entries.len() {
+        if i >= self.index.blocks {
             return Ok(None);
         }
-        let bytes = self.load_block(i)?;
-        let lay = self.layout(i, &bytes)?;
+        let h = self.index.block_handle(i);
+        let bytes = self.located(self.load_block_at(i, h))?;
+        let lay = self.layout_at(i, h.offset, &bytes)?;
         let mut cur = EntryCursor::new();
         if cur.seek(&bytes, &lay, key)? && cur.key() == key {
-            Ok(Some(f(
-                cur.value(&bytes),
-                self.index.entries[i].handle.offset,
-            )))
+            Ok(Some(f(cur.value(&bytes), h.offset)))
         } else {
             Ok(None)
         }
@@ -972,9 +1205,9 @@ impl<'a> Table<'a> {
             .filter(|_| vc.remaining() == 0)
             .ok_or_else(|| bad("the paramdex.hash entry is not a block handle".into()))?;
         let data_end = ix
-            .entries
-            .last()
-            .and_then(|e| block_end(&e.handle))
+            .blocks
+            .checked_sub(1)
+            .and_then(|last| block_end(&ix.block_handle(last)))
             .unwrap_or(0);
         if h.offset < data_end || !matches!(block_end(&h), Some(e) if e <= meta.offset) {
             return Err(bad(format!(
@@ -1010,19 +1243,18 @@ impl<'a> Table<'a> {
         let mut f = Some(f);
         let mut out = None;
         hx.lookup(contents, key, ix.opts.verify_checksums, |c| {
-            let Some(e) = ix.entries.get(c.block) else {
+            if c.block >= ix.blocks {
                 return Err(Error::corrupt(
                     "hash index block",
                     hx.handle.offset,
                     format!(
                         "a slot names data block {}, but the table has {}",
-                        c.block,
-                        ix.entries.len()
+                        c.block, ix.blocks
                     ),
                 ));
-            };
-            let bytes = self.load_block(c.block)?;
-            let runs = self.block_runs(c.block, &bytes)?;
+            }
+            let (bytes, runs) = self.block_runs(c.block)?;
+            let h = runs.handle;
             let Some(&start) = runs.restarts.get(c.restart) else {
                 return Err(Error::corrupt(
                     "hash index block",
@@ -1031,7 +1263,7 @@ impl<'a> Table<'a> {
                         "a slot names restart point {} of data block {} (at {}), which has {}",
                         c.restart,
                         c.block,
-                        e.handle.offset,
+                        h.offset,
                         runs.restarts.len()
                     ),
                 ));
@@ -1044,7 +1276,7 @@ impl<'a> Table<'a> {
             let lay = Layout::known(
                 runs.entries_end,
                 runs.restarts.len(),
-                e.handle.offset,
+                h.offset,
                 matches!(bytes, BlockBytes::Mapped(_)),
                 "data block",
             );
@@ -1053,8 +1285,11 @@ impl<'a> Table<'a> {
             };
             // The entry must be where a binary search finds it: in this block's separator
             // range, so that both paths give the same answer.
-            let above_prev = c.block == 0 || key_lt(ix.separator(c.block - 1), key);
-            if !above_prev || key_lt(ix.separator(c.block), key) {
+            let seps = ix.block.bytes();
+            let sep = seps.get(runs.sep.clone()).unwrap_or_default();
+            let prev = seps.get(runs.prev_sep.clone()).unwrap_or_default();
+            let above_prev = c.block == 0 || key_lt(prev, key);
+            if !above_prev || key_lt(sep, key) {
                 return Err(Error::corrupt(
                     "hash index block",
                     hx.handle.offset,
@@ -1062,34 +1297,41 @@ impl<'a> Table<'a> {
                         "a slot names key {} in data block {} (at {}), outside that block's separator range",
                         display(key),
                         c.block,
-                        e.handle.offset
+                        h.offset
                     ),
                 ));
             }
             if let Some(f) = f.take() {
-                out = Some(f(&bytes[vs..ve], e.handle.offset));
+                out = Some(f(&bytes[vs..ve], h.offset));
             }
             Ok(true)
         })?;
         Ok(out)
     }
 
-    /// The restart offsets of data block `i` (whose bytes are `bytes`), validated and copied
-    /// the first time.
-    fn block_runs(&self, i: usize, bytes: &BlockBytes<'_>) -> Result<&BlockRuns> {
+    /// Data block `i < data_blocks()` loaded, and its restart offsets, handle and the
+    /// separators around it: decoded from the index, validated and kept the first time.
+    fn block_runs(&self, i: usize) -> Result<(BlockBytes<'a>, &BlockRuns)> {
         let ix = &*self.index;
-        let all = ix
-            .runs
-            .get_or_init(|| (0..ix.entries.len()).map(|_| OnceLock::new()).collect());
-        if let Some(r) = all[i].get() {
-            return Ok(r);
+        let slot = ix.runs_slot(i);
+        if let Some(r) = slot.get() {
+            return Ok((self.located(self.load_block_at(i, r.handle))?, r));
         }
-        let lay = self.layout(i, bytes)?;
-        let runs = BlockRuns {
-            restarts: lay.restart_offsets(bytes)?.into_boxed_slice(),
-            entries_end: lay.entries_end(),
+        let (sep, h) = ix.locate(i);
+        let prev_sep = match i.checked_sub(1) {
+            Some(p) => ix.locate(p).0,
+            None => 0..0,
         };
-        Ok(all[i].get_or_init(|| runs))
+        let bytes = self.located(self.load_block_at(i, h))?;
+        let lay = self.layout_at(i, h.offset, &bytes)?;
+        let runs = BlockRuns {
+            restarts: lay.restart_offsets(&bytes)?.into_boxed_slice(),
+            entries_end: lay.entries_end(),
+            handle: h,
+            sep,
+            prev_sep,
+        };
+        Ok((bytes, slot.get_or_init(|| runs)))
     }
 
     /// Whether the table has a hash index block (reads the metaindex the first time).
@@ -1115,7 +1357,7 @@ impl<'a> Table<'a> {
         let contents = self.hash_contents(hx)?;
         // Every page's checksum first: the slots read below are then the written ones.
         let occupied = hx.occupied(contents)?;
-        let blocks = self.index.entries.len();
+        let blocks = self.index.blocks;
         let bad = |d: String| Error::corrupt("hash index block", hx.handle.offset, d);
         // Each key must have, in its probe sequence before the first empty slot, a slot naming
         // its own block and restart run with its tag: a lookup then reaches that run and finds
@@ -1169,6 +1411,8 @@ impl<'a> Table<'a> {
             state: IterState::Unpositioned,
             block: None,
             cur: EntryCursor::new(),
+            sep: Vec::new(),
+            block_at: 0,
             unreleased: 0,
         }
     }
@@ -1225,6 +1469,10 @@ pub struct TableIter<'a> {
     /// Current block number, its bytes and layout.
     block: Option<(usize, BlockBytes<'a>, Layout)>,
     cur: EntryCursor,
+    /// The current block's separator and offset, decoded from the index once per block (the
+    /// scan checks every key against them).
+    sep: Vec<u8>,
+    block_at: u64,
     /// Offset of the first data block passed but not yet released
     /// ([`Table::releasing_behind_scans`]).
     unreleased: u64,
@@ -1291,13 +1539,17 @@ impl TableIter<'_> {
     /// Positions on the first entry (>= target, in the first block tried) at or after block `i`.
     fn settle(&mut self, mut i: usize, mut target: Option<&[u8]>) -> Result<bool> {
         loop {
-            if i >= self.table.index.entries.len() {
+            if i >= self.table.index.blocks {
                 self.block = None;
                 return Ok(false);
             }
+            let (sep, h) = self.table.index.entry(i);
+            self.sep.clear();
+            self.sep.extend_from_slice(sep);
+            self.block_at = h.offset;
             self.release_behind(i);
-            let bytes = self.table.load_block(i)?;
-            let lay = self.table.layout(i, &bytes)?;
+            let bytes = self.table.located(self.table.load_block_at(i, h))?;
+            let lay = self.table.layout_at(i, h.offset, &bytes)?;
             let found = match target.take() {
                 Some(t) => self.cur.seek(&bytes, &lay, t)?,
                 None => self.cur.seek_to_first(&bytes, &lay)?,
@@ -1318,7 +1570,7 @@ impl TableIter<'_> {
         let Some(source) = self.table.scanned else {
             return;
         };
-        let at = self.table.index.entries[i].handle.offset;
+        let at = self.block_at;
         let moving_on = i > 0 && matches!(self.block, Some((p, ..)) if p + 1 == i);
         if !moving_on || at < self.unreleased {
             self.unreleased = at;
@@ -1332,12 +1584,11 @@ impl TableIter<'_> {
     fn check_key(&self, i: usize, first: bool) -> Result<()> {
         let key = self.cur.key();
         let ix = &*self.table.index;
-        let h = ix.entries[i].handle;
-        let sep = ix.separator(i);
+        let sep = &self.sep[..];
         if key > sep {
             return Err(Error::corrupt(
                 "data block",
-                h.offset,
+                self.block_at,
                 format!(
                     "key {} is above the block's index separator {}",
                     display(key),
@@ -1350,7 +1601,7 @@ impl TableIter<'_> {
             if key <= prev {
                 return Err(Error::corrupt(
                     "data block",
-                    h.offset,
+                    self.block_at,
                     format!(
                         "keys not strictly increasing across blocks: key {} is not above the previous block's separator {}",
                         display(key),
@@ -1393,9 +1644,7 @@ impl TableIter<'_> {
 
     /// Absolute file offset of the data block the iterator is in (0 if none).
     pub fn block_offset(&self) -> u64 {
-        self.block
-            .as_ref()
-            .map_or(0, |(i, _, _)| self.table.index.entries[*i].handle.offset)
+        self.block.as_ref().map_or(0, |_| self.block_at)
     }
 }
 
@@ -1626,5 +1875,114 @@ mod tests {
         let t = Table::open(&file, TableReadOptions::default()).unwrap();
         let e = t.get(b"a", |_, _| ()).unwrap_err().to_string();
         assert!(e.contains("bad block type 2"), "{e}");
+    }
+
+    /// `file` with its index block re-encoded with restart interval `interval` (prefix
+    /// compression, as LevelDB's index block options could ask), trailer and footer redone.
+    fn reencode_index(file: &[u8], interval: usize) -> Vec<u8> {
+        use crate::format::mask_crc;
+        let footer = Footer::decode(&file[file.len() - FOOTER_LEN..], 0).unwrap();
+        let idx = footer.index;
+        let old = &file[idx.offset as usize..(idx.offset + idx.size) as usize];
+        let block = Block::parse(old, idx.offset).unwrap();
+        let mut it = block.iter();
+        it.seek_to_first().unwrap();
+        let mut b = BlockBuilder::new(interval);
+        while it.valid() {
+            b.add(it.key(), it.value());
+            it.next().unwrap();
+        }
+        let contents = b.finish().to_vec();
+        let mut out = file[..idx.offset as usize].to_vec();
+        out.extend_from_slice(&contents);
+        out.push(0);
+        let mut covered = contents.clone();
+        covered.push(0);
+        out.extend_from_slice(&mask_crc(crc32c(&covered)).to_le_bytes());
+        let index = BlockHandle {
+            offset: idx.offset,
+            size: contents.len() as u64,
+        };
+        out.extend_from_slice(
+            &Footer {
+                metaindex: footer.metaindex,
+                index,
+            }
+            .encode(),
+        );
+        out
+    }
+
+    #[test]
+    fn index_read_in_place_or_copied_gives_the_same_entries() {
+        let opts = TableOptions {
+            block_size: 256,
+            ..TableOptions::default()
+        };
+        let file = build(600, opts);
+        let copied = TableIndex::open(&file, &TableReadOptions::default()).unwrap();
+        let shared: SharedBytes = Arc::new(file.clone());
+        let in_place = TableIndex::open_shared(shared, &TableReadOptions::default()).unwrap();
+        assert!(matches!(in_place.block, IndexBlock::Shared { .. }));
+        assert!(matches!(copied.block, IndexBlock::Owned(_)));
+        // An index block with prefix-compressed entries opens too (re-encoded, one restart
+        // point per entry), and so does one of a single restart run.
+        let compressed = reencode_index(&file, 4);
+        let one_run = reencode_index(&file, usize::MAX);
+        assert_ne!(compressed, file);
+        let shared: SharedBytes = Arc::new(compressed.clone());
+        let rebuilt = TableIndex::open_shared(shared, &TableReadOptions::default()).unwrap();
+        assert!(matches!(rebuilt.block, IndexBlock::Owned(_)));
+        let run = TableIndex::open(&one_run, &TableReadOptions::default()).unwrap();
+        assert!(copied.data_blocks() > 20, "{}", copied.data_blocks());
+        for ix in [&in_place, &rebuilt, &run] {
+            assert_eq!(ix.data_blocks(), copied.data_blocks());
+            for i in 0..copied.data_blocks() {
+                assert_eq!(ix.separator(i), copied.separator(i));
+                assert_eq!(ix.block_handle(i), copied.block_handle(i));
+            }
+            assert_eq!(ix.first_data_offset(), copied.first_data_offset());
+        }
+        for (bytes, ix) in [
+            (&file, &in_place),
+            (&compressed, &rebuilt),
+            (&one_run, &run),
+        ] {
+            let t = Table::new(bytes, ix);
+            for i in (0..600).step_by(7) {
+                let k = format!("key{i:05}");
+                let v = format!("value-{i}-").repeat(8);
+                assert_eq!(
+                    t.get(k.as_bytes(), |v, _| v.to_vec()).unwrap().unwrap(),
+                    v.as_bytes()
+                );
+                assert_eq!(
+                    t.get_by_search(k.as_bytes(), |v, _| v.to_vec())
+                        .unwrap()
+                        .unwrap(),
+                    v.as_bytes()
+                );
+            }
+            assert!(t.get(b"key0", |_, _| ()).unwrap().is_none());
+            assert!(t.get(b"kez", |_, _| ()).unwrap().is_none());
+            let mut it = t.iter();
+            let mut n = 0;
+            while it.next().unwrap() {
+                n += 1;
+            }
+            assert_eq!(n, 600);
+        }
+    }
+
+    #[test]
+    fn an_empty_index_block_opens_in_place() {
+        let file = build(0, TableOptions::default());
+        let shared: SharedBytes = Arc::new(file.clone());
+        let ix = TableIndex::open_shared(shared, &TableReadOptions::default()).unwrap();
+        assert_eq!(ix.data_blocks(), 0);
+        assert_eq!(ix.first_data_offset(), None);
+        let t = Table::new(&file, &ix);
+        assert!(t.get(b"a", |_, _| ()).unwrap().is_none());
+        assert!(!t.iter().next().unwrap());
     }
 }
