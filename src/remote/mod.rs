@@ -65,8 +65,8 @@ pub use upload::{
 pub(crate) use url::object_path;
 #[cfg(feature = "s3")]
 pub use url::{
-    open_url, open_url_with, resolve, resolve_with, s3_settings, set_s3_settings, split_s3_url,
-    ObjectLocation, RemoteConfig, S3Settings,
+    install_tls_provider, open_url, open_url_with, resolve, resolve_with, s3_settings,
+    set_s3_settings, split_s3_url, ObjectLocation, RemoteConfig, S3Settings,
 };
 
 /// Whether `s` names a remote object (`s3://`, `file://`) rather than a local path. Pure

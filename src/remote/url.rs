@@ -250,6 +250,18 @@ pub(crate) fn runtime() -> Result<Arc<tokio::runtime::Runtime>> {
     Ok(RT.get_or_init(|| Arc::new(rt)).clone())
 }
 
+/// Makes `ring` the process's TLS crypto provider (rustls'), unless one is installed already:
+/// the S3 client's TLS is rustls without a built-in provider (Cargo.toml says why), and it
+/// refuses to build a client before one is installed. [`resolve`] calls it; a program that
+/// builds its own `object_store` S3 client with paramdex's dependency set calls it first.
+pub fn install_tls_provider() {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(|| {
+        // Err: the program installed a provider of its own, which stays.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
 /// The object key `key` as it is named (an S3 key, the raw text a listing gives): kept as is
 /// (`ObjectPath::parse`), so that a key with non-ASCII characters (`ünï.b`) names that object,
 /// not its percent-encoded spelling (which `ObjectPath::from` makes of it). A key that is no
@@ -381,6 +393,7 @@ pub fn resolve_with(url: &str, config: &RemoteConfig) -> Result<ObjectLocation> 
             format!("configuring the S3 client: {detail}"),
         )
     };
+    install_tls_provider();
     let mut b = AmazonS3Builder::from_env()
         .with_bucket_name(bucket)
         .with_retry(config.retry())

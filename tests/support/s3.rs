@@ -33,6 +33,8 @@ pub fn runtime() -> Arc<tokio::runtime::Runtime> {
 /// (`http://host:port/bucket/key`; virtual-hosted style would need DNS for
 /// `bucket.s3.garage.localhost`) and the region of its config (signatures name it).
 pub fn builder(g: &Garage, endpoint: &str, secret: &str) -> AmazonS3Builder {
+    // The client's TLS has no built-in crypto provider (paramdex's Cargo.toml).
+    paramdex::remote::install_tls_provider();
     AmazonS3Builder::new()
         .with_endpoint(endpoint)
         .with_allow_http(true)
