@@ -333,16 +333,7 @@ pub(crate) fn byte_ranges(
             None => Some((start, end)),
         };
         // Odometer over the dimensions before j; done when it wraps around.
-        let mut done = true;
-        for d in (0..j).rev() {
-            idx[d] += 1;
-            if idx[d] < len[d] {
-                done = false;
-                break;
-            }
-            idx[d] = 0;
-        }
-        if done {
+        if !odometer_next(&mut idx, &len[..j]) {
             break;
         }
     }
@@ -474,16 +465,7 @@ pub fn copy_region(
         let (s, t) = (s * esize, t * esize);
         dst[t..t + run_bytes].copy_from_slice(&src[s..s + run_bytes]);
         // Odometer over the dimensions before j; done when it wraps around.
-        let mut done = true;
-        for d in (0..j).rev() {
-            idx[d] += 1;
-            if idx[d] < len[d] {
-                done = false;
-                break;
-            }
-            idx[d] = 0;
-        }
-        if done {
+        if !odometer_next(&mut idx, &len[..j]) {
             return Ok(());
         }
     }
@@ -594,16 +576,7 @@ pub fn tile(
             }
             src += run;
             // Odometer over the dimensions before j; done when it wraps around.
-            let mut done = true;
-            for d in (0..j).rev() {
-                idx[d] += 1;
-                if idx[d] < r.len[d] {
-                    done = false;
-                    break;
-                }
-                idx[d] = 0;
-            }
-            if done {
+            if !odometer_next(&mut idx, &r.len[..j]) {
                 break;
             }
         }
@@ -612,6 +585,22 @@ pub fn tile(
         return Err(format!("the slices cover {} of {numel} elements", cov.set));
     }
     Ok(())
+}
+
+/// Advances `idx`, an odometer over dimensions of lengths `len` (the last fastest), by one;
+/// `false` once it wraps around to all zeros, every index having been visited.
+fn odometer_next<T>(idx: &mut [T], len: &[T]) -> bool
+where
+    T: Copy + PartialOrd + std::ops::AddAssign + From<u8>,
+{
+    for (i, &l) in idx.iter_mut().zip(len).rev() {
+        *i += T::from(1);
+        if *i < l {
+            return true;
+        }
+        *i = T::from(0);
+    }
+    false
 }
 
 #[cfg(test)]
