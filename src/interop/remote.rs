@@ -499,11 +499,7 @@ fn open_object(
     // A Paddle model's parameters or program, a merged file or a tensor file: the files it
     // needs read whole, detected by the local rules (`paddle::fetched`).
     let name = url.rsplit('/').next().unwrap_or_default();
-    let this = || {
-        Ok(crate::native::Source::Memory(
-            whole(&*held, opts.max_whole_object_bytes)?.into(),
-        ))
-    };
+    let this = || whole_source(&held, opts);
     let sibling = siblings(loc, opts);
     if let Some(store) = super::paddle::fetched::open_file(&url, name, &head, &this, &sibling)? {
         return Ok(store);
@@ -576,12 +572,9 @@ fn paddle_dir_at(loc: &ObjectLocation, opts: &UrlOptions) -> Option<Result<Box<d
         return Some(Err(e));
     }
     let dir = loc.url.trim_end_matches('/').to_string();
-    let read = |n: &str| -> Result<crate::native::Source> {
-        let at = loc.with_suffix(&format!("/{n}"));
-        let held = open_head(&at, opts.native.tail_bytes)?;
-        Ok(crate::native::Source::Memory(
-            whole(&held, opts.max_whole_object_bytes)?.into(),
-        ))
+    let read = |n: &str| {
+        let held = open_head(&loc.with_suffix(&format!("/{n}")), opts.native.tail_bytes)?;
+        whole_source(&held, opts)
     };
     super::paddle::fetched::open_dir(&dir, &files, &read).transpose()
 }
@@ -593,19 +586,23 @@ fn siblings<'a>(
     loc: &'a ObjectLocation,
     opts: &'a UrlOptions,
 ) -> impl Fn(&str) -> Result<Option<crate::native::Source>> + 'a {
-    move |other| {
-        let at = loc.sibling(other);
-        let held = match open_head(&at, opts.native.tail_bytes) {
-            Ok(h) => h,
-            Err(Error::Remote {
-                problem: RemoteProblem::NotFound,
-                ..
-            }) => return Ok(None),
-            Err(e) => return Err(e),
-        };
-        let bytes = whole(&held, opts.max_whole_object_bytes)?;
-        Ok(Some(crate::native::Source::Memory(bytes.into())))
+    move |other| match open_head(&loc.sibling(other), opts.native.tail_bytes) {
+        Ok(held) => whole_source(&held, opts).map(Some),
+        Err(Error::Remote {
+            problem: RemoteProblem::NotFound,
+            ..
+        }) => Ok(None),
+        Err(e) => Err(e),
     }
+}
+
+/// The whole object of `held` (its first read, of a native tail's size: a small object is
+/// held by it, a larger one read in one more request) as bytes in memory, at most
+/// [`UrlOptions::max_whole_object_bytes`] (checked before the read).
+fn whole_source(held: &Held, opts: &UrlOptions) -> Result<crate::native::Source> {
+    Ok(crate::native::Source::Memory(
+        whole(held, opts.max_whole_object_bytes)?.into(),
+    ))
 }
 
 /// The object of `held` (whose first bytes are `head`) opened as a `torch.save` zip or a
