@@ -243,6 +243,103 @@ fn reading_commands_work_on_s3_urls() {
     });
 }
 
+/// The files under `dir` (recursively), uploaded under `prefix/` keeping their relative paths.
+fn upload_tree(g: &Garage, rt: &tokio::runtime::Runtime, dir: &Path, prefix: &str) {
+    let s = s3::plain_store(g, g.endpoint());
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let rel = p.strip_prefix(dir).unwrap().to_str().unwrap();
+                put_retried(
+                    rt,
+                    &s,
+                    &format!("{prefix}/{rel}"),
+                    std::fs::read(&p).unwrap(),
+                );
+            }
+        }
+    }
+}
+
+/// What the path form and the URL form of an input must print alike: `ls -l` (where each
+/// tensor's data is: the data file, its offset, its CRC32C), `stat` with a sharded checkpoint's
+/// data files and the step a checkpoint directory resolved to, for a sharded checkpoint, a
+/// TensorFlow 1 directory whose `checkpoint` names `model.ckpt` (no step), and a directory
+/// whose only input is one level down; the outputs differ only by the input's name.
+#[test]
+fn locations_data_files_and_directories_print_alike_from_a_path_and_a_url() {
+    let Some(g) = garage::shared("locations_data_files_and_directories_print_alike") else {
+        return;
+    };
+    g.run(|| {
+        let rt = s3::new_runtime();
+        let b = g.bucket();
+        let env = env(g, true);
+        let tree = data("");
+        for (rel, key) in [
+            ("native/v2/sharded", "alike/sharded"),
+            ("native/v2/incremental", "alike/incremental"),
+            ("tf/basic/v1", "alike/tf1"),
+            ("tf/strings", "alike/nest"),
+        ] {
+            upload_tree(g, &rt, &tree.join(rel), key);
+        }
+        for (rel, key) in [
+            ("native/v2/sharded/ckpt", "alike/sharded/ckpt"),
+            ("native/v2/incremental/ckpt", "alike/incremental/ckpt"),
+            ("native/v2/slices.pdx", "alike/slices.pdx"),
+            ("tf/basic/v1", "alike/tf1"),
+            ("tf/strings", "alike/nest"),
+        ] {
+            if rel.ends_with(".pdx") {
+                upload(g, &rt, &[tree.join(rel)], "alike");
+            }
+            let local = tree.join(rel);
+            let local = local.to_str().unwrap();
+            let url = format!("s3://{b}/{key}");
+            for args in [
+                vec!["ls", "-l", "--json"],
+                vec!["ls", "-l"],
+                vec!["stat"],
+                vec!["stat", "--json"],
+            ] {
+                let out = |input: &str| {
+                    let mut a = args.clone();
+                    a.push(input);
+                    let o = run_env(&a, &env, &[0]);
+                    String::from_utf8(o.stdout)
+                        .unwrap()
+                        // The data files' names start with the prefix's.
+                        .replace(input, "INPUT")
+                };
+                let (l, r) = (out(local), out(&url));
+                assert_eq!(l, r, "{rel}: {args:?}");
+                if args[0] == "ls" {
+                    assert!(l.contains("crc32c") || l.contains("CRC32C"), "{rel}: {l}");
+                }
+            }
+        }
+        // The data files `stat` names are there, in the bucket, for the URL.
+        let o = run_env(
+            &["stat", "--json", &format!("s3://{b}/alike/sharded/ckpt")],
+            &env,
+            &[0],
+        );
+        let files = json(&o)["data_files"].as_array().unwrap().clone();
+        assert_eq!(files.len(), 3);
+        for (k, f) in files.iter().enumerate() {
+            assert_eq!(
+                f["path"],
+                Value::from(format!("s3://{b}/alike/sharded/ckpt.data-0000{k}-of-00003"))
+            );
+        }
+    });
+}
+
 /// Errors on URLs name the URL, with the documented exit codes: nothing at the URL (1), a
 /// refused key (1), a TensorFlow data object cut short (3: corrupt data, as a cut local file).
 #[test]

@@ -52,8 +52,8 @@ pub use merge::{merge, MergeInput, MergeOptions, MergeReport};
 #[cfg(feature = "s3")]
 pub use remote::{open_location, open_url, UrlOptions, MAX_WHOLE_OBJECT_BYTES};
 pub use store::{
-    DataLocation, ForeignType, Format, Kind, LoadedTensor, StoreLayout, TensorData, TensorInfo,
-    TensorInfos, TensorStore, VerifySummary, MAX_FOREIGN_NAME,
+    DataFileLayout, DataLocation, ForeignType, Format, Kind, LoadedTensor, StoreLayout, TensorData,
+    TensorInfo, TensorInfos, TensorStore, VerifySummary, MAX_FOREIGN_NAME,
 };
 pub use survey::{survey, Found, MAX_SURVEYED};
 #[cfg(feature = "s3")]
@@ -98,19 +98,33 @@ fn open_hf(path: &Path) -> Result<Option<Box<dyn TensorStore>>> {
 pub fn open_any(path: impl AsRef<Path>) -> Result<Box<dyn TensorStore>> {
     let path = path.as_ref();
     if let Some(url) = path.to_str().filter(|s| crate::remote::is_url(s)) {
-        return match remote::open_url(url) {
-            // No object nor checkpoint prefix: a managed checkpoint directory (its latest), or
-            // `URL@STEP`? The index found is an `s3://` URL in a bucket and a local path for
-            // `file:///dir` (whose checkpoints are the local directory's).
+        return match open_url_input(url) {
+            // Nothing there: a "directory" of the bucket holding one input one level down?
             Err(
                 e @ Error::Remote {
                     problem: RemoteProblem::NotFound,
                     ..
                 },
-            ) => match checkpoints::resolve_url_input(url)? {
-                Some(index) => open_any(index),
-                None => Err(e),
-            },
+            ) => {
+                #[cfg(feature = "s3")]
+                let subdirs = remote::subdirectories(url)?;
+                #[cfg(not(feature = "s3"))]
+                let subdirs: Vec<String> = Vec::new();
+                let subdirs = subdirs.into_iter().map(PathBuf::from).collect();
+                match one_of(path, subdirs, |sub| {
+                    let url = sub.to_string_lossy();
+                    match open_url_input(&url) {
+                        Err(Error::Remote {
+                            problem: RemoteProblem::NotFound,
+                            ..
+                        }) => Ok(None),
+                        r => r.map(Some),
+                    }
+                })? {
+                    Some(store) => Ok(store),
+                    None => Err(e),
+                }
+            }
             r => r,
         };
     }
@@ -152,6 +166,24 @@ pub fn open_any(path: impl AsRef<Path>) -> Result<Box<dyn TensorStore>> {
         looks_like: None,
         detail,
     })
+}
+
+/// What the URL `url` names: an object or checkpoint prefix, else a managed checkpoint
+/// directory (its latest) or `URL@STEP`. The index found is an `s3://` URL in a bucket and a
+/// local path for `file:///dir` (whose checkpoints are the local directory's).
+fn open_url_input(url: &str) -> Result<Box<dyn TensorStore>> {
+    match remote::open_url(url) {
+        Err(
+            e @ Error::Remote {
+                problem: RemoteProblem::NotFound,
+                ..
+            },
+        ) => match checkpoints::resolve_url_input(url)? {
+            Some(index) => open_any(index),
+            None => Err(e),
+        },
+        r => r,
+    }
 }
 
 /// For an input that is no checkpoint: when it is the prefix of a sharded save that never
@@ -216,13 +248,27 @@ fn unfinished_save(path: &Path) -> Option<Error> {
     None
 }
 
-/// The checkpoint [`open_any`] opens for a local checkpoint-directory input, as its `.index`
-/// file: `DIR` (its latest, the one its `checkpoint` state file names) or `DIR@STEP`. `None`
-/// for any other input, URLs included. (`paramdex stat DIR` says which step it read.)
+/// The checkpoint [`open_any`] opens for a checkpoint-directory input, as its `.index` file
+/// (a path, or a URL for a directory in a bucket): `DIR` (its latest, the one its `checkpoint`
+/// state file names) or `DIR@STEP`. `None` for any other input. (`paramdex stat DIR` says
+/// which step it read.) A URL costs a request for its `checkpoint` object.
 pub fn resolve_checkpoint_dir(path: impl AsRef<Path>) -> Result<Option<PathBuf>> {
     let path = path.as_ref();
-    if path.to_str().is_some_and(crate::remote::is_url) {
-        return Ok(None);
+    if let Some(url) = path.to_str().filter(|s| crate::remote::is_url(s)) {
+        #[cfg(feature = "s3")]
+        return Ok(checkpoints::resolve_url_input(url)?
+            .map(PathBuf::from)
+            // As locally: a state naming a checkpoint without a step is read by the
+            // TensorFlow format as its own checkpoint, not as a managed one.
+            .filter(|index| {
+                index
+                    .file_stem()
+                    .and_then(|n| n.to_str())
+                    .and_then(step_of)
+                    .is_some()
+            }));
+        #[cfg(not(feature = "s3"))]
+        return Err(crate::remote::not_built(url));
     }
     checkpoints::resolve_input(path)
 }
@@ -288,10 +334,27 @@ fn one_level_down(dir: &Path) -> Result<Option<Box<dyn TensorStore>>> {
         }
     }
     subdirs.sort();
+    one_of(dir, subdirs, detect)
+}
+
+/// The one input among `subdirs`, the subdirectories of `dir` (a path, or a URL in a bucket),
+/// each opened by `open` (`Ok(None)`: not an input). Several are an error listing them; none
+/// is `Ok(None)`, or the one foreign format recognised there.
+fn one_of(
+    dir: &Path,
+    subdirs: Vec<PathBuf>,
+    open: impl Fn(&Path) -> Result<Option<Box<dyn TensorStore>>>,
+) -> Result<Option<Box<dyn TensorStore>>> {
+    crate::error::ensure_within(
+        "subdirectories to look into for an input",
+        subdirs.len(),
+        MAX_SUBDIRS_TRIED,
+        None,
+    )?;
     let mut found: Vec<(PathBuf, Result<Box<dyn TensorStore>>)> = Vec::new();
     let mut foreign = Vec::new();
     for sub in subdirs {
-        match detect(&sub) {
+        match open(&sub) {
             Ok(None) => {}
             Ok(Some(store)) => found.push((sub, Ok(store))),
             Err(

@@ -9,8 +9,8 @@ use std::borrow::Cow;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::interop::store::{
-    DataLocation, ExportJob, Format, Kind, LoadedTensor, StoreLayout, TensorData, TensorInfo,
-    TensorInfos, TensorStore, VerifySummary, Written,
+    DataFileLayout, DataLocation, ExportJob, Format, Kind, LoadedTensor, StoreLayout, TensorData,
+    TensorInfo, TensorInfos, TensorStore, VerifySummary, Written,
 };
 use crate::name;
 use crate::native::bytes_value;
@@ -56,11 +56,16 @@ impl TensorStore for Reader {
 
     fn layout(&self) -> Result<StoreLayout> {
         let table = self.table().figures()?;
-        Ok(native_layout(
-            self.header(),
-            self.as_bytes().len() as u64,
-            table,
-        ))
+        let layout = native_layout(self.header(), self.as_bytes().len() as u64, table);
+        let n = self.header().shards.len() as u32;
+        Ok(match self.checkpoint_prefix() {
+            Some(prefix) if n > 0 => {
+                with_data_files(layout, self.header(), prefix.display().to_string(), |k| {
+                    format!("{}{}", prefix.display(), crate::native::data_suffix(k, n))
+                })
+            }
+            _ => layout,
+        })
     }
 
     fn load(&self, name: &[u8]) -> Result<Option<LoadedTensor<'_>>> {
@@ -156,7 +161,12 @@ impl TensorStore for Reader {
     }
 
     fn data_location(&self, name: &[u8]) -> Result<Option<DataLocation>> {
-        Ok(self.get(name)?.map(|t| DataLocation {
+        let t = match self.get(name) {
+            // Stored in slices: not one run of bytes (its slices are listed as such).
+            Err(Error::Sliced { .. }) => return Ok(None),
+            t => t?,
+        };
+        Ok(t.map(|t| DataLocation {
             // The data file of a sharded checkpoint's tensor, not the index opened.
             path: t.path().into(),
             offset: t.data_offset(),
@@ -431,5 +441,25 @@ pub(crate) fn native_layout(
         index_bytes: Some(file_len.saturating_sub(index_start)),
         shards: Some(header.shards.len().max(1) as u64),
         table: Some(table),
+        ..StoreLayout::default()
     }
+}
+
+/// `layout` with the data files of the sharded checkpoint at `prefix` (a path or a URL) whose
+/// index header is `header`, data file `k` at `location(k)`.
+pub(crate) fn with_data_files(
+    mut layout: StoreLayout,
+    header: &crate::native::FileHeader,
+    prefix: String,
+    location: impl Fn(u32) -> String,
+) -> StoreLayout {
+    layout.data_files = (0u32..)
+        .zip(&header.shards)
+        .map(|(k, s)| DataFileLayout {
+            location: location(k),
+            shard: *s,
+        })
+        .collect();
+    layout.checkpoint_prefix = Some(prefix);
+    layout
 }

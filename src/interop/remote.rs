@@ -26,6 +26,19 @@ impl TensorStore for RemoteReader {
         Format::Native
     }
 
+    fn data_location(&self, name: &[u8]) -> Result<Option<crate::interop::DataLocation>> {
+        Ok(
+            crate::remote::locate(self, name)?.map(|(file, offset, len, crc)| {
+                crate::interop::DataLocation {
+                    path: file.into(),
+                    offset,
+                    len,
+                    crc32c: Some(crc),
+                }
+            }),
+        )
+    }
+
     fn scan(&self, start: &[u8]) -> Result<TensorInfos<'_>> {
         let listed = self.list_from(start)?;
         Ok(Box::new(listed.into_iter().map(move |e| self.with_lod(e))))
@@ -139,6 +152,27 @@ pub fn open_url(url: &str) -> Result<Box<dyn TensorStore>> {
         ..UrlOptions::default()
     };
     open_location(crate::remote::resolve_with(url, &config)?, &opts)
+}
+
+/// The "subdirectories" of the directory URL `url` (the common prefixes one `/` below it, in
+/// name order; hidden ones, starting with `.`, left aside), as URLs: what an input that names
+/// no object nor checkpoint is looked into, one level down, as a local directory is.
+pub(crate) fn subdirectories(url: &str) -> Result<Vec<String>> {
+    let dir = url.trim_end_matches('/');
+    let loc = crate::remote::resolve(dir)?;
+    let listed = loc
+        .runtime
+        .block_on(loc.store.list_with_delimiter(Some(&loc.path)))
+        .map_err(|e| crate::remote::remote_error(dir, e))?;
+    let mut subdirs: Vec<String> = listed
+        .common_prefixes
+        .iter()
+        .filter_map(|p| p.filename())
+        .filter(|n| !n.starts_with('.'))
+        .map(|n| format!("{dir}/{n}"))
+        .collect();
+    subdirs.sort();
+    Ok(subdirs)
 }
 
 /// The bytes an open read of an object brought (from `start`), served again without a request:

@@ -93,6 +93,19 @@ impl TensorStore for RemoteSharded {
         Format::Native
     }
 
+    fn data_location(&self, name: &[u8]) -> Result<Option<crate::interop::DataLocation>> {
+        Ok(
+            crate::remote::locate(self, name)?.map(|(file, offset, len, crc)| {
+                crate::interop::DataLocation {
+                    path: file.into(),
+                    offset,
+                    len,
+                    crc32c: Some(crc),
+                }
+            }),
+        )
+    }
+
     fn scan(&self, start: &[u8]) -> Result<TensorInfos<'_>> {
         Ok(infos(self.list_from(start)?))
     }
@@ -103,7 +116,12 @@ impl TensorStore for RemoteSharded {
 
     fn layout(&self) -> Result<StoreLayout> {
         // The index object's layout, as a mapped checkpoint's index file gives it.
-        self.index().layout()
+        Ok(super::native::with_data_files(
+            self.index().layout()?,
+            self.header(),
+            self.prefix().to_string(),
+            |k| self.data_location(k),
+        ))
     }
 
     fn load(&self, name: &[u8]) -> Result<Option<LoadedTensor<'_>>> {

@@ -260,6 +260,22 @@ pub struct StoreLayout {
     pub table: Option<TableFigures>,
     /// Data files or shards the tensors are spread over.
     pub shards: Option<u64>,
+    /// A sharded checkpoint's prefix (a path, or a URL in a bucket): where its data files are,
+    /// and the leftovers of saves that did not finish ([`crate::shard_files`]).
+    pub checkpoint_prefix: Option<String>,
+    /// A sharded checkpoint's data files, in order (SPEC.md 12): where each is and what its
+    /// index records of it. Empty for every other input.
+    pub data_files: Vec<DataFileLayout>,
+}
+
+/// One data file of a sharded checkpoint ([`StoreLayout::data_files`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DataFileLayout {
+    /// Where it is: a path, or a URL for a checkpoint in a bucket.
+    pub location: String,
+    /// Its length and identity as the checkpoint's index records them.
+    pub shard: crate::native::ShardRef,
 }
 
 /// A detector: returns `Ok(None)` when the input is not its format (the registry of

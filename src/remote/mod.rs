@@ -43,6 +43,8 @@ pub use place::BucketPlace;
 #[cfg(feature = "s3")]
 pub use range::{Dest, FileRange, Parallelism, RangeRead, ReadAt, ReadPart, RequestStats};
 #[cfg(feature = "s3")]
+pub(crate) use reader::locate;
+#[cfg(feature = "s3")]
 pub use reader::{
     LoadOptions, LoadProgress, RemoteEntry, RemoteOptions, RemoteReader, RemoteTensor,
 };

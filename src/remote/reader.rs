@@ -1109,6 +1109,26 @@ pub(crate) trait EntrySource {
     fn index_table(&self) -> Table<'_>;
     /// The data of a whole tensor's or a slice's entry, checked against its CRC32C.
     fn data(&self, key: &[u8], e: &IndexEntry, at: u64) -> Result<RemoteTensor>;
+    /// Where the data of a whole tensor's entry is, checked as [`EntrySource::data`] checks
+    /// it but without reading it: the file (a URL) and the data's length.
+    fn data_file(&self, key: &[u8], e: &IndexEntry, at: u64) -> Result<(String, u64)>;
+}
+
+/// Where the data of tensor `name` of `s` lies, without reading it: the file (a URL), the
+/// data's offset and length there, and its stored CRC32C (unmasked). `None` when there is no
+/// such tensor or it is stored in slices (not one run of bytes).
+pub(crate) fn locate(s: &dyn EntrySource, name: &[u8]) -> Result<Option<(String, u64, u64, u32)>> {
+    if !is_tensor_name(name, s.is_v2()) {
+        return Ok(None);
+    }
+    let Some((e, _, at)) = s.lookup(name)? else {
+        return Ok(None);
+    };
+    if e.num_slices != 0 {
+        return Ok(None);
+    }
+    let (file, len) = s.data_file(name, &e, at)?;
+    Ok(Some((file, e.offset, len, unmask_crc(e.crc32c))))
 }
 
 impl EntrySource for RemoteReader {
@@ -1131,6 +1151,11 @@ impl EntrySource for RemoteReader {
     fn data(&self, key: &[u8], e: &IndexEntry, at: u64) -> Result<RemoteTensor> {
         self.check_unsharded(|| slice_key::display_key(key), e, at)?;
         self.read_data(key, e, at)
+    }
+
+    fn data_file(&self, key: &[u8], e: &IndexEntry, at: u64) -> Result<(String, u64)> {
+        self.check_unsharded(|| slice_key::display_key(key), e, at)?;
+        Ok((self.location().to_string(), self.check_entry(key, e, at)?))
     }
 }
 

@@ -287,6 +287,12 @@ impl EntrySource for RemoteSharded {
         let k = self.object_of(key, e, at)?;
         self.shard(k)?.read_data(key, e, at)
     }
+
+    fn data_file(&self, key: &[u8], e: &IndexEntry, at: u64) -> Result<(String, u64)> {
+        let k = self.object_of(key, e, at)?;
+        let len = self.shard(k)?.check_entry(key, e, at)?;
+        Ok((self.data_location(k), len))
+    }
 }
 
 /// `(PREFIX, PREFIX.index)` of a sharded checkpoint named by its prefix or its index.

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
+use paramdex::interop::StoreLayout;
 use paramdex::{
     merge_shards, shard_files, DType, Error, MergeShardsOptions, MergeStep, PartialTensors, Reader,
     Region, Result, SaveId, Saved, ShardFile, ShardFileKind, ShardProblem, ShardWriter, Tensor,
@@ -149,9 +150,8 @@ fn describe_file(f: &ShardFile) -> String {
 pub fn clean(ui: Ui, prefix: &Path, dry_run: bool) -> Result<ExitCode> {
     let url = prefix.to_str().filter(|s| paramdex::remote::is_url(s));
     let files = match (url, dry_run) {
-        (Some(url), true) => left_behind(paramdex::remote::shard_files_url(url)?),
+        (_, true) => left_behind(files_at(&prefix.to_string_lossy())?),
         (Some(url), false) => paramdex::remote::clean_shards_url(url)?,
-        (None, true) => left_behind(shard_files(prefix)?),
         (None, false) => paramdex::clean_shards(prefix)?,
     };
     let verb = if dry_run { "would remove" } else { "removed" };
@@ -174,21 +174,28 @@ fn left_behind(files: Vec<ShardFile>) -> Vec<ShardFile> {
         .collect()
 }
 
-/// What `stat` adds for a native checkpoint at `file`: its data files (for a sharded one), and
-/// the files a failed save left at its prefix.
-pub fn stat_fields(r: &Reader, o: &mut Map<String, Value>) -> Result<()> {
-    let n = r.header().shards.len();
-    o.insert("shards".into(), json!(n.max(1)));
-    let Some(prefix) = r.checkpoint_prefix() else {
+/// The files whose names start with `prefix` (a path, or a URL in a bucket), classified.
+fn files_at(prefix: &str) -> Result<Vec<ShardFile>> {
+    if paramdex::remote::is_url(prefix) {
+        paramdex::remote::shard_files_url(prefix)
+    } else {
+        shard_files(prefix)
+    }
+}
+
+/// What `stat` adds for a sharded checkpoint (its data files, from the library's layout, the
+/// same from a path and a URL) and the files failed saves left at its prefix.
+pub fn stat_fields(layout: &StoreLayout, o: &mut Map<String, Value>) -> Result<()> {
+    let Some(prefix) = &layout.checkpoint_prefix else {
         return Ok(());
     };
     let mut data = Vec::new();
     let mut total = 0u64;
-    for (k, s) in r.header().shards.iter().enumerate() {
-        let path = paramdex::interop::tf::data_path(prefix, k as u32, n as u32);
+    for f in &layout.data_files {
+        let s = &f.shard;
         total += s.file_len;
         data.push(json!({
-            "path": path.display().to_string(),
+            "path": f.location,
             "bytes": s.file_len,
             "save_id": s.shard.save_id.to_string(),
             "shard": s.shard.shard_id,
@@ -198,7 +205,7 @@ pub fn stat_fields(r: &Reader, o: &mut Map<String, Value>) -> Result<()> {
     }
     o.insert("data_files".into(), Value::Array(data));
     o.insert("data_files_bytes".into(), json!(total));
-    let left: Vec<Value> = shard_files(prefix)?
+    let left: Vec<Value> = files_at(prefix)?
         .iter()
         .filter(|f| f.kind != ShardFileKind::Committed)
         .map(|f| {

@@ -115,10 +115,8 @@ pub fn stat(ui: Ui, file: &Path, as_json: bool) -> Result<ExitCode> {
     }
     put(&mut o, "dead_bytes", layout.dead_bytes.map(|v| json!(v)));
     put(&mut o, "alignment", layout.alignment.map(|v| json!(v)));
-    if let Some(r) = store.as_native() {
-        // A local sharded checkpoint: its data files and what failed saves left beside them.
-        super::shards::stat_fields(r, &mut o)?;
-    }
+    // A sharded checkpoint: its data files and what failed saves left beside them.
+    super::shards::stat_fields(&layout, &mut o)?;
     put(
         &mut o,
         "records_sorted",
@@ -134,7 +132,12 @@ pub fn stat(ui: Ui, file: &Path, as_json: bool) -> Result<ExitCode> {
         let mut rows: Vec<(String, String)> = vec![("file".into(), file.display().to_string())];
         if let Some((prefix, step)) = &resolved {
             let step = step.map_or_else(|| "?".to_string(), |s| s.to_string());
-            let latest = if file.is_dir() { ", the latest" } else { "" };
+            // `DIR`, not `DIR@STEP`: the checkpoint its state names.
+            let at_step = file
+                .to_str()
+                .and_then(|s| s.rsplit_once('@'))
+                .is_some_and(|(_, d)| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()));
+            let latest = if at_step { "" } else { ", the latest" };
             rows.push((
                 "checkpoint".into(),
                 format!("{} (step {step}{latest})", prefix.display()),

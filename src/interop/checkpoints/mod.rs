@@ -1438,8 +1438,18 @@ pub(crate) fn resolve_url_input(url: &str) -> Result<Option<String>> {
         return Ok(None);
     };
     let all = m.d.list_from(Some(st.clone()), false)?;
+    // A state naming a checkpoint without a step (TensorFlow 1's `model.ckpt`): its prefix in
+    // the directory, as a local directory's TensorFlow detector reads it.
+    let named = Path::new(&st.model_checkpoint_path)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .filter(|n| step_of(n).is_none())
+        .map(|n| format!("{n}.index"));
     match all.iter().find(|c| c.latest) {
         Some(c) => Ok(Some(index_url(c))),
+        None if named.as_deref().map(|n| m.d.at.exists(n)).transpose()? == Some(true) => {
+            Ok(named.map(|n| format!("{}/{n}", url.trim_end_matches('/'))))
+        }
         None => Err(Error::Checkpoint {
             dir: m.d.dir.display().to_string(),
             problem: CheckpointProblem::NoSuchStep,
