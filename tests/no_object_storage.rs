@@ -79,3 +79,39 @@ fn merging_into_an_object_is_refused_before_anything_is_written() {
     // Nothing was written locally under a path spelled like the URL.
     assert!(!Path::new("s3:").exists());
 }
+
+/// The ranged reader is the engine's, not object storage's: without the feature it reads a
+/// local file through `pread` (`FileRange`), one read per request, with the same tensors, LoD
+/// and verify report as the mapped reader, and its store lists the same.
+#[test]
+fn the_ranged_reader_reads_a_local_file_without_the_feature() {
+    use paramdex::remote::{FileRange, RangeRead, RemoteReader};
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.pdx");
+    let mut w = Writer::create(&path).unwrap();
+    w.add_values("a", &[2, 3], &[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0])
+        .unwrap();
+    let lod = [vec![0u64, 1, 3]];
+    let b: Vec<u8> = [7i64, 8, 9].iter().flat_map(|v| v.to_le_bytes()).collect();
+    w.add(b"b", Tensor::new(DType::Int64, &[3], &b).with_lod(&lod))
+        .unwrap();
+    w.add(b"c", Tensor::new(DType::UInt8, &[2], &[1, 2]))
+        .unwrap();
+    w.finish().unwrap();
+    let mapped = paramdex::Reader::open(&path).unwrap();
+    let file = Arc::new(FileRange::open(&path).unwrap());
+    let ranged = RemoteReader::open(file.clone(), Default::default()).unwrap();
+    for name in ["a", "b", "c"] {
+        let m = mapped.tensor(name).unwrap();
+        let r = ranged.get(name).unwrap().unwrap();
+        assert_eq!(r.data, m.data(), "{name}");
+        assert_eq!(r.lod, m.lod().unwrap().to_vec(), "{name}");
+        assert_eq!(r.dtype, m.dtype(), "{name}");
+    }
+    assert!(ranged.get("missing").unwrap().is_none());
+    assert!(file.stats().requests >= 1);
+    let mv = mapped.verify().unwrap();
+    let rv = ranged.verify(&Default::default()).unwrap();
+    assert_eq!(mv, rv);
+}

@@ -4,8 +4,8 @@
 //! Format version 2 inputs (slices, shard identity, a sharded index read from memory) go through
 //! the same calls, plus `get_slice` of the stored slices and of regions taken from the input.
 //!
-//! With the `s3` feature, the same input is also read by ranges (`RemoteReader` over a source
-//! that copies every read, the object-storage code path): it opens where the mapped reader opens (a file that is not a
+//! The same input is also read by ranges (`RemoteReader` over a source that copies every read,
+//! the code path of an object in a bucket, built without object storage): it opens where the mapped reader opens (a file that is not a
 //! sharded checkpoint's index), every lookup gives the same tensor or an error of the same
 //! variant, and its verify passes exactly when the mapped verify does, with the same report.
 //!
@@ -194,8 +194,7 @@ fn verify_fails(r: &Reader) -> bool {
     .is_err()
 }
 
-/// The ranged reading of an input (with the `s3` feature, which builds the ranged reader).
-#[cfg(feature = "s3")]
+/// The ranged reading of an input.
 mod by_ranges {
     use super::*;
     use std::ops::Range;
@@ -330,6 +329,5 @@ mod by_ranges {
 pub fn check(data: &[u8]) {
     run(data, true, true);
     run(data, false, false);
-    #[cfg(feature = "s3")]
     by_ranges::check(data);
 }

@@ -21,6 +21,8 @@ pub(crate) mod native;
 pub mod npy;
 pub mod paddle;
 pub mod pickle;
+// A native file or sharded checkpoint read by ranges (`native::ranged`), as a store.
+mod ranged;
 // Object storage (the `s3` feature): stores read from URLs, and exports to them.
 #[cfg(feature = "s3")]
 mod remote;
@@ -32,8 +34,6 @@ mod remote {
         Err(crate::remote::not_built(url))
     }
 }
-#[cfg(feature = "s3")]
-mod remote_sharded;
 pub mod safetensors;
 mod store;
 mod survey;

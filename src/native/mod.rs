@@ -39,6 +39,7 @@ mod header;
 mod load;
 mod meta;
 mod open;
+pub mod ranged;
 mod read_at;
 mod reader;
 mod recover;
@@ -72,7 +73,6 @@ pub const MAX_SHARDS: u32 = 100_000;
 /// The `version.producer` written into the header, as TensorFlow's bundle writer does.
 pub const TF_BUNDLE_VERSION: i32 = 1;
 
-#[cfg(feature = "s3")]
 pub(crate) use crate::format::check_range;
 pub use crate::format::ReadAt;
 pub use backend::{EarlySync, WriteBackend, WriteDestination};
@@ -86,11 +86,9 @@ pub use sharded::merge::{
 // The engine's insides that the object-storage reader and writer (`remote/`, the `s3` feature)
 // share.
 pub use meta::{MetaValue, Metadata};
-#[cfg(feature = "s3")]
 pub(crate) use open::{hold_from, open_index, Opened};
 pub use read_at::FileRange;
 pub(crate) use reader::Listed;
-#[cfg(feature = "s3")]
 pub(crate) use reader::{
     check_data, check_partition, entry_dtype, is_tensor_name, list_entry, piece_entry, plan_region,
     validate_header, RegionPlan,
@@ -112,13 +110,10 @@ pub use sharded::place::{
     data_suffix, parse_suffix, pending_suffix, refs_suffix, reused_suffix, Brought, DirPlace,
     Place, Sibling, INDEX_SUFFIX,
 };
-#[cfg(feature = "s3")]
 pub(crate) use sharded::reader::{check_against_shards, check_shard_identity, check_shard_len};
 pub use sharded::reuse::ReuseStats;
-#[cfg(feature = "s3")]
 pub(crate) use sharded::reuse::{ReuseBase, SliceAt};
 pub(crate) use sharded::table::{data_path, index_path};
-#[cfg(feature = "s3")]
 pub(crate) use sharded::unchanged::same_bytes;
 #[cfg(feature = "s3")]
 pub(crate) use sharded::writer::check_shard_number;
@@ -127,10 +122,8 @@ pub use source::{LoadAdvice, Source};
 pub use staging::{remove_staged, write_atomically};
 pub use stream::TensorWriter;
 pub(crate) use verify::check_crcs;
-#[cfg(feature = "s3")]
 pub(crate) use verify::{slice_keys, Tally};
 pub use verify::{VerifyOptions, VerifyReport};
-#[cfg(feature = "s3")]
 pub(crate) use view::{record_header, view_of_record, SlicePiece};
 pub use view::{SliceData, TensorView};
 pub use writer::{

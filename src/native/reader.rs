@@ -143,7 +143,6 @@ pub(crate) struct Listed {
     pub(crate) lod_levels: u32,
     pub(crate) nbytes: u64,
     /// Slices of a tensor stored in slices, else 0 (the remote listings' count).
-    #[cfg_attr(not(feature = "s3"), allow(dead_code))]
     pub(crate) slices: u64,
 }
 

@@ -8,7 +8,6 @@ use crate::format::{crc32c, unmask_crc};
 use crate::name;
 use crate::native::bytes_value;
 use crate::native::entry::Dims;
-#[cfg(feature = "s3")]
 use crate::native::entry::IndexEntry;
 use crate::native::region::{self, Region};
 use crate::native::slice_key;
@@ -95,7 +94,6 @@ pub(crate) fn record_header<'r>(
 /// [`crate::native::check_data`]), over `record`, the bytes of its record (header and data)
 /// read by ranges from `record_offset` on, in the file `path`: the same view, and so the same record checks and
 /// LoD, as a mapped file's.
-#[cfg(feature = "s3")]
 pub(crate) fn view_of_record<'a>(
     path: &'a str,
     name: &[u8],

@@ -1,32 +1,26 @@
 //! Checkpoints read by byte ranges (issue 15): the layer between the native engine and the
 //! object stores that hold checkpoints past one machine.
 //!
-//! All of it but [`is_url`] is built with the `s3` cargo feature (on by default), which brings
-//! object_store and its S3 client. Without it, paramdex reads and writes local files only:
-//! [`is_url`] still tells a URL from a path, and the entry points that take URLs
-//! (`interop::open_any`, `interop::CheckpointManager::open`, `interop::merge`) refuse one with
+//! [`RangeRead`] is one file read by ranges, each read one request; [`RemoteReader`] reads a
+//! native file through it at the cost SPEC.md 8.4 gives (open: the tail, and the header's
+//! block; `get`: the tensor's index block unless cached, and its record), checking every
+//! tensor's CRC32C, and [`RemoteSharded`] a sharded checkpoint. They are the native engine's
+//! ranged reader (`native::ranged`), re-exported here and built with or without object
+//! storage: [`FileRange`] reads a local file so (`pread`).
+//!
+//! The rest (objects in buckets: `ObjectRange`, uploads, URLs, the bucket
+//! place) is built with the `s3` cargo feature (on by default), which brings object_store and
+//! its S3 client. Without it, paramdex reads and writes local files only: [`is_url`] still
+//! tells a URL from a path, and the entry points that take URLs (`interop::open_any`,
+//! `interop::CheckpointManager::open`, `interop::merge`) refuse one with
 //! [`Error::NoObjectStorage`](crate::Error::NoObjectStorage) instead of taking it for a path.
-#![cfg_attr(
-    feature = "s3",
-    doc = "
-[`RangeRead`] is one object read by ranges, each read one request ([`FileRange`]: a local
-file, for tests and `file://`); [`RemoteReader`] reads a native file through it at the cost
-SPEC.md 8.4 gives (open: the tail, and the header's block; `get`: the tensor's index block
-unless cached, and its record), checking every tensor's CRC32C."
-)]
 
 #[cfg(feature = "s3")]
 mod object;
 #[cfg(feature = "s3")]
 mod place;
 #[cfg(feature = "s3")]
-mod range;
-#[cfg(feature = "s3")]
-mod reader;
-#[cfg(feature = "s3")]
-mod sharded;
-#[cfg(feature = "s3")]
-mod sharded_reuse;
+mod sharded_open;
 #[cfg(feature = "s3")]
 mod sharded_write;
 #[cfg(feature = "s3")]
@@ -40,18 +34,16 @@ pub(crate) use object::remote_error;
 pub use object::ObjectRange;
 #[cfg(feature = "s3")]
 pub use place::BucketPlace;
-#[cfg(feature = "s3")]
-pub use range::{Dest, FileRange, Parallelism, RangeRead, ReadAt, ReadPart, RequestStats};
-#[cfg(feature = "s3")]
-pub(crate) use reader::locate;
-#[cfg(feature = "s3")]
-pub use reader::{
-    LoadOptions, LoadProgress, RemoteEntry, RemoteOptions, RemoteReader, RemoteTensor,
+// The ranged reader is the native engine's (`native::ranged`, built with or without the `s3`
+// feature); re-exported here, where readers of objects have always found it.
+pub(crate) use crate::native::ranged::locate;
+pub use crate::native::ranged::{
+    sharded_names, DataOpener, Dest, FileRange, LoadOptions, LoadProgress, Parallelism, RangeRead,
+    ReadAt, ReadPart, RemoteEntry, RemoteOptions, RemoteReader, RemoteSharded, RemoteTensor,
+    RequestStats, DEFAULT_LOAD_CONCURRENCY, DEFAULT_LOAD_PART_SIZE,
 };
 #[cfg(feature = "s3")]
-pub use sharded::{
-    object_data_opener, open_sharded, open_sharded_at, sharded_names, DataOpener, RemoteSharded,
-};
+pub use sharded_open::{object_data_opener, open_sharded, open_sharded_at};
 #[cfg(feature = "s3")]
 pub use sharded_write::{
     clean_shards_at, clean_shards_url, merge_shards_at, merge_shards_url, shard_files_at,

@@ -12,7 +12,8 @@ use object_store::path::Path as ObjectPath;
 use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
 
 use crate::error::{Error, RemoteProblem, Result};
-use crate::remote::range::{check_range, Parallelism, RangeRead, ReadAt, ReadPart, RequestStats};
+use crate::native::check_range;
+use crate::native::ranged::{Parallelism, RangeRead, ReadAt, ReadPart, RequestStats};
 
 /// Counts the HTTP attempts of one logical request: put in a request's extensions by
 /// [`ObjectRange`], incremented by the client [`crate::remote::resolve`] builds for every attempt it sends

@@ -29,6 +29,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, RemoteProblem, Result, ShardProblem};
+use crate::native::ranged::RemoteSharded;
 use crate::native::{
     data_suffix, parse_suffix, plan_index, read_all_references, read_shard_index_from,
     reused_files, reused_suffix, sibling_files, write_index, FinishStats, MergeShardsOptions,
@@ -36,7 +37,6 @@ use crate::native::{
     ShardWriter, Sibling, WriterOptions, INDEX_SUFFIX,
 };
 use crate::remote::place::BucketPlace;
-use crate::remote::sharded::RemoteSharded;
 use crate::remote::upload::UploadOptions;
 
 /// Bytes of a data object's end read when the merge opens it: its footer and index, usually.
@@ -210,7 +210,7 @@ pub fn merge_shards_at(
     // The committed checkpoint's save, if there is one: its data objects are not a new save.
     let committed: Option<SaveId> = match at.open_range(INDEX_SUFFIX, MERGE_TAIL) {
         Ok(src) => {
-            crate::remote::reader::RemoteReader::open_native(Arc::new(src), Default::default())
+            crate::native::ranged::RemoteReader::open_native(Arc::new(src), Default::default())
                 .ok()
                 .and_then(|r| r.header().shards.first().map(|s| s.shard.save_id))
         }
@@ -520,7 +520,7 @@ mod tests {
     use super::*;
     use crate::dtype::DType;
     use crate::native::{Region, Saved, Tensor};
-    use crate::remote::sharded::open_sharded_at;
+    use crate::remote::open_sharded_at;
     use crate::remote::url::{runtime, ObjectLocation};
     use crate::remote::RemoteOptions;
 

@@ -27,8 +27,8 @@ use object_store::path::Path as ObjectPath;
 use object_store::{BackoffConfig, ClientConfigKey, ClientOptions, ObjectStore, RetryConfig};
 
 use crate::error::{Error, RemoteProblem, Result};
+use crate::native::ranged::{FileRange, LoadOptions, RangeRead, RemoteOptions};
 use crate::remote::object::{Attempts, ObjectRange};
-use crate::remote::range::{FileRange, RangeRead};
 
 /// How requests to object stores are made: timeouts, retries, and how many ranged GETs a
 /// parallel load keeps in flight and how large each is (docs/remote.md, "Parallel loads,
@@ -84,8 +84,8 @@ impl Default for RemoteConfig {
             request_timeout: Duration::from_secs(120),
             max_retries: 5,
             retry_timeout: Duration::from_secs(300),
-            concurrency: 8,
-            part_size: 16 << 20,
+            concurrency: crate::native::ranged::DEFAULT_LOAD_CONCURRENCY,
+            part_size: crate::native::ranged::DEFAULT_LOAD_PART_SIZE,
             s3_options: Vec::new(),
         }
     }
@@ -523,6 +523,23 @@ pub fn open_url_with(
         loc.runtime,
         tail_bytes,
     )?))
+}
+
+impl RemoteOptions {
+    /// The defaults, with the parallel-load settings of `config`.
+    pub fn with_config(config: &RemoteConfig) -> RemoteOptions {
+        RemoteOptions {
+            load: LoadOptions::with_config(config),
+            ..Default::default()
+        }
+    }
+}
+
+impl LoadOptions {
+    /// The parallel-load settings (`concurrency`, `part_size`) of `config`.
+    pub fn with_config(config: &RemoteConfig) -> LoadOptions {
+        LoadOptions::with_parts(config.concurrency, config.part_size)
+    }
 }
 
 #[cfg(test)]

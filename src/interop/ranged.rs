@@ -1,21 +1,18 @@
-//! A sharded checkpoint in an object store as one of the interop stores: [`TensorStore`] for
-//! [`RemoteSharded`], so every command that reads a store reads `s3://bucket/dir/PREFIX` (or
-//! its `PREFIX.index`) of a sharded checkpoint (issue 15).
+//! A native file ([`RemoteReader`]) and a sharded checkpoint ([`RemoteSharded`]) read by ranges
+//! as interop stores: [`TensorStore`] for the ranged reader of `native::ranged`, so every
+//! command that reads a store reads them the same from a bucket (`s3://bucket/dir/PREFIX`, or
+//! its `PREFIX.index`) and from a file read with `pread`. Built with or without object storage.
 
 use std::borrow::Cow;
 
 use crate::error::{Error, Result};
+use crate::interop::native::native_layout;
 use crate::interop::store::{
     Format, Kind, LoadedTensor, StoreLayout, TensorData, TensorInfo, TensorInfos, TensorStore,
     VerifySummary,
 };
+use crate::native::ranged::{RemoteEntry, RemoteReader, RemoteSharded, RemoteTensor};
 use crate::native::{Metadata, Region};
-use std::sync::Arc;
-
-use crate::remote::{
-    object_data_opener, ObjectLocation, RangeRead, RemoteEntry, RemoteOptions, RemoteSharded,
-    RemoteTensor,
-};
 
 /// What a listing of the index says of a tensor (a tensor stored in slices: its whole shape and
 /// bytes); of a single remote file's index too ([`super::remote`]).
@@ -162,25 +159,92 @@ impl TensorStore for RemoteSharded {
     }
 }
 
-/// Opens the sharded checkpoint at `prefix` as a store, from its index object `index` (already
-/// opened by the URL dispatcher, so its first read is not made twice); each data object
-/// `PREFIX.data-k-of-N` is opened when first read (see [`RemoteSharded::shard`]).
-pub(crate) fn open_sharded_at(
-    prefix: &ObjectLocation,
-    index: Arc<dyn RangeRead>,
-    opts: RemoteOptions,
-) -> Result<Box<dyn TensorStore>> {
-    let open_data = object_data_opener(
-        prefix.store.clone(),
-        prefix.runtime.clone(),
-        prefix.path.as_ref(),
-        &prefix.url,
-        opts.tail_bytes,
-    );
-    Ok(Box::new(RemoteSharded::open(
-        index,
-        prefix.url.clone(),
-        open_data,
-        opts,
-    )?))
+impl TensorStore for RemoteReader {
+    fn format(&self) -> Format {
+        Format::Native
+    }
+
+    fn data_location(&self, name: &[u8]) -> Result<Option<crate::interop::DataLocation>> {
+        Ok(
+            crate::remote::locate(self, name)?.map(|(file, offset, len, crc)| {
+                crate::interop::DataLocation {
+                    path: file.into(),
+                    offset,
+                    len,
+                    crc32c: Some(crc),
+                }
+            }),
+        )
+    }
+
+    fn scan(&self, start: &[u8]) -> Result<TensorInfos<'_>> {
+        let listed = self.list_from(start)?;
+        Ok(Box::new(listed.into_iter().map(move |e| self.with_lod(e))))
+    }
+
+    fn metadata(&self) -> Result<Metadata> {
+        Ok(self.header().metadata.clone())
+    }
+
+    fn layout(&self) -> Result<StoreLayout> {
+        // The whole index, in at most one request beyond what the open read.
+        let (bytes, base) = self.index_bytes()?;
+        let table = self.table_over(&bytes, base).figures()?;
+        Ok(native_layout(self.header(), self.source().len(), table))
+    }
+
+    fn load(&self, name: &[u8]) -> Result<Option<LoadedTensor<'_>>> {
+        match self.get_ahead(name) {
+            Ok(t) => t.map(|t| loaded(name, t)).transpose(),
+            // Stored in slices: assembled, every slice read checked against its checksum
+            // (as a mapped file's store does).
+            Err(Error::Sliced { .. }) => {
+                let Some(e) = self.entry_of(name)? else {
+                    return Ok(None);
+                };
+                self.get_slice(name, &Region::full(&e.shape))?
+                    .map(|t| loaded(name, t))
+                    .transpose()
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn load_slice(&self, name: &[u8], region: &Region) -> Result<Option<LoadedTensor<'_>>> {
+        self.get_slice(name, region)?
+            .map(|t| loaded(name, t))
+            .transpose()
+    }
+
+    fn verify(&self, _threads: usize) -> Result<VerifySummary> {
+        // The same checks and counts as a mapped file's verify; the records fetched by
+        // parallel ranged GETs (RemoteOptions::load).
+        let r = RemoteReader::verify(self, &self.options().load)?;
+        Ok(VerifySummary {
+            tensors: r.tensors,
+            data_bytes: r.data_bytes,
+            checksums: r.blocks + r.records,
+        })
+    }
+
+    fn info(&self, name: &[u8]) -> Result<Option<TensorInfo>> {
+        // The tensor's own index block (one request at most), not a listing of the index.
+        self.entry_of(name)?.map(|e| self.with_lod(e)).transpose()
+    }
+}
+
+impl RemoteReader {
+    /// What a listing says of `e`, with its LoD (read from its record's header, as a mapped
+    /// file's listing reads it) when it has some.
+    fn with_lod(&self, e: RemoteEntry) -> Result<TensorInfo> {
+        let lod = if e.lod_levels > 0 {
+            self.lod(&e.name)?.ok_or_else(|| Error::NotFound {
+                name: crate::name::display(&e.name),
+                path: self.location().to_string(),
+            })?
+        } else {
+            Vec::new()
+        };
+        Ok(TensorInfo { lod, ..info(e) })
+    }
 }

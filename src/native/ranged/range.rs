@@ -20,7 +20,7 @@ pub struct RequestStats {
     pub bytes: u64,
     /// Attempts beyond the first made for those reads: a request retried after a connection
     /// error, a timeout, a server error or a body that broke off (counted for the stores
-    /// [`crate::remote::resolve`] builds, whose client counts the attempts it sends).
+    /// `remote::resolve` builds, whose client counts the attempts it sends).
     pub retries: u64,
 }
 
@@ -93,8 +93,10 @@ impl ReadPart {
             let (ds, de) = (d.offset, d.offset + d.buf.len() as u64);
             let (s, e) = (ds.max(at), de.min(end));
             if s < e {
-                let (a, b) = ((s - ds) as usize, (e - ds) as usize);
-                d.buf[a..b].copy_from_slice(&chunk[(s - at) as usize..(e - at) as usize]);
+                // Offsets inside `d.buf` and `chunk`, both in memory: each fits in a usize.
+                let within = |v: u64| usize::try_from(v).expect("an offset inside a buffer");
+                let (a, b) = (within(s - ds), within(e - ds));
+                d.buf[a..b].copy_from_slice(&chunk[within(s - at)..within(e - at)]);
                 if a == d.written {
                     d.crc = crc32c::crc32c_append(d.crc, &d.buf[a..b]);
                     d.written = b;

@@ -22,6 +22,7 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::format::{crc32c, unmask_crc};
 use crate::name;
+use crate::native::ranged::range::{Dest, Parallelism, RangeRead, ReadPart, RequestStats};
 use crate::native::region::{self, Region};
 use crate::native::slice_key;
 use crate::native::{
@@ -30,8 +31,6 @@ use crate::native::{
     FileHeader, IndexEntry, Listed, Opened, Reader, RegionPlan, SlicePiece, Tally, VerifyReport,
 };
 use crate::record::MAX_RANK;
-use crate::remote::range::{Dest, Parallelism, RangeRead, ReadPart, RequestStats};
-use crate::remote::url::RemoteConfig;
 use crate::table::{Table, TableIndex, TableReadOptions};
 
 /// How a [`RemoteReader`] reads.
@@ -54,16 +53,6 @@ impl Default for RemoteOptions {
             tail_bytes: 256 << 10,
             block_cache_bytes: 8 << 20,
             load: LoadOptions::default(),
-        }
-    }
-}
-
-impl RemoteOptions {
-    /// The defaults, with the parallel-load settings of `config`.
-    pub fn with_config(config: &RemoteConfig) -> RemoteOptions {
-        RemoteOptions {
-            load: LoadOptions::with_config(config),
-            ..Default::default()
         }
     }
 }
@@ -115,19 +104,26 @@ impl std::fmt::Debug for LoadOptions {
     }
 }
 
+/// Requests in flight at most by default ([`LoadOptions::concurrency`]; `RemoteConfig`'s too).
+pub const DEFAULT_LOAD_CONCURRENCY: usize = 8;
+
+/// Bytes per request by default ([`LoadOptions::part_size`]; `RemoteConfig`'s too).
+pub const DEFAULT_LOAD_PART_SIZE: u64 = 16 << 20;
+
 impl Default for LoadOptions {
-    /// The parallel-load settings of [`RemoteConfig::default`].
+    /// [`DEFAULT_LOAD_CONCURRENCY`] requests of [`DEFAULT_LOAD_PART_SIZE`] bytes.
     fn default() -> Self {
-        LoadOptions::with_config(&RemoteConfig::default())
+        LoadOptions::with_parts(DEFAULT_LOAD_CONCURRENCY, DEFAULT_LOAD_PART_SIZE)
     }
 }
 
 impl LoadOptions {
-    /// The parallel-load settings (`concurrency`, `part_size`) of `config`.
-    pub fn with_config(config: &RemoteConfig) -> LoadOptions {
+    /// The defaults, with at most `concurrency` requests (at least 1) of `part_size` bytes (at
+    /// least 4 KiB) in flight.
+    pub fn with_parts(concurrency: usize, part_size: u64) -> LoadOptions {
         LoadOptions {
-            concurrency: config.concurrency.max(1),
-            part_size: config.part_size.max(4 << 10),
+            concurrency: concurrency.max(1),
+            part_size: part_size.max(4 << 10),
             max_gap: 256 << 10,
             window_bytes: 512 << 20,
             progress: None,

@@ -8,11 +8,11 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::format::{crc32c, unmask_crc};
+use crate::native::ranged::reader::EntrySource;
+use crate::native::ranged::sharded::RemoteSharded;
 use crate::native::{
     decode_slices, slice_key, FileHeader, IndexEntry, Place, ReuseBase, SliceAt, Tensor,
 };
-use crate::remote::reader::EntrySource;
-use crate::remote::sharded::RemoteSharded;
 
 impl RemoteSharded {
     /// The stored slice `region` of `name` (stored in slices of `dtype` and `full_shape`):
