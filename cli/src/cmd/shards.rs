@@ -553,12 +553,17 @@ fn incremental_step(dir: &Path, base: &Path, ranks: u32, base_bytes: u64) -> Res
     let rep = merge_shards(&prefix, &MergeShardsOptions::default())?;
     out!(
         "  committed in {:.1?}: {} of its tensors and slices ({}) are step 1's, in {} of its {} \
-         data files (linked, not copied); the shards wrote {}, {:.0} % of step 1's {}",
+         data files ({}); the shards wrote {}, {:.0} % of step 1's {}",
         t0.elapsed(),
         rep.reused_tensors,
         human_bytes(rep.reused_bytes),
         rep.reused_files,
         rep.data_paths.len(),
+        if paramdex::remote::is_url(&prefix.to_string_lossy()) {
+            "copied server-side, not through this process"
+        } else {
+            "hard-linked, not copied"
+        },
         human_bytes(rep.shard_bytes),
         100.0 * rep.shard_bytes as f64 / base_bytes.max(1) as f64,
         human_bytes(base_bytes)
