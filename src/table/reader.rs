@@ -1187,7 +1187,7 @@ impl<'a> Table<'a> {
             return Ok(None);
         }
         let (raw, ty, stored) = read_raw(self.file, self.base, &meta)?;
-        verify_crc(&meta, raw, ty, stored)?;
+        verify_crc_of("metaindex block", &meta, raw, ty, stored)?;
         let contents: Cow<'_, [u8]> = match Compression::from_type_byte(ty) {
             Some(Compression::None) => Cow::Borrowed(raw),
             Some(Compression::Snappy) => Cow::Owned(decompress(raw, meta.offset)?),
@@ -1430,11 +1430,22 @@ fn located_error(e: Error, location: &str) -> Error {
 
 /// Checks a block's trailer CRC (over the stored bytes and the type byte).
 fn verify_crc(h: &BlockHandle, contents: &[u8], ty: u8, stored_masked: u32) -> Result<()> {
+    verify_crc_of("block", h, contents, ty, stored_masked)
+}
+
+/// [`verify_crc`] of a block that the error names `what` (the metaindex block).
+fn verify_crc_of(
+    what: &'static str,
+    h: &BlockHandle,
+    contents: &[u8],
+    ty: u8,
+    stored_masked: u32,
+) -> Result<()> {
     let computed = crc32c_extend(crc32c(contents), &[ty]);
     let stored = unmask_crc(stored_masked);
     if computed != stored {
         return Err(Error::ChecksumMismatch {
-            what: "block",
+            what,
             name: None,
             offset: h.offset,
             len: h.size,
