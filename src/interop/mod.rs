@@ -106,8 +106,9 @@ pub fn open_any(path: impl AsRef<Path>) -> Result<Box<dyn TensorStore>> {
                     ..
                 },
             ) => {
+                // A listing that fails says nothing more than the not-found error already does.
                 #[cfg(feature = "s3")]
-                let subdirs = remote::subdirectories(url)?;
+                let subdirs = remote::subdirectories(url).unwrap_or_default();
                 #[cfg(not(feature = "s3"))]
                 let subdirs: Vec<String> = Vec::new();
                 let subdirs = subdirs.into_iter().map(PathBuf::from).collect();
