@@ -256,6 +256,10 @@ fn unfinished_save(path: &Path) -> Option<Error> {
 pub fn resolve_checkpoint_dir(path: impl AsRef<Path>) -> Result<Option<PathBuf>> {
     let path = path.as_ref();
     if let Some(url) = path.to_str().filter(|s| crate::remote::is_url(s)) {
+        // `file:///dir`: the local directory's checkpoints, as `open_any` reads them.
+        if let Some(local) = url.strip_prefix("file://") {
+            return checkpoints::resolve_input(Path::new(local));
+        }
         #[cfg(feature = "s3")]
         return Ok(checkpoints::resolve_url_input(url)?
             .map(PathBuf::from)
