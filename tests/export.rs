@@ -961,3 +961,48 @@ fn safetensors_serialize_is_the_exported_file() {
     assert!(matches!(e, Error::Unsupported(_)), "{e}");
     assert!(e.to_string().contains("cplx"), "{e}");
 }
+
+/// A TensorFlow checkpoint has no LoD: converting a LoD tensor into one keeps its values, and
+/// the report says, by a note naming the tensor, that its LoD was not kept (no silent loss).
+/// Formats that keep LoD say nothing.
+#[test]
+fn lod_left_behind_by_tensorflow_output_is_said() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("lod.pdx");
+    let mut w = Writer::create(&src).unwrap();
+    let lod = [vec![0u64, 1, 3]];
+    w.add(b"plain", Tensor::new(DType::UInt8, &[2], &[1, 2]))
+        .unwrap();
+    w.add(
+        b"tokens",
+        Tensor::new(DType::UInt8, &[3], &[7, 8, 9]).with_lod(&lod),
+    )
+    .unwrap();
+    w.finish().unwrap();
+    let store = open_any(&src).unwrap();
+    let rep = export(
+        &*store,
+        OutputFormat::TensorFlow,
+        &dir.path().join("tf"),
+        &ExportOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(rep.tensors, 2);
+    let lod_notes: Vec<&String> = rep.notes.iter().filter(|n| n.contains("LoD")).collect();
+    assert_eq!(lod_notes.len(), 1, "{:?}", rep.notes);
+    assert!(lod_notes[0].contains("tensor tokens"), "{}", lod_notes[0]);
+    let back = open_any(dir.path().join("tf")).unwrap();
+    let t = back.load(b"tokens").unwrap().unwrap();
+    assert_eq!(t.data.raw_bytes().as_ref(), &[7, 8, 9]);
+    assert!(t.info.lod.is_empty());
+    for format in [OutputFormat::Native, OutputFormat::PaddleTensors] {
+        let rep = export(
+            &*store,
+            format,
+            &dir.path().join(format!("{format:?}")),
+            &ExportOptions::default(),
+        )
+        .unwrap();
+        assert!(rep.notes.iter().all(|n| !n.contains("LoD")), "{format:?}");
+    }
+}

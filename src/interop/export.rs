@@ -33,7 +33,8 @@ pub enum OutputFormat {
     /// A native paramdex file (numeric tensors only; metadata kept).
     Native,
     /// A plain TensorFlow checkpoint `DST.index` + `DST.data-00000-of-00001` (numeric and
-    /// string tensors; no LoD, no metadata).
+    /// string tensors; no metadata, and no LoD: a LoD tensor's values are written, and
+    /// [`ExportReport::notes`] says its LoD was not kept).
     TensorFlow,
     /// A Paddle model: the combined parameter file `DST.pdiparams` (or `DST` if it ends in
     /// `.pdiparams`), records in bytewise name order, and beside it the programs naming them
@@ -422,7 +423,21 @@ pub(crate) fn export_checked(
         overwrite: opts.overwrite,
         upload,
     })?;
-    Ok(ExportReport::new(format, written, survey.skipped, metadata))
+    let mut rep = ExportReport::new(format, written, survey.skipped, metadata);
+    if let Some(first) = &survey.lod_dropped_first {
+        let first = name::display(first);
+        rep.notes.push(match survey.lod_dropped {
+            1 => format!(
+                "the LoD of tensor {first} was not kept (a TensorFlow checkpoint has no LoD); \
+                 its values were"
+            ),
+            n => format!(
+                "the LoD of {n} tensors ({first}, ...) was not kept (a TensorFlow checkpoint has \
+                 no LoD); their values were"
+            ),
+        });
+    }
+    Ok(rep)
 }
 
 impl ExportReport {
@@ -496,6 +511,9 @@ pub(crate) struct Survey {
     /// Whether more than one tensor passed the format's rules for a tensor alone: its rule
     /// for a tensor among several applied.
     pub(crate) several: bool,
+    /// Tensors written whose LoD the format does not keep (TensorFlow), and the first of them.
+    pub(crate) lod_dropped: u64,
+    pub(crate) lod_dropped_first: Option<Vec<u8>>,
 }
 
 /// Checks every tensor of `tensors` against `format`'s rules: the tensors it cannot hold are
@@ -528,6 +546,13 @@ pub(crate) fn survey(
         match format.cannot_hold(&t) {
             None => {
                 held += 1;
+                if !t.lod.is_empty() && format == OutputFormat::TensorFlow {
+                    // Written with its values, without its LoD: said in the report's notes.
+                    survey.lod_dropped += 1;
+                    if survey.lod_dropped_first.is_none() {
+                        survey.lod_dropped_first = Some(t.name.clone());
+                    }
+                }
                 if let Some(reason) = among_several.and_then(|rule| rule(&t)) {
                     alone_only.push((t, reason));
                     continue;
