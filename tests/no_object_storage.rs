@@ -114,4 +114,9 @@ fn the_ranged_reader_reads_a_local_file_without_the_feature() {
     let mv = mapped.verify().unwrap();
     let rv = ranged.verify(&Default::default()).unwrap();
     assert_eq!(mv, rv);
+    // Whole-file loads: the same owned tensors, LoD included, from both readers.
+    let ml = mapped.load_all(&Default::default()).unwrap();
+    let rl = ranged.load_all(&Default::default()).unwrap();
+    assert_eq!(ml, rl);
+    assert_eq!(ml[1].1.lod, vec![vec![0, 1, 3]]);
 }

@@ -243,3 +243,31 @@ fn sharded_checkpoints_load_and_sliced_tensors_are_refused() {
         [1]
     );
 }
+
+/// A whole-file load keeps each tensor's LoD, as `get` and the ranged reader's loads do.
+#[test]
+fn load_all_and_load_many_keep_lod() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lod.pdx");
+    let mut w = paramdex::Writer::create(&path).unwrap();
+    let lod = [vec![0u64, 2, 3], vec![0u64, 1, 2, 3]];
+    w.add(
+        b"seq",
+        paramdex::Tensor::new(paramdex::DType::UInt8, &[3], &[4, 5, 6]).with_lod(&lod),
+    )
+    .unwrap();
+    w.add(
+        b"w",
+        paramdex::Tensor::new(paramdex::DType::UInt8, &[2], &[1, 2]),
+    )
+    .unwrap();
+    w.finish().unwrap();
+    let r = paramdex::Reader::open(&path).unwrap();
+    let all = r.load_all(&Default::default()).unwrap();
+    let by_name: std::collections::HashMap<_, _> = all.into_iter().collect();
+    assert_eq!(by_name[&b"seq".to_vec()].lod, lod.to_vec());
+    assert!(by_name[&b"w".to_vec()].lod.is_empty());
+    let many = r.load_many(&["seq"], &Default::default()).unwrap();
+    assert_eq!(many[0].1.lod, lod.to_vec());
+    assert_eq!(many[0].1.data, vec![4, 5, 6]);
+}

@@ -49,7 +49,8 @@ pub struct LoadOptions {
     pub advice: LoadAdvice,
 }
 
-/// A tensor loaded into memory by [`Reader::load_all`] or [`Reader::load_many`].
+/// A tensor loaded into memory: by [`Reader::load_all`] or [`Reader::load_many`] from a mapped
+/// file, or by the ranged reader (`remote::RemoteReader`, whose `RemoteTensor` is this type).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OwnedTensor {
     /// Element type.
@@ -58,6 +59,8 @@ pub struct OwnedTensor {
     pub shape: Vec<u64>,
     /// Little-endian, row-major data, checked against its CRC32C.
     pub data: Vec<u8>,
+    /// The record's LoD (Paddle's level-of-detail offsets; empty for most tensors).
+    pub lod: Vec<Vec<u64>>,
 }
 
 /// One piece of a tensor to copy: its bytes in the file, where they go, and (once copied)
@@ -195,16 +198,18 @@ impl Reader {
         let mut out: Vec<(Vec<u8>, OwnedTensor)> = views
             .iter()
             .map(|v| {
-                (
+                Ok((
                     v.name().to_vec(),
                     OwnedTensor {
                         dtype: v.dtype(),
                         shape: v.shape().to_vec(),
                         data: vec![0u8; v.data.len()],
+                        // From the record's header, checked there (nothing read without LoD).
+                        lod: v.lod()?.to_vec(),
                     },
-                )
+                ))
             })
-            .collect();
+            .collect::<Result<_>>()?;
         let jobs = views
             .into_iter()
             .zip(out.iter_mut())

@@ -336,18 +336,10 @@ impl Assembly {
     }
 }
 
-/// One tensor read from a remote native file: its bytes, checked against its CRC32C.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RemoteTensor {
-    /// Element type.
-    pub dtype: DType,
-    /// Shape (empty for a scalar).
-    pub shape: Vec<u64>,
-    /// Little-endian, row-major data.
-    pub data: Vec<u8>,
-    /// The record's LoD (Paddle's level-of-detail offsets; empty for most tensors).
-    pub lod: Vec<Vec<u64>>,
-}
+/// One tensor read by ranges: its bytes, checked against its CRC32C, and its LoD. The same
+/// type as a mapped file's loads give ([`crate::OwnedTensor`]); the name stays for callers of
+/// the ranged reader.
+pub type RemoteTensor = crate::native::OwnedTensor;
 
 /// One entry of a remote file's index, as a listing gives it (no data read).
 #[derive(Clone, Debug, PartialEq, Eq)]
