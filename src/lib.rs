@@ -90,8 +90,8 @@ pub use element::Element;
 /// name convention of a sharded checkpoint (SPEC.md 12).
 pub mod place {
     pub use crate::native::{
-        data_suffix, parse_suffix, pending_suffix, refs_suffix, reused_suffix, Brought, DirPlace,
-        Place, Sibling, INDEX_SUFFIX,
+        data_suffix, parse_suffix, pending_suffix, refs_suffix, reused_suffix, split_data_name,
+        Brought, DirPlace, Place, Sibling, INDEX_SUFFIX,
     };
 }
 

@@ -200,9 +200,13 @@ fn unfinished_save(path: &Path) -> Option<Error> {
             .filter_map(|e| e.ok())
             .filter_map(|e| {
                 let name = e.file_name().into_string().ok()?;
-                let stem = name.strip_suffix(".pending")?;
-                let (prefix, _) = stem.rsplit_once(".data-")?;
-                Some(path.join(prefix))
+                match crate::native::split_data_name(name.as_bytes())? {
+                    // The prefix ends where `.data-` starts: an ASCII boundary of `name`.
+                    (prefix, crate::native::Sibling::Data { pending: true, .. }) => {
+                        Some(path.join(name.get(..prefix.len())?))
+                    }
+                    _ => None,
+                }
             })
             .collect();
         found.sort();

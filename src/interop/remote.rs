@@ -376,14 +376,13 @@ fn hf_at(loc: &ObjectLocation, opts: &UrlOptions) -> Option<Result<Box<dyn Tenso
 /// The prefix of a checkpoint's data object `PREFIX.data-SSSSS-of-NNNNN`, if `loc` names one.
 fn data_object_prefix(loc: &ObjectLocation) -> Option<ObjectLocation> {
     let key = loc.path.as_ref();
-    let at = key.rfind(".data-")?;
-    let tail = &key[at + ".data-".len()..];
-    let (k, n) = tail.split_once("-of-")?;
-    let digits = |s: &str| s.len() == 5 && s.bytes().all(|b| b.is_ascii_digit());
-    if !digits(k) || !digits(n) {
-        return None;
+    match crate::native::split_data_name(key.as_bytes())? {
+        // The prefix ends where `.data-` starts: an ASCII boundary of `key`.
+        (prefix, crate::native::Sibling::Data { pending: false, .. }) => {
+            loc.without_suffix(key.get(prefix.len()..)?)
+        }
+        _ => None,
     }
-    loc.without_suffix(&key[at..])
 }
 
 /// What the object at `loc` is, from its first read `held`: a native file, a safetensors file,

@@ -107,8 +107,8 @@ pub(crate) use sharded::merge::{
     plan_index, read_all_references, reused_files, sibling_files, write_index,
 };
 pub use sharded::place::{
-    data_suffix, parse_suffix, pending_suffix, refs_suffix, reused_suffix, Brought, DirPlace,
-    Place, Sibling, INDEX_SUFFIX,
+    data_suffix, parse_suffix, pending_suffix, refs_suffix, reused_suffix, split_data_name,
+    Brought, DirPlace, Place, Sibling, INDEX_SUFFIX,
 };
 pub(crate) use sharded::reader::{check_against_shards, check_shard_identity, check_shard_len};
 pub use sharded::reuse::ReuseStats;

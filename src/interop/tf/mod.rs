@@ -104,12 +104,14 @@ pub fn resolve_prefix(path: &Path) -> Result<Option<PathBuf>> {
     Ok(None)
 }
 
-/// `PREFIX` of a file name `PREFIX.data-SSSSS-of-NNNNN` (digits: at least 5 each).
+/// `PREFIX` of a file name `PREFIX.data-SSSSS-of-NNNNN` (digits: at least 5 each), by the one
+/// parser of data-file names (`place::split_data_name`).
 fn data_file_stem(name: &str) -> Option<&str> {
-    let (stem, rest) = name.rsplit_once(".data-")?;
-    let (a, b) = rest.split_once("-of-")?;
-    let digits = |s: &str| s.len() >= 5 && s.bytes().all(|c| c.is_ascii_digit());
-    (!stem.is_empty() && digits(a) && digits(b)).then_some(stem)
+    match crate::native::split_data_name(name.as_bytes())? {
+        // The prefix ends where `.data-` starts: an ASCII boundary of `name`.
+        (stem, crate::native::Sibling::Data { pending: false, .. }) => name.get(..stem.len()),
+        _ => None,
+    }
 }
 
 fn resolve_dir(dir: &Path) -> Result<Option<PathBuf>> {

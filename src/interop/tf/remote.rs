@@ -33,7 +33,7 @@ pub(crate) struct ObjectShards {
 
 impl ObjectShards {
     fn suffix(&self, shard: u32) -> String {
-        format!(".data-{shard:05}-of-{:05}", self.num_shards)
+        crate::native::data_suffix(shard, self.num_shards)
     }
 
     /// The open object of `shard`, if a read has opened it.

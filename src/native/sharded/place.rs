@@ -107,6 +107,17 @@ pub fn parse_suffix(suffix: &[u8]) -> Option<Sibling> {
     }))
 }
 
+/// A data file's whole name, `PREFIX.data-SSSSS-of-NNNNN` (or its pending name): `PREFIX` and
+/// what [`parse_suffix`] makes of the rest, split at the last `.data-`. For names whose prefix
+/// is not known beforehand (a TensorFlow data file given as an input, an object a URL names, a
+/// pending shard found in a directory); `None` for any other name, and for an empty prefix.
+pub fn split_data_name(name: &[u8]) -> Option<(&[u8], Sibling)> {
+    const DATA: &[u8] = b".data-";
+    let at = name.windows(DATA.len()).rposition(|w| w == DATA)?;
+    let sibling = parse_suffix(&name[at..])?;
+    (at > 0).then_some((&name[..at], sibling))
+}
+
 /// `SSSSS-of-NNNNN` (at least 5 digits each): (shard, number of shards).
 fn parse_k_of_n(rest: &[u8]) -> Option<(u32, u32)> {
     let rest = std::str::from_utf8(rest).ok()?;
@@ -322,6 +333,42 @@ pub(crate) fn with_suffix(prefix: &Path, suffix: &str) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn split_data_name_takes_the_last_data_suffix_and_nothing_else() {
+        let data = |k, n, pending| Sibling::Data {
+            shard: k,
+            num_shards: n,
+            pending,
+        };
+        let cases: [(&[u8], Option<(&[u8], Sibling)>); 8] = [
+            (
+                b"model.ckpt.data-00000-of-00001",
+                Some((b"model.ckpt", data(0, 1, false))),
+            ),
+            (
+                b"a.data-b.data-00002-of-00003.pending",
+                Some((b"a.data-b", data(2, 3, true))),
+            ),
+            (
+                b"x.data-123456-of-123457",
+                Some((b"x", data(123456, 123457, false))),
+            ),
+            (b".data-00000-of-00001", None),
+            (b"x.data-0000-of-00001", None),
+            (b"x.data-00000-of-00001.tmp", None),
+            (b"x.index", None),
+            (b"x.refs-00000-of-00001.pending", None),
+        ];
+        for (name, want) in cases {
+            assert_eq!(
+                split_data_name(name),
+                want,
+                "{}",
+                String::from_utf8_lossy(name)
+            );
+        }
+    }
 
     #[test]
     fn names_parse_back() {
