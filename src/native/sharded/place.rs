@@ -341,7 +341,9 @@ mod tests {
             num_shards: n,
             pending,
         };
-        let cases: [(&[u8], Option<(&[u8], Sibling)>); 8] = [
+        // A file name, and its prefix and sibling kind if it is a data file's.
+        type Case<'a> = (&'a [u8], Option<(&'a [u8], Sibling)>);
+        let cases: [Case<'_>; 8] = [
             (
                 b"model.ckpt.data-00000-of-00001",
                 Some((b"model.ckpt", data(0, 1, false))),
