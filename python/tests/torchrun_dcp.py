@@ -9,6 +9,7 @@ ranks, loads them resharded through ``StorageReader`` and compares each with the
 job held; rank 0 also reads the checkpoint with ``paramdex.safe_open``. Any mismatch exits
 non-zero (torchrun then fails)."""
 
+import os
 import sys
 
 import torch
@@ -79,3 +80,10 @@ def main(mode, where):
 
 if __name__ == "__main__":
     main(sys.argv[1], sys.argv[2])
+    # Every check has passed and the process group is destroyed. Leave without the
+    # interpreter's teardown: torch's gloo threads have aborted a rank there ("terminate called
+    # without an active exception", SIGABRT after "load ok"; once in a CI run, never in 4 local
+    # runs), which says nothing of the checkpoint this test checks.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
