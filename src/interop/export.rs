@@ -125,6 +125,9 @@ struct Exporter {
     cannot_hold_among_several: Option<fn(&TensorInfo) -> Option<String>>,
     /// Whether it writes the job's metadata.
     carries_metadata: bool,
+    /// When it writes a LoD tensor's values without its LoD (the tensor is not refused): why,
+    /// for the note that says so.
+    drops_lod: Option<&'static str>,
     /// The paths an export to a destination writes ([`OutputFormat::outputs`]).
     outputs: fn(&Path) -> Vec<PathBuf>,
     /// Whether the output at the destination is a file (not a directory) whatever the input.
@@ -142,6 +145,7 @@ const EXPORTERS: &[Exporter] = &[
         cannot_hold: native_records,
         cannot_hold_among_several: None,
         carries_metadata: true,
+        drops_lod: None,
         outputs: just_dst,
         file_output: true,
         limit: no_limit,
@@ -152,6 +156,7 @@ const EXPORTERS: &[Exporter] = &[
         cannot_hold: tf::cannot_hold,
         cannot_hold_among_several: None,
         carries_metadata: false,
+        drops_lod: Some("a TensorFlow checkpoint has no LoD"),
         outputs: tf::outputs,
         file_output: true,
         limit: no_limit,
@@ -162,6 +167,7 @@ const EXPORTERS: &[Exporter] = &[
         cannot_hold: paddle_output_combined,
         cannot_hold_among_several: None,
         carries_metadata: false,
+        drops_lod: None,
         outputs: paddle::combined_outputs,
         file_output: true,
         limit: no_limit,
@@ -172,6 +178,7 @@ const EXPORTERS: &[Exporter] = &[
         cannot_hold: paddle_output,
         cannot_hold_among_several: Some(paddle::cannot_be_a_file),
         carries_metadata: false,
+        drops_lod: None,
         outputs: just_dst,
         // One tensor is a file, several a directory.
         file_output: false,
@@ -183,6 +190,7 @@ const EXPORTERS: &[Exporter] = &[
         cannot_hold: safetensors::cannot_hold,
         cannot_hold_among_several: None,
         carries_metadata: true,
+        drops_lod: None,
         outputs: just_dst,
         file_output: true,
         limit: safetensors::header_limit,
@@ -194,6 +202,7 @@ const EXPORTERS: &[Exporter] = &[
         cannot_hold: paddle_output_combined,
         cannot_hold_among_several: None,
         carries_metadata: false,
+        drops_lod: None,
         outputs: just_dst,
         file_output: true,
         limit: no_limit,
@@ -424,16 +433,12 @@ pub(crate) fn export_checked(
         upload,
     })?;
     let mut rep = ExportReport::new(format, written, survey.skipped, metadata);
-    if let Some(first) = &survey.lod_dropped_first {
+    if let (Some(first), Some(why)) = (&survey.lod_dropped_first, format.exporter().drops_lod) {
         let first = name::display(first);
         rep.notes.push(match survey.lod_dropped {
-            1 => format!(
-                "the LoD of tensor {first} was not kept (a TensorFlow checkpoint has no LoD); \
-                 its values were"
-            ),
+            1 => format!("the LoD of tensor {first} was not kept ({why}); its values were"),
             n => format!(
-                "the LoD of {n} tensors ({first}, ...) was not kept (a TensorFlow checkpoint has \
-                 no LoD); their values were"
+                "the LoD of {n} tensors ({first}, ...) was not kept ({why}); their values were"
             ),
         });
     }
@@ -546,7 +551,7 @@ pub(crate) fn survey(
         match format.cannot_hold(&t) {
             None => {
                 held += 1;
-                if !t.lod.is_empty() && format == OutputFormat::TensorFlow {
+                if !t.lod.is_empty() && format.exporter().drops_lod.is_some() {
                     // Written with its values, without its LoD: said in the report's notes.
                     survey.lod_dropped += 1;
                     if survey.lod_dropped_first.is_none() {
