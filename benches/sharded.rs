@@ -1,6 +1,6 @@
-//! Sharded checkpoints (issue 14, BENCHMARKS.md "Sharded checkpoints (issue 14)"): many writer
-//! processes saving one checkpoint, the merge, open + get of a sharded checkpoint against a
-//! single file, and `get_slice` of a row band of a tensor stored as column slices.
+//! Sharded checkpoints (issue 14, docs/benchmarks-history.md "Sharded checkpoints (issue 14)"):
+//! many writer processes saving one checkpoint, the merge, open + get of a sharded checkpoint
+//! against a single file, and `get_slice` of a row band of a tensor stored as column slices.
 //!
 //! ```sh
 //! cargo bench --bench sharded                                  # every group

@@ -1,6 +1,6 @@
-//! Probe of the lookup paths of a native file (issue 17; numbers in BENCHMARKS.md, "Hot get and
-//! cold open"): hot `get` through the hash index block against the binary searches, and open +
-//! get in a fresh process.
+//! Probe of the lookup paths of a native file (issue 17; numbers in docs/benchmarks-history.md,
+//! "Hot get and cold open"): hot `get` through the hash index block against the binary searches,
+//! and open + get in a fresh process.
 //!
 //! ```sh
 //! cargo run --release --example lookup_probe -- write /tmp/p.pdx 1000000   # tiny tensors

@@ -5,7 +5,7 @@
 //!
 //! `cargo run --release --example pir_program -- DIR [N] [RUNS]` (N = 5000, RUNS = 50) writes
 //! `DIR/model.json` and `DIR/model.pdiparams`; `paramdex ls DIR/model.pdiparams` opens them.
-//! BENCHMARKS.md ("Opening Paddle 3 programs", issue 17) has the numbers.
+//! docs/benchmarks-history.md ("Opening Paddle 3 programs", issue 17) has the numbers.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;

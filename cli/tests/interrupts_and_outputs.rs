@@ -397,7 +397,7 @@ fn every_command_creates_missing_parent_directories() {
     }
     run_in(d, &[&"merge", &"m/x/merged.pdx", &n], 0);
     assert!(d.join("m/x/merged.pdx").is_file());
-    // The README's example.
+    // The example of docs/formats.md ("TensorFlow").
     run_in(d, &[&"export-tf", &n, &"out/ckpt"], 0);
     assert!(d.join("out/ckpt.index").is_file());
     assert!(d.join("out/ckpt.data-00000-of-00001").is_file());

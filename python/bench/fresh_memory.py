@@ -3,8 +3,9 @@
 each run in a fresh interpreter, (a) as allocated, (b) after madvise(MADV_HUGEPAGE) on them
 (what numpy's np.empty asks for on large arrays), (c) after madvise(MADV_POPULATE_WRITE) (the
 populate timed too). Linux only. This is the price a copying load (paramdex's load_file with
-copy=True, safetensors.numpy.load_file) pays that a zero-copy one does not (BENCHMARKS.md,
-"Python (issue 18)"). Usage: python python/bench/fresh_memory.py [--repeat 3] [--model-mib 1740]
+copy=True, safetensors.numpy.load_file) pays that a zero-copy one does not
+(docs/benchmarks-history.md, "Python (issue 18)").
+Usage: python python/bench/fresh_memory.py [--repeat 3] [--model-mib 1740]
 """
 
 import argparse

@@ -427,7 +427,7 @@ def load_file(
     new tensors (``torch.empty``) on ``threads`` threads, every checksum checked as it is
     copied, without the GIL: tensors that own their memory, independent of the file. Other
     formats: as :meth:`paramdex.SafeOpen.get_tensor` gives them. Which is faster is measured in
-    BENCHMARKS.md ("Python (issue 18)")."""
+    docs/benchmarks-history.md ("Python (issue 18)")."""
     with safe_open(filename, framework="pt", device=device, checksums=checksums, backend=backend) as f:
         if copy:
             out = f._load_all(_alloc, threads)

@@ -12,7 +12,7 @@
 //! so the bookkeeping stays small however many tensors are loaded.
 //!
 //! What the kernel is told about the mapped pages ([`LoadAdvice`]) was chosen by measurement
-//! (BENCHMARKS.md, "Parallel loads and 10M tensors").
+//! (docs/benchmarks-history.md, "Parallel loads and 10M tensors").
 
 use std::sync::Mutex;
 

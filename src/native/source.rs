@@ -50,8 +50,8 @@ impl Source {
 pub enum LoadAdvice {
     /// Nothing: pages fault in on first touch, with the kernel's default readahead. The
     /// default: as fast as any advice with the file in the page cache, and the fastest from
-    /// disk on two threads in the measurements of BENCHMARKS.md ("Parallel loads and 10M
-    /// tensors").
+    /// disk on two threads in the measurements of docs/benchmarks-history.md ("Parallel loads
+    /// and 10M tensors").
     #[default]
     None,
     /// `MADV_SEQUENTIAL` on each window of the load: aggressive readahead, pages dropped

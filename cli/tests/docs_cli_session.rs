@@ -1,15 +1,15 @@
-//! The README's example session is the real output of the commands it shows.
+//! The example session of docs/cli.md is the real output of the commands it shows.
 //!
-//! Every `$ COMMAND` line of the README's ```console block is run, in order, with `sh` in a
-//! scratch directory that holds what the README says it holds (`model.safetensors`, a TF2
+//! Every `$ COMMAND` line of docs/cli.md's ```console block is run, in order, with `sh` in a
+//! scratch directory that holds what the page says it holds (`model.safetensors`, a TF2
 //! checkpoint directory `train/`), with this build's `paramdex` first on `PATH`. Its standard
 //! output and standard error (merged, as a terminal shows them) must match the lines under it:
 //!
-//! - a line `...` stands for any number of lines (the README trims long listings);
+//! - a line `...` stands for any number of lines (the page trims long listings);
 //! - a line ending in `...` matches any line that starts with what precedes the dots;
 //! - durations (`1.7ms`, `0.00 s`, `"seconds":0.0001`) match any duration.
 //!
-//! `PARAMDEX_BLESS_README=1 cargo test -p paramdex-cli --test readme` rewrites the block from a
+//! `PARAMDEX_BLESS_CLI_DOCS=1 cargo test -p paramdex-cli --test docs_cli_session` rewrites the block from a
 //! real run instead, keeping its trimming (the same number of lines kept before and after each
 //! `...`, the same prefix of each cut line): that is how the examples are regenerated.
 
@@ -19,12 +19,12 @@ use common::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Where the session block starts and ends in README.md (line indexes of the fences).
+/// Where the session block starts and ends in docs/cli.md (line indexes of the fences).
 fn session_block(lines: &[&str]) -> (usize, usize) {
     let start = lines
         .iter()
         .position(|l| l.trim_end() == "```console")
-        .expect("README.md has a ```console block");
+        .expect("docs/cli.md has a ```console block");
     let end = start
         + 1
         + lines[start + 1..]
@@ -171,18 +171,18 @@ fn run_step(dir: &Path, command: &str) -> Vec<String> {
         .collect()
 }
 
-fn readme_path() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md")
+fn session_path() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/cli.md")
 }
 
 #[test]
-fn the_readme_session_is_real_output() {
-    let text = std::fs::read_to_string(readme_path()).unwrap();
+fn the_cli_docs_session_is_real_output() {
+    let text = std::fs::read_to_string(session_path()).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     let (start, end) = session_block(&lines);
     let steps = parse_steps(&lines[start + 1..end]);
     assert!(steps.len() >= 10, "the session shows the commands");
-    let bless = std::env::var_os("PARAMDEX_BLESS_README").is_some();
+    let bless = std::env::var_os("PARAMDEX_BLESS_CLI_DOCS").is_some();
     let dir = scratch();
     let mut blessed: Vec<String> = Vec::new();
     let mut wrong = Vec::new();
@@ -194,7 +194,7 @@ fn the_readme_session_is_real_output() {
             blessed.extend(std::iter::repeat_n(String::new(), step.blank_after));
         } else if !matches(&step.expected, &actual) {
             wrong.push(format!(
-                "$ {}\n--- README shows:\n{}\n--- the command prints:\n{}",
+                "$ {}\n--- docs/cli.md shows:\n{}\n--- the command prints:\n{}",
                 step.command,
                 step.expected.join("\n"),
                 actual.join("\n")
@@ -205,13 +205,13 @@ fn the_readme_session_is_real_output() {
         let mut out: Vec<String> = lines[..=start].iter().map(|s| s.to_string()).collect();
         out.extend(blessed);
         out.extend(lines[end..].iter().map(|s| s.to_string()));
-        std::fs::write(readme_path(), out.join("\n") + "\n").unwrap();
+        std::fs::write(session_path(), out.join("\n") + "\n").unwrap();
         return;
     }
     assert!(
         wrong.is_empty(),
-        "README.md's session is not what the commands print (regenerate it with \
-         PARAMDEX_BLESS_README=1 cargo test -p paramdex-cli --test readme):\n\n{}",
+        "docs/cli.md's session is not what the commands print (regenerate it with \
+         PARAMDEX_BLESS_CLI_DOCS=1 cargo test -p paramdex-cli --test docs_cli_session):\n\n{}",
         wrong.join("\n\n")
     );
 }
