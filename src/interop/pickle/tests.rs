@@ -371,7 +371,8 @@ fn copying_a_large_tuple_over_and_over_is_refused() {
 #[test]
 fn naming_a_much_shared_list_is_bounded() {
     // L = a list of 5 000 Nones (memo 0); then a list holding L 5 000 times (BINGET 0 each):
-    // 25 million names from 20 KB. Parsing is cheap (shared); the walk stops at MAX_VISITS.
+    // 25 million names from 20 KB. Parsing is cheap (shared); the walk stops within 8 visits
+    // per byte of the stream (MAX_VISITS_PER_BYTE).
     let mut data = b"\x80\x02](".to_vec();
     data.extend(std::iter::repeat_n(b'N', 5_000));
     data.extend_from_slice(b"eq\x00](");
