@@ -238,7 +238,46 @@ fn dcp_sharing_one_long_name(n: usize) -> Vec<u8> {
     p
 }
 
+/// A pickled `str`.
+fn pstr(p: &mut Vec<u8>, s: &str) {
+    p.push(b'X');
+    p.extend_from_slice(&(s.len() as u32).to_le_bytes());
+    p.extend_from_slice(s.as_bytes());
+}
+
+/// A DCP `.metadata` whose one `storage_data` key is a `MetadataIndex` with `junk` fields
+/// before its `fqn`: a dataclass field is looked for among the first 64 only, so a state
+/// shared by many keys cannot make each lookup scan it whole.
+fn dcp_with_fields_before_fqn(junk: usize) -> Vec<u8> {
+    let m = "torch.distributed.checkpoint.metadata";
+    let mut p = b"\x80\x02".to_vec();
+    p.extend_from_slice(format!("c{m}\nMetadata\n)").as_bytes());
+    p.extend_from_slice(b"\x81}(");
+    pstr(&mut p, "state_dict_metadata");
+    p.push(b'}');
+    pstr(&mut p, "storage_data");
+    p.extend_from_slice(b"}(");
+    p.extend_from_slice(format!("c{m}\nMetadataIndex\n)").as_bytes());
+    p.extend_from_slice(b"\x81}(");
+    for i in 0..junk {
+        pstr(&mut p, &format!("k{i}"));
+        p.push(b'N');
+    }
+    pstr(&mut p, "fqn");
+    pstr(&mut p, "x");
+    p.extend_from_slice(b"ubNuub.");
+    p
+}
+
 fn check_dcp_records(dir: &Path) {
+    for (junk, found) in [(10, true), (100, false)] {
+        let e = DcpStore::from_metadata_bytes(&dcp_with_fields_before_fqn(junk)).unwrap_err();
+        assert_eq!(
+            !e.to_string().contains("without a str fqn"),
+            found,
+            "{junk} fields before fqn: {e}"
+        );
+    }
     let meta = dcp_sharing_one_long_name(2000);
     let dcp = dir.join("shared_name.dcp");
     std::fs::create_dir_all(&dcp).unwrap();

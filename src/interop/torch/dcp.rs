@@ -403,7 +403,12 @@ impl DcpStore {
             // The entry's key (its fqn hashed, its offsets copied), then whatever the entry
             // adds below (a data file, a message) is counted once it is made.
             let offsets_len = offset.as_ref().map_or(0, Vec::len);
-            if !budget.work.spend(1 + fqn.len() as u64)
+            // Its data file's name is checked and hashed too (one name may be shared by all).
+            let rel_len = match field(&p, vstate, "relative_path") {
+                Some(Value::Str(r)) => r.len(),
+                _ => 0,
+            };
+            if !budget.work.spend((1 + fqn.len() + rel_len) as u64)
                 || !budget
                     .records
                     .spend((STORAGE_ENTRY_BYTES + 8 * offsets_len) as u64)
