@@ -111,7 +111,7 @@ struct Stored {
 /// that cannot be used. The fqn is the pickle's string, shared, not copied per chunk.
 type StorageMap = HashMap<(Arc<str>, Option<Vec<u64>>), std::result::Result<Stored, Problem>>;
 
-/// Most fields of a dataclass's `BUILD` state looked through for one ([`field`]): DCP's have
+/// Most fields of a dataclass's `BUILD` state looked through for one: DCP's have
 /// at most a dozen, and a hostile state of a million items shared by a million objects would
 /// otherwise be searched a million times.
 pub const MAX_FIELDS: usize = 64;
