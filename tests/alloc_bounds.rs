@@ -179,6 +179,7 @@ fn check_counted_readers(dir: &Path) {
     let pt = dir.join("shared_header.pt");
     std::fs::write(&pt, &zip).unwrap();
     let (r, used) = allocated_by(|| TorchStore::open(&pt));
+    eprintln!("a {}-byte zip directory: {used} bytes allocated", zip.len());
     let store = r.expect("a zip of one data.pkl and unreferenced entries opens");
     assert_eq!(store.list().unwrap().len(), 0);
     let bound = PER_BYTE * zip.len() as u64 + FINDING_BOUND;
@@ -200,6 +201,7 @@ fn check_counted_readers(dir: &Path) {
     index.push_str("}}");
     std::fs::write(hf.join("model.safetensors.index.json"), &index).unwrap();
     let (r, used) = allocated_by(|| open_any(&hf));
+    eprintln!("a {}-byte HF index: {used} bytes allocated", index.len());
     assert!(r.is_err(), "an index whose one shard is missing opened");
     let bound = PER_BYTE * index.len() as u64 + FINDING_BOUND;
     assert!(
@@ -283,6 +285,10 @@ fn check_dcp_records(dir: &Path) {
     std::fs::create_dir_all(&dcp).unwrap();
     std::fs::write(dcp.join(".metadata"), &meta).unwrap();
     let (r, used) = allocated_by(|| DcpStore::open(&dcp));
+    eprintln!(
+        "a {}-byte DCP .metadata: {used} bytes allocated",
+        meta.len()
+    );
     assert_limit(r, "a DCP .metadata sharing one long name");
     let bound = PER_BYTE * meta.len() as u64 + FINDING_BOUND;
     assert!(

@@ -634,12 +634,17 @@ fn floor_char(s: &str, n: usize) -> usize {
 pub struct Budget {
     spent: u64,
     limit: u64,
+    refused: bool,
 }
 
 impl Budget {
     /// A budget of `limit` units.
     pub fn new(limit: u64) -> Budget {
-        Budget { spent: 0, limit }
+        Budget {
+            spent: 0,
+            limit,
+            refused: false,
+        }
     }
 
     /// Spends `n` units: `false` (and nothing spent) when that would pass the limit.
@@ -649,8 +654,16 @@ impl Budget {
                 self.spent = s;
                 true
             }
-            _ => false,
+            _ => {
+                self.refused = true;
+                false
+            }
         }
+    }
+
+    /// Whether a [`Budget::spend`] was refused.
+    pub fn ran_out(&self) -> bool {
+        self.refused
     }
 
     /// The limit.

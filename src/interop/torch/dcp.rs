@@ -172,11 +172,11 @@ struct Spend {
 impl Spend {
     /// What ran out, for the message.
     fn what(&self) -> String {
-        format!(
-            "records would pass {} bytes or its checks {} steps",
-            self.records.limit(),
-            self.work.limit()
-        )
+        if self.records.ran_out() {
+            format!("records would pass {} bytes", self.records.limit())
+        } else {
+            format!("checks would pass {} steps", self.work.limit())
+        }
     }
 }
 
