@@ -337,14 +337,25 @@ fn hostile_nesting_and_unknown_storage_types() {
         "{e}"
     );
     assert!(e.to_string().contains(&MAX_DEPTH.to_string()), "{e}");
-    // A storage class not on the allow-list (a quantized storage) is a refused global.
+    // A quantized storage class is on torch's weights-only allow-list (issue 37): the file
+    // opens, and that tensor is unsupported, named with its class.
     let mut p = Pk::new();
     p.op(b'}').str("q");
     p.tensor("QInt8Storage", "0", 6, 0, &[6], &[1]);
     p.op(b's');
     let path = write(dir.path(), "q.pt", &file(&p.finish(), &storages()));
-    let e = open_any(&path).err().expect("refused");
+    let store = open_any(&path).unwrap();
+    let e = store.info(b"q").unwrap_err();
+    assert!(matches!(e, Error::Unsupported(_)), "{e}");
     assert!(e.to_string().contains("torch.QInt8Storage"), "{e}");
+    // A storage class torch does not allow weights-only is a refused global.
+    let mut p = Pk::new();
+    p.op(b'}').str("q");
+    p.tensor("UInt16Storage", "0", 6, 0, &[6], &[1]);
+    p.op(b's');
+    let path = write(dir.path(), "u.pt", &file(&p.finish(), &storages()));
+    let e = open_any(&path).err().expect("refused");
+    assert!(e.to_string().contains("torch.UInt16Storage"), "{e}");
 }
 
 #[test]

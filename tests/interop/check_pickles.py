@@ -21,7 +21,10 @@ mismatch:
    --slice` across the two ranks' chunks, `verify`, `convert`, and the scalars as metadata;
 5. Hugging Face sharded checkpoints written as `save_pretrained` writes them (shards by
    `safetensors.torch.save_file` / `torch.save`, the `*.index.json` weight map by hand):
-   byte-exact by the directory and by the index.
+   byte-exact by the directory and by the index;
+6. a full training state (model and AdamW state dicts, `torch.get_rng_state()`,
+   `random.getstate()`, `bytes` and `bytearray` values), which torch loads weights-only: every
+   tensor byte-exact, the bytes values and scalars as metadata (`meta --json`).
 """
 
 import json
@@ -127,6 +130,55 @@ def torch_checks(d):
         p = os.path.join(d, name)
         torch.save(state, p)
         check_store(f"torch.save {name} (torch {torch.__version__})", p, want)
+
+
+def training_state_check(d):
+    """A full training state (issue 37): model and optimizer state dicts, torch's and Python's
+    RNG states, `bytes` and `bytearray` values; torch loads it weights-only, and so must
+    paramdex: every tensor byte-exact, the bytes values as metadata."""
+    import random
+
+    import torch
+
+    torch.manual_seed(1)
+    random.seed(1)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.LayerNorm(3))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model(torch.randn(2, 4)).sum().backward()
+    opt.step()
+    state = {
+        "model": model.state_dict(),
+        "optim": opt.state_dict(),
+        "rng": torch.get_rng_state(),
+        "py_rng": random.getstate(),
+        "blob": b"\x00\x01\xfe\xffbytes",
+        "buf": bytearray(b"buffer"),
+        "epoch": 2,
+    }
+    p = os.path.join(d, "training_state.pt")
+    torch.save(state, p)
+    label = f"torch.save of a training state with bytes and RNG states (torch {torch.__version__})"
+    try:
+        torch.load(p, weights_only=True)
+    except Exception as e:  # noqa: BLE001
+        report(f"{label}: torch loads it weights-only", False, str(e))
+        return
+    want = {f"model.{k}": (raw_of_torch(v), list(v.shape)) for k, v in model.state_dict().items()}
+    for pid, st in opt.state_dict()["state"].items():
+        for k, v in st.items():
+            if torch.is_tensor(v):
+                want[f"optim.state.{pid}.{k}"] = (raw_of_torch(v), list(v.shape))
+    want["rng"] = (raw_of_torch(state["rng"]), list(state["rng"].shape))
+    check_store(label, p, want)
+    try:
+        meta = json.loads(pdx("meta", p, "--json"))
+        meta = meta.get("metadata", meta)
+        ok = (meta.get("blob") == {"hex": state["blob"].hex()}
+              and meta.get("buf") == {"hex": bytes(state["buf"]).hex()}
+              and meta.get("epoch") == 2 and meta.get("py_rng.0") == 3)
+        report(f"{label}: bytes values and scalars as metadata", ok, json.dumps(meta)[:400])
+    except Exception as e:  # noqa: BLE001
+        report(f"{label}: bytes values and scalars as metadata", False, str(e))
 
 
 def paddle_checks(d):
@@ -301,6 +353,7 @@ def hf_checks(d):
 def main():
     with tempfile.TemporaryDirectory() as d:
         torch_checks(d)
+        training_state_check(d)
         hostile_check(d)
     with tempfile.TemporaryDirectory() as d:
         dcp_checks(d)

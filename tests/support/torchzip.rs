@@ -167,7 +167,7 @@ impl Pk {
         self.ordered_dict().op(b't').op(b'R')
     }
     /// `torch._utils._rebuild_tensor_v3(storage, offset, size, stride, False, OrderedDict(),
-    /// torch.DTYPE)` over the untyped storage `('storage', torch.UntypedStorage, KEY, 'cpu',
+    /// torch.DTYPE)` over the untyped storage `('storage', torch.storage.UntypedStorage, KEY, 'cpu',
     /// NBYTES)`: what torch 2.x writes for float8 and the unsigned types.
     pub fn tensor_v3(
         &mut self,
@@ -181,7 +181,7 @@ impl Pk {
         self.global("torch._utils", "_rebuild_tensor_v3").op(b'(');
         self.op(b'(')
             .str("storage")
-            .global("torch", "UntypedStorage")
+            .global("torch.storage", "UntypedStorage")
             .str(key)
             .str("cpu")
             .int(nbytes)

@@ -18,12 +18,15 @@ use std::path::{Path, PathBuf};
 
 use crate::dtype::DType;
 use crate::error::{path_str, Error, PickleProblem, Result};
-use crate::interop::pickle::{self, Bytes, Object, Pickle, Value, PADDLE_GLOBALS};
+use crate::interop::pickle::{
+    self, Bytes, Object, Pickle, Value, MIN_RECORD_BYTES, PADDLE_GLOBALS, RECORD_BYTES_PER_BYTE,
+};
 use crate::interop::store::{
     Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorInfos, TensorStore, VerifySummary,
 };
 use crate::name;
 use crate::native::{Metadata, Source};
+use crate::record::MAX_RANK;
 
 /// Most non-tensor items kept as metadata.
 pub const MAX_METADATA_ITEMS: usize = 4096;
@@ -32,6 +35,17 @@ pub const MAX_METADATA_ITEMS: usize = 4096;
 struct Array {
     name: Vec<u8>,
     result: std::result::Result<(DType, Vec<u64>, Bytes), String>,
+}
+
+impl Array {
+    /// The bytes this record holds, for the record budget ([`RECORD_BYTES_PER_BYTE`]).
+    fn heap_size(&self) -> u64 {
+        let held = match &self.result {
+            Ok((_, shape, _)) => 8 * shape.len(),
+            Err(detail) => detail.len(),
+        };
+        (std::mem::size_of::<Array>() + self.name.len() + held) as u64
+    }
 }
 
 /// An open `.pdparams` / `.pdopt` file.
@@ -112,6 +126,13 @@ fn array(p: &Pickle, v: &Value) -> std::result::Result<(DType, Vec<u64>, Bytes),
         return Err("an ndarray state other than (1, shape, dtype, is_fortran, data)".into());
     };
     let shape: Vec<u64> = match p.object(shape) {
+        // Checked before anything is copied: one shape may be shared by many arrays.
+        Some(Object::Tuple(s)) if s.len() > MAX_RANK => {
+            return Err(format!(
+                "an ndarray of {} dimensions (at most {MAX_RANK})",
+                s.len()
+            ))
+        }
         Some(Object::Tuple(s)) => s
             .iter()
             .map(|d| match d {
@@ -173,6 +194,20 @@ impl DygraphStore {
         let leaves = p.named_leaves_with(&shown, &|p, v| is_named_array(p, v))?;
         let mut arrays = Vec::new();
         let mut metadata = Metadata::new();
+        // A leaf shared under many names is one value but one record per name: bounded by
+        // the pickle's size (issue 43).
+        let mut records = p.budget(RECORD_BYTES_PER_BYTE, MIN_RECORD_BYTES);
+        let over = |limit: u64| Error::Pickle {
+            path: shown.clone(),
+            offset: p.end() as u64,
+            problem: PickleProblem::Limit,
+            detail: format!(
+                "its leaves make more than {limit} bytes of array and metadata records \
+                 ({RECORD_BYTES_PER_BYTE} per byte of the {}-byte pickle): values shared many \
+                 times over",
+                p.end()
+            ),
+        };
         for (leaf, v) in leaves {
             let arr = match p.object(&v) {
                 Some(Object::Tuple(t)) if is_named_array(&p, &v) => &t[1],
@@ -180,6 +215,13 @@ impl DygraphStore {
                 _ => {
                     if metadata.len() < MAX_METADATA_ITEMS && !leaf.is_empty() {
                         if let Some(m) = pickle::metadata_value(&v) {
+                            let size = match &m {
+                                crate::native::MetaValue::String(s) => s.len(),
+                                _ => 0,
+                            };
+                            if !records.spend((2 * leaf.len() + size + 32) as u64) {
+                                return Err(over(records.limit()));
+                            }
                             // A key the metadata cannot hold (too long) is left out.
                             let _ = metadata.insert(leaf, m);
                         }
@@ -202,10 +244,14 @@ impl DygraphStore {
                 }
                 Ok((d, shape, bytes))
             });
-            arrays.push(Array {
+            let a = Array {
                 name: leaf.into_bytes(),
                 result,
-            });
+            };
+            if !records.spend(a.heap_size()) {
+                return Err(over(records.limit()));
+            }
+            arrays.push(a);
         }
         if arrays.is_empty() {
             return Err(Error::UnrecognizedFormat {

@@ -23,10 +23,20 @@
 //! the memo are shared, not copied (a container is an [`ObjId`] into one arena, strings are
 //! reference-counted), so a pickle that refers to one object many times costs its references,
 //! not copies; and a container that holds itself (through the memo) is a cycle in the arena,
-//! which [`Pickle::named_leaves`] refuses instead of following forever, within a budget of
-//! [`MAX_VISITS`] visits. All containers together hold at most [`MAX_ITEMS_PER_BYTE`] items
-//! per byte of the stream, so calls that copy a tuple's items cannot multiply it either.
+//! which [`Pickle::named_leaves`] refuses instead of following forever. All containers
+//! together hold at most [`MAX_ITEMS_PER_BYTE`] items per byte of the stream, so calls that
+//! copy a tuple's items cannot multiply it either.
+//!
+//! Walks are bounded by the stream's size too: a value shared under many containers is one
+//! value, but it has one name per path to it, and a few hundred bytes of `DUP`s nested under
+//! `TUPLE`s make millions of paths. [`Pickle::named_leaves`] visits at most
+//! [`MAX_VISITS_PER_BYTE`] values and makes at most [`MAX_NAME_BYTES_PER_BYTE`] bytes of names
+//! per byte of the stream, and the readers that build records from the leaves (a tensor per
+//! leaf, a chunk per DCP entry) spend a [`Budget`] from [`Pickle::budget`] the same way; past
+//! it, the file is refused ([`PickleProblem::Limit`], with the offset of the container being
+//! expanded), in time and memory proportional to its bytes.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
@@ -51,10 +61,34 @@ pub const MAX_GLOBAL_LEN: usize = 1024;
 /// arguments) at most double that; a pickle that copies one large tuple over and over to
 /// multiply its size is refused.
 pub const MAX_ITEMS_PER_BYTE: u64 = 4;
-/// Most values (containers and leaves) [`Pickle::named_leaves`] visits: a value reached by
-/// several paths is visited once per path, so this bounds the names it makes however much the
-/// pickle shares.
-pub const MAX_VISITS: usize = 1 << 22;
+/// Most values (containers and leaves) [`Pickle::named_leaves`] visits per byte of the stream
+/// (plus [`MIN_VISITS`]): a value reached by several paths is visited once per path, so a
+/// pickle that shares one container under many others (a few hundred bytes of `DUP`s nested
+/// under `TUPLE`s) has millions of paths; its walk stops here, in time and memory proportional
+/// to the stream. A pickle with no shared container has at most one visit per item, and items
+/// cost at least a quarter of a byte each ([`MAX_ITEMS_PER_BYTE`]); 8 leaves room for a state
+/// dict saved twice over (`{"model": sd, "ema": sd}`).
+pub const MAX_VISITS_PER_BYTE: u64 = 8;
+/// Visits every walk may make however short the stream.
+pub const MIN_VISITS: u64 = 4096;
+/// Most bytes of names [`Pickle::named_leaves`] makes (those of the containers on the way
+/// included) per byte of the stream, plus [`MIN_NAME_BYTES`]. A flat state dict's names are
+/// its keys (at most one byte a byte); nested ones repeat their prefixes, and an optimizer's
+/// `param_groups.0.params.1234` names a two-byte int with 25 bytes: 64 covers those.
+pub const MAX_NAME_BYTES_PER_BYTE: u64 = 64;
+/// Name bytes every walk may make however short the stream (one name of [`MAX_NAME_LEN`]).
+pub const MIN_NAME_BYTES: u64 = MAX_NAME_LEN as u64;
+
+/// Most bytes of records (a tensor's name, shape and message, a metadata value) the readers
+/// build from a pickle's leaves, per byte of the pickle (plus [`MIN_RECORD_BYTES`]), spent
+/// from a [`Pickle::budget`]. A leaf shared under many names is one value of the pickle but
+/// one record per name: without this bound, a few KiB of `DUP`s of one tensor with a long
+/// shape would cost gigabytes. A tensor's record is about 200 bytes with its name and shape,
+/// for at least 60 bytes of pickle per tensor (tied weights, a 2-byte memo reference each, are
+/// few).
+pub const RECORD_BYTES_PER_BYTE: u64 = 64;
+/// Bytes of records any pickle may build, however short.
+pub const MIN_RECORD_BYTES: u64 = 1 << 20;
 
 /// A global on an allow-list: `(module, name)`.
 pub type GlobalName = (&'static str, &'static str);
@@ -92,39 +126,139 @@ macro_rules! with_torch_dtypes {
 }
 pub(crate) use with_torch_dtypes;
 
-/// The globals a `torch.save` pickle may name (those `torch.load(weights_only=True)` allows
-/// for tensors and state dicts).
+/// The globals a `torch.save` pickle may name: exactly those `torch.load(weights_only=True)`
+/// allows by default (torch 2.15's `torch._weights_only_unpickler._get_allowed_globals()`, listed
+/// sorted by `python -c "from torch._weights_only_unpickler import _get_allowed_globals as g;
+/// print(*sorted(g()), sep='\\n')"`), so that paramdex reads what torch reads weights-only and
+/// refuses what it refuses: `_codecs.encode` (how protocol 2 pickles `bytes`),
+/// `builtins.bytearray`, `builtins.complex`, `collections.Counter`, `torch.device`, every
+/// dtype, storage, tensor class and rebuild function. None of them is called; the readers
+/// interpret the calls they know (a tensor rebuild function paramdex does not read makes that
+/// tensor [`Error::Unsupported`]), and anything else is a leaf that is no tensor.
 pub const TORCH_GLOBALS: &[GlobalName] = with_torch_dtypes![
+    ("_codecs", "encode"),
+    ("builtins", "bytearray"),
+    ("builtins", "complex"),
+    ("builtins", "set"),
+    ("collections", "Counter"),
     ("collections", "OrderedDict"),
-    ("torch._utils", "_rebuild_tensor_v2"),
-    // torch 2.x for the dtypes without a typed storage class (float8, uint16/32/64, ...): an
-    // UntypedStorage and the dtype as its seventh argument.
-    ("torch._utils", "_rebuild_tensor_v3"),
+    ("torch", "BFloat16Storage"),
+    ("torch", "BFloat16Tensor"),
+    ("torch", "BoolStorage"),
+    ("torch", "BoolTensor"),
+    ("torch", "ByteStorage"),
+    ("torch", "ByteTensor"),
+    ("torch", "CharStorage"),
+    ("torch", "CharTensor"),
+    ("torch", "ComplexDoubleStorage"),
+    ("torch", "ComplexFloatStorage"),
+    ("torch", "DoubleStorage"),
+    ("torch", "DoubleTensor"),
+    ("torch", "FloatStorage"),
+    ("torch", "FloatTensor"),
+    ("torch", "HalfStorage"),
+    ("torch", "HalfTensor"),
+    ("torch", "IntStorage"),
+    ("torch", "IntTensor"),
+    ("torch", "LongStorage"),
+    ("torch", "LongTensor"),
+    ("torch", "QInt32Storage"),
+    ("torch", "QInt8Storage"),
+    ("torch", "QUInt2x4Storage"),
+    ("torch", "QUInt4x2Storage"),
+    ("torch", "QUInt8Storage"),
+    ("torch", "ShortStorage"),
+    ("torch", "ShortTensor"),
+    ("torch", "Size"),
+    ("torch", "Tensor"),
+    ("torch._tensor", "_rebuild_from_type_v2"),
+    ("torch._utils", "_rebuild_device_tensor_from_cpu_tensor"),
+    ("torch._utils", "_rebuild_device_tensor_from_numpy"),
+    ("torch._utils", "_rebuild_meta_tensor_no_storage"),
     ("torch._utils", "_rebuild_parameter"),
     ("torch._utils", "_rebuild_parameter_with_state"),
-    ("torch", "Size"),
+    ("torch._utils", "_rebuild_qtensor"),
+    ("torch._utils", "_rebuild_sparse_tensor"),
+    ("torch._utils", "_rebuild_tensor"),
+    ("torch._utils", "_rebuild_tensor_v2"),
+    ("torch._utils", "_rebuild_tensor_v3"),
+    ("torch._utils", "_rebuild_wrapper_subclass"),
+    ("torch", "bcomplex32"),
+    ("torch", "bits16"),
+    ("torch", "bits1x8"),
+    ("torch", "bits2x4"),
+    ("torch", "bits4x2"),
+    ("torch", "bits8"),
+    ("torch", "complex32"),
+    ("torch.cuda", "BFloat16Storage"),
+    ("torch.cuda", "BFloat16Tensor"),
+    ("torch.cuda", "BoolStorage"),
+    ("torch.cuda", "BoolTensor"),
+    ("torch.cuda", "ByteStorage"),
+    ("torch.cuda", "ByteTensor"),
+    ("torch.cuda", "CharStorage"),
+    ("torch.cuda", "CharTensor"),
+    ("torch.cuda", "ComplexDoubleStorage"),
+    ("torch.cuda", "ComplexFloatStorage"),
+    ("torch.cuda", "DoubleStorage"),
+    ("torch.cuda", "DoubleTensor"),
+    ("torch.cuda", "FloatStorage"),
+    ("torch.cuda", "FloatTensor"),
+    ("torch.cuda", "HalfStorage"),
+    ("torch.cuda", "HalfTensor"),
+    ("torch.cuda", "IntStorage"),
+    ("torch.cuda", "IntTensor"),
+    ("torch.cuda", "LongStorage"),
+    ("torch.cuda", "LongTensor"),
+    ("torch.cuda", "ShortStorage"),
+    ("torch.cuda", "ShortTensor"),
+    ("torch.cuda.sparse", "BFloat16Tensor"),
+    ("torch.cuda.sparse", "ByteTensor"),
+    ("torch.cuda.sparse", "CharTensor"),
+    ("torch.cuda.sparse", "DoubleTensor"),
+    ("torch.cuda.sparse", "FloatTensor"),
+    ("torch.cuda.sparse", "HalfTensor"),
+    ("torch.cuda.sparse", "IntTensor"),
+    ("torch.cuda.sparse", "LongTensor"),
+    ("torch.cuda.sparse", "ShortTensor"),
+    ("torch", "device"),
+    ("torch", "int1"),
+    ("torch", "int2"),
+    ("torch", "int3"),
+    ("torch", "int4"),
+    ("torch", "int5"),
+    ("torch", "int6"),
+    ("torch", "int7"),
+    ("torch.nn.parameter", "Parameter"),
+    ("torch", "per_channel_affine"),
+    ("torch", "per_channel_affine_float_qparams"),
+    ("torch", "per_channel_symmetric"),
+    ("torch", "per_tensor_affine"),
+    ("torch", "per_tensor_symmetric"),
+    ("torch", "qint32"),
+    ("torch", "qint8"),
+    ("torch", "quint2x4"),
+    ("torch", "quint4x2"),
+    ("torch", "quint8"),
+    ("torch.serialization", "_get_layout"),
+    ("torch.sparse", "BFloat16Tensor"),
+    ("torch.sparse", "ByteTensor"),
+    ("torch.sparse", "CharTensor"),
+    ("torch.sparse", "DoubleTensor"),
+    ("torch.sparse", "FloatTensor"),
+    ("torch.sparse", "HalfTensor"),
+    ("torch.sparse", "IntTensor"),
+    ("torch.sparse", "LongTensor"),
+    ("torch.sparse", "ShortTensor"),
+    ("torch.storage", "TypedStorage"),
     ("torch.storage", "UntypedStorage"),
-    ("torch", "UntypedStorage"),
-    ("torch", "DoubleStorage"),
-    ("torch", "FloatStorage"),
-    ("torch", "HalfStorage"),
-    ("torch", "BFloat16Storage"),
-    ("torch", "LongStorage"),
-    ("torch", "IntStorage"),
-    ("torch", "ShortStorage"),
-    ("torch", "CharStorage"),
-    ("torch", "ByteStorage"),
-    ("torch", "BoolStorage"),
-    ("torch", "UInt16Storage"),
-    ("torch", "UInt32Storage"),
-    ("torch", "UInt64Storage"),
-    ("torch", "ComplexFloatStorage"),
-    ("torch", "ComplexDoubleStorage"),
-    ("torch", "Float8_e4m3fnStorage"),
-    ("torch", "Float8_e5m2Storage"),
-    ("builtins", "set"),
-    ("builtins", "frozenset"),
-    ("builtins", "slice"),
+    ("torch", "uint1"),
+    ("torch", "uint2"),
+    ("torch", "uint3"),
+    ("torch", "uint4"),
+    ("torch", "uint5"),
+    ("torch", "uint6"),
+    ("torch", "uint7"),
 ];
 
 /// The globals a NumPy array pickle (and so a Paddle `.pdparams` / `.pdopt`) may name.
@@ -244,6 +378,8 @@ pub enum Object {
 #[derive(Debug)]
 pub struct Pickle {
     objects: Vec<Object>,
+    /// The offset of the opcode that made each container, for messages.
+    offsets: Vec<u64>,
     root: Value,
     end: usize,
 }
@@ -276,6 +412,23 @@ impl Pickle {
         self.end
     }
 
+    /// The offset in the stream of the opcode that made container `id`.
+    pub fn offset_of(&self, id: ObjId) -> u64 {
+        // Ids are only made by `new_object`, which records the offset with the container.
+        self.offsets[id.0 as usize]
+    }
+
+    /// A budget of `per_byte` units for each byte of this pickle's stream, and `floor` more:
+    /// what the readers of a format spend on the records they build from the value tree
+    /// (which sharing can make far larger than the tree itself).
+    pub fn budget(&self, per_byte: u64, floor: u64) -> Budget {
+        Budget::new(
+            per_byte
+                .saturating_mul(self.end as u64)
+                .saturating_add(floor),
+        )
+    }
+
     /// The bytes of `b`; `stream` is the pickle stream it was parsed from.
     pub fn bytes<'a>(&'a self, b: &'a Bytes, stream: &'a [u8]) -> Option<&'a [u8]> {
         match b {
@@ -291,10 +444,14 @@ impl Pickle {
     /// a container is the one leaf, named `""`. A leaf reached by two paths (tied weights) is
     /// listed under both names.
     ///
-    /// Errors ([`Error::Pickle`] under `path`): a container that holds itself
-    /// ([`PickleProblem::Limit`]), nesting deeper than [`MAX_DEPTH`] or more than
-    /// [`MAX_VISITS`] visits, a name longer than [`MAX_NAME_LEN`], a dict key of another type
-    /// ([`PickleProblem::Malformed`]).
+    /// The walk is bounded by the stream's size, however much the pickle shares: at most
+    /// [`MAX_VISITS_PER_BYTE`] values visited and [`MAX_NAME_BYTES_PER_BYTE`] bytes of names
+    /// made per byte of the stream (see [`Pickle::end`]).
+    ///
+    /// Errors ([`Error::Pickle`] under `path`, at the offset of the container being named):
+    /// a container that holds itself ([`PickleProblem::Limit`]), nesting deeper than
+    /// [`MAX_DEPTH`], more visits or name bytes than the stream's budget, a name longer than
+    /// [`MAX_NAME_LEN`], a dict key of another type ([`PickleProblem::Malformed`]).
     pub fn named_leaves(&self, path: &str) -> Result<Vec<NamedLeaf>> {
         self.named_leaves_with(path, &|_, _| false)
     }
@@ -312,7 +469,8 @@ impl Pickle {
             is_leaf,
             path,
             on_path: Vec::new(),
-            visits: 0,
+            visits: self.budget(MAX_VISITS_PER_BYTE, MIN_VISITS),
+            name_bytes: self.budget(MAX_NAME_BYTES_PER_BYTE, MIN_NAME_BYTES),
             out: &mut out,
         };
         walk.visit(String::new(), &self.root)?;
@@ -325,26 +483,37 @@ struct Walk<'a> {
     is_leaf: &'a dyn Fn(&Pickle, &Value) -> bool,
     path: &'a str,
     on_path: Vec<ObjId>,
-    visits: usize,
+    visits: Budget,
+    name_bytes: Budget,
     out: &'a mut Vec<NamedLeaf>,
 }
 
 impl Walk<'_> {
+    /// An error at the offset of the container being named (the end of the stream at the
+    /// root).
     fn err(&self, problem: PickleProblem, detail: String) -> Error {
+        let offset = match self.on_path.last() {
+            Some(&id) => self.p.offset_of(id),
+            None => self.p.end as u64,
+        };
         Error::Pickle {
             path: self.path.to_string(),
-            offset: self.p.end as u64,
+            offset,
             problem,
             detail,
         }
     }
 
     fn visit(&mut self, name: String, v: &Value) -> Result<()> {
-        self.visits += 1;
-        if self.visits > MAX_VISITS {
+        if !self.visits.spend(1) {
+            let (limit, len) = (self.visits.limit(), self.p.end);
             return Err(self.err(
                 PickleProblem::Limit,
-                format!("more than {MAX_VISITS} values to name (values shared many times over)"),
+                format!(
+                    "more than {limit} values to name ({MAX_VISITS_PER_BYTE} per byte of the \
+                     {len}-byte stream): values shared many times over, under {}",
+                    shown(&name[..floor_char(&name, 200)])
+                ),
             ));
         }
         let Value::Obj(id) = v else {
@@ -356,36 +525,9 @@ impl Walk<'_> {
             return Ok(());
         }
         let obj = self.p.get(*id);
-        let children: Vec<(String, &Value)> = match obj {
-            Object::Dict { items, .. } => {
-                let mut c = Vec::with_capacity(items.len());
-                for (k, v) in items {
-                    let key = match k {
-                        Value::Str(s) => s.to_string(),
-                        Value::Int(i) => i.to_string(),
-                        Value::Bool(b) => if *b { "True" } else { "False" }.to_string(),
-                        Value::None => "None".to_string(),
-                        Value::Float(f) => format!("{f:?}"),
-                        _ => {
-                            return Err(self.err(
-                                PickleProblem::Malformed,
-                                format!(
-                                    "a dict under {} has a key that is not a str, int, bool, \
-                                     float or None",
-                                    shown(&name)
-                                ),
-                            ))
-                        }
-                    };
-                    c.push((key, v));
-                }
-                c
-            }
-            Object::List(items) | Object::Tuple(items) => items
-                .iter()
-                .enumerate()
-                .map(|(i, v)| (i.to_string(), v))
-                .collect(),
+        let n = match obj {
+            Object::Dict { items, .. } => items.len(),
+            Object::List(items) | Object::Tuple(items) => items.len(),
             _ => {
                 self.out.push((name, v.clone()));
                 return Ok(());
@@ -407,7 +549,27 @@ impl Walk<'_> {
             ));
         }
         self.on_path.push(*id);
-        for (key, child) in children {
+        // Each child's key is made when it is visited, not all beforehand: a shared long key
+        // would otherwise be copied once per item before any budget is checked.
+        for i in 0..n {
+            let (key, child): (Cow<'_, str>, &Value) = match obj {
+                Object::Dict { items, .. } => match dict_key(&items[i].0) {
+                    Some(k) => (k, &items[i].1),
+                    None => {
+                        return Err(self.err(
+                            PickleProblem::Malformed,
+                            format!(
+                                "a dict under {} has a key that is not a str, int, bool, float \
+                                 or None",
+                                shown(&name[..floor_char(&name, 200)])
+                            ),
+                        ))
+                    }
+                },
+                Object::List(items) | Object::Tuple(items) => (i.to_string().into(), &items[i]),
+                // `n` is 0 for anything else.
+                _ => break,
+            };
             // Checked before the name is made: a long key shared at every level would
             // otherwise make names of hundreds of megabytes.
             if name.len() + 1 + key.len() > MAX_NAME_LEN {
@@ -415,12 +577,24 @@ impl Walk<'_> {
                     PickleProblem::Limit,
                     format!(
                         "a name under {} is longer than {MAX_NAME_LEN} bytes",
-                        shown(&name[..name.len().min(200)])
+                        shown(&name[..floor_char(&name, 200)])
+                    ),
+                ));
+            }
+            if !self.name_bytes.spend((name.len() + 1 + key.len()) as u64) {
+                let (limit, len) = (self.name_bytes.limit(), self.p.end);
+                return Err(self.err(
+                    PickleProblem::Limit,
+                    format!(
+                        "the names under {} come to more than {limit} bytes \
+                         ({MAX_NAME_BYTES_PER_BYTE} per byte of the {len}-byte stream): values \
+                         shared many times over",
+                        shown(&name[..floor_char(&name, 200)])
                     ),
                 ));
             }
             let full = if name.is_empty() && self.on_path.len() == 1 {
-                key
+                key.into_owned()
             } else {
                 format!("{name}.{key}")
             };
@@ -428,6 +602,73 @@ impl Walk<'_> {
         }
         self.on_path.pop();
         Ok(())
+    }
+}
+
+/// A dict key as a name: a `str`, or an `int`, `bool`, `None` or `float` written as Python
+/// prints it; `None` for a key of another type.
+fn dict_key(k: &Value) -> Option<Cow<'_, str>> {
+    Some(match k {
+        Value::Str(s) => Cow::Borrowed(s),
+        Value::Int(i) => i.to_string().into(),
+        Value::Bool(b) => Cow::Borrowed(if *b { "True" } else { "False" }),
+        Value::None => Cow::Borrowed("None"),
+        Value::Float(f) => format!("{f:?}").into(),
+        _ => return None,
+    })
+}
+
+/// The largest char boundary of `s` at most `n`.
+fn floor_char(s: &str, n: usize) -> usize {
+    let mut n = n.min(s.len());
+    while !s.is_char_boundary(n) {
+        n -= 1;
+    }
+    n
+}
+
+/// A count of work (visits, bytes of records) that may not pass a limit set from a stream's
+/// size: the bound that keeps a reader of a much-shared pickle in time and memory
+/// proportional to its bytes.
+#[derive(Clone, Debug)]
+pub struct Budget {
+    spent: u64,
+    limit: u64,
+    refused: bool,
+}
+
+impl Budget {
+    /// A budget of `limit` units.
+    pub fn new(limit: u64) -> Budget {
+        Budget {
+            spent: 0,
+            limit,
+            refused: false,
+        }
+    }
+
+    /// Spends `n` units: `false` (and nothing spent) when that would pass the limit.
+    pub fn spend(&mut self, n: u64) -> bool {
+        match self.spent.checked_add(n) {
+            Some(s) if s <= self.limit => {
+                self.spent = s;
+                true
+            }
+            _ => {
+                self.refused = true;
+                false
+            }
+        }
+    }
+
+    /// Whether a [`Budget::spend`] was refused.
+    pub fn ran_out(&self) -> bool {
+        self.refused
+    }
+
+    /// The limit.
+    pub fn limit(&self) -> u64 {
+        self.limit
     }
 }
 
@@ -456,6 +697,7 @@ pub fn parse(data: &[u8], path: &str, allowed: &[GlobalName]) -> Result<Pickle> 
         marks: Vec::new(),
         memo: HashMap::new(),
         objects: Vec::new(),
+        offsets: Vec::new(),
         depths: Vec::new(),
         items: 0,
     }
@@ -472,6 +714,7 @@ struct Unpickler<'a> {
     marks: Vec<usize>,
     memo: HashMap<u32, Value>,
     objects: Vec<Object>,
+    offsets: Vec<u64>,
     depths: Vec<u16>,
     /// Items held by all containers so far (see [`MAX_ITEMS_PER_BYTE`]).
     items: u64,
@@ -666,6 +909,7 @@ impl<'a> Unpickler<'a> {
         self.count_items(n)?;
         let id = ObjId(self.objects.len() as u32);
         self.objects.push(o);
+        self.offsets.push(self.op_at as u64);
         self.depths.push(d);
         Ok(Value::Obj(id))
     }
@@ -791,6 +1035,16 @@ impl<'a> Unpickler<'a> {
                 items: Vec::new(),
                 state: None,
             }),
+            // A Counter is a dict of counts, filled by SETITEMS as a dict is.
+            (("collections", "Counter"), []) => self.new_object(Object::Dict {
+                ordered: false,
+                items: Vec::new(),
+                state: None,
+            }),
+            // `bytearray()` and `bytearray(b)`, as protocols 2 and below pickle a bytearray
+            // (`b` itself through `_codecs.encode`).
+            (("builtins", "bytearray"), []) => Ok(Value::Bytes(Bytes::Owned(Arc::from(&[][..])))),
+            (("builtins", "bytearray"), [Value::Bytes(b)]) => Ok(Value::Bytes(b.clone())),
             (("builtins", "set" | "frozenset"), []) => self.new_object(Object::Set(Vec::new())),
             (("builtins", "set" | "frozenset"), [v]) => {
                 let items = match self.object_of(v) {
@@ -920,6 +1174,7 @@ impl<'a> Unpickler<'a> {
                     let root = self.pop()?;
                     return Ok(Pickle {
                         objects: self.objects,
+                        offsets: self.offsets,
                         root,
                         end: self.pos,
                     });

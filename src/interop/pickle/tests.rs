@@ -344,12 +344,12 @@ fn malformed_and_unsupported_opcodes() {
 
 #[test]
 fn copying_a_large_tuple_over_and_over_is_refused() {
-    // A tuple of 50 000 Nones (memo 0), then 10 000 times: GLOBAL builtins.slice (memo 1 after
+    // A tuple of 50 000 Nones (memo 0), then 10 000 times: GLOBAL builtins.complex (memo 1 after
     // the first), BINGET 0, REDUCE, POP. Each REDUCE records the tuple's items as arguments;
     // unbounded, 10 000 copies of 50 000 items from a stream of 100 KB.
     let mut data = b"\x80\x02(".to_vec();
     data.extend(std::iter::repeat_n(b'N', 50_000));
-    data.extend_from_slice(b"tq\x00cbuiltins\nslice\nq\x010");
+    data.extend_from_slice(b"tq\x00cbuiltins\ncomplex\nq\x010");
     for _ in 0..10_000 {
         data.extend_from_slice(b"h\x01h\x00R0");
     }
@@ -360,7 +360,7 @@ fn copying_a_large_tuple_over_and_over_is_refused() {
     // A handful of such calls is fine.
     let mut ok = b"\x80\x02(".to_vec();
     ok.extend(std::iter::repeat_n(b'N', 50_000));
-    ok.extend_from_slice(b"tq\x00cbuiltins\nslice\nq\x010");
+    ok.extend_from_slice(b"tq\x00cbuiltins\ncomplex\nq\x010");
     for _ in 0..2 {
         ok.extend_from_slice(b"h\x01h\x00R0");
     }
@@ -371,7 +371,8 @@ fn copying_a_large_tuple_over_and_over_is_refused() {
 #[test]
 fn naming_a_much_shared_list_is_bounded() {
     // L = a list of 5 000 Nones (memo 0); then a list holding L 5 000 times (BINGET 0 each):
-    // 25 million names from 20 KB. Parsing is cheap (shared); the walk stops at MAX_VISITS.
+    // 25 million names from 20 KB. Parsing is cheap (shared); the walk stops within 8 visits
+    // per byte of the stream (MAX_VISITS_PER_BYTE).
     let mut data = b"\x80\x02](".to_vec();
     data.extend(std::iter::repeat_n(b'N', 5_000));
     data.extend_from_slice(b"eq\x00](");
@@ -395,8 +396,12 @@ fn naming_a_much_shared_list_is_bounded() {
 
 #[test]
 fn names_are_bounded_in_length() {
-    // A 1 000-byte key (memo 0) at each of 100 nested dict levels: a 100 KB name.
-    let mut data = b"\x80\x02".to_vec();
+    // A 1 000-byte key (memo 0) at each of 100 nested dict levels: a 100 KB name. (After 40 KB
+    // of padding, so that the names on the way, 2 MB in all, are within the stream's budget.)
+    let mut data = b"\x80\x02X".to_vec();
+    data.extend_from_slice(&40_000u32.to_le_bytes());
+    data.extend(std::iter::repeat_n(b'p', 40_000));
+    data.push(b'0');
     let key = "k".repeat(1000);
     data.push(b'X');
     data.extend_from_slice(&1000u32.to_le_bytes());
@@ -413,4 +418,172 @@ fn names_are_bounded_in_length() {
     let p = parse(&data, "t", &[]).unwrap();
     let e = p.named_leaves("t").unwrap_err();
     assert!(e.to_string().contains("longer than 65536 bytes"), "{e}");
+}
+
+/// `levels` nested tuples, each of `width` references to the one below (DUP), over `None`:
+/// `width^levels` paths to one value from about `levels * width` bytes, as the fuzzer's two
+/// slow units of issue 43 have.
+fn nested_dups(levels: usize, width: usize) -> Vec<u8> {
+    let mut data = b"\x80\x02N".to_vec();
+    for _ in 0..levels {
+        // MARK below the value: POP it into memo first, then MARK, GET, DUP...
+        data.extend_from_slice(b"q\x000(h\x00");
+        data.extend(std::iter::repeat_n(b'2', width - 1));
+        data.push(b't');
+    }
+    data.push(b'.');
+    data
+}
+
+#[test]
+fn naming_nested_shared_tuples_is_bounded_by_the_stream() {
+    // 100^4 = 100 million names from 420 bytes: refused after at most 8 visits per byte (plus
+    // 4096), at the offset of a container being named, not after millions.
+    let data = nested_dups(4, 100);
+    let p = parse(&data, "t", &[]).unwrap();
+    match p.named_leaves("t").unwrap_err() {
+        Error::Pickle {
+            problem: PickleProblem::Limit,
+            offset,
+            detail,
+            ..
+        } => {
+            assert!(detail.contains("values to name"), "{detail}");
+            assert!(detail.contains("per byte"), "{detail}");
+            assert!((offset as usize) < data.len(), "offset {offset}");
+        }
+        e => panic!("{e:?}"),
+    }
+    // Fewer paths than the budget: every one named.
+    let small = nested_dups(2, 30);
+    let p = parse(&small, "t", &[]).unwrap();
+    assert_eq!(p.named_leaves("t").unwrap().len(), 900);
+}
+
+#[test]
+fn a_state_dict_saved_twice_is_named_twice() {
+    // {"a": sd, "b": sd}, sd a dict of 2 000 ints: 4 000 names, within the budget.
+    let mut data = b"\x80\x02}q\x00(".to_vec();
+    for i in 0..2000u32 {
+        let k = format!("k{i}");
+        data.push(0x8c);
+        data.push(k.len() as u8);
+        data.extend_from_slice(k.as_bytes());
+        data.extend_from_slice(b"K\x01");
+    }
+    data.extend_from_slice(b"u}q\x01(\x8c\x01ah\x00\x8c\x01bh\x00u.");
+    let p = parse(&data, "t", &[]).unwrap();
+    let names = p.named_leaves("t").unwrap();
+    assert_eq!(names.len(), 4000);
+    assert_eq!(names[0].0, "a.k0");
+    assert_eq!(names[2000].0, "b.k0");
+}
+
+#[test]
+fn names_made_of_a_shared_long_key_are_bounded_in_total() {
+    // D = {60 000-byte key: None} (memo 0), then a list of D 1 000 times: 60 MB of names from
+    // 62 KB, each name under MAX_NAME_LEN, few visits: refused by the name bytes budget.
+    let key = "k".repeat(60_000);
+    let mut data = b"\x80\x02}q\x00X".to_vec();
+    data.extend_from_slice(&60_000u32.to_le_bytes());
+    data.extend_from_slice(key.as_bytes());
+    data.extend_from_slice(b"Ns](");
+    for _ in 0..1000 {
+        data.extend_from_slice(b"h\x00");
+    }
+    data.extend_from_slice(b"e.");
+    let p = parse(&data, "t", &[]).unwrap();
+    let e = p.named_leaves("t").unwrap_err();
+    assert!(e.to_string().contains("come to more than"), "{e}");
+    assert!(
+        matches!(
+            e,
+            Error::Pickle {
+                problem: PickleProblem::Limit,
+                ..
+            }
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_long_name_cut_inside_a_character_is_reported_without_panicking() {
+    // A 1 001-byte key, "a" then 500 two-byte characters (byte 200 falls inside one), at 100
+    // nested levels: the message shows the name's first 200 bytes or fewer, on a character
+    // boundary.
+    let key = format!("a{}", "é".repeat(500));
+    let mut data = b"\x80\x02X".to_vec();
+    data.extend_from_slice(&(key.len() as u32).to_le_bytes());
+    data.extend_from_slice(key.as_bytes());
+    data.extend_from_slice(b"q\x000N");
+    for _ in 0..100 {
+        data.extend_from_slice(b"}h\x00");
+    }
+    data.push(b'N');
+    data.extend(std::iter::repeat_n(b's', 100));
+    data.push(b'.');
+    let p = parse(&data, "t", &[]).unwrap();
+    let e = p.named_leaves("t").unwrap_err();
+    // The names on the way pass the stream's budget of name bytes first.
+    assert!(e.to_string().contains("come to more than"), "{e}");
+    assert!(
+        e.to_string().contains(&format!("\"a{}\"", "é".repeat(99))),
+        "{e}"
+    );
+}
+
+#[test]
+fn bytearray_and_counter_are_read_as_torch_writes_them() {
+    // pickle.dumps({'b': bytearray(b'xy'), 'c': collections.Counter(a=2)}, protocol=2)
+    let data = b"\x80\x02}q\x00(X\x01\x00\x00\x00bq\x01c__builtin__\nbytearray\nq\x02c_codecs\nencode\nq\x03X\x02\x00\x00\x00xyq\x04X\x06\x00\x00\x00latin1q\x05\x86q\x06Rq\x07\x85q\x08Rq\tX\x01\x00\x00\x00cq\nccollections\nCounter\nq\x0b}q\x0cX\x01\x00\x00\x00aq\rK\x02s\x85q\x0eRq\x0fu.";
+    let p = parse(data, "t", TORCH_GLOBALS).unwrap();
+    let leaves = p.named_leaves("t").unwrap();
+    let Value::Bytes(b) = &leaves[0].1 else {
+        panic!("{leaves:?}");
+    };
+    assert_eq!(leaves[0].0, "b");
+    assert_eq!(p.bytes(b, data), Some(&b"xy"[..]));
+    // Counter({'a': 2}) is pickled as Counter(dict): a call, not evaluated; a leaf.
+    assert_eq!(leaves[1].0, "c");
+}
+
+#[test]
+fn torch_weights_only_refusals_are_refused() {
+    // What torch.load(weights_only=True) refuses by default: bytes() (an empty bytes at
+    // protocol 2), frozenset, slice, NumPy arrays.
+    for (module, name) in [
+        ("__builtin__", "bytes"),
+        ("__builtin__", "frozenset"),
+        ("__builtin__", "slice"),
+        ("numpy", "ndarray"),
+        ("numpy.core.multiarray", "_reconstruct"),
+    ] {
+        let data = format!("\x02c{module}\n{name}\n)R.");
+        let mut bytes = b"\x80".to_vec();
+        bytes.extend_from_slice(data.as_bytes());
+        let (p, msg) = problem(parse(&bytes, "t", TORCH_GLOBALS));
+        assert_eq!(p, PickleProblem::ForbiddenGlobal, "{module}.{name}: {msg}");
+    }
+    for (module, name) in [
+        ("_codecs", "encode"),
+        ("__builtin__", "bytearray"),
+        ("__builtin__", "complex"),
+        ("collections", "Counter"),
+        ("torch", "device"),
+        ("torch._tensor", "_rebuild_from_type_v2"),
+        ("torch.storage", "UntypedStorage"),
+    ] {
+        assert!(
+            TORCH_GLOBALS.contains(&(
+                if module == "__builtin__" {
+                    "builtins"
+                } else {
+                    module
+                },
+                name
+            )),
+            "{module}.{name}"
+        );
+    }
 }

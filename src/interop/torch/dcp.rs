@@ -30,18 +30,22 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use super::{view_bytes, Problem, TorchStore};
 use crate::dtype::DType;
 use crate::error::{path_str, Error, Result};
-use crate::interop::pickle::{self, with_torch_dtypes, GlobalName, Object, Pickle, Value};
+use crate::interop::pickle::{
+    self, with_torch_dtypes, GlobalName, Object, Pickle, Value, MIN_RECORD_BYTES,
+    RECORD_BYTES_PER_BYTE,
+};
 use crate::interop::store::{
     Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorInfos, TensorStore, VerifySummary,
 };
 use crate::name;
 use crate::native::region::copy_region;
 use crate::native::{Metadata, Region, Source};
+use crate::record::MAX_RANK;
 
 /// The metadata file of a DCP checkpoint directory.
 pub const METADATA_FILE: &str = ".metadata";
@@ -104,8 +108,19 @@ struct Stored {
 }
 
 /// Where each chunk `(fqn, offsets)` (a non-tensor item: `(fqn, None)`) is stored, or why
-/// that cannot be used.
-type StorageMap = HashMap<(String, Option<Vec<u64>>), std::result::Result<Stored, Problem>>;
+/// that cannot be used. The fqn is the pickle's string, shared, not copied per chunk.
+type StorageMap = HashMap<(Arc<str>, Option<Vec<u64>>), std::result::Result<Stored, Problem>>;
+
+/// Most fields of a dataclass's `BUILD` state looked through for one: DCP's have
+/// at most a dozen, and a hostile state of a million items shared by a million objects would
+/// otherwise be searched a million times.
+pub const MAX_FIELDS: usize = 64;
+/// Most units of work (steps of the chunk checks: a chunk looked up, compared with another)
+/// per byte of the `.metadata` pickle, plus [`MIN_WORK`]. DCP writes about 200 bytes per
+/// chunk; this leaves room for a tensor of thousands of chunks compared pairwise.
+pub const WORK_PER_BYTE: u64 = 1024;
+/// Units of work any `.metadata` may take, however short.
+pub const MIN_WORK: u64 = 1 << 24;
 
 #[derive(Clone, Debug)]
 struct Chunk {
@@ -129,6 +144,40 @@ struct Item {
     kind: ItemKind,
     nbytes: u64,
     problem: Option<Problem>,
+}
+
+impl Item {
+    /// The bytes this record holds (its chunks are counted as they are made).
+    fn heap_size(&self) -> u64 {
+        let size = match &self.kind {
+            ItemKind::Tensor { size, .. } => 8 * size.len(),
+            ItemKind::Bytes(_) => 0,
+        };
+        (std::mem::size_of::<Item>()
+            + self.name.len()
+            + size
+            + self.problem.as_ref().map_or(0, Problem::detail_len)) as u64
+    }
+}
+
+/// About the bytes of one `storage_data` entry of a [`StorageMap`] (its offsets aside).
+const STORAGE_ENTRY_BYTES: usize = 128;
+
+/// The budgets of [`DcpStore::from_metadata`]: bytes of records built and steps taken.
+struct Spend {
+    records: pickle::Budget,
+    work: pickle::Budget,
+}
+
+impl Spend {
+    /// What ran out, for the message.
+    fn what(&self) -> String {
+        if self.records.ran_out() {
+            format!("records would pass {} bytes", self.records.limit())
+        } else {
+            format!("checks would pass {} steps", self.work.limit())
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -163,11 +212,13 @@ impl std::fmt::Debug for Fetcher {
     }
 }
 
-/// The field `key` of a dataclass's `BUILD` state (a dict of str keys).
+/// The field `key` of a dataclass's `BUILD` state (a dict of str keys), among its first
+/// [`MAX_FIELDS`].
 fn field<'p>(p: &'p Pickle, state: Option<&'p Value>, key: &str) -> Option<&'p Value> {
     match state.and_then(|s| p.object(s)) {
         Some(Object::Dict { items, .. }) => items
             .iter()
+            .take(MAX_FIELDS)
             .find(|(k, _)| matches!(k, Value::Str(s) if s.as_ref() == key))
             .map(|(_, v)| v),
         _ => None,
@@ -186,10 +237,11 @@ fn instance<'p>(p: &'p Pickle, v: &Value) -> Option<(&'static str, Option<&'p Va
     }
 }
 
-/// A tuple or list of non-negative ints (a `torch.Size`).
+/// A tuple or list of non-negative ints (a `torch.Size`) of at most [`MAX_RANK`] (checked
+/// before anything is copied: one size may be shared by many chunks).
 fn dims(p: &Pickle, v: Option<&Value>) -> Option<Vec<u64>> {
     match p.object(v?)? {
-        Object::Tuple(t) | Object::List(t) => t
+        Object::Tuple(t) | Object::List(t) if t.len() <= MAX_RANK => t
             .iter()
             .map(|x| match x {
                 Value::Int(i) => u64::try_from(*i).ok(),
@@ -305,6 +357,23 @@ impl DcpStore {
         else {
             return Err(bad("its state_dict_metadata is not a dict".into()));
         };
+        // What the records built here may cost, in bytes and in steps: the pickle shares
+        // values (one chunk list under many tensors, one MetadataIndex under many keys), the
+        // records do not.
+        let mut budget = Spend {
+            records: p.budget(RECORD_BYTES_PER_BYTE, MIN_RECORD_BYTES),
+            work: p.budget(WORK_PER_BYTE, MIN_WORK),
+        };
+        let over = |what: String| Error::Pickle {
+            path: meta_shown.clone(),
+            offset: p.end() as u64,
+            problem: crate::error::PickleProblem::Limit,
+            detail: format!(
+                "its {what} ({RECORD_BYTES_PER_BYTE} bytes of records and {WORK_PER_BYTE} steps \
+                 per byte of the {}-byte pickle): values shared many times over",
+                p.end()
+            ),
+        };
         // storage_data: MetadataIndex(fqn, offset) -> _StorageInfo.
         let mut files: Vec<DataFile> = Vec::new();
         let mut file_ids: HashMap<String, usize> = HashMap::new();
@@ -331,6 +400,22 @@ impl DcpStore {
             let Some(("_StorageInfo", vstate)) = instance(&p, v) else {
                 return Err(bad(format!("the storage of {fqn:?} is not a _StorageInfo")));
             };
+            // The entry's key (its fqn hashed, its offsets copied), then whatever the entry
+            // adds below (a data file, a message) is counted once it is made.
+            let offsets_len = offset.as_ref().map_or(0, Vec::len);
+            // Its data file's name is checked and hashed too (one name may be shared by all).
+            let rel_len = match field(&p, vstate, "relative_path") {
+                Some(Value::Str(r)) => r.len(),
+                _ => 0,
+            };
+            if !budget.work.spend((1 + fqn.len() + rel_len) as u64)
+                || !budget
+                    .records
+                    .spend((STORAGE_ENTRY_BYTES + 8 * offsets_len) as u64)
+            {
+                return Err(over(budget.what()));
+            }
+            let files_before = files.len();
             let corrupt = |detail: String| Problem::Corrupt { offset: 0, detail };
             let info = (|| {
                 let Some(Value::Str(rel)) = field(&p, vstate, "relative_path") else {
@@ -395,7 +480,15 @@ impl DcpStore {
                 }
                 Ok(Stored { file, offset, len })
             })();
-            stored.insert((fqn.to_string(), offset), info);
+            let added = files[files_before..]
+                .iter()
+                .map(|f| std::mem::size_of::<DataFile>() + 2 * f.path.as_os_str().len())
+                .sum::<usize>()
+                + info.as_ref().err().map_or(0, Problem::detail_len);
+            if !budget.records.spend(added as u64) {
+                return Err(over(budget.what()));
+            }
+            stored.insert((fqn.clone(), offset), info);
         }
         let mut items = Vec::with_capacity(sd_items.len());
         let mut metadata = Metadata::new();
@@ -403,8 +496,11 @@ impl DcpStore {
             let Value::Str(fqn) = k else {
                 return Err(bad("a state_dict_metadata key is not a str".into()));
             };
+            if !budget.work.spend(1 + fqn.len() as u64) {
+                return Err(over(budget.what()));
+            }
             let item = match instance(&p, v) {
-                Some(("BytesStorageMetadata", _)) => match stored.get(&(fqn.to_string(), None)) {
+                Some(("BytesStorageMetadata", _)) => match stored.get(&(fqn.clone(), None)) {
                     Some(Ok(at)) => Item {
                         name: fqn.as_bytes().to_vec(),
                         kind: ItemKind::Bytes(*at),
@@ -434,7 +530,8 @@ impl DcpStore {
                     },
                 },
                 Some(("TensorStorageMetadata", tstate)) => {
-                    Self::tensor(&p, fqn, tstate, &stored, &meta_shown)
+                    Self::tensor(&p, fqn, tstate, &stored, &meta_shown, &mut budget)
+                        .ok_or_else(|| over(budget.what()))?
                 }
                 _ => {
                     return Err(bad(format!(
@@ -443,6 +540,9 @@ impl DcpStore {
                     )))
                 }
             };
+            if !budget.records.spend(item.heap_size()) {
+                return Err(over(budget.what()));
+            }
             items.push(item);
         }
         items.sort_by(|a, b| a.name.cmp(&b.name));
@@ -477,15 +577,23 @@ impl DcpStore {
         Ok(store)
     }
 
-    /// One tensor item from its `TensorStorageMetadata` state, its chunks checked.
+    /// One tensor item from its `TensorStorageMetadata` state, its chunks checked; `None`
+    /// when `budget` runs out (the file is then refused).
     fn tensor(
         p: &Pickle,
-        fqn: &str,
+        fqn: &Arc<str>,
         state: Option<&Value>,
         stored: &StorageMap,
         meta_shown: &str,
-    ) -> Item {
+        budget: &mut Spend,
+    ) -> Option<Item> {
+        let mut exhausted = false;
         let result = (|| -> std::result::Result<(DType, Vec<u64>, Vec<Chunk>, u64), Problem> {
+            // Running out of budget ends the checks; the caller refuses the file.
+            let mut out_of_budget = || {
+                exhausted = true;
+                Problem::Limit { value: 0, limit: 0 }
+            };
             let corrupt = |detail: String| Problem::Corrupt { offset: 0, detail };
             let dtype = properties_dtype(p, field(p, state, "properties"))?;
             let size = dims(p, field(p, state, "size"))
@@ -510,6 +618,16 @@ impl DcpStore {
             let mut chunks = Vec::with_capacity(list.len());
             let mut covered = 0u64;
             for c in list {
+                // A chunk: its key hashed (the fqn), its offsets and sizes copied twice.
+                if !budget
+                    .work
+                    .spend(1 + fqn.len() as u64 + 2 * size.len() as u64)
+                    || !budget
+                        .records
+                        .spend((std::mem::size_of::<Chunk>() + 4 * 8 * size.len()) as u64)
+                {
+                    return Err(out_of_budget());
+                }
                 let Some(("ChunkStorageMetadata", cstate)) = instance(p, c) else {
                     return Err(corrupt("a chunk is not a ChunkStorageMetadata".into()));
                 };
@@ -529,7 +647,7 @@ impl DcpStore {
                              size {size:?}"
                         ))
                     })?;
-                let at = match stored.get(&(fqn.to_string(), Some(offsets.clone()))) {
+                let at = match stored.get(&(fqn.clone(), Some(offsets.clone()))) {
                     Some(Ok(at)) => *at,
                     Some(Err(e)) => {
                         return Err(match e.clone() {
@@ -564,6 +682,9 @@ impl DcpStore {
                     if !size.is_empty() && b.region.start[0] >= a.region.end(0) {
                         break;
                     }
+                    if !budget.work.spend(1 + size.len() as u64) {
+                        return Err(out_of_budget());
+                    }
                     if !b.region.is_empty() && a.region.overlaps(&b.region) {
                         return Err(corrupt(format!(
                             "its chunks at {:?} (sizes {:?}) and at {:?} (sizes {:?}) overlap",
@@ -580,7 +701,10 @@ impl DcpStore {
             }
             Ok((dtype, size, chunks, nbytes))
         })();
-        match result {
+        if exhausted {
+            return None;
+        }
+        Some(match result {
             Ok((dtype, size, chunks, nbytes)) => Item {
                 name: fqn.as_bytes().to_vec(),
                 kind: ItemKind::Tensor {
@@ -601,7 +725,7 @@ impl DcpStore {
                 nbytes: 0,
                 problem: Some(named(problem, meta_shown, "tensor", fqn)),
             },
-        }
+        })
     }
 
     /// The mapped data file `i`.

@@ -29,18 +29,24 @@ use std::path::{Path, PathBuf};
 
 use crate::dtype::DType;
 use crate::error::{path_str, Error, Result};
-use crate::interop::pickle::{self, Object, Pickle, Value, TORCH_GLOBALS};
+use crate::interop::pickle::{
+    self, Object, Pickle, Value, MIN_RECORD_BYTES, RECORD_BYTES_PER_BYTE, TORCH_GLOBALS,
+};
 use crate::interop::store::{
     DataLocation, Format, Kind, LoadedTensor, TensorData, TensorInfo, TensorInfos, TensorStore,
     VerifySummary,
 };
 use crate::name;
 use crate::native::{Metadata, Source};
+use crate::record::MAX_RANK;
 
 pub use zip::MAX_ENTRIES;
 
 /// Most non-tensor items kept as metadata.
 pub const MAX_METADATA_ITEMS: usize = 1024;
+/// Largest `bytes` value kept as metadata (a longer one is left out, as a long string is).
+pub const MAX_METADATA_BYTES_VALUE: usize = 4096;
+
 /// Most bytes of a gathered view whose elements repeat those of its storage (a stride of 0, an
 /// `expand`): beyond the size of the storage itself, a view may hold at most this many bytes.
 pub const MAX_EXPANDED_BYTES: u64 = 1 << 30;
@@ -68,7 +74,26 @@ struct Tensor {
     problem: Option<Problem>,
 }
 
+impl Problem {
+    /// The length of its message (for the record budgets).
+    fn detail_len(&self) -> usize {
+        match self {
+            Problem::Corrupt { detail, .. } | Problem::Unsupported(detail) => detail.len(),
+            Problem::Limit { .. } => 0,
+        }
+    }
+}
+
 impl Tensor {
+    /// The bytes this record holds, for the record budget ([`pickle::RECORD_BYTES_PER_BYTE`]).
+    fn heap_size(&self) -> u64 {
+        let problem = self.problem.as_ref().map_or(0, Problem::detail_len);
+        (std::mem::size_of::<Tensor>()
+            + self.name.len()
+            + 8 * (self.shape.len() + self.stride.len())
+            + problem) as u64
+    }
+
     fn contiguous(&self) -> bool {
         let mut expect = 1u64;
         for (&d, &s) in self.shape.iter().zip(&self.stride).rev() {
@@ -94,7 +119,7 @@ pub struct TorchStore {
     root_scalar: Option<crate::native::MetaValue>,
 }
 
-/// The dtype of a torch storage class (`torch.FloatStorage`...).
+/// The dtype of a torch storage class (`torch.FloatStorage`...) of [`TORCH_GLOBALS`].
 fn storage_dtype(g: pickle::GlobalName) -> Option<DType> {
     Some(match g {
         ("torch", "FloatStorage") => DType::Float32,
@@ -107,35 +132,98 @@ fn storage_dtype(g: pickle::GlobalName) -> Option<DType> {
         ("torch", "CharStorage") => DType::Int8,
         ("torch", "ByteStorage") => DType::UInt8,
         ("torch", "BoolStorage") => DType::Bool,
-        ("torch", "UInt16Storage") => DType::UInt16,
-        ("torch", "UInt32Storage") => DType::UInt32,
-        ("torch", "UInt64Storage") => DType::UInt64,
         ("torch", "ComplexFloatStorage") => DType::Complex64,
         ("torch", "ComplexDoubleStorage") => DType::Complex128,
-        ("torch", "Float8_e4m3fnStorage") => DType::Float8E4M3FN,
-        ("torch", "Float8_e5m2Storage") => DType::Float8E5M2,
-        ("torch" | "torch.storage", "UntypedStorage") => DType::UInt8,
+        // torch 2.x's storage of the dtypes without a typed storage class (float8, uint16...),
+        // with `_rebuild_tensor_v3`.
+        ("torch.storage", "UntypedStorage") => DType::UInt8,
         _ => return None,
     })
 }
 
-/// The `torch._utils._rebuild_tensor_v2` arguments of a leaf: `None` when the leaf is no
-/// tensor.
-fn tensor_args<'p>(p: &'p Pickle, v: &Value) -> Option<std::result::Result<&'p [Value], String>> {
-    match p.object(v)? {
-        Object::Call {
-            func: ("torch._utils", "_rebuild_tensor_v2" | "_rebuild_tensor_v3"),
-            args,
-            ..
-        } => Some(Ok(args)),
-        Object::Call {
-            func: ("torch._utils", "_rebuild_parameter" | "_rebuild_parameter_with_state"),
-            args,
-            ..
-        } => match args.first().and_then(|a| tensor_args(p, a)) {
-            Some(r) => Some(r),
-            None => Some(Err("a parameter whose data is not a tensor".into())),
-        },
+/// A leaf that is no tensor as a metadata value: a scalar or short string
+/// ([`pickle::metadata_value`]), or a `bytes` of at most [`MAX_METADATA_BYTES_VALUE`]
+/// (`_codecs.encode`, as `torch.save` pickles `bytes`); `stream` is the pickle's.
+fn leaf_metadata(p: &Pickle, v: &Value, stream: &[u8]) -> Option<crate::native::MetaValue> {
+    match v {
+        Value::Bytes(b) => p
+            .bytes(b, stream)
+            .filter(|b| b.len() <= MAX_METADATA_BYTES_VALUE)
+            .map(|b| crate::native::MetaValue::Bytes(b.to_vec())),
+        _ => pickle::metadata_value(v),
+    }
+}
+
+/// The bytes a metadata value holds, for the record budget.
+fn meta_size(m: &crate::native::MetaValue) -> usize {
+    use crate::native::MetaValue;
+    std::mem::size_of::<MetaValue>()
+        + match m {
+            MetaValue::String(s) => s.len(),
+            MetaValue::Bytes(b) => b.len(),
+            _ => 0,
+        }
+}
+
+/// Why a leaf that is a tensor cannot be read from its rebuild call.
+enum NotRead {
+    Corrupt(String),
+    Unsupported(String),
+}
+
+/// The `torch._utils._rebuild_tensor_v2` arguments of a leaf (`(storage, offset, size,
+/// stride, ...)`): `None` when the leaf is no tensor. A tensor made by one of the other rebuild
+/// functions torch's weights-only allow-list has (quantized, sparse, meta, subclass wrappers)
+/// is one paramdex does not read ([`NotRead::Unsupported`]), listed with that problem.
+fn tensor_args<'p>(p: &'p Pickle, v: &Value) -> Option<std::result::Result<&'p [Value], NotRead>> {
+    let Object::Call { func, args, .. } = p.object(v)? else {
+        return None;
+    };
+    match *func {
+        // `_rebuild_tensor` (torch before 1.x) takes the first four arguments of `_v2`.
+        ("torch._utils", "_rebuild_tensor" | "_rebuild_tensor_v2" | "_rebuild_tensor_v3") => {
+            Some(Ok(args))
+        }
+        ("torch._utils", "_rebuild_parameter" | "_rebuild_parameter_with_state") => {
+            match args.first().and_then(|a| tensor_args(p, a)) {
+                Some(r) => Some(r),
+                None => Some(Err(NotRead::Corrupt(
+                    "a parameter whose data is not a tensor".into(),
+                ))),
+            }
+        }
+        // A tensor with Python attributes (or of a subclass): `_rebuild_from_type_v2(func,
+        // type, args, state)`, `func(*args)` the tensor itself.
+        ("torch._tensor", "_rebuild_from_type_v2") => {
+            let inner = match (args.first().and_then(|f| p.object(f)), args.get(2)) {
+                (Some(Object::Global(g)), Some(a)) => p
+                    .object(a)
+                    .and_then(|o| match o {
+                        Object::Tuple(t) => Some(t.as_slice()),
+                        _ => None,
+                    })
+                    .map(|t| (*g, t)),
+                _ => None,
+            };
+            match inner {
+                Some((
+                    (
+                        "torch._utils",
+                        "_rebuild_tensor" | "_rebuild_tensor_v2" | "_rebuild_tensor_v3",
+                    ),
+                    t,
+                )) => Some(Ok(t)),
+                Some(((m, n), _)) => Some(Err(NotRead::Unsupported(format!(
+                    "a tensor rebuilt by {m}.{n}, which paramdex does not read"
+                )))),
+                None => Some(Err(NotRead::Corrupt(
+                    "_rebuild_from_type_v2 of something not a function and a tuple".into(),
+                ))),
+            }
+        }
+        ("torch._utils", f) if f.starts_with("_rebuild_") => Some(Err(NotRead::Unsupported(
+            format!("a tensor rebuilt by torch._utils.{f}, which paramdex does not read"),
+        ))),
         _ => None,
     }
 }
@@ -145,6 +233,13 @@ fn ints(p: &Pickle, v: &Value, what: &str) -> std::result::Result<Vec<u64>, Stri
         Some(Object::Tuple(i) | Object::List(i)) => i,
         _ => return Err(format!("its {what} is not a tuple")),
     };
+    // Checked before anything is copied: a tensor's size may be shared by many leaves.
+    if items.len() > MAX_RANK {
+        return Err(format!(
+            "its {what} has {} dimensions (at most {MAX_RANK})",
+            items.len()
+        ));
+    }
     items
         .iter()
         .map(|x| match x {
@@ -252,13 +347,30 @@ impl TorchStore {
         let mut tensors = Vec::new();
         let mut metadata = Metadata::new();
         let mut root_scalar = None;
+        let mut records = p.budget(RECORD_BYTES_PER_BYTE, MIN_RECORD_BYTES);
+        let over = |records: &pickle::Budget| Error::Pickle {
+            path: pkl_name.clone(),
+            offset: p.end() as u64,
+            problem: crate::error::PickleProblem::Limit,
+            detail: format!(
+                "its leaves make more than {} bytes of tensor and metadata records \
+                 ({RECORD_BYTES_PER_BYTE} per byte of the {}-byte pickle): values shared many \
+                 times over",
+                records.limit(),
+                p.end()
+            ),
+        };
         for (leaf_name, v) in leaves {
             if leaf_name.is_empty() {
+                // Scalars only: a DCP item that is a bytes object stays a bytes item.
                 root_scalar = pickle::metadata_value(&v);
             }
             let Some(args) = tensor_args(&p, &v) else {
                 if metadata.len() < MAX_METADATA_ITEMS && !leaf_name.is_empty() {
-                    if let Some(m) = pickle::metadata_value(&v) {
+                    if let Some(m) = leaf_metadata(&p, &v, data) {
+                        if !records.spend((2 * leaf_name.len() + meta_size(&m)) as u64) {
+                            return Err(over(&records));
+                        }
                         // A key the metadata cannot hold (too long) is left out.
                         let _ = metadata.insert(leaf_name, m);
                     }
@@ -275,12 +387,16 @@ impl TorchStore {
                     leaf_name.as_bytes(),
                     args,
                 ),
-                Err(detail) => Err(Problem::Corrupt {
+                Err(NotRead::Corrupt(detail)) => Err(Problem::Corrupt {
                     offset: 0,
                     detail: format!("{pkl_name}: {detail}"),
                 }),
+                Err(NotRead::Unsupported(detail)) => Err(Problem::Unsupported(format!(
+                    "{pkl_name}: tensor {}: {detail}",
+                    name::display(leaf_name.as_bytes())
+                ))),
             };
-            tensors.push(t.unwrap_or_else(|problem| Tensor {
+            let t = t.unwrap_or_else(|problem| Tensor {
                 name: leaf_name.into_bytes(),
                 dtype: DType::UInt8,
                 storage_at: 0,
@@ -290,7 +406,13 @@ impl TorchStore {
                 stride: Vec::new(),
                 nbytes: 0,
                 problem: Some(problem),
-            }));
+            });
+            // Each record is bounded (a name of at most MAX_NAME_LEN, at most MAX_RANK
+            // dimensions): counted once built, the budget is passed by at most one.
+            if !records.spend(t.heap_size()) {
+                return Err(over(&records));
+            }
+            tensors.push(t);
         }
         tensors.sort_by(|a, b| a.name.cmp(&b.name));
         if let Some(w) = tensors.windows(2).find(|w| w[0].name == w[1].name) {
