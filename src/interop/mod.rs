@@ -43,9 +43,10 @@ pub mod torch;
 mod upload;
 
 pub use checkpoints::{
-    step_of, AsyncSaveReport, BestBy, Candidate, CheckpointInfo, CheckpointManager,
-    CheckpointState, KeepPolicy, Layout, ManagerOptions, OwnedTensor, PruneReport, MAX_STATE_BYTES,
-    MAX_STATE_ENTRIES, STATE_FILE,
+    list_run, run_step_of, step_of, AsyncSaveReport, BestBy, Candidate, CheckpointInfo,
+    CheckpointManager, CheckpointState, KeepPolicy, Layout, ManagerOptions, OwnedTensor,
+    PruneReport, RunCheckpoint, RunCheckpointKind, RunListing, DCP_METADATA_KEY, DCP_PREFIX,
+    MAX_STATE_BYTES, MAX_STATE_ENTRIES, STATE_FILE, TORCH_DCP_METADATA,
 };
 pub use export::{export, ExportOptions, ExportReport, OutputFormat, Skipped};
 pub use merge::{merge, MergeInput, MergeOptions, MergeReport};

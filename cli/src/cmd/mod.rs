@@ -521,8 +521,13 @@ enum Command {
     /// state file lists and NAME-STEP checkpoints beside it. With --prune, apply a keep policy
     /// (the latest, and a checkpoint being written, are always kept). Any command reads DIR
     /// (its latest) or DIR@STEP. DIR may be an object-store directory, s3://bucket/dir.
+    ///
+    /// A run of step directories (runs/step-60/, checkpoint-60/, 60/: one DCP or Hugging Face
+    /// checkpoint each) is listed step by step, complete or why not, the latest complete one
+    /// marked `*` (the rule paramdex.torch.dcp.StorageReader.latest follows).
     #[command(after_help = "Examples:
   paramdex ckpt train/
+  paramdex ckpt runs/                (step-60/, step-120/, ...: the latest complete one)
   paramdex ckpt train/ --prune --keep-last 3 --keep-every-steps 10000 --dry-run
   paramdex ckpt train/ --prune --keep-best loss=2 --lower-is-better
   paramdex ls train/@5000          (any command reads DIR@STEP)")]
