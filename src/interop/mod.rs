@@ -21,6 +21,7 @@ pub(crate) mod native;
 pub mod npy;
 pub mod paddle;
 pub mod pickle;
+mod pretrained;
 // A native file or sharded checkpoint read by ranges (`native::ranged`), as a store.
 mod ranged;
 // Object storage (the `s3` feature): stores read from URLs, and exports to them.
@@ -50,6 +51,7 @@ pub use checkpoints::{
 };
 pub use export::{export, ExportOptions, ExportReport, OutputFormat, Skipped};
 pub use merge::{merge, MergeInput, MergeOptions, MergeReport};
+pub use pretrained::{export_pretrained, PretrainedReport, DEFAULT_MAX_SHARD_SIZE};
 #[cfg(feature = "s3")]
 pub use remote::{open_location, open_url, UrlOptions, MAX_WHOLE_OBJECT_BYTES};
 pub use store::{
