@@ -195,5 +195,15 @@ fn ckpt_lists_a_run_of_step_prefixes_in_s3() {
             o.contains("the latest complete checkpoint is step 20"),
             "{o}"
         );
+        // A step directory (the checkpoint_id given to StorageWriter) reads as its `dcp`
+        // checkpoint, as locally; the run root says it is one and what lists it.
+        let names = stdout(&run(&[&"ls", &format!("{url}/step_20")], 0));
+        assert!(names.contains("w0") && names.contains("w1"), "{names}");
+        let o = run(&[&"ls", &url], 1);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains("step directories") && err.contains("paramdex ckpt"),
+            "{err}"
+        );
     });
 }

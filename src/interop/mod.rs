@@ -109,11 +109,33 @@ pub fn open_any(path: impl AsRef<Path>) -> Result<Box<dyn TensorStore>> {
                     ..
                 },
             ) => {
+                // A checkpoint directory of `paramdex.torch.dcp` (its `checkpoint_id`): the
+                // sharded checkpoint at its prefix `dcp` (a bucket holds no state file naming it).
+                // (A `file://` directory has the state file `finish` writes locally.)
+                if !url.starts_with("file://") {
+                    let dcp = format!("{}/{}", url.trim_end_matches('/'), checkpoints::DCP_PREFIX);
+                    match open_url_input(&dcp) {
+                        Err(Error::Remote {
+                            problem: RemoteProblem::NotFound,
+                            ..
+                        }) => {}
+                        r => return r,
+                    }
+                }
                 // A listing that fails says nothing more than the not-found error already does.
                 #[cfg(feature = "s3")]
                 let subdirs = remote::subdirectories(url).unwrap_or_default();
                 #[cfg(not(feature = "s3"))]
                 let subdirs: Vec<String> = Vec::new();
+                let steps = subdirs
+                    .iter()
+                    .filter(|d| {
+                        d.rsplit('/')
+                            .next()
+                            .and_then(checkpoints::run_step_of)
+                            .is_some()
+                    })
+                    .count();
                 let subdirs = subdirs.into_iter().map(PathBuf::from).collect();
                 match one_of(path, subdirs, |sub| {
                     let url = sub.to_string_lossy();
@@ -126,7 +148,7 @@ pub fn open_any(path: impl AsRef<Path>) -> Result<Box<dyn TensorStore>> {
                     }
                 })? {
                     Some(store) => Ok(store),
-                    None => Err(e),
+                    None => Err(with_run_hint(e, url, steps)),
                 }
             }
             r => r,
@@ -170,6 +192,28 @@ pub fn open_any(path: impl AsRef<Path>) -> Result<Box<dyn TensorStore>> {
         looks_like: None,
         detail,
     })
+}
+
+/// A not-found error `e` for the URL `url`, which holds `steps` step directories: it says that
+/// this is a run, and how to list its checkpoints.
+fn with_run_hint(e: Error, url: &str, steps: usize) -> Error {
+    match e {
+        Error::Remote {
+            url: u,
+            problem,
+            detail,
+            source,
+        } if steps > 0 => Error::Remote {
+            url: u,
+            problem,
+            detail: format!(
+                "{detail}; it holds {steps} step directories, a run: `paramdex ckpt {url}` lists \
+                 them and names the latest complete one"
+            ),
+            source,
+        },
+        e => e,
+    }
 }
 
 /// What the URL `url` names: an object or checkpoint prefix, else a managed checkpoint
