@@ -69,6 +69,7 @@ __all__ = [
     "ShardWriter",
     "merge_shards",
     "new_save_id",
+    "list_run",
     *errors.__all__,
 ]
 
@@ -815,4 +816,4 @@ class CheckpointManager:
 
 
 # Sharded saves (paramdex/sharded.py): imported last, it uses the helpers above.
-from .sharded import ShardWriter, merge_shards, new_save_id  # noqa: E402
+from .sharded import ShardWriter, list_run, merge_shards, new_save_id  # noqa: E402
