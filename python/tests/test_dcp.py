@@ -508,6 +508,10 @@ def test_garage_bucket(garage):  # noqa: F811
     assert torch.equal(got["w"], s["w"]) and got["n"]["k"] == 3
     f = paramdex.safe_open(url + "/dcp", framework="pt")
     assert torch.equal(f.get_tensor("w"), s["w"])
+    # The bucket prefix of step directories is a run: its latest complete checkpoint opens.
+    run = paramdex.list_run(f"s3://{BUCKET}/runs")
+    assert run["latest"]["path"] == url, run
+    assert StorageReader.latest(f"s3://{BUCKET}/runs").checkpoint_id == url
 
 
 def test_incremental_save_in_a_garage_bucket(garage):  # noqa: F811
