@@ -61,6 +61,9 @@ fn bytes_values_through_every_command() {
 
     run(&[&"stat", &a], 0);
     run(&[&"verify", &a], 0);
+    // verify counts a bytes value's bytes as ls does (not its length field): 4 + 11 + 255.
+    let v = json(&run(&[&"verify", &a, &"--json"], 0));
+    assert_eq!(v["data_bytes"], 4 + 11 + 255, "{v}");
 
     // diff: equal files, then a bytes value that differs.
     let b = dir.path().join("b.pdx");

@@ -155,3 +155,43 @@ fn stat_says_which_step_and_ckpt_names_tensorflow_checkpoints() {
     let o = stdout(&run(&[&"ckpt", &tf.path()], 0));
     assert!(o.contains("(unreadable: paramdex verify"), "{o}");
 }
+
+#[test]
+fn ckpt_lists_a_run_of_step_directories_and_names_the_latest_complete() {
+    let root = tempfile::tempdir().unwrap();
+    run_of_steps(root.path());
+    let v = json(&run(&[&"ckpt", &root.path(), &"--json"], 0));
+    let list = v["checkpoints"].as_array().unwrap();
+    let steps: Vec<u64> = list.iter().map(|c| c["step"].as_u64().unwrap()).collect();
+    assert_eq!(steps, [5, 10, 20, 30, 40, 50], "{v}");
+    let complete: Vec<bool> = list.iter().map(|c| c["complete"] == true).collect();
+    // Step 40's index holds no DCP metadata: DCP cannot load it, so it is not the latest.
+    assert_eq!(complete, [true, true, true, false, false, false], "{v}");
+    assert_eq!(v["latest"], 20, "{v}");
+    assert_eq!(
+        v["latest_path"],
+        root.path().join("step_20").display().to_string()
+    );
+    assert_eq!(list[0]["format"], "torch-dcp");
+    assert_eq!(list[3]["format"], "paramdex-dcp");
+    let why30 = list[3]["why_not"].as_str().unwrap();
+    assert!(
+        why30.contains("2 pending shard(s)") && why30.contains("clean-shards"),
+        "{why30}"
+    );
+    assert!(list[4]["why_not"]
+        .as_str()
+        .unwrap()
+        .contains("no DCP metadata"));
+    assert!(list[5]["why_not"].as_str().unwrap().contains(".metadata"));
+    let o = stdout(&run(&[&"ckpt", &root.path()], 0));
+    assert!(
+        o.contains("the latest complete checkpoint is step 20"),
+        "{o}"
+    );
+    assert!(o.contains("incomplete: the save was not committed"), "{o}");
+
+    // The library call says the same.
+    let r = paramdex::interop::list_run(root.path()).unwrap();
+    assert_eq!(r.latest().unwrap().name, "step_20");
+}

@@ -12,7 +12,7 @@ mod garage;
 #[allow(dead_code)]
 mod s3;
 
-use common::{assert_ckpt_listing, assert_ckpt_prune_dry_run, json, run, stdout};
+use common::{assert_ckpt_listing, assert_ckpt_prune_dry_run, json, run, run_of_steps, stdout};
 use paramdex::interop::{CheckpointManager, Layout, ManagerOptions};
 use paramdex::{DType, MetaValue, Metadata, Tensor};
 
@@ -143,6 +143,67 @@ fn reading_commands_take_s3_dir_and_dir_at_step() {
         assert!(
             String::from_utf8_lossy(&o.stderr).contains("no such object"),
             "{o:?}"
+        );
+    });
+}
+
+/// Every file under `root` PUT under `url`'s key prefix.
+fn upload(
+    rt: &tokio::runtime::Runtime,
+    store: &dyn object_store::ObjectStore,
+    root: &std::path::Path,
+    key: &str,
+) {
+    for d in std::fs::read_dir(root).unwrap() {
+        let p = d.unwrap().path();
+        let name = p.file_name().unwrap().to_str().unwrap().to_string();
+        if p.is_dir() {
+            upload(rt, store, &p, &format!("{key}/{name}"));
+        } else {
+            s3::put(
+                rt,
+                store,
+                &format!("{key}/{name}"),
+                std::fs::read(&p).unwrap(),
+            );
+        }
+    }
+}
+
+#[test]
+fn ckpt_lists_a_run_of_step_prefixes_in_s3() {
+    s3::with_bucket("ckpt_lists_a_run_of_step_prefixes_in_s3", |g, rt, store| {
+        let local = tempfile::tempdir().unwrap();
+        run_of_steps(local.path());
+        upload(&rt, store.as_ref(), local.path(), "cli-run/run1");
+        let url = format!("s3://{}/cli-run/run1", g.bucket());
+        for u in [url.clone(), format!("{url}/")] {
+            let v = json(&run(&[&"ckpt", &u, &"--json"], 0));
+            let steps: Vec<u64> = v["checkpoints"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["step"].as_u64().unwrap())
+                .collect();
+            // Empty directories (step-60.bak, logs) are no objects: not listed anyway.
+            assert_eq!(steps, [5, 10, 20, 30, 40, 50], "{v}");
+            assert_eq!(v["latest"], 20, "{v}");
+            assert_eq!(v["latest_path"], format!("{url}/step_20").as_str(), "{v}");
+        }
+        let o = stdout(&run(&[&"ckpt", &url], 0));
+        assert!(
+            o.contains("the latest complete checkpoint is step 20"),
+            "{o}"
+        );
+        // A step directory (the checkpoint_id given to StorageWriter) reads as its `dcp`
+        // checkpoint, as locally; the run root says it is one and what lists it.
+        let names = stdout(&run(&[&"ls", &format!("{url}/step_20")], 0));
+        assert!(names.contains("w0") && names.contains("w1"), "{names}");
+        let o = run(&[&"ls", &url], 1);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains("step directories") && err.contains("paramdex ckpt"),
+            "{err}"
         );
     });
 }

@@ -160,3 +160,153 @@ fn ls_of_a_directory_of_several_inputs_says_what_each_is() {
     let v = json(&run(&[&"ls", &url, &"--json"], 0));
     assert_eq!(v.as_array().unwrap().len(), 4, "{v}");
 }
+
+#[test]
+fn a_dcp_checkpoint_becomes_a_hugging_face_model() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dcp = tmp.path().join("ckpt");
+    write(&dcp, 4, None);
+    // The model's tensors, `model.` stripped, into save_pretrained's layout.
+    let hf = tmp.path().join("hf");
+    run(
+        &[
+            &"convert",
+            &dcp,
+            &hf,
+            &"--to",
+            &"safetensors",
+            &"--include",
+            &"model.*",
+            &"--strip-prefix",
+            &"model.",
+            &"--max-shard-size",
+            &"5GB",
+        ],
+        0,
+    );
+    assert!(hf.join("model.safetensors").is_file());
+    assert!(!hf.join("model.safetensors.index.json").exists());
+    assert_eq!(ls_names(&hf), ["w"]);
+    let raw = run(&[&"get", &hf, &"w", &"--format", &"raw"], 0).stdout;
+    assert_eq!(raw, f32s((0..8).map(|x| x as f32)));
+    let meta = json(&run(
+        &[&"meta", &hf.join("model.safetensors"), &"--json"],
+        0,
+    ));
+    assert_eq!(meta["format"], "pt", "{meta}");
+    // An existing output is refused without --force.
+    run(
+        &[
+            &"convert",
+            &dcp,
+            &hf,
+            &"--to",
+            &"safetensors",
+            &"--max-shard-size",
+            &"5GB",
+            &"--skip-unsupported",
+        ],
+        1,
+    );
+
+    // Sharded past the size: files of whole tensors in name order, and the index.
+    let src = tmp.path().join("four.pdx");
+    let mut w = paramdex::Writer::create(&src).unwrap();
+    w.add_values("model.a", &[2], &[1.0f32, 2.0]).unwrap();
+    w.add_values("model.b", &[2], &[3.0f32, 4.0]).unwrap();
+    w.add_values("model.c", &[5], &[5.0f32; 5]).unwrap();
+    w.add_values("lm_head", &[1], &[6.0f32]).unwrap();
+    w.finish().unwrap();
+    let hf2 = tmp.path().join("hf2");
+    let o = run(
+        &[
+            &"convert",
+            &src,
+            &hf2,
+            &"--to",
+            &"safetensors",
+            &"--rename",
+            &"model.c=final",
+            &"--strip-prefix",
+            &"model.",
+            &"--max-shard-size",
+            &"16",
+        ],
+        0,
+    );
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(said.contains("model.safetensors.index.json"), "{said}");
+    let index: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(hf2.join("model.safetensors.index.json")).unwrap())
+            .unwrap();
+    assert_eq!(index["metadata"]["total_size"], 40, "{index}");
+    // Names in order: a, b, final, lm_head -> [a, b] (16 bytes), [final] (20), [lm_head].
+    let f = |k| format!("model-0000{k}-of-00003.safetensors");
+    assert_eq!(index["weight_map"]["a"], f(1));
+    assert_eq!(index["weight_map"]["b"], f(1));
+    assert_eq!(index["weight_map"]["final"], f(2));
+    assert_eq!(index["weight_map"]["lm_head"], f(3));
+    for k in 1..=3 {
+        assert!(hf2.join(f(k)).is_file());
+    }
+    assert_eq!(ls_names(&hf2), ["a", "b", "final", "lm_head"]);
+    let d = run(&[&"get", &hf2, &"final", &"--format", &"raw"], 0).stdout;
+    assert_eq!(d, f32s([5.0; 5]));
+
+    // Two tensors given one name: refused, both named, nothing written.
+    let hf3 = tmp.path().join("hf3");
+    let o = run(
+        &[
+            &"convert",
+            &src,
+            &hf3,
+            &"--to",
+            &"safetensors",
+            &"--rename",
+            &"model.a=x",
+            &"--rename",
+            &"model.b=x",
+            &"--max-shard-size",
+            &"1GB",
+        ],
+        1,
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("model.a") && err.contains("model.b"), "{err}");
+    assert!(!hf3.exists());
+    // --max-shard-size is for safetensors output only.
+    run(&[&"convert", &src, &hf3, &"--max-shard-size", &"1GB"], 1);
+}
+
+/// A data file cut short or missing is damage of the checkpoint given (exit 3), the file
+/// named: never "not a DCP checkpoint, give its directory" (issue 37 item 4).
+#[test]
+fn a_truncated_or_missing_data_file_is_named_damage() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cut = tmp.path().join("cut");
+    write(&cut, 4, None);
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(cut.join("__1_0.distcp"))
+        .unwrap();
+    let len = f.metadata().unwrap().len();
+    f.set_len(len / 2).unwrap();
+    let gone = tmp.path().join("gone");
+    write(&gone, 4, None);
+    std::fs::remove_file(gone.join("__1_0.distcp")).unwrap();
+    for (dir, says) in [(&cut, "run past the end of"), (&gone, "is missing")] {
+        for cmd in ["ls", "verify", "stat"] {
+            let o = run(&[&cmd, dir], 3);
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(
+                err.contains("__1_0.distcp") && err.contains(says),
+                "{cmd}: {err}"
+            );
+            assert!(!err.contains("give its directory"), "{cmd}: {err}");
+        }
+        let o = run(&[&"get", dir, &"model.w"], 3);
+        assert!(String::from_utf8_lossy(&o.stderr).contains("__1_0.distcp"));
+        // What the other file holds still reads.
+        run(&[&"get", dir, &"step", &"--format", &"raw"], 0);
+    }
+}

@@ -69,6 +69,7 @@ __all__ = [
     "ShardWriter",
     "merge_shards",
     "new_save_id",
+    "list_run",
     *errors.__all__,
 ]
 
@@ -179,6 +180,8 @@ class SafeOpen:
         self._readonly = bool(readonly)
         # (path, private mapping of that file, uint8 array of the mapping)
         self._cow: Optional[Tuple[str, Any, np.ndarray]] = None
+        # Names whose numpy array was a view of that mapping (see _get).
+        self._served: set = set()
         p = _path_in(path)
         before = _identity(p)
         try:
@@ -204,6 +207,7 @@ class SafeOpen:
         f._checksums = True
         f._readonly = False
         f._cow = None
+        f._served = set()
         f._store = _paramdex.Store.from_bytes(bytes(data))
         f._file = None
         f._torch_files = {}
@@ -295,7 +299,9 @@ class SafeOpen:
         (a paramdex, safetensors or Paddle tensor file), a view of a private copy-on-write
         mapping of it (zero-copy and writable; writes never reach the file), or with
         ``readonly=True`` a read-only view of the store's own mapping; else one copy
-        (writable). torch: see :mod:`paramdex.torch`."""
+        (writable). As in safetensors, every array is its own: a tensor asked for again
+        comes as a copy, so writes to an earlier array are not seen. torch: see
+        :mod:`paramdex.torch` (tensors of one ``safe_open`` share storage, as safetensors')."""
         return self._get(name, self._checksums)
 
     def _get(self, name: Name, checksums: bool) -> Any:
@@ -313,6 +319,15 @@ class SafeOpen:
             # privately (a checkpoint prefix, a directory, a URL, bytes in memory).
             got = self._store.load_array(name, checksums)
         else:
+            # As safetensors' numpy arrays, each one is its own: a tensor already handed out
+            # as a view of the private mapping (which its holder may have written) comes
+            # again as a copy of the store's bytes.
+            key = name.encode() if isinstance(name, str) else bytes(name)
+            with self._lock:
+                again = key in self._served
+                self._served.add(key)
+            if again:
+                return self._copy_of(name, checksums)
             # Views of the private copy-on-write mapping of the file, once it is made.
             cow = self._cow
             got = self._store.load_array(name, checksums, True, None if cow is None else (cow[0], cow[2]))
@@ -331,6 +346,18 @@ class SafeOpen:
                     return arr
             return to_numpy(kind, shape, data)
         return self._convert(to_numpy(kind, shape, data))
+
+    def _copy_of(self, name: Name, checksums: bool) -> Any:
+        """Tensor ``name`` as a writable numpy array of its own (a copy of the store's bytes)."""
+        got = self._store.load_array(name, checksums)
+        if type(got) is tuple:
+            kind, shape, data = got
+            if kind == "bytes":
+                return data
+            if kind == "float4_e2m1fn_x2":
+                return unpack_float4(to_numpy(kind, shape, data))
+            got = to_numpy(kind, shape, data)
+        return got if got.flags.writeable else np.array(got)
 
     def _file_run(self, name: Name, nbytes: int) -> Optional[Tuple[str, int, int]]:
         """(path, offset, length) of tensor ``name``'s ``nbytes`` bytes when they are one run
@@ -789,4 +816,4 @@ class CheckpointManager:
 
 
 # Sharded saves (paramdex/sharded.py): imported last, it uses the helpers above.
-from .sharded import ShardWriter, merge_shards, new_save_id  # noqa: E402
+from .sharded import ShardWriter, list_run, merge_shards, new_save_id  # noqa: E402

@@ -86,6 +86,7 @@ def merge_shards(
     metadata: Optional[Dict[str, Any]] = None,
     sync: bool = True,
 ) -> Dict[str, Any]: ...
+def list_run(root: str) -> Dict[str, Any]: ...
 
 class ShardWriter:
     def __init__(

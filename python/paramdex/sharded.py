@@ -26,7 +26,7 @@ from ._convert import writable_bytes
 
 Name = Union[str, bytes]
 
-__all__ = ["ShardWriter", "merge_shards", "new_save_id"]
+__all__ = ["ShardWriter", "merge_shards", "new_save_id", "list_run"]
 
 
 def new_save_id() -> str:
@@ -153,3 +153,21 @@ def merge_shards(
     return _paramdex.merge_shards(
         _prefix(prefix), save_id, num_shards, None if metadata is None else dict(metadata), sync
     )
+
+
+def list_run(root: Any) -> Dict[str, Any]:
+    """The checkpoints of a training run: the step directories of ``root`` (a directory or
+    ``s3://bucket/dir``; ``step-60``, ``step_60``, ``checkpoint-60``, ``60``: a name ending in its
+    step), complete or not, by step, and the latest complete one: the rule of
+    ``paramdex ckpt ROOT`` (docs/checkpoints.md). A directory is complete when the file its
+    writer puts there last is there (``dcp.index`` holding DCP's metadata for
+    ``paramdex.torch.dcp``, ``.metadata`` for torch's ``FileSystemWriter``, ``PREFIX.index``,
+    ``model.safetensors``).
+
+    Returns ``{"dir", "latest", "checkpoints"}``: ``checkpoints`` a list of dicts (``step``,
+    ``name``, ``path``, ``format``, ``complete``, ``why_not``, ``bytes``, ``modified``),
+    ``latest`` the latest complete one's dict, or None."""
+    r = _paramdex.list_run(_prefix(root))
+    i = r["latest"]
+    r["latest"] = None if i is None else r["checkpoints"][i]
+    return r

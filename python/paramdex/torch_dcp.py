@@ -32,12 +32,26 @@ paramdex at once (``RegionReader.read_into``): sorted by tensor and position, re
 threads without the GIL (the local files mapped, a bucket's objects by ranged GETs), every stored
 tensor or slice read from checked against its CRC32C, and copied into the destination tensors.
 
+**Crashes.** The coordinator's own shard carries DCP's metadata document too (and every
+shard its scalar non-tensor items, a step or an epoch, as metadata, which ``paramdex meta``
+shows): a save whose coordinator died after the shards were written but before ``finish`` is
+committed whole by ``paramdex merge-shards DIR/dcp`` and then loads.
+
+**Runs.** :meth:`StorageReader.latest` opens the latest complete checkpoint of a run root of
+step directories (``runs/step-60``), by the rule of ``paramdex ckpt ROOT`` and
+:func:`paramdex.list_run`.
+
+**Out to one file.** :func:`dcp_to_torch_save` and :func:`torch_save_to_dcp` are torch's
+``format_utils`` functions for these checkpoints; ``paramdex convert DIR out --to safetensors
+--max-shard-size 5GB --strip-prefix model.`` writes a Hugging Face model directory.
+
 **Incremental saves.** ``StorageWriter(DIR, base=EARLIER_DIR)`` refers to the tensors and slices
 the earlier local checkpoint holds byte-identical instead of writing them (SPEC.md 12.5).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -71,11 +85,18 @@ from torch.distributed.checkpoint.planner import (
 from torch.distributed.checkpoint.storage import WriteResult
 
 from . import _paramdex
-from .errors import CorruptError
-from .sharded import new_save_id
+from .errors import CorruptError, NotFoundError
+from .sharded import list_run, new_save_id
 from .torch import _FROM_TORCH, TORCH_DTYPES
 
-__all__ = ["StorageWriter", "StorageReader", "PREFIX_NAME", "METADATA_KEY"]
+__all__ = [
+    "StorageWriter",
+    "StorageReader",
+    "PREFIX_NAME",
+    "METADATA_KEY",
+    "dcp_to_torch_save",
+    "torch_save_to_dcp",
+]
 
 #: The name of the sharded checkpoint's prefix in the checkpoint directory.
 PREFIX_NAME = "dcp"
@@ -86,6 +107,10 @@ FORMAT = "paramdex-dcp/1"
 # Bounds on what the reader accepts from a checkpoint's metadata.
 _MAX_JSON = 64 << 20
 _MAX_PLANNER = 256 << 20
+# Bounds on the scalar items a shard also keeps as metadata (see _scalar_of).
+_MAX_SCALARS = 256
+_MAX_SCALAR_KEY = 256
+_MAX_SCALAR_STR = 256
 
 
 def _is_url(p: str) -> bool:
@@ -165,6 +190,7 @@ class StorageWriter(_TorchStorageWriter):
         self.is_coordinator = False
         self.save_id = str(uuid.uuid4())
         self._save: Optional[str] = None
+        self._plan_metadata: Optional[Metadata] = None
 
     def _set_id(self, checkpoint_id: Union[str, os.PathLike]) -> None:
         self.checkpoint_id = _dir_of(checkpoint_id)
@@ -194,6 +220,7 @@ class StorageWriter(_TorchStorageWriter):
     def prepare_global_plan(self, plans: List[SavePlan]) -> List[SavePlan]:
         save_id = new_save_id()
         self._save = save_id
+        self._plan_metadata = _metadata_of_plans(plans)
         n = len(plans)
         out = []
         seen: set = set()
@@ -231,6 +258,7 @@ class StorageWriter(_TorchStorageWriter):
             raise ValueError("the plan carries no paramdex storage data (prepare_global_plan)")
         w = _paramdex.ShardWriter(self.prefix, st.shard, st.shards, st.save_id, self.base, self.sync)
         results = []
+        meta: Dict[str, Any] = {}
         try:
             for item in plan.items:
                 data = planner.resolve_data(item)
@@ -239,6 +267,9 @@ class StorageWriter(_TorchStorageWriter):
                     raw = data.getvalue() if isinstance(data, io.BytesIO) else bytes(data.read())
                     w.add_bytes(name, raw)
                     n = len(raw)
+                    v = _scalar_of(planner, name)
+                    if v is not None and len(meta) < _MAX_SCALARS:
+                        meta[name] = v
                 else:
                     a, kind, shape = _flat_bytes(data)
                     td = item.tensor_data
@@ -249,11 +280,32 @@ class StorageWriter(_TorchStorageWriter):
                     w.add_slice(name, kind, size, start, shape, a)
                     n = a.nbytes
                 results.append(WriteResult(index=item.index, size_in_bytes=n, storage_data=None))
+            if self.is_coordinator:
+                # DCP's metadata rides in the coordinator's shard too: a save whose
+                # coordinator died after its shard was written but before finish is committed
+                # whole by a manual `paramdex merge-shards DIR/dcp` (finish sets the same key
+                # over it).
+                meta[METADATA_KEY] = self._carried_doc(planner)
+            if meta:
+                w.set_metadata(meta)
             w.finish()
         except BaseException:
             w.abort()
             raise
         return results
+
+    def _carried_doc(self, planner: SavePlanner) -> str:
+        """The metadata document the coordinator's shard carries: of the global metadata
+        DCP's planners keep (``DefaultSavePlanner.metadata``, what ``finish`` is given), else of
+        the global plan (the same fields, as the default planner derives them)."""
+        md = getattr(planner, "metadata", None)
+        if not isinstance(md, Metadata):
+            md = self._plan_metadata
+        if md is None:
+            raise ValueError("the coordinator has no global plan (prepare_global_plan)")
+        if md.storage_meta is None:
+            md = dataclasses.replace(md, storage_meta=self.storage_meta())
+        return _metadata_doc(md)
 
     def finish(self, metadata: Metadata, results: List[List[WriteResult]]) -> None:
         doc = _metadata_doc(metadata)
@@ -272,6 +324,45 @@ class StorageWriter(_TorchStorageWriter):
         except (TypeError, ValueError):
             return False
         return True
+
+
+def _scalar_of(planner: SavePlanner, fqn: str) -> Any:
+    """The non-tensor item ``fqn`` when it is a scalar (a bool, an int of 64 bits, a float, a
+    short str: a step, an epoch, a learning rate), read from the state dict DCP's default
+    planners keep (flattened); None otherwise. Saved as metadata too, as paramdex lists a
+    torch-written checkpoint's (``paramdex meta``)."""
+    sd = getattr(planner, "state_dict", None)
+    if not isinstance(sd, dict) or fqn == METADATA_KEY or len(fqn) > _MAX_SCALAR_KEY:
+        return None
+    v = sd.get(fqn)
+    if isinstance(v, bool) or isinstance(v, float):
+        return v
+    if isinstance(v, int):
+        return v if -(1 << 63) <= v < (1 << 63) else None
+    if isinstance(v, str):
+        return v if len(v) <= _MAX_SCALAR_STR else None
+    return None
+
+
+def _metadata_of_plans(plans: List[SavePlan]) -> Metadata:
+    """What DCP's default planner puts in the global ``Metadata`` that :func:`_metadata_doc`
+    keeps, derived from the global plan (for planners that keep no ``metadata``): each
+    tensor's properties, the ranks' flattening maps merged."""
+    sdm: Dict[str, Any] = {}
+    merged: Dict[str, Any] = {}
+    mappings_ok = True
+    for p in plans:
+        for item in p.items:
+            td = item.tensor_data
+            if td is not None and item.index.fqn not in sdm:
+                sdm[item.index.fqn] = TensorStorageMetadata(
+                    properties=td.properties, size=td.size, chunks=[]
+                )
+        if isinstance(p.planner_data, dict):
+            merged.update(p.planner_data)
+        elif p.planner_data is not None:
+            mappings_ok = False
+    return Metadata(state_dict_metadata=sdm, planner_data=merged if mappings_ok and merged else None)
 
 
 def _planner_data_json(pd: Any) -> Optional[bytes]:
@@ -422,6 +513,37 @@ def _parse_doc(where: str, meta: Dict[str, Any]) -> Dict[str, Any]:
     return doc
 
 
+def _what_is_there(d: str) -> Optional[str]:
+    """What the local path ``d`` given as a ``checkpoint_id`` holds instead of a checkpoint of
+    :class:`StorageWriter`, and what to give instead (None when there is nothing to add)."""
+    if _is_url(d):
+        return None
+    if d.endswith(".index") and os.path.isfile(d):
+        return (
+            f"{d} is the index file: give its directory "
+            f"({os.path.dirname(d) or '.'!r}) as the checkpoint_id"
+        )
+    if not os.path.isdir(d):
+        return None
+    if os.path.isfile(os.path.join(d, ".metadata")):
+        return (
+            f"{d} is a checkpoint of torch's FileSystemWriter (it holds .metadata): load it with "
+            "torch.distributed.checkpoint.FileSystemReader"
+        )
+    try:
+        run = list_run(d)
+    except Exception:
+        return None
+    if run["checkpoints"]:
+        latest = run["latest"]
+        return (
+            f"{d} is the root of a run of {len(run['checkpoints'])} step directories: give one of "
+            "them, or StorageReader.latest(ROOT)"
+            + (f" (the latest complete: {latest['path']})" if latest else "")
+        )
+    return None
+
+
 class StorageReader(_TorchStorageReader):
     """Loads a DCP checkpoint saved by :class:`StorageWriter` from the directory (or
     ``s3://bucket/dir``) ``checkpoint_id``, resharded to whatever the loading ranks hold.
@@ -433,6 +555,42 @@ class StorageReader(_TorchStorageReader):
         self._reader: Any = None
         self._set_id(checkpoint_id)
         self.load_id = str(uuid.uuid4())
+
+    @classmethod
+    def latest(cls, root: Union[str, os.PathLike], threads: int = 0) -> "StorageReader":
+        """A reader of the latest complete checkpoint of the run ``root`` (a directory or
+        ``s3://bucket/dir`` of step directories, ``step-60``, ...): the one
+        ``paramdex ckpt ROOT`` and :func:`paramdex.list_run` name, by the same rule. What a job
+        resuming after a crash calls::
+
+            reader = StorageReader.latest("runs/")
+            dcp.load(state, storage_reader=reader)
+            step = int(os.path.basename(reader.checkpoint_id).rsplit("-", 1)[-1])
+
+        Raises :class:`paramdex.NotFoundError` when no step directory is complete, and
+        ``ValueError`` when the latest complete one was written by another writer than
+        :class:`StorageWriter` (torch's ``FileSystemReader`` reads a ``torch-dcp`` one)."""
+        run = list_run(root)
+        c = run["latest"]
+        if c is None:
+            seen = ", ".join(
+                f"{x['name']} ({x['why_not']})" for x in run["checkpoints"][-3:]
+            )
+            raise NotFoundError(
+                f"{run['dir']}: no complete checkpoint in this run"
+                + (f"; the last step directories: {seen}" if seen else ": no step directories")
+            )
+        if c["format"] != "paramdex-dcp":
+            raise ValueError(
+                f"{c['path']}: the latest complete checkpoint of {run['dir']} is a {c['format']} "
+                "checkpoint, not one of paramdex.torch.dcp.StorageWriter"
+                + (
+                    ": torch's FileSystemReader reads it"
+                    if c["format"] == "torch-dcp"
+                    else ""
+                )
+            )
+        return cls(c["path"], threads=threads)
 
     def _set_id(self, checkpoint_id: Union[str, os.PathLike]) -> None:
         self.checkpoint_id = _dir_of(checkpoint_id)
@@ -446,7 +604,13 @@ class StorageReader(_TorchStorageReader):
 
     def _open(self) -> Any:
         if self._reader is None:
-            self._reader = _paramdex.RegionReader(self.prefix)
+            try:
+                self._reader = _paramdex.RegionReader(self.prefix)
+            except Exception as e:
+                hint = _what_is_there(self.checkpoint_id)
+                if hint is None:
+                    raise
+                raise type(e)(f"{e}; {hint}") from e
         return self._reader
 
     def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
@@ -570,3 +734,57 @@ class StorageReader(_TorchStorageReader):
         except (TypeError, ValueError):
             return False
         return _is_url(d) or os.path.exists(_prefix_of(d) + ".index")
+
+
+def dcp_to_torch_save(
+    dcp_checkpoint_dir: Union[str, os.PathLike], torch_save_path: Union[str, os.PathLike]
+) -> None:
+    """Writes the checkpoint saved by :class:`StorageWriter` in ``dcp_checkpoint_dir`` (a
+    directory or ``s3://bucket/dir``) as one ``torch.save`` file ``torch_save_path``: every
+    tensor whole, the state dict nested as it was saved (DCP's flattening undone). What
+    ``torch.distributed.checkpoint.format_utils.dcp_to_torch_save`` does for a
+    ``FileSystemWriter`` directory, in one process, without a process group. The file is
+    written under a temporary name and renamed into place."""
+    # What torch's format_utils.dcp_to_torch_save calls (dcp.load keeps only the keys the
+    # state dict it is given holds: none here).
+    from torch.distributed.checkpoint.default_planner import _EmptyStateDictLoadPlanner
+    from torch.distributed.checkpoint.state_dict_loader import _load_state_dict
+
+    sd: Dict[str, Any] = {}
+    _load_state_dict(
+        sd,
+        storage_reader=StorageReader(dcp_checkpoint_dir),
+        planner=_EmptyStateDictLoadPlanner(),
+        no_dist=True,
+    )
+    out = os.fspath(torch_save_path)
+    tmp = os.path.join(os.path.dirname(out) or ".", f".{os.path.basename(out)}.{uuid.uuid4().hex}.tmp")
+    try:
+        torch.save(sd, tmp)
+        os.replace(tmp, out)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def torch_save_to_dcp(
+    torch_save_path: Union[str, os.PathLike],
+    dcp_checkpoint_dir: Union[str, os.PathLike],
+    weights_only: bool = True,
+) -> None:
+    """Saves the state dict of the ``torch.save`` file ``torch_save_path`` as a checkpoint of
+    :class:`StorageWriter` in ``dcp_checkpoint_dir`` (a directory or ``s3://bucket/dir``), in
+    one process: what ``torch.distributed.checkpoint.format_utils.torch_save_to_dcp`` does for
+    ``FileSystemWriter``. ``weights_only``: load the file with torch's restricted unpickler
+    (the default; ``False`` runs whatever the pickle names: only for files you trust)."""
+    import torch.distributed.checkpoint as dcp
+
+    state_dict = torch.load(os.fspath(torch_save_path), weights_only=weights_only)
+    if not isinstance(state_dict, dict):
+        raise ValueError(
+            f"{os.fspath(torch_save_path)}: holds a {type(state_dict).__name__}, not a state dict"
+        )
+    dcp.save(state_dict, storage_writer=StorageWriter(dcp_checkpoint_dir), no_dist=True)

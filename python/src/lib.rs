@@ -1473,6 +1473,7 @@ fn _paramdex(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<shards::RegionReader>()?;
     m.add_function(wrap_pyfunction!(shards::new_save_id, m)?)?;
     m.add_function(wrap_pyfunction!(shards::merge_shards_py, m)?)?;
+    m.add_function(wrap_pyfunction!(shards::list_run, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -282,6 +282,33 @@ pub(crate) fn merge_shards_py<'py>(
     Ok(d)
 }
 
+/// The step directories of the run at `root` (a directory or `s3://bucket/dir`) and the
+/// latest complete one, by the rule of `paramdex ckpt ROOT` (`paramdex::interop::list_run`):
+/// `{"dir", "latest": index or None, "checkpoints": [{"step", "name", "path", "format",
+/// "complete", "why_not", "bytes", "modified"}, ...]}`, by step.
+#[pyfunction]
+pub(crate) fn list_run<'py>(py: Python<'py>, root: String) -> PyResult<Bound<'py, PyDict>> {
+    let run = py.detach(|| paramdex::interop::list_run(&root)).py()?;
+    let list = pyo3::types::PyList::empty(py);
+    for c in &run.checkpoints {
+        let d = PyDict::new(py);
+        d.set_item("step", c.step)?;
+        d.set_item("name", &c.name)?;
+        d.set_item("path", c.path.to_string_lossy().into_owned())?;
+        d.set_item("format", c.kind.name())?;
+        d.set_item("complete", c.complete)?;
+        d.set_item("why_not", c.why_not.as_deref())?;
+        d.set_item("bytes", c.bytes)?;
+        d.set_item("modified", c.modified)?;
+        list.append(d)?;
+    }
+    let d = PyDict::new(py);
+    d.set_item("dir", run.dir.to_string_lossy().into_owned())?;
+    d.set_item("latest", run.latest_complete)?;
+    d.set_item("checkpoints", list)?;
+    Ok(d)
+}
+
 /// A checkpoint opened to read regions of its tensors with every stored tensor or slice read
 /// from checked against its CRC32C: a local one mapped (`Reader` with `verify_tensors`), one in
 /// a bucket by ranged GETs (whose reads always check).

@@ -25,6 +25,7 @@ torch = need("torch")
 import torch.distributed as dist  # noqa: E402
 import torch.distributed.checkpoint as dcp  # noqa: E402
 from torch.distributed.checkpoint import DefaultSavePlanner  # noqa: E402
+from torch.distributed.checkpoint.api import CheckpointException  # noqa: E402
 
 import paramdex  # noqa: E402
 from paramdex.torch.dcp import StorageReader, StorageWriter  # noqa: E402
@@ -314,6 +315,51 @@ def test_a_killed_rank_leaves_the_previous_checkpoint(tmp_path):
     assert torch.equal(s["emb"], -truth()["emb"])
 
 
+class _DiesBeforeFinish(StorageWriter):
+    """A coordinator that dies once every shard is written, before it commits the save."""
+
+    def finish(self, metadata, results):
+        raise RuntimeError("killed before finish")
+
+
+def test_a_save_whose_coordinator_died_before_finish_loads_after_a_manual_merge(tmp_path):
+    path = str(tmp_path / "step-60")
+    s = {"w": torch.arange(20.0).reshape(4, 5), "extra": {"epoch": 3}, "model": torch.nn.Linear(3, 2)}
+    with pytest.raises(CheckpointException):  # DCP wraps what finish raised
+        dcp.save(s, storage_writer=_DiesBeforeFinish(path), no_dist=True)
+    assert not os.path.exists(os.path.join(path, "dcp.index"))
+    # What `paramdex verify DIR` advises: merge the pending shards.
+    paramdex.merge_shards(os.path.join(path, "dcp"))
+    got = {"w": torch.zeros(4, 5), "extra": {"epoch": 0}, "model": torch.nn.Linear(3, 2)}
+    dcp.load(got, storage_reader=StorageReader(path), no_dist=True)
+    assert torch.equal(got["w"], s["w"]) and got["extra"]["epoch"] == 3
+    assert torch.equal(got["model"].weight, s["model"].weight)
+    # And the run lists it as complete, the latest.
+    run = paramdex.list_run(str(tmp_path))
+    assert run["latest"]["name"] == "step-60", run
+
+
+def test_a_run_lists_its_steps_and_resumes_from_the_latest_complete(tmp_path):
+    root = tmp_path / "runs"
+    for step in (10, 20):
+        dcp.save({"w": torch.full((3,), float(step))}, storage_writer=StorageWriter(root / f"step-{step}"), no_dist=True)
+    with pytest.raises(CheckpointException):  # DCP wraps what finish raised
+        dcp.save({"w": torch.full((3,), 30.0)}, storage_writer=_DiesBeforeFinish(root / "step-30"), no_dist=True)
+    run = paramdex.list_run(root)
+    assert [c["step"] for c in run["checkpoints"]] == [10, 20, 30]
+    assert [c["complete"] for c in run["checkpoints"]] == [True, True, False]
+    assert "merge-shards" in run["checkpoints"][2]["why_not"]
+    assert run["latest"]["step"] == 20
+    r = StorageReader.latest(root)
+    assert r.checkpoint_id == str(root / "step-20")
+    got = {"w": torch.zeros(3)}
+    dcp.load(got, storage_reader=r, no_dist=True)
+    assert torch.equal(got["w"], torch.full((3,), 20.0))
+    (tmp_path / "nothing").mkdir()
+    with pytest.raises(paramdex.NotFoundError):
+        StorageReader.latest(tmp_path / "nothing")  # no step directory at all
+
+
 def _small_state(seed):
     g = torch.Generator().manual_seed(seed)
     return {f"layer.{i}.w": torch.randn(8, 8, generator=g) for i in range(6)}
@@ -462,6 +508,10 @@ def test_garage_bucket(garage):  # noqa: F811
     assert torch.equal(got["w"], s["w"]) and got["n"]["k"] == 3
     f = paramdex.safe_open(url + "/dcp", framework="pt")
     assert torch.equal(f.get_tensor("w"), s["w"])
+    # The bucket prefix of step directories is a run: its latest complete checkpoint opens.
+    run = paramdex.list_run(f"s3://{BUCKET}/runs")
+    assert run["latest"]["path"] == url, run
+    assert StorageReader.latest(f"s3://{BUCKET}/runs").checkpoint_id == url
 
 
 def test_incremental_save_in_a_garage_bucket(garage):  # noqa: F811
@@ -491,3 +541,51 @@ def test_incremental_save_in_a_garage_bucket(garage):  # noqa: F811
     # A local base for a bucket save is refused.
     with pytest.raises(ValueError):
         StorageWriter(f"s3://{BUCKET}/inc/d", base="/tmp/somewhere")
+
+
+def test_dcp_to_torch_save_and_back(tmp_path):
+    from paramdex.torch.dcp import dcp_to_torch_save, torch_save_to_dcp
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Linear(3, 2))
+    s = {"model": model.state_dict(), "extra": {"step": 7, "lr": 0.5}}
+    d = str(tmp_path / "step-7")
+    dcp.save(s, storage_writer=StorageWriter(d), no_dist=True)
+    pt = str(tmp_path / "model.pt")
+    dcp_to_torch_save(d, pt)
+    got = torch.load(pt, weights_only=True)
+    assert got["extra"] == {"step": 7, "lr": 0.5}
+    assert set(got["model"]) == set(s["model"])
+    for k, v in s["model"].items():
+        assert torch.equal(got["model"][k], v), k
+    assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
+    # And back: a torch.save file to a checkpoint DCP loads.
+    back = str(tmp_path / "back")
+    torch_save_to_dcp(pt, back)
+    fresh_model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Linear(3, 2))
+    loaded = {"model": fresh_model.state_dict(), "extra": {"step": 0, "lr": 0.0}}
+    dcp.load(loaded, storage_reader=StorageReader(back), no_dist=True)
+    assert loaded["extra"]["step"] == 7
+    for k, v in s["model"].items():
+        assert torch.equal(loaded["model"][k], v), k
+
+
+def test_storage_reader_says_what_a_wrong_path_holds(tmp_path):
+    fs = str(tmp_path / "fs")
+    dcp.save({"w": torch.ones(2)}, storage_writer=dcp.FileSystemWriter(fs), no_dist=True)
+    with pytest.raises(paramdex.ParamdexError, match="FileSystemReader"):
+        StorageReader(fs).read_metadata()
+    root = tmp_path / "runs"
+    dcp.save({"w": torch.ones(2)}, storage_writer=StorageWriter(root / "step-1"), no_dist=True)
+    with pytest.raises(paramdex.ParamdexError, match=r"StorageReader.latest\(ROOT\).*step-1"):
+        StorageReader(root).read_metadata()
+    with pytest.raises(paramdex.ParamdexError, match="give its directory"):
+        StorageReader(str(root / "step-1" / "dcp.index")).read_metadata()
+
+
+def test_scalar_items_are_metadata_too(tmp_path):
+    d = str(tmp_path / "step-3")
+    s = {"w": torch.ones(2), "extra": {"epoch": 3, "lr": 0.5, "name": "run-7", "rng": torch.get_rng_state()}}
+    dcp.save(s, storage_writer=StorageWriter(d), no_dist=True)
+    m = paramdex._paramdex.RegionReader(os.path.join(d, "dcp")).metadata()
+    assert m["extra.epoch"] == 3 and m["extra.lr"] == 0.5 and m["extra.name"] == "run-7", m
+    assert "extra.rng" not in m and "dcp" in m

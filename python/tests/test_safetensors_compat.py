@@ -139,15 +139,29 @@ def test_numpy_arrays_are_writable_and_private(lib, tmp_path):
     assert p.read_bytes() == before
 
 
+def test_numpy_arrays_of_one_safe_open_are_independent(lib, tmp_path):
+    p = tmp_path / "m.safetensors"
+    safetensors.numpy.save_file(ARRAYS, str(p))
+    with lib.top.safe_open(str(p), framework="np") as f:
+        a = f.get_tensor("test")
+        a *= 2
+        a[0, 0, 0] = 99.0
+        b = f.get_tensor("test")
+        np.testing.assert_array_equal(b, ARRAYS["test"])  # the writes to a are not seen
+        b += 1
+        np.testing.assert_array_equal(f.get_tensor("test"), ARRAYS["test"])
+        assert a[0, 0, 0] == 99.0 and b.flags.writeable
+
+
 def test_numpy_zero_copy_over_a_private_mapping(tmp_path):
     p = tmp_path / "m.pdx"
     paramdex.numpy.save_file(ARRAYS, p)
     with paramdex.safe_open(p) as f:
         a = f.get_tensor("test")
-        b = f.get_tensor("test")
-        assert a.flags.writeable and not a.flags.owndata
+        assert a.flags.writeable and not a.flags.owndata  # a view, no copy
         a[1, 2, 3] = -1.0
-        assert b[1, 2, 3] == -1.0  # both are views of the one private mapping: no copy
+        b = f.get_tensor("test")
+        assert b[1, 2, 3] == 23.0  # asked again: its own array, as safetensors'
     with paramdex.safe_open(p, readonly=True) as f:
         c = f.get_tensor("test")
         assert not c.flags.writeable and c[1, 2, 3] == 23.0

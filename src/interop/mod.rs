@@ -21,6 +21,7 @@ pub(crate) mod native;
 pub mod npy;
 pub mod paddle;
 pub mod pickle;
+mod pretrained;
 // A native file or sharded checkpoint read by ranges (`native::ranged`), as a store.
 mod ranged;
 // Object storage (the `s3` feature): stores read from URLs, and exports to them.
@@ -43,12 +44,14 @@ pub mod torch;
 mod upload;
 
 pub use checkpoints::{
-    step_of, AsyncSaveReport, BestBy, Candidate, CheckpointInfo, CheckpointManager,
-    CheckpointState, KeepPolicy, Layout, ManagerOptions, OwnedTensor, PruneReport, MAX_STATE_BYTES,
-    MAX_STATE_ENTRIES, STATE_FILE,
+    list_run, run_step_of, step_of, AsyncSaveReport, BestBy, Candidate, CheckpointInfo,
+    CheckpointManager, CheckpointState, KeepPolicy, Layout, ManagerOptions, OwnedTensor,
+    PruneReport, RunCheckpoint, RunCheckpointKind, RunListing, DCP_METADATA_KEY, DCP_PREFIX,
+    MAX_STATE_BYTES, MAX_STATE_ENTRIES, STATE_FILE, TORCH_DCP_METADATA,
 };
 pub use export::{export, ExportOptions, ExportReport, OutputFormat, Skipped};
 pub use merge::{merge, MergeInput, MergeOptions, MergeReport};
+pub use pretrained::{export_pretrained, PretrainedReport, DEFAULT_MAX_SHARD_SIZE};
 #[cfg(feature = "s3")]
 pub use remote::{open_location, open_url, UrlOptions, MAX_WHOLE_OBJECT_BYTES};
 pub use store::{
@@ -106,11 +109,33 @@ pub fn open_any(path: impl AsRef<Path>) -> Result<Box<dyn TensorStore>> {
                     ..
                 },
             ) => {
+                // A checkpoint directory of `paramdex.torch.dcp` (its `checkpoint_id`): the
+                // sharded checkpoint at its prefix `dcp` (a bucket holds no state file naming it).
+                // (A `file://` directory has the state file `finish` writes locally.)
+                if !url.starts_with("file://") {
+                    let dcp = format!("{}/{}", url.trim_end_matches('/'), checkpoints::DCP_PREFIX);
+                    match open_url_input(&dcp) {
+                        Err(Error::Remote {
+                            problem: RemoteProblem::NotFound,
+                            ..
+                        }) => {}
+                        r => return r,
+                    }
+                }
                 // A listing that fails says nothing more than the not-found error already does.
                 #[cfg(feature = "s3")]
                 let subdirs = remote::subdirectories(url).unwrap_or_default();
                 #[cfg(not(feature = "s3"))]
                 let subdirs: Vec<String> = Vec::new();
+                let steps = subdirs
+                    .iter()
+                    .filter(|d| {
+                        d.rsplit('/')
+                            .next()
+                            .and_then(checkpoints::run_step_of)
+                            .is_some()
+                    })
+                    .count();
                 let subdirs = subdirs.into_iter().map(PathBuf::from).collect();
                 match one_of(path, subdirs, |sub| {
                     let url = sub.to_string_lossy();
@@ -123,7 +148,7 @@ pub fn open_any(path: impl AsRef<Path>) -> Result<Box<dyn TensorStore>> {
                     }
                 })? {
                     Some(store) => Ok(store),
-                    None => Err(e),
+                    None => Err(with_run_hint(e, url, steps)),
                 }
             }
             r => r,
@@ -167,6 +192,28 @@ pub fn open_any(path: impl AsRef<Path>) -> Result<Box<dyn TensorStore>> {
         looks_like: None,
         detail,
     })
+}
+
+/// A not-found error `e` for the URL `url`, which holds `steps` step directories: it says that
+/// this is a run, and how to list its checkpoints.
+fn with_run_hint(e: Error, url: &str, steps: usize) -> Error {
+    match e {
+        Error::Remote {
+            url: u,
+            problem,
+            detail,
+            source,
+        } if steps > 0 => Error::Remote {
+            url: u,
+            problem,
+            detail: format!(
+                "{detail}; it holds {steps} step directories, a run: `paramdex ckpt {url}` lists \
+                 them and names the latest complete one"
+            ),
+            source,
+        },
+        e => e,
+    }
 }
 
 /// What the URL `url` names: an object or checkpoint prefix, else a managed checkpoint

@@ -5,6 +5,7 @@
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
+use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::format::{crc32c_combine, crc32c_combine_with, crc32c_shift};
 use crate::name;
@@ -132,6 +133,12 @@ impl Reader {
             }
             // Tensors before a bad record come first in name order: check them first.
             tally.data_bytes += check_crcs(&batch, threads, progress)?;
+            // A bytes value counts its value's bytes, as listings show it, not its length
+            // field (SPEC.md 6.1); reading the value checks that field too.
+            for v in batch.iter().filter(|v| v.dtype() == DType::Bytes) {
+                let framing = v.data().len() - v.bytes_value()?.len();
+                tally.data_bytes -= framing as u64;
+            }
             batch.clear();
             batch_bytes = 0;
             if let Some(e) = failed {

@@ -82,4 +82,23 @@ if ! (cd "$cache" && "$venv/bin/torchrun" --standalone --nproc_per_node=2 "$root
   status=1
 fi
 rm -rf "$dcp_dir"
+# The whole life of a run (docs/python.md shows this script): FSDP2 on 2 ranks to step 20; a
+# save of step 30 killed after its shards were written (a shard of another save id left
+# pending); 3 ranks resume from the latest complete checkpoint (20) to step 40 and export it.
+echo "python: torchrun: a run's life (save, kill, resume on another world size, export)"
+life=$(mktemp -d "${TMPDIR:-/tmp}/paramdex-life.XXXXXX")
+if ! (cd "$cache" && "$venv/bin/torchrun" --standalone --nproc_per_node=2 "$root/python/tests/torchrun_life.py" "$life/runs" 20 \
+      && mkdir "$life/runs/step-30" \
+      && cp "$life/runs/step-20/dcp.data-00000-of-00002" "$life/runs/step-30/dcp.data-00000-of-00002.pending" \
+      && "$venv/bin/torchrun" --standalone --nproc_per_node=3 "$root/python/tests/torchrun_life.py" "$life/runs" 40 \
+      && "$venv/bin/python" -c 'import sys, paramdex, torch
+run = paramdex.list_run(sys.argv[1])
+assert [c["step"] for c in run["checkpoints"]] == [10, 20, 30, 40], run
+assert all(c["complete"] for c in run["checkpoints"]), run
+assert run["latest"]["step"] == 40, run
+assert torch.load(sys.argv[1] + "/final.pt", weights_only=True)["step"] == 40' "$life/runs"); then
+  echo "python: FAILED: torchrun python/tests/torchrun_life.py" >&2
+  status=1
+fi
+rm -rf "$life"
 exit $status

@@ -1,12 +1,14 @@
 //! `ckpt DIR [--json]`: the checkpoints of a training directory (local, or `s3://bucket/dir`);
-//! `ckpt DIR --prune POLICY [--dry-run]`: applies a keep policy.
+//! `ckpt DIR --prune POLICY [--dry-run]`: applies a keep policy. A directory holding no
+//! `NAME-STEP` checkpoints but step directories (`step-60/`, a DCP run) is listed as a run
+//! (`paramdex::interop::list_run`): each step, complete or why not, the latest complete one.
 
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use paramdex::interop::{BestBy, CheckpointManager, KeepPolicy, ManagerOptions};
+use paramdex::interop::{BestBy, CheckpointManager, KeepPolicy, ManagerOptions, RunListing};
 use paramdex::{Error, Result};
 use serde_json::{json, Value};
 
@@ -170,6 +172,13 @@ pub fn ckpt(
         return Ok(ExitCode::SUCCESS);
     }
     let all = m.list()?;
+    if all.is_empty() {
+        // No NAME-STEP checkpoints: a run of step directories (`step-60/`), perhaps.
+        let run = paramdex::interop::list_run(dir)?;
+        if !run.checkpoints.is_empty() {
+            return run_listing(ui, &run, as_json);
+        }
+    }
     let latest = m.latest().ok().map(|c| c.step);
     if as_json {
         let list: Vec<Value> = all
@@ -233,6 +242,97 @@ pub fn ckpt(
         }
     }
     out.flush().map_err(stdout_err)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `ckpt ROOT` of a run of step directories: each step, complete or why not, the latest
+/// complete one marked `*` (the rule of `paramdex::interop::list_run`).
+fn run_listing(ui: Ui, run: &RunListing, as_json: bool) -> Result<ExitCode> {
+    let mut out = super::stdout_for(as_json);
+    let latest = run.latest();
+    if as_json {
+        let list: Vec<Value> = run
+            .checkpoints
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                json!({
+                    "step": c.step,
+                    "name": c.name,
+                    "path": c.path.display().to_string(),
+                    "format": c.kind.name(),
+                    "complete": c.complete,
+                    "why_not": c.why_not,
+                    "bytes": c.bytes,
+                    "timestamp": c.modified,
+                    "latest": Some(i) == run.latest_complete,
+                })
+            })
+            .collect();
+        let v = json!({
+            "dir": run.dir.display().to_string(),
+            "latest": latest.map(|c| c.step),
+            "latest_path": latest.map(|c| c.path.display().to_string()),
+            "checkpoints": list,
+        });
+        write_json(&mut out, &v).map_err(stdout_err)?;
+        out.flush().map_err(stdout_err)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let sw = run
+        .checkpoints
+        .iter()
+        .map(|c| c.step.to_string().len())
+        .max()
+        .unwrap_or(0)
+        .max(4);
+    let nw = run
+        .checkpoints
+        .iter()
+        .map(|c| c.name.len())
+        .max()
+        .unwrap_or(0)
+        .max(9);
+    writeln!(
+        out,
+        "{HEAD}  {:>sw$}  {:<nw$}  {:<12}  {:>10}  {:<19}  STATE{HEAD:#}",
+        "STEP", "DIRECTORY", "FORMAT", "SIZE", "SAVED (UTC)"
+    )
+    .map_err(stdout_err)?;
+    for (i, c) in run.checkpoints.iter().enumerate() {
+        let is_latest = Some(i) == run.latest_complete;
+        let mark = if is_latest { "*" } else { " " };
+        let saved = c.modified.map(utc).unwrap_or_else(|| "-".into());
+        write!(
+            out,
+            "{mark} {:>sw$}  {:<nw$}  {:<12}  {:>10}  {saved:<19}  ",
+            c.step,
+            c.name,
+            c.kind.name(),
+            human_bytes(c.bytes)
+        )
+        .map_err(stdout_err)?;
+        match &c.why_not {
+            None if is_latest => write!(out, "complete  {GOOD}(latest){GOOD:#}"),
+            None => write!(out, "complete"),
+            Some(w) => write!(out, "{DIM}incomplete: {w}{DIM:#}"),
+        }
+        .map_err(stdout_err)?;
+        writeln!(out).map_err(stdout_err)?;
+    }
+    out.flush().map_err(stdout_err)?;
+    match latest {
+        Some(c) => ui.say(format!(
+            "{} step directories; the latest complete checkpoint is step {} ({})",
+            run.checkpoints.len(),
+            c.step,
+            c.path.display()
+        ))?,
+        None => ui.say(format!(
+            "{} step directories, none complete",
+            run.checkpoints.len()
+        ))?,
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -232,8 +232,45 @@ pub struct ConvertOptions {
     pub skip_unsupported: bool,
     /// `--include`, `--exclude`.
     pub select: Select,
+    /// `--rename`, `--strip-prefix`.
+    pub rename: super::rename::Rules,
+    /// `--max-shard-size` (bytes): a Hugging Face model directory.
+    pub max_shard_size: Option<u64>,
     /// `--force`.
     pub force: bool,
+}
+
+/// A size as `--max-shard-size` takes it: bytes, or a number with KB, MB, GB, TB (powers of
+/// 1000, as transformers reads them) or KiB, MiB, GiB, TiB.
+pub fn parse_size(s: &str) -> Result<u64> {
+    let bad = || {
+        Error::InvalidArgument(format!(
+            "--max-shard-size {s:?}: bytes, or a number and a unit, as 5GB, 500MB or 2GiB"
+        ))
+    };
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(t.len());
+    let (n, unit) = t.split_at(split);
+    let n: f64 = n.parse().map_err(|_| bad())?;
+    let mult: f64 = match unit.trim().to_ascii_uppercase().as_str() {
+        "" | "B" => 1.0,
+        "KB" => 1e3,
+        "MB" => 1e6,
+        "GB" => 1e9,
+        "TB" => 1e12,
+        "KIB" => 1024.0,
+        "MIB" => 1024.0 * 1024.0,
+        "GIB" => 1024.0 * 1024.0 * 1024.0,
+        "TIB" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+        _ => return Err(bad()),
+    };
+    let v = (n * mult).floor();
+    if !(v >= 1.0 && v < u64::MAX as f64) {
+        return Err(bad());
+    }
+    Ok(v as u64)
 }
 
 pub fn convert(ui: Ui, src: &Path, dst: &Path, opts: ConvertOptions) -> Result<ExitCode> {
@@ -242,13 +279,34 @@ pub fn convert(ui: Ui, src: &Path, dst: &Path, opts: ConvertOptions) -> Result<E
         layout,
         skip_unsupported,
         select,
+        rename,
+        max_shard_size,
         force,
     } = opts;
     let sel = &select;
+    if max_shard_size.is_some() && to != Target::Safetensors {
+        return Err(Error::InvalidArgument(format!(
+            "--max-shard-size writes a Hugging Face model directory of safetensors files; it \
+             cannot be used with --to {}",
+            to.format().name()
+        )));
+    }
     // An s3:// (or file://) URL: written by export_url (native output streamed by multipart
     // upload), which checks for an existing object itself.
     let url = dst.to_str().filter(|s| paramdex::remote::is_url(s));
-    if url.is_none() {
+    if max_shard_size.is_some() {
+        if url.is_some() {
+            return Err(Error::InvalidArgument(
+                "--max-shard-size writes a local directory: convert into one, then upload it"
+                    .into(),
+            ));
+        }
+        if !force && std::fs::symlink_metadata(dst).is_ok() {
+            return Err(force_hint(Error::OutputExists {
+                path: dst.display().to_string(),
+            }));
+        }
+    } else if url.is_none() {
         // Before the input is even opened (export checks again, just before it starts).
         to.format().check_outputs(dst, force).map_err(force_hint)?;
     }
@@ -270,6 +328,13 @@ pub fn convert(ui: Ui, src: &Path, dst: &Path, opts: ConvertOptions) -> Result<E
         }
         None => store.as_ref(),
     };
+    let renamed;
+    let (input, renames): (&dyn TensorStore, usize) = if rename.is_empty() {
+        (input, 0)
+    } else {
+        renamed = super::rename::Renamed::new(input, &rename)?;
+        (&renamed, renamed.changed())
+    };
     let bar = Bar::new(ui, "writing");
     let export_opts = ExportOptions {
         writer: layout.writer_options(),
@@ -278,6 +343,43 @@ pub fn convert(ui: Ui, src: &Path, dst: &Path, opts: ConvertOptions) -> Result<E
         progress: bar.visible().then_some(&bar as &dyn Progress),
         overwrite: force,
     };
+    if let Some(max) = max_shard_size {
+        let rep = paramdex::interop::export_pretrained(input, dst, max, &export_opts);
+        bar.finish();
+        let rep = rep.map_err(force_hint)?;
+        for t in &rep.skipped {
+            ui.note(format!(
+                "left out {} ({})",
+                name::display(&t.name),
+                t.reason
+            ));
+        }
+        let files = match &rep.index {
+            Some(index) => format!(
+                "{} and {}",
+                count_s(rep.files.len() as u64, "safetensors file"),
+                index.file_name().unwrap_or_default().to_string_lossy()
+            ),
+            None => "model.safetensors".to_string(),
+        };
+        ui.say(format!(
+            "wrote Hugging Face model {} ({files}; {}, {}) from {} in {:.1?}",
+            dst.display(),
+            count_s(rep.tensors, "tensor"),
+            human_bytes(rep.output_bytes),
+            if rename.is_empty() {
+                store.format().name().to_string()
+            } else {
+                format!(
+                    "{}, {} renamed",
+                    store.format().name(),
+                    count_s(renames as u64, "tensor")
+                )
+            },
+            start.elapsed()
+        ))?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let rep = match url {
         Some(url) => export_url(
             input,
@@ -298,6 +400,11 @@ pub fn convert(ui: Ui, src: &Path, dst: &Path, opts: ConvertOptions) -> Result<E
             count_s(*all, "tensor")
         ),
         None => store.format().name().to_string(),
+    };
+    let from = if rename.is_empty() {
+        from
+    } else {
+        format!("{from}, {} renamed", count_s(renames as u64, "tensor"))
     };
     let took = start.elapsed();
     let (dst, n) = (dst.display(), count_s(rep.tensors, "tensor"));

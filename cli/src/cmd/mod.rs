@@ -12,6 +12,7 @@ mod ls;
 mod meta;
 mod numbers;
 mod output;
+mod rename;
 mod shards;
 mod stat;
 mod terminal;
@@ -324,7 +325,9 @@ enum Command {
     #[command(after_help = "Examples:
   paramdex convert model.safetensors model.pdx
   paramdex convert train/ model.safetensors --to safetensors --skip-unsupported
-  paramdex convert model.pdx ckpt/model --to tf --include 'model.layers.*'")]
+  paramdex convert model.pdx ckpt/model --to tf --include 'model.layers.*'
+  paramdex convert runs/step-60 hf/ --to safetensors --max-shard-size 5GB \
+      --include 'model.*' --strip-prefix model.   (a Hugging Face model directory)")]
     Convert {
         /// The input (any supported format).
         src: PathBuf,
@@ -357,6 +360,26 @@ enum Command {
         /// Repeatable.
         #[arg(long, value_name = "PATTERN")]
         exclude: Vec<String>,
+        /// Rename tensors: a name starting with FROM gets TO instead (model.layers.=layers.).
+        ///
+        /// Repeatable: the first rule that matches a name applies, --rename rules in the order
+        /// given, then --strip-prefix ones. Names are selected (--include, --exclude) before
+        /// they are renamed. Two tensors given one name is an error naming both.
+        #[arg(long, value_name = "FROM=TO")]
+        rename: Vec<String>,
+        /// Remove this prefix from the names that start with it (a --rename P= rule).
+        /// Repeatable.
+        #[arg(long = "strip-prefix", value_name = "PREFIX")]
+        strip_prefix: Vec<String>,
+        /// With --to safetensors: write DST as a Hugging Face model directory
+        /// (save_pretrained's layout): DST/model.safetensors, or past this size
+        /// DST/model-00001-of-0000N.safetensors files and DST/model.safetensors.index.json.
+        ///
+        /// SIZE: bytes, or a number with KB, MB, GB (powers of 1000, as transformers) or KiB,
+        /// MiB, GiB; 5GB is transformers' default. Each file holds whole tensors in name
+        /// order; a tensor larger than SIZE is a file by itself.
+        #[arg(long = "max-shard-size", value_name = "SIZE")]
+        max_shard_size: Option<String>,
         /// Replace outputs that already exist (without it, convert refuses before doing any
         /// work); the old output is replaced only by a complete new one.
         #[arg(long)]
@@ -521,8 +544,13 @@ enum Command {
     /// state file lists and NAME-STEP checkpoints beside it. With --prune, apply a keep policy
     /// (the latest, and a checkpoint being written, are always kept). Any command reads DIR
     /// (its latest) or DIR@STEP. DIR may be an object-store directory, s3://bucket/dir.
+    ///
+    /// A run of step directories (runs/step-60/, checkpoint-60/, 60/: one DCP or Hugging Face
+    /// checkpoint each) is listed step by step, complete or why not, the latest complete one
+    /// marked `*` (the rule paramdex.torch.dcp.StorageReader.latest follows).
     #[command(after_help = "Examples:
   paramdex ckpt train/
+  paramdex ckpt runs/                (step-60/, step-120/, ...: the latest complete one)
   paramdex ckpt train/ --prune --keep-last 3 --keep-every-steps 10000 --dry-run
   paramdex ckpt train/ --prune --keep-best loss=2 --lower-is-better
   paramdex ls train/@5000          (any command reads DIR@STEP)")]
@@ -777,6 +805,9 @@ pub fn run(cli: Cli) -> paramdex::Result<ExitCode> {
             skip_unsupported,
             include,
             exclude,
+            rename,
+            strip_prefix,
+            max_shard_size,
             force,
         } => convert::convert(
             ui,
@@ -787,6 +818,11 @@ pub fn run(cli: Cli) -> paramdex::Result<ExitCode> {
                 layout,
                 skip_unsupported,
                 select: convert::Select { include, exclude },
+                rename: rename::Rules::new(&rename, &strip_prefix)?,
+                max_shard_size: max_shard_size
+                    .as_deref()
+                    .map(convert::parse_size)
+                    .transpose()?,
                 force,
             },
         ),

@@ -177,3 +177,49 @@ pub fn inputs(dir: &Path) -> Vec<(&'static str, PathBuf, String)> {
         ),
     ]
 }
+
+/// A run of step directories as `paramdex.torch.dcp` and torch's `FileSystemWriter` leave
+/// them: committed saves, a save whose coordinator died (pending shards only), an index
+/// committed without DCP's metadata, a torch-written one, names of every common style.
+pub fn run_of_steps(root: &std::path::Path) {
+    use paramdex::{MergeShardsOptions, ShardedSave};
+    let save = |dir: &std::path::Path, with_dcp: bool, commit: bool| {
+        std::fs::create_dir_all(dir).unwrap();
+        let s = ShardedSave::new(dir.join("dcp"), 2).unwrap();
+        for k in 0..2u32 {
+            let mut w = s.shard(k).unwrap();
+            w.add(
+                format!("w{k}"),
+                paramdex::Tensor::new(paramdex::DType::UInt8, &[3], &[k as u8; 3]),
+            )
+            .unwrap();
+            w.finish().unwrap();
+        }
+        if commit {
+            let mut opts = MergeShardsOptions {
+                no_sync: true,
+                ..Default::default()
+            };
+            if with_dcp {
+                opts.metadata
+                    .insert("dcp", paramdex::MetaValue::String("{}".into()))
+                    .unwrap();
+            }
+            s.merge(&opts).unwrap();
+        }
+    };
+    save(&root.join("step-10"), true, true);
+    save(&root.join("step_20"), true, true);
+    save(&root.join("checkpoint-30"), true, false);
+    save(&root.join("40"), false, true);
+    let torch = root.join("global_step5");
+    std::fs::create_dir_all(&torch).unwrap();
+    std::fs::write(torch.join(".metadata"), b"\x80\x02").unwrap();
+    std::fs::write(torch.join("__0_0.distcp"), b"x").unwrap();
+    let killed_torch = root.join("step-50");
+    std::fs::create_dir_all(&killed_torch).unwrap();
+    std::fs::write(killed_torch.join("__0_0.distcp"), b"x").unwrap();
+    // Not steps.
+    std::fs::create_dir_all(root.join("logs")).unwrap();
+    std::fs::create_dir_all(root.join("step-60.bak")).unwrap();
+}

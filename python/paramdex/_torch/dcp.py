@@ -9,5 +9,7 @@ from paramdex.torch_dcp import (  # noqa: F401
     StorageReader,
     StorageWriter,
     __all__,
+    dcp_to_torch_save,
+    torch_save_to_dcp,
     __doc__,
 )

@@ -320,3 +320,44 @@ impl Location {
         }
     }
 }
+
+impl Location {
+    /// The subdirectories directly in the directory (an object store's: the common prefixes
+    /// one `/` below it), sorted, hidden ones (`.NAME`) left aside. A local directory that does
+    /// not exist is an error; an object prefix with nothing under it has none.
+    pub fn list_dirs(&self) -> Result<Vec<String>> {
+        let mut out = Vec::new();
+        match self {
+            Location::Local(d) => {
+                let listing = |e| Error::io(format!("listing {}", d.display()), e);
+                for ent in std::fs::read_dir(d).map_err(listing)? {
+                    let ent = ent.map_err(listing)?;
+                    let Some(name) = ent.file_name().to_str().map(str::to_string) else {
+                        continue;
+                    };
+                    // Followed through a symbolic link, as `list` follows files.
+                    if !name.starts_with('.') && ent.path().is_dir() {
+                        out.push(name);
+                    }
+                }
+            }
+            #[cfg(feature = "s3")]
+            Location::Object(loc) => {
+                let listed = loc
+                    .runtime
+                    .block_on(loc.store.list_with_delimiter(Some(&loc.path)))
+                    .map_err(|e| request_error(&loc.url, e))?;
+                out.extend(
+                    listed
+                        .common_prefixes
+                        .iter()
+                        .filter_map(|p| p.filename())
+                        .filter(|n| !n.starts_with('.'))
+                        .map(str::to_string),
+                );
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+}

@@ -19,11 +19,16 @@ use crate::native::{
 
 pub(crate) mod location;
 mod policy;
+mod run;
 mod state;
 
 use location::{Listed, Location};
 
 pub use policy::{BestBy, Candidate, KeepPolicy};
+pub use run::{
+    list_run, run_step_of, RunCheckpoint, RunCheckpointKind, RunListing, DCP_METADATA_KEY,
+    DCP_PREFIX, TORCH_DCP_METADATA,
+};
 pub use state::{CheckpointState, MAX_STATE_BYTES, MAX_STATE_ENTRIES, STATE_FILE};
 
 /// How each checkpoint is laid out on disk.
