@@ -70,7 +70,7 @@ pub fn verify(ui: Ui, file: &Path, threads: usize, as_json: bool) -> Result<Exit
                     .iter()
                     .map(|t| json!({"path": t.path.display().to_string(), "bytes": t.len}))
                     .collect();
-                let o = json!({
+                let mut o = json!({
                     "ok": true,
                     "file": file.display().to_string(),
                     "format": format.name(),
@@ -78,8 +78,11 @@ pub fn verify(ui: Ui, file: &Path, threads: usize, as_json: bool) -> Result<Exit
                     "data_bytes": v.data_bytes,
                     "checksums": v.checksums,
                     "seconds": secs,
-                    "leftover_temporaries": left,
                 });
+                // Only when there are some: the key's absence is the usual, clean case.
+                if !left.is_empty() {
+                    o["leftover_temporaries"] = serde_json::Value::Array(left);
+                }
                 write_json(&mut std::io::stdout().lock(), &o).map_err(stdout_err)?;
             } else {
                 let checks = if v.checksums == 0 {
