@@ -302,7 +302,7 @@ fn sibling_of(file: &str, name: &str) -> Option<(u64, Sibling)> {
     let rest = file.strip_prefix(name)?.strip_prefix('-')?;
     let digits = rest.find(|c: char| !c.is_ascii_digit())?;
     let step = rest[..digits].parse().ok()?;
-    Some((step, parse_suffix(rest[digits..].as_bytes())?))
+    Some((step, parse_suffix(&rest.as_bytes()[digits..])?))
 }
 
 /// The step of a checkpoint name `NAME-STEP` (the digits after the last `-`).
