@@ -65,20 +65,20 @@ def test_leftovers_of_every_kind_are_removed(tmp_path):
 
     # Abandoned temporaries of every writer of the directory: removed when a manager opens.
     temporaries = [
-        ".ckpt-2.data-00000-of-00002.pending.0a1b2c3d4e.pdx-tmp",  # a shard being written
-        ".ckpt-2.data-00000-of-00001.0a1b2c3d4f.pdx-tmp",  # a single file being written
-        ".ckpt-2.index.0a1b2c3d4g.tmp",  # a single file's index link
-        ".ckpt-2.index.0a1b2c3d4h.pdx-tmp",  # a sharded index
-        ".ckpt-2.refs-00001-of-00002.pending.0a1b2c3d4i.pdx-tmp",  # a references file
+        ".ckpt-4.data-00000-of-00002.pending.0a1b2c3d4e.pdx-tmp",  # a shard being written
+        ".ckpt-4.data-00000-of-00001.0a1b2c3d4f.pdx-tmp",  # a single file being written
+        ".ckpt-4.index.0a1b2c3d4g.tmp",  # a single file's index link
+        ".ckpt-4.index.0a1b2c3d4h.pdx-tmp",  # a sharded index
+        ".ckpt-4.refs-00001-of-00002.pending.0a1b2c3d4i.pdx-tmp",  # a references file
         ".checkpoint.0a1b2c3d4j.tmp",  # the state file
     ]
     # Files of a step that does not exist, and a committed step's pending leftovers: removed
     # by the next save.
     uncommitted = [
-        "ckpt-2.data-00000-of-00001",
-        "ckpt-2.data-00000-of-00002.pending",
-        "ckpt-2.data-00001-of-00002",
-        "ckpt-2.refs-00000-of-00002.pending",
+        "ckpt-4.data-00000-of-00001",
+        "ckpt-4.data-00000-of-00002.pending",
+        "ckpt-4.data-00001-of-00002",
+        "ckpt-4.refs-00000-of-00002.pending",
         "ckpt-1.refs-00001-of-00002.pending",
         "ckpt-1.data-00001-of-00002.pending",
     ]
