@@ -4,7 +4,9 @@
 //! seam costs nothing); in the crate's own unit tests it consults a fault plan, which fails one
 //! operation, or every operation from one on (a process that died there: the disk stays as it
 //! is and nothing is cleaned up), under one directory. The crash-point tests of the checkpoint
-//! manager (`interop/checkpoints/crash_points.rs`) enumerate the operations of a save with it.
+//! manager (`interop/checkpoints/crash_points.rs`) enumerate the operations of a save with it:
+//! the `j`-th operation of each kind, so that each kind is hit whatever order the threads of a
+//! sharded save interleave their operations in.
 //!
 //! A temporary file's writes count as one operation per file (the last one, before its final
 //! flush): whichever write fails, what is left is the same, a partial temporary.
@@ -67,7 +69,7 @@ mod plan {
     #[derive(Debug)]
     pub(crate) struct Plan {
         dir: PathBuf,
-        fail_at: Option<usize>,
+        fail_at: Option<(Op, usize)>,
         mode: Mode,
         seen: Mutex<Vec<(Op, PathBuf)>>,
         dead: Mutex<bool>,
@@ -81,10 +83,10 @@ mod plan {
         PLANS.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Installs a plan over `dir` (until the guard is dropped): the operation numbered
-    /// `fail_at` (from 0, in the order they happen; `None`: none, a dry run that counts) fails
-    /// as `mode` says.
-    pub(crate) fn install(dir: &Path, fail_at: Option<usize>, mode: Mode) -> Installed {
+    /// Installs a plan over `dir` (until the guard is dropped): `fail_at`, `(op, j)`, the
+    /// `j`-th operation `op` (from 0, in the order they happen; `None`: none, a dry run that
+    /// counts) fails as `mode` says.
+    pub(crate) fn install(dir: &Path, fail_at: Option<(Op, usize)>, mode: Mode) -> Installed {
         let plan = Arc::new(Plan {
             dir: dir.to_path_buf(),
             fail_at,
@@ -111,11 +113,14 @@ mod plan {
                 .clone()
         }
 
-        /// Whether the planned operation was reached.
-        pub(crate) fn fired(&self) -> bool {
-            self.0
-                .fail_at
-                .is_some_and(|k| self.0.seen.lock().unwrap_or_else(|e| e.into_inner()).len() > k)
+        /// The planned operation, once it was reached (its path).
+        pub(crate) fn fired(&self) -> Option<PathBuf> {
+            let (op, j) = self.0.fail_at?;
+            let seen = self.0.seen.lock().unwrap_or_else(|e| e.into_inner());
+            seen.iter()
+                .filter(|(o, _)| *o == op)
+                .nth(j)
+                .map(|(_, p)| p.clone())
         }
     }
 
@@ -145,11 +150,12 @@ mod plan {
         let mut dead = plan.dead.lock().unwrap_or_else(|e| e.into_inner());
         let mut seen = plan.seen.lock().unwrap_or_else(|e| e.into_inner());
         let k = seen.len();
+        let j = seen.iter().filter(|(o, _)| *o == op).count();
         seen.push((op, abs));
         if *dead {
             return Err(injected(op, path, k));
         }
-        if plan.fail_at == Some(k) {
+        if plan.fail_at == Some((op, j)) {
             if plan.mode == Mode::Stop {
                 *dead = true;
             }
