@@ -72,15 +72,22 @@ def test_leftovers_of_every_kind_are_removed(tmp_path):
         ".ckpt-4.refs-00001-of-00002.pending.0a1b2c3d4i.pdx-tmp",  # a references file
         ".checkpoint.0a1b2c3d4j.tmp",  # the state file
     ]
-    # Files of a step that does not exist, and a committed step's pending leftovers: removed
-    # by the next save.
+    # A committed step's pending leftovers, and files of a step before the newest committed
+    # one that does not exist (a prune that died): removed when a manager opens.
+    older = [
+        "ckpt-1.refs-00001-of-00002.pending",
+        "ckpt-1.data-00001-of-00002.pending",
+        "ckpt-0.data-00000-of-00001",
+        "ckpt-0.data-00000-of-00002.pending",
+    ]
+    temporaries += older
+    # Files of a later step that does not exist (to a reader opening the directory, maybe a
+    # save in progress): removed by the next save.
     uncommitted = [
         "ckpt-4.data-00000-of-00001",
         "ckpt-4.data-00000-of-00002.pending",
         "ckpt-4.data-00001-of-00002",
         "ckpt-4.refs-00000-of-00002.pending",
-        "ckpt-1.refs-00001-of-00002.pending",
-        "ckpt-1.data-00001-of-00002.pending",
     ]
     # Not the manager's: kept.
     others = ["notes.txt", ".hidden", ".model.pdx.0a1b2c3d4e.pdx-tmp", "other-2.data-00000-of-00001"]

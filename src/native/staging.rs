@@ -371,13 +371,14 @@ pub(crate) fn abandoned(
             continue;
         }
         let len = f.metadata().map(|m| m.len()).unwrap_or(0);
-        if remove {
-            let gone = fault::check(Op::Unlink, &path).and_then(|()| std::fs::remove_file(&path));
-            match gone {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(Error::io(format!("removing {}", path.display()), e)),
-            }
+        // One that cannot be removed (a read-only directory opened by a reader) stays, as
+        // found: whoever can write there removes it.
+        if remove
+            && fault::check(Op::Unlink, &path)
+                .and_then(|()| std::fs::remove_file(&path))
+                .is_err()
+        {
+            continue;
         }
         drop(reg);
         found.push(AbandonedTemporary { path, len });

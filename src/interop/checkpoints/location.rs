@@ -139,6 +139,14 @@ impl Location {
         Some(f)
     }
 
+    /// [`Location::lock_saves`] without waiting: `None` also while a save holds the lock.
+    pub fn try_lock_saves(&self) -> Option<std::fs::File> {
+        let d = self.local()?;
+        let f = std::fs::File::open(d).ok()?;
+        f.try_lock().ok()?;
+        Some(f)
+    }
+
     /// Creates a local directory (an object store has nothing to create).
     pub fn create(&self) -> Result<()> {
         match self {

@@ -349,7 +349,7 @@ impl CheckpointManager {
         // worth of disk that nothing else would remove (a staged index link, once its step is
         // pruned, the only name left of that step's data).
         at.remove_abandoned(&|t| ours(t, &opts.name))?;
-        Ok(CheckpointManager {
+        let m = CheckpointManager {
             d: Arc::new(Dir {
                 dir: at.display_path(),
                 at,
@@ -362,7 +362,10 @@ impl CheckpointManager {
             }),
             worker: None,
             blocked_total: Duration::ZERO,
-        })
+        };
+        // Best effort, as a reader may open a directory it cannot write.
+        let _ = m.d.sweep_at_open();
+        Ok(m)
     }
 
     /// The directory (for an object store, its URL without a trailing `/`).
@@ -1171,11 +1174,6 @@ impl Dir {
     /// steps claimed by this manager are spared: they wait for this save (saves run one at a
     /// time), so any file of theirs is an earlier save's, which their own save sweeps.
     fn sweep(&self, current: u64) -> Result<()> {
-        let Some(d) = self.at.local() else {
-            return Ok(());
-        };
-        let name = self.opts.name.as_str();
-        self.at.remove_abandoned(&|t| ours(t, name))?;
         let busy: BTreeSet<u64> = {
             let g = self.shared.lock();
             g.in_flight
@@ -1184,14 +1182,44 @@ impl Dir {
                 .filter(|s| *s != current)
                 .collect()
         };
+        self.sweep_where(&|step, _| !busy.contains(&step))
+    }
+
+    /// What `open` removes besides the abandoned temporaries, when no save holds the
+    /// directory's lock: the leftovers ([`Dir::sweep`]) of the steps up to the newest
+    /// committed one (what a prune or a save of an earlier step that died left). Those of a
+    /// later step are left to the next save: opening is also what readers do, and a later
+    /// step may be a save in progress by a writer that takes no lock (a TensorFlow saver
+    /// renames its data files into place before its index).
+    fn sweep_at_open(&self) -> Result<()> {
+        let Some(_lock) = self.at.try_lock_saves() else {
+            return Ok(());
+        };
+        self.sweep_where(&|step, newest| newest.is_some_and(|n| step <= n))
+    }
+
+    /// [`Dir::sweep`] of the steps `take(step, newest committed step)` accepts.
+    fn sweep_where(&self, take: &dyn Fn(u64, Option<u64>) -> bool) -> Result<()> {
+        let Some(d) = self.at.local() else {
+            return Ok(());
+        };
+        let name = self.opts.name.as_str();
+        self.at.remove_abandoned(&|t| ours(t, name))?;
         let listed = self.at.list()?;
         let names: BTreeSet<&str> = listed.iter().map(|l| l.name.as_str()).collect();
+        let newest = listed
+            .iter()
+            .filter_map(|l| match sibling_of(&l.name, name) {
+                Some((step, Sibling::Index)) => Some(step),
+                _ => None,
+            })
+            .max();
         let mut removed = false;
         for l in &listed {
             let Some((step, sibling)) = sibling_of(&l.name, name) else {
                 continue;
             };
-            if busy.contains(&step) {
+            if !take(step, newest) {
                 continue;
             }
             let committed = names.contains(format!("{}.index", self.stem(step)).as_str());
