@@ -100,15 +100,15 @@ pub use error::{
     ShardProblem, SliceProblem,
 };
 pub use native::{
-    clean_shards, last_complete_len, merge_shards, recover, recover_any, recover_any_with,
-    remove_staged, rewrite_in_place, shard_files, write_atomically, EarlySync, FileHeader,
-    FinishStats, Iter, LoadAdvice, LoadOptions, MergeShardsOptions, MergeShardsReport, MergeStep,
-    MetaValue, Metadata, OwnedTensor, PartialTensors, ReadOptions, Reader, RecoverOptions,
-    RecoverReport, Recovered, Region, ReuseStats, RewriteReport, SaveId, Saved, ShardFile,
-    ShardFileKind, ShardOf, ShardRef, ShardWriter, ShardedSave, SliceData, Tensor, TensorView,
-    TensorWriter, VerifyOptions, VerifyReport, WriteBackend, WriteDestination, Writer,
-    WriterOptions, DEFAULT_ALIGNMENT, DEFAULT_BLOCK_SIZE, DEFAULT_INDEX_MEMORY, FORMAT_VERSION,
-    MAX_SHARDS, MAX_SLICES,
+    abandoned_temporaries, clean_shards, last_complete_len, merge_shards, recover, recover_any,
+    recover_any_with, remove_staged, rewrite_in_place, shard_files, write_atomically,
+    AbandonedTemporary, EarlySync, FileHeader, FinishStats, Iter, LoadAdvice, LoadOptions,
+    MergeShardsOptions, MergeShardsReport, MergeStep, MetaValue, Metadata, OwnedTensor,
+    PartialTensors, ReadOptions, Reader, RecoverOptions, RecoverReport, Recovered, Region,
+    ReuseStats, RewriteReport, SaveId, Saved, ShardFile, ShardFileKind, ShardOf, ShardRef,
+    ShardWriter, ShardedSave, SliceData, Tensor, TensorView, TensorWriter, VerifyOptions,
+    VerifyReport, WriteBackend, WriteDestination, Writer, WriterOptions, DEFAULT_ALIGNMENT,
+    DEFAULT_BLOCK_SIZE, DEFAULT_INDEX_MEMORY, FORMAT_VERSION, MAX_SHARDS, MAX_SLICES,
 };
 pub use progress::{NoProgress, Progress, Unit};
 pub use record::Lod;

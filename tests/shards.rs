@@ -1337,6 +1337,77 @@ fn a_shard_writer_killed_mid_write_leaves_the_previous_checkpoint_and_named_left
     assert_eq!(clean_shards(&prefix).unwrap().len(), 2);
 }
 
+/// Issue 37: the staged file a killed shard writer left (up to a whole shard) is removed by
+/// the next shard writer of the prefix (so by every save of a `ShardedSave`, the DCP writer
+/// and `paramdex.ShardWriter`), and so is one of any writer of the prefix; a staged file a
+/// live writer holds (locked), and those of other prefixes, stay.
+#[cfg(unix)]
+#[test]
+fn a_shard_writer_removes_what_killed_writers_of_its_prefix_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = dir.path().join("ck");
+    let (a, _) = previous_and_pending(&prefix);
+    clean_shards(&prefix).unwrap();
+    let id = SaveId::random();
+    let mut c = child(
+        dir.path(),
+        "write-slow",
+        &[("PARAMDEX_SHARD_SAVE", id.to_string())],
+    );
+    wait_for(&mut c, "PDX-WRITING");
+    c.kill().unwrap();
+    assert!(!c.wait().unwrap().success());
+    let temporaries = |dir: &Path| -> Vec<String> {
+        let mut v: Vec<String> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with('.'))
+            .collect();
+        v.sort();
+        v
+    };
+    let killed = temporaries(dir.path());
+    assert_eq!(killed.len(), 1, "{killed:?}");
+    assert!(killed[0].starts_with(".ck.data-00001-of-00002.pending."));
+    // What verify reports (and what the next writer removes), with its size.
+    let found = paramdex::abandoned_temporaries(dir.path()).unwrap();
+    assert_eq!(found.len(), 1);
+    assert!(found[0].len > 0);
+    // Another writer's leftovers at the prefix (a merge's index), a live writer's staged file,
+    // another prefix's.
+    let index_tmp = dir.path().join(".ck.index.q1w2e3r4t5.pdx-tmp");
+    fs::write(&index_tmp, b"half an index").unwrap();
+    let live = dir
+        .path()
+        .join(".ck.data-00000-of-00003.pending.z9x8c7v6b5.pdx-tmp");
+    fs::write(&live, b"being written").unwrap();
+    let holder = fs::File::open(&live).unwrap();
+    holder.try_lock().unwrap();
+    let other = dir
+        .path()
+        .join(".other.data-00000-of-00002.pending.z9x8c7v6b5.pdx-tmp");
+    fs::write(&other, b"another prefix").unwrap();
+    let found = paramdex::abandoned_temporaries(dir.path()).unwrap();
+    assert_eq!(found.len(), 3, "the live one is not abandoned: {found:?}");
+
+    let mut w = ShardWriter::create(&prefix, 0, 1, SaveId::random(), quick()).unwrap();
+    let during = temporaries(dir.path());
+    assert_eq!(
+        during.len(),
+        3,
+        "the new writer's own, the live one, the other prefix's: {during:?}"
+    );
+    assert!(live.exists() && other.exists() && !index_tmp.exists());
+    w.add_values("c0", &[1], &[0u8]).unwrap();
+    w.finish().unwrap();
+    drop(holder);
+    assert_eq!(checkpoint_at(&prefix), Some(a));
+    merge_shards(&prefix, &no_sync()).unwrap();
+    let left = temporaries(dir.path());
+    let name = |p: &Path| p.file_name().unwrap().to_string_lossy().into_owned();
+    assert_eq!(left, [name(&live), name(&other)]);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Reading by region reads only the region.
 

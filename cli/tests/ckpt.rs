@@ -195,3 +195,52 @@ fn ckpt_lists_a_run_of_step_directories_and_names_the_latest_complete() {
     let r = paramdex::interop::list_run(root.path()).unwrap();
     assert_eq!(r.latest().unwrap().name, "step_20");
 }
+
+/// Issue 37: `verify` names the temporary files killed writers left beside what it verified (a
+/// warning line each, `leftover_temporaries` in `--json`), and still exits 0 for an intact
+/// checkpoint; a temporary a live writer holds (locked) is not named, nor one of another
+/// output. `verify DIR` opens the directory's checkpoint manager, which removes them.
+#[test]
+fn verify_names_leftover_temporaries_and_exits_0() {
+    let dir = training_dir();
+    let d = dir.path();
+    let input = d.join("ckpt-500.index");
+    let clean = json(&run(&[&"verify", &input, &"--json"], 0));
+    assert!(clean.get("leftover_temporaries").is_none(), "{clean}");
+    let killed = d.join(".ckpt-500.data-00000-of-00001.a1b2c3d4e5.pdx-tmp");
+    std::fs::write(&killed, vec![0u8; 5000]).unwrap();
+    let link = d.join(".ckpt-500.index.f6g7h8i9j0.tmp");
+    std::fs::write(&link, b"x").unwrap();
+    let other = d.join(".ckpt-600.index.f6g7h8i9j0.tmp");
+    std::fs::write(&other, b"x").unwrap();
+    let live = d.join(".ckpt-500.data-00000-of-00001.k1l2m3n4o5.pdx-tmp");
+    std::fs::write(&live, b"being written").unwrap();
+    let holder = std::fs::File::open(&live).unwrap();
+    holder.try_lock().unwrap();
+
+    let o = run(&[&"verify", &input], 0);
+    assert!(stdout(&o).contains("OK"));
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    let warnings: Vec<&str> = err.lines().filter(|l| l.contains("warning:")).collect();
+    assert_eq!(warnings.len(), 2, "{err}");
+    assert!(warnings[0].contains(".ckpt-500.data-00000-of-00001.a1b2c3d4e5.pdx-tmp"));
+    assert!(warnings[0].contains("4.9 KiB"));
+    assert!(warnings[1].contains(".ckpt-500.index.f6g7h8i9j0.tmp"));
+    let v = json(&run(&[&"verify", &input, &"--json"], 0));
+    let left = v["leftover_temporaries"].as_array().unwrap();
+    assert_eq!(left.len(), 2, "{v}");
+    assert_eq!(left[0]["bytes"], 5000);
+    // `-q` keeps the warnings (they are on standard error, about something wrong).
+    let o = run(&[&"-q", &"verify", &input], 0);
+    assert!(o.stdout.is_empty());
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr)
+            .matches("warning:")
+            .count(),
+        2
+    );
+    // The directory: its manager removes the abandoned ones, not the live one.
+    run(&[&"verify", &d], 0);
+    assert!(!killed.exists() && !link.exists() && !other.exists() && live.exists());
+    drop(holder);
+}

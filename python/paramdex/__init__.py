@@ -667,9 +667,13 @@ class Writer:
             self.abort()
 
 
-def _items(tensors: Dict[Name, Any]) -> List[Tuple[Name, str, List[int], np.ndarray]]:
-    out = []
+def _items(tensors: Dict[Name, Any]) -> List[Tuple[Name, str, List[int], Any]]:
+    out: List[Tuple[Name, str, List[int], Any]] = []
     for name, array in tensors.items():
+        if isinstance(array, (bytes, bytearray, memoryview)):
+            # A bytes value (optimizer state, RNG state), as save_file and Writer.add take it.
+            out.append((name, "bytes", [], bytes(array)))
+            continue
         if type(array).__module__.startswith("torch"):
             from . import torch as _pt
 
@@ -777,13 +781,18 @@ class CheckpointManager:
         return self._m.directory
 
     def save(self, step: int, tensors: Dict[Name, Any], metadata: Optional[Dict[str, Any]] = None) -> None:
-        """Saves ``tensors`` as ``step`` on this thread (after any background save)."""
+        """Saves ``tensors`` as ``step`` on this thread (after any background save). A value
+        that is ``bytes`` (or bytearray, memoryview) is saved as a bytes value (optimizer or RNG
+        state), which ``restore`` gives back as ``bytes``. A step whose checkpoint exists is
+        refused (:class:`CheckpointError`); ``latest()`` reports every committed step, so a job
+        resuming from it saves later ones."""
         self._m.save(step, _items(tensors), dict(metadata) if metadata else None)
 
     def save_async(
         self, step: int, tensors: Dict[Name, Any], metadata: Optional[Dict[str, Any]] = None
     ) -> float:
-        """Copies ``tensors`` and returns; a background thread saves them as ``step``. Returns
+        """Copies ``tensors`` (arrays, and ``bytes`` values as :meth:`save` takes them) and
+        returns; a background thread saves them as ``step``. Returns
         the seconds this call was blocked (waiting for a slot and copying). A failure is
         raised by the next call (:class:`BackgroundSaveError`)."""
         blocked, captured = self._m.save_async(step, _items(tensors), dict(metadata) if metadata else None)

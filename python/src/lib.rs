@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use paramdex::interop::{
     export, open_any, BestBy, CheckpointManager, ExportOptions, Format, KeepPolicy, Kind, Layout,
-    LoadedTensor, ManagerOptions, OutputFormat, TensorData, TensorInfo, TensorInfos, TensorStore,
+    LoadedTensor, ManagerOptions, OutputFormat, OwnedTensor, TensorData, TensorInfo, TensorInfos, TensorStore,
     VerifySummary,
 };
 use paramdex::{
@@ -393,6 +393,44 @@ struct Prepared {
     dtype: DType,
     shape: Vec<u64>,
     bytes: ArrayBytes,
+}
+
+/// A value a checkpoint manager saves: an array (read in place), or a bytes value (encoded).
+enum Value {
+    Array(Prepared),
+    Bytes(OwnedTensor),
+}
+
+impl Value {
+    fn tensor(&self) -> (&[u8], Tensor<'_>) {
+        match self {
+            Value::Array(p) => (&p.name, Tensor::new(p.dtype, &p.shape, p.bytes.slice())),
+            Value::Bytes(t) => (&t.name, Tensor::new(t.dtype, &t.shape, &t.data)),
+        }
+    }
+}
+
+/// The values of (name, dtype, shape, array) tuples; a dtype `bytes` names a bytes value (the
+/// array is bytes-like).
+fn prepare_values(items: Vec<PyTensorArgs<'_>>) -> PyResult<Vec<Value>> {
+    items
+        .into_iter()
+        .map(|(n, d, s, a)| {
+            if d == "bytes" {
+                let v: Vec<u8> = match a.cast::<PyBytes>() {
+                    Ok(b) => b.as_bytes().to_vec(),
+                    Err(_) => a.extract::<Vec<u8>>()?,
+                };
+                return Ok(Value::Bytes(OwnedTensor::bytes_value(name_bytes(&n)?, &v)));
+            }
+            Ok(Value::Array(Prepared {
+                name: name_bytes(&n)?,
+                dtype: dtype_of(&d)?,
+                shape: s,
+                bytes: ArrayBytes::of(&a)?,
+            }))
+        })
+        .collect()
 }
 
 fn prepare(items: Vec<PyTensorArgs<'_>>) -> PyResult<Vec<Prepared>> {
@@ -1129,17 +1167,11 @@ impl PyCheckpointManager {
         tensors: Vec<PyTensorArgs<'_>>,
         metadata: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<()> {
-        let items = prepare(tensors)?;
+        let items = prepare_values(tensors)?;
         let meta = metadata_from_py(metadata)?;
         py.detach(|| {
             self.lock()?
-                .save(
-                    step,
-                    items
-                        .iter()
-                        .map(|p| (&p.name, Tensor::new(p.dtype, &p.shape, p.bytes.slice()))),
-                    meta,
-                )
+                .save(step, items.iter().map(Value::tensor), meta)
                 .map_err(py_err)
         })
     }
@@ -1154,17 +1186,11 @@ impl PyCheckpointManager {
         tensors: Vec<PyTensorArgs<'_>>,
         metadata: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<(f64, f64)> {
-        let items = prepare(tensors)?;
+        let items = prepare_values(tensors)?;
         let meta = metadata_from_py(metadata)?;
         let r = py.detach(|| {
             self.lock()?
-                .save_async(
-                    step,
-                    items
-                        .iter()
-                        .map(|p| (&p.name, Tensor::new(p.dtype, &p.shape, p.bytes.slice()))),
-                    meta,
-                )
+                .save_async(step, items.iter().map(Value::tensor), meta)
                 .map_err(py_err)
         })?;
         Ok((r.blocked.as_secs_f64(), r.captured.as_secs_f64()))

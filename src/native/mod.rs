@@ -20,6 +20,7 @@
 //! | `load` | [`Reader::load_all`], [`Reader::load_many`], [`Reader::load_into`]: parallel copies out of the file, checked as they copy |
 //! | `writer`, `stream`, `backend` | [`Writer`], [`TensorWriter`], [`WriteBackend`] |
 //! | `spill` | the writer's sorted runs of index entries in a nameless temporary file, merged at `finish` |
+//! | `fault` | the file-system seam of a save: where crash-point tests fail its operations (nothing outside tests) |
 //! | `staging` | staged outputs: temporaries beside a target (parents created), a registry that [`remove_staged`] empties, commit by rename |
 //! | `rewrite` | [`rewrite_in_place`]: new metadata without touching records |
 //! | `recover` | rebuilding a file from a torn one, and the policy of what to do |
@@ -35,6 +36,7 @@
 mod backend;
 pub(crate) mod bytes_value;
 mod entry;
+pub(crate) mod fault;
 mod header;
 mod load;
 mod meta;
@@ -119,7 +121,7 @@ pub(crate) use sharded::unchanged::same_bytes;
 pub(crate) use sharded::writer::check_shard_number;
 pub use sharded::writer::{Saved, ShardWriter, ShardedSave};
 pub use source::{LoadAdvice, Source};
-pub use staging::{remove_staged, write_atomically};
+pub use staging::{abandoned_temporaries, remove_staged, write_atomically, AbandonedTemporary};
 pub use stream::TensorWriter;
 pub(crate) use verify::check_crcs;
 pub(crate) use verify::{slice_keys, Tally};

@@ -28,6 +28,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crate::error::{Error, IoContext, Result};
+use crate::native::fault::{self, Op};
 
 /// The directory that holds `path`: its parent, or `.` for a bare file name.
 pub fn parent_dir(path: &Path) -> PathBuf {
@@ -75,7 +76,8 @@ impl Item {
     /// `remove_dir_all` (which would then fail with "directory not empty" and leave it).
     fn remove(&self) -> bool {
         if !self.dir {
-            return std::fs::remove_file(&self.abs).is_ok();
+            return fault::check(Op::Unlink, &self.abs).is_ok()
+                && std::fs::remove_file(&self.abs).is_ok();
         }
         let mut doomed = self.abs.clone().into_os_string();
         doomed.push(".removing");
@@ -301,25 +303,56 @@ fn hold(path: &Path) -> Option<File> {
     Some(f)
 }
 
-/// Removes the staged files (`.<target name>.<random>.pdx-tmp`) in `dir` whose target names
-/// start with `target_prefix` and whose writer is gone: a process that was killed (SIGKILL, a
-/// preemption) while writing leaves its staged file, the size of a whole output, and nothing
-/// else would ever remove it. A staged file is abandoned when its lock (taken for as long as
-/// the item lives, see [`Staged`]) can be taken: the kernel released it with the process. One
-/// that is locked (being written by a live process), one this process has staged, and one
-/// whose lock cannot be tested (a file system without locks) are left alone. Returns each
-/// removed file and its size.
-pub(crate) fn remove_abandoned(dir: &Path, target_prefix: &str) -> Result<Vec<(PathBuf, u64)>> {
+/// The target name of a staged file's name, `.<target name>.<random><suffix>` (the shape
+/// [`Registry::stage`] gives every temporary: ten characters of `[0-9a-z]`, then a suffix of
+/// `.` and `[a-z-]`), when the name has that shape.
+pub(crate) fn staged_target(name: &[u8]) -> Option<&[u8]> {
+    let rest = name.strip_prefix(b".")?;
+    let dot = rest.iter().rposition(|&b| b == b'.')?;
+    let (rest, suffix) = (&rest[..dot], &rest[dot + 1..]);
+    if suffix.is_empty() || !suffix.iter().all(|&b| b.is_ascii_lowercase() || b == b'-') {
+        return None;
+    }
+    let token_at = rest.len().checked_sub(10)?;
+    let (target, token) = rest.split_at(token_at);
+    let target = target.strip_suffix(b".")?;
+    let token_ok = token
+        .iter()
+        .all(|b| b.is_ascii_digit() || b.is_ascii_lowercase());
+    (token_ok && !target.is_empty()).then_some(target)
+}
+
+/// A temporary file that a writer which was killed left beside its output
+/// ([`abandoned_temporaries`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AbandonedTemporary {
+    /// The file.
+    pub path: PathBuf,
+    /// Its length in bytes.
+    pub len: u64,
+}
+
+/// The staged files (`.<target name>.<random><suffix>`, of every writer: `.pdx-tmp`, `.tmp`,
+/// `.old`, ...) in `dir` whose target names `ours` accepts and whose writer is gone: a process
+/// that was killed (SIGKILL, a preemption) while writing leaves its staged file, up to the
+/// size of a whole output, and nothing else would ever remove it. A staged file is abandoned
+/// when its lock (taken for as long as the item lives, see [`Staged`]) can be taken: the
+/// kernel released it with the process. One that is locked (being written by a live process),
+/// one this process has staged, and one whose lock cannot be tested (a file system without
+/// locks) are not abandoned. With `remove`, each is removed as it is found (under the lock
+/// that told it abandoned, so its writer cannot be live); returns those found (and, with
+/// `remove`, removed).
+pub(crate) fn abandoned(
+    dir: &Path,
+    ours: &dyn Fn(&[u8]) -> bool,
+    remove: bool,
+) -> Result<Vec<AbandonedTemporary>> {
     let entries = std::fs::read_dir(dir).ctx("listing", dir)?;
-    let mut removed = Vec::new();
-    let mut lead = OsString::from(".");
-    lead.push(target_prefix);
-    let lead = lead.as_encoded_bytes().to_vec();
+    let mut found = Vec::new();
     for entry in entries {
         let entry = entry.ctx("listing", dir)?;
         let name = entry.file_name();
-        let bytes = name.as_encoded_bytes();
-        if !bytes.starts_with(&lead) || !bytes.ends_with(b".pdx-tmp") {
+        if !staged_target(name.as_encoded_bytes()).is_some_and(ours) {
             continue;
         }
         if !entry.file_type().is_ok_and(|t| t.is_file()) {
@@ -338,12 +371,40 @@ pub(crate) fn remove_abandoned(dir: &Path, target_prefix: &str) -> Result<Vec<(P
             continue;
         }
         let len = f.metadata().map(|m| m.len()).unwrap_or(0);
-        if std::fs::remove_file(&path).is_ok() {
-            removed.push((path, len));
+        // One that cannot be removed (a read-only directory opened by a reader) stays, as
+        // found: whoever can write there removes it.
+        if remove
+            && fault::check(Op::Unlink, &path)
+                .and_then(|()| std::fs::remove_file(&path))
+                .is_err()
+        {
+            continue;
         }
         drop(reg);
+        found.push(AbandonedTemporary { path, len });
     }
-    Ok(removed)
+    found.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(found)
+}
+
+/// The temporary files in `dir` that writers which were killed left (of every paramdex
+/// writer: `.<output name>.<random><suffix>`, no live writer holding its lock on it), with
+/// their lengths, by path. Nothing is removed: opening a checkpoint manager, and each save
+/// of a manager, a [`ShardWriter`](crate::ShardWriter) or the DCP writer, removes those of
+/// its outputs.
+pub fn abandoned_temporaries(dir: impl AsRef<Path>) -> Result<Vec<AbandonedTemporary>> {
+    abandoned(dir.as_ref(), &|_| true, false)
+}
+
+/// Removes the abandoned staged files ([`abandoned`]) of `dir` whose target names start with
+/// `target_prefix`; returns each removed file and its size.
+pub(crate) fn remove_abandoned(dir: &Path, target_prefix: &str) -> Result<Vec<(PathBuf, u64)>> {
+    let prefix = target_prefix.as_bytes();
+    let ours = |t: &[u8]| t.starts_with(prefix);
+    Ok(abandoned(dir, &ours, true)?
+        .into_iter()
+        .map(|a| (a.path, a.len))
+        .collect())
 }
 
 /// Creates a temporary file `.<file name>.<random><suffix>` beside `target` (creating missing
@@ -362,6 +423,7 @@ pub(crate) fn stage_file(target: &Path, suffix: &str) -> Result<(File, Staged)> 
             use std::os::unix::fs::OpenOptionsExt;
             o.mode(0o666);
         }
+        fault::check(Op::Create, p)?;
         o.open(p)
     })
 }
@@ -387,6 +449,7 @@ pub(crate) fn stage_link(src: &Path, target: &Path, suffix: &str) -> Result<Stag
                     src.display()
                 )));
             }
+            fault::check(Op::Link, p)?;
             std::fs::hard_link(src, p)
         })
         .map(|((), s)| s)
@@ -490,16 +553,21 @@ fn commit_locked(
         match &staged.entry {
             Some(entry) => {
                 let from = staged.path.join(entry);
-                std::fs::rename(&from, target).map_err(|e| rename_err(&from, e))?;
+                fault::check(Op::Rename, target)
+                    .and_then(|()| std::fs::rename(&from, target))
+                    .map_err(|e| rename_err(&from, e))?;
             }
             None if item.dir => swap_in(reg, &staged.path, target, trash)?,
             None => {
-                std::fs::rename(&staged.path, target).map_err(|e| rename_err(&staged.path, e))?;
+                fault::check(Op::Rename, target)
+                    .and_then(|()| std::fs::rename(&staged.path, target))
+                    .map_err(|e| rename_err(&staged.path, e))?;
                 // A staged hard link whose target is already a link to the same file (two
                 // shard writers of an incremental save linking one base file at once):
                 // rename(2) then does nothing and leaves both names, so the staged one goes.
                 if std::fs::symlink_metadata(&staged.path).is_ok() {
-                    std::fs::remove_file(&staged.path)
+                    fault::check(Op::Unlink, &staged.path)
+                        .and_then(|()| std::fs::remove_file(&staged.path))
                         .map_err(|e| Error::io(format!("removing {}", staged.path.display()), e))?;
                 }
             }
@@ -630,10 +698,13 @@ pub(crate) fn write_staged(
     let (file, staged) = stage_file(dst, suffix)?;
     let mut w = io::BufWriter::with_capacity(1 << 20, file);
     fill(&mut w)?;
+    fault::check(Op::Write, staged.path()).ctx("writing", dst)?;
     let file = w
         .into_inner()
         .map_err(|e| Error::io(format!("writing {}", dst.display()), e.into_error()))?;
-    file.sync_all().ctx("syncing", dst)?;
+    fault::check(Op::SyncFile, staged.path())
+        .and_then(|()| file.sync_all())
+        .ctx("syncing", dst)?;
     drop(file);
     commit([(staged, dst)])?;
     sync_parent(dst)
@@ -658,7 +729,8 @@ pub(crate) fn without_path(e: io::Error) -> io::Error {
 /// cannot be opened, such as Windows).
 pub fn sync_dir(dir: &Path) -> Result<()> {
     #[cfg(unix)]
-    std::fs::File::open(dir)
+    fault::check(Op::SyncDir, dir)
+        .and_then(|()| std::fs::File::open(dir))
         .and_then(|d| d.sync_all())
         .ctx("syncing directory", dir)?;
     #[cfg(not(unix))]

@@ -32,6 +32,7 @@ use crate::name::{self, MAX_NAME_LEN};
 use crate::native::backend::{EarlySync, WriteBackend, WriteDestination};
 use crate::native::bytes_value;
 use crate::native::entry::{encode_partitioned, Dims, IndexEntry};
+use crate::native::fault::{self, Op};
 use crate::native::header::{FileHeader, ShardOf};
 use crate::native::region::Region;
 use crate::native::slice_key;
@@ -1095,9 +1096,15 @@ impl Writer {
             early.ctx("syncing", &path)?;
         }
         self.join_background_sync()?;
-        self.out.flush().ctx("writing", &path)?;
+        let temp = &self.temp;
+        let seam = |op| temp.as_ref().map_or(Ok(()), |t| fault::check(op, t.path()));
+        seam(Op::Write)
+            .and_then(|()| self.out.flush())
+            .ctx("writing", &path)?;
         if self.opts.sync {
-            self.out.get_mut().sync().ctx("syncing", &path)?;
+            seam(Op::SyncFile)
+                .and_then(|()| self.out.get_mut().sync())
+                .ctx("syncing", &path)?;
         }
         match (self.out.get_mut(), self.temp.take()) {
             (Output::Destination(dest), _) => {

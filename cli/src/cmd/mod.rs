@@ -27,8 +27,8 @@ use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use paramdex::Error;
 
 pub use terminal::{
-    around_bar, human_bytes, listing_stdout, print_error, stdout_err, stdout_for, style,
-    write_human_bytes, Bar, Ui,
+    around_bar, human_bytes, listing_stdout, print_error, print_warning, stdout_err, stdout_for,
+    style, write_human_bytes, Bar, Ui,
 };
 
 /// Exit status: an error (I/O, bad arguments to a library call, unreadable input).

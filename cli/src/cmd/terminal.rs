@@ -259,6 +259,16 @@ pub fn print_error(msg: impl std::fmt::Display) {
     let _ = writeln!(anstream::stderr().lock(), "paramdex: {s}error:{s:#} {msg}");
 }
 
+/// Prints `paramdex: warning: MSG` on standard error (even with --quiet: something is wrong
+/// beside what the command did).
+pub fn print_warning(msg: impl std::fmt::Display) {
+    let s = style::NOTE;
+    let _ = writeln!(
+        anstream::stderr().lock(),
+        "paramdex: {s}warning:{s:#} {msg}"
+    );
+}
+
 /// Human-readable byte count (binary units).
 pub fn human_bytes(n: u64) -> String {
     let mut s = String::new();

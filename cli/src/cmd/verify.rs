@@ -64,8 +64,13 @@ pub fn verify(ui: Ui, file: &Path, threads: usize, as_json: bool) -> Result<Exit
     let secs = start.elapsed().as_secs_f64();
     match result {
         Ok((format, v)) => {
+            let left = leftover_temporaries(file);
             if as_json {
-                let o = json!({
+                let left: Vec<_> = left
+                    .iter()
+                    .map(|t| json!({"path": t.path.display().to_string(), "bytes": t.len}))
+                    .collect();
+                let mut o = json!({
                     "ok": true,
                     "file": file.display().to_string(),
                     "format": format.name(),
@@ -74,6 +79,10 @@ pub fn verify(ui: Ui, file: &Path, threads: usize, as_json: bool) -> Result<Exit
                     "checksums": v.checksums,
                     "seconds": secs,
                 });
+                // Only when there are some: the key's absence is the usual, clean case.
+                if !left.is_empty() {
+                    o["leftover_temporaries"] = serde_json::Value::Array(left);
+                }
                 write_json(&mut std::io::stdout().lock(), &o).map_err(stdout_err)?;
             } else {
                 let checks = if v.checksums == 0 {
@@ -88,6 +97,16 @@ pub fn verify(ui: Ui, file: &Path, threads: usize, as_json: bool) -> Result<Exit
                     count_s(v.tensors, "tensor"),
                     human_bytes(v.data_bytes),
                 ))?;
+                // Not the input's problem (it verified), so the exit status stays 0: disk
+                // that a killed writer left, which nothing else would report.
+                for t in &left {
+                    super::print_warning(format!(
+                        "{}: a temporary file a writer that was killed left ({}); the next save \
+                         into this directory removes it, or remove it yourself",
+                        t.path.display(),
+                        human_bytes(t.len)
+                    ));
+                }
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -104,6 +123,36 @@ pub fn verify(ui: Ui, file: &Path, threads: usize, as_json: bool) -> Result<Exit
             Err(e)
         }
     }
+}
+
+/// The abandoned temporary files ([`paramdex::abandoned_temporaries`]) beside an input: in a
+/// directory input, all of them; beside a file (or a checkpoint's prefix), those of outputs
+/// named like it (`NAME`, `NAME.index`, `NAME.data-...` for `NAME` or `NAME.index`). None when
+/// the directory cannot be listed (verify says nothing of what it did not check).
+fn leftover_temporaries(input: &Path) -> Vec<paramdex::AbandonedTemporary> {
+    if input.is_dir() {
+        return paramdex::abandoned_temporaries(input).unwrap_or_default();
+    }
+    let Some(name) = input.file_name().and_then(|n| n.to_str()) else {
+        return Vec::new();
+    };
+    let stem = name.strip_suffix(".index").unwrap_or(name);
+    let dir = match input.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let hidden = format!(".{stem}");
+    paramdex::abandoned_temporaries(dir)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|t| {
+            t.path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.strip_prefix(&hidden))
+                .is_some_and(|rest| rest.starts_with('.'))
+        })
+        .collect()
 }
 
 /// What an input is, with its article, for messages (`a TensorFlow checkpoint`).

@@ -19,6 +19,7 @@ use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 
 use crate::error::{Error, Result};
+use crate::native::fault::{self, Op};
 use crate::native::staging;
 #[cfg(feature = "s3")]
 use crate::remote::{remote_error as request_error, ObjectLocation};
@@ -36,6 +37,11 @@ pub(crate) struct Listed {
     pub len: u64,
     /// Its modification time, seconds since the Unix epoch.
     pub modified: Option<f64>,
+    /// When its name last changed (linked, renamed) or its bytes: a local file's status
+    /// change time (`ctime`; its modification time where there is none), an object's
+    /// modification time. What tells a checkpoint committed after the state file was last
+    /// written.
+    pub changed: Option<f64>,
     /// The file's identity (device, inode), so that a file linked under two names counts once;
     /// `None` for objects (each object is its own bytes).
     pub id: Option<(u64, u64)>,
@@ -101,15 +107,44 @@ impl Location {
         }
     }
 
-    /// Removes what saves of killed processes staged in a local directory (an object store
-    /// has no staged files: an unfinished upload is never an object). Files of outputs named
-    /// `name-*`.
-    pub fn remove_abandoned(&self, name: &str) -> Result<()> {
+    /// The local directory (`None` for an object store).
+    pub fn local(&self) -> Option<&Path> {
         match self {
-            Location::Local(d) => staging::remove_abandoned(d, &format!("{name}-")).map(drop),
+            Location::Local(d) => Some(d),
+            #[cfg(feature = "s3")]
+            Location::Object(_) => None,
+        }
+    }
+
+    /// Removes the temporary files that writers killed in a local directory left (an object
+    /// store has none: an unfinished upload is never an object): the abandoned staged files
+    /// ([`staging::abandoned`]: unlocked, of no live writer) whose targets `ours` accepts.
+    pub fn remove_abandoned(&self, ours: &dyn Fn(&[u8]) -> bool) -> Result<()> {
+        match self {
+            Location::Local(d) => staging::abandoned(d, ours, true).map(drop),
             #[cfg(feature = "s3")]
             Location::Object(_) => Ok(()),
         }
+    }
+
+    /// An exclusive advisory lock on a local directory, held (the file returned) by the
+    /// manager that saves into it for as long as a save runs: the one that removes what
+    /// earlier saves left there takes it first, so it never removes the files of a save
+    /// running in another process. `None` for an object store, and where the directory cannot
+    /// be locked (nothing is then removed that a lock would have to protect).
+    pub fn lock_saves(&self) -> Option<std::fs::File> {
+        let d = self.local()?;
+        let f = std::fs::File::open(d).ok()?;
+        f.lock().ok()?;
+        Some(f)
+    }
+
+    /// [`Location::lock_saves`] without waiting: `None` also while a save holds the lock.
+    pub fn try_lock_saves(&self) -> Option<std::fs::File> {
+        let d = self.local()?;
+        let f = std::fs::File::open(d).ok()?;
+        f.try_lock().ok()?;
+        Some(f)
     }
 
     /// Creates a local directory (an object store has nothing to create).
@@ -162,14 +197,23 @@ impl Location {
                     };
                     #[cfg(not(unix))]
                     let id = None;
+                    let modified = m
+                        .modified()
+                        .ok()
+                        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+                        .map(|d| d.as_secs_f64());
+                    #[cfg(unix)]
+                    let changed = {
+                        use std::os::unix::fs::MetadataExt;
+                        Some(m.ctime() as f64 + m.ctime_nsec() as f64 * 1e-9)
+                    };
+                    #[cfg(not(unix))]
+                    let changed = modified;
                     out.push(Listed {
                         name,
                         len: m.len(),
-                        modified: m
-                            .modified()
-                            .ok()
-                            .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-                            .map(|d| d.as_secs_f64()),
+                        modified,
+                        changed,
                         id,
                     });
                 }
@@ -184,10 +228,12 @@ impl Location {
                     let Some(name) = o.location.filename() else {
                         continue;
                     };
+                    let modified = Some(o.last_modified.timestamp_millis() as f64 / 1e3);
                     out.push(Listed {
                         name: name.to_string(),
                         len: o.size,
-                        modified: Some(o.last_modified.timestamp_millis() as f64 / 1e3),
+                        modified,
+                        changed: modified,
                         id: None,
                     });
                 }
@@ -219,7 +265,7 @@ impl Location {
         match self {
             Location::Local(d) => {
                 let p = d.join(name);
-                match std::fs::remove_file(&p) {
+                match fault::check(Op::Unlink, &p).and_then(|()| std::fs::remove_file(&p)) {
                     Ok(()) => {}
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
                     Err(e) => return Err(Error::io(format!("removing {}", p.display()), e)),
@@ -250,7 +296,9 @@ impl Location {
                 let (mut f, staged) = crate::native::staging::stage_file(&dst, ".tmp")?;
                 std::fs::File::open(&src)
                     .and_then(|mut s| std::io::copy(&mut s, &mut f))
-                    .and_then(|_| f.sync_all())
+                    .and_then(|_| fault::check(Op::Write, staged.path()))
+                    .and_then(|()| fault::check(Op::SyncFile, staged.path()))
+                    .and_then(|()| f.sync_all())
                     .map_err(|e| Error::io(format!("copying {}", src.display()), e))?;
                 crate::native::staging::commit([(staged, dst.as_path())])
             }

@@ -13,10 +13,12 @@ use crate::dtype::DType;
 use crate::error::{CheckpointProblem, Error, Result};
 use crate::interop::store::TensorStore;
 use crate::native::{
-    data_path, index_path, staging, MergeShardsOptions, Metadata, Reader, SaveId, ShardedSave,
-    Tensor, Writer, WriterOptions,
+    data_path, index_path, parse_suffix, staging, MergeShardsOptions, Metadata, Reader, SaveId,
+    ShardedSave, Sibling, Tensor, Writer, WriterOptions,
 };
 
+#[cfg(test)]
+mod crash_points;
 pub(crate) mod location;
 mod policy;
 mod run;
@@ -92,7 +94,9 @@ pub struct CheckpointInfo {
     pub bytes: u64,
     /// Its metadata, when it is a paramdex checkpoint (`None` for one TensorFlow wrote).
     pub metadata: Option<Metadata>,
-    /// Whether the state file names it as the latest.
+    /// Whether it is the latest: the one the state file names, or one committed after the
+    /// state file was last written (a save killed between its commit and the pointer's
+    /// update; see [`CheckpointManager::latest`]).
     pub latest: bool,
 }
 
@@ -118,6 +122,20 @@ impl OwnedTensor {
             name: name.into(),
             dtype,
             shape,
+            lod: Vec::new(),
+            data,
+        }
+    }
+
+    /// A bytes value (SPEC.md 6.1: arbitrary bytes under a name, beside the tensors; what
+    /// [`Writer::add_bytes`] writes), encoded as a tensor of dtype [`DType::Bytes`] holds it.
+    /// A [`Tensor`] of such a value's fields is one too, for [`CheckpointManager::save`].
+    pub fn bytes_value(name: impl Into<Vec<u8>>, value: &[u8]) -> Self {
+        let data = crate::native::bytes_value::encode(value);
+        OwnedTensor {
+            name: name.into(),
+            dtype: DType::Bytes,
+            shape: vec![data.len() as u64],
             lod: Vec::new(),
             data,
         }
@@ -274,6 +292,24 @@ fn now() -> f64 {
         .unwrap_or(0.0)
 }
 
+/// Whether a staged file's target name (`t`) is one a manager of checkpoints `name` writes:
+/// a file of `name-STEP`, or the state file.
+fn ours(t: &[u8], name: &str) -> bool {
+    t == STATE_FILE.as_bytes()
+        || t.strip_prefix(name.as_bytes())
+            .and_then(|r| r.strip_prefix(b"-"))
+            .is_some_and(|r| r.first().is_some_and(u8::is_ascii_digit))
+}
+
+/// The step and kind of a file `NAME-STEP.<suffix>` of a checkpoint of `name`
+/// ([`parse_suffix`]: index, data file, pending shard, references file, reused link).
+fn sibling_of(file: &str, name: &str) -> Option<(u64, Sibling)> {
+    let rest = file.strip_prefix(name)?.strip_prefix('-')?;
+    let digits = rest.find(|c: char| !c.is_ascii_digit())?;
+    let step = rest[..digits].parse().ok()?;
+    Some((step, parse_suffix(&rest.as_bytes()[digits..])?))
+}
+
 /// The step of a checkpoint name `NAME-STEP` (the digits after the last `-`).
 pub fn step_of(name: &str) -> Option<u64> {
     let (_, digits) = name.rsplit_once('-')?;
@@ -315,9 +351,10 @@ impl CheckpointManager {
         let at = Location::new(&dir)?;
         at.create()?;
         // What saves of a process that was killed left behind: each a whole checkpoint's
-        // worth of disk that nothing else would remove.
-        at.remove_abandoned(&opts.name)?;
-        Ok(CheckpointManager {
+        // worth of disk that nothing else would remove (a staged index link, once its step is
+        // pruned, the only name left of that step's data).
+        at.remove_abandoned(&|t| ours(t, &opts.name))?;
+        let m = CheckpointManager {
             d: Arc::new(Dir {
                 dir: at.display_path(),
                 at,
@@ -330,7 +367,10 @@ impl CheckpointManager {
             }),
             worker: None,
             blocked_total: Duration::ZERO,
-        })
+        };
+        // Best effort, as a reader may open a directory it cannot write.
+        let _ = m.d.sweep_at_open();
+        Ok(m)
     }
 
     /// The directory (for an object store, its URL without a trailing `/`).
@@ -368,8 +408,12 @@ impl CheckpointManager {
             .collect())
     }
 
-    /// The latest checkpoint: the one the state file names when it exists, else (no state file,
-    /// or one naming a checkpoint that is gone) the highest step.
+    /// The latest checkpoint: the newest committed one. That is the one the state file names,
+    /// unless a checkpoint was committed (its `.index` in place) after the state file was last
+    /// written: a save killed between its commit and the pointer's update, whose step exists
+    /// and is the latest (the newest such, when several). With no state file, or one naming a
+    /// checkpoint that is gone, the highest step. A job resuming from here never saves a step
+    /// that exists.
     pub fn latest(&self) -> Result<CheckpointInfo> {
         self.surface()?;
         // Only the latest one's index is opened (for its metadata).
@@ -757,16 +801,34 @@ impl Dir {
     fn claim(&self, step: u64) -> Result<()> {
         let mut g = self.shared.lock();
         if g.in_flight.contains(&step) {
-            return Err(self.problem(CheckpointProblem::StepExists, step));
+            return Err(Error::Checkpoint {
+                dir: self.dir.display().to_string(),
+                problem: CheckpointProblem::StepExists,
+                detail: format!(
+                    "step {step} is being saved (an earlier save of it is still in flight); \
+                     wait() for it, or save another step"
+                ),
+            });
         }
         // Claimed before the (possibly remote) check, which runs without the lock.
         g.in_flight.insert(step);
         drop(g);
-        match self.at.exists(&format!("{}.index", self.stem(step))) {
+        let index = format!("{}.index", self.stem(step));
+        match self.at.exists(&index) {
             Ok(false) => Ok(()),
             Ok(true) => {
                 self.release(step);
-                Err(self.problem(CheckpointProblem::StepExists, step))
+                Err(Error::Checkpoint {
+                    dir: self.dir.display().to_string(),
+                    problem: CheckpointProblem::StepExists,
+                    detail: format!(
+                        "step {step} is saved already: its index {} is in place, so it is \
+                         committed (latest() and restore_latest() report it, or a later \
+                         step); a job resuming from latest() saves later steps. Save another \
+                         step, or prune this one first",
+                        self.at.child(&index).display()
+                    ),
+                })
             }
             Err(e) => {
                 self.release(step);
@@ -780,19 +842,32 @@ impl Dir {
         self.shared.changed.notify_all();
     }
 
-    /// Writes, commits, points the state file at `step`, prunes.
+    /// Writes, commits, points the state file at `step`, prunes. Before writing, removes what
+    /// earlier saves that did not finish left (see [`Dir::sweep`]); after a failure, what this
+    /// one left.
     fn run(&self, step: u64, tensors: &[(&[u8], Tensor<'_>)], metadata: Metadata) -> Result<()> {
         let prefix = self.prefix(step);
-        match self.opts.layout {
+        // Held until this save is done: another process's manager sweeping the directory
+        // waits for it instead of removing its files.
+        let _saving = self.at.lock_saves();
+        // Best effort: a leftover that cannot be removed does not stop the save (the next
+        // save, or `open`, tries again).
+        let _ = self.sweep(step);
+        let written = match self.opts.layout {
             #[cfg(feature = "s3")]
             Layout::Single if self.at.is_object() => {
-                self.write_single_object(step, tensors, metadata)?
+                self.write_single_object(step, tensors, metadata)
             }
-            Layout::Single => self.write_single(&prefix, tensors, metadata)?,
+            Layout::Single => self.write_single(&prefix, tensors, metadata),
             Layout::Sharded {
                 shards,
                 incremental,
-            } => self.write_sharded(&prefix, shards, incremental, tensors, metadata)?,
+            } => self.write_sharded(&prefix, shards, incremental, tensors, metadata),
+        };
+        if let Err(e) = written {
+            // Its files go too, unless it was committed after all.
+            let _ = self.sweep(step);
+            return Err(e);
         }
         self.point_to(step)?;
         if !self.opts.keep.is_empty() {
@@ -1014,6 +1089,7 @@ impl Dir {
                 latest_stem = Some(stem);
             }
         }
+        let found_in_state: BTreeSet<u64> = found.keys().copied().collect();
         for l in &listed {
             let Some(stem) = l.name.strip_suffix(".index") else {
                 continue;
@@ -1027,6 +1103,11 @@ impl Dir {
                 found
                     .entry(step)
                     .or_insert_with(|| (stem.to_string(), None));
+            }
+        }
+        if state.is_some() {
+            if let Some(stem) = self.committed_since_state(&listed, &found, &found_in_state) {
+                latest_stem = Some(stem);
             }
         }
         let mut out = Vec::with_capacity(found.len());
@@ -1051,6 +1132,116 @@ impl Dir {
             });
         }
         Ok(in_save_order(out, &saved_at))
+    }
+
+    /// The newest checkpoint of `found` committed after the state file was last written: one
+    /// the state file does not list (`in_state`) whose index changed (was linked or renamed
+    /// into place) no earlier than the state file. The manager rewrites the state file,
+    /// listing every checkpoint, after each save and prune, so such a checkpoint is a save
+    /// whose pointer update did not happen (a crash, a failed write): newer than everything
+    /// the state file names. A checkpoint the state file does not list that is older than it
+    /// (one copied in, one a TensorFlow saver's state file never listed) is not the latest.
+    fn committed_since_state(
+        &self,
+        listed: &[Listed],
+        found: &BTreeMap<u64, (String, Option<f64>)>,
+        in_state: &BTreeSet<u64>,
+    ) -> Option<String> {
+        let changed: BTreeMap<&str, f64> = listed
+            .iter()
+            .filter_map(|l| Some((l.name.as_str(), l.changed?)))
+            .collect();
+        let state_at = *changed.get(STATE_FILE)?;
+        found
+            .iter()
+            .filter(|(step, _)| !in_state.contains(step))
+            .filter_map(|(step, (stem, _))| {
+                let at = *changed.get(format!("{stem}.index").as_str())?;
+                (at >= state_at).then_some((at, *step, stem))
+            })
+            .max_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)))
+            .map(|(_, _, stem)| stem.clone())
+    }
+
+    /// Removes what saves that did not finish left in a local directory (an object store has
+    /// no such files: an unfinished upload is never an object), run by each save before it
+    /// writes, under the directory's save lock:
+    ///
+    /// - abandoned temporary files (unlocked: of no live writer) of the checkpoints and of
+    ///   the state file, as `open` does;
+    /// - the files of a step that does not exist (no `NAME-STEP.index`): data files (a
+    ///   single file committed before its index was linked, shards renamed before the index),
+    ///   pending shards, references files, reused data files' links;
+    /// - the pending shards, references files and reused links of a step that exists (a
+    ///   crash after its commit).
+    ///
+    /// `current`: the step this save writes (before it starts, or after it failed). The other
+    /// steps claimed by this manager are spared: they wait for this save (saves run one at a
+    /// time), so any file of theirs is an earlier save's, which their own save sweeps.
+    fn sweep(&self, current: u64) -> Result<()> {
+        let busy: BTreeSet<u64> = {
+            let g = self.shared.lock();
+            g.in_flight
+                .iter()
+                .copied()
+                .filter(|s| *s != current)
+                .collect()
+        };
+        self.sweep_where(&|step, _| !busy.contains(&step))
+    }
+
+    /// What `open` removes besides the abandoned temporaries, when no save holds the
+    /// directory's lock: the leftovers ([`Dir::sweep`]) of the steps up to the newest
+    /// committed one (what a prune or a save of an earlier step that died left). Those of a
+    /// later step are left to the next save: opening is also what readers do, and a later
+    /// step may be a save in progress by a writer that takes no lock (a TensorFlow saver
+    /// renames its data files into place before its index).
+    fn sweep_at_open(&self) -> Result<()> {
+        let Some(_lock) = self.at.try_lock_saves() else {
+            return Ok(());
+        };
+        self.sweep_where(&|step, newest| newest.is_some_and(|n| step <= n))
+    }
+
+    /// [`Dir::sweep`] of the steps `take(step, newest committed step)` accepts.
+    fn sweep_where(&self, take: &dyn Fn(u64, Option<u64>) -> bool) -> Result<()> {
+        let Some(d) = self.at.local() else {
+            return Ok(());
+        };
+        let name = self.opts.name.as_str();
+        self.at.remove_abandoned(&|t| ours(t, name))?;
+        let listed = self.at.list()?;
+        let names: BTreeSet<&str> = listed.iter().map(|l| l.name.as_str()).collect();
+        let newest = listed
+            .iter()
+            .filter_map(|l| match sibling_of(&l.name, name) {
+                Some((step, Sibling::Index)) => Some(step),
+                _ => None,
+            })
+            .max();
+        let mut removed = false;
+        for l in &listed {
+            let Some((step, sibling)) = sibling_of(&l.name, name) else {
+                continue;
+            };
+            if !take(step, newest) {
+                continue;
+            }
+            let committed = names.contains(format!("{}.index", self.stem(step)).as_str());
+            let leftover = match sibling {
+                Sibling::Index => false,
+                Sibling::Data { pending, .. } => pending || !committed,
+                Sibling::Refs { .. } | Sibling::Reused(_) => true,
+            };
+            if leftover {
+                self.at.remove(&l.name, false)?;
+                removed = true;
+            }
+        }
+        if removed && self.opts.writer.sync {
+            staging::sync_dir(d)?;
+        }
+        Ok(())
     }
 
     /// The metadata of the paramdex checkpoint at `prefix` (`None` for one TensorFlow wrote, or
@@ -1177,26 +1368,34 @@ impl Dir {
         if dry_run || gone.is_empty() {
             return Ok(report);
         }
-        // The pointer first (the latest last, as it was), then the files: a crash in between
-        // leaves files no index or state names, never a listed checkpoint without files.
+        // Each pruned checkpoint's index first (from then on it does not exist; a state file
+        // still listing it is read without it), then the pointer (the latest last, as it was),
+        // then the data files. A crash in between leaves data files of steps that do not
+        // exist, which the next save removes, and never a checkpoint that exists but that the
+        // state file no longer lists (which would read as committed after it: the latest).
+        let listed = self.at.list()?;
+        let sync = self.opts.writer.sync;
+        let stems: Vec<&str> = gone
+            .iter()
+            .filter_map(|c| c.prefix.file_name().and_then(|n| n.to_str()))
+            .collect();
+        for stem in &stems {
+            self.at.remove(&format!("{stem}.index"), false)?;
+        }
+        if let (Some(d), true) = (self.at.local(), sync) {
+            staging::sync_dir(d)?;
+        }
         let old = self.at.read_state().ok().flatten().unwrap_or_default();
         let mut order: Vec<CheckpointInfo> =
             kept.into_iter().filter(|c| c.step != latest.step).collect();
         order.push(latest);
         self.write_state(&order, old.last_preserved_timestamp)?;
-        let listed = self.at.list()?;
-        let sync = self.opts.writer.sync;
-        for c in &gone {
-            let Some(stem) = c.prefix.file_name().and_then(|n| n.to_str()) else {
-                continue;
-            };
-            // The index first: from then on the checkpoint does not exist.
-            self.at.remove(&format!("{stem}.index"), sync)?;
+        for stem in &stems {
             for l in files_of(stem, &listed) {
                 self.at.remove(&l.name, false)?;
             }
         }
-        if let (Location::Local(d), true) = (&self.at, sync) {
+        if let (Some(d), true) = (self.at.local(), sync) {
             staging::sync_dir(d)?;
         }
         Ok(report)

@@ -36,6 +36,7 @@ use crate::dtype::DType;
 use crate::error::{ensure_within, path_str, Error, IoContext, Result, ShardProblem, SliceProblem};
 use crate::name::{self, MAX_NAME_LEN};
 use crate::native::entry::{decode_slices, encode_partitioned, IndexEntry};
+use crate::native::fault::{self, Op};
 use crate::native::header::{FileHeader, SaveId, ShardOf, ShardRef};
 use crate::native::meta::Metadata;
 use crate::native::region::{self, Region};
@@ -573,11 +574,15 @@ pub fn merge_shards(
     let index_len = {
         let mut out = BufWriter::with_capacity(1 << 20, &temp_file);
         let len = write_index(&mut out, &planned)?;
-        out.flush().ctx("writing", temp.path())?;
+        fault::check(Op::Write, temp.path())
+            .and_then(|()| out.flush())
+            .ctx("writing", temp.path())?;
         len
     };
     if !opts.no_sync {
-        temp_file.sync_all().ctx("syncing", temp.path())?;
+        fault::check(Op::SyncFile, temp.path())
+            .and_then(|()| temp_file.sync_all())
+            .ctx("syncing", temp.path())?;
     }
     step(opts, MergeStep::IndexWritten);
     // 2. The previous checkpoint stops existing.
@@ -588,7 +593,7 @@ pub fn merge_shards(
             staging::sync_dir(&dir)
         }
     };
-    match std::fs::remove_file(&index) {
+    match fault::check(Op::Unlink, &index).and_then(|()| std::fs::remove_file(&index)) {
         Ok(()) => {
             sync_dir()?;
             step(opts, MergeStep::PreviousRemoved);
@@ -601,7 +606,7 @@ pub fn merge_shards(
     for (path, name) in &files {
         if let Some((_, m, false)) = parse_data_name(name, &stem) {
             if m != total && !renames.iter().flatten().any(|from| from == path) {
-                match std::fs::remove_file(path) {
+                match fault::check(Op::Unlink, path).and_then(|()| std::fs::remove_file(path)) {
                     Ok(()) => removed.push(path.clone()),
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                     Err(e) => return Err(Error::io(format!("removing {}", path.display()), e)),
@@ -618,16 +623,19 @@ pub fn merge_shards(
     for (k, from) in (0..total).zip(&renames) {
         let to = data_path(prefix, k, total);
         if let Some(from) = from {
-            std::fs::rename(from, &to).map_err(|e| {
-                Error::io(
-                    format!("renaming {} to {}", from.display(), to.display()),
-                    e,
-                )
-            })?;
+            fault::check(Op::Rename, &to)
+                .and_then(|()| std::fs::rename(from, &to))
+                .map_err(|e| {
+                    Error::io(
+                        format!("renaming {} to {}", from.display(), to.display()),
+                        e,
+                    )
+                })?;
             // A reused file that already had this name (an incremental save at the base's own
             // prefix) is the same file as its link, which the rename then leaves in place.
             if from.exists() {
-                std::fs::remove_file(from)
+                fault::check(Op::Unlink, from)
+                    .and_then(|()| std::fs::remove_file(from))
                     .map_err(|e| Error::io(format!("removing {}", from.display()), e))?;
             }
         }
@@ -643,7 +651,7 @@ pub fn merge_shards(
     // 6. The references files are not needed any more (one left by a crash here is reported
     // by `shard_files` and removed by `clean_shards`).
     for r in refs.iter().flatten() {
-        let _ = std::fs::remove_file(&r.path);
+        let _ = fault::check(Op::Unlink, &r.path).and_then(|()| std::fs::remove_file(&r.path));
     }
     Ok(MergeShardsReport {
         index_path: index,

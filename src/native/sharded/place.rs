@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use crate::error::{path_str, Error, IoContext, Result, ShardProblem};
 use crate::format::ReadAt;
+use crate::native::fault::{self, Op};
 use crate::native::header::{SaveId, ShardOf};
 use crate::native::read_at::FileRange;
 use crate::native::staging;
@@ -265,11 +266,14 @@ impl Place for DirPlace {
         {
             let mut out = BufWriter::with_capacity(1 << 20, &file);
             out.write_all(bytes)
+                .and_then(|()| fault::check(Op::Write, staged.path()))
                 .and_then(|()| out.flush())
                 .ctx("writing", staged.path())?;
         }
         if sync {
-            file.sync_all().ctx("syncing", staged.path())?;
+            fault::check(Op::SyncFile, staged.path())
+                .and_then(|()| file.sync_all())
+                .ctx("syncing", staged.path())?;
         }
         drop(file);
         staging::commit([(staged, path.as_path())])?;
@@ -281,7 +285,7 @@ impl Place for DirPlace {
 
     fn delete(&self, suffix: &str) -> Result<bool> {
         let path = self.path(suffix);
-        match std::fs::remove_file(&path) {
+        match fault::check(Op::Unlink, &path).and_then(|()| std::fs::remove_file(&path)) {
             Ok(()) => Ok(true),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
             Err(e) => Err(Error::io(format!("removing {}", path.display()), e)),
@@ -306,10 +310,13 @@ impl Place for DirPlace {
                 let mut input = std::fs::File::open(&src).ctx("opening", &src)?;
                 let mut out = BufWriter::with_capacity(4 << 20, &f);
                 let n = std::io::copy(&mut input, &mut out)
+                    .and_then(|n| fault::check(Op::Write, s.path()).map(|()| n))
                     .and_then(|n| out.flush().map(|()| n))
                     .ctx("copying into", s.path())?;
                 drop(out);
-                f.sync_all().ctx("syncing", s.path())?;
+                fault::check(Op::SyncFile, s.path())
+                    .and_then(|()| f.sync_all())
+                    .ctx("syncing", s.path())?;
                 (s, Brought::Copied(n))
             }
         };

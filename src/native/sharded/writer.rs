@@ -19,6 +19,7 @@ use crate::native::region::Region;
 use crate::native::sharded::merge::{merge_shards, MergeShardsOptions, MergeShardsReport};
 use crate::native::sharded::place::{pending_suffix, DirPlace, Place};
 use crate::native::sharded::reuse::{Reuse, ReuseBase, ReuseStats, SliceAt};
+use crate::native::staging;
 use crate::native::writer::{FinishStats, Tensor, Writer, WriterOptions};
 use crate::native::MAX_SHARDS;
 
@@ -83,7 +84,14 @@ impl ShardWriter {
         save_id: SaveId,
         opts: WriterOptions,
     ) -> Result<ShardWriter> {
-        let place = DirPlace::new(prefix.as_ref());
+        let prefix = prefix.as_ref();
+        // What writers of this checkpoint that were killed left (their temporary files, up to
+        // a whole shard each); live writers' files are locked and stay. Best effort: a
+        // directory that cannot be listed fails the create below, which says so.
+        if let Some(stem) = prefix.file_name().and_then(|n| n.to_str()) {
+            let _ = staging::remove_abandoned(&staging::parent_dir(prefix), &format!("{stem}."));
+        }
+        let place = DirPlace::new(prefix);
         Self::create_in(
             Arc::new(place),
             &pending_suffix(shard_id, num_shards),
