@@ -69,15 +69,15 @@ fn hardware_chosen(len: usize) -> bool {
 /// table, `TABLES[k][b]` the CRC of byte `b` followed by `k` zero bytes.
 static TABLES: [[u32; 256]; 8] = {
     let mut t = [[0u32; 256]; 8];
-    let mut b = 0;
+    let mut b: u32 = 0;
     while b < 256 {
-        let mut c = b as u32;
+        let mut c = b;
         let mut i = 0;
         while i < 8 {
             c = if c & 1 != 0 { (c >> 1) ^ POLY } else { c >> 1 };
             i += 1;
         }
-        t[0][b] = c;
+        t[0][b as usize] = c;
         b += 1;
     }
     let mut k = 1;
