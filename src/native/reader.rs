@@ -175,7 +175,17 @@ impl Reader {
         } else {
             path
         };
-        let source = Source::map(path)?;
+        let source = Source::map(path).map_err(|e| match e {
+            Error::IsADirectory { path, .. } => Error::IsADirectory {
+                path,
+                hint: Some(
+                    "a paramdex file, or a sharded checkpoint's prefix, is read with Reader; a \
+                     directory of checkpoints with CheckpointManager, other formats with \
+                     interop::open_any",
+                ),
+            },
+            other => other,
+        })?;
         Self::from_source(source, path_str(path), Some(path), opts)
     }
 
