@@ -372,7 +372,7 @@ impl Reader {
     }
 
     /// The bytes value `name` (SPEC.md 6.1), checked (its checksum and encoding), zero-copy;
-    /// `Ok(None)` if there is no entry of that name. [`Error::InvalidArgument`] when `name`
+    /// `Ok(None)` if there is no entry of that name. [`Error::DTypeMismatch`] when `name`
     /// is a tensor, not a bytes value.
     pub fn get_bytes(&self, name: impl AsRef<[u8]>) -> Result<Option<&[u8]>> {
         match self.get(name)? {
