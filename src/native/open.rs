@@ -203,10 +203,9 @@ fn torn(src: &dyn ReadAt, len: u64, path: &str) -> Option<Error> {
             offset: len,
             kind: Corruption::Truncated,
             detail: format!(
-                "{path}: a paramdex file that ends ({len} bytes) without its index table and \
-                 footer (cut short, or a write that did not finish); it starts with whole \
-                 records (the first is tensor {name}): `paramdex recover` (paramdex::recover) \
-                 rebuilds a file from them"
+                "{path}: whole records with paramdex names (the first is tensor {name}), but \
+                 no index table and footer after them: a truncated or torn paramdex file (a \
+                 write that did not finish); `paramdex recover` rebuilds one from its records"
             ),
         }
     } else {
