@@ -1,7 +1,5 @@
 //! Element types and their numbers in each format (SPEC.md, "Dtypes").
 
-use crate::error::{Error, Result};
-
 /// An element type of a numeric tensor.
 ///
 /// Every variant has a name (torch's and ml_dtypes' spelling) and a byte size. Most have a
@@ -375,24 +373,6 @@ impl DType {
         } else {
             None
         }
-    }
-
-    /// Like [`DType::from_paddle`] but an error naming the number.
-    pub fn try_from_paddle(code: i64) -> Result<DType> {
-        Self::from_paddle(code).ok_or(Error::UnknownDType {
-            system: "paddle",
-            code,
-            location: None,
-        })
-    }
-
-    /// Like [`DType::from_tf`] but an error naming the number.
-    pub fn try_from_tf(code: i64) -> Result<DType> {
-        Self::from_tf(code).ok_or(Error::UnknownDType {
-            system: "tensorflow",
-            code,
-            location: None,
-        })
     }
 }
 

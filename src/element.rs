@@ -35,24 +35,50 @@ element!(half::bf16 => BFloat16);
 element!([f32; 2] => Complex64);
 element!([f64; 2] => Complex128);
 
-/// Views `data` (of `dtype`) as `&[T]`.
+/// Views `data` (of `dtype`) as `&[T]`: [`Error::DTypeMismatch`] when `T` is not the dtype's
+/// element type, [`Error::Misaligned`] when `data` does not start at a multiple of `T`'s
+/// alignment.
 pub(crate) fn cast<'a, T: Element>(dtype: DType, data: &'a [u8], name: &str) -> Result<&'a [T]> {
+    let element = std::any::type_name::<T>();
     if !T::DTYPES.contains(&dtype) {
-        return Err(Error::InvalidArgument(format!(
-            "tensor {name} is {dtype}, which cannot be viewed as {}",
-            std::any::type_name::<T>()
-        )));
+        return Err(Error::DTypeMismatch {
+            tensor: name.to_string(),
+            wanted: element,
+            wanted_dtypes: T::DTYPES,
+            found: dtype,
+        });
     }
     if cfg!(target_endian = "big") && std::mem::size_of::<T>() > 1 {
         return Err(Error::Unsupported(
             "typed views of multi-byte elements need a little-endian host; use data()".into(),
         ));
     }
-    bytemuck::try_cast_slice(data).map_err(|e| {
-        Error::InvalidArgument(format!(
-            "tensor {name} cannot be viewed as {} in place ({e:?}); the file's alignment is too small, copy it with data()",
-            std::any::type_name::<T>()
-        ))
+    if data.is_empty() {
+        // No element to misplace: an empty tensor views as an empty slice wherever it lies.
+        return Ok(&[]);
+    }
+    let wanted = std::mem::align_of::<T>();
+    // The address's alignment, as the largest power of two (up to `wanted`) dividing it.
+    let found = 1usize
+        << (data.as_ptr() as usize)
+            .trailing_zeros()
+            .min(wanted.trailing_zeros());
+    if found < wanted {
+        return Err(Error::Misaligned {
+            tensor: name.to_string(),
+            element,
+            wanted,
+            found,
+        });
+    }
+    // Aligned, and the length is a whole number of elements: every dtype's element is
+    // `size_of::<T>()` bytes and the data is `numel` of them (checked where the entry is read).
+    bytemuck::try_cast_slice(data).map_err(|_| Error::InvalidTensor {
+        name: name.to_string(),
+        detail: format!(
+            "{} bytes of data are not a whole number of {element} elements",
+            data.len()
+        ),
     })
 }
 

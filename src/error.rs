@@ -7,6 +7,8 @@
 
 use std::io;
 
+use crate::dtype::DType;
+
 /// Result alias used throughout the crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -41,6 +43,11 @@ pub enum Error {
     },
 
     /// A structure inside the file is malformed.
+    ///
+    /// A paramdex file cut short (or whose end was overwritten), as a write that did not finish
+    /// leaves it, is this error of kind [`Corruption::Truncated`], never
+    /// [`Error::UnrecognizedFormat`]; [`Error::recoverable`] says when [`crate::recover`] can
+    /// rebuild a file from its records.
     #[error("corrupt {what} at offset {offset}: {detail}")]
     Corrupt {
         /// The structure (`footer`, `data block`, `index entry`, `record`...).
@@ -120,6 +127,61 @@ pub enum Error {
         name: String,
         /// What is inconsistent.
         detail: String,
+    },
+
+    /// A typed view ([`crate::TensorView::as_slice`], [`crate::SliceData::as_slice`]) asked for
+    /// an element type that the tensor's dtype is not stored as. Nothing was read.
+    #[error("tensor {tensor} is {found}, which cannot be viewed as {wanted} (a view of {wanted} reads {})", dtype_list(wanted_dtypes))]
+    DTypeMismatch {
+        /// The tensor (displayable form).
+        tensor: String,
+        /// The Rust element type asked for (its `std::any::type_name`).
+        wanted: &'static str,
+        /// The dtypes that element type views ([`crate::Element::DTYPES`]).
+        wanted_dtypes: &'static [DType],
+        /// The tensor's dtype.
+        found: DType,
+    },
+
+    /// A zero-copy typed view needs its data aligned for the element type, and the tensor's
+    /// bytes are not: the file was written with an alignment below the type's
+    /// (`WriterOptions::alignment`, SPEC.md 2), or the bytes are a region of a tensor that
+    /// starts between elements of the wider type. The bytes themselves are fine: copy them
+    /// (`data()`) to view them.
+    #[error("tensor {tensor} cannot be viewed as {element} in place: its data is aligned to {found} bytes and {element} needs {wanted}; copy it with data()")]
+    Misaligned {
+        /// The tensor (displayable form).
+        tensor: String,
+        /// The Rust element type asked for (its `std::any::type_name`).
+        element: &'static str,
+        /// The alignment the element type needs (`align_of`).
+        wanted: usize,
+        /// The alignment the data has: the largest power of two, below `wanted`, that its
+        /// address is a multiple of.
+        found: usize,
+    },
+
+    /// A path given as a file names a directory.
+    #[error("{path} is a directory, not a file{}", hint.map(|h| format!(" ({h})")).unwrap_or_default())]
+    IsADirectory {
+        /// The path, as given.
+        path: String,
+        /// What to do instead, where there is something to say (`None` otherwise).
+        hint: Option<&'static str>,
+    },
+
+    /// A writer cannot be used any more: an earlier call failed in a way that may have left
+    /// its output inconsistent (a write, a sync, a streamed tensor that failed or was dropped
+    /// unfinished). Its output is never completed; dropping the writer removes it.
+    #[error("writer for {path} is unusable: {}", unusable_message(tensor.as_deref(), why))]
+    WriterUnusable {
+        /// The output being written.
+        path: String,
+        /// The streamed tensor ([`crate::TensorWriter`]) that failed or was dropped unfinished,
+        /// when that is why (displayable form); `None` when the writer's own I/O failed.
+        tensor: Option<String>,
+        /// What failed.
+        why: String,
     },
 
     /// A name was added twice to one writer.
@@ -258,13 +320,35 @@ pub enum Error {
     },
 
     /// A URL (`s3://`, `file://`) was given to a paramdex built without object-storage
-    /// support: its `s3` cargo feature (on by default) was turned off. Nothing was read or
+    /// support: its `s3` cargo feature (off by default) was not turned on. Nothing was read or
     /// written.
     #[error("{url}: this paramdex was built without object-storage support (URLs need its cargo feature `s3`)")]
     NoObjectStorage {
         /// The URL, as given.
         url: String,
     },
+}
+
+// The fallible dtype constructors live here, beside the error they return, so that `dtype`
+// (which `Error` names) does not import `error` back.
+impl DType {
+    /// Like [`DType::from_paddle`] but an error naming the number.
+    pub fn try_from_paddle(code: i64) -> Result<DType> {
+        Self::from_paddle(code).ok_or(Error::UnknownDType {
+            system: "paddle",
+            code,
+            location: None,
+        })
+    }
+
+    /// Like [`DType::from_tf`] but an error naming the number.
+    pub fn try_from_tf(code: i64) -> Result<DType> {
+        Self::from_tf(code).ok_or(Error::UnknownDType {
+            system: "tensorflow",
+            code,
+            location: None,
+        })
+    }
 }
 
 /// What an input that paramdex does not read looks like (see [`Error::UnrecognizedFormat`]):
@@ -433,6 +517,20 @@ pub enum Corruption {
     Other,
 }
 
+/// The dtypes of [`Error::DTypeMismatch`], as its message lists them.
+fn dtype_list(dtypes: &[DType]) -> String {
+    let names: Vec<String> = dtypes.iter().map(ToString::to_string).collect();
+    names.join(", ")
+}
+
+/// The reason of [`Error::WriterUnusable`], with its tensor.
+fn unusable_message(tensor: Option<&str>, why: &str) -> String {
+    match tensor {
+        Some(t) => format!("the streamed tensor {t} failed: {why}"),
+        None => why.to_string(),
+    }
+}
+
 /// The text of [`Error::ChecksumMismatch`] (see the variant).
 fn checksum_message(
     what: &str,
@@ -456,6 +554,11 @@ fn checksum_message(
 }
 
 impl Error {
+    /// The structure ([`Error::Corrupt`]'s `what`) of a paramdex file that ends without its
+    /// index table and footer but starts with whole records: what [`Error::recoverable`] looks
+    /// for.
+    pub const TORN_FILE: &'static str = "paramdex file (index table missing)";
+
     /// Wraps an I/O error with what was being done.
     pub fn io(context: impl Into<String>, source: io::Error) -> Self {
         Error::Io {
@@ -507,6 +610,42 @@ impl Error {
             limit,
             at,
         }
+    }
+
+    /// Whether [`crate::recover`] applies: the error is an [`Error::Corrupt`] of kind
+    /// [`Corruption::Truncated`] on a paramdex file that ends without its index table and
+    /// footer (cut short, or a write that did not finish: structure [`Error::TORN_FILE`]) and starts
+    /// with at least one whole record, which `recover` rebuilds a file from. `false` for every
+    /// other error, a file cut inside its first record included (nothing to recover).
+    ///
+    /// ```
+    /// # fn main() -> paramdex::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let path = dir.path().join("model.pdx");
+    /// # let mut w = paramdex::Writer::create(&path)?;
+    /// # w.add_values("w", &[4], &[1.0f32, 2.0, 3.0, 4.0])?;
+    /// # w.finish()?;
+    /// # let len = std::fs::metadata(&path).unwrap().len();
+    /// # std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(len - 10).unwrap();
+    /// match paramdex::Reader::open(&path) {
+    ///     Err(e) if e.recoverable() => {
+    ///         let fixed = dir.path().join("model.recovered.pdx");
+    ///         let report = paramdex::recover(&path, &fixed, Default::default())?;
+    ///         assert_eq!(report.recovered, 1);
+    ///     }
+    ///     other => panic!("{:?}", other.err()),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn recoverable(&self) -> bool {
+        matches!(
+            self,
+            Error::Corrupt {
+                what,
+                kind: Corruption::Truncated,
+                ..
+            } if *what == Error::TORN_FILE
+        )
     }
 
     /// The kind of damage, for an [`Error::Corrupt`]; `None` for every other variant.

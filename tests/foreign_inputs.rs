@@ -162,7 +162,8 @@ fn torch_dcp_directories_and_files_say_what_they_are() {
     assert!(msg.contains("did not finish"), "{msg}");
 }
 
-/// The same classification at a URL.
+/// The same classification at a URL (`file://`: object storage, the `s3` feature).
+#[cfg(feature = "s3")]
 #[test]
 fn urls_say_what_foreign_objects_are() {
     let dir = tempfile::tempdir().unwrap();

@@ -385,7 +385,8 @@ fn an_interrupted_meta_set_is_recovered_exactly() {
         after.len() - 1,
     ] {
         std::fs::write(&torn, &after[..cut]).unwrap();
-        run(&[&"ls", &torn], 1);
+        // Damage of a paramdex file (exit 3), not a file of another kind (exit 1).
+        run(&[&"ls", &torn], 3);
         let out = dir.path().join("restored.pdx");
         let o = run(&[&"recover", &torn, &out], 0);
         assert!(stdout(&o).contains("interrupted `meta --set`"));

@@ -40,7 +40,7 @@ fn class_of(e: &Error) -> &'static str {
         Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
             "NoSuchFileError"
         }
-        Error::Io { .. } => "ParamdexIOError",
+        Error::Io { .. } | Error::IsADirectory { .. } => "ParamdexIOError",
         Error::Remote { .. } => "RemoteError",
         Error::UnrecognizedFormat { .. } => "UnrecognizedFormatError",
         Error::UnsupportedVersion { .. } | Error::Unsupported(_) | Error::UnknownDType { .. } => {
@@ -49,7 +49,10 @@ fn class_of(e: &Error) -> &'static str {
         Error::InvalidArgument(_)
         | Error::InvalidTensor { .. }
         | Error::DuplicateName { .. }
-        | Error::EmptyName => "InvalidArgumentError",
+        | Error::EmptyName
+        | Error::DTypeMismatch { .. }
+        | Error::Misaligned { .. }
+        | Error::WriterUnusable { .. } => "InvalidArgumentError",
         Error::LimitExceeded { .. } => "LimitExceededError",
         Error::OutputExists { .. } => "OutputExistsError",
         Error::Shard { .. } => "ShardError",

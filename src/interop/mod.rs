@@ -1,4 +1,8 @@
-//! Other formats: one interface ([`TensorStore`]) over every input paramdex reads (native
+//! Advanced: other formats. A program that saves and restores its own checkpoints needs only
+//! what the crate root re-exports from here ([`CheckpointManager`] and its options,
+//! [`TensorStore`]); the crate docs walk through it.
+//!
+//! One interface ([`TensorStore`]) over every input paramdex reads (native
 //! files, TensorFlow checkpoints, Paddle models and tensor files, safetensors), the registry
 //! that detects them by content ([`open_any`]), one interface that writes every output format
 //! ([`export`], [`OutputFormat`]), and [`merge`] (several stores into one native file).

@@ -39,7 +39,8 @@ pub(crate) struct Opened<'s> {
 ///
 /// Errors name `path` (block reads through the index's location, [`TableIndex::set_location`]):
 /// [`Error::UnrecognizedFormat`] for a file too short for a footer or without the
-/// table magic; [`Error::Unsupported`] for a TensorFlow V1 checkpoint; [`Error::Corrupt`] (and
+/// table magic, unless it starts with a paramdex record ([`Error::Corrupt`] of kind
+/// [`Corruption::Truncated`] then: a torn paramdex file); [`Error::Unsupported`] for a TensorFlow V1 checkpoint; [`Error::Corrupt`] (and
 /// the table's errors) for the rest.
 pub(crate) fn open_index<'s>(
     src: &'s dyn ReadAt,
@@ -73,11 +74,13 @@ fn open_index_in<'s>(
 ) -> Result<Opened<'s>> {
     let len = src.len();
     if len < FOOTER_LEN as u64 {
-        return Err(Error::UnrecognizedFormat {
-            path: path.to_string(),
-            looks_like: None,
-            detail: format!("{len} bytes is too short to be a paramdex file (48-byte footer)"),
-        });
+        return Err(
+            torn(src, len, path).unwrap_or_else(|| Error::UnrecognizedFormat {
+                path: path.to_string(),
+                looks_like: None,
+                detail: format!("{len} bytes is too short to be a paramdex file (48-byte footer)"),
+            }),
+        );
     }
     let mut held = src.tail_at(tail_bytes.clamp(FOOTER_LEN as u64, len))?;
     if held.len() < FOOTER_LEN || held.len() as u64 > len {
@@ -95,11 +98,11 @@ fn open_index_in<'s>(
                 kind: Corruption::BadMagic,
                 detail,
                 ..
-            } => Error::UnrecognizedFormat {
+            } => torn(src, len, path).unwrap_or_else(|| Error::UnrecognizedFormat {
                 path: path.to_string(),
                 looks_like: None,
                 detail: format!("not a paramdex file: {detail}"),
-            },
+            }),
             other => other.context(path),
         })?;
     let idx: BlockHandle = footer.index;
@@ -174,6 +177,46 @@ fn open_index_in<'s>(
         index,
         header,
         first_block,
+    })
+}
+
+/// Most bytes read from the start of a file without a footer to tell whether it starts with a
+/// paramdex record: a record header of the longest name (64 KiB), a LoD and a shape fits.
+const TORN_PROBE: u64 = 256 * 1024;
+
+/// The error for `src` (shown as `path`, `len` bytes), whose end is no paramdex footer, when it
+/// starts with a paramdex record (a header whose checksum matches and that names its tensor,
+/// SPEC.md 3.2): a paramdex file cut short or whose end was damaged, most often a write that
+/// did not finish. [`Error::Corrupt`] of kind [`Corruption::Truncated`]: on structure
+/// [`Error::TORN_FILE`] (which [`Error::recoverable`] tells) when its first record is whole, so
+/// `recover` has something to rebuild a file from; on structure `record` when it ends inside
+/// its first record. `None` for any other start (the caller's `UnrecognizedFormat`).
+fn torn(src: &dyn ReadAt, len: u64, path: &str) -> Option<Error> {
+    let head = src.read(0..len.min(TORN_PROBE)).ok()?;
+    let h = crate::record::decode_head(&head, 0).ok()?;
+    let name = h.name.filter(|_| h.header_crc.is_some())?;
+    let name = crate::name::display(name);
+    let first_end = (h.header_len as u64).saturating_add(h.data_len);
+    Some(if first_end <= len {
+        Error::Corrupt {
+            what: Error::TORN_FILE,
+            offset: len,
+            kind: Corruption::Truncated,
+            detail: format!(
+                "{path}: whole records with paramdex names (the first is tensor {name}), but \
+                 no index table and footer after them: a truncated or torn paramdex file (a \
+                 write that did not finish); `paramdex recover` rebuilds one from its records"
+            ),
+        }
+    } else {
+        Error::truncated(
+            "record",
+            0,
+            format!(
+                "{path}: a paramdex file cut short inside its first record (tensor {name}, \
+                 {first_end} bytes; the file has {len}): no complete record to recover"
+            ),
+        )
     })
 }
 

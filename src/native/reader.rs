@@ -175,7 +175,17 @@ impl Reader {
         } else {
             path
         };
-        let source = Source::map(path)?;
+        let source = Source::map(path).map_err(|e| match e {
+            Error::IsADirectory { path, .. } => Error::IsADirectory {
+                path,
+                hint: Some(
+                    "a paramdex file, or a sharded checkpoint's prefix, is read with Reader; a \
+                     directory of checkpoints with CheckpointManager, other formats with \
+                     interop::open_any",
+                ),
+            },
+            other => other,
+        })?;
         Self::from_source(source, path_str(path), Some(path), opts)
     }
 
@@ -362,7 +372,7 @@ impl Reader {
     }
 
     /// The bytes value `name` (SPEC.md 6.1), checked (its checksum and encoding), zero-copy;
-    /// `Ok(None)` if there is no entry of that name. [`Error::InvalidArgument`] when `name`
+    /// `Ok(None)` if there is no entry of that name. [`Error::DTypeMismatch`] when `name`
     /// is a tensor, not a bytes value.
     pub fn get_bytes(&self, name: impl AsRef<[u8]>) -> Result<Option<&[u8]>> {
         match self.get(name)? {

@@ -8,7 +8,7 @@ use std::ops::Deref;
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::error::{IoContext, Result};
+use crate::error::{Error, IoContext, Result};
 
 /// Immutable bytes shared by a reader and the views it hands out.
 #[derive(Clone, Debug)]
@@ -25,7 +25,16 @@ impl Source {
     /// (a zero-length mapping is not portable).
     pub fn map(path: &Path) -> Result<Source> {
         let file = File::open(path).ctx("opening", path)?;
-        let len = file.metadata().ctx("reading metadata of", path)?.len();
+        let meta = file.metadata().ctx("reading metadata of", path)?;
+        if meta.is_dir() {
+            // Opening a directory succeeds on Unix; mapping it would fail with ENODEV ("No such
+            // device"), which says nothing of what is wrong.
+            return Err(Error::IsADirectory {
+                path: path.display().to_string(),
+                hint: None,
+            });
+        }
+        let len = meta.len();
         if len == 0 {
             return Ok(Source::Memory(Arc::from(Vec::new())));
         }

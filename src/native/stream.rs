@@ -96,19 +96,27 @@ impl TensorWriter<'_> {
     }
 
     /// Completes the tensor: checks the byte count and records its checksum and index entry.
+    ///
+    /// An error leaves the writer unusable (its record is half there): every later call on it
+    /// is [`Error::WriterUnusable`] naming this tensor.
     pub fn finish(mut self) -> Result<()> {
         if self.written != self.expected {
+            let detail = format!(
+                "expected {} data bytes, got {}",
+                self.expected, self.written
+            );
+            self.fail(format!("finish() {detail}"));
             return Err(Error::InvalidTensor {
                 name: name::display(&self.name),
-                detail: format!(
-                    "expected {} data bytes, got {}",
-                    self.expected, self.written
-                ),
+                detail,
             });
         }
         let masked = mask_crc(self.crc);
+        if let Err(e) = self.writer.patch_crc(self.crc_offset, masked) {
+            self.fail(e.to_string());
+            return Err(e);
+        }
         let w = &mut *self.writer;
-        w.patch_crc(self.crc_offset, masked)?;
         let entry = w.index_entry(
             self.dtype,
             &self.shape,
@@ -137,10 +145,13 @@ impl Write for TensorWriter<'_> {
                 ),
             ));
         }
-        self.writer.write_raw(buf).map_err(|e| match e {
-            Error::Io { source, .. } => source,
-            other => std::io::Error::other(other.to_string()),
-        })?;
+        if let Err(e) = self.writer.write_raw(buf) {
+            self.fail(e.to_string());
+            return Err(match e {
+                Error::Io { source, .. } => source,
+                other => std::io::Error::other(other.to_string()),
+            });
+        }
         self.crc = crc32c_extend(self.crc, buf);
         self.written += buf.len() as u64;
         Ok(buf.len())
@@ -151,13 +162,20 @@ impl Write for TensorWriter<'_> {
     }
 }
 
+impl TensorWriter<'_> {
+    /// Makes the writer unusable because this tensor failed (`why`), naming the tensor; an
+    /// earlier reason stays.
+    fn fail(&mut self, why: String) {
+        let tensor = name::display(&self.name);
+        self.writer.poison_stream(tensor, why);
+    }
+}
+
 impl Drop for TensorWriter<'_> {
     fn drop(&mut self) {
-        if !self.finished && self.writer.poisoned.is_none() {
-            self.writer.poisoned = Some(format!(
-                "streamed tensor {} was dropped before finish()",
-                name::display(&self.name)
-            ));
+        if !self.finished {
+            // After a failure this keeps the failure's reason (`fail` gave it first).
+            self.fail("dropped before finish()".into());
         }
     }
 }

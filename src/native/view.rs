@@ -279,15 +279,16 @@ impl<'a> TensorView<'a> {
     }
 
     /// The value of a bytes value (SPEC.md 6.1), zero-copy, checked: the data checksum, the
-    /// length field, its checksum and the byte count. [`Error::InvalidArgument`] for a tensor
+    /// length field, its checksum and the byte count. [`Error::DTypeMismatch`] for a tensor
     /// that is not a bytes value.
     pub fn bytes_value(&self) -> Result<&'a [u8]> {
         if self.dtype != DType::Bytes {
-            return Err(Error::InvalidArgument(format!(
-                "{} is a {} tensor, not a bytes value",
-                self.display_name(),
-                self.dtype
-            )));
+            return Err(Error::DTypeMismatch {
+                tensor: self.display_name(),
+                wanted: "a bytes value",
+                wanted_dtypes: &[DType::Bytes],
+                found: self.dtype,
+            });
         }
         self.verify_crc()?;
         bytes_value::decode(self.data, &self.display_name(), self.data_offset)
@@ -380,9 +381,10 @@ impl<'a> TensorView<'a> {
         Ok(())
     }
 
-    /// The data as a typed slice, zero-copy. Errors if `T` does not match the dtype, the data
-    /// is not aligned for `T` (only when the file alignment is below `align_of::<T>()`), or the
-    /// host is big-endian.
+    /// The data as a typed slice, zero-copy. [`Error::DTypeMismatch`] if `T` is not the
+    /// dtype's element type, [`Error::Misaligned`] if the data is not aligned for `T` (only
+    /// when the file's alignment is below `align_of::<T>()`: [`TensorView::data`] gives the
+    /// bytes to copy), [`Error::Unsupported`] on a big-endian host.
     pub fn as_slice<T: crate::element::Element>(&self) -> Result<&'a [T]> {
         crate::element::cast(self.dtype, self.data, &self.display_name())
     }

@@ -242,6 +242,15 @@ impl WriteBackend for Output {
     }
 }
 
+/// Why a [`Writer`] became unusable (see [`Error::WriterUnusable`]).
+#[derive(Debug)]
+pub(super) struct Poison {
+    /// The streamed tensor at fault, if that is why (displayable form).
+    tensor: Option<String>,
+    /// What failed.
+    why: String,
+}
+
 /// Builds a native paramdex file. See the module documentation.
 pub struct Writer {
     /// The output's path; for a [`WriteDestination`], its name (a URL), for messages only.
@@ -265,8 +274,8 @@ pub struct Writer {
     hashes: hashbrown::HashTable<u64>,
     /// Randomly seeded per process (foldhash), so hostile names cannot force collisions.
     hasher: hashbrown::DefaultHashBuilder,
-    /// Set when a write failed half-way or a streamed tensor was abandoned.
-    pub(super) poisoned: Option<String>,
+    /// Set when a write failed half-way or a streamed tensor failed or was abandoned.
+    pub(super) poisoned: Option<Poison>,
     scratch: Vec<u8>,
     /// Typed metadata for the header entry (see `set_metadata`, at the end of this file).
     metadata: crate::native::meta::Metadata,
@@ -420,7 +429,7 @@ impl Writer {
         }
         self.next_background_sync = self.pos.saturating_add(BACKGROUND_SYNC_STEP);
         if let Err(e) = self.out.flush() {
-            self.poisoned = Some(format!("a write failed: {e}"));
+            self.poison(format!("a write failed: {e}"));
             return Err(Error::io(
                 format!("writing {}", self.final_path.display()),
                 e,
@@ -444,7 +453,7 @@ impl Writer {
         };
         let r = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
         if let Err(e) = r {
-            self.poisoned = Some(format!("a sync failed: {e}"));
+            self.poison(format!("a sync failed: {e}"));
             return Err(Error::io(
                 format!("syncing {}", self.final_path.display()),
                 e,
@@ -522,7 +531,7 @@ impl Writer {
         });
         let spill = self.spill.as_mut().expect("created above");
         if let Err(e) = spill.write_run(run) {
-            self.poisoned = Some(format!("spilling index entries failed: {e}"));
+            self.poison(format!("spilling index entries failed: {e}"));
             return Err(io_err(e, &self.final_path));
         }
         self.names.clear();
@@ -556,11 +565,34 @@ impl Writer {
 
     fn check_usable(&self) -> Result<()> {
         match &self.poisoned {
-            Some(why) => Err(Error::InvalidArgument(format!(
-                "writer for {} is unusable: {why}",
-                self.final_path.display()
-            ))),
+            Some(p) => Err(Error::WriterUnusable {
+                path: self.final_path.display().to_string(),
+                tensor: p.tensor.clone(),
+                why: p.why.clone(),
+            }),
             None => Ok(()),
+        }
+    }
+
+    /// Makes the writer unusable for `why` (its own I/O failed).
+    fn poison(&mut self, why: String) {
+        self.poisoned = Some(Poison { tensor: None, why });
+    }
+
+    /// Makes the writer unusable because the streamed tensor `tensor` (displayable form)
+    /// failed or was dropped unfinished (`why`), unless it is already: an I/O failure under the
+    /// stream keeps its reason, and gains the tensor.
+    pub(super) fn poison_stream(&mut self, tensor: String, why: String) {
+        match &mut self.poisoned {
+            Some(p) => {
+                p.tensor.get_or_insert(tensor);
+            }
+            None => {
+                self.poisoned = Some(Poison {
+                    tensor: Some(tensor),
+                    why,
+                })
+            }
         }
     }
 
@@ -746,7 +778,7 @@ impl Writer {
     /// Writes `bytes` to the temporary file, poisoning the writer on failure.
     pub(super) fn write_raw(&mut self, bytes: &[u8]) -> Result<()> {
         if let Err(e) = self.out.write_all(bytes) {
-            self.poisoned = Some(format!("a write failed: {e}"));
+            self.poison(format!("a write failed: {e}"));
             return Err(Error::io(
                 format!("writing {}", self.final_path.display()),
                 e,
@@ -761,7 +793,7 @@ impl Writer {
     /// failure.
     fn announce_patch(&mut self, crc_offset: u64) -> Result<()> {
         if let Err(e) = self.out.get_mut().will_patch(crc_offset) {
-            self.poisoned = Some(format!("the output refused a checksum patch: {e}"));
+            self.poison(format!("the output refused a checksum patch: {e}"));
             return Err(Error::io(
                 format!("writing {}", self.final_path.display()),
                 e,
@@ -782,7 +814,7 @@ impl Writer {
             Ok(())
         })();
         if let Err(e) = patch {
-            self.poisoned = Some(format!("patching a checksum failed: {e}"));
+            self.poison(format!("patching a checksum failed: {e}"));
             return Err(Error::io(
                 format!("writing {}", self.final_path.display()),
                 e,
@@ -1109,7 +1141,7 @@ impl Writer {
         match (self.out.get_mut(), self.temp.take()) {
             (Output::Destination(dest), _) => {
                 if let Err(e) = dest.commit() {
-                    self.poisoned = Some(format!("completing the output failed: {e}"));
+                    self.poison(format!("completing the output failed: {e}"));
                     return Err(e);
                 }
             }

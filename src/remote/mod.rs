@@ -9,7 +9,7 @@
 //! storage: [`FileRange`] reads a local file so (`pread`).
 //!
 //! The rest (objects in buckets: `ObjectRange`, uploads, URLs, the bucket
-//! place) is built with the `s3` cargo feature (on by default), which brings object_store and
+//! place) is built with the `s3` cargo feature (off by default), which brings object_store and
 //! its S3 client. Without it, paramdex reads and writes local files only: [`is_url`] still
 //! tells a URL from a path, and the entry points that take URLs (`interop::open_any`,
 //! `interop::CheckpointManager::open`, `interop::merge`) refuse one with

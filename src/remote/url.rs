@@ -258,7 +258,13 @@ pub fn install_tls_provider() {
     static INSTALLED: std::sync::Once = std::sync::Once::new();
     INSTALLED.call_once(|| {
         // Err: the program installed a provider of its own, which stays.
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        // rustls 0.23.48 deprecates `ring::default_provider` in favour of aws-lc-rs ("no
+        // support for post-quantum algorithms"): ring is chosen on purpose (Cargo.toml says
+        // why), and the function is the only way to name it, so the warning is not a dependent
+        // crate's to see.
+        #[allow(deprecated)]
+        let provider = rustls::crypto::ring::default_provider();
+        let _ = provider.install_default();
     });
 }
 

@@ -46,7 +46,7 @@ pub enum Layout {
         shards: u32,
         /// Each save reuses the tensors the previous checkpoint (when it is a sharded paramdex
         /// checkpoint) holds byte-identical, linking its data files instead of writing them
-        /// again (SPEC.md 12.5). Local directories only.
+        /// again (SPEC.md 12.5); in an object store, the store copies them (12.6).
         incremental: bool,
     },
 }
