@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use paramdex::interop::{
     export, open_any, BestBy, CheckpointManager, ExportOptions, Format, KeepPolicy, Kind, Layout,
-    LoadedTensor, ManagerOptions, OutputFormat, OwnedTensor, TensorData, TensorInfo, TensorInfos, TensorStore,
-    VerifySummary,
+    LoadedTensor, ManagerOptions, OutputFormat, OwnedTensor, TensorData, TensorInfo, TensorInfos,
+    TensorStore, VerifySummary,
 };
 use paramdex::{
     DType, Error, MetaValue, Metadata, PickleProblem, Region, Tensor, Writer, WriterOptions,
