@@ -29,7 +29,7 @@ pub fn crc32c(data: &[u8]) -> u32 {
 /// ~100 µs fresh-process open + get in issue 31's profile). A program built for x86-64-v2
 /// (`-C target-feature=+sse4.2`) has the answer at compile time and always takes the crate's
 /// hardware path; one built with default flags (most programs that embed the library) takes
-/// the table until [`SOFTWARE_BUDGET`] bytes have gone through it, then pays the detection
+/// the table until `SOFTWARE_BUDGET` (32 KiB) has gone through it, then pays the detection
 /// once and uses the hardware from then on. The crate has no detection-free software entry
 /// point, hence the table here.
 pub fn crc32c_extend(crc: u32, data: &[u8]) -> u32 {
