@@ -133,11 +133,8 @@ impl Reader {
             }
             // Tensors before a bad record come first in name order: check them first.
             tally.data_bytes += check_crcs(&batch, threads, progress)?;
-            // A bytes value counts its value's bytes, as listings show it, not its length
-            // field (SPEC.md 6.1); reading the value checks that field too.
-            for v in batch.iter().filter(|v| v.dtype() == DType::Bytes) {
-                let framing = v.data().len() - v.bytes_value()?.len();
-                tally.data_bytes -= framing as u64;
+            for v in &batch {
+                tally.uncount_framing(v)?;
             }
             batch.clear();
             batch_bytes = 0;
@@ -263,6 +260,18 @@ impl Tally {
             data_bytes: 0,
             tiling: Tiling::new(),
         }
+    }
+
+    /// Takes back from `data_bytes` what of `v`'s data is a bytes value's length field: a bytes
+    /// value counts its value's bytes, as listings show it (SPEC.md 6.1); reading the value
+    /// checks that field too. Both readers call it after counting a view's data, so their
+    /// reports agree.
+    pub(crate) fn uncount_framing(&mut self, v: &TensorView<'_>) -> Result<()> {
+        if v.dtype() == DType::Bytes {
+            let framing = v.data().len() - v.bytes_value()?.len();
+            self.data_bytes -= framing as u64;
+        }
+        Ok(())
     }
 
     /// Checks the record of `v` against its index entry ([`TensorView::check_record`]) and

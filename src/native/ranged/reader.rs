@@ -617,6 +617,7 @@ impl RemoteReader {
             tally.add(&v).map_err(|e| e.context(location))?;
             v.verify_crc().map_err(|e| e.context(location))?;
             tally.data_bytes += v.data().len() as u64;
+            tally.uncount_framing(&v).map_err(|e| e.context(location))?;
             Ok(())
         })?;
         let keyed = slice_keys(&table, self.is_v2()).map_err(ctx)?;
