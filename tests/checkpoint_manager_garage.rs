@@ -553,9 +553,14 @@ fn check_remote_dir(
     let named = format!("{url}/{}", st.model_checkpoint_path);
     assert!(
         all.iter()
-            .any(|c| c.prefix.to_str() == Some(named.as_str()) && c.latest),
+            .any(|c| c.prefix.to_str() == Some(named.as_str())),
         "the pointer {named:?} names no complete checkpoint: {all:?}"
     );
+    // The latest is the newest committed step (issue 44), which the pointer names unless the
+    // kill came between that step's index and the state object.
+    let newest = all.iter().map(|c| c.step).max();
+    let latest: Vec<u64> = all.iter().filter(|c| c.latest).map(|c| c.step).collect();
+    assert_eq!(latest, Vec::from_iter(newest), "{all:?}");
     for c in &all {
         check_store(&*m.restore(c.step).unwrap(), c.step, &named);
         assert_eq!(

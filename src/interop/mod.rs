@@ -140,6 +140,11 @@ pub fn open_any(path: impl AsRef<Path>) -> Result<Box<dyn TensorStore>> {
                             .is_some()
                     })
                     .count();
+                // Several step directories are a run, not one input one level down: say so
+                // (looking into each would only stop at the first damaged or unfinished step).
+                if steps > 1 {
+                    return Err(with_run_hint(e, url, steps));
+                }
                 let subdirs = subdirs.into_iter().map(PathBuf::from).collect();
                 match one_of(path, subdirs, |sub| {
                     let url = sub.to_string_lossy();

@@ -87,6 +87,11 @@ struct Held {
     inner: Arc<ObjectRange>,
     start: u64,
     bytes: Vec<u8>,
+    /// The object's first bytes, kept from the first read that started at 0 when the held
+    /// bytes are its tail: the native open's probe of a file without a footer (does it start
+    /// with a paramdex record?) reads them, and the next format's test of the start (is it
+    /// safetensors?) is then served without a request more.
+    front: std::sync::OnceLock<Vec<u8>>,
 }
 
 impl Held {
@@ -112,7 +117,20 @@ impl ReadAt for Held {
             let b = usize::try_from(range.end - self.start).expect("inside the held bytes");
             return Ok(self.bytes[a..b].to_vec());
         }
-        self.inner.read(range)
+        if let Some(front) = self.front.get() {
+            if range.start <= range.end && range.end <= front.len() as u64 {
+                let a = usize::try_from(range.start).expect("inside the first bytes");
+                let b = usize::try_from(range.end).expect("inside the first bytes");
+                return Ok(front[a..b].to_vec());
+            }
+        }
+        let bytes = self.inner.read(range.clone())?;
+        // Only a probe's few hundred KiB are kept, the first time (a whole-object read of a
+        // load is not copied again).
+        if range.start == 0 && bytes.len() as u64 == range.end && bytes.len() <= 1 << 20 {
+            let _ = self.front.set(bytes.clone());
+        }
+        Ok(bytes)
     }
 }
 
@@ -148,6 +166,7 @@ fn open_tail(loc: &ObjectLocation, n: u64) -> Result<Held> {
         start: obj.len() - bytes.len() as u64,
         inner: Arc::new(obj),
         bytes,
+        front: std::sync::OnceLock::new(),
     })
 }
 
@@ -164,6 +183,7 @@ fn open_head(loc: &ObjectLocation, n: u64) -> Result<Held> {
         inner: Arc::new(obj),
         start: 0,
         bytes,
+        front: std::sync::OnceLock::new(),
     })
 }
 
