@@ -177,14 +177,9 @@ impl Location {
         let mut out = Vec::new();
         match self {
             Location::Local(d) => {
-                let listing = |e| Error::io(format!("listing {}", d.display()), e);
-                for ent in std::fs::read_dir(d).map_err(listing)? {
-                    let ent = ent.map_err(listing)?;
-                    let Some(name) = ent.file_name().to_str().map(str::to_string) else {
-                        continue;
-                    };
+                for (name, path) in local_entries(d)? {
                     // Gone since listed (a prune, a rename): not there.
-                    let Ok(m) = std::fs::metadata(ent.path()) else {
+                    let Ok(m) = std::fs::metadata(&path) else {
                         continue;
                     };
                     if !m.is_file() {
@@ -369,6 +364,20 @@ impl Location {
     }
 }
 
+/// The entries of the local directory `d` whose names are UTF-8 (others are none of a
+/// checkpoint's), with their paths: what `list` and `list_dirs` walk.
+fn local_entries(d: &Path) -> Result<Vec<(String, PathBuf)>> {
+    let listing = |e| Error::io(format!("listing {}", d.display()), e);
+    let mut out = Vec::new();
+    for ent in std::fs::read_dir(d).map_err(listing)? {
+        let ent = ent.map_err(listing)?;
+        if let Some(name) = ent.file_name().to_str() {
+            out.push((name.to_string(), ent.path()));
+        }
+    }
+    Ok(out)
+}
+
 impl Location {
     /// The subdirectories directly in the directory (an object store's: the common prefixes
     /// one `/` below it), sorted, hidden ones (`.NAME`) left aside. A local directory that does
@@ -377,14 +386,9 @@ impl Location {
         let mut out = Vec::new();
         match self {
             Location::Local(d) => {
-                let listing = |e| Error::io(format!("listing {}", d.display()), e);
-                for ent in std::fs::read_dir(d).map_err(listing)? {
-                    let ent = ent.map_err(listing)?;
-                    let Some(name) = ent.file_name().to_str().map(str::to_string) else {
-                        continue;
-                    };
+                for (name, path) in local_entries(d)? {
                     // Followed through a symbolic link, as `list` follows files.
-                    if !name.starts_with('.') && ent.path().is_dir() {
+                    if !name.starts_with('.') && path.is_dir() {
                         out.push(name);
                     }
                 }
