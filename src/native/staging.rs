@@ -115,7 +115,9 @@ fn interrupted(target: &Path) -> Error {
 }
 
 impl Registry {
-    fn register(&mut self, path: PathBuf, dir: bool) -> Staged {
+    /// Registers a staged item; `held` is the handle holding a staged file's lock (`None`
+    /// for a directory, or where the file system has no locks).
+    fn register(&mut self, path: PathBuf, dir: bool, held: Option<File>) -> Staged {
         let id = self.next_id;
         self.next_id += 1;
         self.items.push(Item {
@@ -126,7 +128,7 @@ impl Registry {
         });
         Staged {
             id,
-            held: if dir { None } else { hold(&path) },
+            held,
             path,
             entry: None,
         }
@@ -215,7 +217,31 @@ impl Registry {
             file_name.push(suffix);
             let path = target.with_file_name(file_name);
             match make(&path) {
-                Ok(r) => return Ok((r, self.register(path, dir))),
+                Ok(r) => {
+                    let held = if dir {
+                        None
+                    } else {
+                        match hold(&path) {
+                            Held::Live(f) => f,
+                            // A cleanup in another process took it for abandoned between
+                            // its creation and our lock, and removed it: stage anew.
+                            Held::Removed if attempt < 64 => {
+                                attempt += 1;
+                                continue;
+                            }
+                            Held::Removed => {
+                                self.prune_dirs();
+                                return Err(Error::io(
+                                    format!("creating a temporary file in {}", parent.display()),
+                                    io::Error::other(
+                                        "each temporary file created was removed by another process before it could be locked",
+                                    ),
+                                ));
+                            }
+                        }
+                    };
+                    return Ok((r, self.register(path, dir, held)));
+                }
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempt < 64 => {
                     attempt += 1;
                 }
@@ -295,12 +321,56 @@ impl Drop for Staged {
     }
 }
 
+/// What [`hold`] found.
+enum Held {
+    /// The staged file is ours and locked (`None`: the file system has no locks).
+    Live(Option<File>),
+    /// Another process removed it before our lock was taken.
+    Removed,
+}
+
 /// Opens the staged file at `path` and takes the lock that marks it as live (a second open
 /// file description: the caller's handle may be closed before the commit).
-fn hold(path: &Path) -> Option<File> {
-    let f = File::open(path).ok()?;
-    f.try_lock().ok()?;
-    Some(f)
+///
+/// The lock is *shared*: a staged hard link shares its inode with the file it links and with
+/// every other writer's link to it (two ranks of an incremental save reusing one base file),
+/// and each of them must be able to hold it at once. A cleanup ([`abandoned`]) takes an
+/// *exclusive* lock to tell a file abandoned, so it fails while any writer lives.
+///
+/// Between the creation of the name and this lock, a cleanup in another process (another
+/// rank's writer opening the same checkpoint) sees an unlocked staged file: it may take its
+/// lock and remove it. So this lock waits (a cleanup holds its lock only while it looks and
+/// removes) and then checks that the path still names the file locked; if it does not, the
+/// caller stages under a new name. Once the lock is ours, no cleanup can remove the file.
+fn hold(path: &Path) -> Held {
+    let f = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Held::Removed,
+        Err(_) => return Held::Live(None),
+    };
+    if f.lock_shared().is_err() {
+        return Held::Live(None);
+    }
+    match (f.metadata(), std::fs::symlink_metadata(path)) {
+        (Ok(locked), Ok(named)) if !same_file(&locked, &named) => Held::Removed,
+        (_, Err(e)) if e.kind() == io::ErrorKind::NotFound => Held::Removed,
+        _ => Held::Live(Some(f)),
+    }
+}
+
+/// Whether two metadata are of one file (device and inode; where the platform does not say,
+/// assumed so).
+fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        a.dev() == b.dev() && a.ino() == b.ino()
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (a, b);
+        true
+    }
 }
 
 /// The target name of a staged file's name, `.<target name>.<random><suffix>` (the shape
@@ -751,6 +821,51 @@ mod tests {
 
     fn live(s: &Staged) -> bool {
         registry().items.iter().any(|it| it.id == s.id)
+    }
+
+    /// Another rank's cleanup may see a staged file between its creation and its writer's
+    /// lock, take it for abandoned and remove it (a 3-rank DCP save lost a shard that way:
+    /// the rename at commit found no file). The writer's lock waits for the cleanup's and
+    /// then sees that the file is gone, so the stager makes a new one.
+    #[test]
+    fn a_staged_file_removed_before_its_lock_is_staged_anew() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(".t.0123456789.pdx-tmp");
+        for removed in [true, false] {
+            std::fs::write(&path, b"").unwrap();
+            let cleanup = File::open(&path).unwrap();
+            cleanup.try_lock().unwrap();
+            let (tx, rx) = std::sync::mpsc::channel();
+            let p = path.clone();
+            let t = std::thread::spawn(move || {
+                rx.recv().unwrap();
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                if removed {
+                    std::fs::remove_file(&p).unwrap();
+                }
+                drop(cleanup);
+            });
+            tx.send(()).unwrap();
+            let held = hold(&path);
+            t.join().unwrap();
+            match held {
+                Held::Removed => assert!(removed, "a file still there was said removed"),
+                Held::Live(f) => {
+                    assert!(!removed, "a removed file was said live");
+                    let f = f.expect("this file system has locks");
+                    // Shared: another writer's link to the same file can hold it too, and
+                    // a cleanup cannot.
+                    assert!(File::open(&path).unwrap().try_lock_shared().is_ok());
+                    assert!(File::open(&path).unwrap().try_lock().is_err());
+                    drop(f);
+                }
+            }
+        }
+        let staged = stage_file(&dir.path().join("t"), ".pdx-tmp").unwrap().1;
+        assert!(abandoned(dir.path(), &|_| true, false)
+            .unwrap()
+            .iter()
+            .all(|a| a.path != staged.path()));
     }
 
     /// A staged hard link committed onto a target that is already a link to the same file:
