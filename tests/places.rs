@@ -64,9 +64,15 @@ struct Reading {
     loads: Vec<Got<Load>>,
     infos: Vec<Got<Option<TensorInfo>>>,
     regions: Vec<Got<Load>>,
+    /// Where each tensor stored in slices keeps them: region, data file's name, offset,
+    /// length, CRC32C (`ls --long`'s slice rows).
+    slices: Vec<Got<Vec<SliceAt>>>,
     absent: Got<Load>,
     verify: Got<(u64, u64, u64)>,
 }
+
+/// A slice's region and where it is (the data file by name: a place gives a path or a URL).
+type SliceAt = (Vec<u64>, Vec<u64>, String, u64, u64, Option<u32>);
 
 /// Reads everything of `s`, for the names `names` (from the mapped file's listing, so that
 /// every place is asked the same).
@@ -77,7 +83,23 @@ fn read_all(s: &dyn TensorStore, names: &[(Vec<u8>, Vec<u64>)]) -> Reading {
     let mut loads = Vec::new();
     let mut infos = Vec::new();
     let mut regions = Vec::new();
+    let mut slices = Vec::new();
     for (n, shape) in names {
+        slices.push(got(s.slice_locations(n).map(|v| {
+            v.into_iter()
+                .map(|l| {
+                    let file = l.location.path.file_name().unwrap().to_string_lossy();
+                    (
+                        l.region.start,
+                        l.region.len,
+                        file.into_owned(),
+                        l.location.offset,
+                        l.location.len,
+                        l.location.crc32c,
+                    )
+                })
+                .collect()
+        })));
         loads.push(got(s.load(n).map(loaded)));
         infos.push(got(s.info(n)));
         // The first half (rounded up) of the first dimension, all of the others.
@@ -98,6 +120,7 @@ fn read_all(s: &dyn TensorStore, names: &[(Vec<u8>, Vec<u64>)]) -> Reading {
         loads,
         infos,
         regions,
+        slices,
         absent,
         verify,
     }
@@ -285,6 +308,61 @@ fn sharded_compat_checkpoints_read_the_same_from_every_place() {
     for prefix in ["v2/sharded/ckpt", "v2/incremental/base"] {
         let p = native_data().join(prefix);
         assert_same(prefix, places_of_prefix(&p));
+    }
+}
+
+/// `slice_locations` (what `ls --long` lists under a tensor stored in slices) points at each
+/// slice's bytes: the stored CRC32C is that of the bytes at that offset of that file, the
+/// regions tile the tensor, and a tensor stored whole has none (its `data_location` says).
+#[test]
+fn slice_locations_point_at_each_slice_s_bytes() {
+    let tf = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/tf/partitioned/v1/model.ckpt");
+    let cases = [
+        (native_data().join("v2/sharded/ckpt"), 2),
+        (native_data().join("v2/slices.pdx"), 2),
+        (tf, 5),
+    ];
+    for (input, sliced_tensors) in cases {
+        let s = open_any(&input).unwrap();
+        let mut sliced = 0;
+        for t in s.scan(b"").unwrap() {
+            let t = t.unwrap();
+            let slices = s.slice_locations(&t.name).unwrap();
+            let whole = s.data_location(&t.name).unwrap();
+            assert!(slices.is_empty() || whole.is_none(), "{input:?} {t:?}");
+            if slices.is_empty() {
+                continue;
+            }
+            sliced += 1;
+            let mut elements = 0u64;
+            for l in &slices {
+                let file = std::fs::read(&l.location.path).unwrap();
+                let at = usize::try_from(l.location.offset).unwrap();
+                let len = usize::try_from(l.location.len).unwrap();
+                let bytes = &file[at..at + len];
+                assert_eq!(
+                    Some(crc32c::crc32c(bytes)),
+                    l.location.crc32c,
+                    "{input:?} {t:?}"
+                );
+                let n: u64 = l.region.len.iter().product();
+                assert_eq!(
+                    n * (t.nbytes / t.shape.iter().product::<u64>()),
+                    l.location.len
+                );
+                elements += n;
+            }
+            // (slices.pdx holds a partial tensor: some of it in no slice.)
+            assert!(
+                elements <= t.shape.iter().product::<u64>(),
+                "{input:?} {t:?}"
+            );
+        }
+        assert!(
+            sliced >= sliced_tensors,
+            "{input:?}: {sliced} tensors in slices"
+        );
+        assert!(s.slice_locations(b"no.such.tensor").unwrap().is_empty());
     }
 }
 

@@ -919,6 +919,68 @@ fn ls_long_says_where_each_tensors_data_is_and_its_stored_crc() {
     }
 }
 
+/// A tensor stored in slices (a sharded save's shards, a partitioned TensorFlow variable) is
+/// listed by `ls --long` with a row for each slice, and in `--json` as `slices`: each one's
+/// bytes are at its offset of its data file, its CRC32C is theirs, and they are what
+/// `get --slice` of its region gives (issue 37: no file, offset or CRC for sliced tensors).
+#[test]
+fn ls_long_lists_the_slices_of_a_tensor_stored_in_slices() {
+    for (input, tensors_in_slices) in [
+        (data("native/v2/sharded/ckpt"), 2),
+        (data("tf/partitioned/v1/model.ckpt"), 5),
+    ] {
+        let list = laid_out(&run(&[&"ls", &input, &"--json", &"--long"], 0));
+        let mut sliced = 0;
+        let mut rows = 0;
+        for t in list.as_array().unwrap() {
+            let Some(slices) = t.get("slices") else {
+                assert!(t["data_file"].is_string(), "{t}");
+                continue;
+            };
+            sliced += 1;
+            assert_eq!(t["data_file"], Value::Null, "{t}");
+            let name = t["name"].as_str().unwrap();
+            for s in slices.as_array().unwrap() {
+                rows += 1;
+                let nums = |k: &str| -> Vec<u64> {
+                    s[k].as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|x| x.as_u64().unwrap())
+                        .collect()
+                };
+                let (start, shape) = (nums("start"), nums("shape"));
+                let spec: Vec<String> = start
+                    .iter()
+                    .zip(&shape)
+                    .map(|(a, n)| format!("{a}:{}", a + n))
+                    .collect();
+                let raw = Command::new(BIN)
+                    .args(["get".as_ref(), input.as_os_str(), name.as_ref()])
+                    .args(["--slice", &spec.join(","), "--format", "raw"])
+                    .output()
+                    .unwrap();
+                assert!(raw.status.success(), "{name} {spec:?}");
+                let file = std::fs::read(s["data_file"].as_str().unwrap()).unwrap();
+                let at = s["data_offset"].as_u64().unwrap() as usize;
+                let n = s["nbytes"].as_u64().unwrap() as usize;
+                let stored = &file[at..at + n];
+                assert_eq!(stored, &raw.stdout[..], "{name} {spec:?}");
+                assert_eq!(s["crc32c"], crc32c(stored), "{name} {spec:?}");
+            }
+        }
+        assert_eq!(sliced, tensors_in_slices, "{}", input.display());
+        // The table: the tensor's row says how many slices, each slice has its row.
+        let text = stdout(&run(&[&"ls", &input, &"-l"], 0));
+        assert_eq!(
+            text.lines().filter(|l| l.starts_with("  [")).count(),
+            rows,
+            "{text}"
+        );
+        assert!(text.contains(" slices"), "{text}");
+    }
+}
+
 #[test]
 fn convert_copies_the_tensors_patterns_select_to_every_target() {
     let dir = tempfile::tempdir().unwrap();

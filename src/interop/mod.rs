@@ -59,8 +59,8 @@ pub use pretrained::{export_pretrained, PretrainedReport, DEFAULT_MAX_SHARD_SIZE
 #[cfg(feature = "s3")]
 pub use remote::{open_location, open_url, UrlOptions, MAX_WHOLE_OBJECT_BYTES};
 pub use store::{
-    DataFileLayout, DataLocation, ForeignType, Format, Kind, LoadedTensor, StoreLayout, TensorData,
-    TensorInfo, TensorInfos, TensorStore, VerifySummary, MAX_FOREIGN_NAME,
+    DataFileLayout, DataLocation, ForeignType, Format, Kind, LoadedTensor, SliceLocation,
+    StoreLayout, TensorData, TensorInfo, TensorInfos, TensorStore, VerifySummary, MAX_FOREIGN_NAME,
 };
 pub use survey::{survey, Found, MAX_SURVEYED};
 #[cfg(feature = "s3")]

@@ -9,8 +9,8 @@ use std::borrow::Cow;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::interop::store::{
-    DataFileLayout, DataLocation, ExportJob, Format, Kind, LoadedTensor, StoreLayout, TensorData,
-    TensorInfo, TensorInfos, TensorStore, VerifySummary, Written,
+    DataFileLayout, DataLocation, ExportJob, Format, Kind, LoadedTensor, SliceLocation,
+    StoreLayout, TensorData, TensorInfo, TensorInfos, TensorStore, VerifySummary, Written,
 };
 use crate::name;
 use crate::native::bytes_value;
@@ -166,13 +166,29 @@ impl TensorStore for Reader {
             Err(Error::Sliced { .. }) => return Ok(None),
             t => t?,
         };
-        Ok(t.map(|t| DataLocation {
-            // The data file of a sharded checkpoint's tensor, not the index opened.
-            path: t.path().into(),
-            offset: t.data_offset(),
-            len: t.data().len() as u64,
-            crc32c: Some(crate::format::unmask_crc(t.stored_crc())),
-        }))
+        Ok(t.as_ref().map(location))
+    }
+
+    fn slice_locations(&self, name: &[u8]) -> Result<Vec<SliceLocation>> {
+        Ok(self
+            .slice_views(name)?
+            .into_iter()
+            .map(|(region, t)| SliceLocation {
+                region,
+                location: location(&t),
+            })
+            .collect())
+    }
+}
+
+/// Where a stored tensor's or slice's data is: for a sharded checkpoint, its data file, not
+/// the index opened.
+fn location(t: &TensorView<'_>) -> DataLocation {
+    DataLocation {
+        path: t.path().into(),
+        offset: t.data_offset(),
+        len: t.data().len() as u64,
+        crc32c: Some(crate::format::unmask_crc(t.stored_crc())),
     }
 }
 

@@ -80,6 +80,30 @@ pub(super) fn info_named(listed: Vec<RemoteEntry>, name: &[u8]) -> Option<Tensor
         .map(info)
 }
 
+/// A [`DataLocation`](crate::interop::DataLocation) of what [`crate::remote::locate`] gives.
+fn location((file, offset, len, crc): (String, u64, u64, u32)) -> crate::interop::DataLocation {
+    crate::interop::DataLocation {
+        path: file.into(),
+        offset,
+        len,
+        crc32c: Some(crc),
+    }
+}
+
+/// [`TensorStore::slice_locations`] of a remote checkpoint, single or sharded.
+fn slice_locations(
+    s: &dyn crate::native::ranged::EntrySource,
+    name: &[u8],
+) -> Result<Vec<crate::interop::SliceLocation>> {
+    Ok(crate::remote::locate_slices(s, name)?
+        .into_iter()
+        .map(|(region, at)| crate::interop::SliceLocation {
+            region,
+            location: location(at),
+        })
+        .collect())
+}
+
 /// A listing as [`TensorStore::scan`] returns it.
 pub(super) fn infos(listed: Vec<RemoteEntry>) -> TensorInfos<'static> {
     Box::new(listed.into_iter().map(|e| Ok(info(e))))
@@ -91,16 +115,11 @@ impl TensorStore for RemoteSharded {
     }
 
     fn data_location(&self, name: &[u8]) -> Result<Option<crate::interop::DataLocation>> {
-        Ok(
-            crate::remote::locate(self, name)?.map(|(file, offset, len, crc)| {
-                crate::interop::DataLocation {
-                    path: file.into(),
-                    offset,
-                    len,
-                    crc32c: Some(crc),
-                }
-            }),
-        )
+        Ok(crate::remote::locate(self, name)?.map(location))
+    }
+
+    fn slice_locations(&self, name: &[u8]) -> Result<Vec<crate::interop::SliceLocation>> {
+        slice_locations(self, name)
     }
 
     fn scan(&self, start: &[u8]) -> Result<TensorInfos<'_>> {
@@ -165,16 +184,11 @@ impl TensorStore for RemoteReader {
     }
 
     fn data_location(&self, name: &[u8]) -> Result<Option<crate::interop::DataLocation>> {
-        Ok(
-            crate::remote::locate(self, name)?.map(|(file, offset, len, crc)| {
-                crate::interop::DataLocation {
-                    path: file.into(),
-                    offset,
-                    len,
-                    crc32c: Some(crc),
-                }
-            }),
-        )
+        Ok(crate::remote::locate(self, name)?.map(location))
+    }
+
+    fn slice_locations(&self, name: &[u8]) -> Result<Vec<crate::interop::SliceLocation>> {
+        slice_locations(self, name)
     }
 
     fn scan(&self, start: &[u8]) -> Result<TensorInfos<'_>> {

@@ -223,6 +223,18 @@ pub struct DataLocation {
     pub crc32c: Option<u32>,
 }
 
+/// Where one stored slice of a tensor kept in slices is ([`TensorStore::slice_locations`]): a
+/// partitioned TensorFlow variable's slices, the shards of a sharded save (FSDP's, one per
+/// rank).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SliceLocation {
+    /// The part of the tensor the slice holds.
+    pub region: Region,
+    /// Where the slice's data is stored, and its checksum.
+    pub location: DataLocation,
+}
+
 /// Summary of a [`TensorStore::verify`] run.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct VerifySummary {
@@ -407,6 +419,15 @@ pub trait TensorStore: Send + Sync {
     fn data_location(&self, name: &[u8]) -> Result<Option<DataLocation>> {
         let _ = name;
         Ok(None)
+    }
+    /// Where each stored slice of tensor `name` is, when the tensor is stored in slices, in
+    /// the order its entry lists them, from the index alone (no data is read). Empty when the
+    /// tensor is stored whole ([`TensorStore::data_location`] says where), absent, or the store
+    /// does not say (the default). An entry that does not fit the file is an error, as it is
+    /// for a read.
+    fn slice_locations(&self, name: &[u8]) -> Result<Vec<SliceLocation>> {
+        let _ = name;
+        Ok(Vec::new())
     }
     /// How the store's bytes are laid out ([`StoreLayout`]); the default says nothing. For a
     /// table index this reads every index block once.

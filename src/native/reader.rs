@@ -406,6 +406,18 @@ impl Reader {
             .transpose()
     }
 
+    /// The stored slices of tensor `name`, each with its region and a view of its data
+    /// (bounds checked against the file, nothing read): empty when the tensor is stored whole
+    /// or absent. Their order is the one the tensor's entry lists them in.
+    pub(crate) fn slice_views(&self, name: &[u8]) -> Result<Vec<(Region, TensorView<'_>)>> {
+        let Some(Found::Partitioned(p)) = self.find(name)? else {
+            return Ok(Vec::new());
+        };
+        (0..p.regions.len())
+            .map(|i| Ok((p.regions[i].clone(), self.piece(&p, i)?)))
+            .collect()
+    }
+
     /// Reads the region `region` of tensor `name`, whether stored whole or in slices (a
     /// checkpoint saved by 8 ranks loads into 3 this way). Only the bytes inside the region are
     /// read, from whichever stored tensor or slices hold them: the result borrows the file when

@@ -36,7 +36,7 @@ pub use object::ObjectRange;
 pub use place::BucketPlace;
 // The ranged reader is the native engine's (`native::ranged`, built with or without the `s3`
 // feature); re-exported here, where readers of objects have always found it.
-pub(crate) use crate::native::ranged::locate;
+pub(crate) use crate::native::ranged::{locate, locate_slices};
 pub use crate::native::ranged::{
     sharded_names, DataOpener, Dest, FileRange, LoadOptions, LoadProgress, Parallelism, RangeRead,
     ReadAt, ReadPart, RemoteEntry, RemoteOptions, RemoteReader, RemoteSharded, RemoteTensor,

@@ -6,7 +6,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use paramdex::interop::{open_any, DataLocation, TensorInfo};
+use paramdex::interop::{open_any, DataLocation, SliceLocation, TensorInfo};
 use paramdex::{name, Error, Result};
 use serde_json::{json, Map, Value};
 
@@ -35,16 +35,50 @@ pub fn describe(t: &TensorInfo) -> Map<String, Value> {
 
 #[cfg(test)]
 /// [`describe`] and, for `ls --long`, where the data is: data_file, data_offset, crc32c (null
-/// where the store does not say).
-fn describe_long(t: &TensorInfo, loc: Option<&DataLocation>) -> Map<String, Value> {
+/// where the store does not say), and for a tensor stored in slices, `slices`: each one's
+/// start, shape, nbytes and where it is.
+fn describe_long(t: &TensorInfo, loc: &Located) -> Map<String, Value> {
+    fn place(m: &mut Map<String, Value>, loc: Option<&DataLocation>) {
+        m.insert(
+            "data_file".into(),
+            json!(loc.map(|l| l.path.display().to_string())),
+        );
+        m.insert("data_offset".into(), json!(loc.map(|l| l.offset)));
+        m.insert("crc32c".into(), json!(loc.and_then(|l| l.crc32c)));
+    }
     let mut m = describe(t);
-    m.insert(
-        "data_file".into(),
-        json!(loc.map(|l| l.path.display().to_string())),
-    );
-    m.insert("data_offset".into(), json!(loc.map(|l| l.offset)));
-    m.insert("crc32c".into(), json!(loc.and_then(|l| l.crc32c)));
+    place(&mut m, loc.whole.as_ref());
+    if !loc.slices.is_empty() {
+        let slices = loc.slices.iter().map(|s| {
+            let mut o = Map::new();
+            place(&mut o, Some(&s.location));
+            o.insert("nbytes".into(), json!(s.location.len));
+            o.insert("shape".into(), json!(s.region.len));
+            o.insert("start".into(), json!(s.region.start));
+            Value::Object(o)
+        });
+        m.insert("slices".into(), Value::Array(slices.collect()));
+    }
     m
+}
+
+/// Where a tensor's data is, for `ls --long`: one run of bytes, or its stored slices (a
+/// partitioned variable, a sharded save's shards), or neither where the store does not say.
+#[derive(Default)]
+struct Located {
+    whole: Option<DataLocation>,
+    slices: Vec<SliceLocation>,
+}
+
+impl Located {
+    fn of(store: &dyn paramdex::interop::TensorStore, name: &[u8]) -> Result<Located> {
+        let whole = store.data_location(name)?;
+        let slices = match whole {
+            Some(_) => Vec::new(),
+            None => store.slice_locations(name)?,
+        };
+        Ok(Located { whole, slices })
+    }
 }
 
 /// A shape as `[2, 3]`.
@@ -147,6 +181,51 @@ impl LsRow {
                 self.file.push('-');
             }
         }
+    }
+
+    /// Sets the `--long` cells of this tensor's row from `loc`; returns the rows of its stored
+    /// slices, listed after it.
+    fn locate(&mut self, loc: &Located) -> Vec<LsRow> {
+        if loc.slices.is_empty() {
+            self.set_location(loc.whole.as_ref());
+            return Vec::new();
+        }
+        self.set_sliced(loc.slices.len());
+        loc.slices.iter().map(|s| LsRow::slice(self, s)).collect()
+    }
+
+    /// The `--long` cells of a tensor stored in slices (listed in the rows after it).
+    fn set_sliced(&mut self, slices: usize) {
+        self.offset.clear();
+        self.offset.push('-');
+        self.crc.clear();
+        self.crc.push('-');
+        self.file.clear();
+        self.file.push_str(&count_s(slices as u64, "slice"));
+    }
+
+    /// A row of `ls --long` for one stored slice of the tensor of `tensor`'s row: its region
+    /// as `[start:end, ...]` in the name column, its shape, size and where it is.
+    fn slice(tensor: &LsRow, s: &SliceLocation) -> LsRow {
+        let mut row = LsRow {
+            dtype: tensor.dtype.clone(),
+            ..LsRow::default()
+        };
+        row.name.push_str("  [");
+        for (i, (&start, &len)) in s.region.start.iter().zip(&s.region.len).enumerate() {
+            if i > 0 {
+                row.name.push_str(", ");
+            }
+            push_u64(&mut row.name, start);
+            row.name.push(':');
+            push_u64(&mut row.name, start.saturating_add(len));
+        }
+        row.name.push(']');
+        row.shape.push_str(&shape_str(&s.region.len));
+        row.lod.push('0');
+        super::write_human_bytes(&mut row.size, s.location.len);
+        row.set_location(Some(&s.location));
+        row
     }
 
     fn set(&mut self, t: &TensorInfo) {
@@ -283,7 +362,7 @@ impl LsTable {
 fn write_json_info(
     out: &mut dyn Write,
     t: &TensorInfo,
-    long: Option<Option<&DataLocation>>,
+    long: Option<&Located>,
 ) -> std::io::Result<()> {
     fn array(out: &mut dyn Write, v: &[u64]) -> std::io::Result<()> {
         out.write_all(b"[")?;
@@ -295,8 +374,8 @@ fn write_json_info(
         }
         out.write_all(b"]")
     }
-    out.write_all(b"{")?;
-    if let Some(loc) = long {
+    /// `"crc32c": .., "data_file": .., "data_offset": .., ` of `loc`.
+    fn place(out: &mut dyn Write, loc: Option<&DataLocation>) -> std::io::Result<()> {
         out.write_all(b"\"crc32c\": ")?;
         match loc.and_then(|l| l.crc32c) {
             Some(c) => write!(out, "{c}")?,
@@ -312,7 +391,11 @@ fn write_json_info(
             Some(l) => write!(out, "{}", l.offset)?,
             None => out.write_all(b"null")?,
         }
-        out.write_all(b", ")?;
+        out.write_all(b", ")
+    }
+    out.write_all(b"{")?;
+    if let Some(loc) = long {
+        place(out, loc.whole.as_ref())?;
     }
     out.write_all(b"\"dtype\": ")?;
     serde_json::to_writer(&mut *out, t.kind.name())?;
@@ -334,6 +417,19 @@ fn write_json_info(
     }
     write!(out, ", \"nbytes\": {}, \"shape\": ", t.nbytes)?;
     array(out, &t.shape)?;
+    if let Some(loc) = long.filter(|l| !l.slices.is_empty()) {
+        out.write_all(b", \"slices\": [")?;
+        for (i, s) in loc.slices.iter().enumerate() {
+            out.write_all(if i > 0 { b", {" } else { b"{" })?;
+            place(out, Some(&s.location))?;
+            write!(out, "\"nbytes\": {}, \"shape\": ", s.location.len)?;
+            array(out, &s.region.len)?;
+            out.write_all(b", \"start\": ")?;
+            array(out, &s.region.start)?;
+            out.write_all(b"}")?;
+        }
+        out.write_all(b"]")?;
+    }
     out.write_all(b"}")
 }
 
@@ -479,11 +575,11 @@ pub fn ls(
         None if bar.visible() => store.scan_with_progress(&bar)?,
         None => store.scan(b"")?,
     };
-    let locate = |t: &TensorInfo| -> Result<Option<DataLocation>> {
+    let locate = |t: &TensorInfo| -> Result<Located> {
         if long {
-            store.data_location(&t.name)
+            Located::of(&*store, &t.name)
         } else {
-            Ok(None)
+            Ok(Located::default())
         }
     };
     let mut unlisted = Unlisted::default();
@@ -514,13 +610,11 @@ pub fn ls(
             out.write_all(sep).map_err(stdout_err)?;
             *first = false;
             match &label {
-                None => write_json_info(&mut out, &t, long.then_some(loc.as_ref()))
-                    .map_err(stdout_err)?,
+                None => write_json_info(&mut out, &t, long.then_some(&loc)).map_err(stdout_err)?,
                 Some(f) => {
                     // The object with "file" as its first member.
                     row.clear();
-                    write_json_info(&mut row, &t, long.then_some(loc.as_ref()))
-                        .map_err(stdout_err)?;
+                    write_json_info(&mut row, &t, long.then_some(&loc)).map_err(stdout_err)?;
                     out.write_all(b"{\"file\": ").map_err(stdout_err)?;
                     out.write_all(f.as_bytes()).map_err(stdout_err)?;
                     out.write_all(b", ").map_err(stdout_err)?;
@@ -546,14 +640,18 @@ pub fn ls(
         n += 1;
         total = total.saturating_add(t.nbytes);
     });
+    // The window's rows: each tensor's, then (`--long`) one for each of its stored slices.
     let mut window = Vec::new();
+    let mut last = LsRow::default();
     for t in tensors.by_ref().take(LS_WIDTH_WINDOW) {
-        let mut row = LsRow::default();
-        row.set(&t);
-        if long {
-            row.set_location(locate(&t)?.as_ref());
-        }
-        window.push(row);
+        last.set(&t);
+        let slices = if long {
+            last.locate(&locate(&t)?)
+        } else {
+            Vec::new()
+        };
+        window.push(last.clone());
+        window.extend(slices);
     }
     let table = LsTable::new(&window, columns, super::output::terminal_columns(), colour);
     table.line(&mut out, LS_HEAD, true).map_err(stdout_err)?;
@@ -562,16 +660,18 @@ pub fn ls(
             .line(&mut out, row.cells(), false)
             .map_err(stdout_err)?;
     }
-    let mut row = window.pop().unwrap_or_default();
     drop(window);
+    let mut row = last;
     for t in tensors.by_ref() {
         row.set(&t);
-        if long {
-            row.set_location(locate(&t)?.as_ref());
+        let slices = if long {
+            row.locate(&locate(&t)?)
+        } else {
+            Vec::new()
+        };
+        for r in std::iter::once(&row).chain(&slices) {
+            table.line(&mut out, r.cells(), false).map_err(stdout_err)?;
         }
-        table
-            .line(&mut out, row.cells(), false)
-            .map_err(stdout_err)?;
     }
     drop(tensors);
     bar.finish();
@@ -711,14 +811,16 @@ mod tests {
             info(b"not utf-8 \xff\xfe", &[1], vec![]),
             info(b"", &[1], vec![vec![]]),
         ];
-        let loc: Option<DataLocation> = paramdex::interop::open_any(
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../tests/data/tf/basic/v1/model.ckpt"),
-        )
-        .unwrap()
-        .data_location(b"layer1/W")
-        .unwrap();
-        assert!(loc.as_ref().is_some_and(|l| l.crc32c.is_some()));
+        let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data");
+        let store = open_any(data.join("tf/basic/v1/model.ckpt")).unwrap();
+        let whole = Located::of(&*store, b"layer1/W").unwrap();
+        assert!(whole.whole.as_ref().is_some_and(|l| l.crc32c.is_some()));
+        assert!(whole.slices.is_empty());
+        let store = open_any(data.join("native/v2/sharded/ckpt.index")).unwrap();
+        let sliced = Located::of(&*store, b"emb").unwrap();
+        assert!(sliced.whole.is_none());
+        assert_eq!(sliced.slices.len(), 3);
+        let locs = [Located::default(), whole, sliced];
         for t in &cases {
             let mut ours = Vec::new();
             write_json_info(&mut ours, t, None).unwrap();
@@ -728,7 +830,7 @@ mod tests {
                 String::from_utf8_lossy(&ours),
                 String::from_utf8_lossy(&theirs)
             );
-            for l in [None, loc.as_ref()] {
+            for l in &locs {
                 let mut ours = Vec::new();
                 write_json_info(&mut ours, t, Some(l)).unwrap();
                 let mut theirs = Vec::new();

@@ -17,8 +17,8 @@ use crate::dtype::DType;
 use crate::error::{path_str, Error, Result};
 use crate::format::{crc32c, unmask_crc};
 use crate::interop::store::{
-    DataLocation, Format, Kind, LoadedTensor, StoreLayout, TensorData, TensorInfo, TensorInfos,
-    TensorStore, VerifySummary,
+    DataLocation, Format, Kind, LoadedTensor, SliceLocation, StoreLayout, TensorData, TensorInfo,
+    TensorInfos, TensorStore, VerifySummary,
 };
 use crate::name::display;
 use crate::native::region::{self as slices, Region};
@@ -504,6 +504,16 @@ impl TfCheckpoint {
             c.reverse();
         }
         Cow::Owned(v)
+    }
+
+    /// Where an entry's data is: its data shard, offset, length and stored CRC32C.
+    fn location(&self, e: &Entry) -> DataLocation {
+        DataLocation {
+            path: self.data.name(e.shard).into(),
+            offset: e.offset,
+            len: e.size,
+            crc32c: Some(e.crc),
+        }
     }
 
     /// The slices of a partitioned tensor: resolved regions and their checked entries.
@@ -1098,12 +1108,24 @@ impl TensorStore for TfCheckpoint {
         Ok(self
             .entry(name)?
             .filter(|e| e.slices.is_empty())
-            .map(|e| DataLocation {
-                path: self.data.name(e.shard).into(),
-                offset: e.offset,
-                len: e.size,
-                crc32c: Some(e.crc),
-            }))
+            .map(|e| self.location(&e)))
+    }
+
+    fn slice_locations(&self, name: &[u8]) -> Result<Vec<SliceLocation>> {
+        if name.is_empty() || self.is_listed_slice(name)? {
+            return Ok(Vec::new());
+        }
+        let Some(full) = self.entry(name)?.filter(|e| !e.slices.is_empty()) else {
+            return Ok(Vec::new());
+        };
+        Ok(self
+            .slice_parts(name, &full)?
+            .into_iter()
+            .map(|(region, _, e)| SliceLocation {
+                region,
+                location: self.location(&e),
+            })
+            .collect())
     }
 }
 

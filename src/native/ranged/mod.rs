@@ -15,7 +15,7 @@ mod sharded;
 mod sharded_reuse;
 
 pub use range::{Dest, FileRange, Parallelism, RangeRead, ReadAt, ReadPart, RequestStats};
-pub(crate) use reader::locate;
+pub(crate) use reader::{locate, locate_slices, EntrySource};
 pub use reader::{
     LoadOptions, LoadProgress, RemoteEntry, RemoteOptions, RemoteReader, RemoteTensor,
     DEFAULT_LOAD_CONCURRENCY, DEFAULT_LOAD_PART_SIZE,

@@ -1120,6 +1120,40 @@ pub(crate) fn locate(s: &dyn EntrySource, name: &[u8]) -> Result<Option<(String,
     Ok(Some((file, e.offset, len, unmask_crc(e.crc32c))))
 }
 
+/// Where each stored slice of tensor `name` of `s` lies, without reading it, in the order
+/// its entry lists them: the slice's region, and as [`locate`] gives it, its file, offset,
+/// length and CRC32C. Empty when there is no such tensor or it is stored whole. Each slice's
+/// entry is looked up and checked as a read of it would be.
+pub(crate) fn locate_slices(
+    s: &dyn EntrySource,
+    name: &[u8],
+) -> Result<Vec<(Region, (String, u64, u64, u32))>> {
+    if !is_tensor_name(name, s.is_v2()) {
+        return Ok(Vec::new());
+    }
+    let Some((e, value, at)) = s.lookup(name)? else {
+        return Ok(Vec::new());
+    };
+    if e.num_slices == 0 {
+        return Ok(Vec::new());
+    }
+    let dtype = entry_dtype(name, &e).map_err(|err| err.context(s.place()))?;
+    let p = check_partition(name, &e, dtype, &value, at, s.is_v2())
+        .map_err(|err| err.context(s.place()))?;
+    let table = s.index_table();
+    (0..p.regions.len())
+        .map(|i| {
+            let (se, _, sat, piece) =
+                piece_entry(&table, &p, i).map_err(|err| err.context(s.place()))?;
+            let (file, len) = s.data_file(&piece.key, &se, sat)?;
+            Ok((
+                p.regions[i].clone(),
+                (file, se.offset, len, unmask_crc(se.crc32c)),
+            ))
+        })
+        .collect()
+}
+
 impl EntrySource for RemoteReader {
     fn place(&self) -> &str {
         self.location()
