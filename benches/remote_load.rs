@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use futures_util::stream::{StreamExt, TryStreamExt};
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, WriteMultipart};
-use paramdex::remote::{open_url_with, LoadOptions, RemoteConfig, RemoteOptions, RemoteReader};
+use paramdex::remote::{open_object_with, LoadOptions, RemoteConfig, RemoteOptions, RemoteReader};
 use paramdex::{DType, Tensor, Writer, WriterOptions};
 
 fn env_usize(var: &str, default: usize) -> usize {
@@ -64,7 +64,7 @@ impl Bench {
     fn paramdex(&self, concurrency: usize, part: u64) -> Duration {
         let t = Instant::now();
         let opts = RemoteOptions::with_config(&self.config);
-        let src = open_url_with(&self.url, opts.tail_bytes, &self.config).expect("open");
+        let src = open_object_with(&self.url, opts.tail_bytes, &self.config).expect("open");
         let r = RemoteReader::open(src, opts).expect("open");
         let load = LoadOptions {
             concurrency,

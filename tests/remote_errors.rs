@@ -129,7 +129,7 @@ fn each_store_answer_is_its_own_error() {
     assert!(text.contains("no such object"), "{text}");
 
     // Opened as an object alone, the answer is in the message.
-    match paramdex::remote::open_url("s3://b/m.pdx", 4096) {
+    match paramdex::remote::open_object("s3://b/m.pdx", 4096) {
         Err(Error::Remote {
             problem: RemoteProblem::NotFound,
             detail,

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use fault_proxy::{Fault, FaultKind, FaultProxy};
 use object_store::PutPayload;
 use paramdex::remote::{
-    open_url_with, LoadOptions, RemoteConfig, RemoteOptions, RemoteReader, RemoteTensor,
+    open_object_with, LoadOptions, RemoteConfig, RemoteOptions, RemoteReader, RemoteTensor,
 };
 use paramdex::{DType, Error, Reader, RemoteProblem, Tensor, Writer, WriterOptions};
 use support::garage::{self, Garage};
@@ -61,7 +61,7 @@ fn url(g: &Garage, key: &str) -> String {
 
 fn open(g: &Garage, key: &str, config: &RemoteConfig) -> paramdex::Result<RemoteReader> {
     let opts = RemoteOptions::with_config(config);
-    let src = open_url_with(&url(g, key), opts.tail_bytes, config)?;
+    let src = open_object_with(&url(g, key), opts.tail_bytes, config)?;
     RemoteReader::open(src, opts)
 }
 
@@ -222,7 +222,7 @@ fn a_full_parallel_load_equals_the_local_reader_one_request_per_part() {
             ..LoadOptions::with_config(&c)
         };
         let r2 = RemoteReader::open(
-            open_url_with(&url(g, "parallel/ckpt.pdx"), 256 << 10, &c).unwrap(),
+            open_object_with(&url(g, "parallel/ckpt.pdx"), 256 << 10, &c).unwrap(),
             RemoteOptions {
                 load: small,
                 ..RemoteOptions::with_config(&c)

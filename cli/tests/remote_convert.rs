@@ -218,6 +218,6 @@ fn read_object(g: &garage::Garage, url: &str) -> Vec<u8> {
     std::env::set_var("AWS_REGION", g.region());
     std::env::set_var("AWS_ENDPOINT_URL", g.endpoint());
     std::env::set_var("AWS_ALLOW_HTTP", "true");
-    let src = paramdex::remote::open_url(url, 1).unwrap();
+    let src = paramdex::remote::open_object(url, 1).unwrap();
     src.read(0..src.len()).unwrap()
 }

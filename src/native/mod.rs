@@ -25,9 +25,8 @@
 //! | `rewrite` | [`rewrite_in_place`]: new metadata without touching records |
 //! | `recover` | rebuilding a file from a torn one, and the policy of what to do |
 //! | `slice_key`, `region` | slices: TensorFlow's slice keys, [`Region`] and its arithmetic |
-//! | `shards` | sharded checkpoints: file names, the lazily checked data files, their verify |
-//! | `shard_writer` | [`ShardWriter`], [`ShardedSave`]: writing the shards of a save |
-//! | `merge_shards` | [`merge_shards`] (the commit), [`shard_files`], [`clean_shards`] |
+//! | `sharded` | sharded checkpoints (SPEC.md 12): [`ShardWriter`] and [`ShardedSave`] (`writer`), [`merge_shards`] (the commit), [`shard_files`] and [`clean_shards`] (`merge`), the lazily checked data files and their verify (`table`, `reader`), incremental reuse (`reuse`, `unchanged`), where the files are ([`Place`]: `place`) |
+//! | `ranged` | the native reader over byte ranges ([`RemoteReader`](ranged::RemoteReader)): a file by `pread`, an object by ranged GETs, through the same open, lookups, checks and verify |
 //!
 //! Modules of this layer import each other by file (`crate::native::reader::Reader`); layers
 //! above import this facade only.

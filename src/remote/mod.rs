@@ -59,7 +59,7 @@ pub use upload::{
 pub(crate) use url::object_path;
 #[cfg(feature = "s3")]
 pub use url::{
-    install_tls_provider, open_url, open_url_with, resolve, resolve_with, s3_settings,
+    install_tls_provider, open_object, open_object_with, resolve, resolve_with, s3_settings,
     set_s3_settings, split_s3_url, ObjectLocation, RemoteConfig, S3Settings,
 };
 

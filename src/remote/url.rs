@@ -503,17 +503,18 @@ impl ObjectLocation {
     }
 }
 
-/// Opens the object at `url` for reading by ranges; an `s3://` object is opened with one GET
-/// of its last `tail_bytes` bytes (which [`crate::remote::RemoteReader::open`] then uses).
-pub fn open_url(url: &str, tail_bytes: u64) -> Result<Arc<dyn RangeRead>> {
+/// Opens the object at `url` for reading by ranges (the bytes, not a format: `open_url` of
+/// `interop` opens a URL as a tensor store); an `s3://` object is opened with one GET of its
+/// last `tail_bytes` bytes (which [`crate::remote::RemoteReader::open`] then uses).
+pub fn open_object(url: &str, tail_bytes: u64) -> Result<Arc<dyn RangeRead>> {
     if let Some(path) = url.strip_prefix("file://") {
         return Ok(Arc::new(FileRange::open(path)?));
     }
-    open_url_with(url, tail_bytes, &RemoteConfig::from_env()?)
+    open_object_with(url, tail_bytes, &RemoteConfig::from_env()?)
 }
 
-/// [`open_url`] with the settings `config` (for an `s3://` URL).
-pub fn open_url_with(
+/// [`open_object`] with the settings `config` (for an `s3://` URL).
+pub fn open_object_with(
     url: &str,
     tail_bytes: u64,
     config: &RemoteConfig,

@@ -163,7 +163,7 @@ pub(crate) fn export_merged(job: &ExportJob<'_>) -> Result<Written> {
         .is_some_and(|e| e == "pdmodel" || e == "json")
     {
         return Err(Error::InvalidArgument(format!(
-            "{}: a merged parameter file named as a program; its program is written beside it              as {}: name the file otherwise",
+            "{}: a merged parameter file named as a program; its program is written beside it as {}: name the file otherwise",
             job.dst.display(),
             merged_program_output(job.dst).display()
         )));
