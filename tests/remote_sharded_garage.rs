@@ -16,8 +16,7 @@ mod support;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt};
 use paramdex::remote::{
-    merge_shards_url, open_sharded, FileRange, RangeRead, RemoteOptions, RemoteShardWriter,
-    RemoteSharded,
+    open_sharded, FileRange, RangeRead, RemoteOptions, RemoteShardWriter, RemoteSharded,
 };
 use paramdex::{
     merge_shards, DType, Error, MergeShardsOptions, Reader, Region, RemoteProblem, SaveId, Saved,
@@ -248,7 +247,7 @@ fn four_processes_write_one_checkpoint() {
                 .collect::<Vec<_>>()
         );
         let started = std::time::Instant::now();
-        let report = merge_shards_url(&url, &MergeShardsOptions::default()).unwrap();
+        let report = merge_shards(&url, &MergeShardsOptions::default()).unwrap();
         eprintln!(
             "merge of 4 data objects ({} bytes): read {} bytes of indexes, wrote a {}-byte \
              index, {:.1?}",
@@ -329,7 +328,7 @@ fn save_at(url: &str, n: u32, seed: u32) -> SaveId {
         }
         w.finish().unwrap();
     }
-    merge_shards_url(url, &MergeShardsOptions::default()).unwrap();
+    merge_shards(url, &MergeShardsOptions::default()).unwrap();
     save
 }
 
@@ -386,7 +385,7 @@ fn a_data_object_written_over_by_another_save_is_an_error_naming_it() {
                 other => panic!("{other:?}"),
             }
             // Committed, the second save reads.
-            let report = merge_shards_url(&url, &MergeShardsOptions::default()).unwrap();
+            let report = merge_shards(&url, &MergeShardsOptions::default()).unwrap();
             assert_eq!(report.save_id, second);
             let r = open_sharded(&url, RemoteOptions::default()).unwrap();
             assert_eq!(r.get("r1.t0004").unwrap().unwrap().data, own(10, 4));
@@ -418,7 +417,7 @@ fn the_merge_refuses_a_missing_shard() {
             w.add_values(format!("r{k}"), &[3], &[k as u8; 3]).unwrap();
             w.finish().unwrap();
         }
-        match merge_shards_url(&url, &MergeShardsOptions::default()) {
+        match merge_shards(&url, &MergeShardsOptions::default()) {
             Err(Error::Shard { path, problem, .. }) => {
                 assert_eq!(problem, ShardProblem::Missing);
                 assert_eq!(path, format!("{url}.data-00002-of-00004"));
@@ -530,7 +529,7 @@ fn the_merge_refuses_a_shard_of_an_incremental_save_without_its_references() {
                 std::fs::read(&pending).unwrap(),
             );
             let url = format!("s3://{}/incr/ck", g.bucket());
-            match merge_shards_url(&url, &MergeShardsOptions::default()) {
+            match merge_shards(&url, &MergeShardsOptions::default()) {
                 Err(Error::Shard {
                     path,
                     problem: ShardProblem::Missing,
@@ -574,7 +573,7 @@ fn an_incremental_save_in_a_bucket_reads_as_in_a_directory() {
                 remote.finish().unwrap();
             }
             merge_shards(&p1, &MergeShardsOptions::default()).unwrap();
-            merge_shards_url(&url1, &MergeShardsOptions::default()).unwrap();
+            merge_shards(&url1, &MergeShardsOptions::default()).unwrap();
 
             // The incremental save, the same calls on both sides.
             let save = SaveId::random();
@@ -633,7 +632,7 @@ fn an_incremental_save_in_a_bucket_reads_as_in_a_directory() {
             );
             assert_eq!(written.tensors, 1);
             let local_rep = merge_shards(&p2, &MergeShardsOptions::default()).unwrap();
-            let rep = merge_shards_url(&url2, &MergeShardsOptions::default()).unwrap();
+            let rep = merge_shards(&url2, &MergeShardsOptions::default()).unwrap();
             assert_eq!(
                 (
                     rep.tensors,

@@ -7,7 +7,7 @@
 use std::sync::{Arc, Mutex};
 
 use paramdex::interop::{open_any, Kind, TensorData, TensorStore};
-use paramdex::remote::{is_url, merge_shards_url, RemoteShardWriter};
+use paramdex::remote::{is_url, RemoteShardWriter};
 use paramdex::{
     merge_shards, MergeShardsOptions, MergeShardsReport, ReadOptions, Reader, Region, SaveId,
     Saved, ShardWriter, WriterOptions,
@@ -261,13 +261,7 @@ pub(crate) fn merge_shards_py<'py>(
         ..MergeShardsOptions::default()
     };
     let report: MergeShardsReport = py
-        .detach(|| {
-            if is_url(&prefix) {
-                merge_shards_url(&prefix, &opts)
-            } else {
-                merge_shards(&prefix, &opts)
-            }
-        })
+        .detach(|| merge_shards(&prefix, &opts))
         .py()?;
     let d = PyDict::new(py);
     d.set_item("save_id", report.save_id.to_string())?;

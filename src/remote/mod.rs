@@ -45,10 +45,9 @@ pub use crate::native::ranged::{
 #[cfg(feature = "s3")]
 pub use sharded_open::{object_data_opener, open_sharded, open_sharded_at};
 #[cfg(feature = "s3")]
-pub use sharded_write::{
-    clean_shards_at, clean_shards_url, merge_shards_at, merge_shards_url, shard_files_at,
-    shard_files_url, RemoteShardWriter,
-};
+pub use sharded_write::RemoteShardWriter;
+#[cfg(feature = "s3")]
+pub(crate) use sharded_write::{clean_shards_url, merge_shards_url, shard_files_url};
 #[cfg(feature = "s3")]
 pub use upload::{
     abort_uploads_in_flight, create_writer, create_writer_with, object_exists, upload_file,

@@ -184,12 +184,15 @@ impl DerefMut for RemoteShardWriter {
 /// of one of another save in its place, or of a missing references or reused object);
 /// [`Error::Remote`] for a failed request. Nothing is written when an error is reported
 /// before the copies of an incremental save (or, for another save, the index's PUT).
-pub fn merge_shards_url(prefix: &str, opts: &MergeShardsOptions<'_>) -> Result<MergeShardsReport> {
+pub(crate) fn merge_shards_url(
+    prefix: &str,
+    opts: &MergeShardsOptions<'_>,
+) -> Result<MergeShardsReport> {
     merge_shards_at(&BucketPlace::new(prefix)?, opts)
 }
 
 /// [`merge_shards_url`] of the checkpoint's objects `at`.
-pub fn merge_shards_at(
+pub(crate) fn merge_shards_at(
     at: &BucketPlace,
     opts: &MergeShardsOptions<'_>,
 ) -> Result<MergeShardsReport> {
@@ -477,24 +480,24 @@ pub fn merge_shards_at(
 /// reused objects (`Pending`), and data objects of another number than the committed
 /// checkpoint's (`Orphan`: a failed save's, or one in progress). Reads each object's index by
 /// ranged GETs, never its records.
-pub fn shard_files_url(prefix: &str) -> Result<Vec<ShardFile>> {
+pub(crate) fn shard_files_url(prefix: &str) -> Result<Vec<ShardFile>> {
     shard_files_at(&BucketPlace::new(prefix)?)
 }
 
 /// [`shard_files_url`] of the checkpoint's objects `at`.
-pub fn shard_files_at(at: &BucketPlace) -> Result<Vec<ShardFile>> {
+pub(crate) fn shard_files_at(at: &BucketPlace) -> Result<Vec<ShardFile>> {
     sibling_files(at)
 }
 
 /// Deletes what [`shard_files_url`] reports as left behind at `prefix`, never the committed
 /// checkpoint's objects, and returns them. Run it only when no save at that prefix is in
 /// progress: its shards and references are left behind too until its merge.
-pub fn clean_shards_url(prefix: &str) -> Result<Vec<ShardFile>> {
+pub(crate) fn clean_shards_url(prefix: &str) -> Result<Vec<ShardFile>> {
     clean_shards_at(&BucketPlace::new(prefix)?)
 }
 
 /// [`clean_shards_url`] of the checkpoint's objects `at`.
-pub fn clean_shards_at(at: &BucketPlace) -> Result<Vec<ShardFile>> {
+pub(crate) fn clean_shards_at(at: &BucketPlace) -> Result<Vec<ShardFile>> {
     let mut removed = Vec::new();
     for f in sibling_files(at)? {
         if f.kind == ShardFileKind::Committed {

@@ -53,12 +53,9 @@ pub fn merge(
         partial,
         ..MergeShardsOptions::default()
     };
-    // A prefix in a bucket (s3://bucket/dir/PREFIX): the shards' footers and indexes read by
-    // ranged GETs, the index written last (SPEC.md 12.6).
-    let rep = match prefix.to_str().filter(|s| paramdex::remote::is_url(s)) {
-        Some(url) => paramdex::remote::merge_shards_url(url, &opts)?,
-        None => merge_shards(prefix, &opts)?,
-    };
+    // A prefix in a bucket (s3://bucket/dir/PREFIX) too: the library reads the shards' footers
+    // and indexes by ranged GETs and writes the index last (SPEC.md 12.6).
+    let rep = merge_shards(prefix, &opts)?;
     let n = rep.data_paths.len();
     ui.say(format!(
         "committed {} ({n} data files of save {}): {} tensors, {} slices{}{}; read {} of the \
@@ -148,11 +145,10 @@ fn describe_file(f: &ShardFile) -> String {
 
 /// `paramdex clean-shards PREFIX` (a path, or `s3://bucket/dir/PREFIX`).
 pub fn clean(ui: Ui, prefix: &Path, dry_run: bool) -> Result<ExitCode> {
-    let url = prefix.to_str().filter(|s| paramdex::remote::is_url(s));
-    let files = match (url, dry_run) {
-        (_, true) => left_behind(files_at(&prefix.to_string_lossy())?),
-        (Some(url), false) => paramdex::remote::clean_shards_url(url)?,
-        (None, false) => paramdex::clean_shards(prefix)?,
+    let files = if dry_run {
+        left_behind(shard_files(prefix)?)
+    } else {
+        paramdex::clean_shards(prefix)?
     };
     let verb = if dry_run { "would remove" } else { "removed" };
     for f in &files {
@@ -172,15 +168,6 @@ fn left_behind(files: Vec<ShardFile>) -> Vec<ShardFile> {
         .into_iter()
         .filter(|f| f.kind != ShardFileKind::Committed)
         .collect()
-}
-
-/// The files whose names start with `prefix` (a path, or a URL in a bucket), classified.
-fn files_at(prefix: &str) -> Result<Vec<ShardFile>> {
-    if paramdex::remote::is_url(prefix) {
-        paramdex::remote::shard_files_url(prefix)
-    } else {
-        shard_files(prefix)
-    }
 }
 
 /// What `stat` adds for a sharded checkpoint (its data files, from the library's layout, the
@@ -205,7 +192,7 @@ pub fn stat_fields(layout: &StoreLayout, o: &mut Map<String, Value>) -> Result<(
     }
     o.insert("data_files".into(), Value::Array(data));
     o.insert("data_files_bytes".into(), json!(total));
-    let left: Vec<Value> = files_at(prefix)?
+    let left: Vec<Value> = shard_files(prefix)?
         .iter()
         .filter(|f| f.kind != ShardFileKind::Committed)
         .map(|f| {
@@ -553,17 +540,13 @@ fn incremental_step(dir: &Path, base: &Path, ranks: u32, base_bytes: u64) -> Res
     let rep = merge_shards(&prefix, &MergeShardsOptions::default())?;
     out!(
         "  committed in {:.1?}: {} of its tensors and slices ({}) are step 1's, in {} of its {} \
-         data files ({}); the shards wrote {}, {:.0} % of step 1's {}",
+         data files (brought in whole: hard links in a directory, server-side copies in a \
+         bucket); the shards wrote {}, {:.0} % of step 1's {}",
         t0.elapsed(),
         rep.reused_tensors,
         human_bytes(rep.reused_bytes),
         rep.reused_files,
         rep.data_paths.len(),
-        if paramdex::remote::is_url(&prefix.to_string_lossy()) {
-            "copied server-side, not through this process"
-        } else {
-            "hard-linked, not copied"
-        },
         human_bytes(rep.shard_bytes),
         100.0 * rep.shard_bytes as f64 / base_bytes.max(1) as f64,
         human_bytes(base_bytes)

@@ -1106,7 +1106,7 @@ pub(crate) trait EntrySource {
 /// Where the data of tensor `name` of `s` lies, without reading it: the file (a URL), the
 /// data's offset and length there, and its stored CRC32C (unmasked). `None` when there is no
 /// such tensor or it is stored in slices (not one run of bytes).
-pub(crate) fn locate(s: &dyn EntrySource, name: &[u8]) -> Result<Option<(String, u64, u64, u32)>> {
+pub(crate) fn locate(s: &dyn EntrySource, name: &[u8]) -> Result<Option<DataAt>> {
     if !is_tensor_name(name, s.is_v2()) {
         return Ok(None);
     }
@@ -1120,6 +1120,10 @@ pub(crate) fn locate(s: &dyn EntrySource, name: &[u8]) -> Result<Option<(String,
     Ok(Some((file, e.offset, len, unmask_crc(e.crc32c))))
 }
 
+/// Where an entry's data lies ([`locate`]): its file (a URL), the data's offset and length
+/// there, and its stored CRC32C (unmasked).
+pub(crate) type DataAt = (String, u64, u64, u32);
+
 /// Where each stored slice of tensor `name` of `s` lies, without reading it, in the order
 /// its entry lists them: the slice's region, and as [`locate`] gives it, its file, offset,
 /// length and CRC32C. Empty when there is no such tensor or it is stored whole. Each slice's
@@ -1127,7 +1131,7 @@ pub(crate) fn locate(s: &dyn EntrySource, name: &[u8]) -> Result<Option<(String,
 pub(crate) fn locate_slices(
     s: &dyn EntrySource,
     name: &[u8],
-) -> Result<Vec<(Region, (String, u64, u64, u32))>> {
+) -> Result<Vec<(Region, DataAt)>> {
     if !is_tensor_name(name, s.is_v2()) {
         return Ok(Vec::new());
     }

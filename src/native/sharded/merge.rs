@@ -384,6 +384,12 @@ fn prefix_files(prefix: &Path) -> Result<PrefixFiles> {
     Ok((dir, stem, out))
 }
 
+/// The URL `prefix` names (`s3://`, `file://`), when it is one rather than a path: the
+/// sharded-checkpoint functions take either, and send a URL to the bucket's implementation.
+fn bucket_url(prefix: &Path) -> Option<&str> {
+    prefix.to_str().filter(|s| crate::remote::is_url(s))
+}
+
 /// Commits a sharded save at `prefix` (SPEC.md 12.3): reads the index of each of its shards
 /// (`PREFIX.data-k-of-N.pending`; never their records), checks them (every shard present,
 /// of one save, each readable alone; no tensor in two shards; the slices of a tensor of one
@@ -398,11 +404,22 @@ fn prefix_files(prefix: &Path) -> Result<PrefixFiles> {
 /// [`Error::Slices`] for tensors whose pieces do not fit together, naming the tensor and the
 /// files; [`Error::Corrupt`] for a shard whose index is damaged. Nothing is changed at the
 /// prefix when an error is reported before the commit starts.
+///
+/// `prefix` may be a URL, `s3://bucket/dir/PREFIX` (or `file://`): the shards are objects,
+/// their footers and indexes read by ranged GETs, and the index PUT last (SPEC.md 12.6; the
+/// report's paths are URLs; [`Error::Remote`] for a failed request). Without the `s3`
+/// feature, a URL is [`Error::NoObjectStorage`].
 pub fn merge_shards(
     prefix: impl AsRef<Path>,
     opts: &MergeShardsOptions<'_>,
 ) -> Result<MergeShardsReport> {
     let prefix = prefix.as_ref();
+    if let Some(url) = bucket_url(prefix) {
+        #[cfg(feature = "s3")]
+        return crate::remote::merge_shards_url(url, opts);
+        #[cfg(not(feature = "s3"))]
+        return Err(crate::remote::not_built(url));
+    }
     let shown_prefix = prefix.display().to_string();
     let (dir, stem, files) = prefix_files(prefix)?;
     let mut read = 0u64;
@@ -1357,8 +1374,19 @@ pub struct ShardFile {
 /// The files of a sharded checkpoint at `prefix`, and those a save that did not finish left
 /// there: pending shards, orphan shards, temporary files. Reads each shard's header (its index,
 /// not its records). Data files of a TensorFlow checkpoint at the prefix are not listed.
+///
+/// `prefix` may be a URL (`s3://bucket/dir/PREFIX`): the checkpoint's objects, an incremental
+/// save's references and reused objects (`Pending`), and data objects of another number than
+/// the committed checkpoint's (`Orphan`), each object's index read by ranged GETs; paths are
+/// URLs.
 pub fn shard_files(prefix: impl AsRef<Path>) -> Result<Vec<ShardFile>> {
     let prefix = prefix.as_ref();
+    if let Some(url) = bucket_url(prefix) {
+        #[cfg(feature = "s3")]
+        return crate::remote::shard_files_url(url);
+        #[cfg(not(feature = "s3"))]
+        return Err(crate::remote::not_built(url));
+    }
     let (_, stem, files) = prefix_files(prefix)?;
     let place = DirPlace::new(prefix);
     let mut out = sibling_files(&place)?;
@@ -1452,8 +1480,15 @@ pub(crate) fn sibling_files(place: &dyn Place) -> Result<Vec<ShardFile>> {
 /// Removes what [`shard_files`] reports as left behind at `prefix` (pending and orphan shards,
 /// temporary files), never the committed checkpoint's files, and returns them. Run it only
 /// when no save at that prefix is in progress: the shards of a running save are pending too.
+/// `prefix` may be a URL, as for [`shard_files`].
 pub fn clean_shards(prefix: impl AsRef<Path>) -> Result<Vec<ShardFile>> {
     let prefix = prefix.as_ref();
+    if let Some(url) = bucket_url(prefix) {
+        #[cfg(feature = "s3")]
+        return crate::remote::clean_shards_url(url);
+        #[cfg(not(feature = "s3"))]
+        return Err(crate::remote::not_built(url));
+    }
     let mut removed = Vec::new();
     for f in shard_files(prefix)? {
         if f.kind == ShardFileKind::Committed {
