@@ -363,6 +363,13 @@ pub struct ExportReport {
 /// directories of `dst` are created (and removed again if the export fails and they are
 /// empty).
 ///
+/// `dst` may be a URL (the `s3` feature; without it, [`Error::NoObjectStorage`]):
+/// `s3://bucket/key` writes the object(s) named as the format names its outputs, beside `key`
+/// (native output streamed by multipart upload as the tensors are written, appearing only when
+/// complete; other formats written to a local temporary directory first, then each file
+/// uploaded, a checkpoint's index last); `file:///path` is the path. [`ExportReport::paths`]
+/// are then URLs, and [`Error::Remote`] reports a failed request.
+///
 /// # Errors
 ///
 /// Before anything is read: [`Error::OutputExists`] when an output exists
@@ -384,8 +391,25 @@ pub fn export(
     dst: &Path,
     opts: &ExportOptions<'_>,
 ) -> Result<ExportReport> {
+    if let Some(url) = url_of(dst) {
+        #[cfg(feature = "s3")]
+        return crate::interop::upload::export_url(
+            store,
+            format,
+            url,
+            opts,
+            &crate::remote::UploadOptions::default(),
+        );
+        #[cfg(not(feature = "s3"))]
+        return Err(crate::remote::not_built(url));
+    }
     check_outputs(format, dst, opts.overwrite)?;
     export_checked(store, format, dst, opts, None)
+}
+
+/// The URL `dst` names (`s3://`, `file://`), when it is one rather than a path.
+fn url_of(dst: &Path) -> Option<&str> {
+    dst.to_str().filter(|s| crate::remote::is_url(s))
 }
 
 /// [`export`] after its check of the outputs; with `upload`, native output goes to that
@@ -482,8 +506,18 @@ impl OutputFormat {
     /// for callers that want it before they even open the input: [`Error::OutputExists`] if
     /// one of [`OutputFormat::outputs`]`(dst)` exists and `overwrite` is off;
     /// [`Error::InvalidArgument`] if a file output would replace a directory (whatever
-    /// `overwrite` says: a file does not replace a directory).
+    /// `overwrite` says: a file does not replace a directory). For an `s3://` URL, one HEAD
+    /// request per output name (the `s3` feature; without it, [`Error::NoObjectStorage`]).
     pub fn check_outputs(self, dst: &Path, overwrite: bool) -> Result<()> {
+        if let Some(url) = url_of(dst) {
+            if let Some(path) = url.strip_prefix("file://") {
+                return self.check_outputs(Path::new(path), overwrite);
+            }
+            #[cfg(feature = "s3")]
+            return crate::interop::upload::check_objects(self, url, overwrite).map(drop);
+            #[cfg(not(feature = "s3"))]
+            return Err(crate::remote::not_built(url));
+        }
         for p in self.outputs(dst) {
             let Ok(m) = std::fs::symlink_metadata(&p) else {
                 continue;

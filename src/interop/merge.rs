@@ -69,7 +69,7 @@ pub struct MergeReport {
 /// the tensor of a name is the latest one that is kept.
 ///
 /// `dst` may be an `s3://bucket/key` URL: the file is then streamed to the object by
-/// multipart upload and appears only when complete (as `interop::export_url` does; with the
+/// multipart upload and appears only when complete (as `interop::export` to a URL does; with the
 /// `s3` feature, else [`Error::NoObjectStorage`]).
 ///
 /// # Errors
@@ -87,7 +87,7 @@ pub fn merge(
 ) -> Result<MergeReport> {
     let format = OutputFormat::Native;
     // An s3:// destination: the merged file is streamed to the object by multipart upload
-    // (as `export_url` does), refused up front if the object exists and overwrite is off.
+    // (as `export` to a URL does), refused up front if the object exists and overwrite is off.
     let url = dst.to_str().filter(|s| s.starts_with("s3://"));
     let upload = match url {
         Some(url) => Some(upload_to(url, opts.export.overwrite)?),

@@ -63,8 +63,6 @@ pub use store::{
     StoreLayout, TensorData, TensorInfo, TensorInfos, TensorStore, VerifySummary, MAX_FOREIGN_NAME,
 };
 pub use survey::{survey, Found, MAX_SURVEYED};
-#[cfg(feature = "s3")]
-pub use upload::export_url;
 
 pub(crate) use store::Opener;
 

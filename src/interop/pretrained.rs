@@ -152,6 +152,13 @@ pub fn export_pretrained(
             "a maximum shard size of 0 bytes".into(),
         ));
     }
+    if dir.to_str().is_some_and(crate::remote::is_url) {
+        return Err(Error::InvalidArgument(format!(
+            "{}: a Hugging Face model directory is written locally: export into a directory, \
+             then upload it",
+            dir.display()
+        )));
+    }
     match std::fs::symlink_metadata(dir) {
         Ok(m) if !m.is_dir() => {
             return Err(Error::InvalidArgument(format!(

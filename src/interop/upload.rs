@@ -1,4 +1,4 @@
-//! Exporting to object storage ([`export_url`]): native output is written straight to the
+//! Exporting to object storage (`export` of a URL, which comes here): native output is written straight to the
 //! object by multipart upload as the tensors are written; every other format is exported to
 //! a staged local directory first and its files are then uploaded, each by multipart upload.
 
@@ -27,7 +27,7 @@ use crate::remote::{object_exists, split_s3_url, upload_file, UploadOptions};
 /// Without [`ExportOptions::overwrite`], an existing object under one of the output names is
 /// [`Error::OutputExists`] (one HEAD request per output, before anything is read).
 /// [`ExportReport::paths`] are the objects' URLs.
-pub fn export_url(
+pub(crate) fn export_url(
     store: &dyn TensorStore,
     format: OutputFormat,
     url: &str,
@@ -37,26 +37,9 @@ pub fn export_url(
     if let Some(path) = url.strip_prefix("file://") {
         return export(store, format, Path::new(path), opts);
     }
-    let (_, key) = split_s3_url(url)?;
     upload.validate()?;
-    let base = key.rsplit('/').next().unwrap_or(key);
-    if base.is_empty() {
-        return Err(Error::InvalidArgument(format!(
-            "{url}: names no object (the key ends with /)"
-        )));
-    }
-    // The URL of each output: the format's file names for a destination named like the key,
-    // beside the key.
-    let dir_url = &url[..url.len() - base.len()];
+    let (base, dir_url) = check_objects(format, url, opts.overwrite)?;
     let to_url = |rel: &Path| format!("{dir_url}{}", rel.to_string_lossy());
-    if !opts.overwrite {
-        for p in format.outputs(Path::new(base)) {
-            let out = to_url(&p);
-            if object_exists(&out)? {
-                return Err(Error::OutputExists { path: out });
-            }
-        }
-    }
     if format == OutputFormat::Native {
         let mut rep = export_checked(store, format, Path::new(url), opts, Some((url, upload)))?;
         rep.paths = vec![PathBuf::from(url)];
@@ -86,6 +69,34 @@ pub fn export_url(
     }
     rep.paths = paths;
     Ok(rep)
+}
+
+/// [`OutputFormat::check_outputs`] of an `s3://` URL: without `overwrite`, an object under one
+/// of the format's output names is [`Error::OutputExists`] (one HEAD request per output).
+/// Returns the key's last component and the URL of its directory (ending in `/`), beside which
+/// the outputs are named.
+pub(crate) fn check_objects(
+    format: OutputFormat,
+    url: &str,
+    overwrite: bool,
+) -> Result<(&str, &str)> {
+    let (_, key) = split_s3_url(url)?;
+    let base = key.rsplit('/').next().unwrap_or(key);
+    if base.is_empty() {
+        return Err(Error::InvalidArgument(format!(
+            "{url}: names no object (the key ends with /)"
+        )));
+    }
+    let dir_url = &url[..url.len() - base.len()];
+    if !overwrite {
+        for p in format.outputs(Path::new(base)) {
+            let out = format!("{dir_url}{}", p.to_string_lossy());
+            if object_exists(&out)? {
+                return Err(Error::OutputExists { path: out });
+            }
+        }
+    }
+    Ok((base, dir_url))
 }
 
 /// Every file under `dir`, recursively.

@@ -148,7 +148,7 @@ impl RemoteShardWriter {
     }
 
     /// Finishes the shard (its references object first, for a shard that reuses tensors) and
-    /// completes its upload. The checkpoint exists only once [`merge_shards_url`] has written
+    /// completes its upload. The checkpoint exists only once [`crate::merge_shards`] of its prefix URL has written
     /// its index.
     pub fn finish(self) -> Result<FinishStats> {
         self.writer.finish()

@@ -8,8 +8,8 @@ use std::time::Instant;
 
 use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
 use paramdex::interop::{
-    export, export_url, open_any, ExportOptions, ExportReport, Format, LoadedTensor, MergeInput,
-    MergeOptions, OutputFormat, TensorInfos, TensorStore, VerifySummary,
+    export, open_any, ExportOptions, ExportReport, Format, LoadedTensor, MergeInput, MergeOptions,
+    OutputFormat, TensorInfos, TensorStore, VerifySummary,
 };
 use paramdex::{name, Error, Metadata, Progress, Reader, Result};
 
@@ -291,23 +291,10 @@ pub fn convert(ui: Ui, src: &Path, dst: &Path, opts: ConvertOptions) -> Result<E
             to.format().name()
         )));
     }
-    // An s3:// (or file://) URL: written by export_url (native output streamed by multipart
-    // upload), which checks for an existing object itself.
-    let url = dst.to_str().filter(|s| paramdex::remote::is_url(s));
-    if max_shard_size.is_some() {
-        if url.is_some() {
-            return Err(Error::InvalidArgument(
-                "--max-shard-size writes a local directory: convert into one, then upload it"
-                    .into(),
-            ));
-        }
-        if !force && std::fs::symlink_metadata(dst).is_ok() {
-            return Err(force_hint(Error::OutputExists {
-                path: dst.display().to_string(),
-            }));
-        }
-    } else if url.is_none() {
-        // Before the input is even opened (export checks again, just before it starts).
+    // Before the input is even opened (export checks again, just before it starts); an
+    // s3:// URL by HEAD requests. A Hugging Face directory (--max-shard-size) is local only:
+    // export_pretrained refuses a URL and checks the directory.
+    if max_shard_size.is_none() {
         to.format().check_outputs(dst, force).map_err(force_hint)?;
     }
     let store = open_any(src)?;
@@ -380,16 +367,7 @@ pub fn convert(ui: Ui, src: &Path, dst: &Path, opts: ConvertOptions) -> Result<E
         ))?;
         return Ok(ExitCode::SUCCESS);
     }
-    let rep = match url {
-        Some(url) => export_url(
-            input,
-            to.format(),
-            url,
-            &export_opts,
-            &paramdex::remote::UploadOptions::default(),
-        ),
-        None => export(input, to.format(), dst, &export_opts),
-    };
+    let rep = export(input, to.format(), dst, &export_opts);
     bar.finish();
     let rep = rep.map_err(force_hint)?;
     note_left_out(ui, &rep);
@@ -450,12 +428,10 @@ pub fn merge(
     skip_unsupported: bool,
     force: bool,
 ) -> Result<ExitCode> {
-    // An s3:// output is checked by the library (one HEAD request), not as a path.
-    if !out.to_str().is_some_and(|s| s.starts_with("s3://")) {
-        OutputFormat::Native
-            .check_outputs(out, force)
-            .map_err(force_hint)?;
-    }
+    // Before the inputs are opened (an s3:// output by one HEAD request).
+    OutputFormat::Native
+        .check_outputs(out, force)
+        .map_err(force_hint)?;
     let start = Instant::now();
     let stores = inputs.iter().map(open_any).collect::<Result<Vec<_>>>()?;
     let merged: Vec<MergeInput<'_>> = stores

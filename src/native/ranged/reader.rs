@@ -1128,10 +1128,7 @@ pub(crate) type DataAt = (String, u64, u64, u32);
 /// its entry lists them: the slice's region, and as [`locate`] gives it, its file, offset,
 /// length and CRC32C. Empty when there is no such tensor or it is stored whole. Each slice's
 /// entry is looked up and checked as a read of it would be.
-pub(crate) fn locate_slices(
-    s: &dyn EntrySource,
-    name: &[u8],
-) -> Result<Vec<(Region, DataAt)>> {
+pub(crate) fn locate_slices(s: &dyn EntrySource, name: &[u8]) -> Result<Vec<(Region, DataAt)>> {
     if !is_tensor_name(name, s.is_v2()) {
         return Ok(Vec::new());
     }
