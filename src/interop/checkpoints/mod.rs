@@ -7,26 +7,30 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::dtype::DType;
 use crate::error::{CheckpointProblem, Error, Result};
 use crate::interop::store::TensorStore;
 use crate::native::{
-    data_path, index_path, parse_suffix, staging, MergeShardsOptions, Metadata, Reader, SaveId,
-    ShardedSave, Sibling, Tensor, Writer, WriterOptions,
+    index_path, parse_suffix, staging, Metadata, Reader, Sibling, Tensor, WriterOptions,
 };
 
+mod background;
 #[cfg(test)]
 mod crash_points;
 pub(crate) mod location;
 mod policy;
+mod resolve;
 mod run;
 mod state;
+mod write;
 
+use background::Job;
 use location::{Listed, Location};
 
 pub use policy::{BestBy, Candidate, KeepPolicy};
+pub(crate) use resolve::{resolve_input, resolve_url_input};
 pub use run::{
     list_run, run_step_of, RunCheckpoint, RunCheckpointKind, RunListing, DCP_METADATA_KEY,
     DCP_PREFIX, TORCH_DCP_METADATA,
@@ -130,6 +134,8 @@ impl OwnedTensor {
     /// A bytes value (SPEC.md 6.1: arbitrary bytes under a name, beside the tensors; what
     /// [`Writer::add_bytes`] writes), encoded as a tensor of dtype [`DType::Bytes`] holds it.
     /// A [`Tensor`] of such a value's fields is one too, for [`CheckpointManager::save`].
+    ///
+    /// [`Writer::add_bytes`]: crate::native::Writer::add_bytes
     pub fn bytes_value(name: impl Into<Vec<u8>>, value: &[u8]) -> Self {
         let data = crate::native::bytes_value::encode(value);
         OwnedTensor {
@@ -166,45 +172,6 @@ pub struct PruneReport {
     pub kept: Vec<u64>,
     /// Bytes of the deleted checkpoints' files (files still linked elsewhere included).
     pub bytes: u64,
-}
-
-/// The captured tensors of a background save.
-enum Captured {
-    Owned(Vec<OwnedTensor>),
-    /// One buffer holding every tensor's bytes; the buffer goes back to the pool after.
-    Copied {
-        buf: Vec<u8>,
-        items: Vec<CopiedItem>,
-    },
-}
-
-struct CopiedItem {
-    name: Vec<u8>,
-    dtype: DType,
-    shape: Vec<u64>,
-    lod: Vec<Vec<u64>>,
-    range: std::ops::Range<usize>,
-}
-
-impl Captured {
-    fn tensors(&self) -> Vec<(&[u8], Tensor<'_>)> {
-        match self {
-            Captured::Owned(v) => v.iter().map(|t| (&t.name[..], t.tensor())).collect(),
-            Captured::Copied { buf, items } => items
-                .iter()
-                .map(|i| {
-                    let t = Tensor::new(i.dtype, &i.shape, &buf[i.range.clone()]).with_lod(&i.lod);
-                    (&i.name[..], t)
-                })
-                .collect(),
-        }
-    }
-}
-
-struct Job {
-    step: u64,
-    tensors: Captured,
-    metadata: Metadata,
 }
 
 /// State shared with the background writer.
@@ -473,72 +440,6 @@ impl CheckpointManager {
         r
     }
 
-    /// Copies `tensors` into buffers of the manager (reused from save to save) and returns; a
-    /// background thread writes them as step `step`, commits, points the state file at it and
-    /// applies the keep policy. Blocks while [`ManagerOptions::max_in_flight`] saves are in
-    /// flight. An earlier background save's error is returned here instead (this save is then
-    /// not started), as [`Error::BackgroundSave`].
-    pub fn save_async<'t, N: AsRef<[u8]>>(
-        &mut self,
-        step: u64,
-        tensors: impl IntoIterator<Item = (N, Tensor<'t>)>,
-        metadata: Metadata,
-    ) -> Result<AsyncSaveReport> {
-        let blocked = self.wait_for_slot(step)?;
-        let t0 = Instant::now();
-        let list: Vec<(N, Tensor<'t>)> = tensors.into_iter().collect();
-        let mut items = Vec::with_capacity(list.len());
-        let mut total = 0usize;
-        for (n, t) in &list {
-            let start = total;
-            total = total.checked_add(t.data.len()).ok_or_else(|| {
-                self.d.release(step);
-                Error::limit("bytes of one save", u64::MAX, usize::MAX as u64, None)
-            })?;
-            items.push(CopiedItem {
-                name: n.as_ref().to_vec(),
-                dtype: t.dtype,
-                shape: t.shape.to_vec(),
-                lod: t.lod.to_vec(),
-                range: start..total,
-            });
-        }
-        let mut buf = self.take_buffer(total);
-        capture_copy(&mut buf, list.iter().map(|(_, t)| t.data));
-        let captured = t0.elapsed();
-        self.enqueue(Job {
-            step,
-            tensors: Captured::Copied { buf, items },
-            metadata,
-        })?;
-        Ok(AsyncSaveReport {
-            blocked,
-            captured,
-            bytes: total as u64,
-        })
-    }
-
-    /// [`CheckpointManager::save_async`] of tensors handed over: nothing is copied.
-    pub fn save_async_owned(
-        &mut self,
-        step: u64,
-        tensors: Vec<OwnedTensor>,
-        metadata: Metadata,
-    ) -> Result<AsyncSaveReport> {
-        let blocked = self.wait_for_slot(step)?;
-        let bytes = tensors.iter().map(|t| t.data.len() as u64).sum();
-        self.enqueue(Job {
-            step,
-            tensors: Captured::Owned(tensors),
-            metadata,
-        })?;
-        Ok(AsyncSaveReport {
-            blocked,
-            captured: Duration::ZERO,
-            bytes,
-        })
-    }
-
     /// Waits for every background save, then returns the first failure not yet reported, if
     /// any (call again for the next).
     pub fn wait(&mut self) -> Result<()> {
@@ -578,100 +479,6 @@ impl CheckpointManager {
             None => Ok(()),
         }
     }
-
-    /// Waits until fewer than `max_in_flight` saves are in flight, reports an earlier failure
-    /// (one that finished while waiting included), then claims `step`.
-    fn wait_for_slot(&mut self, step: u64) -> Result<Duration> {
-        let t0 = Instant::now();
-        let max = self.d.opts.max_in_flight.max(1);
-        {
-            let sh = &self.d.shared;
-            let mut g = sh.lock();
-            while g.in_flight.len() >= max {
-                g = sh.changed.wait(g).unwrap_or_else(|e| e.into_inner());
-            }
-        }
-        let blocked = t0.elapsed();
-        self.blocked_total += blocked;
-        self.surface()?;
-        self.d.claim(step)?;
-        Ok(blocked)
-    }
-
-    /// Allocates a capture buffer of `bytes` bytes and touches every page of it, so that the
-    /// first [`CheckpointManager::save_async`] of up to that many bytes copies into memory
-    /// already mapped (as later ones do) instead of paying for page faults while the caller
-    /// waits. Call it once before training, with the size of the tensors saved. Does nothing
-    /// when [`ManagerOptions::max_in_flight`] buffers are kept already (the memory bound:
-    /// never more buffers than saves in flight).
-    pub fn prepare_capture(&mut self, bytes: usize) {
-        let max = self.d.opts.max_in_flight.max(1);
-        let held = |g: &Inner| g.pool.len() + g.in_flight.len();
-        if held(&self.d.shared.lock()) >= max {
-            return;
-        }
-        let mut b = vec![0u8; bytes];
-        // A write per page maps it (the values do not matter: a capture overwrites them).
-        for x in b.iter_mut().step_by(4096) {
-            *x = 1;
-        }
-        std::hint::black_box(&mut b);
-        let mut g = self.d.shared.lock();
-        if held(&g) < max {
-            g.pool.push(b);
-        }
-    }
-
-    /// A buffer of exactly `len` bytes (their values unspecified: they are all overwritten): a
-    /// buffer of the pool with room for them, whose pages an earlier save already touched, else
-    /// a new one (zeroed lazily by the system: its pages are mapped as the copy first writes
-    /// them, which is what a first save pays for).
-    fn take_buffer(&self, len: usize) -> Vec<u8> {
-        let mut g = self.d.shared.lock();
-        let i = g.pool.iter().position(|b| b.capacity() >= len);
-        let b = i.map(|i| g.pool.swap_remove(i));
-        drop(g);
-        match b {
-            Some(mut b) => {
-                // Buffers go back to the pool full: shortening costs nothing; lengthening
-                // within the capacity writes only the difference.
-                b.resize(len, 0);
-                b
-            }
-            None => vec![0u8; len],
-        }
-    }
-
-    fn enqueue(&mut self, job: Job) -> Result<()> {
-        let step = job.step;
-        if self.worker.is_none() {
-            let (tx, rx) = mpsc::channel::<Job>();
-            let d = self.d.clone();
-            let h = std::thread::Builder::new()
-                .name("paramdex-ckpt".into())
-                .spawn(move || background(&d, rx))
-                .map_err(|e| Error::io("starting the checkpoint writer thread", e));
-            match h {
-                Ok(h) => self.worker = Some((tx, h)),
-                Err(e) => {
-                    self.d.release(step);
-                    return Err(e);
-                }
-            }
-        }
-        let Some((tx, _)) = &self.worker else {
-            unreachable!("the worker was started above")
-        };
-        if tx.send(job).is_err() {
-            // The thread is gone (it never exits while the sender lives, unless it panicked).
-            self.d.release(step);
-            return Err(Error::Io {
-                context: format!("saving step {step}"),
-                source: std::io::Error::other("the checkpoint writer thread stopped"),
-            });
-        }
-        Ok(())
-    }
 }
 
 impl Drop for CheckpointManager {
@@ -684,90 +491,6 @@ impl Drop for CheckpointManager {
             drop(tx);
             let _ = h.join();
         }
-    }
-}
-
-/// Below this many bytes a capture copies on the caller's thread alone.
-const CAPTURE_PARALLEL_MIN: usize = 64 << 20;
-
-/// Most threads a capture copies on (memory bandwidth, not cores, is the limit beyond).
-const CAPTURE_THREADS: usize = 4;
-
-/// A piece of a capture: source bytes and where they go (as long).
-type CopyPiece<'s, 'd> = (&'s [u8], &'d mut [u8]);
-
-/// Copies `sources`, one after the other, into `buf` (exactly as long as they are together):
-/// the capture of a background save, the one copy of the tensors' bytes (the writer writes
-/// from `buf`). A large capture is split into equal contiguous shares, one per thread (the
-/// caller's included, up to [`CAPTURE_THREADS`] and the cores): two threads copied 2 GiB in
-/// 0.4x to 0.85x the time of one on the 2-core benchmark machine, loaded or not (BENCHMARKS.md,
-/// issue 31). Each share is copied a tensor (or the part of one inside the share) per
-/// `memcpy`: large copies stay above glibc's non-temporal threshold (pieces of 16 MiB or less
-/// were 1.5x slower, issue 16).
-fn capture_copy<'a>(buf: &mut [u8], sources: impl Iterator<Item = &'a [u8]>) {
-    let total = buf.len();
-    let threads = if total < CAPTURE_PARALLEL_MIN {
-        1
-    } else {
-        crate::parallel::resolve_threads(0).min(CAPTURE_THREADS)
-    };
-    let share = total.div_ceil(threads.max(1)).max(1);
-    // (source piece, destination piece) per share; a source crossing a share's end is cut.
-    let mut shares: Vec<std::sync::Mutex<Vec<CopyPiece<'_, '_>>>> = Vec::new();
-    let mut current: Vec<CopyPiece<'_, '_>> = Vec::new();
-    let mut room = share;
-    let mut rest: &mut [u8] = buf;
-    for mut src in sources {
-        while !src.is_empty() {
-            let n = src.len().min(room);
-            let (s, s_rest) = src.split_at(n);
-            let (d, d_rest) = std::mem::take(&mut rest).split_at_mut(n);
-            current.push((s, d));
-            (src, rest, room) = (s_rest, d_rest, room - n);
-            if room == 0 {
-                shares.push(std::sync::Mutex::new(std::mem::take(&mut current)));
-                room = share;
-            }
-        }
-    }
-    if !current.is_empty() {
-        shares.push(std::sync::Mutex::new(current));
-    }
-    // Copying cannot fail.
-    let _ = crate::parallel::try_each(&shares, threads, |pieces| {
-        for (s, d) in pieces.lock().unwrap_or_else(|p| p.into_inner()).iter_mut() {
-            d.copy_from_slice(s);
-        }
-        Ok(())
-    });
-}
-
-/// The background writer: one save at a time, in the order they were captured.
-fn background(d: &Dir, rx: mpsc::Receiver<Job>) {
-    while let Ok(job) = rx.recv() {
-        let tensors = job.tensors.tensors();
-        let r = d.run(job.step, &tensors, job.metadata);
-        drop(tensors);
-        let buf = match job.tensors {
-            Captured::Copied { buf, .. } => Some(buf),
-            Captured::Owned(_) => None,
-        };
-        let mut g = d.shared.lock();
-        if let Err(e) = r {
-            g.errors.push_back(Error::BackgroundSave {
-                step: job.step,
-                source: Box::new(e),
-            });
-        }
-        if let Some(b) = buf {
-            // Never more buffers than saves may be in flight.
-            if g.pool.len() < d.opts.max_in_flight.max(1) {
-                g.pool.push(b);
-            }
-        }
-        g.in_flight.remove(&job.step);
-        drop(g);
-        d.shared.changed.notify_all();
     }
 }
 
@@ -840,213 +563,6 @@ impl Dir {
     fn release(&self, step: u64) {
         self.shared.lock().in_flight.remove(&step);
         self.shared.changed.notify_all();
-    }
-
-    /// Writes, commits, points the state file at `step`, prunes. Before writing, removes what
-    /// earlier saves that did not finish left (see [`Dir::sweep`]); after a failure, what this
-    /// one left.
-    fn run(&self, step: u64, tensors: &[(&[u8], Tensor<'_>)], metadata: Metadata) -> Result<()> {
-        let prefix = self.prefix(step);
-        // Held until this save is done: another process's manager sweeping the directory
-        // waits for it instead of removing its files.
-        let _saving = self.at.lock_saves();
-        // Best effort: a leftover that cannot be removed does not stop the save (the next
-        // save, or `open`, tries again).
-        let _ = self.sweep(step);
-        let written = match self.opts.layout {
-            #[cfg(feature = "s3")]
-            Layout::Single if self.at.is_object() => {
-                self.write_single_object(step, tensors, metadata)
-            }
-            Layout::Single => self.write_single(&prefix, tensors, metadata),
-            Layout::Sharded {
-                shards,
-                incremental,
-            } => self.write_sharded(&prefix, shards, incremental, tensors, metadata),
-        };
-        if let Err(e) = written {
-            // Its files go too, unless it was committed after all.
-            let _ = self.sweep(step);
-            return Err(e);
-        }
-        self.point_to(step)?;
-        if !self.opts.keep.is_empty() {
-            self.prune(&self.opts.keep, false)?;
-        }
-        Ok(())
-    }
-
-    fn write_single(
-        &self,
-        prefix: &Path,
-        tensors: &[(&[u8], Tensor<'_>)],
-        metadata: Metadata,
-    ) -> Result<()> {
-        let data = data_path(prefix, 0, 1);
-        let index = index_path(prefix);
-        let mut w = Writer::create_with(&data, self.opts.writer.clone())?;
-        w.set_metadata(metadata)?;
-        for (name, t) in tensors {
-            w.add(name, *t)?;
-        }
-        w.finish()?;
-        // The index is the same file: it appears, complete, in one rename (of a link, or of a
-        // copy where the file system cannot link).
-        match staging::stage_link(&data, &index, ".tmp") {
-            Ok(staged) => staging::commit([(staged, index.as_path())])?,
-            Err(_) => {
-                let name = |p: &Path| p.file_name().and_then(|n| n.to_str()).map(str::to_string);
-                match (name(&data), name(&index)) {
-                    (Some(d), Some(i)) => self.at.copy_object(&d, &i)?,
-                    _ => {
-                        return Err(Error::InvalidArgument(format!(
-                            "{}: not a file name",
-                            prefix.display()
-                        )))
-                    }
-                }
-            }
-        }
-        if self.opts.writer.sync {
-            staging::sync_parent(&index)?;
-        }
-        Ok(())
-    }
-
-    /// A single file in an object store: the native file uploaded as
-    /// `PREFIX.data-00000-of-00001` (multipart, appearing whole at the end), then copied by the
-    /// store to `PREFIX.index` (the checkpoint exists from then on).
-    #[cfg(feature = "s3")]
-    fn write_single_object(
-        &self,
-        step: u64,
-        tensors: &[(&[u8], Tensor<'_>)],
-        metadata: Metadata,
-    ) -> Result<()> {
-        let stem = self.stem(step);
-        let data = format!("{stem}{}", crate::place::data_suffix(0, 1));
-        let url = self.at.child(&data);
-        let mut w = crate::remote::create_writer(&url.to_string_lossy(), self.opts.writer.clone())?;
-        w.set_metadata(metadata)?;
-        for (name, t) in tensors {
-            w.add(name, *t)?;
-        }
-        w.finish()?;
-        self.at.copy_object(&data, &format!("{stem}.index"))
-    }
-
-    fn write_sharded(
-        &self,
-        prefix: &Path,
-        shards: u32,
-        incremental: bool,
-        tensors: &[(&[u8], Tensor<'_>)],
-        metadata: Metadata,
-    ) -> Result<()> {
-        // The base: the latest checkpoint, when it is a sharded paramdex one. It stays
-        // protected from pruning until the save is committed.
-        let mut base = None;
-        if incremental {
-            let _dir = self
-                .shared
-                .dir_lock
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
-            if let Ok(latest) = self.list_with(false).and_then(|all| self.latest_of(all)) {
-                if let Some(b) = self.open_base(&latest.prefix) {
-                    *self.shared.lock().bases.entry(latest.step).or_default() += 1;
-                    base = Some((latest.step, b));
-                }
-            }
-        }
-        let base_step = base.as_ref().map(|(step, _)| *step);
-        let r = self.write_shards_of(prefix, shards, base.map(|(_, b)| b), tensors, metadata);
-        if let Some(b) = base_step {
-            let mut g = self.shared.lock();
-            if let Some(n) = g.bases.get_mut(&b) {
-                *n -= 1;
-                if *n == 0 {
-                    g.bases.remove(&b);
-                }
-            }
-        }
-        r
-    }
-
-    /// The sharded checkpoint at `prefix`, as the base of an incremental save: `None` when it
-    /// is not a sharded paramdex checkpoint (or cannot be opened: the save is then whole).
-    fn open_base(&self, prefix: &Path) -> Option<Base> {
-        #[cfg(feature = "s3")]
-        if self.at.is_object() {
-            let url = prefix.to_string_lossy();
-            return crate::remote::open_sharded(&url, Default::default())
-                .ok()
-                .map(|r| Base::Remote(Arc::new(r)));
-        }
-        Reader::open(index_path(prefix))
-            .ok()
-            .filter(Reader::is_sharded)
-            .map(|r| Base::Local(Arc::new(r)))
-    }
-
-    /// Writes the shards of a save at `prefix` (reusing `base`'s tensors when given), each on
-    /// its own thread, and merges them: in a directory, or in an object store (where the
-    /// checkpoint exists once the merge's PUT of `PREFIX.index` succeeds).
-    fn write_shards_of(
-        &self,
-        prefix: &Path,
-        shards: u32,
-        base: Option<Base>,
-        tensors: &[(&[u8], Tensor<'_>)],
-        metadata: Metadata,
-    ) -> Result<()> {
-        let reuse = base.is_some();
-        // In an object store: each shard uploaded under its final name by a
-        // RemoteShardWriter (reusing `base`'s tensors, its data objects copied by the store),
-        // then merge_shards_url, which PUTs `PREFIX.index` last.
-        #[cfg(feature = "s3")]
-        if self.at.is_object() {
-            let url = prefix.to_string_lossy().into_owned();
-            let save = SaveId::random();
-            let base = match base {
-                Some(Base::Remote(r)) => Some(r),
-                Some(Base::Local(_)) | None => None,
-            };
-            let open = |k: u32| -> Result<ShardSink> {
-                let w = crate::remote::RemoteShardWriter::create(
-                    &url,
-                    k,
-                    shards,
-                    save,
-                    self.opts.writer.clone(),
-                )?;
-                match &base {
-                    Some(b) => w.with_base(b.clone()),
-                    None => Ok(w),
-                }
-                .map(ShardSink::Remote)
-            };
-            write_shards(&open, shards, reuse, tensors)?;
-            let opts = MergeShardsOptions {
-                metadata,
-                save_id: Some(save),
-                ..Default::default()
-            };
-            return crate::remote::merge_shards_url(&url, &opts).map(drop);
-        }
-        let mut save =
-            ShardedSave::with_options(prefix, shards, SaveId::random(), self.opts.writer.clone())?;
-        if let Some(Base::Local(r)) = base {
-            save = save.with_base(r);
-        }
-        let open = |k: u32| save.shard(k).map(ShardSink::Local);
-        write_shards(&open, shards, reuse, tensors)?;
-        let opts = MergeShardsOptions {
-            metadata,
-            no_sync: !self.opts.writer.sync,
-            ..Default::default()
-        };
-        save.merge(&opts).map(drop)
     }
 
     /// Every checkpoint, by step, with metadata.
@@ -1424,11 +940,6 @@ fn open_checkpoint(prefix: &Path, object: bool) -> Result<Box<dyn TensorStore>> 
     }
 }
 
-/// The step and stem (`NAME-STEP`) of a path from the state file, when its checkpoint's
-/// `.index` is among `names`. Only checkpoints in the directory itself are managed (pruning
-/// deletes them): a path is looked up by its last part in the directory, so an absolute path
-/// from before the directory moved is found (as TensorFlow finds it), and a hostile state file
-/// cannot name files elsewhere (`../x-1`, `/etc/x-1`) for pruning to delete.
 /// `all` (by step) in the order the checkpoints were saved, oldest first: those the state file
 /// lists in its order (`saved_at`: each step's position there; TensorFlow's savers append each
 /// save to the list, and a save that reuses a step moves it last), and each checkpoint it does
@@ -1463,144 +974,17 @@ fn in_save_order(all: Vec<CheckpointInfo>, saved_at: &BTreeMap<u64, usize>) -> V
     out
 }
 
+/// The step and stem (`NAME-STEP`) of a path from the state file, when its checkpoint's
+/// `.index` is among `names`. Only checkpoints in the directory itself are managed (pruning
+/// deletes them): a path is looked up by its last part in the directory, so an absolute path
+/// from before the directory moved is found (as TensorFlow finds it), and a hostile state file
+/// cannot name files elsewhere (`../x-1`, `/etc/x-1`) for pruning to delete.
 fn resolve_stem(p: &str, names: &BTreeSet<&str>) -> Option<(u64, String)> {
     let name = p.rsplit(['/', '\\']).next()?;
     let step = step_of(name)?;
     names
         .contains(format!("{name}.index").as_str())
         .then(|| (step, name.to_string()))
-}
-
-/// The index file an input names when it is a managed checkpoint directory: `DIR` with a
-/// `checkpoint` state file naming a checkpoint (its latest), or `DIR@STEP` (the checkpoint of
-/// that step in `DIR`). `Ok(None)` for anything else.
-pub(crate) fn resolve_input(path: &Path) -> Result<Option<PathBuf>> {
-    if path.is_dir() {
-        // A `checkpoint` file that is not a state file, or names nothing that exists, is left
-        // to the formats' own detection (which says what is missing).
-        let named = CheckpointState::read(path)
-            .ok()
-            .flatten()
-            .is_some_and(|st| {
-                Path::new(&st.model_checkpoint_path)
-                    .file_name()
-                    .and_then(|n| n.to_str())
-                    .and_then(step_of)
-                    .is_some()
-            });
-        if !named {
-            return Ok(None);
-        }
-        let m = CheckpointManager::open(path, ManagerOptions::default())?;
-        // Only the checkpoint the pointer names: one naming a missing checkpoint is left to the
-        // TensorFlow detector, which says so (the manager's fallback to the highest step is for
-        // saving, not for reading what the user named).
-        return Ok(m
-            .latest()
-            .ok()
-            .filter(|c| c.latest)
-            .map(|c| index_path(&c.prefix)));
-    }
-    if path.exists() {
-        return Ok(None);
-    }
-    let Some((dir, step)) = path.to_str().and_then(|s| s.rsplit_once('@')) else {
-        return Ok(None);
-    };
-    let (dir, Ok(step)) = (Path::new(dir), step.parse::<u64>()) else {
-        return Ok(None);
-    };
-    if !dir.is_dir() {
-        return Ok(None);
-    }
-    let m = CheckpointManager::open(dir, ManagerOptions::default())?;
-    Ok(Some(index_path(&m.find(step)?.prefix)))
-}
-
-/// The base of an incremental save: a mapped sharded checkpoint, or one in the bucket.
-enum Base {
-    Local(Arc<Reader>),
-    #[cfg(feature = "s3")]
-    Remote(Arc<crate::remote::RemoteSharded>),
-}
-
-/// The writer of one shard: in a local directory (pending name, renamed by the merge), or
-/// uploaded to an object store under its final name.
-enum ShardSink {
-    Local(crate::native::ShardWriter),
-    #[cfg(feature = "s3")]
-    Remote(crate::remote::RemoteShardWriter),
-}
-
-impl ShardSink {
-    fn writer(&mut self) -> &mut crate::native::ShardWriter {
-        match self {
-            ShardSink::Local(w) => w,
-            #[cfg(feature = "s3")]
-            ShardSink::Remote(w) => w,
-        }
-    }
-
-    fn finish(self) -> Result<()> {
-        match self {
-            ShardSink::Local(w) => w.finish().map(drop),
-            #[cfg(feature = "s3")]
-            ShardSink::Remote(w) => w.finish().map(drop),
-        }
-    }
-}
-
-/// Writes `shards` shards, each opened by `open` and written on its own thread, tensors dealt
-/// (largest first) to the least-filled one.
-fn write_shards(
-    open: &(dyn Fn(u32) -> Result<ShardSink> + Sync),
-    shards: u32,
-    reuse: bool,
-    tensors: &[(&[u8], Tensor<'_>)],
-) -> Result<()> {
-    let n = shards as usize;
-    let mut order: Vec<usize> = (0..tensors.len()).collect();
-    order.sort_by_key(|&i| std::cmp::Reverse(tensors[i].1.data.len()));
-    let mut fill = vec![0usize; n];
-    let mut dealt: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for i in order {
-        let k = (0..n).min_by_key(|&k| fill[k]).unwrap_or(0);
-        fill[k] += tensors[i].1.data.len();
-        dealt[k].push(i);
-    }
-    let results: Vec<Result<()>> = std::thread::scope(|s| {
-        let handles: Vec<_> = dealt
-            .iter()
-            .enumerate()
-            .map(|(k, idx)| {
-                s.spawn(move || -> Result<()> {
-                    let mut sink = open(k as u32)?;
-                    let w = sink.writer();
-                    for &i in idx {
-                        let (name, t) = tensors[i];
-                        if reuse {
-                            w.add_or_reuse(name, t)?;
-                        } else {
-                            w.add(name, t)?;
-                        }
-                    }
-                    sink.finish()
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join().unwrap_or_else(|_| {
-                    Err(Error::Io {
-                        context: "writing a shard".into(),
-                        source: std::io::Error::other("the shard writer thread panicked"),
-                    })
-                })
-            })
-            .collect()
-    });
-    results.into_iter().collect()
 }
 
 /// The files of the checkpoint `stem` (`STEM.index`, `STEM.data-*`) among `listed`, a file
@@ -1614,93 +998,4 @@ fn files_of<'a>(stem: &str, listed: &'a [Listed]) -> Vec<&'a Listed> {
         .filter(|l| l.name == index || l.name.starts_with(&data))
         .filter(|l| l.id.is_none_or(|id| seen.insert(id)))
         .collect()
-}
-
-/// The `.index` URL an object-store URL names when it is a managed checkpoint directory, asked
-/// once the URL names no object nor checkpoint prefix: `s3://bucket/dir` with a `checkpoint`
-/// state object naming a checkpoint (its latest), or `s3://bucket/dir@STEP` (the checkpoint of
-/// that step there). `Ok(None)` for anything else.
-pub(crate) fn resolve_url_input(url: &str) -> Result<Option<String>> {
-    let at_step = url
-        .rsplit_once('@')
-        .filter(|(dir, d)| {
-            !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()) && crate::remote::is_url(dir)
-        })
-        .and_then(|(dir, d)| Some((dir, d.parse::<u64>().ok()?)));
-    let index_url = |c: &CheckpointInfo| index_path(&c.prefix).to_string_lossy().into_owned();
-    if let Some((dir, step)) = at_step {
-        let m = CheckpointManager::open(dir, ManagerOptions::default())?;
-        let c =
-            m.d.list_with(false)?
-                .into_iter()
-                .find(|c| c.step == step)
-                .ok_or_else(|| m.d.problem(CheckpointProblem::NoSuchStep, step))?;
-        return Ok(Some(index_url(&c)));
-    }
-    let m = CheckpointManager::open(url, ManagerOptions::default())?;
-    let Some(st) = m.d.at.read_state()? else {
-        return Ok(None);
-    };
-    let all = m.d.list_from(Some(st.clone()), false)?;
-    // A state naming a checkpoint without a step (TensorFlow 1's `model.ckpt`): its prefix in
-    // the directory, as a local directory's TensorFlow detector reads it.
-    let named = Path::new(&st.model_checkpoint_path)
-        .file_name()
-        .and_then(|n| n.to_str())
-        .filter(|n| step_of(n).is_none())
-        .map(|n| format!("{n}.index"));
-    match all.iter().find(|c| c.latest) {
-        Some(c) => Ok(Some(index_url(c))),
-        None if named.as_deref().map(|n| m.d.at.exists(n)).transpose()? == Some(true) => {
-            Ok(named.map(|n| format!("{}/{n}", url.trim_end_matches('/'))))
-        }
-        None => Err(Error::Checkpoint {
-            dir: m.d.dir.display().to_string(),
-            problem: CheckpointProblem::NoSuchStep,
-            detail: format!(
-                "its `{STATE_FILE}` object names {:?} as the latest checkpoint, which does not \
-                 exist (no {:?}.index object in the directory)",
-                st.model_checkpoint_path, st.model_checkpoint_path
-            ),
-        }),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Bytes that differ from position to position and from source to source.
-    fn bytes(len: usize, seed: u64) -> Vec<u8> {
-        (0..len as u64)
-            .map(|k| (k.wrapping_mul(0x9e37_79b9_7f4a_7c15).wrapping_add(seed) >> 29) as u8)
-            .collect()
-    }
-
-    #[test]
-    fn capture_copy_concatenates_its_sources_on_any_number_of_shares() {
-        // Small (one thread), and past the parallel threshold with sources that straddle the
-        // shares' ends, empty ones among them.
-        for lens in [
-            vec![0, 5, 0, 17],
-            vec![],
-            vec![
-                CAPTURE_PARALLEL_MIN / 3 + 1,
-                0,
-                CAPTURE_PARALLEL_MIN / 2 + 7,
-                3,
-                CAPTURE_PARALLEL_MIN / 5,
-            ],
-        ] {
-            let sources: Vec<Vec<u8>> = lens
-                .iter()
-                .enumerate()
-                .map(|(i, &n)| bytes(n, i as u64))
-                .collect();
-            let want = sources.concat();
-            let mut buf = vec![0xa5u8; want.len()];
-            capture_copy(&mut buf, sources.iter().map(Vec::as_slice));
-            assert!(buf == want, "lengths {lens:?}");
-        }
-    }
 }

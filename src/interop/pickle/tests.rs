@@ -1,6 +1,7 @@
 //! The restricted unpickler on hand-built pickles: valid ones (as CPython's `pickle.dumps`
 //! writes them, disassembled in the comments) and every hostile case of issue 30.
 
+use super::unpickler::op;
 use super::*;
 
 const ALLOW: &[GlobalName] = &[("collections", "OrderedDict"), ("_codecs", "encode")];

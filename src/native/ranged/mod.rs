@@ -9,13 +9,15 @@
 //! ranged path is tested and fuzzed in a build without object storage; `remote::ObjectRange`
 //! (the `s3` feature) reads an object in a bucket, with parallel ranged GETs.
 
+mod entry_source;
+mod plan;
 mod range;
 mod reader;
 mod sharded;
 mod sharded_reuse;
 
+pub(crate) use entry_source::{locate, locate_slices, EntrySource};
 pub use range::{Dest, FileRange, Parallelism, RangeRead, ReadAt, ReadPart, RequestStats};
-pub(crate) use reader::{locate, locate_slices, EntrySource};
 pub use reader::{
     LoadOptions, LoadProgress, RemoteEntry, RemoteOptions, RemoteReader, RemoteTensor,
     DEFAULT_LOAD_CONCURRENCY, DEFAULT_LOAD_PART_SIZE,

@@ -9,7 +9,7 @@
 //! an entry (`native::check_data`, `check_partition`, `piece_entry`), the record header and LoD
 //! (`native::record_header`) and verify (`native::Tally` over `TensorView`s of the fetched
 //! records) are the mapped reader's own. What is written here is fetching: the parallel fetch
-//! planner, the read-ahead of `get_ahead`, and the owned tensors it returns.
+//! (planned by `plan.rs`), the read-ahead of `get_ahead`, and the owned tensors it returns.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -22,13 +22,15 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::format::{crc32c, unmask_crc};
 use crate::name;
+use crate::native::ranged::entry_source::{get_region, get_whole, EntrySource};
+use crate::native::ranged::plan::plan_parts;
 use crate::native::ranged::range::{Dest, Parallelism, RangeRead, ReadPart, RequestStats};
-use crate::native::region::{self, Region};
+use crate::native::region::Region;
 use crate::native::slice_key;
 use crate::native::{
     check_data, check_partition, entry_dtype, hold_from, is_tensor_name, list_entry, open_index,
-    piece_entry, plan_region, record_header, slice_keys, validate_header, view_of_record,
-    FileHeader, IndexEntry, Listed, Opened, Reader, RegionPlan, SlicePiece, Tally, VerifyReport,
+    piece_entry, record_header, slice_keys, validate_header, view_of_record, FileHeader,
+    IndexEntry, Listed, Opened, Reader, SlicePiece, Tally, VerifyReport,
 };
 use crate::record::MAX_RANK;
 use crate::table::{Table, TableIndex, TableReadOptions};
@@ -216,56 +218,6 @@ impl Want {
 /// Where a parallel load hands each tensor's bytes: what was asked, the bytes of its range,
 /// and their CRC32C (computed as they arrived).
 type RawSink<'a> = dyn FnMut(Want, Vec<u8>, u32) -> Result<()> + 'a;
-
-/// One request of a parallel load: a range of the object, and the tensors' bytes in it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct PlannedPart {
-    pub(crate) range: Range<u64>,
-    /// (tensor number, byte range within that tensor), in the object's order.
-    pub(crate) members: Vec<(usize, Range<u64>)>,
-}
-
-/// Splits the reading of `extents` (the tensors' byte ranges, sorted by start, not
-/// overlapping) into requests of at most `part_size` bytes: consecutive tensors at most
-/// `max_gap` bytes apart share a request (the gap is read too), a larger tensor is split.
-/// Empty extents are in no request.
-pub(crate) fn plan_parts(extents: &[Range<u64>], part_size: u64, max_gap: u64) -> Vec<PlannedPart> {
-    let part_size = part_size.max(1);
-    let mut out: Vec<PlannedPart> = Vec::new();
-    let mut cur: Option<PlannedPart> = None;
-    for (t, r) in extents.iter().enumerate() {
-        if r.start >= r.end {
-            continue;
-        }
-        if let Some(c) = &cur {
-            if r.start < c.range.end || r.start - c.range.end > max_gap {
-                out.extend(cur.take());
-            }
-        }
-        let mut pos = r.start;
-        while pos < r.end {
-            // A tensor joins the part under way if the part has room past the gap before it.
-            let joins = cur
-                .as_ref()
-                .is_some_and(|c| pos.max(c.range.end) - c.range.start < part_size);
-            if !joins {
-                out.extend(cur.take());
-            }
-            let c = cur.get_or_insert_with(|| PlannedPart {
-                range: pos..pos,
-                members: Vec::new(),
-            });
-            c.range.end = c.range.end.max(pos);
-            let room = part_size - (c.range.end - c.range.start);
-            let take = room.min(r.end - pos);
-            c.members.push((t, pos - r.start..pos - r.start + take));
-            c.range.end = pos + take;
-            pos += take;
-        }
-    }
-    out.extend(cur);
-    out
-}
 
 /// The state of a parallel load: tensors' buffers, split into parts as parts start and joined
 /// as they arrive; tensors handed over in the object's order once whole and checked.
@@ -1083,78 +1035,6 @@ impl RemoteReader {
     }
 }
 
-/// What the reads of whole tensors and regions need of a remote checkpoint, a single file
-/// ([`RemoteReader`]) or a sharded one (`RemoteSharded`): its index entries by key, and the
-/// checked data of an entry from whichever object holds it. Everything else (which slices hold
-/// a region, the checks of an entry, the copy) is written once, here and in `native`.
-pub(crate) trait EntrySource {
-    /// Where the checkpoint is, for messages.
-    fn place(&self) -> &str;
-    /// Whether its index is of version 2 (slices allowed).
-    fn is_v2(&self) -> bool;
-    /// The index entry under `key`: decoded, its value, the offset of its block.
-    fn lookup(&self, key: &[u8]) -> Result<Option<(IndexEntry, Vec<u8>, u64)>>;
-    /// The index table (for the lookups of slices).
-    fn index_table(&self) -> Table<'_>;
-    /// The data of a whole tensor's or a slice's entry, checked against its CRC32C.
-    fn data(&self, key: &[u8], e: &IndexEntry, at: u64) -> Result<RemoteTensor>;
-    /// Where the data of a whole tensor's entry is, checked as [`EntrySource::data`] checks
-    /// it but without reading it: the file (a URL) and the data's length.
-    fn data_file(&self, key: &[u8], e: &IndexEntry, at: u64) -> Result<(String, u64)>;
-}
-
-/// Where the data of tensor `name` of `s` lies, without reading it: the file (a URL), the
-/// data's offset and length there, and its stored CRC32C (unmasked). `None` when there is no
-/// such tensor or it is stored in slices (not one run of bytes).
-pub(crate) fn locate(s: &dyn EntrySource, name: &[u8]) -> Result<Option<DataAt>> {
-    if !is_tensor_name(name, s.is_v2()) {
-        return Ok(None);
-    }
-    let Some((e, _, at)) = s.lookup(name)? else {
-        return Ok(None);
-    };
-    if e.num_slices != 0 {
-        return Ok(None);
-    }
-    let (file, len) = s.data_file(name, &e, at)?;
-    Ok(Some((file, e.offset, len, unmask_crc(e.crc32c))))
-}
-
-/// Where an entry's data lies ([`locate`]): its file (a URL), the data's offset and length
-/// there, and its stored CRC32C (unmasked).
-pub(crate) type DataAt = (String, u64, u64, u32);
-
-/// Where each stored slice of tensor `name` of `s` lies, without reading it, in the order
-/// its entry lists them: the slice's region, and as [`locate`] gives it, its file, offset,
-/// length and CRC32C. Empty when there is no such tensor or it is stored whole. Each slice's
-/// entry is looked up and checked as a read of it would be.
-pub(crate) fn locate_slices(s: &dyn EntrySource, name: &[u8]) -> Result<Vec<(Region, DataAt)>> {
-    if !is_tensor_name(name, s.is_v2()) {
-        return Ok(Vec::new());
-    }
-    let Some((e, value, at)) = s.lookup(name)? else {
-        return Ok(Vec::new());
-    };
-    if e.num_slices == 0 {
-        return Ok(Vec::new());
-    }
-    let dtype = entry_dtype(name, &e).map_err(|err| err.context(s.place()))?;
-    let p = check_partition(name, &e, dtype, &value, at, s.is_v2())
-        .map_err(|err| err.context(s.place()))?;
-    let table = s.index_table();
-    (0..p.regions.len())
-        .map(|i| {
-            let (se, _, sat, piece) =
-                piece_entry(&table, &p, i).map_err(|err| err.context(s.place()))?;
-            let (file, len) = s.data_file(&piece.key, &se, sat)?;
-            Ok((
-                p.regions[i].clone(),
-                (file, se.offset, len, unmask_crc(se.crc32c)),
-            ))
-        })
-        .collect()
-}
-
 impl EntrySource for RemoteReader {
     fn place(&self) -> &str {
         self.location()
@@ -1183,86 +1063,6 @@ impl EntrySource for RemoteReader {
     }
 }
 
-/// The tensor `name` of `s`, stored whole (else [`Error::Sliced`]).
-pub(crate) fn get_whole(s: &dyn EntrySource, name: &[u8]) -> Result<Option<RemoteTensor>> {
-    if !is_tensor_name(name, s.is_v2()) {
-        return Ok(None);
-    }
-    let Some((e, _, at)) = s.lookup(name)? else {
-        return Ok(None);
-    };
-    if e.num_slices != 0 {
-        return Err(Error::Sliced {
-            name: name::display(name),
-            path: s.place().to_string(),
-            slices: u64::from(e.num_slices),
-        });
-    }
-    s.data(name, &e, at).map(Some)
-}
-
-/// The region `region` of tensor `name` of `s`, whether stored whole or in slices.
-pub(crate) fn get_region(
-    s: &dyn EntrySource,
-    name: &[u8],
-    region: &Region,
-) -> Result<Option<RemoteTensor>> {
-    if !is_tensor_name(name, s.is_v2()) {
-        return Ok(None);
-    }
-    let Some((e, value, at)) = s.lookup(name)? else {
-        return Ok(None);
-    };
-    let dtype = entry_dtype(name, &e).map_err(|err| err.context(s.place()))?;
-    let shape: Vec<u64> = e.shape.to_vec();
-    if !region.is_within(&shape) {
-        return Err(Error::InvalidArgument(format!(
-            "region at {:?} of lengths {:?} does not lie inside tensor {} of shape {shape:?}",
-            region.start,
-            region.len,
-            name::display(name)
-        )));
-    }
-    let esize = dtype.size();
-    let out_len = region::byte_len(region, esize)?;
-    let mut out = vec![0u8; out_len];
-    let copy = |data: &[u8], from: &Region, part: &Region, out: &mut [u8], key: &[u8]| {
-        region::copy_part(data, from, out, region, part, esize).map_err(|d| {
-            Error::corrupt(
-                "slice",
-                at,
-                format!("{}: {}: {d}", s.place(), slice_key::display_key(key)),
-            )
-        })
-    };
-    if e.num_slices == 0 {
-        let t = s.data(name, &e, at)?;
-        copy(&t.data, &Region::full(&shape), region, &mut out, name)?;
-    } else {
-        let p = check_partition(name, &e, dtype, &value, at, s.is_v2())
-            .map_err(|err| err.context(s.place()))?;
-        let parts = match plan_region(&p, region, s.place())? {
-            RegionPlan::Empty => Vec::new(),
-            RegionPlan::Within(i) => vec![(i, region.clone())],
-            RegionPlan::Parts(parts) => parts,
-        };
-        for (i, part) in &parts {
-            let r = &p.regions[*i];
-            // The same lookup and checks of a slice's entry as a mapped file's.
-            let (se, _, sat, piece) =
-                piece_entry(&s.index_table(), &p, *i).map_err(|err| err.context(s.place()))?;
-            let t = s.data(&piece.key, &se, sat)?;
-            copy(&t.data, r, part, &mut out, &piece.key)?;
-        }
-    }
-    Ok(Some(RemoteTensor {
-        dtype,
-        shape: region.len.clone(),
-        data: out,
-        lod: Vec::new(),
-    }))
-}
-
 /// A listing's entry as the remote readers give it.
 pub(crate) fn entry_of(l: Listed) -> RemoteEntry {
     RemoteEntry {
@@ -1280,91 +1080,6 @@ mod tests {
     use super::*;
     use crate::remote::FileRange;
     use crate::{Tensor, Writer, WriterOptions};
-
-    fn members(p: &PlannedPart) -> Vec<(usize, Range<u64>)> {
-        p.members.clone()
-    }
-
-    #[test]
-    fn small_tensors_that_lie_together_share_a_part() {
-        let plan = plan_parts(&[0..10, 12..20, 30..40], 100, 16);
-        assert_eq!(plan.len(), 1);
-        assert_eq!(plan[0].range, 0..40);
-        assert_eq!(members(&plan[0]), vec![(0, 0..10), (1, 0..8), (2, 0..10)]);
-    }
-
-    #[test]
-    fn a_gap_larger_than_max_gap_starts_a_part() {
-        let plan = plan_parts(&[0..10, 12..20, 100..110], 1000, 16);
-        let ranges: Vec<_> = plan.iter().map(|p| p.range.clone()).collect();
-        assert_eq!(ranges, vec![0..20, 100..110]);
-    }
-
-    #[test]
-    fn a_large_tensor_is_split_into_parts() {
-        let plan = plan_parts(&[0..3, 4..14], 4, 8);
-        let got: Vec<_> = plan.iter().map(|p| (p.range.clone(), members(p))).collect();
-        assert_eq!(
-            got,
-            vec![
-                // The gap (byte 3) fills the first part: the tensor starts the next one.
-                (0..3, vec![(0, 0..3)]),
-                (4..8, vec![(1, 0..4)]),
-                (8..12, vec![(1, 4..8)]),
-                (12..14, vec![(1, 8..10)]),
-            ]
-        );
-        // Empty tensors are in no part.
-        let plan = plan_parts(&[0..0, 5..5, 5..9], 4, 0);
-        assert_eq!(plan.len(), 1);
-        assert_eq!(members(&plan[0]), vec![(2, 0..4)]);
-    }
-
-    /// Random layouts: every tensor byte in exactly one part, in order; parts no larger than
-    /// asked, in order, not overlapping; gaps inside a part no larger than max_gap.
-    #[test]
-    fn plans_cover_every_byte_once() {
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let mut rnd = |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n.max(1)
-        };
-        for _ in 0..500 {
-            let n = rnd(20) as usize;
-            let mut at = 0;
-            let mut ext = Vec::new();
-            for _ in 0..n {
-                at += rnd(3) * rnd(40);
-                let len = if rnd(4) == 0 { 0 } else { 1 + rnd(3) * rnd(50) };
-                ext.push(at..at + len);
-                at += len;
-            }
-            let part = 1 + rnd(64);
-            let gap = rnd(30);
-            let plan = plan_parts(&ext, part, gap);
-            let mut seen: Vec<u64> = vec![0; n];
-            let mut prev_end = 0;
-            for p in &plan {
-                assert!(p.range.start >= prev_end && p.range.end > p.range.start);
-                assert!(p.range.end - p.range.start <= part, "{p:?} > {part}");
-                prev_end = p.range.end;
-                let mut pos = p.range.start;
-                for (i, (t, r)) in p.members.iter().enumerate() {
-                    let s = ext[*t].start + r.start;
-                    assert!(s >= pos && s - pos <= if i == 0 { 0 } else { gap });
-                    assert_eq!(r.start, seen[*t], "tensor {t} in order");
-                    seen[*t] = r.end;
-                    pos = ext[*t].start + r.end;
-                }
-                assert_eq!(pos, p.range.end);
-            }
-            for (t, r) in ext.iter().enumerate() {
-                assert_eq!(seen[t], r.end - r.start, "tensor {t} whole");
-            }
-        }
-    }
 
     fn tensor_bytes(i: usize, len: usize) -> Vec<u8> {
         (0..len).map(|k| (k * 31 + i * 7 + k / 251) as u8).collect()

@@ -10,10 +10,10 @@
 use std::sync::{Arc, OnceLock};
 
 use crate::error::{Error, RemoteProblem, Result, ShardProblem};
+use crate::native::ranged::entry_source::{get_region, get_whole, EntrySource};
 use crate::native::ranged::range::RangeRead;
 use crate::native::ranged::reader::{
-    get_region, get_whole, EntrySource, LoadOptions, RemoteEntry, RemoteOptions, RemoteReader,
-    RemoteTensor,
+    LoadOptions, RemoteEntry, RemoteOptions, RemoteReader, RemoteTensor,
 };
 use crate::native::{
     check_against_shards, check_shard_identity, check_shard_len, FileHeader, IndexEntry, Region,

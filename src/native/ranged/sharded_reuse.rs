@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::format::{crc32c, unmask_crc};
-use crate::native::ranged::reader::EntrySource;
+use crate::native::ranged::entry_source::EntrySource;
 use crate::native::ranged::sharded::RemoteSharded;
 use crate::native::{
     decode_slices, slice_key, FileHeader, IndexEntry, Place, ReuseBase, SliceAt, Tensor,

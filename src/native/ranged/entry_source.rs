@@ -1,0 +1,174 @@
+//! The reads written once for every remote checkpoint, a single file ([`RemoteReader`]) or a
+//! sharded one (`RemoteSharded`): the [`EntrySource`] trait (index entries by key, checked data
+//! of an entry), and over it [`locate`] and [`locate_slices`] (where a tensor's bytes lie,
+//! without reading them), [`get_whole`] and [`get_region`] (a whole tensor, or any region of one
+//! stored whole or in slices). Its own file because both readers stand on it, while the rest of
+//! `reader.rs` is the single file's fetching.
+//!
+//! [`RemoteReader`]: super::RemoteReader
+
+use crate::error::{Error, Result};
+use crate::format::unmask_crc;
+use crate::name;
+use crate::native::region::{self, Region};
+use crate::native::slice_key;
+use crate::native::{
+    check_partition, entry_dtype, is_tensor_name, piece_entry, plan_region, IndexEntry, RegionPlan,
+};
+use crate::table::Table;
+
+use super::reader::RemoteTensor;
+
+/// What the reads of whole tensors and regions need of a remote checkpoint, a single file
+/// ([`RemoteReader`]) or a sharded one (`RemoteSharded`): its index entries by key, and the
+/// checked data of an entry from whichever object holds it. Everything else (which slices hold
+/// a region, the checks of an entry, the copy) is written once, here and in `native`.
+///
+/// [`RemoteReader`]: super::RemoteReader
+pub(crate) trait EntrySource {
+    /// Where the checkpoint is, for messages.
+    fn place(&self) -> &str;
+    /// Whether its index is of version 2 (slices allowed).
+    fn is_v2(&self) -> bool;
+    /// The index entry under `key`: decoded, its value, the offset of its block.
+    fn lookup(&self, key: &[u8]) -> Result<Option<(IndexEntry, Vec<u8>, u64)>>;
+    /// The index table (for the lookups of slices).
+    fn index_table(&self) -> Table<'_>;
+    /// The data of a whole tensor's or a slice's entry, checked against its CRC32C.
+    fn data(&self, key: &[u8], e: &IndexEntry, at: u64) -> Result<RemoteTensor>;
+    /// Where the data of a whole tensor's entry is, checked as [`EntrySource::data`] checks
+    /// it but without reading it: the file (a URL) and the data's length.
+    fn data_file(&self, key: &[u8], e: &IndexEntry, at: u64) -> Result<(String, u64)>;
+}
+
+/// Where the data of tensor `name` of `s` lies, without reading it: the file (a URL), the
+/// data's offset and length there, and its stored CRC32C (unmasked). `None` when there is no
+/// such tensor or it is stored in slices (not one run of bytes).
+pub(crate) fn locate(s: &dyn EntrySource, name: &[u8]) -> Result<Option<DataAt>> {
+    if !is_tensor_name(name, s.is_v2()) {
+        return Ok(None);
+    }
+    let Some((e, _, at)) = s.lookup(name)? else {
+        return Ok(None);
+    };
+    if e.num_slices != 0 {
+        return Ok(None);
+    }
+    let (file, len) = s.data_file(name, &e, at)?;
+    Ok(Some((file, e.offset, len, unmask_crc(e.crc32c))))
+}
+
+/// Where an entry's data lies ([`locate`]): its file (a URL), the data's offset and length
+/// there, and its stored CRC32C (unmasked).
+pub(crate) type DataAt = (String, u64, u64, u32);
+
+/// Where each stored slice of tensor `name` of `s` lies, without reading it, in the order
+/// its entry lists them: the slice's region, and as [`locate`] gives it, its file, offset,
+/// length and CRC32C. Empty when there is no such tensor or it is stored whole. Each slice's
+/// entry is looked up and checked as a read of it would be.
+pub(crate) fn locate_slices(s: &dyn EntrySource, name: &[u8]) -> Result<Vec<(Region, DataAt)>> {
+    if !is_tensor_name(name, s.is_v2()) {
+        return Ok(Vec::new());
+    }
+    let Some((e, value, at)) = s.lookup(name)? else {
+        return Ok(Vec::new());
+    };
+    if e.num_slices == 0 {
+        return Ok(Vec::new());
+    }
+    let dtype = entry_dtype(name, &e).map_err(|err| err.context(s.place()))?;
+    let p = check_partition(name, &e, dtype, &value, at, s.is_v2())
+        .map_err(|err| err.context(s.place()))?;
+    let table = s.index_table();
+    (0..p.regions.len())
+        .map(|i| {
+            let (se, _, sat, piece) =
+                piece_entry(&table, &p, i).map_err(|err| err.context(s.place()))?;
+            let (file, len) = s.data_file(&piece.key, &se, sat)?;
+            Ok((
+                p.regions[i].clone(),
+                (file, se.offset, len, unmask_crc(se.crc32c)),
+            ))
+        })
+        .collect()
+}
+
+/// The tensor `name` of `s`, stored whole (else [`Error::Sliced`]).
+pub(crate) fn get_whole(s: &dyn EntrySource, name: &[u8]) -> Result<Option<RemoteTensor>> {
+    if !is_tensor_name(name, s.is_v2()) {
+        return Ok(None);
+    }
+    let Some((e, _, at)) = s.lookup(name)? else {
+        return Ok(None);
+    };
+    if e.num_slices != 0 {
+        return Err(Error::Sliced {
+            name: name::display(name),
+            path: s.place().to_string(),
+            slices: u64::from(e.num_slices),
+        });
+    }
+    s.data(name, &e, at).map(Some)
+}
+
+/// The region `region` of tensor `name` of `s`, whether stored whole or in slices.
+pub(crate) fn get_region(
+    s: &dyn EntrySource,
+    name: &[u8],
+    region: &Region,
+) -> Result<Option<RemoteTensor>> {
+    if !is_tensor_name(name, s.is_v2()) {
+        return Ok(None);
+    }
+    let Some((e, value, at)) = s.lookup(name)? else {
+        return Ok(None);
+    };
+    let dtype = entry_dtype(name, &e).map_err(|err| err.context(s.place()))?;
+    let shape: Vec<u64> = e.shape.to_vec();
+    if !region.is_within(&shape) {
+        return Err(Error::InvalidArgument(format!(
+            "region at {:?} of lengths {:?} does not lie inside tensor {} of shape {shape:?}",
+            region.start,
+            region.len,
+            name::display(name)
+        )));
+    }
+    let esize = dtype.size();
+    let out_len = region::byte_len(region, esize)?;
+    let mut out = vec![0u8; out_len];
+    let copy = |data: &[u8], from: &Region, part: &Region, out: &mut [u8], key: &[u8]| {
+        region::copy_part(data, from, out, region, part, esize).map_err(|d| {
+            Error::corrupt(
+                "slice",
+                at,
+                format!("{}: {}: {d}", s.place(), slice_key::display_key(key)),
+            )
+        })
+    };
+    if e.num_slices == 0 {
+        let t = s.data(name, &e, at)?;
+        copy(&t.data, &Region::full(&shape), region, &mut out, name)?;
+    } else {
+        let p = check_partition(name, &e, dtype, &value, at, s.is_v2())
+            .map_err(|err| err.context(s.place()))?;
+        let parts = match plan_region(&p, region, s.place())? {
+            RegionPlan::Empty => Vec::new(),
+            RegionPlan::Within(i) => vec![(i, region.clone())],
+            RegionPlan::Parts(parts) => parts,
+        };
+        for (i, part) in &parts {
+            let r = &p.regions[*i];
+            // The same lookup and checks of a slice's entry as a mapped file's.
+            let (se, _, sat, piece) =
+                piece_entry(&s.index_table(), &p, *i).map_err(|err| err.context(s.place()))?;
+            let t = s.data(&piece.key, &se, sat)?;
+            copy(&t.data, r, part, &mut out, &piece.key)?;
+        }
+    }
+    Ok(Some(RemoteTensor {
+        dtype,
+        shape: region.len.clone(),
+        data: out,
+        lod: Vec::new(),
+    }))
+}
