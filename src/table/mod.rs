@@ -29,8 +29,13 @@
 
 mod block;
 mod builder;
+mod cache;
 mod footer;
 mod hash;
+mod hashed;
+mod index;
+mod iter;
+mod read;
 mod reader;
 
 pub use block::{Block, BlockBuilder, BlockIter};
@@ -39,9 +44,10 @@ pub use builder::{
 };
 pub use footer::{BlockHandle, Footer};
 pub use hash::HASH_INDEX_KEY;
-pub use reader::{
-    BlockBytes, SharedBytes, Table, TableFigures, TableIndex, TableIter, TableReadOptions,
-};
+pub use index::{SharedBytes, TableIndex, TableReadOptions};
+pub use iter::TableIter;
+pub use read::BlockBytes;
+pub use reader::{Table, TableFigures};
 
 /// Length of the table footer in bytes (two padded block handles and the magic number).
 pub const FOOTER_LEN: usize = 48;
@@ -85,4 +91,17 @@ impl Compression {
             _ => None,
         }
     }
+}
+
+/// A table of `n` entries, `key00000` to `key{n-1:05}`, each valued `value-{i}-` eight times:
+/// the readers' tests' table.
+#[cfg(test)]
+fn build_test_table(n: usize, opts: TableOptions) -> Vec<u8> {
+    let mut b = TableBuilder::new(Vec::new(), 0, opts).unwrap();
+    for i in 0..n {
+        let v = format!("value-{i}-").repeat(8);
+        b.add(format!("key{i:05}").as_bytes(), v.as_bytes())
+            .unwrap();
+    }
+    b.finish().unwrap().0
 }
