@@ -80,9 +80,9 @@ pub use backend::{EarlySync, WriteBackend, WriteDestination};
 pub use entry::{decode_slices, encode_partitioned, Dims, IndexEntry};
 pub use header::{FileHeader, SaveId, ShardOf, ShardRef};
 pub use load::{LoadOptions, OwnedTensor};
+pub use sharded::housekeeping::{clean_shards, shard_files, ShardFile, ShardFileKind};
 pub use sharded::merge::{
-    clean_shards, merge_shards, shard_files, MergeShardsOptions, MergeShardsReport, MergeStep,
-    PartialTensors, ShardFile, ShardFileKind,
+    merge_shards, MergeShardsOptions, MergeShardsReport, MergeStep, PartialTensors,
 };
 // The engine's insides that the object-storage reader and writer (`remote/`, the `s3` feature)
 // share.
@@ -102,11 +102,11 @@ pub use recover::{
 pub use region::Region;
 pub use rewrite::{rewrite_in_place, RewriteReport};
 #[cfg(feature = "s3")]
+pub(crate) use sharded::housekeeping::sibling_files;
+#[cfg(feature = "s3")]
 pub(crate) use sharded::index::{read_shard_index_from, ShardIndex};
 #[cfg(feature = "s3")]
-pub(crate) use sharded::merge::{
-    plan_index, read_all_references, reused_files, sibling_files, write_index,
-};
+pub(crate) use sharded::merge::{plan_index, read_all_references, reused_files, write_index};
 pub use sharded::place::{
     data_suffix, parse_suffix, pending_suffix, refs_suffix, reused_suffix, split_data_name,
     Brought, DirPlace, Place, Sibling, INDEX_SUFFIX,

@@ -7,6 +7,7 @@
 //! index is read by positions, never its records (`index.rs`). Where the files are (a directory,
 //! a bucket prefix) and how each is named is `place.rs`.
 
+pub(crate) mod housekeeping;
 pub(crate) mod index;
 pub(crate) mod merge;
 pub mod place;
