@@ -63,6 +63,7 @@ impl PyCheckpointManager {
                 sync,
                 ..WriterOptions::default()
             },
+            ..ManagerOptions::default()
         };
         let m = py
             .detach(|| CheckpointManager::open(&directory, opts))

@@ -124,15 +124,11 @@ pub fn ckpt(
     dry_run: bool,
     as_json: bool,
 ) -> Result<ExitCode> {
-    // A URL (`s3://bucket/dir`) is a directory of an object store: nothing to check here.
-    let url = dir.to_str().is_some_and(paramdex::remote::is_url);
-    if !url && !dir.is_dir() {
-        return Err(Error::io(
-            format!("opening {}", dir.display()),
-            std::io::Error::new(std::io::ErrorKind::NotFound, "no such directory"),
-        ));
-    }
-    let mut opts = ManagerOptions::default();
+    // Listing and pruning never create the directory (a URL's prefix needs no check).
+    let mut opts = ManagerOptions {
+        create: false,
+        ..ManagerOptions::default()
+    };
     if let Some(n) = name {
         opts.name = n.to_string();
     }

@@ -162,6 +162,18 @@ impl Location {
         crate::remote::object_path(&format!("{}/{name}", loc.path.as_ref()))
     }
 
+    /// For a local directory: an error naming it unless it is one (an object store's prefix
+    /// needs no check: it exists once an object is under it).
+    pub fn must_exist(&self) -> Result<()> {
+        match self {
+            Location::Local(d) if !d.is_dir() => Err(Error::io(
+                format!("opening {}", d.display()),
+                std::io::Error::new(std::io::ErrorKind::NotFound, "no such directory"),
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// The path (local) or URL (object) of `name` in the directory.
     pub fn child(&self, name: &str) -> PathBuf {
         match self {

@@ -69,6 +69,11 @@ pub struct ManagerOptions {
     pub max_in_flight: usize,
     /// How the files are written (`sync: false` skips fsyncs: tests only).
     pub writer: WriterOptions,
+    /// Create the directory if it is missing (the default: a training job's first save).
+    /// Without it, a missing local directory is an I/O error of kind `NotFound` naming it, as
+    /// a program that only lists or restores wants (a bucket prefix exists once it holds an
+    /// object, so there is nothing to check there).
+    pub create: bool,
 }
 
 impl Default for ManagerOptions {
@@ -79,6 +84,7 @@ impl Default for ManagerOptions {
             keep: KeepPolicy::default(),
             max_in_flight: 1,
             writer: WriterOptions::default(),
+            create: true,
         }
     }
 }
@@ -316,7 +322,11 @@ impl CheckpointManager {
             }
         }
         let at = Location::new(&dir)?;
-        at.create()?;
+        if opts.create {
+            at.create()?;
+        } else {
+            at.must_exist()?;
+        }
         // What saves of a process that was killed left behind: each a whole checkpoint's
         // worth of disk that nothing else would remove (a staged index link, once its step is
         // pruned, the only name left of that step's data).
