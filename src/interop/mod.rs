@@ -62,7 +62,7 @@ pub use store::{
     DataFileLayout, DataLocation, ForeignType, Format, Kind, LoadedTensor, SliceLocation,
     StoreLayout, TensorData, TensorInfo, TensorInfos, TensorStore, VerifySummary, MAX_FOREIGN_NAME,
 };
-pub use survey::{survey, Found, MAX_SURVEYED};
+pub use survey::{is_directory, survey, Found, MAX_SURVEYED};
 
 pub(crate) use store::Opener;
 

@@ -29,6 +29,16 @@ pub struct Found {
     pub what: Result<Format>,
 }
 
+/// Whether `input` names a directory that [`survey`] lists: a local directory, or a URL
+/// (`s3://bucket/prefix/`, `file:///dir/`) ending in `/`, which names no object (an object
+/// store has no directories to ask about; the `/` says the caller means one).
+pub fn is_directory(input: &Path) -> bool {
+    match input.to_str().filter(|s| crate::remote::is_url(s)) {
+        Some(url) => url.ends_with('/'),
+        None => input.is_dir(),
+    }
+}
+
 /// The entries of `dir` (a local directory, `file:///dir`, or `s3://bucket/prefix`), sorted by
 /// name, hidden ones (starting with `.`) left out, each opened as an input to say what it is.
 /// An object prefix lists its objects (not the prefixes under it).

@@ -695,23 +695,18 @@ pub fn ls(
 /// prefix holds instead: a local directory that is no input or holds several, or a URL ending
 /// in `/` that names no object nor checkpoint.
 fn is_survey(input: &Path, e: &Error) -> bool {
-    let s = input.to_string_lossy();
-    let dir = if paramdex::remote::is_url(&s) {
-        s.ends_with('/')
-    } else {
-        input.is_dir()
-    };
-    dir && matches!(
-        e,
-        Error::UnrecognizedFormat {
-            looks_like: None,
-            ..
-        } | Error::InvalidArgument(_)
-            | Error::Remote {
-                problem: paramdex::RemoteProblem::NotFound,
+    paramdex::interop::is_directory(input)
+        && matches!(
+            e,
+            Error::UnrecognizedFormat {
+                looks_like: None,
                 ..
-            }
-    )
+            } | Error::InvalidArgument(_)
+                | Error::Remote {
+                    problem: paramdex::RemoteProblem::NotFound,
+                    ..
+                }
+        )
 }
 
 /// `ls DIR/`: each file, object or subdirectory of `dir` with the input it is (the same
