@@ -455,14 +455,7 @@ pub(crate) fn cut_region(
     data: &[u8],
     region: &Region,
 ) -> Result<Vec<u8>> {
-    if !region.is_within(shape) {
-        return Err(Error::InvalidArgument(format!(
-            "region at {:?} of lengths {:?} does not lie inside tensor {} of shape {shape:?}",
-            region.start,
-            region.len,
-            name::display(name)
-        )));
-    }
+    region.check_within(shape, name)?;
     let bytes = crate::native::region::byte_len(region, d.size())?;
     let mut out = vec![0u8; bytes];
     copy_region(

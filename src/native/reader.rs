@@ -444,14 +444,7 @@ impl Reader {
             Found::Whole(v) => (v.dtype(), v.shape()),
             Found::Partitioned(p) => (p.dtype, p.shape.as_slice()),
         };
-        if !region.is_within(shape) {
-            return Err(Error::InvalidArgument(format!(
-                "region at {:?} of lengths {:?} does not lie inside tensor {} of shape {shape:?}",
-                region.start,
-                region.len,
-                name::display(name)
-            )));
-        }
+        region.check_within(shape, name)?;
         let esize = dtype.size();
         let shown = name::display(name);
         match found {

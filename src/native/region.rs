@@ -69,6 +69,20 @@ impl Region {
                 .all(|((&s, &l), &d)| s.checked_add(l).is_some_and(|e| e <= d))
     }
 
+    /// [`Region::is_within`], as the error every region read gives otherwise:
+    /// [`crate::Error::InvalidArgument`] naming the region, the tensor `name` and its shape.
+    pub(crate) fn check_within(&self, shape: &[u64], name: &[u8]) -> crate::Result<()> {
+        if self.is_within(shape) {
+            return Ok(());
+        }
+        Err(crate::Error::InvalidArgument(format!(
+            "region at {:?} of lengths {:?} does not lie inside tensor {} of shape {shape:?}",
+            self.start,
+            self.len,
+            crate::name::display(name)
+        )))
+    }
+
     /// Whether the region is the whole of a tensor of shape `shape`.
     pub fn is_full(&self, shape: &[u64]) -> bool {
         self.len == shape && self.start.iter().all(|&s| s == 0)

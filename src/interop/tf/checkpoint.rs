@@ -948,15 +948,7 @@ impl TensorStore for TfCheckpoint {
                 e.kind.not_numeric().unwrap_or_default()
             )));
         };
-        if !region.is_within(&e.shape) {
-            return Err(Error::InvalidArgument(format!(
-                "region at {:?} of lengths {:?} does not lie inside tensor {} of shape {:?}",
-                region.start,
-                region.len,
-                display(name),
-                e.shape
-            )));
-        }
+        region.check_within(&e.shape, name)?;
         let esize = d.size();
         let want = region.numel().unwrap_or(u64::MAX);
         let bytes = slices::byte_len(region, esize)?;

@@ -1002,14 +1002,7 @@ impl TensorStore for DcpStore {
                 name::display(name)
             )));
         };
-        if region.rank() != size.len() || !region.is_within(size) {
-            return Err(Error::InvalidArgument(format!(
-                "region at {:?} of lengths {:?} does not lie inside tensor {} of shape {size:?}",
-                region.start,
-                region.len,
-                name::display(name)
-            )));
-        }
+        region.check_within(size, name)?;
         let es = dtype.size();
         // Every chunk the region meets is parsed and checked before the output is allocated.
         let mut parts = Vec::new();

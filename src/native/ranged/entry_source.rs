@@ -125,14 +125,7 @@ pub(crate) fn get_region(
     };
     let dtype = entry_dtype(name, &e).map_err(|err| err.context(s.place()))?;
     let shape: Vec<u64> = e.shape.to_vec();
-    if !region.is_within(&shape) {
-        return Err(Error::InvalidArgument(format!(
-            "region at {:?} of lengths {:?} does not lie inside tensor {} of shape {shape:?}",
-            region.start,
-            region.len,
-            name::display(name)
-        )));
-    }
+    region.check_within(&shape, name)?;
     let esize = dtype.size();
     let out_len = region::byte_len(region, esize)?;
     let mut out = vec![0u8; out_len];
