@@ -208,17 +208,18 @@ pub use error::{
     ShardProblem, SliceProblem,
 };
 pub use native::{
-    abandoned_temporaries, clean_shards, last_complete_len, merge_shards, recover, recover_any,
-    recover_any_with, remove_staged, rewrite_in_place, shard_files, write_atomically,
-    AbandonedTemporary, EarlySync, FileHeader, FinishStats, Iter, LoadAdvice, LoadOptions,
-    MergeShardsOptions, MergeShardsReport, MergeStep, MetaValue, Metadata, OwnedTensor,
-    PartialTensors, ReadOptions, Reader, RecoverOptions, RecoverReport, Recovered, Region,
-    ReuseStats, RewriteReport, SaveId, Saved, ShardFile, ShardFileKind, ShardOf, ShardRef,
-    ShardWriter, ShardedSave, SliceData, Tensor, TensorView, TensorWriter, VerifyOptions,
-    VerifyReport, WriteBackend, WriteDestination, Writer, WriterOptions, DEFAULT_ALIGNMENT,
-    DEFAULT_BLOCK_SIZE, DEFAULT_INDEX_MEMORY, FORMAT_VERSION, MAX_SHARDS, MAX_SLICES,
+    abandoned_temporaries, last_complete_len, recover, recover_any, recover_any_with,
+    remove_staged, rewrite_in_place, write_atomically, AbandonedTemporary, EarlySync, FileHeader,
+    FinishStats, Iter, LoadAdvice, LoadOptions, MergeShardsOptions, MergeShardsReport, MergeStep,
+    MetaValue, Metadata, OwnedTensor, PartialTensors, ReadOptions, Reader, RecoverOptions,
+    RecoverReport, Recovered, Region, ReuseStats, RewriteReport, SaveId, Saved, ShardFile,
+    ShardFileKind, ShardOf, ShardRef, ShardWriter, ShardedSave, SliceData, Tensor, TensorView,
+    TensorWriter, VerifyOptions, VerifyReport, WriteBackend, WriteDestination, Writer,
+    WriterOptions, DEFAULT_ALIGNMENT, DEFAULT_BLOCK_SIZE, DEFAULT_INDEX_MEMORY, FORMAT_VERSION,
+    MAX_SHARDS, MAX_SLICES,
 };
 pub use progress::{NoProgress, Progress, Unit};
+pub use remote::{clean_shards, merge_shards, shard_files};
 
 // What a program embedding paramdex needs to save and restore its checkpoints (the crate
 // docs walk through it), at the root beside the engine; `interop` keeps the same items.

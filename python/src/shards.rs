@@ -260,9 +260,7 @@ pub(crate) fn merge_shards_py<'py>(
         no_sync: !sync,
         ..MergeShardsOptions::default()
     };
-    let report: MergeShardsReport = py
-        .detach(|| merge_shards(&prefix, &opts))
-        .py()?;
+    let report: MergeShardsReport = py.detach(|| merge_shards(&prefix, &opts)).py()?;
     let d = PyDict::new(py);
     d.set_item("save_id", report.save_id.to_string())?;
     d.set_item("tensors", report.tensors)?;

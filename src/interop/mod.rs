@@ -44,8 +44,6 @@ mod store;
 mod survey;
 pub mod tf;
 pub mod torch;
-#[cfg(feature = "s3")]
-mod upload;
 
 pub use checkpoints::{
     list_run, run_step_of, step_of, AsyncSaveReport, BestBy, Candidate, CheckpointInfo,

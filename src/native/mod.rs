@@ -25,7 +25,7 @@
 //! | `rewrite` | [`rewrite_in_place`]: new metadata without touching records |
 //! | `recover` | rebuilding a file from a torn one, and the policy of what to do |
 //! | `slice_key`, `region` | slices: TensorFlow's slice keys, [`Region`] and its arithmetic |
-//! | `sharded` | sharded checkpoints (SPEC.md 12): [`ShardWriter`] and [`ShardedSave`] (`writer`), [`merge_shards`] (the commit), [`shard_files`] and [`clean_shards`] (`merge`), the lazily checked data files and their verify (`table`, `reader`), incremental reuse (`reuse`, `unchanged`), where the files are ([`Place`]: `place`) |
+//! | `sharded` | sharded checkpoints (SPEC.md 12): [`ShardWriter`] and [`ShardedSave`] (`writer`), [`merge_shards`](crate::merge_shards) (the commit), [`shard_files`](crate::shard_files) and [`clean_shards`](crate::clean_shards) (`merge`), the lazily checked data files and their verify (`table`, `reader`), incremental reuse (`reuse`, `unchanged`), where the files are ([`Place`]: `place`) |
 //! | `ranged` | the native reader over byte ranges ([`RemoteReader`](ranged::RemoteReader)): a file by `pread`, an object by ranged GETs, through the same open, lookups, checks and verify |
 //!
 //! Modules of this layer import each other by file (`crate::native::reader::Reader`); layers

@@ -23,6 +23,7 @@ mod place;
 mod sharded_open;
 #[cfg(feature = "s3")]
 mod sharded_write;
+mod shards;
 #[cfg(feature = "s3")]
 mod upload;
 #[cfg(feature = "s3")]
@@ -45,9 +46,10 @@ pub use crate::native::ranged::{
 #[cfg(feature = "s3")]
 pub use sharded_open::{object_data_opener, open_sharded, open_sharded_at};
 #[cfg(feature = "s3")]
-pub use sharded_write::RemoteShardWriter;
+pub(crate) use sharded_write::merge_shards_url;
 #[cfg(feature = "s3")]
-pub(crate) use sharded_write::{clean_shards_url, merge_shards_url, shard_files_url};
+pub use sharded_write::RemoteShardWriter;
+pub use shards::{clean_shards, merge_shards, shard_files};
 #[cfg(feature = "s3")]
 pub use upload::{
     abort_uploads_in_flight, create_writer, create_writer_with, object_exists, upload_file,

@@ -21,12 +21,15 @@ use prost::Message;
 
 use crate::dtype::DType;
 use crate::error::{ensure_within, Error, IoContext, Result};
-use crate::name::{display, MAX_NAME_LEN};
+use crate::name::display;
 use crate::proto::paddle::var_type::{DenseTensorDesc, TensorDesc};
 use crate::proto::paddle::{BlockDesc, ProgramDesc, VarDesc, VarType};
 
+mod decl;
 mod pir_json;
 
+pub use decl::ParamDecl;
+use decl::{corrupt, finish};
 pub use pir_json::parse_pir_json;
 
 /// Largest program file read (bytes). Programs hold no weights; this only bounds memory.
@@ -46,65 +49,6 @@ pub enum ProgramKind {
     ProgramDesc,
     /// A PIR program in JSON (`.json`).
     PirJson,
-}
-
-/// One parameter as the program declares it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ParamDecl {
-    /// The variable name (arbitrary bytes).
-    pub name: Vec<u8>,
-    /// The declared element type, when the program states one paramdex knows.
-    pub dtype: Option<DType>,
-    /// The declared dims (`-1` = unknown), when the program states them.
-    pub dims: Option<Vec<i64>>,
-}
-
-impl ParamDecl {
-    /// Folds a second declaration of the same parameter into this one: what either states is
-    /// kept; a dtype or dims that contradict each other are an error (its text says how).
-    fn merge(&mut self, other: ParamDecl) -> std::result::Result<(), String> {
-        match (self.dtype, other.dtype) {
-            (Some(a), Some(b)) if a != b => return Err(format!("{a} and {b}")),
-            (None, b) => self.dtype = b,
-            _ => {}
-        }
-        match (&mut self.dims, other.dims) {
-            (Some(a), Some(b)) => {
-                let agree =
-                    a.len() == b.len() && a.iter().zip(&b).all(|(&x, &y)| x == y || x < 0 || y < 0);
-                if !agree {
-                    return Err(format!("dims {a:?} and {b:?}"));
-                }
-                for (x, y) in a.iter_mut().zip(b) {
-                    if *x < 0 {
-                        *x = y;
-                    }
-                }
-            }
-            (a @ None, b) => *a = b,
-            (Some(_), None) => {}
-        }
-        Ok(())
-    }
-
-    /// Whether a record's dtype and shape agree with this declaration (unknowns agree).
-    pub fn accepts(&self, dtype: DType, dims: &[u64]) -> bool {
-        let dtype_ok = match self.dtype {
-            Some(d) => d == dtype,
-            None => true,
-        };
-        let dims_ok = match &self.dims {
-            Some(want) => {
-                want.len() == dims.len()
-                    && want
-                        .iter()
-                        .zip(dims)
-                        .all(|(&w, &d)| w < 0 || u64::try_from(w) == Ok(d))
-            }
-            None => true,
-        };
-        dtype_ok && dims_ok
-    }
 }
 
 /// A parsed program: its file, kind and parameters in bytewise name order.
@@ -161,47 +105,6 @@ pub(crate) fn parse_program(bytes: &[u8], path: &Path) -> Result<Program> {
         kind,
         params,
     })
-}
-
-fn corrupt(path: &Path, detail: impl std::fmt::Display) -> Error {
-    Error::corrupt("program", 0, format!("{}: {detail}", path.display()))
-}
-
-/// Sorts the declarations bytewise and rejects empty, over-long and duplicate names.
-fn finish(mut params: Vec<ParamDecl>, path: &Path) -> Result<Vec<ParamDecl>> {
-    for p in &params {
-        if p.name.is_empty() {
-            return Err(corrupt(path, "a parameter has an empty name"));
-        }
-        if p.name.len() > MAX_NAME_LEN {
-            return Err(corrupt(
-                path,
-                format!(
-                    "parameter name of {} bytes is above the limit of {MAX_NAME_LEN}",
-                    p.name.len()
-                ),
-            ));
-        }
-    }
-    params.sort_by(|a, b| a.name.cmp(&b.name));
-    // A parameter used by several ops can be declared once per use (weight tying in a static
-    // graph, the shared dropout state of every RNN layer in PIR); Paddle stores it once.
-    let mut unique: Vec<ParamDecl> = Vec::with_capacity(params.len());
-    for p in params {
-        match unique.last_mut() {
-            Some(last) if last.name == p.name => last.merge(p).map_err(|detail| {
-                corrupt(
-                    path,
-                    format!(
-                        "parameter {} is declared twice with different types: {detail}",
-                        display(&last.name)
-                    ),
-                )
-            })?,
-            _ => unique.push(p),
-        }
-    }
-    Ok(unique)
 }
 
 /// The parameters of a legacy `ProgramDesc` (`.pdmodel`), sorted bytewise.

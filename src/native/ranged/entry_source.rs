@@ -17,7 +17,7 @@ use crate::native::{
 };
 use crate::table::Table;
 
-use super::reader::RemoteTensor;
+use crate::native::OwnedTensor as RemoteTensor;
 
 /// What the reads of whole tensors and regions need of a remote checkpoint, a single file
 /// ([`RemoteReader`]) or a sharded one (`RemoteSharded`): its index entries by key, and the

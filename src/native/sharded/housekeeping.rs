@@ -1,5 +1,5 @@
 //! The files at a sharded checkpoint's prefix, and what failed saves left there:
-//! [`shard_files`] names each (committed, pending, orphan, temporary), [`clean_shards`] removes
+//! [`shard_files`](crate::shard_files) names each (committed, pending, orphan, temporary), [`clean_shards`](crate::clean_shards) removes
 //! all but the committed checkpoint's. Its own file because it is the merge's housekeeping, not
 //! its plan or commit: it reads each file's header and never writes an index.
 
@@ -10,12 +10,12 @@ use crate::native::header::ShardOf;
 use crate::native::sharded::index::{
     read_header_from, read_references_from, read_shard_index_from,
 };
-use crate::native::sharded::merge::{bucket_url, prefix_files};
+use crate::native::sharded::merge::prefix_files;
 use crate::native::sharded::place::{parse_suffix, DirPlace, Place, Sibling, INDEX_SUFFIX};
 use crate::native::staging;
 use crate::table::FOOTER_LEN;
 
-/// What a file at a checkpoint's prefix is (see [`shard_files`]).
+/// What a file at a checkpoint's prefix is (see [`shard_files`](crate::shard_files)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ShardFileKind {
@@ -36,7 +36,7 @@ pub enum ShardFileKind {
     Temporary,
 }
 
-/// One file found by [`shard_files`].
+/// One file found by [`shard_files`](crate::shard_files).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ShardFile {
     /// The file.
@@ -52,19 +52,8 @@ pub struct ShardFile {
 /// The files of a sharded checkpoint at `prefix`, and those a save that did not finish left
 /// there: pending shards, orphan shards, temporary files. Reads each shard's header (its index,
 /// not its records). Data files of a TensorFlow checkpoint at the prefix are not listed.
-///
-/// `prefix` may be a URL (`s3://bucket/dir/PREFIX`): the checkpoint's objects, an incremental
-/// save's references and reused objects (`Pending`), and data objects of another number than
-/// the committed checkpoint's (`Orphan`), each object's index read by ranged GETs; paths are
-/// URLs.
 pub fn shard_files(prefix: impl AsRef<Path>) -> Result<Vec<ShardFile>> {
     let prefix = prefix.as_ref();
-    if let Some(url) = bucket_url(prefix) {
-        #[cfg(feature = "s3")]
-        return crate::remote::shard_files_url(url);
-        #[cfg(not(feature = "s3"))]
-        return Err(crate::remote::not_built(url));
-    }
     let (_, stem, files) = prefix_files(prefix)?;
     let place = DirPlace::new(prefix);
     let mut out = sibling_files(&place)?;
@@ -91,7 +80,7 @@ pub fn shard_files(prefix: impl AsRef<Path>) -> Result<Vec<ShardFile>> {
 }
 
 /// The files of the sharded checkpoint at `place` ([`Place::path_of`]) and
-/// those a save that did not finish left there ([`shard_files`] but temporary files, which
+/// those a save that did not finish left there ([`shard_files`](crate::shard_files) but temporary files, which
 /// only a directory has): the committed checkpoint's data files, pending shards, references
 /// and reused files, orphan shards. Reads each one's index (never its records).
 pub(crate) fn sibling_files(place: &dyn Place) -> Result<Vec<ShardFile>> {
@@ -155,18 +144,11 @@ pub(crate) fn sibling_files(place: &dyn Place) -> Result<Vec<ShardFile>> {
     Ok(out)
 }
 
-/// Removes what [`shard_files`] reports as left behind at `prefix` (pending and orphan shards,
+/// Removes what [`shard_files`](crate::shard_files) reports as left behind at `prefix` (pending and orphan shards,
 /// temporary files), never the committed checkpoint's files, and returns them. Run it only
 /// when no save at that prefix is in progress: the shards of a running save are pending too.
-/// `prefix` may be a URL, as for [`shard_files`].
 pub fn clean_shards(prefix: impl AsRef<Path>) -> Result<Vec<ShardFile>> {
     let prefix = prefix.as_ref();
-    if let Some(url) = bucket_url(prefix) {
-        #[cfg(feature = "s3")]
-        return crate::remote::clean_shards_url(url);
-        #[cfg(not(feature = "s3"))]
-        return Err(crate::remote::not_built(url));
-    }
     let mut removed = Vec::new();
     for f in shard_files(prefix)? {
         if f.kind == ShardFileKind::Committed {

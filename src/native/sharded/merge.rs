@@ -1,4 +1,4 @@
-//! Committing a sharded save (SPEC.md 12.3): [`merge_shards`] reads only the shards' indexes
+//! Committing a sharded save (SPEC.md 12.3): [`merge_shards`](crate::merge_shards) reads only the shards' indexes
 //! (never their records), checks them against each other, writes the checkpoint's
 //! `PREFIX.index` and renames the shards into place. (What a failed save leaves behind is
 //! named and removed by `housekeeping.rs`.)
@@ -19,7 +19,7 @@
 //!
 //! A crash before step 2 leaves the previous checkpoint; from step 2 until step 5 there is no
 //! index, hence no checkpoint at the prefix (the data files there are orphans, which
-//! [`shard_files`] reports); after step 5, the new one. A merge run again after a crash
+//! [`shard_files`](crate::shard_files) reports); after step 5, the new one. A merge run again after a crash
 //! finishes the job: a shard of the save already under its final name is taken as it is
 //! (found by its identity), and when no shard is pending any more, the save the references
 //! files name, or else the one save all of whose shards are there, is merged.
@@ -53,7 +53,7 @@ use crate::native::{MAX_SHARDS, TF_BUNDLE_VERSION};
 use crate::record::{self, MAX_RANK};
 use crate::table::{Compression, Table, TableBuilder};
 
-/// Which tensors [`merge_shards`] lets be partial: stored in slices that do not cover them.
+/// Which tensors [`merge_shards`](crate::merge_shards) lets be partial: stored in slices that do not cover them.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum PartialTensors {
     /// None: the slices of every tensor must cover it (the default).
@@ -75,7 +75,7 @@ impl PartialTensors {
     }
 }
 
-/// A step of [`merge_shards`], reported to [`MergeShardsOptions::on_step`] once it is done.
+/// A step of [`merge_shards`](crate::merge_shards), reported to [`MergeShardsOptions::on_step`] once it is done.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum MergeStep {
@@ -96,7 +96,7 @@ pub enum MergeStep {
     Committed,
 }
 
-/// How [`merge_shards`] runs.
+/// How [`merge_shards`](crate::merge_shards) runs.
 #[derive(Clone, Default)]
 pub struct MergeShardsOptions<'a> {
     /// The save to commit. Unset: the pending shards at the prefix must all be of one save.
@@ -131,7 +131,7 @@ impl std::fmt::Debug for MergeShardsOptions<'_> {
     }
 }
 
-/// What [`merge_shards`] did.
+/// What [`merge_shards`](crate::merge_shards) did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MergeShardsReport {
     /// `PREFIX.index`.
@@ -383,12 +383,6 @@ pub(super) fn prefix_files(prefix: &Path) -> Result<PrefixFiles> {
     Ok((dir, stem, out))
 }
 
-/// The URL `prefix` names (`s3://`, `file://`), when it is one rather than a path: the
-/// sharded-checkpoint functions take either, and send a URL to the bucket's implementation.
-pub(super) fn bucket_url(prefix: &Path) -> Option<&str> {
-    prefix.to_str().filter(|s| crate::remote::is_url(s))
-}
-
 /// Commits a sharded save at `prefix` (SPEC.md 12.3): reads the index of each of its shards
 /// (`PREFIX.data-k-of-N.pending`; never their records), checks them (every shard present,
 /// of one save, each readable alone; no tensor in two shards; the slices of a tensor of one
@@ -403,22 +397,11 @@ pub(super) fn bucket_url(prefix: &Path) -> Option<&str> {
 /// [`Error::Slices`] for tensors whose pieces do not fit together, naming the tensor and the
 /// files; [`Error::Corrupt`] for a shard whose index is damaged. Nothing is changed at the
 /// prefix when an error is reported before the commit starts.
-///
-/// `prefix` may be a URL, `s3://bucket/dir/PREFIX` (or `file://`): the shards are objects,
-/// their footers and indexes read by ranged GETs, and the index PUT last (SPEC.md 12.6; the
-/// report's paths are URLs; [`Error::Remote`] for a failed request). Without the `s3`
-/// feature, a URL is [`Error::NoObjectStorage`].
 pub fn merge_shards(
     prefix: impl AsRef<Path>,
     opts: &MergeShardsOptions<'_>,
 ) -> Result<MergeShardsReport> {
     let prefix = prefix.as_ref();
-    if let Some(url) = bucket_url(prefix) {
-        #[cfg(feature = "s3")]
-        return crate::remote::merge_shards_url(url, opts);
-        #[cfg(not(feature = "s3"))]
-        return Err(crate::remote::not_built(url));
-    }
     let shown_prefix = prefix.display().to_string();
     let (dir, stem, files) = prefix_files(prefix)?;
     let mut read = 0u64;

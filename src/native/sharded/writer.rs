@@ -3,7 +3,7 @@
 //! writers of one save to threads of a process and merges them.
 //!
 //! A shard is written under a temporary name and renamed, complete, to its pending name
-//! `PREFIX.data-k-of-N.pending`; it gets its final name only when [`merge_shards`] commits the
+//! `PREFIX.data-k-of-N.pending`; it gets its final name only when [`merge_shards`](crate::merge_shards) commits the
 //! save, so an existing checkpoint at the prefix is never disturbed by a save in progress.
 
 use std::ops::{Deref, DerefMut};
@@ -29,7 +29,7 @@ use crate::native::MAX_SHARDS;
 ///
 /// Each process (or thread) of a save writes its own shard, with the save id the coordinator
 /// chose ([`SaveId::random`]) passed to it; when every shard is finished, one of them runs
-/// [`merge_shards`]. A shard may hold whole tensors and slices of tensors that other shards hold
+/// [`merge_shards`](crate::merge_shards). A shard may hold whole tensors and slices of tensors that other shards hold
 /// the rest of ([`Writer::add_slice`]).
 ///
 /// ```
@@ -423,7 +423,7 @@ impl ShardWriter {
     }
 
     /// Finishes the shard's file (index, footer, fsync) and renames it to its pending name.
-    /// The checkpoint exists only once [`merge_shards`] has committed every shard.
+    /// The checkpoint exists only once [`merge_shards`](crate::merge_shards) has committed every shard.
     ///
     /// A shard that reuses tensors writes its references file (`PREFIX.refs-k-of-N.pending`)
     /// first; its header counts them, so the merge never takes the shard without them.
@@ -564,7 +564,7 @@ impl ShardedSave {
         }
     }
 
-    /// Commits the save: [`merge_shards`] of exactly this save's shards (its id and number of
+    /// Commits the save: [`merge_shards`](crate::merge_shards) of exactly this save's shards (its id and number of
     /// shards replace those of `opts`).
     pub fn merge(&self, opts: &MergeShardsOptions<'_>) -> Result<MergeShardsReport> {
         let opts = MergeShardsOptions {

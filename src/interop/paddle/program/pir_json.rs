@@ -13,7 +13,7 @@ use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visit
 use crate::dtype::DType;
 use crate::error::Result;
 
-use super::{corrupt, finish, ParamDecl};
+use super::decl::{corrupt, finish, ParamDecl};
 
 /// The PIR type names of element types (`pir/serialize_deserialize`), without the dialect prefix.
 fn pir_dtype(name: &str) -> Option<DType> {
