@@ -219,7 +219,7 @@ pub use native::{
     MAX_SHARDS, MAX_SLICES,
 };
 pub use progress::{NoProgress, Progress, Unit};
-pub use remote::{clean_shards, merge_shards, shard_files};
+pub use remote::{clean_shards, create_shard_writer, merge_shards, shard_files};
 
 // What a program embedding paramdex needs to save and restore its checkpoints (the crate
 // docs walk through it), at the root beside the engine; `interop` keeps the same items.

@@ -80,6 +80,72 @@ fn merging_into_an_object_is_refused_before_anything_is_written() {
     assert!(!Path::new("s3:").exists());
 }
 
+/// The sharded-checkpoint functions and `export` take a path or a URL: a URL is refused as
+/// one (never written as a local path spelled like it), a path works as before, and an
+/// incremental shard whose base is in another place than the save says so.
+#[test]
+fn sharded_functions_and_export_refuse_a_url_as_a_url() {
+    use paramdex::interop::{export, ExportOptions, OutputFormat};
+    use paramdex::{
+        clean_shards, create_shard_writer, merge_shards, shard_files, MergeShardsOptions, SaveId,
+        WriterOptions,
+    };
+    let url = "s3://bucket/dir/ckpt";
+    assert_refused(merge_shards(url, &MergeShardsOptions::default()), url);
+    assert_refused(shard_files(url), url);
+    assert_refused(clean_shards(url), url);
+    let id = SaveId::random();
+    assert_refused(
+        create_shard_writer(url, 0, 1, id, WriterOptions::default(), None),
+        url,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("a.pdx");
+    let mut w = Writer::create(&src).unwrap();
+    w.add("w", Tensor::new(DType::Float32, &[1], &[0u8; 4]))
+        .unwrap();
+    w.finish().unwrap();
+    let store = open_any(&src).unwrap();
+    let out = "s3://bucket/out.safetensors";
+    assert_refused(
+        export(
+            &*store,
+            OutputFormat::Safetensors,
+            Path::new(out),
+            &ExportOptions::default(),
+        ),
+        out,
+    );
+    assert_refused(
+        OutputFormat::Safetensors.check_outputs(Path::new(out), false),
+        out,
+    );
+    assert!(!Path::new("s3:").exists());
+    // A local save: a shard, merged, listed, with nothing left to clean; a base in a bucket
+    // for a local save is refused as being elsewhere.
+    let prefix = dir.path().join("ckpt");
+    let mut s = create_shard_writer(&prefix, 0, 1, id, WriterOptions::default(), None).unwrap();
+    s.add("w", Tensor::new(DType::Float32, &[1], &[0u8; 4]))
+        .unwrap();
+    s.finish().unwrap();
+    let rep = merge_shards(&prefix, &MergeShardsOptions::default()).unwrap();
+    assert_eq!(rep.tensors, 1);
+    assert!(shard_files(&prefix).unwrap().len() == 1);
+    assert!(clean_shards(&prefix).unwrap().is_empty());
+    let other = dir.path().join("next");
+    match create_shard_writer(
+        &other,
+        0,
+        1,
+        SaveId::random(),
+        WriterOptions::default(),
+        Some(Path::new(url)),
+    ) {
+        Err(Error::Unsupported(m)) => assert!(m.contains(url), "{m}"),
+        other => panic!("expected Unsupported, got {:?}", other.err()),
+    }
+}
+
 /// The ranged reader is the engine's, not object storage's: without the feature it reads a
 /// local file through `pread` (`FileRange`), one read per request, with the same tensors, LoD
 /// and verify report as the mapped reader, and its store lists the same.

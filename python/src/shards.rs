@@ -4,10 +4,11 @@
 //! global tensors that `paramdex.torch.dcp`'s `StorageReader.read_data` calls. Every call that
 //! writes, merges or reads releases the GIL.
 
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use paramdex::interop::{open_any, Kind, TensorData, TensorStore};
-use paramdex::remote::{is_url, RemoteShardWriter};
+use paramdex::remote::is_url;
 use paramdex::{
     merge_shards, MergeShardsOptions, MergeShardsReport, ReadOptions, Reader, Region, SaveId,
     Saved, ShardWriter, WriterOptions,
@@ -20,20 +21,6 @@ use super::{dtype_of, metadata_from_py, name_bytes, ArrayBytes, OrPy};
 
 /// The shard being written: in a local directory (pending name, renamed by the merge) or
 /// uploaded to an object store under its final name.
-enum Sink {
-    Local(ShardWriter),
-    Remote(RemoteShardWriter),
-}
-
-impl Sink {
-    fn writer(&mut self) -> &mut ShardWriter {
-        match self {
-            Sink::Local(w) => w,
-            Sink::Remote(w) => w,
-        }
-    }
-}
-
 /// The save id given as 32 hex digits.
 fn save_id_of(hex: &str) -> PyResult<SaveId> {
     SaveId::from_hex(hex).ok_or_else(|| {
@@ -50,11 +37,12 @@ pub(crate) fn new_save_id() -> String {
     SaveId::random().to_string()
 }
 
-/// One shard of a sharded save (`paramdex::ShardWriter`, or `RemoteShardWriter` for an
-/// `s3://` prefix); dropped without `finish`, nothing is left under a name a reader looks at.
+/// One shard of a sharded save (`paramdex::ShardWriter`, made by `create_shard_writer` for a
+/// path prefix or an `s3://` one); dropped without `finish`, nothing is left under a name a
+/// reader looks at.
 #[pyclass(frozen, name = "ShardWriter", module = "paramdex._paramdex")]
 pub(crate) struct PyShardWriter {
-    inner: Mutex<Option<Sink>>,
+    inner: Mutex<Option<ShardWriter>>,
     prefix: String,
 }
 
@@ -67,7 +55,7 @@ impl PyShardWriter {
         let w = g.as_mut().ok_or_else(|| {
             PyValueError::new_err(format!("the shard writer of {} is closed", self.prefix))
         })?;
-        f(w.writer()).py()
+        f(w).py()
     }
 }
 
@@ -95,30 +83,15 @@ impl PyShardWriter {
         };
         let p = prefix.clone();
         let sink = py
-            .detach(move || -> paramdex::Result<Sink> {
-                if is_url(&p) {
-                    let mut w = RemoteShardWriter::create(&p, rank, ranks, id, opts)?;
-                    match base {
-                        // A base in the same bucket: its data objects copied by the store.
-                        Some(b) if is_url(&b) => {
-                            let b = paramdex::remote::open_sharded(&b, Default::default())?;
-                            w = w.with_base(Arc::new(b))?;
-                        }
-                        Some(b) => {
-                            return Err(paramdex::Error::Unsupported(format!(
-                                "{p}: an incremental save in a bucket reuses a checkpoint of the \
-                                 same bucket, not the local {b}; save the whole checkpoint"
-                            )))
-                        }
-                        None => {}
-                    }
-                    return Ok(Sink::Remote(w));
-                }
-                let mut w = ShardWriter::create(&p, rank, ranks, id, opts)?;
-                if let Some(b) = base {
-                    w = w.with_base(Arc::new(Reader::open(&b)?))?;
-                }
-                Ok(Sink::Local(w))
+            .detach(move || {
+                paramdex::create_shard_writer(
+                    &p,
+                    rank,
+                    ranks,
+                    id,
+                    opts,
+                    base.as_deref().map(Path::new),
+                )
             })
             .py()?;
         Ok(PyShardWriter {
@@ -197,15 +170,9 @@ impl PyShardWriter {
                 PyValueError::new_err(format!("the shard writer of {} is closed", self.prefix))
             })?;
         let (stats, reused) = py
-            .detach(move || match sink {
-                Sink::Local(w) => {
-                    let reused = w.reused();
-                    w.finish().map(|s| (s, reused))
-                }
-                Sink::Remote(w) => {
-                    let reused = w.reused();
-                    w.finish().map(|s| (s, reused))
-                }
+            .detach(move || {
+                let reused = sink.reused();
+                sink.finish().map(|s| (s, reused))
             })
             .py()?;
         let d = PyDict::new(py);
@@ -235,7 +202,7 @@ impl PyShardWriter {
             .inner
             .lock()
             .map_err(|_| PyRuntimeError::new_err("writer lock poisoned"))?;
-        Ok(g.as_mut().map_or(0, |s| s.writer().len()))
+        Ok(g.as_mut().map_or(0, |s| s.len()))
     }
 }
 

@@ -49,7 +49,7 @@ pub use sharded_open::{object_data_opener, open_sharded, open_sharded_at};
 pub(crate) use sharded_write::merge_shards_url;
 #[cfg(feature = "s3")]
 pub use sharded_write::RemoteShardWriter;
-pub use shards::{clean_shards, merge_shards, shard_files};
+pub use shards::{clean_shards, create_shard_writer, merge_shards, shard_files};
 #[cfg(feature = "s3")]
 pub use upload::{
     abort_uploads_in_flight, create_writer, create_writer_with, object_exists, upload_file,

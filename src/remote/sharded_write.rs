@@ -147,6 +147,12 @@ impl RemoteShardWriter {
         &self.url
     }
 
+    /// The shard writer itself (a [`ShardWriter`] on the bucket's place), for callers that
+    /// hold local and bucket shards alike.
+    pub(crate) fn into_inner(self) -> ShardWriter {
+        self.writer
+    }
+
     /// Finishes the shard (its references object first, for a shard that reuses tensors) and
     /// completes its upload. The checkpoint exists only once [`crate::merge_shards`] of its prefix URL has written
     /// its index.

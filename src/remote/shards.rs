@@ -8,7 +8,9 @@
 use std::path::Path;
 
 use crate::error::Result;
-use crate::native::{MergeShardsOptions, MergeShardsReport, ShardFile};
+use crate::native::{
+    MergeShardsOptions, MergeShardsReport, SaveId, ShardFile, ShardWriter, WriterOptions,
+};
 
 /// The URL `prefix` names, when it is one rather than a path.
 fn url_of(prefix: &Path) -> Option<&str> {
@@ -79,4 +81,65 @@ pub fn clean_shards(prefix: impl AsRef<Path>) -> Result<Vec<ShardFile>> {
         Some(url) => Err(super::not_built(url)),
         None => crate::native::clean_shards(prefix),
     }
+}
+
+/// Starts shard `shard_id` of `num_shards` of the save `save_id` of the sharded checkpoint at
+/// `prefix`, a path prefix or a URL (`s3://bucket/dir/PREFIX`): in a directory as
+/// [`ShardWriter::create`] (under its pending name, renamed by the merge), in a bucket as
+/// [`RemoteShardWriter::create`](crate::remote::RemoteShardWriter::create) (uploaded under its
+/// final name while it is written). With `base`, the shard is part of an incremental save
+/// (SPEC.md 12.5) over the sharded checkpoint at that prefix: a local one for a local save
+/// ([`ShardWriter::with_base`]), one in the same bucket for a bucket's (its data objects copied
+/// by the store).
+///
+/// Errors: as those constructors; [`Error::Unsupported`](crate::Error::Unsupported) for a base
+/// in another place than the save (a local base of a bucket's save, or the reverse);
+/// [`Error::NoObjectStorage`](crate::Error::NoObjectStorage) for a URL in a build without the
+/// `s3` feature.
+pub fn create_shard_writer(
+    prefix: impl AsRef<Path>,
+    shard_id: u32,
+    num_shards: u32,
+    save_id: SaveId,
+    opts: WriterOptions,
+    base: Option<&Path>,
+) -> Result<ShardWriter> {
+    let prefix = prefix.as_ref();
+    let base_url = base.map(|b| (b, url_of(b)));
+    match url_of(prefix) {
+        #[cfg(feature = "s3")]
+        Some(url) => {
+            let mut w = super::RemoteShardWriter::create(url, shard_id, num_shards, save_id, opts)?;
+            match base_url {
+                Some((_, Some(b))) => {
+                    let b = super::open_sharded(b, super::RemoteOptions::default())?;
+                    w = w.with_base(std::sync::Arc::new(b))?;
+                }
+                Some((b, None)) => return Err(other_place(url, b)),
+                None => {}
+            }
+            Ok(w.into_inner())
+        }
+        #[cfg(not(feature = "s3"))]
+        Some(url) => Err(super::not_built(url)),
+        None => {
+            let w = ShardWriter::create(prefix, shard_id, num_shards, save_id, opts)?;
+            match base_url {
+                Some((b, None)) => {
+                    w.with_base(std::sync::Arc::new(crate::native::Reader::open(b)?))
+                }
+                Some((b, Some(_))) => Err(other_place(&prefix.display().to_string(), b)),
+                None => Ok(w),
+            }
+        }
+    }
+}
+
+/// The error of an incremental save whose base is in another place than the save.
+fn other_place(prefix: &str, base: &Path) -> crate::Error {
+    crate::Error::Unsupported(format!(
+        "{prefix}: an incremental save reuses a checkpoint of the same place (a local prefix for \
+         a local save, one in the same bucket for a bucket's), not {}; save the whole checkpoint",
+        base.display()
+    ))
 }
