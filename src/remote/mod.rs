@@ -44,7 +44,7 @@ pub use crate::native::ranged::{
     RequestStats, DEFAULT_LOAD_CONCURRENCY, DEFAULT_LOAD_PART_SIZE,
 };
 #[cfg(feature = "s3")]
-pub use sharded_open::{object_data_opener, open_sharded, open_sharded_at};
+pub use sharded_open::{object_data_opener, open_sharded};
 #[cfg(feature = "s3")]
 pub(crate) use sharded_write::merge_shards_url;
 #[cfg(feature = "s3")]

@@ -40,7 +40,10 @@ pub fn open_sharded(url: &str, opts: RemoteOptions) -> Result<RemoteSharded> {
 /// Opens the sharded checkpoint whose objects are `place` (see [`open_sharded`]); it can be
 /// the base of an incremental save in the same bucket
 /// ([`crate::remote::RemoteShardWriter::with_base`]).
-pub fn open_sharded_at(place: Arc<BucketPlace>, opts: RemoteOptions) -> Result<RemoteSharded> {
+pub(crate) fn open_sharded_at(
+    place: Arc<BucketPlace>,
+    opts: RemoteOptions,
+) -> Result<RemoteSharded> {
     let tail = opts.tail_bytes;
     let index = Arc::new(place.open_range(INDEX_SUFFIX, tail)?);
     let data = place.clone();

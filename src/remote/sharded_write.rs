@@ -101,7 +101,7 @@ impl RemoteShardWriter {
     }
 
     /// [`RemoteShardWriter::create`] at the checkpoint's objects `place`.
-    pub fn create_at(
+    pub(crate) fn create_at(
         place: Arc<BucketPlace>,
         shard_id: u32,
         num_shards: u32,
@@ -529,7 +529,7 @@ mod tests {
     use super::*;
     use crate::dtype::DType;
     use crate::native::{Region, Saved, Tensor};
-    use crate::remote::open_sharded_at;
+    use crate::remote::sharded_open::open_sharded_at;
     use crate::remote::url::{runtime, ObjectLocation};
     use crate::remote::RemoteOptions;
 
