@@ -86,7 +86,7 @@ pub fn clean_shards(prefix: impl AsRef<Path>) -> Result<Vec<ShardFile>> {
 /// Starts shard `shard_id` of `num_shards` of the save `save_id` of the sharded checkpoint at
 /// `prefix`, a path prefix or a URL (`s3://bucket/dir/PREFIX`): in a directory as
 /// [`ShardWriter::create`] (under its pending name, renamed by the merge), in a bucket as
-/// [`RemoteShardWriter::create`](crate::remote::RemoteShardWriter::create) (uploaded under its
+/// `remote::RemoteShardWriter::create` (uploaded under its
 /// final name while it is written). With `base`, the shard is part of an incremental save
 /// (SPEC.md 12.5) over the sharded checkpoint at that prefix: a local one for a local save
 /// ([`ShardWriter::with_base`]), one in the same bucket for a bucket's (its data objects copied
