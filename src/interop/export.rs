@@ -391,7 +391,7 @@ pub fn export(
     dst: &Path,
     opts: &ExportOptions<'_>,
 ) -> Result<ExportReport> {
-    if let Some(url) = url_of(dst) {
+    if let Some(url) = crate::remote::url_of(dst) {
         #[cfg(feature = "s3")]
         return export_url(
             store,
@@ -405,11 +405,6 @@ pub fn export(
     }
     check_outputs(format, dst, opts.overwrite)?;
     export_checked(store, format, dst, opts, None)
-}
-
-/// The URL `dst` names (`s3://`, `file://`), when it is one rather than a path.
-fn url_of(dst: &Path) -> Option<&str> {
-    dst.to_str().filter(|s| crate::remote::is_url(s))
 }
 
 /// [`export`] after its check of the outputs; with `upload`, native output goes to that
@@ -509,7 +504,7 @@ impl OutputFormat {
     /// `overwrite` says: a file does not replace a directory). For an `s3://` URL, one HEAD
     /// request per output name (the `s3` feature; without it, [`Error::NoObjectStorage`]).
     pub fn check_outputs(self, dst: &Path, overwrite: bool) -> Result<()> {
-        if let Some(url) = url_of(dst) {
+        if let Some(url) = crate::remote::url_of(dst) {
             if let Some(path) = url.strip_prefix("file://") {
                 return self.check_outputs(Path::new(path), overwrite);
             }

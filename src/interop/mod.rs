@@ -100,7 +100,7 @@ fn open_hf(path: &Path) -> Result<Option<Box<dyn TensorStore>>> {
 /// that holds the only model. Several are an error listing them.
 pub fn open_any(path: impl AsRef<Path>) -> Result<Box<dyn TensorStore>> {
     let path = path.as_ref();
-    if let Some(url) = path.to_str().filter(|s| crate::remote::is_url(s)) {
+    if let Some(url) = crate::remote::url_of(path) {
         return match open_url_input(url) {
             // Nothing there: a "directory" of the bucket holding one input one level down?
             Err(
@@ -311,7 +311,7 @@ fn unfinished_save(path: &Path) -> Option<Error> {
 /// which step it read.) A URL costs a request for its `checkpoint` object.
 pub fn resolve_checkpoint_dir(path: impl AsRef<Path>) -> Result<Option<PathBuf>> {
     let path = path.as_ref();
-    if let Some(url) = path.to_str().filter(|s| crate::remote::is_url(s)) {
+    if let Some(url) = crate::remote::url_of(path) {
         // `file:///dir`: the local directory's checkpoints, as `open_any` reads them.
         if let Some(local) = url.strip_prefix("file://") {
             return checkpoints::resolve_input(Path::new(local));

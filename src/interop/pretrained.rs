@@ -152,7 +152,7 @@ pub fn export_pretrained(
             "a maximum shard size of 0 bytes".into(),
         ));
     }
-    if dir.to_str().is_some_and(crate::remote::is_url) {
+    if crate::remote::url_of(dir).is_some() {
         return Err(Error::InvalidArgument(format!(
             "{}: a Hugging Face model directory is written locally: export into a directory, \
              then upload it",

@@ -33,7 +33,7 @@ pub struct Found {
 /// (`s3://bucket/prefix/`, `file:///dir/`) ending in `/`, which names no object (an object
 /// store has no directories to ask about; the `/` says the caller means one).
 pub fn is_directory(input: &Path) -> bool {
-    match input.to_str().filter(|s| crate::remote::is_url(s)) {
+    match crate::remote::url_of(input) {
         Some(url) => url.ends_with('/'),
         None => input.is_dir(),
     }

@@ -71,6 +71,12 @@ pub fn is_url(s: &str) -> bool {
     s.starts_with("s3://") || s.starts_with("file://")
 }
 
+/// The URL a path-or-URL argument names ([`is_url`]), when it is one rather than a path: the
+/// one test every entry point that takes either makes.
+pub(crate) fn url_of(p: &std::path::Path) -> Option<&str> {
+    p.to_str().filter(|s| is_url(s))
+}
+
 /// Without the `s3` feature there are no uploads: this type has no values, so an export's
 /// `upload` (`Option<(&str, &UploadOptions)>`) is always `None`, and the code that would
 /// upload is statically unreachable instead of compiled out line by line.

@@ -7,15 +7,11 @@
 
 use std::path::Path;
 
+use super::url_of;
 use crate::error::Result;
 use crate::native::{
     MergeShardsOptions, MergeShardsReport, SaveId, ShardFile, ShardWriter, WriterOptions,
 };
-
-/// The URL `prefix` names, when it is one rather than a path.
-fn url_of(prefix: &Path) -> Option<&str> {
-    prefix.to_str().filter(|s| super::is_url(s))
-}
 
 /// Commits a sharded save at `prefix` (SPEC.md 12.3): reads the index of each of its shards
 /// (never their records), checks them (every shard present, of one save, each readable alone;

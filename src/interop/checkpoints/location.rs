@@ -62,7 +62,7 @@ impl Location {
     /// The location `dir` names: an `s3://bucket/dir` URL (resolved, no request made), a
     /// `file:///dir` URL (the local directory `/dir`), or a local path.
     pub fn new(dir: &Path) -> Result<Location> {
-        let Some(s) = dir.to_str().filter(|s| crate::remote::is_url(s)) else {
+        let Some(s) = crate::remote::url_of(dir) else {
             return Ok(Location::Local(dir.to_path_buf()));
         };
         if let Some(p) = s.strip_prefix("file://") {
