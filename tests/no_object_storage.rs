@@ -27,6 +27,16 @@ fn assert_refused<T>(r: paramdex::Result<T>, url: &str) {
     }
 }
 
+/// A native file `a.pdx` in `dir` holding one float32 tensor `w`.
+fn one_tensor_file(dir: &Path) -> std::path::PathBuf {
+    let src = dir.join("a.pdx");
+    let mut w = Writer::create(&src).unwrap();
+    w.add("w", Tensor::new(DType::Float32, &[1], &[0u8; 4]))
+        .unwrap();
+    w.finish().unwrap();
+    src
+}
+
 #[test]
 fn urls_are_recognised_without_the_feature() {
     assert!(paramdex::remote::is_url("s3://bucket/model.pdx"));
@@ -61,11 +71,7 @@ fn a_checkpoint_directory_in_a_bucket_is_refused() {
 #[test]
 fn merging_into_an_object_is_refused_before_anything_is_written() {
     let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("a.pdx");
-    let mut w = Writer::create(&src).unwrap();
-    w.add("w", Tensor::new(DType::Float32, &[1], &[0u8; 4]))
-        .unwrap();
-    w.finish().unwrap();
+    let src = one_tensor_file(dir.path());
     let store = open_any(&src).unwrap();
     let inputs = [MergeInput {
         store: &*store,
@@ -100,11 +106,7 @@ fn sharded_functions_and_export_refuse_a_url_as_a_url() {
         url,
     );
     let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("a.pdx");
-    let mut w = Writer::create(&src).unwrap();
-    w.add("w", Tensor::new(DType::Float32, &[1], &[0u8; 4]))
-        .unwrap();
-    w.finish().unwrap();
+    let src = one_tensor_file(dir.path());
     let store = open_any(&src).unwrap();
     let out = "s3://bucket/out.safetensors";
     assert_refused(
