@@ -823,6 +823,27 @@ fn merge_interleaves_inputs_like_a_map() {
     assert_eq!(got, model);
 }
 
+/// A merge to a `file://` URL writes the path the URL names (as `export` does), never a
+/// local path spelled like the URL; an existing output is refused there as at the path.
+#[cfg(feature = "s3")]
+#[test]
+fn merge_to_a_file_url_writes_its_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let x = native(&dir.path().join("x.pdx"), &[("a", 1.0), ("b", 2.0)], &[]);
+    let out = dir.path().join("out.pdx");
+    let url = format!("file://{}", out.display());
+    let stores = open_all(&[x]);
+    let rep = merged(&stores, Path::new(&url), &MergeOptions::default()).unwrap();
+    assert_eq!(rep.written.tensors, 2);
+    let r = Reader::open(&out).unwrap();
+    assert_eq!(r.tensor("b").unwrap().as_slice::<f32>().unwrap(), &[2.0]);
+    assert!(!Path::new("file:").exists());
+    match merged(&stores, Path::new(&url), &MergeOptions::default()) {
+        Err(Error::OutputExists { path }) => assert_eq!(path, out.display().to_string()),
+        other => panic!("expected OutputExists, got {:?}", other.map(|_| ())),
+    }
+}
+
 /// Every format's outputs: an existing one is refused before anything is read (the store here
 /// could not even be listed), unless `overwrite`; then it is replaced by the new output. A file
 /// output never replaces a directory. Missing parent directories are created.

@@ -7,10 +7,9 @@
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use paramdex::interop::{open_any, Kind, TensorData, TensorStore};
-use paramdex::remote::is_url;
+use paramdex::interop::{open_native_with, Kind, TensorData, TensorStore};
 use paramdex::{
-    merge_shards, MergeShardsOptions, MergeShardsReport, ReadOptions, Reader, Region, SaveId,
+    merge_shards, MergeShardsOptions, MergeShardsReport, ReadOptions, Region, SaveId,
     Saved, ShardWriter, WriterOptions,
 };
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
@@ -296,14 +295,11 @@ impl RegionReader {
         let p = path.clone();
         let store: Arc<dyn TensorStore> = py
             .detach(move || -> paramdex::Result<Arc<dyn TensorStore>> {
-                if is_url(&p) {
-                    return Ok(Arc::from(open_any(&p)?));
-                }
                 let opts = ReadOptions {
                     verify_tensors: true,
                     ..ReadOptions::default()
                 };
-                Ok(Arc::new(Reader::open_with(&p, opts)?))
+                Ok(Arc::from(open_native_with(&p, opts)?))
             })
             .py()?;
         Ok(RegionReader { store, path })

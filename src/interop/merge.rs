@@ -68,9 +68,9 @@ pub struct MergeReport {
 /// `_CHECKPOINTABLE_OBJECT_GRAPH` string of every TensorFlow 2 checkpoint) is no conflict, and
 /// the tensor of a name is the latest one that is kept.
 ///
-/// `dst` may be an `s3://bucket/key` URL: the file is then streamed to the object by
-/// multipart upload and appears only when complete (as `interop::export` to a URL does; with the
-/// `s3` feature, else [`Error::NoObjectStorage`]).
+/// `dst` may be a URL, as for [`crate::interop::export`]: `s3://bucket/key` streams the file
+/// to the object by multipart upload, and it appears only when complete (with the `s3`
+/// feature, else [`Error::NoObjectStorage`]); `file:///path` is the path.
 ///
 /// # Errors
 ///
@@ -86,9 +86,17 @@ pub fn merge(
     opts: &MergeOptions<'_>,
 ) -> Result<MergeReport> {
     let format = OutputFormat::Native;
-    // An s3:// destination: the merged file is streamed to the object by multipart upload
-    // (as `export` to a URL does), refused up front if the object exists and overwrite is off.
-    let url = dst.to_str().filter(|s| s.starts_with("s3://"));
+    // A URL destination, as `export` takes it: `file:///path` is the path; an `s3://` object is
+    // written by multipart upload, refused up front if it exists and overwrite is off.
+    // Without the `s3` feature every URL is refused as one (by `upload_to`), `file://` too,
+    // as `open_any` and `export` refuse it.
+    let (dst, url) = match crate::remote::url_of(dst) {
+        Some(u) if cfg!(feature = "s3") && u.starts_with("file://") => {
+            (Path::new(&u["file://".len()..]), None)
+        }
+        Some(u) => (dst, Some(u)),
+        None => (dst, None),
+    };
     let upload = match url {
         Some(url) => Some(upload_to(url, opts.export.overwrite)?),
         None => {

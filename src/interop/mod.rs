@@ -52,6 +52,7 @@ pub use checkpoints::{
     MAX_STATE_BYTES, MAX_STATE_ENTRIES, STATE_FILE, TORCH_DCP_METADATA,
 };
 pub use export::{export, ExportOptions, ExportReport, OutputFormat, Skipped};
+pub use native::open_native_with;
 pub use merge::{merge, MergeInput, MergeOptions, MergeReport};
 pub use pretrained::{export_pretrained, PretrainedReport, DEFAULT_MAX_SHARD_SIZE};
 #[cfg(feature = "s3")]
