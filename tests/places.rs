@@ -418,6 +418,102 @@ fn lod_slices_and_verify_counts_are_those_of_the_mapped_file() {
     }
 }
 
+/// A sharded checkpoint whose tensors have LoD lists, describes and loads them alike in every
+/// place (the ranged sharded reader reads each LoD from its record's header in its data
+/// file), and its `info` of one tensor reads that tensor's index block, not the index from
+/// that name on.
+#[test]
+fn a_sharded_checkpoint_s_lod_and_info_are_those_of_the_mapped_one() {
+    use paramdex::{merge_shards, MergeShardsOptions, SaveId, ShardWriter};
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = dir.path().join("ckpt");
+    let id = SaveId::random();
+    let opts = WriterOptions {
+        sync: false,
+        block_size: 256,
+        ..Default::default()
+    };
+    let names: Vec<String> = (0..4000).map(|i| format!("layer.{i:04}")).collect();
+    for k in 0..2u32 {
+        let mut w = ShardWriter::create(&prefix, k, 2, id, opts.clone()).unwrap();
+        for (i, name) in names.iter().enumerate().filter(|(i, _)| *i as u32 % 2 == k) {
+            let data: Vec<u8> = (0..48u8).map(|b| b.wrapping_add(i as u8)).collect();
+            let lod = [vec![0, 2, 6]];
+            let t = Tensor::new(DType::Int64, &[6, 1], &data);
+            let t = if i % 3 == 0 { t.with_lod(&lod) } else { t };
+            w.add(name, t).unwrap();
+        }
+        w.finish().unwrap();
+    }
+    merge_shards(
+        &prefix,
+        &MergeShardsOptions {
+            no_sync: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let readings: Vec<(&str, Vec<TensorInfo>, Vec<TensorInfo>, Vec<Load>)> =
+        places_of_prefix(&prefix)
+            .into_iter()
+            .map(|(place, s)| {
+                let s = s.unwrap();
+                let listed: Vec<TensorInfo> = s.scan(b"").unwrap().map(|t| t.unwrap()).collect();
+                // Every 7th tensor described and loaded (with and without LoD).
+                let described = names
+                    .iter()
+                    .step_by(7)
+                    .map(|n| s.info(n.as_bytes()).unwrap().unwrap())
+                    .collect();
+                let loads = names
+                    .iter()
+                    .step_by(7)
+                    .map(|n| loaded(s.load(n.as_bytes()).unwrap()))
+                    .collect();
+                (place, listed, described, loads)
+            })
+            .collect();
+    let (_, listed, described, loads) = &readings[0];
+    assert_eq!(listed.iter().filter(|t| !t.lod.is_empty()).count(), 1334);
+    let every_7th: Vec<TensorInfo> = listed.iter().step_by(7).cloned().collect();
+    assert_eq!(
+        &every_7th, described,
+        "mapped: info is what the listing says"
+    );
+    for (place, l, d, ld) in &readings[1..] {
+        assert_eq!(l, listed, "{place}: listing");
+        assert_eq!(d, described, "{place}: info");
+        assert_eq!(ld, loads, "{place}: loads");
+    }
+    // `info` of the first tensor reads its index block (at most one block of 64 KiB), not the
+    // index's data blocks from that name on (all of them).
+    let url = format!("{}/ckpt", url_of(dir.path()));
+    let r = open_sharded(
+        &url,
+        RemoteOptions {
+            tail_bytes: 4096,
+            ..RemoteOptions::default()
+        },
+    )
+    .unwrap();
+    let index_len = std::fs::metadata(dir.path().join("ckpt.index"))
+        .unwrap()
+        .len();
+    assert!(
+        index_len > 2 * paramdex::DEFAULT_BLOCK_SIZE as u64,
+        "{index_len}"
+    );
+    let before = r.index().stats();
+    let e = r.entry_of(names[0].as_bytes()).unwrap().unwrap();
+    assert_eq!(e.lod_levels, 1);
+    let after = r.index().stats();
+    assert!(after.requests - before.requests <= 1);
+    assert!(
+        after.bytes - before.bytes <= paramdex::DEFAULT_BLOCK_SIZE as u64 + 4096,
+        "{after:?} after {before:?}"
+    );
+}
+
 /// A version 1 file may hold a name that starts with a NUL byte (only version 2 reserves
 /// them for slice keys): every place lists it and reads it.
 #[test]

@@ -52,8 +52,8 @@ pub use checkpoints::{
     MAX_STATE_BYTES, MAX_STATE_ENTRIES, STATE_FILE, TORCH_DCP_METADATA,
 };
 pub use export::{export, ExportOptions, ExportReport, OutputFormat, Skipped};
-pub use native::open_native_with;
 pub use merge::{merge, MergeInput, MergeOptions, MergeReport};
+pub use native::open_native_with;
 pub use pretrained::{export_pretrained, PretrainedReport, DEFAULT_MAX_SHARD_SIZE};
 #[cfg(feature = "s3")]
 pub use remote::{open_location, open_url, UrlOptions, MAX_WHOLE_OBJECT_BYTES};

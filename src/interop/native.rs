@@ -15,7 +15,8 @@ use crate::interop::store::{
 use crate::name;
 use crate::native::bytes_value;
 use crate::native::{
-    Listed, Metadata, ReadOptions, Reader, Region, Tensor, TensorView, VerifyOptions, Writer, WriterOptions,
+    Listed, Metadata, ReadOptions, Reader, Region, Tensor, TensorView, VerifyOptions, Writer,
+    WriterOptions,
 };
 use crate::progress::{Progress, Unit};
 use crate::table::TableFigures;

@@ -70,16 +70,6 @@ pub(super) fn loaded(name: &[u8], t: RemoteTensor) -> Result<LoadedTensor<'stati
     })
 }
 
-/// The info of tensor `name` from a listing that starts at `name` (`None` if its first entry
-/// is another tensor).
-pub(super) fn info_named(listed: Vec<RemoteEntry>, name: &[u8]) -> Option<TensorInfo> {
-    listed
-        .into_iter()
-        .next()
-        .filter(|e| e.name == name)
-        .map(info)
-}
-
 /// A [`DataLocation`](crate::interop::DataLocation) of what [`crate::remote::locate`] gives.
 fn location((file, offset, len, crc): (String, u64, u64, u32)) -> crate::interop::DataLocation {
     crate::interop::DataLocation {
@@ -104,11 +94,6 @@ fn slice_locations(
         .collect())
 }
 
-/// A listing as [`TensorStore::scan`] returns it.
-pub(super) fn infos(listed: Vec<RemoteEntry>) -> TensorInfos<'static> {
-    Box::new(listed.into_iter().map(|e| Ok(info(e))))
-}
-
 impl TensorStore for RemoteSharded {
     fn format(&self) -> Format {
         Format::Native
@@ -123,7 +108,10 @@ impl TensorStore for RemoteSharded {
     }
 
     fn scan(&self, start: &[u8]) -> Result<TensorInfos<'_>> {
-        Ok(infos(self.list_from(start)?))
+        let listed = self.list_from(start)?;
+        Ok(Box::new(listed.into_iter().map(move |e| {
+            with_lod(e, self.index().location(), |n| self.lod(n))
+        })))
     }
 
     fn metadata(&self) -> Result<Metadata> {
@@ -174,7 +162,10 @@ impl TensorStore for RemoteSharded {
     }
 
     fn info(&self, name: &[u8]) -> Result<Option<TensorInfo>> {
-        Ok(info_named(self.list_from(name)?, name))
+        // The tensor's own index block, not a listing of the index from it on.
+        self.entry_of(name)?
+            .map(|e| with_lod(e, self.index().location(), |n| self.lod(n)))
+            .transpose()
     }
 }
 
@@ -193,7 +184,9 @@ impl TensorStore for RemoteReader {
 
     fn scan(&self, start: &[u8]) -> Result<TensorInfos<'_>> {
         let listed = self.list_from(start)?;
-        Ok(Box::new(listed.into_iter().map(move |e| self.with_lod(e))))
+        Ok(Box::new(listed.into_iter().map(move |e| {
+            with_lod(e, self.location(), |n| self.lod(n))
+        })))
     }
 
     fn metadata(&self) -> Result<Metadata> {
@@ -243,22 +236,26 @@ impl TensorStore for RemoteReader {
 
     fn info(&self, name: &[u8]) -> Result<Option<TensorInfo>> {
         // The tensor's own index block (one request at most), not a listing of the index.
-        self.entry_of(name)?.map(|e| self.with_lod(e)).transpose()
+        self.entry_of(name)?
+            .map(|e| with_lod(e, self.location(), |n| self.lod(n)))
+            .transpose()
     }
 }
 
-impl RemoteReader {
-    /// What a listing says of `e`, with its LoD (read from its record's header, as a mapped
-    /// file's listing reads it) when it has some.
-    fn with_lod(&self, e: RemoteEntry) -> Result<TensorInfo> {
-        let lod = if e.lod_levels > 0 {
-            self.lod(&e.name)?.ok_or_else(|| Error::NotFound {
-                name: crate::name::display(&e.name),
-                path: self.location().to_string(),
-            })?
-        } else {
-            Vec::new()
-        };
-        Ok(TensorInfo { lod, ..info(e) })
-    }
+/// What a listing says of `e`, with its LoD (read by `lod` from its record's header, as a
+/// mapped file's listing reads it) when it has some; `place` names the file in messages.
+fn with_lod(
+    e: RemoteEntry,
+    place: &str,
+    lod: impl Fn(&[u8]) -> Result<Option<Vec<Vec<u64>>>>,
+) -> Result<TensorInfo> {
+    let lod = if e.lod_levels > 0 {
+        lod(&e.name)?.ok_or_else(|| Error::NotFound {
+            name: crate::name::display(&e.name),
+            path: place.to_string(),
+        })?
+    } else {
+        Vec::new()
+    };
+    Ok(TensorInfo { lod, ..info(e) })
 }

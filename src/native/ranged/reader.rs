@@ -485,9 +485,17 @@ impl RemoteReader {
         let Some((e, _, at)) = self.lookup(name)? else {
             return Ok(None);
         };
-        let mut w = self.want_of(name, &e, at)?;
+        self.check_unsharded(|| slice_key::display_key(name), &e, at)?;
+        self.lod_of(name, &e, at).map(Some)
+    }
+
+    /// The LoD of entry `e` (of `name`, in the block at `at`) of this file, whose records hold
+    /// it: from its record's header (one request unless the open read it), none without LoD
+    /// levels. `shard_id` is the caller's to check.
+    pub(crate) fn lod_of(&self, name: &[u8], e: &IndexEntry, at: u64) -> Result<Vec<Vec<u64>>> {
+        let mut w = self.want_of(name, e, at)?;
         if e.lod_levels == 0 {
-            return Ok(Some(Vec::new()));
+            return Ok(Vec::new());
         }
         w.range.start = w.data_at - u64::from(e.record_header_len);
         let bytes = if w.range.start >= self.tail_start {
@@ -500,7 +508,7 @@ impl RemoteReader {
         let shown = slice_key::display_key(name);
         let h = record_header(&bytes, w.range.start, w.data_at, &shown)
             .map_err(|err| err.context(self.location()))?;
-        Ok(Some(h.lod.to_vec()))
+        Ok(h.lod.to_vec())
     }
 
     /// The checks a listing makes of a whole tensor's entry, as a mapped file's listing: in a

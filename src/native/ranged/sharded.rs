@@ -157,6 +157,22 @@ impl RemoteSharded {
         self.index.list_from(start)
     }
 
+    /// What the index says of the tensor `name`, from its own index block (one request at
+    /// most, whatever the size of the index), as [`RemoteReader::entry_of`].
+    pub fn entry_of(&self, name: &[u8]) -> Result<Option<RemoteEntry>> {
+        self.index.entry_of(name)
+    }
+
+    /// The LoD of tensor `name` (stored whole), from its record's header in its data object
+    /// (opened if it was not yet), as [`RemoteReader::lod`] reads it. `Ok(None)` if absent.
+    pub fn lod(&self, name: &[u8]) -> Result<Option<Vec<Vec<u64>>>> {
+        let Some((e, _, at)) = self.index.lookup(name)? else {
+            return Ok(None);
+        };
+        let k = self.object_of(name, &e, at)?;
+        self.shard(k)?.lod_of(name, &e, at).map(Some)
+    }
+
     /// Checks everything a mapped sharded checkpoint's [`crate::Reader::verify`] checks, with
     /// the same code: the index's blocks; every data object (present, length, identity, and
     /// everything [`RemoteReader::verify`] checks in a native file, its records fetched as
