@@ -453,26 +453,27 @@ fn a_sharded_checkpoint_s_lod_and_info_are_those_of_the_mapped_one() {
         },
     )
     .unwrap();
-    let readings: Vec<(&str, Vec<TensorInfo>, Vec<TensorInfo>, Vec<Load>)> =
-        places_of_prefix(&prefix)
-            .into_iter()
-            .map(|(place, s)| {
-                let s = s.unwrap();
-                let listed: Vec<TensorInfo> = s.scan(b"").unwrap().map(|t| t.unwrap()).collect();
-                // Every 7th tensor described and loaded (with and without LoD).
-                let described = names
-                    .iter()
-                    .step_by(7)
-                    .map(|n| s.info(n.as_bytes()).unwrap().unwrap())
-                    .collect();
-                let loads = names
-                    .iter()
-                    .step_by(7)
-                    .map(|n| loaded(s.load(n.as_bytes()).unwrap()))
-                    .collect();
-                (place, listed, described, loads)
-            })
-            .collect();
+    // Per place: the listing, every 7th tensor's info, and its load.
+    type Seen<'p> = (&'p str, Vec<TensorInfo>, Vec<TensorInfo>, Vec<Load>);
+    let readings: Vec<Seen<'_>> = places_of_prefix(&prefix)
+        .into_iter()
+        .map(|(place, s)| {
+            let s = s.unwrap();
+            let listed: Vec<TensorInfo> = s.scan(b"").unwrap().map(|t| t.unwrap()).collect();
+            // Every 7th tensor described and loaded (with and without LoD).
+            let described = names
+                .iter()
+                .step_by(7)
+                .map(|n| s.info(n.as_bytes()).unwrap().unwrap())
+                .collect();
+            let loads = names
+                .iter()
+                .step_by(7)
+                .map(|n| loaded(s.load(n.as_bytes()).unwrap()))
+                .collect();
+            (place, listed, described, loads)
+        })
+        .collect();
     let (_, listed, described, loads) = &readings[0];
     assert_eq!(listed.iter().filter(|t| !t.lod.is_empty()).count(), 1334);
     let every_7th: Vec<TensorInfo> = listed.iter().step_by(7).cloned().collect();
