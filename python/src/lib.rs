@@ -19,6 +19,7 @@ use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyT
 mod arrays;
 mod checkpoints;
 mod shards;
+mod slot;
 mod write;
 
 /// The exception class (in `paramdex.errors`) for a library error: chosen by variant, never by

@@ -5,17 +5,18 @@
 //! writes, merges or reads releases the GIL.
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use paramdex::interop::{open_native_with, Kind, TensorData, TensorStore};
 use paramdex::{
-    merge_shards, MergeShardsOptions, MergeShardsReport, ReadOptions, Region, SaveId,
-    Saved, ShardWriter, WriterOptions,
+    merge_shards, MergeShardsOptions, MergeShardsReport, ReadOptions, Region, SaveId, Saved,
+    ShardWriter, WriterOptions,
 };
-use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
+use super::slot::WriterSlot;
 use super::{dtype_of, metadata_from_py, name_bytes, ArrayBytes, OrPy};
 
 /// The shard being written: in a local directory (pending name, renamed by the merge) or
@@ -41,21 +42,7 @@ pub(crate) fn new_save_id() -> String {
 /// reader looks at.
 #[pyclass(frozen, name = "ShardWriter", module = "paramdex._paramdex")]
 pub(crate) struct PyShardWriter {
-    inner: Mutex<Option<ShardWriter>>,
-    prefix: String,
-}
-
-impl PyShardWriter {
-    fn with<T>(&self, f: impl FnOnce(&mut ShardWriter) -> paramdex::Result<T>) -> PyResult<T> {
-        let mut g = self
-            .inner
-            .lock()
-            .map_err(|_| PyRuntimeError::new_err("writer lock poisoned"))?;
-        let w = g.as_mut().ok_or_else(|| {
-            PyValueError::new_err(format!("the shard writer of {} is closed", self.prefix))
-        })?;
-        f(w).py()
-    }
+    slot: WriterSlot<ShardWriter>,
 }
 
 #[pymethods]
@@ -94,8 +81,7 @@ impl PyShardWriter {
             })
             .py()?;
         Ok(PyShardWriter {
-            inner: Mutex::new(Some(sink)),
-            prefix,
+            slot: WriterSlot::new(sink, "shard writer", prefix),
         })
     }
 
@@ -114,7 +100,8 @@ impl PyShardWriter {
         let bytes = ArrayBytes::of(array)?;
         // `array` is held (borrowed from the caller) for the whole call.
         let saved = py.detach(|| {
-            self.with(|w| w.add_or_reuse(&n, paramdex::Tensor::new(d, &shape, bytes.slice())))
+            self.slot
+                .with(|w| w.add_or_reuse(&n, paramdex::Tensor::new(d, &shape, bytes.slice())))
         })?;
         Ok(saved == Saved::Written)
     }
@@ -140,7 +127,8 @@ impl PyShardWriter {
         })?;
         let bytes = ArrayBytes::of(array)?;
         let saved = py.detach(|| {
-            self.with(|w| w.add_slice_or_reuse(&n, d, &full_shape, &region, bytes.slice()))
+            self.slot
+                .with(|w| w.add_slice_or_reuse(&n, d, &full_shape, &region, bytes.slice()))
         })?;
         Ok(saved == Saved::Written)
     }
@@ -148,26 +136,19 @@ impl PyShardWriter {
     /// Adds a bytes value (SPEC.md 6.1): arbitrary bytes under `name` (DCP's non-tensor items).
     fn add_bytes(&self, py: Python<'_>, name: &Bound<'_, PyAny>, value: &[u8]) -> PyResult<()> {
         let n = name_bytes(name)?;
-        py.detach(|| self.with(|w| w.add_bytes(&n, value)))
+        py.detach(|| self.slot.with(|w| w.add_bytes(&n, value)))
     }
 
     /// Replaces the shard's metadata.
     fn set_metadata(&self, metadata: &Bound<'_, PyDict>) -> PyResult<()> {
         let m = metadata_from_py(Some(metadata))?;
-        self.with(|w| w.set_metadata(m))
+        self.slot.with(|w| w.set_metadata(m))
     }
 
     /// Finishes the shard (its pending name locally, its upload completed in a bucket); the
     /// checkpoint exists only once `merge_shards` commits the save. Returns a dict of counts.
     fn finish<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let sink = self
-            .inner
-            .lock()
-            .map_err(|_| PyRuntimeError::new_err("writer lock poisoned"))?
-            .take()
-            .ok_or_else(|| {
-                PyValueError::new_err(format!("the shard writer of {} is closed", self.prefix))
-            })?;
+        let sink = self.slot.take()?;
         let (stats, reused) = py
             .detach(move || {
                 let reused = sink.reused();
@@ -186,22 +167,12 @@ impl PyShardWriter {
 
     /// Abandons the shard: nothing appears under a name a reader or the merge takes.
     fn abort(&self) -> PyResult<()> {
-        let w = self
-            .inner
-            .lock()
-            .map_err(|_| PyRuntimeError::new_err("writer lock poisoned"))?
-            .take();
-        drop(w);
-        Ok(())
+        self.slot.abandon()
     }
 
     /// Tensors added so far.
     fn __len__(&self) -> PyResult<usize> {
-        let mut g = self
-            .inner
-            .lock()
-            .map_err(|_| PyRuntimeError::new_err("writer lock poisoned"))?;
-        Ok(g.as_mut().map_or(0, |s| s.len()))
+        self.slot.peek(0, |s| s.len())
     }
 }
 

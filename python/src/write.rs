@@ -5,17 +5,16 @@
 //! releases the GIL.
 
 use std::borrow::Cow;
-use std::sync::Mutex;
 
 use paramdex::interop::{
     export, ExportOptions, Format, Kind, LoadedTensor, OutputFormat, TensorData, TensorInfo,
     TensorInfos, TensorStore, VerifySummary,
 };
 use paramdex::{Error, Tensor, Writer, WriterOptions};
-use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
+use crate::slot::WriterSlot;
 use crate::{
     dtype_of, metadata_from_py, name_bytes, prepare, py_err, ArrayBytes, OrPy, Prepared,
     PyTensorArgs,
@@ -25,21 +24,7 @@ use crate::{
 /// the final name.
 #[pyclass(frozen, module = "paramdex._paramdex")]
 pub(crate) struct NativeWriter {
-    inner: Mutex<Option<Writer>>,
-    path: String,
-}
-
-impl NativeWriter {
-    fn with<T>(&self, f: impl FnOnce(&mut Writer) -> paramdex::Result<T>) -> PyResult<T> {
-        let mut g = self
-            .inner
-            .lock()
-            .map_err(|_| PyRuntimeError::new_err("writer lock poisoned"))?;
-        let w = g.as_mut().ok_or_else(|| {
-            PyValueError::new_err(format!("the writer of {} is closed", self.path))
-        })?;
-        f(w).py()
-    }
+    slot: WriterSlot<Writer>,
 }
 
 #[pymethods]
@@ -57,8 +42,7 @@ impl NativeWriter {
         }
         let w = Writer::create_with(&path, opts).py()?;
         Ok(NativeWriter {
-            inner: Mutex::new(Some(w)),
-            path,
+            slot: WriterSlot::new(w, "writer", path),
         })
     }
 
@@ -75,7 +59,10 @@ impl NativeWriter {
         let d = dtype_of(dtype)?;
         let bytes = ArrayBytes::of(array)?;
         // `array` is held (borrowed from the caller) for the whole call.
-        py.detach(|| self.with(|w| w.add(&n, Tensor::new(d, &shape, bytes.slice()))))
+        py.detach(|| {
+            self.slot
+                .with(|w| w.add(&n, Tensor::new(d, &shape, bytes.slice())))
+        })
     }
 
     /// Adds a bytes value (SPEC.md 6.1): `value` (bytes-like) under `name`.
@@ -91,47 +78,30 @@ impl NativeWriter {
         } else {
             value.extract::<Vec<u8>>()?
         };
-        py.detach(|| self.with(|w| w.add_bytes(&n, &v)))
+        py.detach(|| self.slot.with(|w| w.add_bytes(&n, &v)))
     }
 
     /// Replaces the metadata to be written.
     fn set_metadata(&self, metadata: &Bound<'_, PyDict>) -> PyResult<()> {
         let m = metadata_from_py(Some(metadata))?;
-        self.with(|w| w.set_metadata(m))
+        self.slot.with(|w| w.set_metadata(m))
     }
 
     /// Writes the index, syncs and renames the file into place.
     fn finish(&self, py: Python<'_>) -> PyResult<()> {
-        let w = self
-            .inner
-            .lock()
-            .map_err(|_| PyRuntimeError::new_err("writer lock poisoned"))?
-            .take()
-            .ok_or_else(|| {
-                PyValueError::new_err(format!("the writer of {} is closed", self.path))
-            })?;
+        let w = self.slot.take()?;
         py.detach(|| w.finish()).py()?;
         Ok(())
     }
 
     /// Abandons the file: its temporary file is removed, nothing appears under the final name.
     fn abort(&self) -> PyResult<()> {
-        let w = self
-            .inner
-            .lock()
-            .map_err(|_| PyRuntimeError::new_err("writer lock poisoned"))?
-            .take();
-        drop(w);
-        Ok(())
+        self.slot.abandon()
     }
 
     /// Tensors added so far.
     fn __len__(&self) -> PyResult<usize> {
-        let g = self
-            .inner
-            .lock()
-            .map_err(|_| PyRuntimeError::new_err("writer lock poisoned"))?;
-        Ok(g.as_ref().map_or(0, |w| w.len()))
+        self.slot.peek(0, |w| w.len())
     }
 }
 
