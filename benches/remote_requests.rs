@@ -147,7 +147,7 @@ fn paramdex_cost(s: &Server, key: &str, want: &str) -> Cost {
     let r = RemoteReader::open(src.clone(), opts).unwrap();
     let got = r.get(want.as_bytes()).unwrap().unwrap();
     let time = t.elapsed();
-    assert_eq!(got.data.len(), 64);
+    assert_eq!(got.data().len(), 64);
     let st = src.stats();
     Cost {
         requests: st.requests,

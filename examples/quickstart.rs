@@ -41,7 +41,8 @@ fn main() -> Result<()> {
     let w1 = r.tensor("layers.1.weight")?;
     let values: &[f32] = w1.as_slice()?; // a view into the mapped file
     println!("layers.1.weight {:?} first {:?}", w1.shape(), &values[..4]);
-    let b: &[f16] = r.tensor("layers.2.bias")?.as_slice()?;
+    let bias = r.tensor("layers.2.bias")?;
+    let b: &[f16] = bias.as_slice()?; // borrowed from the view, which borrows the reader
     println!("layers.2.bias = {b:?}");
     for t in r.prefix("layers.0.") {
         let t = t?;

@@ -781,7 +781,8 @@ proptest! {
         let expect: Vec<(Vec<u8>, Vec<u8>)> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         prop_assert_eq!(listed, expect);
         for (k, v) in &model {
-            prop_assert_eq!(r.tensor(k).unwrap().data(), v.as_slice());
+            let t = r.tensor(k).unwrap();
+            prop_assert_eq!(t.data(), v.as_slice());
         }
         for p in &probes {
             prop_assert_eq!(r.get(p).unwrap().map(|t| t.data().to_vec()), if p.is_empty() { None } else { model.get(p).cloned() });

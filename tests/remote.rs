@@ -55,8 +55,8 @@ fn open_and_get_cost_at_most_two_requests_each_at_any_tensor_count() {
         for i in [0, n / 2, n - 1] {
             let before = src.stats().requests;
             let t = r.get(name(i)).unwrap().unwrap();
-            assert_eq!(t.data, data(i));
-            assert_eq!(t.shape, [4]);
+            assert_eq!(t.data(), data(i));
+            assert_eq!(t.shape(), [4]);
             let used = src.stats().requests - before;
             assert!(used <= 2, "{n} tensors: get {i} took {used} requests");
             // The same tensor again: its block is cached (or in the tail): one request for
@@ -104,7 +104,7 @@ fn damaged_data_is_a_checksum_error_never_data() {
         }
         other => panic!("{other:?}"),
     }
-    assert_eq!(r.get(name(4)).unwrap().unwrap().data, data(4));
+    assert_eq!(r.get(name(4)).unwrap().unwrap().data(), data(4));
 }
 
 fn name_of(i: usize) -> String {
@@ -153,7 +153,7 @@ fn a_tail_smaller_than_the_index_block_costs_one_more_request() {
     )
     .unwrap();
     assert!(src.stats().requests <= 3);
-    assert_eq!(r.get(name(77_777)).unwrap().unwrap().data, data(77_777));
+    assert_eq!(r.get(name(77_777)).unwrap().unwrap().data(), data(77_777));
 }
 
 /// `info` of one tensor reads its own index block, not the whole index (issue 26: it listed
@@ -212,7 +212,7 @@ fn remote_lookups_use_the_hash_index_as_the_mapped_file_does() {
     let mut refused = 0;
     for i in 0..2_000 {
         let m = mapped.get(name(i)).map(|v| v.map(|v| v.data().to_vec()));
-        let r = remote.get(name(i)).map(|t| t.map(|t| t.data));
+        let r = remote.get(name(i)).map(|t| t.map(|t| t.data().to_vec()));
         match (&m, &r) {
             (Ok(a), Ok(b)) => assert_eq!(a, b, "{i}"),
             (Err(a), Err(b)) => {

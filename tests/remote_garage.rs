@@ -82,7 +82,7 @@ fn open_and_get_are_at_most_two_gets_each() {
             let i = n * 2 / 3;
             let before = src.stats().requests;
             let t = r.get(name(i)).unwrap().unwrap();
-            assert_eq!(t.data, data(i));
+            assert_eq!(t.data(), data(i));
             assert!(src.stats().requests - before <= 2, "{n}: get");
         }
     });

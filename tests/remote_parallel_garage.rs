@@ -232,7 +232,7 @@ fn a_full_parallel_load_equals_the_local_reader_one_request_per_part() {
         let before = r2.stats().requests;
         let t = r2.get("layers.0007.weight").unwrap().unwrap();
         let local = Reader::open(&f.path).unwrap();
-        assert!(t.data == local.tensor("layers.0007.weight").unwrap().data());
+        assert!(t.data() == local.tensor("layers.0007.weight").unwrap().data());
         let used = r2.stats().requests - before;
         assert!(
             (16..=17).contains(&used),

@@ -155,7 +155,7 @@ fn an_uploaded_checkpoint_reads_as_it_does_locally() {
             for rank in 0..RANKS {
                 let before = r.requests();
                 let t = r.get(format!("r{rank}.t0007")).unwrap().unwrap();
-                assert_eq!(t.data, own(rank, 7));
+                assert_eq!(t.data(), own(rank, 7));
                 assert!(r.requests() - before <= 4, "first get in shard {rank}");
                 eprintln!(
                     "first get in data object {rank}: {} GETs",
@@ -164,7 +164,7 @@ fn an_uploaded_checkpoint_reads_as_it_does_locally() {
                 let before = r.requests();
                 let name = format!("r{rank}.t0121");
                 let t = r.get(&name).unwrap().unwrap();
-                assert_eq!(t.data, local.tensor(&name).unwrap().data());
+                assert_eq!(t.data(), local.tensor(&name).unwrap().data());
                 assert!(r.requests() - before <= 2, "get in shard {rank}");
                 eprintln!(
                     "next get in data object {rank}: {} GETs",
@@ -177,7 +177,7 @@ fn an_uploaded_checkpoint_reads_as_it_does_locally() {
                     continue;
                 }
                 let t = r.get(&e.name).unwrap().unwrap();
-                assert_eq!(t.data, local.tensor(&e.name).unwrap().data());
+                assert_eq!(t.data(), local.tensor(&e.name).unwrap().data());
             }
             let shape = [u64::from(RANKS) * 2, 6];
             for region in [
@@ -281,13 +281,13 @@ fn four_processes_write_one_checkpoint() {
         for rank in 0..RANKS {
             for i in 0..COUNT {
                 let t = r.get(format!("r{rank}.t{i:04}")).unwrap().unwrap();
-                assert_eq!(t.data, own(rank, i), "r{rank}.t{i:04}");
+                assert_eq!(t.data(), own(rank, i), "r{rank}.t{i:04}");
             }
         }
         let big = r.get("r2.big").unwrap().unwrap();
-        assert_eq!(big.data.len(), 20 << 20);
+        assert_eq!(big.data().len(), 20 << 20);
         assert!(big
-            .data
+            .data()
             .iter()
             .enumerate()
             .all(|(k, &b)| b == (k % 251) as u8));
@@ -351,7 +351,7 @@ fn a_data_object_written_over_by_another_save_is_an_error_naming_it() {
                 ..RemoteOptions::default()
             };
             let r = open_sharded(&url, small).unwrap();
-            assert_eq!(r.get("r0.t0003").unwrap().unwrap().data, own(0, 3));
+            assert_eq!(r.get("r0.t0003").unwrap().unwrap().data(), own(0, 3));
             // The second save's shards are uploaded; its index is not written yet.
             let second = SaveId::random();
             for k in 0..2 {
@@ -388,7 +388,7 @@ fn a_data_object_written_over_by_another_save_is_an_error_naming_it() {
             let report = merge_shards(&url, &MergeShardsOptions::default()).unwrap();
             assert_eq!(report.save_id, second);
             let r = open_sharded(&url, RemoteOptions::default()).unwrap();
-            assert_eq!(r.get("r1.t0004").unwrap().unwrap().data, own(10, 4));
+            assert_eq!(r.get("r1.t0004").unwrap().unwrap().data(), own(10, 4));
             // A save of three shards: the two-shard data objects go once its index is in.
             save_at(&url, 3, 20);
             assert_eq!(
@@ -401,7 +401,7 @@ fn a_data_object_written_over_by_another_save_is_an_error_naming_it() {
                 ]
             );
             let r = open_sharded(&url, RemoteOptions::default()).unwrap();
-            assert_eq!(r.get("r2.t0049").unwrap().unwrap().data, own(22, 49));
+            assert_eq!(r.get("r2.t0049").unwrap().unwrap().data(), own(22, 49));
         },
     );
 }
@@ -476,7 +476,7 @@ fn each_data_object_is_checked_against_the_index_when_first_read() {
     std::fs::write(data(&a, 3), &bytes[..bytes.len() - 10]).unwrap();
     let url = format!("file://{}", a.display());
     let r = open_sharded(&url, RemoteOptions::default()).unwrap();
-    assert_eq!(r.get("r0.t0005").unwrap().unwrap().data, own(0, 5));
+    assert_eq!(r.get("r0.t0005").unwrap().unwrap().data(), own(0, 5));
     let problem = |name: &str, k: u32| match r.get(name) {
         Err(Error::Shard { path, problem, .. }) => {
             assert_eq!(path, format!("{url}.data-{k:05}-of-00004"));
@@ -489,7 +489,7 @@ fn each_data_object_is_checked_against_the_index_when_first_read() {
     assert_eq!(problem("r3.t0005", 3), ShardProblem::Length);
     // The error stays (nothing was cached for a refused object), and shard 0 still reads.
     assert_eq!(problem("r1.t0000", 1), ShardProblem::Identity);
-    assert_eq!(r.get("r0.t0019").unwrap().unwrap().data, own(0, 19));
+    assert_eq!(r.get("r0.t0019").unwrap().unwrap().data(), own(0, 19));
     // A native single file (a data object) is not a sharded checkpoint's index.
     let single = Arc::new(FileRange::open(data(&b, 0)).unwrap());
     let never = |_: &str| -> paramdex::Result<Arc<dyn RangeRead>> { panic!("no data object") };

@@ -300,7 +300,11 @@ mod by_ranges {
                 }
                 None => Ok(None),
             });
-            let b = r.get(p).map(|t| t.map(|t| (t.data, t.lod)));
+            // The same view, holding the record it read (its data checked when read).
+            let b = r.get(p).and_then(|v| match v {
+                Some(v) => Ok(Some((v.data().to_vec(), v.lod()?.to_vec()))),
+                None => Ok(None),
+            });
             if !holds_all && lookups_may_differ(&a, &b) {
                 continue;
             }

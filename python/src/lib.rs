@@ -468,7 +468,7 @@ struct Run<'a> {
 struct Whole<'a> {
     dtype: DType,
     shape: Vec<u64>,
-    data: &'a [u8],
+    data: Cow<'a, [u8]>,
     run: Run<'a>,
 }
 
@@ -529,14 +529,15 @@ impl Store {
                         if verify {
                             v.verify_crc()?;
                         }
+                        let run = Run {
+                            path: v.path(),
+                            offset: v.data_offset(),
+                        };
                         Ok(Some(Some(Whole {
                             dtype: v.dtype(),
                             shape: v.shape().to_vec(),
-                            data: v.data(),
-                            run: Run {
-                                path: v.path(),
-                                offset: v.data_offset(),
-                            },
+                            data: v.into_data(),
+                            run,
                         })))
                     }
                     Ok(None) => Ok(Some(None)),
@@ -555,7 +556,7 @@ impl Store {
                             lod: Vec::new(),
                             nbytes: w.data.len() as u64,
                         },
-                        data: TensorData::Bytes(Cow::Borrowed(w.data)),
+                        data: TensorData::Bytes(w.data),
                     };
                     return then(&s, t, Some(w.run));
                 }

@@ -15,8 +15,7 @@ use crate::interop::store::{
 use crate::name;
 use crate::native::bytes_value;
 use crate::native::{
-    Listed, Metadata, ReadOptions, Reader, Region, Tensor, TensorView, VerifyOptions, Writer,
-    WriterOptions,
+    Listed, Metadata, Reader, Region, Tensor, TensorView, VerifyOptions, Writer, WriterOptions,
 };
 use crate::progress::{Progress, Unit};
 use crate::table::TableFigures;
@@ -78,10 +77,7 @@ impl TensorStore for Reader {
             Err(e) => return Err(e),
         };
         t.verify_crc()?;
-        Ok(Some(LoadedTensor {
-            info: info(&t)?,
-            data: TensorData::Bytes(Cow::Borrowed(value_of(&t)?)),
-        }))
+        loaded(t).map(Some)
     }
 
     fn load_many(&self, names: &[&[u8]], threads: usize) -> Result<Vec<LoadedTensor<'_>>> {
@@ -107,10 +103,7 @@ impl TensorStore for Reader {
             .iter()
             .zip(views)
             .map(|(n, v)| match v {
-                Some(t) => Ok(LoadedTensor {
-                    info: info(&t)?,
-                    data: TensorData::Bytes(Cow::Borrowed(value_of(&t)?)),
-                }),
+                Some(t) => loaded(t),
                 None => self.assemble(n)?.ok_or_else(|| Error::NotFound {
                     name: name::display(n),
                     path: self.path().to_string(),
@@ -220,14 +213,31 @@ fn listed(r: &Reader, t: Listed) -> Result<TensorInfo> {
     })
 }
 
+/// A whole stored tensor as a store loads it, its checksum checked by the caller: its
+/// description, and its bytes (a bytes value's value, its encoding checked), borrowed where
+/// the view's reader lends them. Every native store's (mapped or read by ranges).
+pub(super) fn loaded(t: TensorView<'_>) -> Result<LoadedTensor<'_>> {
+    Ok(LoadedTensor {
+        info: info(&t)?,
+        data: TensorData::Bytes(value_of(t)?),
+    })
+}
+
 /// The data a store gives of a whole stored tensor: its bytes, or a bytes value's value (its
 /// encoding checked).
-fn value_of<'a>(t: &TensorView<'a>) -> Result<&'a [u8]> {
-    if t.dtype() == DType::Bytes {
-        t.bytes_value()
-    } else {
-        Ok(t.data())
+fn value_of(t: TensorView<'_>) -> Result<Cow<'_, [u8]>> {
+    if t.dtype() != DType::Bytes {
+        return Ok(t.into_data());
     }
+    // The value is the end of the data, after its length field.
+    let n = t.bytes_value()?.len();
+    Ok(match t.into_data() {
+        Cow::Borrowed(d) => Cow::Borrowed(&d[d.len() - n..]),
+        Cow::Owned(mut d) => {
+            d.drain(..d.len() - n);
+            Cow::Owned(d)
+        }
+    })
 }
 
 impl Reader {
@@ -272,34 +282,6 @@ fn info(t: &TensorView<'_>) -> Result<TensorInfo> {
         lod: t.lod()?.to_vec(),
         nbytes: t.data().len() as u64,
     })
-}
-
-/// Opens the native file or sharded checkpoint at `at` as a store, reading as `opts` says: a
-/// path (`FILE`, `PREFIX` or `PREFIX.index`) is mapped ([`Reader::open_with`]); a URL
-/// (`s3://`, `file://`) is opened as [`open_any`](crate::interop::open_any) opens it, by
-/// ranges, every tensor read checked against its CRC32C whatever `opts` says (bytes from a
-/// network are never returned unchecked). The one open of a native checkpoint for callers that
-/// take a path or a URL alike and want its reads checked (the Python package's region reader).
-///
-/// Errors: those of [`Reader::open_with`] and of `open_any`; [`Error::UnrecognizedFormat`]
-/// for a URL naming another format.
-pub fn open_native_with(at: impl AsRef<Path>, opts: ReadOptions) -> Result<Box<dyn TensorStore>> {
-    let at = at.as_ref();
-    if crate::remote::url_of(at).is_none() {
-        return Ok(Box::new(Reader::open_with(at, opts)?));
-    }
-    let store = crate::interop::open_any(at)?;
-    if store.format() != Format::Native {
-        return Err(Error::UnrecognizedFormat {
-            path: at.display().to_string(),
-            detail: format!(
-                "a {} input, not a native paramdex file or sharded checkpoint",
-                store.format().name()
-            ),
-            looks_like: None,
-        });
-    }
-    Ok(store)
 }
 
 /// The registry's detector for native files.

@@ -130,7 +130,8 @@ impl TensorStore for RemoteSharded {
 
     fn load(&self, name: &[u8]) -> Result<Option<LoadedTensor<'_>>> {
         match self.get(name) {
-            Ok(t) => t.map(|t| loaded(name, t)).transpose(),
+            // Checked against its checksum when read.
+            Ok(t) => t.map(super::native::loaded).transpose(),
             // Stored in slices (in one or several data objects): assembled, every slice read
             // checked against its checksum.
             Err(Error::Sliced { .. }) => {

@@ -20,7 +20,7 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::format::crc32c_combine;
 use crate::name;
-use crate::native::reader::Reader;
+use crate::native::reader::{lent, Reader};
 use crate::native::source::LoadAdvice;
 use crate::native::view::TensorView;
 use crate::parallel::{resolve_threads, try_each};
@@ -165,13 +165,13 @@ impl Reader {
         let mut jobs = Vec::with_capacity(names.len());
         for (n, d) in names.iter().zip(dst.iter_mut()) {
             let v = self.must_get(n.as_ref())?;
-            if v.data.len() != d.len() {
+            if v.data().len() != d.len() {
                 return Err(Error::InvalidArgument(format!(
                     "tensor {} of {}: a buffer of {} bytes for {} bytes of data",
                     name::display(n.as_ref()),
                     self.path(),
                     d.len(),
-                    v.data.len()
+                    v.data().len()
                 )));
             }
             jobs.push((v, &mut **d));
@@ -203,7 +203,7 @@ impl Reader {
                     OwnedTensor {
                         dtype: v.dtype(),
                         shape: v.shape().to_vec(),
-                        data: vec![0u8; v.data.len()],
+                        data: vec![0u8; v.data().len()],
                         // From the record's header, checked there (nothing read without LoD).
                         lod: v.lod()?.to_vec(),
                     },
@@ -240,7 +240,7 @@ impl Reader {
             let mut bytes = 0u64;
             let mut n = 0;
             while n < jobs.len() && n < WINDOW_TENSORS && (n == 0 || bytes < WINDOW_BYTES) {
-                bytes += jobs[n].0.data.len() as u64;
+                bytes += jobs[n].0.data().len() as u64;
                 n += 1;
             }
             let rest = jobs.split_off(n);
@@ -248,10 +248,10 @@ impl Reader {
             let views: Vec<TensorView<'_>> = window.iter().map(|(v, _)| v.clone()).collect();
             // Advice given once for the window's span of the file.
             if matches!(opts.advice, LoadAdvice::Sequential | LoadAdvice::WillNeed) {
-                let starts = views.iter().filter_map(|v| own_offset(v.data));
+                let starts = views.iter().filter_map(|v| own_offset(v.data()));
                 let ends = views
                     .iter()
-                    .filter_map(|v| own_offset(v.data).map(|o| o + v.data.len()));
+                    .filter_map(|v| own_offset(v.data()).map(|o| o + v.data().len()));
                 if let (Some(lo), Some(hi)) = (starts.min(), ends.max()) {
                     self.source.advise(opts.advice, lo, hi - lo);
                 }
@@ -261,7 +261,7 @@ impl Reader {
             let mut batch: Vec<Piece<'_, '_>> = Vec::new();
             let mut batch_bytes = 0usize;
             for (i, (v, dst)) in window.into_iter().enumerate() {
-                let mut src = v.data;
+                let mut src = lent(v.lent_data());
                 let mut dst = dst;
                 let mut first = true;
                 loop {

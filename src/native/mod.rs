@@ -125,7 +125,7 @@ pub use stream::TensorWriter;
 pub(crate) use verify::check_crcs;
 pub(crate) use verify::{slice_keys, Tally};
 pub use verify::{VerifyOptions, VerifyReport};
-pub(crate) use view::{record_header, view_of_record, SlicePiece};
+pub(crate) use view::{record_header, view_of_record, SlicePiece, ViewBytes};
 pub use view::{SliceData, TensorView};
 pub use writer::{
     FinishStats, Tensor, Writer, WriterOptions, DEFAULT_ALIGNMENT, DEFAULT_BLOCK_SIZE,

@@ -23,7 +23,7 @@ use crate::native::sharded::table::{self as shards, Shards};
 use crate::native::slice_key;
 use crate::native::source::Source;
 use crate::native::view::{
-    data_crc_mismatch, shown_name, NameBuf, SliceData, SlicePiece, TensorView,
+    data_crc_mismatch, shown_name, NameBuf, SliceData, SlicePiece, TensorView, ViewBytes,
 };
 use crate::native::FORMAT_VERSION;
 use crate::record::{self, MAX_ALIGNMENT, MAX_RANK};
@@ -144,6 +144,13 @@ pub(crate) struct Listed {
     pub(crate) nbytes: u64,
     /// Slices of a tensor stored in slices, else 0 (the remote listings' count).
     pub(crate) slices: u64,
+}
+
+/// What a view of a [`Reader`] lends for as long as the reader is borrowed: its source (a
+/// mapped file or a buffer in memory, [`Source`]) lends every byte, so its views never hold
+/// bytes of their own (only the reader by ranges makes such views).
+pub(super) fn lent<T>(bytes: Option<T>) -> T {
+    bytes.expect("a Reader's mapped or in-memory source lends its bytes")
 }
 
 /// The smallest key that is not in the slice space of a version 2 file (names starting with a
@@ -377,7 +384,7 @@ impl Reader {
     pub fn get_bytes(&self, name: impl AsRef<[u8]>) -> Result<Option<&[u8]>> {
         match self.get(name)? {
             None => Ok(None),
-            Some(v) => v.bytes_value().map(Some),
+            Some(v) => v.lent_bytes_value().map(|b| Some(lent(b))),
         }
     }
 
@@ -455,7 +462,7 @@ impl Reader {
                     self.will_read(v.data(), &v.shape, &region.start, &region.len, esize);
                 }
                 Ok(Some(SliceData::from_stored(
-                    v.data(),
+                    lent(v.lent_data()),
                     &v.shape,
                     &region.start,
                     region,
@@ -477,7 +484,7 @@ impl Reader {
                         self.will_read(piece.data(), &r.len, &at, &region.len, esize);
                     }
                     Ok(Some(SliceData::from_stored(
-                        piece.data(),
+                        lent(piece.lent_data()),
                         &r.len,
                         &region.offset_in(r),
                         region,
@@ -662,12 +669,12 @@ impl Reader {
             name: NameBuf::from_slice(name),
             dtype,
             shape: e.shape,
-            data,
+            data_len: data.len(),
             data_offset: e.offset,
             record_offset,
             crc32c: e.crc32c,
             lod_levels: e.lod_levels,
-            file,
+            file: ViewBytes::Lent(file),
             base: 0,
             path: where_.unwrap_or(&self.path),
             slice,

@@ -118,7 +118,7 @@ impl Reader {
                         if v.slice_start().is_some() && last_sliced.as_deref() != Some(v.name()) {
                             last_sliced = Some(v.name().to_vec());
                         }
-                        batch_bytes += v.data.len() as u64;
+                        batch_bytes += v.data().len() as u64;
                         batch.push(v);
                         if batch.len() >= BATCH_VIEWS || batch_bytes >= BATCH_BYTES {
                             full = true;
@@ -281,7 +281,7 @@ impl Tally {
         self.stored += 1;
         // check_record: the record's header ends where its data begins.
         self.tiling
-            .add(v.record_offset, v.data_offset + v.data.len() as u64);
+            .add(v.record_offset, v.data_offset + v.data().len() as u64);
         if v.slice_start().is_some() {
             self.slices += 1;
         }

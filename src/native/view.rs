@@ -16,6 +16,63 @@ use crate::record::{self, Lod};
 /// A name kept inline up to 64 bytes (most are shorter): building a view does not allocate.
 pub(super) type NameBuf = smallvec::SmallVec<[u8; 64]>;
 
+/// The bytes a [`TensorView`] reads: lent by its reader's source (a mapped file, a buffer in
+/// memory: zero-copy, for as long as the reader is borrowed), or owned by the view (a record
+/// read by ranges: the view keeps it).
+#[derive(Clone, Debug)]
+pub(crate) enum ViewBytes<'a> {
+    /// Borrowed from the reader's source.
+    Lent(&'a [u8]),
+    /// Held by the view.
+    Owned(bytes::Bytes),
+}
+
+impl ViewBytes<'static> {
+    /// `buf` held by a view whose data starts at byte `head` of it, placed so that the data is
+    /// aligned for every element type (8 bytes), as a mapped file's data is (its alignment
+    /// divides the file's): `buf` itself when it already is (no copy), else a copy into 8-byte
+    /// words.
+    pub(crate) fn aligned(buf: Vec<u8>, head: usize) -> ViewBytes<'static> {
+        if (buf.as_ptr() as usize).wrapping_add(head).is_multiple_of(8) {
+            // The vector's own allocation: `Bytes` keeps its pointer.
+            return ViewBytes::Owned(bytes::Bytes::from(buf));
+        }
+        let start = (8 - head % 8) % 8;
+        let mut words = vec![0u64; (start + buf.len()).div_ceil(8)];
+        bytemuck::cast_slice_mut::<u64, u8>(&mut words)[start..start + buf.len()]
+            .copy_from_slice(&buf);
+        ViewBytes::Owned(bytes::Bytes::from_owner(Words {
+            words,
+            start,
+            len: buf.len(),
+        }))
+    }
+}
+
+/// Bytes in 8-byte words (aligned for every element type): `len` of them from byte `start`.
+struct Words {
+    words: Vec<u64>,
+    start: usize,
+    len: usize,
+}
+
+impl AsRef<[u8]> for Words {
+    fn as_ref(&self) -> &[u8] {
+        &bytemuck::cast_slice::<u64, u8>(&self.words)[self.start..self.start + self.len]
+    }
+}
+
+impl std::ops::Deref for ViewBytes<'_> {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            ViewBytes::Lent(b) => b,
+            ViewBytes::Owned(b) => b,
+        }
+    }
+}
+
 /// Where a stored slice sits in its tensor (SPEC.md 13).
 #[derive(Clone, Debug)]
 pub(crate) struct SlicePiece {
@@ -101,7 +158,7 @@ pub(crate) fn view_of_record<'a>(
     dtype: DType,
     e: IndexEntry,
     record_offset: u64,
-    record: &'a [u8],
+    record: ViewBytes<'a>,
 ) -> Result<TensorView<'a>> {
     let head = e
         .offset
@@ -121,7 +178,7 @@ pub(crate) fn view_of_record<'a>(
         name: NameBuf::from_slice(name),
         dtype,
         shape: e.shape,
-        data: &record[head..],
+        data_len: record.len() - head,
         data_offset: e.offset,
         record_offset,
         crc32c: e.crc32c,
@@ -140,14 +197,16 @@ pub struct TensorView<'a> {
     pub(super) name: NameBuf,
     pub(super) dtype: DType,
     pub(super) shape: Dims,
-    pub(super) data: &'a [u8],
+    /// Bytes of data, from `data_offset` (`data_offset - base` into `file`).
+    pub(super) data_len: usize,
     pub(super) data_offset: u64,
     pub(super) record_offset: u64,
     pub(super) crc32c: u32,
     pub(super) lod_levels: u32,
     /// The file's bytes from offset `base` on: the whole mapping (`base` 0), or a record
-    /// read by ranges (`base` its offset).
-    pub(super) file: &'a [u8],
+    /// read by ranges (`base` its offset). They hold the record and its data (checked when
+    /// the view was made).
+    pub(super) file: ViewBytes<'a>,
     pub(super) base: u64,
     /// The file `file` is (for a tensor of a sharded checkpoint, its data file), for messages.
     pub(super) path: &'a str,
@@ -207,9 +266,46 @@ impl<'a> TensorView<'a> {
         self.shape.iter().product()
     }
 
-    /// The raw little-endian, row-major data, borrowed from the file.
-    pub fn data(&self) -> &'a [u8] {
-        self.data
+    /// The raw little-endian, row-major data: borrowed from the file (zero-copy), or, read by
+    /// ranges, held by the view.
+    pub fn data(&self) -> &[u8] {
+        let at = self.in_file(self.data_offset);
+        &self.file[at..at + self.data_len]
+    }
+
+    /// [`TensorView::data`] for as long as the reader is borrowed, when the reader lends its
+    /// bytes (`None` for a view that holds them).
+    pub(crate) fn lent_data(&self) -> Option<&'a [u8]> {
+        match self.file {
+            ViewBytes::Lent(file) => {
+                let at = self.in_file(self.data_offset);
+                Some(&file[at..at + self.data_len])
+            }
+            ViewBytes::Owned(_) => None,
+        }
+    }
+
+    /// The data, borrowed for as long as the reader where the reader lends its bytes, else
+    /// copied out of the view.
+    pub fn into_data(self) -> std::borrow::Cow<'a, [u8]> {
+        match self.lent_data() {
+            Some(d) => std::borrow::Cow::Borrowed(d),
+            None => std::borrow::Cow::Owned(self.data().to_vec()),
+        }
+    }
+
+    /// [`TensorView::bytes_value`] for as long as the reader is borrowed, of a view whose
+    /// reader lends its bytes (`Ok(None)` for a view that holds them).
+    pub(crate) fn lent_bytes_value(&self) -> Result<Option<&'a [u8]>> {
+        let n = self.bytes_value()?.len();
+        // The value is the end of the data, after its length field: the same bytes, lent.
+        Ok(self.lent_data().map(|d| &d[d.len() - n..]))
+    }
+
+    /// The position in `file` of the file offset `offset` (the record's or its data's:
+    /// checked to lie in `file` when the view was made).
+    fn in_file(&self, offset: u64) -> usize {
+        usize::try_from(offset - self.base).expect("an offset inside the view's bytes")
     }
 
     /// Absolute file offset of the first data byte, in the file [`TensorView::path`] names.
@@ -234,15 +330,13 @@ impl<'a> TensorView<'a> {
     }
 
     /// The whole Paddle record (header and data): loadable by `paddle.base.core.load_dense_tensor`.
-    pub fn record(&self) -> &'a [u8] {
+    pub fn record(&self) -> &[u8] {
         // record_offset <= data_offset and data end are within the file (checked in `view`).
-        let in_file = |v: u64| usize::try_from(v).expect("an offset inside the mapped file");
-        &self.file[in_file(self.record_offset - self.base)
-            ..in_file(self.data_offset - self.base) + self.data.len()]
+        &self.file[self.in_file(self.record_offset)..self.in_file(self.data_offset) + self.data_len]
     }
 
     /// The record's LoD, read from the record header (zero-copy).
-    pub fn lod(&self) -> Result<Lod<'a>> {
+    pub fn lod(&self) -> Result<Lod<'_>> {
         if self.lod_levels == 0 {
             return Ok(Lod::default());
         }
@@ -251,7 +345,7 @@ impl<'a> TensorView<'a> {
 
     /// Decodes the record header; a native record must carry both of paramdex's checksums
     /// (SPEC.md 3.2), so that no header byte is read unchecked, and end where the index says.
-    fn record_header(&self) -> Result<record::RecordHeader<'a>> {
+    fn record_header(&self) -> Result<record::RecordHeader<'_>> {
         record_header(
             self.record(),
             self.record_offset,
@@ -270,18 +364,19 @@ impl<'a> TensorView<'a> {
     /// value TensorFlow's string checksum (an error when its encoding is corrupt).
     fn computed_crc(&self) -> Result<u32> {
         if self.dtype == DType::Bytes {
-            let masked = bytes_value::entry_crc(self.data, &self.display_name(), self.data_offset)
-                .map_err(|e| e.context(self.path))?;
+            let masked =
+                bytes_value::entry_crc(self.data(), &self.display_name(), self.data_offset)
+                    .map_err(|e| e.context(self.path))?;
             Ok(unmask_crc(masked))
         } else {
-            Ok(crc32c(self.data))
+            Ok(crc32c(self.data()))
         }
     }
 
     /// The value of a bytes value (SPEC.md 6.1), zero-copy, checked: the data checksum, the
     /// length field, its checksum and the byte count. [`Error::DTypeMismatch`] for a tensor
     /// that is not a bytes value.
-    pub fn bytes_value(&self) -> Result<&'a [u8]> {
+    pub fn bytes_value(&self) -> Result<&[u8]> {
         if self.dtype != DType::Bytes {
             return Err(Error::DTypeMismatch {
                 tensor: self.display_name(),
@@ -291,7 +386,7 @@ impl<'a> TensorView<'a> {
             });
         }
         self.verify_crc()?;
-        bytes_value::decode(self.data, &self.display_name(), self.data_offset)
+        bytes_value::decode(self.data(), &self.display_name(), self.data_offset)
             .map_err(|e| e.context(self.path))
     }
 
@@ -311,7 +406,7 @@ impl<'a> TensorView<'a> {
             return Err(data_crc_mismatch(
                 self.display_name(),
                 self.data_offset,
-                self.data.len(),
+                self.data_len,
                 stored,
                 computed,
             )
@@ -342,7 +437,7 @@ impl<'a> TensorView<'a> {
             )));
         }
         if h.header_len as u64 + self.record_offset != self.data_offset
-            || h.data_len != self.data.len() as u64
+            || h.data_len != self.data_len as u64
         {
             return Err(bad("record layout disagrees with the index entry".into()));
         }
@@ -385,8 +480,8 @@ impl<'a> TensorView<'a> {
     /// dtype's element type, [`Error::Misaligned`] if the data is not aligned for `T` (only
     /// when the file's alignment is below `align_of::<T>()`: [`TensorView::data`] gives the
     /// bytes to copy), [`Error::Unsupported`] on a big-endian host.
-    pub fn as_slice<T: crate::element::Element>(&self) -> Result<&'a [T]> {
-        crate::element::cast(self.dtype, self.data, &self.display_name())
+    pub fn as_slice<T: crate::element::Element>(&self) -> Result<&[T]> {
+        crate::element::cast(self.dtype, self.data(), &self.display_name())
     }
 }
 

@@ -652,9 +652,9 @@ mod tests {
             }
         }
         let r = open_sharded_at(at.clone(), RemoteOptions::default()).unwrap();
-        assert_eq!(r.get("t0").unwrap().unwrap().data, [1u8; 100]);
-        assert_eq!(r.get("t1").unwrap().unwrap().data, [2u8; 100]);
-        assert_eq!(r.get("new").unwrap().unwrap().data, [7u8; 4]);
+        assert_eq!(r.get("t0").unwrap().unwrap().data(), [1u8; 100]);
+        assert_eq!(r.get("t1").unwrap().unwrap().data(), [2u8; 100]);
+        assert_eq!(r.get("new").unwrap().unwrap().data(), [7u8; 4]);
         let emb = r.get_slice("emb", &Region::full(&[2, 3])).unwrap().unwrap();
         assert_eq!(emb.data, [10, 10, 10, 99, 99, 99]);
         let v = r.verify(&Default::default()).unwrap();
@@ -674,7 +674,7 @@ mod tests {
         let e = r.get("t1").unwrap_err();
         assert!(matches!(e, Error::ChecksumMismatch { .. }), "{e:?}");
         assert!(r.verify(&Default::default()).is_err());
-        assert_eq!(r.get("t0").unwrap().unwrap().data, [1u8; 100]);
+        assert_eq!(r.get("t0").unwrap().unwrap().data(), [1u8; 100]);
     }
 
     #[test]

@@ -1209,8 +1209,8 @@ mod tests {
         )
         .unwrap();
         let rr = RemoteReader::open(Arc::new(range), RemoteOptions::default()).unwrap();
-        assert_eq!(rr.get("c").unwrap().unwrap().data, streamed);
-        assert_eq!(rr.get("a").unwrap().unwrap().data, pattern(10, 1));
+        assert_eq!(rr.get("c").unwrap().unwrap().data(), streamed);
+        assert_eq!(rr.get("a").unwrap().unwrap().data(), pattern(10, 1));
     }
 
     /// Past 10,000 parts the upload refuses to grow (S3's limit), saying to raise the part

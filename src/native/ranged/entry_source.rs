@@ -14,6 +14,7 @@ use crate::native::region::{self, Region};
 use crate::native::slice_key;
 use crate::native::{
     check_partition, entry_dtype, is_tensor_name, piece_entry, plan_region, IndexEntry, RegionPlan,
+    TensorView,
 };
 use crate::table::Table;
 
@@ -36,6 +37,9 @@ pub(crate) trait EntrySource {
     fn index_table(&self) -> Table<'_>;
     /// The data of a whole tensor's or a slice's entry, checked against its CRC32C.
     fn data(&self, key: &[u8], e: &IndexEntry, at: u64) -> Result<RemoteTensor>;
+    /// The view of a whole tensor's entry (its record fetched, its data checked against its
+    /// CRC32C), reading as [`EntrySource::data`] reads.
+    fn view(&self, key: &[u8], e: &IndexEntry, at: u64) -> Result<TensorView<'_>>;
     /// Where the data of a whole tensor's entry is, checked as [`EntrySource::data`] checks
     /// it but without reading it: the file (a URL) and the data's length.
     fn data_file(&self, key: &[u8], e: &IndexEntry, at: u64) -> Result<(String, u64)>;
@@ -93,8 +97,17 @@ pub(crate) fn locate_slices(s: &dyn EntrySource, name: &[u8]) -> Result<Vec<(Reg
         .collect()
 }
 
-/// The tensor `name` of `s`, stored whole (else [`Error::Sliced`]).
-pub(crate) fn get_whole(s: &dyn EntrySource, name: &[u8]) -> Result<Option<RemoteTensor>> {
+/// The view of tensor `name` of `s`, stored whole (else [`Error::Sliced`]).
+pub(crate) fn get_whole<'s>(s: &'s dyn EntrySource, name: &[u8]) -> Result<Option<TensorView<'s>>> {
+    match whole_entry(s, name)? {
+        Some((e, at)) => s.view(name, &e, at).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// The entry of tensor `name` of `s` and the offset of its block, when it is stored whole
+/// (else [`Error::Sliced`]).
+pub(crate) fn whole_entry(s: &dyn EntrySource, name: &[u8]) -> Result<Option<(IndexEntry, u64)>> {
     if !is_tensor_name(name, s.is_v2()) {
         return Ok(None);
     }
@@ -108,7 +121,7 @@ pub(crate) fn get_whole(s: &dyn EntrySource, name: &[u8]) -> Result<Option<Remot
             slices: u64::from(e.num_slices),
         });
     }
-    s.data(name, &e, at).map(Some)
+    Ok(Some((e, at)))
 }
 
 /// The region `region` of tensor `name` of `s`, whether stored whole or in slices.

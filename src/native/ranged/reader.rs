@@ -22,7 +22,7 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::format::{crc32c, unmask_crc};
 use crate::name;
-use crate::native::ranged::entry_source::{get_region, get_whole, EntrySource};
+use crate::native::ranged::entry_source::{get_region, get_whole, whole_entry, EntrySource};
 use crate::native::ranged::plan::plan_parts;
 use crate::native::ranged::range::{Dest, Parallelism, RangeRead, ReadPart, RequestStats};
 use crate::native::region::Region;
@@ -30,7 +30,7 @@ use crate::native::slice_key;
 use crate::native::{
     check_data, check_partition, entry_dtype, hold_from, is_tensor_name, list_entry, open_index,
     piece_entry, record_header, slice_keys, validate_header, view_of_record, FileHeader,
-    IndexEntry, Listed, Opened, Reader, SlicePiece, Tally, VerifyReport,
+    IndexEntry, Listed, Opened, Reader, SlicePiece, Tally, TensorView, VerifyReport, ViewBytes,
 };
 use crate::record::MAX_RANK;
 use crate::table::{Table, TableIndex, TableReadOptions};
@@ -172,7 +172,36 @@ impl Want {
     /// its data checked against the stored CRC32C, and its LoD from the record header (the
     /// same decoding as a mapped view's).
     fn finish(self, mut buf: Vec<u8>, crc: u32, location: &str) -> Result<RemoteTensor> {
-        let head = usize::try_from(self.data_at - self.range.start).expect("inside the range");
+        self.check(&buf, crc, location)?;
+        let head = self.head();
+        let lod = if head == 0 {
+            Vec::new()
+        } else {
+            let shown = slice_key::display_key(&self.name);
+            let h = record_header(&buf, self.range.start, self.data_at, &shown)
+                .map_err(|e| e.context(location))?;
+            let lod = h.lod.to_vec();
+            drop(h);
+            buf.drain(..head);
+            lod
+        };
+        Ok(RemoteTensor {
+            dtype: self.dtype,
+            shape: self.shape,
+            data: buf,
+            lod,
+        })
+    }
+
+    /// Bytes of record header fetched before the data.
+    fn head(&self) -> usize {
+        usize::try_from(self.data_at - self.range.start).expect("inside the range")
+    }
+
+    /// Checks the data in `buf`, the bytes of `range` whose CRC32C is `crc` (of all of `buf`),
+    /// against the stored CRC32C.
+    fn check(&self, buf: &[u8], crc: u32, location: &str) -> Result<()> {
+        let head = self.head();
         let got = if self.dtype == DType::Bytes {
             // A bytes value's checksum is TensorFlow's string checksum (SPEC.md 6.1).
             let shown = slice_key::display_key(&self.name);
@@ -195,23 +224,7 @@ impl Want {
                 context: Some(location.to_string()),
             });
         }
-        let lod = if head == 0 {
-            Vec::new()
-        } else {
-            let shown = slice_key::display_key(&self.name);
-            let h = record_header(&buf, self.range.start, self.data_at, &shown)
-                .map_err(|e| e.context(location))?;
-            let lod = h.lod.to_vec();
-            drop(h);
-            buf.drain(..head);
-            lod
-        };
-        Ok(RemoteTensor {
-            dtype: self.dtype,
-            shape: self.shape,
-            data: buf,
-            lod,
-        })
+        Ok(())
     }
 }
 
@@ -572,7 +585,7 @@ impl RemoteReader {
                 want.dtype,
                 entry,
                 want.range.start,
-                &buf,
+                ViewBytes::Lent(&buf),
             )?;
             tally.add(&v).map_err(|e| e.context(location))?;
             v.verify_crc().map_err(|e| e.context(location))?;
@@ -661,7 +674,7 @@ impl RemoteReader {
         ra.ready.clear();
         if !ascending {
             drop(ra);
-            return self.get(name);
+            return self.get_data(name);
         }
         if ra.order.is_none() {
             let mut order = Vec::new();
@@ -685,7 +698,7 @@ impl RemoteReader {
         let order = ra.order.as_ref().expect("just set");
         let Ok(at) = order.binary_search_by(|w| w.name.as_slice().cmp(name)) else {
             drop(ra);
-            return self.get(name);
+            return self.get_data(name);
         };
         let mut wants = Vec::new();
         let mut bytes = 0u64;
@@ -957,13 +970,25 @@ impl RemoteReader {
     /// they hold it (no request), else one ranged GET, or parallel ones for a tensor larger
     /// than a part.
     fn read_want(&self, want: Want) -> Result<RemoteTensor> {
+        let (want, buf, crc) = self.read_raw(want)?;
+        want.finish(buf, crc, self.location())
+    }
+
+    /// The bytes of `want`'s range as [`RemoteReader::read_want`] reads them, and their
+    /// CRC32C, not yet checked.
+    fn read_raw(&self, want: Want) -> Result<(Want, Vec<u8>, u32)> {
         let len = want.range.end - want.range.start;
         if len > self.opts.load.part_len() {
             let mut out = None;
-            self.fetch(vec![want], &self.opts.load, usize::MAX, &mut |_, t| {
-                out = Some(t);
-                Ok(())
-            })?;
+            self.fetch_raw(
+                vec![want],
+                &self.opts.load,
+                usize::MAX,
+                &mut |w, buf, crc| {
+                    out = Some((w, buf, crc));
+                    Ok(())
+                },
+            )?;
             return out.ok_or_else(|| {
                 Error::InvalidArgument(format!("{}: a load returned nothing", self.location()))
             });
@@ -976,7 +1001,32 @@ impl RemoteReader {
             self.src.read(want.range.clone())?
         };
         let crc = crc32c(&data);
-        want.finish(data, crc, self.location())
+        Ok((want, data, crc))
+    }
+
+    /// The view of the whole tensor or slice of entry `e` (under `key`, a tensor's name or a
+    /// slice key; in the block at `at`) of this file, whose records hold it: its record
+    /// (header and data) read as [`RemoteReader::read_data`] reads the data, the data checked
+    /// against its CRC32C. The view holds the bytes (its data aligned for every element type)
+    /// and reads its LoD and checks its record as a mapped file's view does. `shard_id` is the
+    /// caller's to check.
+    pub(crate) fn read_view(&self, key: &[u8], e: &IndexEntry, at: u64) -> Result<TensorView<'_>> {
+        let mut want = self.want_of(key, e, at)?;
+        // The record's header with its data (checked to lie in the records region with it).
+        want.range.start = want.data_at - u64::from(e.record_header_len);
+        let (want, buf, crc) = self.read_raw(want)?;
+        want.check(&buf, crc, self.location())?;
+        let head = want.head();
+        view_of_record(
+            self.location(),
+            key,
+            None,
+            want.dtype,
+            e.clone(),
+            want.range.start,
+            ViewBytes::aligned(buf, head),
+        )
+        .map_err(|err| err.context(self.location()))
     }
 
     /// What fetching entry `e` (under `key`, a tensor's name or a slice key; in the block at
@@ -1025,8 +1075,17 @@ impl RemoteReader {
     /// Errors: [`Error::Sliced`] for a tensor stored in slices (read it with
     /// [`RemoteReader::get_slice`]); [`Error::ChecksumMismatch`] for data that is not what was
     /// written; [`Error::Corrupt`] for an entry that does not fit the object.
-    pub fn get(&self, name: impl AsRef<[u8]>) -> Result<Option<RemoteTensor>> {
+    pub fn get(&self, name: impl AsRef<[u8]>) -> Result<Option<TensorView<'_>>> {
         get_whole(self, name.as_ref())
+    }
+
+    /// [`RemoteReader::get`] as an owned tensor (its data alone, and its LoD), as
+    /// [`RemoteReader::get_ahead`] and the loads give it.
+    fn get_data(&self, name: &[u8]) -> Result<Option<RemoteTensor>> {
+        match whole_entry(self, name)? {
+            Some((e, at)) => self.data(name, &e, at).map(Some),
+            None => Ok(None),
+        }
     }
 
     /// The region `region` of tensor `name`, stored whole or in slices (`Ok(None)` if absent):
@@ -1063,6 +1122,11 @@ impl EntrySource for RemoteReader {
     fn data(&self, key: &[u8], e: &IndexEntry, at: u64) -> Result<RemoteTensor> {
         self.check_unsharded(|| slice_key::display_key(key), e, at)?;
         self.read_data(key, e, at)
+    }
+
+    fn view(&self, key: &[u8], e: &IndexEntry, at: u64) -> Result<TensorView<'_>> {
+        self.check_unsharded(|| slice_key::display_key(key), e, at)?;
+        self.read_view(key, e, at)
     }
 
     fn data_file(&self, key: &[u8], e: &IndexEntry, at: u64) -> Result<(String, u64)> {
@@ -1223,7 +1287,7 @@ mod tests {
         // get of a tensor larger than a part: parallel parts of 64 KiB.
         let before = r.stats().requests;
         let t = r.get("t07").unwrap().unwrap();
-        assert!(t.data == want[7].1);
+        assert!(t.data() == want[7].1);
         let after = r.stats().requests - before;
         // The index block (unless cached) and 16 parts of 64 KiB.
         assert!((16..=17).contains(&after), "{after} requests");

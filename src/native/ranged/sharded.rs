@@ -17,7 +17,7 @@ use crate::native::ranged::reader::{
 };
 use crate::native::{
     check_against_shards, check_shard_identity, check_shard_len, FileHeader, IndexEntry, Region,
-    VerifyReport,
+    TensorView, VerifyReport,
 };
 use crate::native::{data_suffix, Place, INDEX_SUFFIX};
 
@@ -235,7 +235,7 @@ impl RemoteSharded {
     /// its data object opened if it was not yet, and its bytes, checked against its CRC32C.
     ///
     /// Errors: as [`RemoteReader::get`] and [`RemoteSharded::shard`].
-    pub fn get(&self, name: impl AsRef<[u8]>) -> Result<Option<RemoteTensor>> {
+    pub fn get(&self, name: impl AsRef<[u8]>) -> Result<Option<TensorView<'_>>> {
         get_whole(self, name.as_ref())
     }
 
@@ -301,6 +301,11 @@ impl EntrySource for RemoteSharded {
     fn data(&self, key: &[u8], e: &IndexEntry, at: u64) -> Result<RemoteTensor> {
         let k = self.object_of(key, e, at)?;
         self.shard(k)?.read_data(key, e, at)
+    }
+
+    fn view(&self, key: &[u8], e: &IndexEntry, at: u64) -> Result<TensorView<'_>> {
+        let k = self.object_of(key, e, at)?;
+        self.shard(k)?.read_view(key, e, at)
     }
 
     fn data_file(&self, key: &[u8], e: &IndexEntry, at: u64) -> Result<(String, u64)> {
