@@ -35,7 +35,7 @@ mod remote;
 #[cfg(not(feature = "s3"))]
 mod remote {
     /// Refuses `url` with [`crate::Error::NoObjectStorage`].
-    pub(crate) fn open_url(url: &str) -> crate::Result<Box<dyn super::TensorStore>> {
+    pub(crate) fn dispatch(url: &str) -> crate::Result<Box<dyn super::TensorStore>> {
         Err(crate::remote::not_built(url))
     }
 }
@@ -56,7 +56,7 @@ pub use merge::{merge, MergeInput, MergeOptions, MergeReport};
 pub use native::open_native_with;
 pub use pretrained::{export_pretrained, PretrainedReport, DEFAULT_MAX_SHARD_SIZE};
 #[cfg(feature = "s3")]
-pub use remote::{open_location, open_url, UrlOptions, MAX_WHOLE_OBJECT_BYTES};
+pub use remote::{open_location, UrlOptions, MAX_WHOLE_OBJECT_BYTES};
 pub use store::{
     DataFileLayout, DataLocation, ForeignType, Format, Kind, LoadedTensor, SliceLocation,
     StoreLayout, TensorData, TensorInfo, TensorInfos, TensorStore, VerifySummary, MAX_FOREIGN_NAME,
@@ -226,7 +226,7 @@ fn with_run_hint(e: Error, url: &str, steps: usize) -> Error {
 /// directory (its latest) or `URL@STEP`. The index found is an `s3://` URL in a bucket and a
 /// local path for `file:///dir` (whose checkpoints are the local directory's).
 fn open_url_input(url: &str) -> Result<Box<dyn TensorStore>> {
-    match remote::open_url(url) {
+    match remote::dispatch(url) {
         Err(
             e @ Error::Remote {
                 problem: RemoteProblem::NotFound,

@@ -1,5 +1,5 @@
 //! Checkpoints in object stores as interop stores (issue 15): the dispatcher that opens whatever a URL names
-//! ([`open_url`], [`open_location`]; [`crate::interop::open_any`] sends URLs there): a native
+//! ([`dispatch`], [`open_location`]; [`crate::interop::open_any`] sends URLs there): a native
 //! file, a safetensors file, a TensorFlow checkpoint (by its prefix or its `.index`), or a
 //! sharded paramdex checkpoint, detected by name where the name says, else by content, with as
 //! few requests as the formats allow (docs/remote.md gives each format's request pattern).
@@ -49,7 +49,7 @@ pub const MAX_WHOLE_OBJECT_BYTES: u64 = 4 << 30;
 /// Opens what `url` names (`s3://bucket/key`, `file:///path`), resolved with
 /// [`crate::remote::resolve`] (the `AWS_*` environment and the [`crate::remote::S3Settings`]
 /// in force), with default [`UrlOptions`]. See [`open_location`].
-pub fn open_url(url: &str) -> Result<Box<dyn TensorStore>> {
+pub(crate) fn dispatch(url: &str) -> Result<Box<dyn TensorStore>> {
     let config = crate::remote::RemoteConfig::from_env()?;
     let opts = UrlOptions {
         native: RemoteOptions::with_config(&config),
@@ -83,7 +83,7 @@ pub(crate) fn subdirectories(url: &str) -> Result<Vec<String>> {
 /// the first read of an object decides its format, and the reader of that format finds what it
 /// needs (a footer, a header) already there.
 #[derive(Debug)]
-struct Held {
+struct FirstRead {
     inner: Arc<ObjectRange>,
     start: u64,
     bytes: Vec<u8>,
@@ -94,14 +94,14 @@ struct Held {
     front: std::sync::OnceLock<Vec<u8>>,
 }
 
-impl Held {
+impl FirstRead {
     /// The object's first bytes, if held.
     fn head(&self) -> Option<&[u8]> {
         (self.start == 0).then_some(&self.bytes[..])
     }
 }
 
-impl ReadAt for Held {
+impl ReadAt for FirstRead {
     fn len(&self) -> u64 {
         self.inner.len()
     }
@@ -134,7 +134,7 @@ impl ReadAt for Held {
     }
 }
 
-impl RangeRead for Held {
+impl RangeRead for FirstRead {
     fn stats(&self) -> RequestStats {
         self.inner.stats()
     }
@@ -152,7 +152,7 @@ impl RangeRead for Held {
 }
 
 /// The first read of `loc`: its last `n` bytes.
-fn open_tail(loc: &ObjectLocation, n: u64) -> Result<Held> {
+fn open_tail(loc: &ObjectLocation, n: u64) -> Result<FirstRead> {
     let obj = ObjectRange::open(
         loc.store.clone(),
         loc.path.clone(),
@@ -162,7 +162,7 @@ fn open_tail(loc: &ObjectLocation, n: u64) -> Result<Held> {
     )?;
     // Served from the open's own read: no request.
     let bytes = obj.tail(n)?;
-    Ok(Held {
+    Ok(FirstRead {
         start: obj.len() - bytes.len() as u64,
         inner: Arc::new(obj),
         bytes,
@@ -171,7 +171,7 @@ fn open_tail(loc: &ObjectLocation, n: u64) -> Result<Held> {
 }
 
 /// The first read of `loc`: its first `n` bytes (all of them, if it is shorter).
-fn open_head(loc: &ObjectLocation, n: u64) -> Result<Held> {
+fn open_head(loc: &ObjectLocation, n: u64) -> Result<FirstRead> {
     let (obj, bytes) = ObjectRange::open_range(
         loc.store.clone(),
         loc.path.clone(),
@@ -179,7 +179,7 @@ fn open_head(loc: &ObjectLocation, n: u64) -> Result<Held> {
         loc.runtime.clone(),
         0..n.max(9),
     )?;
-    Ok(Held {
+    Ok(FirstRead {
         inner: Arc::new(obj),
         start: 0,
         bytes,
@@ -293,7 +293,11 @@ fn dcp_at(loc: &ObjectLocation, opts: &UrlOptions) -> Option<Result<Box<dyn Tens
 /// (at most [`super::torch::dcp::MAX_METADATA_BYTES`]), each data file's length asked for
 /// once at open (a HEAD), its bytes read whole when first needed (at most
 /// [`UrlOptions::max_whole_object_bytes`], checked before the read).
-fn open_dcp(dir: &ObjectLocation, meta: Held, opts: &UrlOptions) -> Result<Box<dyn TensorStore>> {
+fn open_dcp(
+    dir: &ObjectLocation,
+    meta: FirstRead,
+    opts: &UrlOptions,
+) -> Result<Box<dyn TensorStore>> {
     use super::torch::dcp::{DcpStore, MAX_METADATA_BYTES};
     let bytes = whole(&meta, MAX_METADATA_BYTES)?;
     // A failure other than "no such object" while asking for a length is the error, not a
@@ -410,7 +414,7 @@ fn data_object_prefix(loc: &ObjectLocation) -> Option<ObjectLocation> {
 /// tensor file.
 fn open_object(
     loc: &ObjectLocation,
-    held: Held,
+    held: FirstRead,
     opts: &UrlOptions,
 ) -> Result<Box<dyn TensorStore>> {
     let len = held.len();
@@ -556,7 +560,7 @@ fn siblings<'a>(
 /// The whole object of `held` (its first read, of a native tail's size: a small object is
 /// held by it, a larger one read in one more request) as bytes in memory, at most
 /// [`UrlOptions::max_whole_object_bytes`] (checked before the read).
-fn whole_source(held: &Held, opts: &UrlOptions) -> Result<crate::native::Source> {
+fn whole_source(held: &FirstRead, opts: &UrlOptions) -> Result<crate::native::Source> {
     Ok(crate::native::Source::Memory(
         whole(held, opts.max_whole_object_bytes)?.into(),
     ))
@@ -568,7 +572,11 @@ fn whole_source(held: &Held, opts: &UrlOptions) -> Result<crate::native::Source>
 /// detection as a local file's ([`super::torch::open_source`],
 /// [`super::paddle::dygraph::open_source`]). `None`: neither claims it, or it is a DCP
 /// `.distcp` (its checkpoint is the input).
-fn open_whole(held: &Held, head: &[u8], opts: &UrlOptions) -> Result<Option<Box<dyn TensorStore>>> {
+fn open_whole(
+    held: &FirstRead,
+    head: &[u8],
+    opts: &UrlOptions,
+) -> Result<Option<Box<dyn TensorStore>>> {
     let url = held.location().to_string();
     // A DCP data file alone is read through its checkpoint (its `.metadata`), as locally.
     if url.ends_with(".distcp") {
