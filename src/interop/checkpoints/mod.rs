@@ -933,7 +933,7 @@ impl Dir {
 fn open_checkpoint(prefix: &Path, object: bool) -> Result<Box<dyn TensorStore>> {
     let index = index_path(prefix);
     if object {
-        return crate::interop::remote::dispatch(&index.to_string_lossy());
+        return crate::interop::registry::dispatch(&index.to_string_lossy());
     }
     if let Some(s) = crate::interop::native::open_native(&index)? {
         return Ok(s);
