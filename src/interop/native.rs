@@ -15,8 +15,7 @@ use crate::interop::store::{
 use crate::name;
 use crate::native::bytes_value;
 use crate::native::{
-    Listed, Metadata, ReadOptions, Reader, Region, Tensor, TensorView, VerifyOptions, Writer,
-    WriterOptions,
+    Listed, Metadata, Reader, Region, Tensor, TensorView, VerifyOptions, Writer, WriterOptions,
 };
 use crate::progress::{Progress, Unit};
 use crate::table::TableFigures;
@@ -272,34 +271,6 @@ fn info(t: &TensorView<'_>) -> Result<TensorInfo> {
         lod: t.lod()?.to_vec(),
         nbytes: t.data().len() as u64,
     })
-}
-
-/// Opens the native file or sharded checkpoint at `at` as a store, reading as `opts` says: a
-/// path (`FILE`, `PREFIX` or `PREFIX.index`) is mapped ([`Reader::open_with`]); a URL
-/// (`s3://`, `file://`) is opened as [`open_any`](crate::interop::open_any) opens it, by
-/// ranges, every tensor read checked against its CRC32C whatever `opts` says (bytes from a
-/// network are never returned unchecked). The one open of a native checkpoint for callers that
-/// take a path or a URL alike and want its reads checked (the Python package's region reader).
-///
-/// Errors: those of [`Reader::open_with`] and of `open_any`; [`Error::UnrecognizedFormat`]
-/// for a URL naming another format.
-pub fn open_native_with(at: impl AsRef<Path>, opts: ReadOptions) -> Result<Box<dyn TensorStore>> {
-    let at = at.as_ref();
-    if crate::remote::url_of(at).is_none() {
-        return Ok(Box::new(Reader::open_with(at, opts)?));
-    }
-    let store = crate::interop::open_any(at)?;
-    if store.format() != Format::Native {
-        return Err(Error::UnrecognizedFormat {
-            path: at.display().to_string(),
-            detail: format!(
-                "a {} input, not a native paramdex file or sharded checkpoint",
-                store.format().name()
-            ),
-            looks_like: None,
-        });
-    }
-    Ok(store)
 }
 
 /// The registry's detector for native files.
