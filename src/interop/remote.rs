@@ -412,6 +412,7 @@ pub(crate) type OpenInput = fn(&ObjectInput<'_>) -> Result<Box<dyn TensorStore>>
 /// The object side of a detector: `Ok(None)` when the input is not its format.
 type Found = Result<Option<Box<dyn TensorStore>>>;
 
+/// A detector's claim of `s`.
 fn boxed(s: impl TensorStore + 'static) -> Option<Box<dyn TensorStore>> {
     Some(Box::new(s))
 }
