@@ -143,7 +143,7 @@
 //!
 //! * `s3` (off by default; the `paramdex` command and the Python package turn it on): object
 //!   storage. `s3://bucket/key` and `file:///path` URLs wherever inputs and outputs are named
-//!   ([`remote`], `interop::open_url`, `interop::export` to an `s3://` URL, checkpoint directories in a
+//!   ([`remote`], `interop::open_any`, `interop::export` to an `s3://` URL, checkpoint directories in a
 //!   bucket), through object_store's S3 client, tokio, hyper, reqwest and rustls with ring as
 //!   its crypto provider (not aws-lc: Cargo.toml says why). Without it paramdex reads and writes
 //!   local files only, builds none of those, and refuses a URL with [`Error::NoObjectStorage`].

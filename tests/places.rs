@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use paramdex::interop::{open_any, open_url, LoadedTensor, TensorInfo, TensorStore};
+use paramdex::interop::{open_any, LoadedTensor, TensorInfo, TensorStore};
 use paramdex::remote::{open_sharded, FileRange, ObjectRange, RemoteOptions, RemoteReader};
 use paramdex::{DType, Error, Reader, Region, Tensor, Writer, WriterOptions};
 
@@ -168,7 +168,7 @@ fn places_of_prefix(prefix: &Path) -> Vec<(&'static str, paramdex::Result<Box<dy
     vec![
         ("mapped", open_any(prefix)),
         ("pread", ranged),
-        ("object", open_url(&url)),
+        ("object", open_any(&url)),
     ]
 }
 

@@ -709,7 +709,7 @@ fn file_urls_read_as_local_paths() {
             continue;
         };
         let url = format!("file://{}", input.display());
-        let remote = paramdex::interop::open_url(&url).unwrap_or_else(|e| panic!("{url}: {e}"));
+        let remote = open_any(&url).unwrap_or_else(|e| panic!("{url}: {e}"));
         same(&url, &*local, &*remote);
         *seen.entry(local.format().name()).or_insert(0) += 1;
     }

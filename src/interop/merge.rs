@@ -235,7 +235,7 @@ struct Union<'a> {
 }
 
 /// One name of a [`Union`].
-struct Held {
+struct Holders {
     /// The name.
     name: Vec<u8>,
     /// Each input holding it (index, its tensor), in input order: the last one wins.
@@ -245,7 +245,7 @@ struct Held {
 /// Holders of one name: those that take part in a merge into `format`, and those left out.
 type Split = (Vec<(usize, TensorInfo)>, Vec<(usize, TensorInfo)>);
 
-impl Held {
+impl Holders {
     /// With `skip`, the holders whose tensor `format` cannot hold are left out (they take no
     /// part in conflicts or in choosing the winner); otherwise every holder takes part.
     fn split(&self, format: OutputFormat, skip: bool) -> Split {
@@ -277,9 +277,9 @@ impl<'a> Union<'a> {
 }
 
 impl Iterator for Union<'_> {
-    type Item = Result<Held>;
+    type Item = Result<Holders>;
 
-    fn next(&mut self) -> Option<Result<Held>> {
+    fn next(&mut self) -> Option<Result<Holders>> {
         // The first input whose head has the smallest name (`min_by` keeps the first of equal
         // elements): no earlier input holds that name.
         let first = (0..self.heads.len())
@@ -302,6 +302,6 @@ impl Iterator for Union<'_> {
                 }
             }
         }
-        Some(Ok(Held { name, holders }))
+        Some(Ok(Holders { name, holders }))
     }
 }

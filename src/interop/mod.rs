@@ -9,7 +9,8 @@
 //!
 //! Layering inside: `store` (the trait and its types, and the writers' side of [`export`])
 //! depends on no format; each format module depends on `store` and the layers below; the
-//! registries (`OPENERS` here, `EXPORTERS` in `export`) and `merge` sit above them all.
+//! registries (`OPENERS` in `registry`, for paths and URLs alike; `EXPORTERS` in `export`)
+//! and `merge` sit above them all.
 
 use std::path::{Path, PathBuf};
 
@@ -28,17 +29,12 @@ pub mod pickle;
 mod pretrained;
 // A native file or sharded checkpoint read by ranges (`native::ranged`), as a store.
 mod ranged;
-// Object storage (the `s3` feature): stores read from URLs, and exports to them.
+// The one list of input formats, for paths and URLs alike.
+mod registry;
+// Object storage (the `s3` feature): what a URL names, resolved once, and each format's
+// detector over it.
 #[cfg(feature = "s3")]
 mod remote;
-/// Without object storage (the `s3` feature), a URL is refused as one, never taken for a path.
-#[cfg(not(feature = "s3"))]
-mod remote {
-    /// Refuses `url` with [`crate::Error::NoObjectStorage`].
-    pub(crate) fn open_url(url: &str) -> crate::Result<Box<dyn super::TensorStore>> {
-        Err(crate::remote::not_built(url))
-    }
-}
 pub mod safetensors;
 mod store;
 mod survey;
@@ -55,37 +51,16 @@ pub use export::{export, ExportOptions, ExportReport, OutputFormat, Skipped};
 pub use merge::{merge, MergeInput, MergeOptions, MergeReport};
 pub use pretrained::{export_pretrained, PretrainedReport, DEFAULT_MAX_SHARD_SIZE};
 #[cfg(feature = "s3")]
-pub use remote::{open_location, open_url, UrlOptions, MAX_WHOLE_OBJECT_BYTES};
+pub use registry::open_location;
+#[cfg(feature = "s3")]
+pub use remote::{UrlOptions, MAX_WHOLE_OBJECT_BYTES};
 pub use store::{
     DataFileLayout, DataLocation, ForeignType, Format, Kind, LoadedTensor, SliceLocation,
     StoreLayout, TensorData, TensorInfo, TensorInfos, TensorStore, VerifySummary, MAX_FOREIGN_NAME,
 };
 pub use survey::{is_directory, survey, Found, MAX_SURVEYED};
 
-pub(crate) use store::Opener;
-
-/// Format openers tried in order by [`open_any`]. Other formats register here.
-const OPENERS: &[Opener] = &[
-    // A torch DCP directory (or its `.metadata`) first: the Paddle per-variable detector
-    // would take a `.distcp` file starting with zeros for a damaged tensor file.
-    torch::dcp::open_store,
-    // A Hugging Face directory (its model file, or its sharded checkpoint's index) or index.
-    open_hf,
-    // Before the merged-file detector, which would take a zip's header for a size field.
-    torch::open_store,
-    native::open_native,
-    safetensors::open_store,
-    tf::open_store,
-    // Before the merged-file detector, which would take a pickle's header for a size field.
-    paddle::dygraph::open_store,
-    paddle::open_merged_store,
-    paddle::open_store,
-];
-
-/// A Hugging Face layout ([`hf`]), its files opened by the same detection as any file.
-fn open_hf(path: &Path) -> Result<Option<Box<dyn TensorStore>>> {
-    hf::open_store(path, detect)
-}
+use registry::detect;
 
 /// Opens any supported input, detecting its format by content (not by extension).
 ///
@@ -199,6 +174,37 @@ pub fn open_any(path: impl AsRef<Path>) -> Result<Box<dyn TensorStore>> {
     })
 }
 
+/// Opens the native file or sharded checkpoint at `at` as a store, reading as `opts` says: a
+/// path (`FILE`, `PREFIX` or `PREFIX.index`) is mapped ([`crate::Reader::open_with`]); a URL
+/// (`s3://`, `file://`) is opened as [`open_any`] opens it, by
+/// ranges, every tensor read checked against its CRC32C whatever `opts` says (bytes from a
+/// network are never returned unchecked). The one open of a native checkpoint for callers that
+/// take a path or a URL alike and want its reads checked (the Python package's region reader).
+///
+/// Errors: those of [`crate::Reader::open_with`] and of `open_any`; [`Error::UnrecognizedFormat`]
+/// for a URL naming another format.
+pub fn open_native_with(
+    at: impl AsRef<Path>,
+    opts: crate::native::ReadOptions,
+) -> Result<Box<dyn TensorStore>> {
+    let at = at.as_ref();
+    if crate::remote::url_of(at).is_none() {
+        return Ok(Box::new(crate::native::Reader::open_with(at, opts)?));
+    }
+    let store = open_any(at)?;
+    if store.format() != Format::Native {
+        return Err(Error::UnrecognizedFormat {
+            path: at.display().to_string(),
+            detail: format!(
+                "a {} input, not a native paramdex file or sharded checkpoint",
+                store.format().name()
+            ),
+            looks_like: None,
+        });
+    }
+    Ok(store)
+}
+
 /// A not-found error `e` for the URL `url`, which holds `steps` step directories: it says that
 /// this is a run, and how to list its checkpoints.
 fn with_run_hint(e: Error, url: &str, steps: usize) -> Error {
@@ -225,7 +231,7 @@ fn with_run_hint(e: Error, url: &str, steps: usize) -> Error {
 /// directory (its latest) or `URL@STEP`. The index found is an `s3://` URL in a bucket and a
 /// local path for `file:///dir` (whose checkpoints are the local directory's).
 fn open_url_input(url: &str) -> Result<Box<dyn TensorStore>> {
-    match remote::open_url(url) {
+    match registry::dispatch(url) {
         Err(
             e @ Error::Remote {
                 problem: RemoteProblem::NotFound,
@@ -332,41 +338,6 @@ pub fn resolve_checkpoint_dir(path: impl AsRef<Path>) -> Result<Option<PathBuf>>
         return Err(crate::remote::not_built(url));
     }
     checkpoints::resolve_input(path)
-}
-
-/// The store of the first format that claims `path`, if one does. A file that none claims
-/// (or that a format refuses as not its own) but that looks like a format recognised in
-/// [`foreign`] (a zip, a pickle, a torch DCP data file) is [`Error::UnrecognizedFormat`]
-/// saying so; a DCP data file (`*.distcp`) is, before any format looks at it (its directory,
-/// or its `.metadata`, is the input).
-fn detect(path: &Path) -> Result<Option<Box<dyn TensorStore>>> {
-    let is_dir = path.is_dir();
-    // A DCP data file alone: its `.distcp` bytes hold raw storages and zips that other
-    // detectors would take for damaged files of theirs; its directory is the input.
-    // So is a directory of data files without its `.metadata` (a save that did not finish),
-    // which the Paddle per-variable detector would take for damaged tensor files.
-    let distcp = path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .is_some_and(|n| n.ends_with(".distcp"));
-    if distcp || (is_dir && !torch::dcp::is_dcp(path)) {
-        if let Some(e) = foreign::refusal(path) {
-            return Err(e);
-        }
-    }
-    let mut result = Ok(None);
-    for open in OPENERS {
-        result = open(path);
-        if !matches!(result, Ok(None)) {
-            break;
-        }
-    }
-    match result {
-        Ok(None) | Err(Error::UnrecognizedFormat { .. }) if !is_dir => {
-            foreign::refusal(path).map_or(result, Err)
-        }
-        r => r,
-    }
 }
 
 /// Most subdirectories [`open_any`] tries as inputs when it looks into a directory.

@@ -1,8 +1,11 @@
-//! Checkpoints in object stores as interop stores (issue 15): the dispatcher that opens whatever a URL names
-//! ([`open_url`], [`open_location`]; [`crate::interop::open_any`] sends URLs there): a native
-//! file, a safetensors file, a TensorFlow checkpoint (by its prefix or its `.index`), or a
-//! sharded paramdex checkpoint, detected by name where the name says, else by content, with as
-//! few requests as the formats allow (docs/remote.md gives each format's request pattern).
+//! Inputs in object stores (issue 15): what a URL names, resolved once at the edge
+//! ([`ObjectInput::resolve`]: an object with its first read held, a checkpoint by its index, or
+//! nothing there), and the object side of each format's detector, which the registry
+//! (`registry::OPENERS`, the one list that also opens paths) runs in its order. The first read
+//! is the one the name suggests, and every detector after it reads what it holds before asking
+//! for more, so that a format costs as few requests as it allows (docs/remote.md gives each
+//! format's request pattern). Its own file: everything here needs object storage (the `s3`
+//! feature).
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -15,7 +18,7 @@ use crate::remote::{
     RemoteReader, RemoteSharded, RequestStats,
 };
 
-/// How [`open_location`] opens what a URL names.
+/// How [`super::open_location`] opens what a URL names.
 #[derive(Clone, Debug)]
 pub struct UrlOptions {
     /// How a native file is read; its [`RemoteOptions::tail_bytes`] is also the size of the
@@ -46,18 +49,6 @@ impl Default for UrlOptions {
 /// The default [`UrlOptions::max_whole_object_bytes`]: 4 GiB.
 pub const MAX_WHOLE_OBJECT_BYTES: u64 = 4 << 30;
 
-/// Opens what `url` names (`s3://bucket/key`, `file:///path`), resolved with
-/// [`crate::remote::resolve`] (the `AWS_*` environment and the [`crate::remote::S3Settings`]
-/// in force), with default [`UrlOptions`]. See [`open_location`].
-pub fn open_url(url: &str) -> Result<Box<dyn TensorStore>> {
-    let config = crate::remote::RemoteConfig::from_env()?;
-    let opts = UrlOptions {
-        native: RemoteOptions::with_config(&config),
-        ..UrlOptions::default()
-    };
-    open_location(crate::remote::resolve_with(url, &config)?, &opts)
-}
-
 /// The "subdirectories" of the directory URL `url` (the common prefixes one `/` below it, in
 /// name order; hidden ones, starting with `.`, left aside), as URLs: what an input that names
 /// no object nor checkpoint is looked into, one level down, as a local directory is.
@@ -83,7 +74,7 @@ pub(crate) fn subdirectories(url: &str) -> Result<Vec<String>> {
 /// the first read of an object decides its format, and the reader of that format finds what it
 /// needs (a footer, a header) already there.
 #[derive(Debug)]
-struct Held {
+struct FirstRead {
     inner: Arc<ObjectRange>,
     start: u64,
     bytes: Vec<u8>,
@@ -94,14 +85,14 @@ struct Held {
     front: std::sync::OnceLock<Vec<u8>>,
 }
 
-impl Held {
+impl FirstRead {
     /// The object's first bytes, if held.
     fn head(&self) -> Option<&[u8]> {
         (self.start == 0).then_some(&self.bytes[..])
     }
 }
 
-impl ReadAt for Held {
+impl ReadAt for FirstRead {
     fn len(&self) -> u64 {
         self.inner.len()
     }
@@ -134,7 +125,7 @@ impl ReadAt for Held {
     }
 }
 
-impl RangeRead for Held {
+impl RangeRead for FirstRead {
     fn stats(&self) -> RequestStats {
         self.inner.stats()
     }
@@ -152,7 +143,7 @@ impl RangeRead for Held {
 }
 
 /// The first read of `loc`: its last `n` bytes.
-fn open_tail(loc: &ObjectLocation, n: u64) -> Result<Held> {
+fn open_tail(loc: &ObjectLocation, n: u64) -> Result<FirstRead> {
     let obj = ObjectRange::open(
         loc.store.clone(),
         loc.path.clone(),
@@ -162,7 +153,7 @@ fn open_tail(loc: &ObjectLocation, n: u64) -> Result<Held> {
     )?;
     // Served from the open's own read: no request.
     let bytes = obj.tail(n)?;
-    Ok(Held {
+    Ok(FirstRead {
         start: obj.len() - bytes.len() as u64,
         inner: Arc::new(obj),
         bytes,
@@ -171,7 +162,7 @@ fn open_tail(loc: &ObjectLocation, n: u64) -> Result<Held> {
 }
 
 /// The first read of `loc`: its first `n` bytes (all of them, if it is shorter).
-fn open_head(loc: &ObjectLocation, n: u64) -> Result<Held> {
+fn open_head(loc: &ObjectLocation, n: u64) -> Result<FirstRead> {
     let (obj, bytes) = ObjectRange::open_range(
         loc.store.clone(),
         loc.path.clone(),
@@ -179,7 +170,7 @@ fn open_head(loc: &ObjectLocation, n: u64) -> Result<Held> {
         loc.runtime.clone(),
         0..n.max(9),
     )?;
-    Ok(Held {
+    Ok(FirstRead {
         inner: Arc::new(obj),
         start: 0,
         bytes,
@@ -187,94 +178,438 @@ fn open_head(loc: &ObjectLocation, n: u64) -> Result<Held> {
     })
 }
 
-/// Opens what `loc` names, by its name where the name says, else by content:
-///
-/// * `KEY.index`: the index of a checkpoint at prefix `KEY`: a TensorFlow checkpoint, or a
-///   sharded paramdex checkpoint (a paramdex header in the index); a native single file so
-///   named is read as one. `KEY.data-SSSSS-of-NNNNN`: the data object of a checkpoint at
-///   prefix `KEY` (opened by its `.index`).
-/// * any other key naming an object: a native paramdex file (the table magic ends it and its
-///   header is a paramdex one), or a safetensors file (an 8-byte little-endian header length,
-///   then `{`). A key ending in `.safetensors` is read from its start first (one request holds
-///   the header length and, usually, the header), any other from its end (one request holds a
-///   native file's footer and, usually, its index block), and the other end only when the
-///   first read did not decide.
-/// * a key naming no object, where `KEY.index` is one: the checkpoint at prefix `KEY`, as
-///   above. Neither is [`RemoteProblem::NotFound`] naming both URLs, unless `KEY/.metadata` is
-///   a pickle: then `KEY` is a torch DCP checkpoint, read as a local directory is (so is
-///   `KEY/.metadata` named itself); or `KEY` holds a Hugging Face layout.
-/// * an object that is none of these is [`Error::UnrecognizedFormat`], saying what it looks
-///   like where it is recognised (a `torch.save` zip, a pickle, a DCP `.distcp`), as a local
-///   file would.
-pub fn open_location(loc: ObjectLocation, opts: &UrlOptions) -> Result<Box<dyn TensorStore>> {
-    let key = loc.path.as_ref().to_string();
-    let name = key.rsplit('/').next().unwrap_or_default().to_string();
-    // A torch DCP checkpoint's `.metadata`: the checkpoint under its prefix, as a local
-    // `.metadata` file opens its directory.
-    if name == super::torch::dcp::METADATA_FILE {
-        if let Some(dir) = loc.without_suffix(&format!("/{name}")) {
-            let held = open_head(&loc, 2)?;
-            if held
+/// The client's error behind a not-found answer.
+type RemoteSource = Option<Box<dyn std::error::Error + Send + Sync + 'static>>;
+
+/// The first read of the checkpoint index `index`: its tail, and the rest of it at once when it
+/// is small (a TensorFlow reader needs all of it, and the index of a sharded paramdex
+/// checkpoint this small costs no more read whole than block by block).
+fn open_index(index: &ObjectLocation, opts: &UrlOptions) -> Result<FirstRead> {
+    let mut held = open_tail(index, opts.native.tail_bytes)?;
+    if held.start > 0 && held.len() <= WHOLE_INDEX_AT_ONCE.min(opts.max_tf_index_bytes) {
+        // Not held whole, but small: the rest now, in one request, rather than the header's
+        // block first and the rest after it.
+        held.bytes = super::tf::remote::whole_object(
+            &*held.inner,
+            held.start,
+            &held.bytes,
+            opts.max_tf_index_bytes,
+        )?;
+        held.start = 0;
+    }
+    Ok(held)
+}
+
+/// What a URL names, resolved once (by [`ObjectInput::resolve`]) before any format looks at
+/// it: each detector of the registry (`registry::OPENERS`, the same list that opens a path)
+/// reads this, and finds the first read already made.
+pub(crate) struct ObjectInput<'o> {
+    /// The key the URL names.
+    loc: ObjectLocation,
+    /// Its last component.
+    name: String,
+    opts: &'o UrlOptions,
+    at: At,
+    /// The object's first bytes ([`ObjectInput::head`]), read once for every detector that
+    /// decides by them.
+    head: std::sync::OnceLock<Vec<u8>>,
+    /// Why the native detector refused the object, for the error when no format claims it.
+    not_native: std::cell::RefCell<String>,
+}
+
+/// What is at the key a URL names.
+enum At {
+    /// An object, its first read held.
+    Object(Arc<FirstRead>),
+    /// A checkpoint at `prefix`, named by its prefix, by its `.index` (`named_index`) or by one
+    /// of its data objects: its index `index_loc`, the first read of it held.
+    Checkpoint {
+        prefix: ObjectLocation,
+        index_loc: ObjectLocation,
+        index: Arc<FirstRead>,
+        named_index: bool,
+    },
+    /// No object, nor a checkpoint at this prefix: a "directory" of the bucket, or nothing.
+    /// The URL of `KEY.index` and why it is not found (taken by [`ObjectInput::unclaimed`]).
+    Nothing(std::cell::RefCell<Option<(String, RemoteSource)>>),
+}
+
+impl<'o> ObjectInput<'o> {
+    /// Resolves what `loc` names, by its name where the name says, with the first read the
+    /// format its name suggests needs (docs/remote.md gives each format's requests):
+    ///
+    /// * `KEY/.metadata` (a torch DCP checkpoint's, when it is a pickle): its first bytes.
+    /// * a Hugging Face index (`*.safetensors.index.json`, `pytorch_model.bin.index.json`): the
+    ///   whole of it, at most [`super::hf::MAX_INDEX_BYTES`].
+    /// * `KEY.index`, `KEY.data-SSSSS-of-NNNNN`: the checkpoint at prefix `KEY`, its `.index`
+    ///   read from its end (whole, when it is small).
+    /// * a key ending in `.safetensors`: its start (one request holds the header length and,
+    ///   usually, the header); any other key: its end (one request holds a native file's footer
+    ///   and, usually, its index block).
+    /// * an other key naming no object: the checkpoint at prefix `KEY` when `KEY.index` is an
+    ///   object, else nothing there (a "directory" the detectors look into, or nothing).
+    pub(crate) fn resolve(loc: ObjectLocation, opts: &'o UrlOptions) -> Result<ObjectInput<'o>> {
+        let key = loc.path.as_ref().to_string();
+        let name = key.rsplit('/').next().unwrap_or_default().to_string();
+        let at = if name == super::torch::dcp::METADATA_FILE
+            && loc.without_suffix(&format!("/{name}")).is_some()
+        {
+            At::Object(Arc::new(open_head(&loc, 2)?))
+        } else if super::hf::is_index_name(&name) {
+            At::Object(Arc::new(open_head(&loc, super::hf::MAX_INDEX_BYTES)?))
+        } else if let Some(prefix) = loc.without_suffix(".index") {
+            At::Checkpoint {
+                prefix,
+                index: Arc::new(open_index(&loc, opts)?),
+                index_loc: loc.clone(),
+                named_index: true,
+            }
+        } else if let Some(prefix) = data_object_prefix(&loc) {
+            let index_loc = prefix.with_suffix(".index");
+            At::Checkpoint {
+                index: Arc::new(open_index(&index_loc, opts)?),
+                prefix,
+                index_loc,
+                named_index: false,
+            }
+        } else {
+            let by_name = key.ends_with(".safetensors");
+            let first = if by_name {
+                open_head(&loc, opts.safetensors.head_bytes)
+            } else {
+                open_tail(&loc, opts.native.tail_bytes)
+            };
+            match first {
+                Ok(first) => At::Object(Arc::new(first)),
+                Err(Error::Remote {
+                    problem: RemoteProblem::NotFound,
+                    ..
+                }) if !by_name => {
+                    let index_loc = loc.with_suffix(".index");
+                    match open_index(&index_loc, opts) {
+                        Ok(index) => At::Checkpoint {
+                            prefix: loc.clone(),
+                            index: Arc::new(index),
+                            index_loc,
+                            named_index: false,
+                        },
+                        Err(Error::Remote {
+                            problem: RemoteProblem::NotFound,
+                            url,
+                            source,
+                            ..
+                        }) if url == index_loc.url => {
+                            At::Nothing(std::cell::RefCell::new(Some((url, source))))
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        Ok(ObjectInput::new(loc, name, opts, at))
+    }
+
+    /// The object at `loc`, its first read `first` made: opened as an object, never as the
+    /// prefix of a checkpoint.
+    fn object(loc: ObjectLocation, first: FirstRead, opts: &'o UrlOptions) -> ObjectInput<'o> {
+        let name = loc.path.as_ref().rsplit('/').next().unwrap_or_default();
+        let name = name.to_string();
+        ObjectInput::new(loc, name, opts, At::Object(Arc::new(first)))
+    }
+
+    fn new(loc: ObjectLocation, name: String, opts: &'o UrlOptions, at: At) -> ObjectInput<'o> {
+        ObjectInput {
+            loc,
+            name,
+            opts,
+            at,
+            head: std::sync::OnceLock::new(),
+            not_native: std::cell::RefCell::new(String::new()),
+        }
+    }
+
+    /// The object and its first read, if the key names an object.
+    fn first(&self) -> Option<&Arc<FirstRead>> {
+        match &self.at {
+            At::Object(first) => Some(first),
+            _ => None,
+        }
+    }
+
+    /// The object's first bytes (the safetensors head's size of them, all of them for a
+    /// shorter object): the first read's when it started at 0, else one more request, made
+    /// once.
+    fn head<'a>(&'a self, first: &'a FirstRead) -> Result<&'a [u8]> {
+        if let Some(head) = first.head() {
+            return Ok(head);
+        }
+        if let Some(head) = self.head.get() {
+            return Ok(head);
+        }
+        let len = first.len();
+        let head = first.read(0..self.opts.safetensors.head_bytes.max(9).min(len))?;
+        Ok(self.head.get_or_init(|| head))
+    }
+
+    /// The error for an input that no format claims: an object is
+    /// [`Error::UnrecognizedFormat`], saying what it looks like where it is recognised (a
+    /// `torch.save` zip, a pickle, a DCP `.distcp`), as a local file would; a key naming nothing
+    /// is [`RemoteProblem::NotFound`] naming both URLs (the key and `KEY.index`).
+    pub(crate) fn unclaimed(&self) -> Error {
+        match &self.at {
+            At::Object(first) => {
+                let url = first.location().to_string();
+                let head = match self.head(first) {
+                    Ok(head) => head,
+                    Err(e) => return e,
+                };
+                let name = url.rsplit('/').next().unwrap_or_default();
+                let head = &head[..head.len().min(super::foreign::HEAD_LEN)];
+                if let Some(kind) = super::foreign::looks_like(name, head) {
+                    return super::foreign::not_recognized(url, kind, head);
+                }
+                let not_native = self.not_native.borrow();
+                Error::UnrecognizedFormat {
+                    path: url.clone(),
+                    looks_like: None,
+                    detail: format!(
+                        "neither a native paramdex file ({not_native}) nor a safetensors file; a \
+                         TensorFlow or sharded checkpoint is named by its prefix (PREFIX, with \
+                         PREFIX.index beside it) or by {url}.index"
+                    ),
+                }
+            }
+            At::Nothing(missing) => {
+                let (url, source) = missing.borrow_mut().take().unwrap_or_default();
+                Error::Remote {
+                    problem: RemoteProblem::NotFound,
+                    detail: format!(
+                        "no such object, and no checkpoint with this prefix ({url} does not \
+                         exist either)"
+                    ),
+                    url: self.loc.url.clone(),
+                    source,
+                }
+            }
+            // The TensorFlow detector claims every checkpoint the others leave.
+            At::Checkpoint { index_loc, .. } => Error::UnrecognizedFormat {
+                path: index_loc.url.clone(),
+                looks_like: None,
+                detail: "neither a paramdex index nor a TensorFlow one".into(),
+            },
+        }
+    }
+}
+
+/// Opens what a URL names, for a detector that opens other inputs beside it (the shards of a
+/// Hugging Face checkpoint): the registry's own open ([`super::open_location`]).
+pub(crate) type OpenLocation = fn(ObjectLocation, &UrlOptions) -> Result<Box<dyn TensorStore>>;
+
+/// Opens an object already resolved: the registry's detection of an input.
+pub(crate) type OpenInput = fn(&ObjectInput<'_>) -> Result<Box<dyn TensorStore>>;
+
+/// The object side of a detector: `Ok(None)` when the input is not its format.
+type Found = Result<Option<Box<dyn TensorStore>>>;
+
+/// A detector's claim of `s`.
+fn boxed(s: impl TensorStore + 'static) -> Option<Box<dyn TensorStore>> {
+    Some(Box::new(s))
+}
+
+/// A torch DCP checkpoint: its `.metadata` named (when it starts like a pickle, as
+/// `FileSystemWriter` writes it), or a key naming nothing whose "directory" holds one.
+pub(crate) fn dcp(o: &ObjectInput<'_>) -> Found {
+    match &o.at {
+        At::Object(first) if o.name == super::torch::dcp::METADATA_FILE => {
+            let Some(dir) = o.loc.without_suffix(&format!("/{}", o.name)) else {
+                return Ok(None);
+            };
+            if first
                 .head()
                 .is_some_and(|h| super::foreign::pickle_protocol(h).is_some())
             {
-                return open_dcp(&dir, held, opts);
+                return open_dcp(&dir, first, o.opts).map(Some);
             }
+            Ok(None)
         }
+        At::Nothing(_) => dcp_at(&o.loc, o.opts).transpose(),
+        _ => Ok(None),
     }
-    if super::hf::is_index_name(&name) {
-        return open_hf_index(&loc, &name, opts).map(|s| Box::new(s) as Box<dyn TensorStore>);
+}
+
+/// A Hugging Face layout: its sharded checkpoint's index named, or a key naming nothing that
+/// holds one (or a single model file); `open` opens the shards, `run` a model file.
+pub(crate) fn hf(o: &ObjectInput<'_>, open: OpenLocation, run: OpenInput) -> Found {
+    match &o.at {
+        At::Object(first) if super::hf::is_index_name(&o.name) => {
+            hf_index(&o.loc, &o.name, first, o.opts, open).map(boxed)
+        }
+        At::Nothing(_) => hf_at(&o.loc, o.opts, open, run).transpose(),
+        _ => Ok(None),
     }
-    if let Some(prefix) = loc.without_suffix(".index") {
-        return open_checkpoint(&prefix, loc, opts, true);
+}
+
+/// A safetensors file whose first read held its start (an 8-byte little-endian header
+/// length, then `{`): decided with no request more.
+pub(crate) fn safetensors_held(o: &ObjectInput<'_>) -> Found {
+    match o.first() {
+        Some(first) => match first.head().filter(|h| safetensors::starts_like(h)) {
+            Some(head) => open_safetensors(first, head.to_vec(), o.opts),
+            None => Ok(None),
+        },
+        None => Ok(None),
     }
-    if let Some(prefix) = data_object_prefix(&loc) {
-        let index = prefix.with_suffix(".index");
-        return open_checkpoint(&prefix, index, opts, false);
-    }
-    let by_name = loc.path.as_ref().ends_with(".safetensors");
-    let first = if by_name {
-        open_head(&loc, opts.safetensors.head_bytes)
-    } else {
-        open_tail(&loc, opts.native.tail_bytes)
+}
+
+/// A safetensors file read from its end first (and not a native file): its start read.
+pub(crate) fn safetensors_read(o: &ObjectInput<'_>) -> Found {
+    let Some(first) = o.first() else {
+        return Ok(None);
     };
-    let held = match first {
-        Ok(h) => h,
-        Err(Error::Remote {
-            problem: RemoteProblem::NotFound,
+    let head = o.head(first)?;
+    if !safetensors::starts_like(head) {
+        return Ok(None);
+    }
+    open_safetensors(first, head.to_vec(), o.opts)
+}
+
+fn open_safetensors(first: &Arc<FirstRead>, head: Vec<u8>, opts: &UrlOptions) -> Found {
+    let src: Arc<dyn RangeRead> = first.clone();
+    Ok(boxed(RemoteSafetensors::open_with_head(
+        src,
+        head,
+        opts.safetensors,
+    )?))
+}
+
+/// A native paramdex file (the table magic ends it and its header is a paramdex one), or the
+/// index of a sharded paramdex checkpoint; a native single file named as `PREFIX.index` is
+/// read as one, at a prefix it is left to the TensorFlow detector (`export_tf` writes it so).
+pub(crate) fn native(o: &ObjectInput<'_>) -> Found {
+    let opts = &o.opts.native;
+    match &o.at {
+        At::Object(first) => match RemoteReader::open(first.clone(), opts.clone()) {
+            Ok(r) => Ok(boxed(r)),
+            Err(Error::UnrecognizedFormat { detail, .. }) => {
+                *o.not_native.borrow_mut() = detail;
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        },
+        At::Checkpoint {
+            prefix,
+            index,
+            named_index,
             ..
-        }) if !by_name => {
-            let index = loc.with_suffix(".index");
-            return match open_checkpoint(&loc, index, opts, false) {
-                Err(Error::Remote {
-                    problem: RemoteProblem::NotFound,
-                    url,
-                    source,
-                    ..
-                }) if url == format!("{}.index", loc.url) => match dcp_at(&loc, opts) {
-                    Some(r) => r,
-                    None => match hf_at(&loc, opts)
-                        .or_else(|| paddle_at(&loc, opts))
-                        .or_else(|| paddle_dir_at(&loc, opts))
-                    {
-                        Some(r) => r,
-                        None => Err(Error::Remote {
-                            problem: RemoteProblem::NotFound,
-                            detail: format!(
-                            "no such object, and no checkpoint with this prefix ({url} does not \
-                         exist either)"
-                        ),
-                            url: loc.url,
-                            source,
-                        }),
-                    },
-                },
-                r => r,
-            };
-        }
-        Err(e) => return Err(e),
+        } => match RemoteReader::open(index.clone(), opts.clone()) {
+            Ok(r) if *named_index => Ok(boxed(r)),
+            Ok(_) => Ok(None),
+            // The index of a sharded paramdex checkpoint.
+            Err(Error::Unsupported(_)) => {
+                open_sharded_at(prefix, index.clone(), opts.clone()).map(Some)
+            }
+            // Not a paramdex header: a TensorFlow checkpoint's index, or not an index at all
+            // (then the TensorFlow reader says what is wrong with it).
+            Err(Error::UnrecognizedFormat { .. } | Error::Corrupt { .. }) => Ok(None),
+            Err(e) => Err(e),
+        },
+        At::Nothing(_) => Ok(None),
+    }
+}
+
+/// A TensorFlow checkpoint: every checkpoint the native detector leaves, its whole `.index`
+/// read (at most [`UrlOptions::max_tf_index_bytes`]).
+pub(crate) fn tf(o: &ObjectInput<'_>) -> Found {
+    let At::Checkpoint {
+        prefix,
+        index_loc,
+        index,
+        ..
+    } = &o.at
+    else {
+        return Ok(None);
     };
-    open_object(&loc, held, opts)
+    let bytes = super::tf::remote::whole_object(
+        &**index,
+        index.start,
+        &index.bytes,
+        o.opts.max_tf_index_bytes,
+    )?;
+    Ok(boxed(super::tf::remote::open_at(
+        index_loc,
+        prefix.path.as_ref(),
+        &prefix.url,
+        bytes,
+    )?))
+}
+
+/// The object, when its first bytes say it may be `zip` (a `torch.save` zip) or else a pickle:
+/// read whole (at most [`UrlOptions::max_whole_object_bytes`], checked before the read). A DCP
+/// `.distcp` is not (its checkpoint, by its `.metadata`, is the input).
+fn whole_if(
+    o: &ObjectInput<'_>,
+    zip: bool,
+) -> Result<Option<(crate::native::Source, std::path::PathBuf)>> {
+    let Some(first) = o.first() else {
+        return Ok(None);
+    };
+    let url = first.location().to_string();
+    if url.ends_with(".distcp") {
+        return Ok(None);
+    }
+    let head = o.head(first)?;
+    let claims = if zip {
+        super::torch::zip::starts_like(&head[..head.len().min(4)])
+    } else {
+        super::foreign::pickle_protocol(head).is_some()
+    };
+    if !claims {
+        return Ok(None);
+    }
+    let bytes = whole(&**first, o.opts.max_whole_object_bytes)?;
+    Ok(Some((
+        crate::native::Source::Memory(bytes.into()),
+        std::path::PathBuf::from(url),
+    )))
+}
+
+/// A `torch.save` zip, read whole and opened by the local reader's own test
+/// ([`super::torch::open_source`]).
+pub(crate) fn torch(o: &ObjectInput<'_>) -> Found {
+    match whole_if(o, true)? {
+        Some((source, path)) => super::torch::open_source(source, path),
+        None => Ok(None),
+    }
+}
+
+/// A Paddle dygraph pickle (`.pdparams`, `.pdopt`), read whole and opened by the local
+/// reader's own test ([`super::paddle::dygraph::open_source`]).
+pub(crate) fn dygraph(o: &ObjectInput<'_>) -> Found {
+    match whole_if(o, false)? {
+        Some((source, path)) => super::paddle::dygraph::open_source(source, path),
+        None => Ok(None),
+    }
+}
+
+/// A Paddle model's parameters or program, a merged file or a tensor file (the files it needs
+/// read whole, detected by the local rules, merged files among them: `paddle::fetched`); or,
+/// for a key naming nothing, the Paddle model at that prefix or under it.
+pub(crate) fn paddle(o: &ObjectInput<'_>) -> Found {
+    match &o.at {
+        At::Object(first) => {
+            let url = first.location().to_string();
+            let head = o.head(first)?;
+            let name = url.rsplit('/').next().unwrap_or_default();
+            let this = || whole_source(first, o.opts);
+            let sibling = siblings(&o.loc, o.opts);
+            super::paddle::fetched::open_file(&url, name, head, &this, &sibling)
+        }
+        At::Nothing(_) => paddle_at(&o.loc, o.opts)
+            .or_else(|| paddle_dir_at(&o.loc, o.opts))
+            .transpose(),
+        At::Checkpoint { .. } => Ok(None),
+    }
 }
 
 /// The torch DCP checkpoint at `loc`, a key that names no object nor checkpoint prefix, when
@@ -285,7 +620,7 @@ fn dcp_at(loc: &ObjectLocation, opts: &UrlOptions) -> Option<Result<Box<dyn Tens
     dir.url = dir.url.trim_end_matches('/').to_string();
     let held = open_head(&dir.with_suffix("/.metadata"), 2).ok()?;
     super::foreign::pickle_protocol(held.head()?)?;
-    Some(open_dcp(&dir, held, opts))
+    Some(open_dcp(&dir, &held, opts))
 }
 
 /// The torch DCP checkpoint under the prefix `dir` whose `.metadata` object `meta` is, parsed
@@ -293,9 +628,13 @@ fn dcp_at(loc: &ObjectLocation, opts: &UrlOptions) -> Option<Result<Box<dyn Tens
 /// (at most [`super::torch::dcp::MAX_METADATA_BYTES`]), each data file's length asked for
 /// once at open (a HEAD), its bytes read whole when first needed (at most
 /// [`UrlOptions::max_whole_object_bytes`], checked before the read).
-fn open_dcp(dir: &ObjectLocation, meta: Held, opts: &UrlOptions) -> Result<Box<dyn TensorStore>> {
+fn open_dcp(
+    dir: &ObjectLocation,
+    meta: &FirstRead,
+    opts: &UrlOptions,
+) -> Result<Box<dyn TensorStore>> {
     use super::torch::dcp::{DcpStore, MAX_METADATA_BYTES};
-    let bytes = whole(&meta, MAX_METADATA_BYTES)?;
+    let bytes = whole(meta, MAX_METADATA_BYTES)?;
     // A failure other than "no such object" while asking for a length is the error, not a
     // missing data file.
     let failed = std::cell::RefCell::new(None);
@@ -327,27 +666,28 @@ fn open_dcp(dir: &ObjectLocation, meta: Held, opts: &UrlOptions) -> Result<Box<d
     Ok(Box::new(store?))
 }
 
-/// The Hugging Face sharded checkpoint whose index is the object `loc` (named `name`): the
-/// index read whole (one request, at most [`super::hf::MAX_INDEX_BYTES`]), each shard the
-/// weight map names opened beside it by [`open_location`] (the same detection as any URL).
-fn open_hf_index(
+/// The Hugging Face sharded checkpoint whose index is the object `loc` (named `name`, its
+/// first read `first`, of at most [`super::hf::MAX_INDEX_BYTES`]: the whole index), each
+/// shard the weight map names opened beside it by `open` (the same detection as any URL).
+fn hf_index(
     loc: &ObjectLocation,
     name: &str,
+    first: &FirstRead,
     opts: &UrlOptions,
+    open: OpenLocation,
 ) -> Result<super::hf::ShardedStore> {
-    let held = open_head(loc, super::hf::MAX_INDEX_BYTES)?;
     crate::error::ensure_within(
         "bytes of a Hugging Face index",
-        held.len(),
+        first.len(),
         super::hf::MAX_INDEX_BYTES,
         None,
     )?;
-    let bytes = held.head().unwrap_or_default();
+    let bytes = first.head().unwrap_or_default();
     let index = super::hf::parse_index(bytes, &loc.url)?;
     // The shards beside the index: its key with the last component replaced.
     let dir = loc.without_suffix(&format!("/{name}"));
     super::hf::ShardedStore::new(&loc.url, index, &|shard| match &dir {
-        Some(d) => open_location(d.with_suffix(&format!("/{shard}")), opts),
+        Some(d) => open(d.with_suffix(&format!("/{shard}")), opts),
         None => Err(Error::Unsupported(format!(
             "{}: an index at the root of a bucket; put the checkpoint under a prefix",
             loc.url
@@ -357,9 +697,14 @@ fn open_hf_index(
 
 /// The Hugging Face layout under `loc`, a key naming no object nor checkpoint prefix: the
 /// sharded checkpoint of `KEY/model.safetensors.index.json` (or `pytorch_model.bin.index.json`),
-/// else `KEY/model.safetensors` or `KEY/pytorch_model.bin` (made only on the way to a not-found error: one request per
-/// name tried). `None` when there is none.
-fn hf_at(loc: &ObjectLocation, opts: &UrlOptions) -> Option<Result<Box<dyn TensorStore>>> {
+/// else `KEY/model.safetensors` or `KEY/pytorch_model.bin` (made only on the way to a not-found
+/// error: one request per name tried), a model file opened by `run`. `None` when there is none.
+fn hf_at(
+    loc: &ObjectLocation,
+    opts: &UrlOptions,
+    open: OpenLocation,
+    run: OpenInput,
+) -> Option<Result<Box<dyn TensorStore>>> {
     let found = |r: &Result<Box<dyn TensorStore>>| {
         !matches!(
             r,
@@ -371,7 +716,9 @@ fn hf_at(loc: &ObjectLocation, opts: &UrlOptions) -> Option<Result<Box<dyn Tenso
     };
     for n in super::hf::INDEX_FILES {
         let child = loc.with_suffix(&format!("/{n}"));
-        let r = open_hf_index(&child, n, opts).map(|s| Box::new(s) as Box<dyn TensorStore>);
+        let r = open_head(&child, super::hf::MAX_INDEX_BYTES)
+            .and_then(|first| hf_index(&child, n, &first, opts, open))
+            .map(|s| Box::new(s) as Box<dyn TensorStore>);
         if found(&r) {
             return Some(r);
         }
@@ -385,7 +732,7 @@ fn hf_at(loc: &ObjectLocation, opts: &UrlOptions) -> Option<Result<Box<dyn Tenso
         } else {
             open_tail(&child, opts.native.tail_bytes)
         }
-        .and_then(|held| open_object(&child, held, opts));
+        .and_then(|first| run(&ObjectInput::object(child, first, opts)));
         if found(&r) {
             return Some(r);
         }
@@ -403,79 +750,6 @@ fn data_object_prefix(loc: &ObjectLocation) -> Option<ObjectLocation> {
         }
         _ => None,
     }
-}
-
-/// What the object at `loc` is, from its first read `held`: a native file, a safetensors file,
-/// a `torch.save` zip or Paddle dygraph pickle, or a Paddle model's file, merged file or
-/// tensor file.
-fn open_object(
-    loc: &ObjectLocation,
-    held: Held,
-    opts: &UrlOptions,
-) -> Result<Box<dyn TensorStore>> {
-    let len = held.len();
-    let url = held.location().to_string();
-    if let Some(head) = held.head().filter(|h| safetensors::starts_like(h)) {
-        let head = head.to_vec();
-        return Ok(Box::new(RemoteSafetensors::open_with_head(
-            Arc::new(held),
-            head,
-            opts.safetensors,
-        )?));
-    }
-    let held = Arc::new(held);
-    // The tail is held (read first), or the head was read and is not safetensors: the native
-    // reader reads the tail if it must.
-    let native = RemoteReader::open(held.clone(), opts.native.clone());
-    let not_native = match native {
-        Ok(r) => return Ok(Box::new(r)),
-        Err(Error::UnrecognizedFormat { detail, .. }) => detail,
-        Err(e) => return Err(e),
-    };
-    let head = match held.head() {
-        Some(head) => head.to_vec(),
-        None => {
-            // Read from the end first, and not a native file: its start says whether it is a
-            // safetensors file.
-            let head = held.read(0..opts.safetensors.head_bytes.max(9).min(len))?;
-            if safetensors::starts_like(&head) {
-                return Ok(Box::new(RemoteSafetensors::open_with_head(
-                    held,
-                    head,
-                    opts.safetensors,
-                )?));
-            }
-            head
-        }
-    };
-    // A torch.save zip or a Paddle dygraph pickle: read whole, then detected and opened by the
-    // local readers' own tests (one more request; none when the first read held it all).
-    if let Some(store) = open_whole(&held, &head, opts)? {
-        return Ok(store);
-    }
-    // A Paddle model's parameters or program, a merged file or a tensor file: the files it
-    // needs read whole, detected by the local rules (`paddle::fetched`).
-    let name = url.rsplit('/').next().unwrap_or_default();
-    let this = || whole_source(&held, opts);
-    let sibling = siblings(loc, opts);
-    if let Some(store) = super::paddle::fetched::open_file(&url, name, &head, &this, &sibling)? {
-        return Ok(store);
-    }
-    // Something paramdex does not read: say what it looks like, as for a local file.
-    let name = url.rsplit('/').next().unwrap_or_default();
-    let head = &head[..head.len().min(super::foreign::HEAD_LEN)];
-    if let Some(kind) = super::foreign::looks_like(name, head) {
-        return Err(super::foreign::not_recognized(url, kind, head));
-    }
-    Err(Error::UnrecognizedFormat {
-        path: url.clone(),
-        looks_like: None,
-        detail: format!(
-            "neither a native paramdex file ({not_native}) nor a safetensors file; a TensorFlow \
-             or sharded checkpoint is named by its prefix (PREFIX, with PREFIX.index beside it) \
-             or by {url}.index"
-        ),
-    })
 }
 
 /// The Paddle model at prefix `loc`, a key naming no object nor checkpoint (`KEY.pdiparams`
@@ -556,37 +830,10 @@ fn siblings<'a>(
 /// The whole object of `held` (its first read, of a native tail's size: a small object is
 /// held by it, a larger one read in one more request) as bytes in memory, at most
 /// [`UrlOptions::max_whole_object_bytes`] (checked before the read).
-fn whole_source(held: &Held, opts: &UrlOptions) -> Result<crate::native::Source> {
+fn whole_source(held: &FirstRead, opts: &UrlOptions) -> Result<crate::native::Source> {
     Ok(crate::native::Source::Memory(
         whole(held, opts.max_whole_object_bytes)?.into(),
     ))
-}
-
-/// The object of `held` (whose first bytes are `head`) opened as a `torch.save` zip or a
-/// Paddle dygraph pickle when its first bytes say it may be one: read whole (at most
-/// [`UrlOptions::max_whole_object_bytes`], checked before the read) and handed to the same
-/// detection as a local file's ([`super::torch::open_source`],
-/// [`super::paddle::dygraph::open_source`]). `None`: neither claims it, or it is a DCP
-/// `.distcp` (its checkpoint is the input).
-fn open_whole(held: &Held, head: &[u8], opts: &UrlOptions) -> Result<Option<Box<dyn TensorStore>>> {
-    let url = held.location().to_string();
-    // A DCP data file alone is read through its checkpoint (its `.metadata`), as locally.
-    if url.ends_with(".distcp") {
-        return Ok(None);
-    }
-    let zip = super::torch::zip::starts_like(&head[..head.len().min(4)]);
-    let pickle = super::foreign::pickle_protocol(head).is_some();
-    if !zip && !pickle {
-        return Ok(None);
-    }
-    let bytes = whole(held, opts.max_whole_object_bytes)?;
-    let source = crate::native::Source::Memory(bytes.into());
-    let path = std::path::PathBuf::from(&url);
-    if zip {
-        super::torch::open_source(source, path)
-    } else {
-        super::paddle::dygraph::open_source(source, path)
-    }
 }
 
 /// All the bytes of the object `obj` in one read (served from memory when its first read held
@@ -602,57 +849,12 @@ fn whole(obj: &dyn ReadAt, max: u64) -> Result<Vec<u8>> {
     obj.read(0..len)
 }
 
-/// The largest `.index` read whole at once when its first read did not hold it all: a
-/// TensorFlow checkpoint's reader needs all of it, and the index of a sharded paramdex
-/// checkpoint this small costs no more read whole than block by block.
+/// The largest `.index` read whole at once when its first read did not hold it all
+/// ([`open_index`]).
 const WHOLE_INDEX_AT_ONCE: u64 = 8 << 20;
 
-/// The checkpoint at `prefix` whose index is `index`: a sharded paramdex checkpoint, a
-/// TensorFlow checkpoint, or (`named_index`: the URL named the `.index` itself) a native
-/// single file, as a local `PREFIX.index` file would be read.
-fn open_checkpoint(
-    prefix: &ObjectLocation,
-    index: ObjectLocation,
-    opts: &UrlOptions,
-    named_index: bool,
-) -> Result<Box<dyn TensorStore>> {
-    let mut held = open_tail(&index, opts.native.tail_bytes)?;
-    if held.start > 0 && held.len() <= WHOLE_INDEX_AT_ONCE.min(opts.max_tf_index_bytes) {
-        // Not held whole, but small: the rest now, in one request, rather than the header's
-        // block first and the rest after it (a TensorFlow reader needs all of it).
-        held.bytes = super::tf::remote::whole_object(
-            &*held.inner,
-            held.start,
-            &held.bytes,
-            opts.max_tf_index_bytes,
-        )?;
-        held.start = 0;
-    }
-    let held = Arc::new(held);
-    match RemoteReader::open(held.clone(), opts.native.clone()) {
-        Ok(r) if named_index => return Ok(Box::new(r)),
-        // A native single file at PREFIX.index is also a TensorFlow checkpoint (`export_tf`):
-        // read as one, as a local prefix is.
-        Ok(_) => {}
-        // The index of a sharded paramdex checkpoint.
-        Err(Error::Unsupported(_)) => return open_sharded_at(prefix, held, opts.native.clone()),
-        // Not a paramdex header: a TensorFlow checkpoint's index, or not an index at all (then
-        // the TensorFlow reader says what is wrong with it).
-        Err(Error::UnrecognizedFormat { .. } | Error::Corrupt { .. }) => {}
-        Err(e) => return Err(e),
-    }
-    let bytes =
-        super::tf::remote::whole_object(&*held, held.start, &held.bytes, opts.max_tf_index_bytes)?;
-    Ok(Box::new(super::tf::remote::open_at(
-        &index,
-        prefix.path.as_ref(),
-        &prefix.url,
-        bytes,
-    )?))
-}
-
 /// Opens the sharded checkpoint at `prefix` as a store, from its index object `index` (already
-/// opened by the URL dispatcher, so its first read is not made twice); each data object
+/// opened by [`ObjectInput::resolve`], so its first read is not made twice); each data object
 /// `PREFIX.data-k-of-N` is opened when first read (see [`RemoteSharded::shard`]).
 pub(crate) fn open_sharded_at(
     prefix: &ObjectLocation,

@@ -929,11 +929,11 @@ impl Dir {
 /// Opens the checkpoint at `prefix`: a native one (single file or sharded), else a TensorFlow
 /// one (the two kinds a checkpoint directory holds; the format openers directly, as `open_any`
 /// sits above this module). `object`: `prefix` is an `s3://` URL, opened by its `.index`
-/// through the URL dispatcher.
+/// through the format registry, as any URL.
 fn open_checkpoint(prefix: &Path, object: bool) -> Result<Box<dyn TensorStore>> {
     let index = index_path(prefix);
     if object {
-        return crate::interop::remote::open_url(&index.to_string_lossy());
+        return crate::interop::registry::dispatch(&index.to_string_lossy());
     }
     if let Some(s) = crate::interop::native::open_native(&index)? {
         return Ok(s);

@@ -2,7 +2,7 @@
 //! checkpoint, by its `checkpoint` state file) or `DIR@STEP`, locally ([`resolve_input`]) or in
 //! an object store ([`resolve_url_input`]), resolved to the checkpoint's `.index` for the
 //! format openers. Its own file because it is the readers' entry to the manager, used by
-//! `open_any` and the URL dispatcher, not by the manager itself.
+//! `open_any` (for paths and URLs), not by the manager itself.
 
 use std::path::{Path, PathBuf};
 
