@@ -174,37 +174,6 @@ pub fn open_any(path: impl AsRef<Path>) -> Result<Box<dyn TensorStore>> {
     })
 }
 
-/// Opens the native file or sharded checkpoint at `at` as a store, reading as `opts` says: a
-/// path (`FILE`, `PREFIX` or `PREFIX.index`) is mapped ([`crate::Reader::open_with`]); a URL
-/// (`s3://`, `file://`) is opened as [`open_any`] opens it, by
-/// ranges, every tensor read checked against its CRC32C whatever `opts` says (bytes from a
-/// network are never returned unchecked). The one open of a native checkpoint for callers that
-/// take a path or a URL alike and want its reads checked (the Python package's region reader).
-///
-/// Errors: those of [`crate::Reader::open_with`] and of `open_any`; [`Error::UnrecognizedFormat`]
-/// for a URL naming another format.
-pub fn open_native_with(
-    at: impl AsRef<Path>,
-    opts: crate::native::ReadOptions,
-) -> Result<Box<dyn TensorStore>> {
-    let at = at.as_ref();
-    if crate::remote::url_of(at).is_none() {
-        return Ok(Box::new(crate::native::Reader::open_with(at, opts)?));
-    }
-    let store = open_any(at)?;
-    if store.format() != Format::Native {
-        return Err(Error::UnrecognizedFormat {
-            path: at.display().to_string(),
-            detail: format!(
-                "a {} input, not a native paramdex file or sharded checkpoint",
-                store.format().name()
-            ),
-            looks_like: None,
-        });
-    }
-    Ok(store)
-}
-
 /// A not-found error `e` for the URL `url`, which holds `steps` step directories: it says that
 /// this is a run, and how to list its checkpoints.
 fn with_run_hint(e: Error, url: &str, steps: usize) -> Error {
