@@ -174,7 +174,11 @@ fn the_ranged_reader_reads_a_local_file_without_the_feature() {
         let m = mapped.tensor(name).unwrap();
         let r = ranged.get(name).unwrap().unwrap();
         assert_eq!(r.data(), m.data(), "{name}");
-        assert_eq!(r.lod().unwrap().to_vec(), m.lod().unwrap().to_vec(), "{name}");
+        assert_eq!(
+            r.lod().unwrap().to_vec(),
+            m.lod().unwrap().to_vec(),
+            "{name}"
+        );
         assert_eq!(r.dtype(), m.dtype(), "{name}");
     }
     assert!(ranged.get("missing").unwrap().is_none());
