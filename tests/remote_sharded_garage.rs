@@ -188,8 +188,8 @@ fn an_uploaded_checkpoint_reads_as_it_does_locally() {
             ] {
                 let want = local.get_slice("emb", &region).unwrap().unwrap();
                 let got = r.get_slice("emb", &region).unwrap().unwrap();
-                assert_eq!(got.data, want.data(), "{region:?}");
-                assert_eq!(got.shape, region.len);
+                assert_eq!(got.data(), want.data(), "{region:?}");
+                assert_eq!(got.shape(), region.len);
             }
             assert!(matches!(r.get("emb"), Err(Error::Sliced { .. })));
             assert!(r.get("absent").unwrap().is_none());
@@ -295,7 +295,7 @@ fn four_processes_write_one_checkpoint() {
             .get_slice("emb", &Region::full(&[u64::from(RANKS) * 2, 6]))
             .unwrap()
             .unwrap();
-        assert_eq!(e.data, f32_bytes(&emb()));
+        assert_eq!(e.data(), f32_bytes(&emb()));
 
         // The same objects downloaded are a local sharded checkpoint that verifies whole.
         let dir = tempfile::tempdir().unwrap();
@@ -689,8 +689,8 @@ fn an_incremental_save_in_a_bucket_reads_as_in_a_directory() {
                     .get_slice(&e.name, &Region::full(&e.shape))
                     .unwrap()
                     .unwrap();
-                assert_eq!((r.dtype, &r.shape), (l.dtype(), &e.shape));
-                assert_eq!(r.data, l.data(), "{}", String::from_utf8_lossy(&e.name));
+                assert_eq!((r.dtype(), r.shape()), (l.dtype(), e.shape.as_slice()));
+                assert_eq!(r.data(), l.data(), "{}", String::from_utf8_lossy(&e.name));
             }
             let (lv, rv) = (
                 local.verify().unwrap(),

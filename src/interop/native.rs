@@ -15,7 +15,8 @@ use crate::interop::store::{
 use crate::name;
 use crate::native::bytes_value;
 use crate::native::{
-    Listed, Metadata, Reader, Region, Tensor, TensorView, VerifyOptions, Writer, WriterOptions,
+    Listed, Metadata, Reader, Region, SliceData, Tensor, TensorView, VerifyOptions, Writer,
+    WriterOptions,
 };
 use crate::progress::{Progress, Unit};
 use crate::table::TableFigures;
@@ -121,21 +122,9 @@ impl TensorStore for Reader {
     }
 
     fn load_slice(&self, name: &[u8], region: &Region) -> Result<Option<LoadedTensor<'_>>> {
-        let Some(s) = self.get_slice(name, region)? else {
-            return Ok(None);
-        };
-        let info = TensorInfo {
-            name: name.to_vec(),
-            kind: Kind::Numeric(s.dtype()),
-            shape: s.shape().to_vec(),
-            lod: Vec::new(),
-            nbytes: s.data().len() as u64,
-        };
-        let data = s.into_cow();
-        Ok(Some(LoadedTensor {
-            info,
-            data: TensorData::Bytes(data),
-        }))
+        Ok(self
+            .get_slice(name, region)?
+            .map(|s| loaded_region(name, s)))
     }
 
     fn verify(&self, threads: usize) -> Result<VerifySummary> {
@@ -221,6 +210,22 @@ pub(super) fn loaded(t: TensorView<'_>) -> Result<LoadedTensor<'_>> {
         info: info(&t)?,
         data: TensorData::Bytes(value_of(t)?),
     })
+}
+
+/// A region of tensor `name` as a store loads it: its lengths as its shape, no LoD, its bytes
+/// borrowed where the reader lent them. Every native store's (mapped or read by ranges).
+pub(super) fn loaded_region<'a>(name: &[u8], s: SliceData<'a>) -> LoadedTensor<'a> {
+    let info = TensorInfo {
+        name: name.to_vec(),
+        kind: Kind::Numeric(s.dtype()),
+        shape: s.shape().to_vec(),
+        lod: Vec::new(),
+        nbytes: s.data().len() as u64,
+    };
+    LoadedTensor {
+        info,
+        data: TensorData::Bytes(s.into_cow()),
+    }
 }
 
 /// The data a store gives of a whole stored tensor: its bytes, or a bytes value's value (its

@@ -138,18 +138,18 @@ impl TensorStore for RemoteSharded {
                 let Some(i) = self.info(name)? else {
                     return Ok(None);
                 };
-                self.get_slice(name, &Region::full(&i.shape))?
-                    .map(|t| loaded(name, t))
-                    .transpose()
+                Ok(self
+                    .get_slice(name, &Region::full(&i.shape))?
+                    .map(|t| super::native::loaded_region(name, t)))
             }
             Err(e) => Err(e),
         }
     }
 
     fn load_slice(&self, name: &[u8], region: &Region) -> Result<Option<LoadedTensor<'_>>> {
-        self.get_slice(name, region)?
-            .map(|t| loaded(name, t))
-            .transpose()
+        Ok(self
+            .get_slice(name, region)?
+            .map(|t| super::native::loaded_region(name, t)))
     }
 
     fn verify(&self, _threads: usize) -> Result<VerifySummary> {
@@ -210,18 +210,18 @@ impl TensorStore for RemoteReader {
                 let Some(e) = self.entry_of(name)? else {
                     return Ok(None);
                 };
-                self.get_slice(name, &Region::full(&e.shape))?
-                    .map(|t| loaded(name, t))
-                    .transpose()
+                Ok(self
+                    .get_slice(name, &Region::full(&e.shape))?
+                    .map(|t| super::native::loaded_region(name, t)))
             }
             Err(e) => Err(e),
         }
     }
 
     fn load_slice(&self, name: &[u8], region: &Region) -> Result<Option<LoadedTensor<'_>>> {
-        self.get_slice(name, region)?
-            .map(|t| loaded(name, t))
-            .transpose()
+        Ok(self
+            .get_slice(name, region)?
+            .map(|t| super::native::loaded_region(name, t)))
     }
 
     fn verify(&self, _threads: usize) -> Result<VerifySummary> {

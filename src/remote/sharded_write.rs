@@ -656,7 +656,7 @@ mod tests {
         assert_eq!(r.get("t1").unwrap().unwrap().data(), [2u8; 100]);
         assert_eq!(r.get("new").unwrap().unwrap().data(), [7u8; 4]);
         let emb = r.get_slice("emb", &Region::full(&[2, 3])).unwrap().unwrap();
-        assert_eq!(emb.data, [10, 10, 10, 99, 99, 99]);
+        assert_eq!(emb.data(), [10, 10, 10, 99, 99, 99]);
         let v = r.verify(&Default::default()).unwrap();
         assert_eq!((v.tensors, v.slices), (4, 2));
 

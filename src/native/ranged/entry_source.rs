@@ -14,7 +14,7 @@ use crate::native::region::{self, Region};
 use crate::native::slice_key;
 use crate::native::{
     check_partition, entry_dtype, is_tensor_name, piece_entry, plan_region, IndexEntry, RegionPlan,
-    TensorView,
+    SliceData, TensorView,
 };
 use crate::table::Table;
 
@@ -129,7 +129,7 @@ pub(crate) fn get_region(
     s: &dyn EntrySource,
     name: &[u8],
     region: &Region,
-) -> Result<Option<RemoteTensor>> {
+) -> Result<Option<SliceData<'static>>> {
     if !is_tensor_name(name, s.is_v2()) {
         return Ok(None);
     }
@@ -141,7 +141,10 @@ pub(crate) fn get_region(
     region.check_within(&shape, name)?;
     let esize = dtype.size();
     let out_len = region::byte_len(region, esize)?;
-    let mut out = vec![0u8; out_len];
+    // Held by the region's data, aligned for every element type, as a mapped file's region
+    // copied out of several slices is.
+    let mut held = SliceData::owned(out_len, dtype, region, name::display(name));
+    let out = held.bytes_mut();
     let copy = |data: &[u8], from: &Region, part: &Region, out: &mut [u8], key: &[u8]| {
         region::copy_part(data, from, out, region, part, esize).map_err(|d| {
             Error::corrupt(
@@ -153,7 +156,7 @@ pub(crate) fn get_region(
     };
     if e.num_slices == 0 {
         let t = s.data(name, &e, at)?;
-        copy(&t.data, &Region::full(&shape), region, &mut out, name)?;
+        copy(&t.data, &Region::full(&shape), region, out, name)?;
     } else {
         let p = check_partition(name, &e, dtype, &value, at, s.is_v2())
             .map_err(|err| err.context(s.place()))?;
@@ -168,13 +171,8 @@ pub(crate) fn get_region(
             let (se, _, sat, piece) =
                 piece_entry(&s.index_table(), &p, *i).map_err(|err| err.context(s.place()))?;
             let t = s.data(&piece.key, &se, sat)?;
-            copy(&t.data, r, part, &mut out, &piece.key)?;
+            copy(&t.data, r, part, out, &piece.key)?;
         }
     }
-    Ok(Some(RemoteTensor {
-        dtype,
-        shape: region.len.clone(),
-        data: out,
-        lod: Vec::new(),
-    }))
+    Ok(Some(held))
 }

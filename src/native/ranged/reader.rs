@@ -30,7 +30,8 @@ use crate::native::slice_key;
 use crate::native::{
     check_data, check_partition, entry_dtype, hold_from, is_tensor_name, list_entry, open_index,
     piece_entry, record_header, slice_keys, validate_header, view_of_record, FileHeader,
-    IndexEntry, Listed, Opened, Reader, SlicePiece, Tally, TensorView, VerifyReport, ViewBytes,
+    IndexEntry, Listed, Opened, Reader, SliceData, SlicePiece, Tally, TensorView, VerifyReport,
+    ViewBytes,
 };
 use crate::record::MAX_RANK;
 use crate::table::{Table, TableIndex, TableReadOptions};
@@ -1097,7 +1098,7 @@ impl RemoteReader {
         &self,
         name: impl AsRef<[u8]>,
         region: &Region,
-    ) -> Result<Option<RemoteTensor>> {
+    ) -> Result<Option<SliceData<'static>>> {
         get_region(self, name.as_ref(), region)
     }
 }

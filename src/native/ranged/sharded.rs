@@ -17,7 +17,7 @@ use crate::native::ranged::reader::{
 };
 use crate::native::{
     check_against_shards, check_shard_identity, check_shard_len, FileHeader, IndexEntry, Region,
-    TensorView, VerifyReport,
+    SliceData, TensorView, VerifyReport,
 };
 use crate::native::{data_suffix, Place, INDEX_SUFFIX};
 
@@ -245,7 +245,7 @@ impl RemoteSharded {
         &self,
         name: impl AsRef<[u8]>,
         region: &Region,
-    ) -> Result<Option<RemoteTensor>> {
+    ) -> Result<Option<SliceData<'static>>> {
         get_region(self, name.as_ref(), region)
     }
 
