@@ -1,7 +1,7 @@
 //! One engine for every place (issue 26): every compatibility file under `tests/data/native`,
 //! and damaged copies of a reference file, read from a mapped file (`open_any` of a path), by
 //! ranges through a plain file (`RemoteReader` / `open_sharded` over `FileRange`, `pread`),
-//! and through the object code path (`open_url` of a `file://` URL: object_store's local file
+//! and through the object code path (`open_any` of a `file://` URL: object_store's local file
 //! system behind `ObjectRange`), must give the same listing (LoD included), the same loads
 //! (data and LoD), the same regions, the same `info`, the same `verify` counts, and errors of
 //! the same variants.
@@ -148,7 +148,7 @@ fn places_of_file(path: &Path) -> Vec<(&'static str, paramdex::Result<Box<dyn Te
             .map(|r| Box::new(r) as Box<dyn TensorStore>)
     });
     // The readers themselves: which format a damaged file is detected as is the registry's
-    // business (`open_any`, `open_url`), not the engine's. The object: object_store's local
+    // business (`open_any`, for paths and URLs alike), not the engine's. The object: object_store's local
     // file system behind `ObjectRange`, as a bucket's object is read.
     let mapped = Reader::open(path).map(|r| Box::new(r) as Box<dyn TensorStore>);
     let object = paramdex::remote::resolve(&url_of(path)).and_then(|loc| {

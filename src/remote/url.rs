@@ -503,7 +503,7 @@ impl ObjectLocation {
     }
 }
 
-/// Opens the object at `url` for reading by ranges (the bytes, not a format: `open_url` of
+/// Opens the object at `url` for reading by ranges (the bytes, not a format: `open_any` of
 /// `interop` opens a URL as a tensor store); an `s3://` object is opened with one GET of its
 /// last `tail_bytes` bytes (which [`crate::remote::RemoteReader::open`] then uses).
 pub fn open_object(url: &str, tail_bytes: u64) -> Result<Arc<dyn RangeRead>> {
