@@ -15,9 +15,7 @@ mod support;
 
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt};
-use paramdex::remote::{
-    open_sharded, FileRange, RangeRead, RemoteOptions, RemoteShardWriter, RemoteSharded,
-};
+use paramdex::remote::{open_sharded, FileRange, RemoteOptions, RemoteShardWriter, RemoteSharded};
 use paramdex::{
     merge_shards, DType, Error, MergeShardsOptions, Reader, Region, RemoteProblem, SaveId, Saved,
     ShardProblem, ShardWriter, ShardedSave, Tensor, WriterOptions,
@@ -492,9 +490,9 @@ fn each_data_object_is_checked_against_the_index_when_first_read() {
     assert_eq!(r.get("r0.t0019").unwrap().unwrap().data(), own(0, 19));
     // A native single file (a data object) is not a sharded checkpoint's index.
     let single = Arc::new(FileRange::open(data(&b, 0)).unwrap());
-    let never = |_: &str| -> paramdex::Result<Arc<dyn RangeRead>> { panic!("no data object") };
+    let place = Arc::new(paramdex::place::DirPlace::new(&b));
     assert!(matches!(
-        RemoteSharded::open(single, "b", Box::new(never), RemoteOptions::default()),
+        RemoteSharded::open(single, "b", place, RemoteOptions::default()),
         Err(Error::InvalidArgument(_))
     ));
 }

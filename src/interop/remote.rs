@@ -14,8 +14,8 @@ use crate::error::{Error, RemoteProblem, Result};
 use crate::interop::safetensors::{self, RemoteSafetensors, RemoteSafetensorsOptions};
 use crate::interop::store::TensorStore;
 use crate::remote::{
-    object_data_opener, ObjectLocation, ObjectRange, RangeRead, ReadAt, RemoteOptions,
-    RemoteReader, RemoteSharded, RequestStats,
+    ObjectLocation, ObjectRange, RangeRead, ReadAt, RemoteOptions, RemoteReader, RemoteSharded,
+    RequestStats,
 };
 
 /// How [`super::open_location`] opens what a URL names.
@@ -861,17 +861,16 @@ pub(crate) fn open_sharded_at(
     index: Arc<dyn RangeRead>,
     opts: RemoteOptions,
 ) -> Result<Box<dyn TensorStore>> {
-    let open_data = object_data_opener(
-        prefix.store.clone(),
-        prefix.runtime.clone(),
-        prefix.path.as_ref(),
-        &prefix.url,
-        opts.tail_bytes,
-    );
+    // The data objects beside the index, in the store the URL was resolved to (a bucket's;
+    // object_store's local file system for `file://`, which names no bucket).
+    let bucket = crate::remote::split_s3_url(&prefix.url)
+        .map(|(b, _)| b.to_string())
+        .unwrap_or_default();
+    let place = crate::remote::BucketPlace::at(prefix.clone(), &bucket)?;
     Ok(Box::new(RemoteSharded::open(
         index,
         prefix.url.clone(),
-        open_data,
+        Arc::new(place),
         opts,
     )?))
 }

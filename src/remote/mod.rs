@@ -39,12 +39,12 @@ pub use place::BucketPlace;
 // feature); re-exported here, where readers of objects have always found it.
 pub(crate) use crate::native::ranged::{locate, locate_slices};
 pub use crate::native::ranged::{
-    sharded_names, DataOpener, Dest, FileRange, LoadOptions, LoadProgress, Parallelism, RangeRead,
-    ReadAt, ReadPart, RemoteEntry, RemoteOptions, RemoteReader, RemoteSharded, RemoteTensor,
-    RequestStats, DEFAULT_LOAD_CONCURRENCY, DEFAULT_LOAD_PART_SIZE,
+    sharded_names, Dest, FileRange, LoadOptions, LoadProgress, Parallelism, RangeRead, ReadAt,
+    ReadPart, RemoteEntry, RemoteOptions, RemoteReader, RemoteSharded, RemoteTensor, RequestStats,
+    DEFAULT_LOAD_CONCURRENCY, DEFAULT_LOAD_PART_SIZE,
 };
 #[cfg(feature = "s3")]
-pub use sharded_open::{object_data_opener, open_sharded};
+pub use sharded_open::open_sharded;
 #[cfg(feature = "s3")]
 pub(crate) use sharded_write::merge_shards_url;
 #[cfg(feature = "s3")]

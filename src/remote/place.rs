@@ -11,7 +11,8 @@ use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 
 use crate::error::{Error, RemoteProblem, Result, ShardProblem};
-use crate::native::{Brought, Place, ReadAt, Writer, WriterOptions, INDEX_SUFFIX};
+use crate::native::ranged::RangeRead;
+use crate::native::{Brought, Place, Writer, WriterOptions, INDEX_SUFFIX};
 use crate::remote::object::{remote_error, ObjectRange};
 use crate::remote::upload::{ObjectUpload, UploadOptions};
 use crate::remote::url::{object_path, resolve, split_s3_url, ObjectLocation};
@@ -146,7 +147,7 @@ impl Place for BucketPlace {
         Ok(out)
     }
 
-    fn open(&self, suffix: &str) -> Result<Arc<dyn ReadAt>> {
+    fn open(&self, suffix: &str) -> Result<Arc<dyn RangeRead>> {
         match self.open_range(suffix, OPEN_TAIL) {
             Ok(r) => Ok(Arc::new(r)),
             Err(Error::Remote {

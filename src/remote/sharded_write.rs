@@ -125,11 +125,10 @@ impl RemoteShardWriter {
     /// store beside the new checkpoint (`PREFIX.reused-<save id>-k-of-n`), so that deleting the
     /// base afterwards never breaks the new checkpoint.
     ///
-    /// Errors: [`Error::Unsupported`] for a base opened without its place (by
-    /// [`RemoteSharded::open`] with a data opener of its own), for a base at this checkpoint's
-    /// own prefix (whose data objects the save's shards would replace while others are still
-    /// being copied: save each step at its own prefix), and, at the first reuse, for a base in
-    /// another bucket.
+    /// Errors: [`Error::Unsupported`] for a base at this checkpoint's own prefix (whose data
+    /// objects the save's shards would replace while others are still being copied: save each
+    /// step at its own prefix), and, at the first reuse, for a base in another bucket or in a
+    /// directory.
     pub fn with_base(mut self, base: Arc<RemoteSharded>) -> Result<RemoteShardWriter> {
         if base.prefix() == self.prefix {
             return Err(Error::Unsupported(format!(

@@ -22,4 +22,4 @@ pub use reader::{
     LoadOptions, LoadProgress, RemoteEntry, RemoteOptions, RemoteReader, RemoteTensor,
     DEFAULT_LOAD_CONCURRENCY, DEFAULT_LOAD_PART_SIZE,
 };
-pub use sharded::{sharded_names, DataOpener, RemoteSharded};
+pub use sharded::{sharded_names, RemoteSharded};

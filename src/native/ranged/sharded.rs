@@ -21,22 +21,17 @@ use crate::native::{
 };
 use crate::native::{data_suffix, Place, INDEX_SUFFIX};
 
-/// Opens a data object of a sharded checkpoint by its name's suffix (`.data-00000-of-00004`):
-/// the same store and prefix as the index.
-pub type DataOpener = dyn Fn(&str) -> Result<Arc<dyn RangeRead>> + Send + Sync;
-
 /// A sharded checkpoint read by ranges: its index object, and its data objects opened on first
 /// use.
 pub struct RemoteSharded {
     index: RemoteReader,
     /// `PREFIX` (a URL or path), for messages.
     prefix: String,
-    open_data: Box<DataOpener>,
+    /// Where its files are: its data objects are opened there, and an incremental save
+    /// reusing it copies them from there.
+    pub(crate) place: Arc<dyn Place>,
     files: Vec<OnceLock<RemoteReader>>,
     opts: RemoteOptions,
-    /// Where its objects are, when opened by its place: what an incremental save reusing it
-    /// copies its data objects from.
-    pub(crate) place: Option<Arc<dyn Place>>,
 }
 
 impl std::fmt::Debug for RemoteSharded {
@@ -50,15 +45,16 @@ impl std::fmt::Debug for RemoteSharded {
 
 impl RemoteSharded {
     /// Opens the sharded checkpoint whose index object is `index` (`PREFIX.index`; shown as
-    /// `prefix` followed by `.index`), whose data objects `open_data` opens by suffix. Reads
-    /// only the index (at most two requests); the data objects are opened when first read.
+    /// `prefix` followed by `.index`), whose data files are in `place` (a directory, read with
+    /// `pread`; a bucket prefix, read by ranged GETs). Reads only the index (at most two
+    /// requests); the data files are opened through the place when first read.
     ///
     /// Errors: as [`RemoteReader::open`]; [`Error::InvalidArgument`] when the object is a
     /// native file, not a sharded checkpoint's index.
     pub fn open(
         index: Arc<dyn RangeRead>,
         prefix: impl Into<String>,
-        open_data: Box<DataOpener>,
+        place: Arc<dyn Place>,
         opts: RemoteOptions,
     ) -> Result<RemoteSharded> {
         let index = RemoteReader::open_native(index, opts.clone())?;
@@ -72,10 +68,9 @@ impl RemoteSharded {
         Ok(RemoteSharded {
             index,
             prefix: prefix.into(),
-            open_data,
+            place,
             files: (0..n).map(|_| OnceLock::new()).collect(),
             opts,
-            place: None,
         })
     }
 
@@ -125,13 +120,20 @@ impl RemoteSharded {
         }
         let want = self.header().shards[k as usize];
         let shown = self.data_location(k);
-        let src = match (self.open_data)(&data_suffix(k, n)) {
+        let src = match self.place.open(&data_suffix(k, n)) {
             Ok(s) => s,
-            Err(Error::Remote {
-                problem: RemoteProblem::NotFound,
-                detail,
-                ..
-            }) => {
+            Err(
+                Error::Remote {
+                    problem: RemoteProblem::NotFound,
+                    detail,
+                    ..
+                }
+                | Error::Shard {
+                    problem: ShardProblem::Missing,
+                    detail,
+                    ..
+                },
+            ) => {
                 return Err(Error::Shard {
                     path: shown,
                     problem: ShardProblem::Missing,

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::format::{crc32c, unmask_crc};
 use crate::native::ranged::entry_source::EntrySource;
 use crate::native::ranged::sharded::RemoteSharded;
@@ -71,14 +71,7 @@ impl ReuseBase for RemoteSharded {
     }
 
     fn place(&self) -> Result<Arc<dyn Place>> {
-        match &self.place {
-            Some(p) => Ok(p.clone()),
-            None => Err(Error::Unsupported(format!(
-                "{}: the base of an incremental save in a bucket is opened by its URL \
-                 (open_sharded), not through a data opener of its own",
-                self.prefix()
-            ))),
-        }
+        Ok(self.place.clone())
     }
 
     fn entry(&self, key: &[u8]) -> Result<Option<IndexEntry>> {

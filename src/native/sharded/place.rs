@@ -4,7 +4,7 @@
 //! ([`data_suffix`], [`pending_suffix`], [`refs_suffix`], [`reused_suffix`], [`INDEX_SUFFIX`];
 //! [`parse_suffix`]), and [`Place`], what the sharded writer, an incremental save's reuse and
 //! the merge do with those files wherever they are: list them, open one to read
-//! ([`ReadAt`]), start a [`Writer`] on one, put a small one whole, delete one, and bring in a
+//! ([`RangeRead`](crate::remote::RangeRead)), start a [`Writer`] on one, put a small one whole, delete one, and bring in a
 //! data file of another checkpoint (a hard link or a copy in a directory, [`DirPlace`]; a
 //! server-side copy in a bucket, `remote::BucketPlace`).
 
@@ -14,9 +14,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::error::{path_str, Error, IoContext, Result, ShardProblem};
-use crate::format::ReadAt;
 use crate::native::fault::{self, Op};
 use crate::native::header::{SaveId, ShardOf};
+use crate::native::ranged::RangeRead;
 use crate::native::read_at::FileRange;
 use crate::native::staging;
 use crate::native::writer::{Writer, WriterOptions};
@@ -157,9 +157,10 @@ pub trait Place: Send + Sync + std::fmt::Debug {
     /// The suffixes of the files whose names start with `PREFIX` (sorted).
     fn list(&self) -> Result<Vec<String>>;
 
-    /// Opens `PREFIX<suffix>` to read by positions. A missing file is [`Error::Shard`] with
+    /// Opens `PREFIX<suffix>` to read by ranges (a directory's file with `pread`, a bucket's
+    /// object with ranged GETs). A missing file is [`Error::Shard`] with
     /// [`ShardProblem::Missing`].
-    fn open(&self, suffix: &str) -> Result<Arc<dyn ReadAt>>;
+    fn open(&self, suffix: &str) -> Result<Arc<dyn RangeRead>>;
 
     /// A writer of a native file that appears, complete, under `PREFIX<suffix>` when it
     /// finishes (a staged file renamed in a directory, a multipart upload in a bucket), and
@@ -240,7 +241,7 @@ impl Place for DirPlace {
         Ok(out)
     }
 
-    fn open(&self, suffix: &str) -> Result<Arc<dyn ReadAt>> {
+    fn open(&self, suffix: &str) -> Result<Arc<dyn RangeRead>> {
         let path = self.path(suffix);
         let f = std::fs::File::open(&path).map_err(|e| {
             if e.kind() == std::io::ErrorKind::NotFound {
