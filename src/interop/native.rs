@@ -202,10 +202,10 @@ fn listed(r: &Reader, t: Listed) -> Result<TensorInfo> {
     })
 }
 
-/// A whole stored tensor as a store loads it, its checksum checked by the caller: its
-/// description, and its bytes (a bytes value's value, its encoding checked), borrowed where
-/// the view's reader lends them. Every native store's (mapped or read by ranges).
-pub(super) fn loaded(t: TensorView<'_>) -> Result<LoadedTensor<'_>> {
+/// A whole stored tensor as the mapped store loads it, its checksum checked by the caller: its
+/// description, and its bytes (a bytes value's value, its encoding checked), borrowed from the
+/// map. (The stores read by ranges load owned tensors as they were read: `interop::ranged`.)
+fn loaded(t: TensorView<'_>) -> Result<LoadedTensor<'_>> {
     Ok(LoadedTensor {
         info: info(&t)?,
         data: TensorData::Bytes(value_of(t)?),

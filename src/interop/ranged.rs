@@ -129,9 +129,10 @@ impl TensorStore for RemoteSharded {
     }
 
     fn load(&self, name: &[u8]) -> Result<Option<LoadedTensor<'_>>> {
-        match self.get(name) {
-            // Checked against its checksum when read.
-            Ok(t) => t.map(super::native::loaded).transpose(),
+        // Owned as read (a view's bytes would be copied out of it once more), checked against
+        // its checksum when read.
+        match crate::native::ranged::get_whole_data(self, name) {
+            Ok(t) => t.map(|t| loaded(name, t)).transpose(),
             // Stored in slices (in one or several data objects): assembled, every slice read
             // checked against its checksum.
             Err(Error::Sliced { .. }) => {

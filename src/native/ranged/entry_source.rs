@@ -1,7 +1,8 @@
 //! The reads written once for every remote checkpoint, a single file ([`RemoteReader`]) or a
 //! sharded one (`RemoteSharded`): the [`EntrySource`] trait (index entries by key, checked data
 //! of an entry), and over it [`locate`] and [`locate_slices`] (where a tensor's bytes lie,
-//! without reading them), [`get_whole`] and [`get_region`] (a whole tensor, or any region of one
+//! without reading them), [`get_whole`], [`get_whole_data`] and [`get_region`] (a whole tensor as a view or
+//! owned, or any region of one
 //! stored whole or in slices). Its own file because both readers stand on it, while the rest of
 //! `reader.rs` is the single file's fetching.
 //!
@@ -105,9 +106,18 @@ pub(crate) fn get_whole<'s>(s: &'s dyn EntrySource, name: &[u8]) -> Result<Optio
     }
 }
 
+/// The tensor `name` of `s`, stored whole (else [`Error::Sliced`]), as an owned tensor (its
+/// data alone, and its LoD): what the loads give, without the copy a view's data would cost.
+pub(crate) fn get_whole_data(s: &dyn EntrySource, name: &[u8]) -> Result<Option<RemoteTensor>> {
+    match whole_entry(s, name)? {
+        Some((e, at)) => s.data(name, &e, at).map(Some),
+        None => Ok(None),
+    }
+}
+
 /// The entry of tensor `name` of `s` and the offset of its block, when it is stored whole
 /// (else [`Error::Sliced`]).
-pub(crate) fn whole_entry(s: &dyn EntrySource, name: &[u8]) -> Result<Option<(IndexEntry, u64)>> {
+fn whole_entry(s: &dyn EntrySource, name: &[u8]) -> Result<Option<(IndexEntry, u64)>> {
     if !is_tensor_name(name, s.is_v2()) {
         return Ok(None);
     }

@@ -22,7 +22,7 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::format::{crc32c, unmask_crc};
 use crate::name;
-use crate::native::ranged::entry_source::{get_region, get_whole, whole_entry, EntrySource};
+use crate::native::ranged::entry_source::{get_region, get_whole, get_whole_data, EntrySource};
 use crate::native::ranged::plan::plan_parts;
 use crate::native::ranged::range::{Dest, Parallelism, RangeRead, ReadPart, RequestStats};
 use crate::native::region::Region;
@@ -169,10 +169,10 @@ struct RecordOf {
 }
 
 impl Want {
-    /// The tensor from the bytes of `range`, `buf`, whose CRC32C is `crc` (of all of `buf`):
-    /// its data checked against the stored CRC32C, and its LoD from the record header (the
-    /// same decoding as a mapped view's).
-    fn finish(self, mut buf: Vec<u8>, crc: u32, location: &str) -> Result<RemoteTensor> {
+    /// The tensor from the bytes of `range`, `buf`, whose CRC32C is `crc` (of all of `buf`,
+    /// when it was computed as the bytes arrived): its data checked against the stored CRC32C,
+    /// and its LoD from the record header (the same decoding as a mapped view's).
+    fn finish(self, mut buf: Vec<u8>, crc: Option<u32>, location: &str) -> Result<RemoteTensor> {
         self.check(&buf, crc, location)?;
         let head = self.head();
         let lod = if head == 0 {
@@ -199,9 +199,10 @@ impl Want {
         usize::try_from(self.data_at - self.range.start).expect("inside the range")
     }
 
-    /// Checks the data in `buf`, the bytes of `range` whose CRC32C is `crc` (of all of `buf`),
-    /// against the stored CRC32C.
-    fn check(&self, buf: &[u8], crc: u32, location: &str) -> Result<()> {
+    /// Checks the data in `buf`, the bytes of `range`, against the stored CRC32C. `crc` is
+    /// that of all of `buf` when it was computed as the bytes arrived (a parallel fetch): it
+    /// serves when `buf` is the data alone; otherwise the data's is computed here, once.
+    fn check(&self, buf: &[u8], crc: Option<u32>, location: &str) -> Result<()> {
         let head = self.head();
         let got = if self.dtype == DType::Bytes {
             // A bytes value's checksum is TensorFlow's string checksum (SPEC.md 6.1).
@@ -209,10 +210,11 @@ impl Want {
             let masked = crate::native::bytes_value::entry_crc(&buf[head..], &shown, self.data_at)
                 .map_err(|e| e.context(location))?;
             unmask_crc(masked)
-        } else if head == 0 {
-            crc
         } else {
-            crc32c(&buf[head..])
+            match crc {
+                Some(crc) if head == 0 => crc,
+                _ => crc32c(&buf[head..]),
+            }
         };
         if got != self.crc {
             return Err(Error::ChecksumMismatch {
@@ -507,11 +509,10 @@ impl RemoteReader {
     /// it: from its record's header (one request unless the open read it), none without LoD
     /// levels. `shard_id` is the caller's to check.
     pub(crate) fn lod_of(&self, name: &[u8], e: &IndexEntry, at: u64) -> Result<Vec<Vec<u64>>> {
-        let mut w = self.want_of(name, e, at)?;
+        let w = self.whole_record_want(name, e, at)?;
         if e.lod_levels == 0 {
             return Ok(Vec::new());
         }
-        w.range.start = w.data_at - u64::from(e.record_header_len);
         let bytes = if w.range.start >= self.tail_start {
             let a = usize::try_from(w.range.start - self.tail_start).expect("inside the tail");
             let b = usize::try_from(w.range.end - self.tail_start).expect("inside the tail");
@@ -610,8 +611,7 @@ impl RemoteReader {
         at: u64,
         slice: Option<Box<SlicePiece>>,
     ) -> Result<Want> {
-        let mut w = self.want_of(key, &e, at)?;
-        w.range.start = e.offset - u64::from(e.record_header_len);
+        let mut w = self.whole_record_want(key, &e, at)?;
         w.record = Some(Box::new(RecordOf {
             name: name.to_vec(),
             entry: e,
@@ -675,7 +675,7 @@ impl RemoteReader {
         ra.ready.clear();
         if !ascending {
             drop(ra);
-            return self.get_data(name);
+            return get_whole_data(self, name);
         }
         if ra.order.is_none() {
             let mut order = Vec::new();
@@ -699,7 +699,7 @@ impl RemoteReader {
         let order = ra.order.as_ref().expect("just set");
         let Ok(at) = order.binary_search_by(|w| w.name.as_slice().cmp(name)) else {
             drop(ra);
-            return self.get_data(name);
+            return get_whole_data(self, name);
         };
         let mut wants = Vec::new();
         let mut bytes = 0u64;
@@ -718,7 +718,7 @@ impl RemoteReader {
         let location = self.location();
         self.fetch_raw(wants, &self.opts.load, usize::MAX, &mut |want, buf, crc| {
             let n = want.name.clone();
-            match want.finish(buf, crc, location) {
+            match want.finish(buf, Some(crc), location) {
                 Ok(t) => {
                     ready.insert(n, t);
                 }
@@ -839,7 +839,7 @@ impl RemoteReader {
         let location = self.location();
         self.fetch_raw(wants, opts, window, &mut |want, buf, crc| {
             let name = want.name.clone();
-            sink(name, want.finish(buf, crc, location)?)
+            sink(name, want.finish(buf, Some(crc), location)?)
         })
     }
 
@@ -975,9 +975,9 @@ impl RemoteReader {
         want.finish(buf, crc, self.location())
     }
 
-    /// The bytes of `want`'s range as [`RemoteReader::read_want`] reads them, and their
-    /// CRC32C, not yet checked.
-    fn read_raw(&self, want: Want) -> Result<(Want, Vec<u8>, u32)> {
+    /// The bytes of `want`'s range as [`RemoteReader::read_want`] reads them, not yet checked,
+    /// and their CRC32C when a parallel fetch computed it as they arrived.
+    fn read_raw(&self, want: Want) -> Result<(Want, Vec<u8>, Option<u32>)> {
         let len = want.range.end - want.range.start;
         if len > self.opts.load.part_len() {
             let mut out = None;
@@ -986,7 +986,7 @@ impl RemoteReader {
                 &self.opts.load,
                 usize::MAX,
                 &mut |w, buf, crc| {
-                    out = Some((w, buf, crc));
+                    out = Some((w, buf, Some(crc)));
                     Ok(())
                 },
             )?;
@@ -1001,8 +1001,7 @@ impl RemoteReader {
         } else {
             self.src.read(want.range.clone())?
         };
-        let crc = crc32c(&data);
-        Ok((want, data, crc))
+        Ok((want, data, None))
     }
 
     /// The view of the whole tensor or slice of entry `e` (under `key`, a tensor's name or a
@@ -1012,10 +1011,7 @@ impl RemoteReader {
     /// and reads its LoD and checks its record as a mapped file's view does. `shard_id` is the
     /// caller's to check.
     pub(crate) fn read_view(&self, key: &[u8], e: &IndexEntry, at: u64) -> Result<TensorView<'_>> {
-        let mut want = self.want_of(key, e, at)?;
-        // The record's header with its data (checked to lie in the records region with it).
-        want.range.start = want.data_at - u64::from(e.record_header_len);
-        let (want, buf, crc) = self.read_raw(want)?;
+        let (want, buf, crc) = self.read_raw(self.whole_record_want(key, e, at)?)?;
         want.check(&buf, crc, self.location())?;
         let head = want.head();
         view_of_record(
@@ -1028,6 +1024,15 @@ impl RemoteReader {
             ViewBytes::aligned(buf, head),
         )
         .map_err(|err| err.context(self.location()))
+    }
+
+    /// [`RemoteReader::want_of`] with the whole record fetched: its header (the LoD, and what
+    /// a view's record checks read) with its data; the entry's checks put both inside the
+    /// records region.
+    fn whole_record_want(&self, key: &[u8], e: &IndexEntry, at: u64) -> Result<Want> {
+        let mut w = self.want_of(key, e, at)?;
+        w.range.start = w.data_at - u64::from(e.record_header_len);
+        Ok(w)
     }
 
     /// What fetching entry `e` (under `key`, a tensor's name or a slice key; in the block at
@@ -1078,15 +1083,6 @@ impl RemoteReader {
     /// written; [`Error::Corrupt`] for an entry that does not fit the object.
     pub fn get(&self, name: impl AsRef<[u8]>) -> Result<Option<TensorView<'_>>> {
         get_whole(self, name.as_ref())
-    }
-
-    /// [`RemoteReader::get`] as an owned tensor (its data alone, and its LoD), as
-    /// [`RemoteReader::get_ahead`] and the loads give it.
-    fn get_data(&self, name: &[u8]) -> Result<Option<RemoteTensor>> {
-        match whole_entry(self, name)? {
-            Some((e, at)) => self.data(name, &e, at).map(Some),
-            None => Ok(None),
-        }
     }
 
     /// The region `region` of tensor `name`, stored whole or in slices (`Ok(None)` if absent):
