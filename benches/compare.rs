@@ -313,6 +313,7 @@ fn tiny_round(dir: &Path, n: usize) -> Res<TinyRow> {
     let pdx_index_bytes = r.index_len();
     let t0 = Instant::now();
     let report = r.verify_with(paramdex::VerifyOptions {
+        load: None,
         threads: 1,
         progress: None,
     })?;
@@ -497,12 +498,14 @@ fn large_round(dir: &Path, total: usize) -> Res<LargeRow> {
         let d2 = t0.elapsed();
         let t0 = Instant::now();
         r.verify_with(paramdex::VerifyOptions {
+            load: None,
             threads: 1,
             progress: None,
         })?;
         let e1 = t0.elapsed();
         let t0 = Instant::now();
         r.verify_with(paramdex::VerifyOptions {
+            load: None,
             threads: 2,
             progress: None,
         })?;

@@ -255,6 +255,7 @@ fn bench_verify(c: &mut Criterion, dir: &Path) {
             b.iter(|| {
                 black_box(
                     r.verify_with(paramdex::VerifyOptions {
+                        load: None,
                         threads,
                         progress: None,
                     })
@@ -274,6 +275,7 @@ fn bench_verify(c: &mut Criterion, dir: &Path) {
         b.iter(|| {
             black_box(
                 rt.verify_with(paramdex::VerifyOptions {
+                    load: None,
                     threads: 1,
                     progress: None,
                 })
@@ -288,7 +290,7 @@ fn bench_verify(c: &mut Criterion, dir: &Path) {
 
 /// Index geometry of a file: (index bytes per tensor, data blocks, index block bytes).
 fn geometry(r: &Reader, n: usize) -> (f64, usize, u64) {
-    let t = Table::open(r.as_bytes(), TableReadOptions::default()).unwrap();
+    let t = Table::open(r.as_bytes().expect("mapped"), TableReadOptions::default()).unwrap();
     (
         r.index_len() as f64 / n as f64,
         r.data_blocks(),

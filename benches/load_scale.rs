@@ -277,7 +277,11 @@ fn loads(m: &ModelFiles) -> Res<()> {
                         "paramdex load_all, {threads} thread{}, {advice:?}",
                         if threads > 1 { "s" } else { "" }
                     ),
-                    LoadOptions { threads, advice },
+                    LoadOptions {
+                        threads,
+                        advice,
+                        ..LoadOptions::default()
+                    },
                 )
             })
         })
@@ -332,7 +336,11 @@ fn loads(m: &ModelFiles) -> Res<()> {
                 .map(move |advice| {
                     (
                         format!("paramdex load_into, {threads} thread(s), {advice:?}"),
-                        LoadOptions { threads, advice },
+                        LoadOptions {
+                            threads,
+                            advice,
+                            ..LoadOptions::default()
+                        },
                     )
                 })
         })
@@ -395,6 +403,7 @@ fn full_loads(m: &ModelFiles) -> Res<()> {
     let opts = LoadOptions {
         threads: 2,
         advice: LoadAdvice::None,
+        ..LoadOptions::default()
     };
     st_load(&m.st)?;
     pdx_load(&m.pdx, &opts)?;
@@ -404,7 +413,13 @@ fn full_loads(m: &ModelFiles) -> Res<()> {
         st.push(st_load(&m.st)?);
         copy1.push(plain_copy(&m.st, 1)?);
         copy2.push(plain_copy(&m.st, 2)?);
-        pdx1.push(pdx_load(&m.pdx, &LoadOptions { threads: 1, ..opts })?);
+        pdx1.push(pdx_load(
+            &m.pdx,
+            &LoadOptions {
+                threads: 1,
+                ..opts.clone()
+            },
+        )?);
         pdx2.push(pdx_load(&m.pdx, &opts)?);
     }
     let (st, copy1, copy2, pdx1, pdx2) = (
@@ -743,6 +758,7 @@ fn scale(dir: &Path) -> Res<()> {
     for threads in [1usize, 2] {
         let t0 = Instant::now();
         let rep = r.verify_with(VerifyOptions {
+            load: None,
             threads,
             progress: None,
         })?;

@@ -1,6 +1,6 @@
 //! Time to load every tensor of a ~2 GiB native checkpoint from a 3-node Garage cluster on
 //! loopback (issue 15, BENCHMARKS.md): paramdex's parallel ranged GETs
-//! (`RemoteReader::load_all`, open included, every tensor checked against its CRC32C) against
+//! (`Reader::load_all`, open included, every tensor checked against its CRC32C) against
 //!
 //! * one plain sequential GET of the whole object (`object_store` `get`, body collected),
 //! * `object_store`'s `get_ranges` over part-size ranges (which coalesces ranges less than
@@ -31,7 +31,8 @@ use std::time::{Duration, Instant};
 use futures_util::stream::{StreamExt, TryStreamExt};
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, WriteMultipart};
-use paramdex::remote::{open_object_with, LoadOptions, RemoteConfig, RemoteOptions, RemoteReader};
+use paramdex::remote::{open_object_with, LoadOptions, RemoteConfig, RemoteOptions};
+use paramdex::Reader;
 use paramdex::{DType, Tensor, Writer, WriterOptions};
 
 fn env_usize(var: &str, default: usize) -> usize {
@@ -65,7 +66,7 @@ impl Bench {
         let t = Instant::now();
         let opts = RemoteOptions::with_config(&self.config);
         let src = open_object_with(&self.url, opts.tail_bytes, &self.config).expect("open");
-        let r = RemoteReader::open(src, opts).expect("open");
+        let r = Reader::open_at(src, opts).expect("open");
         let load = LoadOptions {
             concurrency,
             part_size: part,

@@ -3,7 +3,7 @@
 //! three layouts of the same tensors on the same server (a real 3-node Garage cluster on
 //! loopback, `tests/support/garage.rs`):
 //!
-//! - **paramdex**: a native file read by [`RemoteReader`] (the tail, the header's block if the
+//! - **paramdex**: a native file read by [`Reader`] (the tail, the header's block if the
 //!   tail lacks it, the tensor's index block, its record; SPEC.md 8.4);
 //! - **safetensors**: the reads its layout needs at the least: the 8-byte header length, the
 //!   JSON header (parsed, as a loader must, to find the tensor), the tensor's bytes;
@@ -38,7 +38,8 @@ use object_store::path::Path as ObjectPath;
 use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutPayload};
 use paramdex::raw::entry::IndexEntry;
 use paramdex::raw::table::{Table, TableReadOptions};
-use paramdex::remote::{ObjectRange, RangeRead, RemoteOptions, RemoteReader};
+use paramdex::remote::{ObjectRange, RangeRead, RemoteOptions};
+use paramdex::Reader;
 use paramdex::{DType, MergeShardsOptions, ShardedSave, Tensor, Writer, WriterOptions};
 
 /// Short names: safetensors refuses a header over 100,000,000 bytes, which 1M tensors with
@@ -144,7 +145,7 @@ fn paramdex_cost(s: &Server, key: &str, want: &str) -> Cost {
         )
         .unwrap(),
     );
-    let r = RemoteReader::open(src.clone(), opts).unwrap();
+    let r = Reader::open_at(src.clone(), opts).unwrap();
     let got = r.get(want.as_bytes()).unwrap().unwrap();
     let time = t.elapsed();
     assert_eq!(got.data().len(), 64);

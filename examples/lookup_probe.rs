@@ -106,7 +106,7 @@ fn main() -> Res<()> {
             // Table::get through the hash index only, for a profiler.
             let sample = sample(n);
             let r = Reader::open(path)?;
-            let t = Table::open(r.as_bytes(), TableReadOptions::default())?;
+            let t = Table::open(r.as_bytes().expect("mapped"), TableReadOptions::default())?;
             let mut best = Duration::MAX;
             for _ in 0..10 {
                 best = best.min(per_get(&sample, |s| {
@@ -136,7 +136,7 @@ fn main() -> Res<()> {
                 .map(|i| sample_seeded(n, 0x2545_f491_4f6c_dd1d ^ (i << 40)))
                 .collect();
             let r = Reader::open(path)?;
-            let t = Table::open(r.as_bytes(), TableReadOptions::default())?;
+            let t = Table::open(r.as_bytes().expect("mapped"), TableReadOptions::default())?;
             println!("hash index block: {}", t.has_hash_index()?);
             let st_bytes = st_bytes(n)?;
             let st = safetensors::SafeTensors::deserialize(&st_bytes)?;

@@ -219,12 +219,12 @@ fn golden_file_reads_and_is_reproduced() {
     let golden = support::data(GOLDEN);
     let r = Reader::open(&golden).unwrap();
     assert_eq!(
-        r.get_bytes("_CHECKPOINTABLE_OBJECT_GRAPH")
+        *r.get_bytes("_CHECKPOINTABLE_OBJECT_GRAPH")
             .unwrap()
             .unwrap(),
-        b"\x0a\x02\x08\x01graph"
+        *b"\x0a\x02\x08\x01graph"
     );
-    assert_eq!(r.get_bytes("empty").unwrap().unwrap(), b"");
+    assert_eq!(*r.get_bytes("empty").unwrap().unwrap(), *b"");
     let v = r.tensor("_CHECKPOINTABLE_OBJECT_GRAPH").unwrap();
     // TensorFlow's scalar string layout: varint 9, mask(crc32c(09 00 00 00)), the value.
     assert_eq!(v.data()[0], 9);

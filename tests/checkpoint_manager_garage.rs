@@ -364,7 +364,7 @@ fn incremental_sharded_checkpoints_in_a_bucket() {
             let r = paramdex::remote::open_sharded(&format!("{url}/ckpt-3"), Default::default())
                 .unwrap();
             assert!(r.header().shards.iter().any(|f| f.reused), "{names:?}");
-            r.verify(&Default::default()).unwrap();
+            r.verify().unwrap();
             let st = m.restore(3).unwrap();
             assert_eq!(&*st.load(b"a").unwrap().unwrap().data.raw_bytes(), &a[..]);
             assert_eq!(

@@ -129,6 +129,7 @@ fn many_threads_share_one_reader() {
                         _ => {
                             let report = r
                                 .verify_with(paramdex::VerifyOptions {
+                                    load: None,
                                     threads: 2,
                                     progress: None,
                                 })

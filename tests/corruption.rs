@@ -169,6 +169,7 @@ fn exercise_native(bytes: &[u8], model: &Model, what: &str, tally: &mut Tally) {
         }
     }
     let verified = r.verify_with(paramdex::VerifyOptions {
+        load: None,
         threads: 1,
         progress: None,
     });
@@ -393,7 +394,7 @@ fn exercise_scan(stream: &[u8], originals: &[(u64, Vec<u8>, Expected)], what: &s
 fn paramdex_record_stream_every_truncation_and_byte_flip() {
     let (file, model) = reference(Compression::None);
     let r = Reader::from_bytes(file).unwrap();
-    let stream = r.records().to_vec();
+    let stream = r.records().expect("mapped").to_vec();
     let mut originals: Vec<(u64, Vec<u8>, Expected)> = r
         .iter()
         .map(|t| {
@@ -517,7 +518,7 @@ fn write_file(tensors: &[(&str, Vec<u8>)]) -> Vec<u8> {
 fn a_record_hidden_between_entries_fails_verify() {
     let file = write_file(&[("a", vec![1; 10]), ("b", vec![2; 10]), ("c", vec![3; 10])]);
     let r = Reader::from_bytes(file.clone()).unwrap();
-    let records = r.records().to_vec();
+    let records = r.records().expect("mapped").to_vec();
     // The index lists a and c only: b's record hides between them.
     let entries: Vec<_> = entries_of(&file)
         .into_iter()
@@ -546,7 +547,7 @@ fn records_in_any_order_tile_and_a_second_copy_of_a_record_fails_verify() {
     let r = Reader::from_bytes(file.clone()).unwrap();
     let b = r.tensor("b").unwrap();
     let b_record = b.record().to_vec();
-    let mut records = r.records().to_vec();
+    let mut records = r.records().expect("mapped").to_vec();
     let second = records.len() as u64;
     records.extend_from_slice(&b_record);
     let mut entries = entries_of(&file);
@@ -588,7 +589,7 @@ fn overlapping_records_fail_verify() {
     let a = r.tensor("a").unwrap();
     let inner_record = a.data_offset();
     let a_end = inner_record + a.data().len() as u64;
-    let records = r.records()[..a_end as usize].to_vec();
+    let records = r.records().expect("mapped")[..a_end as usize].to_vec();
     let mut entries = entries_of(&file);
     // Re-point b at the record inside a's data.
     let mut e = paramdex::raw::entry::IndexEntry::decode(&entries[1].1, 0, 254).unwrap();
@@ -657,7 +658,7 @@ fn with_entry(e: &paramdex::raw::entry::IndexEntry) -> Vec<u8> {
     let r = Reader::from_bytes(file.clone()).unwrap();
     let mut value = Vec::new();
     e.encode(&mut value);
-    assemble(&r, r.records(), &[(b"t".to_vec(), value)])
+    assemble(&r, r.records().expect("mapped"), &[(b"t".to_vec(), value)])
 }
 
 fn real_entry() -> paramdex::raw::entry::IndexEntry {
@@ -727,7 +728,7 @@ fn catalogue_absurd_tensor_count() {
     let mut table = Vec::new();
     let mut b = TableBuilder::new(
         &mut table,
-        r.records().len() as u64,
+        r.records().expect("mapped").len() as u64,
         TableOptions::default(),
     )
     .unwrap();
@@ -736,7 +737,7 @@ fn catalogue_absurd_tensor_count() {
         b.add(&k, &v).unwrap();
     }
     b.finish().unwrap();
-    let mut forged = r.records().to_vec();
+    let mut forged = r.records().expect("mapped").to_vec();
     forged.extend_from_slice(&table);
     let r = Reader::from_bytes(forged).unwrap();
     assert_eq!(r.len(), u64::MAX);
@@ -794,7 +795,7 @@ fn catalogue_duplicate_and_unordered_keys() {
         blk.add(keys[0].as_bytes(), &entries[0].1);
         blk.add(keys[1].as_bytes(), &entries[1].1);
         let contents = blk.finish().to_vec();
-        let forged = raw_table(r.records(), &contents, b"b");
+        let forged = raw_table(r.records().expect("mapped"), &contents, b"b");
         let t = Table::open(&forged, Default::default()).unwrap();
         let mut it = t.iter();
         let mut err = None;
@@ -892,7 +893,7 @@ fn catalogue_name_longer_than_the_limit() {
     let r = Reader::from_bytes(file.clone()).unwrap();
     let long = vec![b'n'; 65_537];
     let value = entries_of(&file).remove(0).1;
-    let forged = assemble(&r, r.records(), &[(long.clone(), value)]);
+    let forged = assemble(&r, r.records().expect("mapped"), &[(long.clone(), value)]);
     let r = Reader::from_bytes(forged).unwrap();
     let err = r.get(&long).unwrap_err();
     assert!(

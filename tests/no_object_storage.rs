@@ -153,7 +153,8 @@ fn sharded_functions_and_export_refuse_a_url_as_a_url() {
 /// and verify report as the mapped reader, and its store lists the same.
 #[test]
 fn the_ranged_reader_reads_a_local_file_without_the_feature() {
-    use paramdex::remote::{FileRange, RangeRead, RemoteReader};
+    use paramdex::remote::{FileRange, RangeRead};
+    use paramdex::Reader;
     use std::sync::Arc;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("m.pdx");
@@ -169,7 +170,7 @@ fn the_ranged_reader_reads_a_local_file_without_the_feature() {
     w.finish().unwrap();
     let mapped = paramdex::Reader::open(&path).unwrap();
     let file = Arc::new(FileRange::open(&path).unwrap());
-    let ranged = RemoteReader::open(file.clone(), Default::default()).unwrap();
+    let ranged = Reader::open_at(file.clone(), Default::default()).unwrap();
     for name in ["a", "b", "c"] {
         let m = mapped.tensor(name).unwrap();
         let r = ranged.get(name).unwrap().unwrap();
@@ -184,7 +185,7 @@ fn the_ranged_reader_reads_a_local_file_without_the_feature() {
     assert!(ranged.get("missing").unwrap().is_none());
     assert!(file.stats().requests >= 1);
     let mv = mapped.verify().unwrap();
-    let rv = ranged.verify(&Default::default()).unwrap();
+    let rv = ranged.verify().unwrap();
     assert_eq!(mv, rv);
     // Whole-file loads: the same owned tensors, LoD included, from both readers.
     let ml = mapped.load_all(&Default::default()).unwrap();

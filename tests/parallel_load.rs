@@ -62,7 +62,11 @@ fn all_options() -> Vec<LoadOptions> {
             LoadAdvice::WillNeed,
             LoadAdvice::PopulateRead,
         ] {
-            v.push(LoadOptions { threads, advice });
+            v.push(LoadOptions {
+                threads,
+                advice,
+                ..LoadOptions::default()
+            });
         }
     }
     v

@@ -1,6 +1,6 @@
 //! One engine for every place (issue 26): every compatibility file under `tests/data/native`,
 //! and damaged copies of a reference file, read from a mapped file (`open_any` of a path), by
-//! ranges through a plain file (`RemoteReader` / `open_sharded` over `FileRange`, `pread`),
+//! ranges through a plain file (`Reader` / `open_sharded` over `FileRange`, `pread`),
 //! and through the object code path (`open_any` of a `file://` URL: object_store's local file
 //! system behind `ObjectRange`), must give the same listing (LoD included), the same loads
 //! (data and LoD), the same regions, the same `info`, the same `verify` counts, and errors of
@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use paramdex::interop::{open_any, LoadedTensor, TensorInfo, TensorStore};
-use paramdex::remote::{open_sharded, FileRange, ObjectRange, RemoteOptions, RemoteReader};
+use paramdex::remote::{open_sharded, FileRange, ObjectRange, RemoteOptions};
 use paramdex::{DType, Error, Reader, Region, Tensor, Writer, WriterOptions};
 
 /// What a store gives for one read, comparable across places: the value, or the error's
@@ -144,7 +144,7 @@ fn url_of(p: &Path) -> String {
 /// Opens the single native file at `path` in the three places (an error is a reading too).
 fn places_of_file(path: &Path) -> Vec<(&'static str, paramdex::Result<Box<dyn TensorStore>>)> {
     let ranged = FileRange::open(path).and_then(|f| {
-        RemoteReader::open(Arc::new(f), RemoteOptions::default())
+        Reader::open_at(Arc::new(f), RemoteOptions::default())
             .map(|r| Box::new(r) as Box<dyn TensorStore>)
     });
     // The readers themselves: which format a damaged file is detected as is the registry's
@@ -154,7 +154,7 @@ fn places_of_file(path: &Path) -> Vec<(&'static str, paramdex::Result<Box<dyn Te
     let object = paramdex::remote::resolve(&url_of(path)).and_then(|loc| {
         let opts = RemoteOptions::default();
         let obj = ObjectRange::open(loc.store, loc.path, loc.url, loc.runtime, opts.tail_bytes)?;
-        RemoteReader::open(Arc::new(obj), opts).map(|r| Box::new(r) as Box<dyn TensorStore>)
+        Reader::open_at(Arc::new(obj), opts).map(|r| Box::new(r) as Box<dyn TensorStore>)
     });
     vec![("mapped", mapped), ("pread", ranged), ("object", object)]
 }
@@ -504,10 +504,10 @@ fn a_sharded_checkpoint_s_lod_and_info_are_those_of_the_mapped_one() {
         index_len > 2 * paramdex::DEFAULT_BLOCK_SIZE as u64,
         "{index_len}"
     );
-    let before = r.index().stats();
+    let before = r.stats();
     let e = r.entry_of(names[0].as_bytes()).unwrap().unwrap();
     assert_eq!(e.lod_levels, 1);
-    let after = r.index().stats();
+    let after = r.stats();
     assert!(after.requests - before.requests <= 1);
     assert!(
         after.bytes - before.bytes <= paramdex::DEFAULT_BLOCK_SIZE as u64 + 4096,

@@ -7,7 +7,8 @@
 
 use std::sync::Arc;
 
-use paramdex::remote::{FileRange, RangeRead, RemoteOptions, RemoteReader};
+use paramdex::remote::{FileRange, RangeRead, RemoteOptions};
+use paramdex::Reader;
 use paramdex::{DType, Error, Tensor, Writer, WriterOptions};
 
 fn name(i: usize) -> String {
@@ -34,9 +35,9 @@ fn write(path: &std::path::Path, n: usize) {
     w.finish().unwrap();
 }
 
-fn open(path: &std::path::Path) -> (Arc<FileRange>, RemoteReader) {
+fn open(path: &std::path::Path) -> (Arc<FileRange>, Reader) {
     let src = Arc::new(FileRange::open(path).unwrap());
-    let r = RemoteReader::open(src.clone(), RemoteOptions::default()).unwrap();
+    let r = Reader::open_at(src.clone(), RemoteOptions::default()).unwrap();
     (src, r)
 }
 
@@ -123,7 +124,7 @@ fn truncated_and_foreign_objects_are_refused_at_open() {
         std::fs::write(&p, &whole[..cut]).unwrap();
         let src = Arc::new(FileRange::open(&p).unwrap());
         assert!(
-            RemoteReader::open(src, RemoteOptions::default()).is_err(),
+            Reader::open_at(src, RemoteOptions::default()).is_err(),
             "cut at {cut}"
         );
     }
@@ -131,7 +132,7 @@ fn truncated_and_foreign_objects_are_refused_at_open() {
     std::fs::write(&p, vec![7u8; 4096]).unwrap();
     let src = Arc::new(FileRange::open(&p).unwrap());
     assert!(matches!(
-        RemoteReader::open(src, RemoteOptions::default()),
+        Reader::open_at(src, RemoteOptions::default()),
         Err(Error::UnrecognizedFormat { .. })
     ));
 }
@@ -144,7 +145,7 @@ fn a_tail_smaller_than_the_index_block_costs_one_more_request() {
     let path = dir.path().join("m.pdx");
     write(&path, 100_000);
     let src = Arc::new(FileRange::open(&path).unwrap());
-    let r = RemoteReader::open(
+    let r = Reader::open_at(
         src.clone(),
         RemoteOptions {
             tail_bytes: 64,
@@ -166,7 +167,7 @@ fn info_of_one_tensor_reads_one_index_block() {
     write(&path, 100_000);
     let index_len = paramdex::Reader::open(&path).unwrap().index_len();
     let src = Arc::new(FileRange::open(&path).unwrap());
-    let r = RemoteReader::open(
+    let r = Reader::open_at(
         src.clone(),
         RemoteOptions {
             tail_bytes: 64 << 10,

@@ -9,7 +9,8 @@ mod support;
 
 use object_store::path::Path as ObjectPath;
 use object_store::ObjectStore;
-use paramdex::remote::{ObjectRange, RangeRead, RemoteOptions, RemoteReader};
+use paramdex::remote::{ObjectRange, RangeRead, RemoteOptions};
+use paramdex::Reader;
 use paramdex::{DType, Error, RemoteProblem, Tensor, Writer, WriterOptions};
 use std::sync::Arc;
 use support::garage::{self, Garage};
@@ -51,7 +52,7 @@ fn open(
     g: &Garage,
     rt: &Arc<tokio::runtime::Runtime>,
     key: &str,
-) -> paramdex::Result<(Arc<ObjectRange>, RemoteReader)> {
+) -> paramdex::Result<(Arc<ObjectRange>, Reader)> {
     let url = format!("s3://{}/{key}", g.bucket());
     let src = Arc::new(ObjectRange::open(
         store(g, g.secret_access_key()),
@@ -60,7 +61,7 @@ fn open(
         rt.clone(),
         RemoteOptions::default().tail_bytes,
     )?);
-    let r = RemoteReader::open(src.clone(), RemoteOptions::default())?;
+    let r = Reader::open_at(src.clone(), RemoteOptions::default())?;
     Ok((src, r))
 }
 

@@ -25,9 +25,7 @@ use std::time::{Duration, Instant};
 
 use fault_proxy::{Fault, FaultKind, FaultProxy};
 use object_store::PutPayload;
-use paramdex::remote::{
-    open_object_with, LoadOptions, RemoteConfig, RemoteOptions, RemoteReader, RemoteTensor,
-};
+use paramdex::remote::{open_object_with, LoadOptions, RemoteConfig, RemoteOptions, RemoteTensor};
 use paramdex::{DType, Error, Reader, RemoteProblem, Tensor, Writer, WriterOptions};
 use support::garage::{self, Garage};
 use support::s3::{new_runtime, plain_store, put_when_writable};
@@ -59,10 +57,10 @@ fn url(g: &Garage, key: &str) -> String {
     format!("s3://{}/{key}", g.bucket())
 }
 
-fn open(g: &Garage, key: &str, config: &RemoteConfig) -> paramdex::Result<RemoteReader> {
+fn open(g: &Garage, key: &str, config: &RemoteConfig) -> paramdex::Result<Reader> {
     let opts = RemoteOptions::with_config(config);
     let src = open_object_with(&url(g, key), opts.tail_bytes, config)?;
-    RemoteReader::open(src, opts)
+    Reader::open_at(src, opts)
 }
 
 /// A native checkpoint: `big` tensors of `big_len` bytes, with small ones (1..3 KiB) between
@@ -221,7 +219,7 @@ fn a_full_parallel_load_equals_the_local_reader_one_request_per_part() {
             part_size: 256 << 10,
             ..LoadOptions::with_config(&c)
         };
-        let r2 = RemoteReader::open(
+        let r2 = Reader::open_at(
             open_object_with(&url(g, "parallel/ckpt.pdx"), 256 << 10, &c).unwrap(),
             RemoteOptions {
                 load: small,
@@ -478,7 +476,7 @@ fn convert_and_verify_of_a_url_use_parallel_loads() {
             );
         }
 
-        let plan = r.load_plan(&r.options().load).unwrap();
+        let plan = r.load_plan(&RemoteOptions::with_config(&c).load).unwrap();
         let before = r.stats().requests;
         let v = TensorStore::verify(&r, 0).unwrap();
         assert_eq!(v.tensors as usize, f.names.len());

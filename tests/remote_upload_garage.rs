@@ -17,9 +17,10 @@ use object_store::aws::AmazonS3;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStoreExt, PutPayload};
 use paramdex::remote::{
-    ObjectLocation, ObjectRange, ObjectUpload, RemoteOptions, RemoteReader, UploadCounters,
-    UploadOptions, MIN_PART_SIZE,
+    ObjectLocation, ObjectRange, ObjectUpload, RemoteOptions, UploadCounters, UploadOptions,
+    MIN_PART_SIZE,
 };
+use paramdex::Reader;
 use paramdex::{
     DType, Error, RemoteProblem, Tensor, WriteBackend, WriteDestination, Writer, WriterOptions,
 };
@@ -177,7 +178,7 @@ fn a_native_file_is_uploaded_in_parts_and_reads_back() {
             RemoteOptions::default().tail_bytes,
         )
         .unwrap();
-        let r = RemoteReader::open(Arc::new(src), RemoteOptions::default()).unwrap();
+        let r = Reader::open_at(Arc::new(src), RemoteOptions::default()).unwrap();
         for (name, data) in &tensors {
             let t = r.get(name).unwrap().unwrap();
             assert!(t.data() == data.as_slice(), "{name}");

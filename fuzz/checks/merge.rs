@@ -136,6 +136,7 @@ fn damaged(e: &Error) -> bool {
 /// thread-local destructor records behind, which LeakSanitizer reports as leaks.
 fn one_thread() -> VerifyOptions<'static> {
     VerifyOptions {
+        load: None,
         threads: 1,
         progress: None,
     }

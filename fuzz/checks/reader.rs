@@ -4,7 +4,7 @@
 //! Format version 2 inputs (slices, shard identity, a sharded index read from memory) go through
 //! the same calls, plus `get_slice` of the stored slices and of regions taken from the input.
 //!
-//! The same input is also read by ranges (`RemoteReader` over a source that copies every read,
+//! The same input is also read by ranges (`Reader` over a source that copies every read,
 //! the code path of an object in a bucket, built without object storage): it opens where the mapped reader opens (a file that is not a
 //! sharded checkpoint's index), every lookup gives the same tensor or an error of the same
 //! variant, and its verify passes exactly when the mapped verify does, with the same report.
@@ -44,7 +44,7 @@ fn run(data: &[u8], verify_tensors: bool, verify_blocks: bool) {
     let Ok(r) = Reader::from_bytes_with(data.to_vec(), opts) else {
         return;
     };
-    assert!(r.records().len() <= data.len());
+    assert!(r.records().expect("mapped").len() <= data.len());
     let mut names: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
     // Stored slices: (tensor name, region, bytes).
     let mut slices: Vec<(Vec<u8>, Region, Vec<u8>)> = Vec::new();
@@ -167,6 +167,7 @@ fn run(data: &[u8], verify_tensors: bool, verify_blocks: bool) {
         }
     }
     if let Ok(report) = r.verify_with(paramdex::VerifyOptions {
+        load: None,
         threads: 1,
         progress: None,
     }) {
@@ -188,6 +189,7 @@ fn run(data: &[u8], verify_tensors: bool, verify_blocks: bool) {
 /// Whether a full verify (which checks the hash index block against every key) refuses the file.
 fn verify_fails(r: &Reader) -> bool {
     r.verify_with(paramdex::VerifyOptions {
+        load: None,
         threads: 1,
         progress: None,
     })
@@ -200,7 +202,7 @@ mod by_ranges {
     use std::ops::Range;
     use std::sync::Arc;
 
-    use paramdex::remote::{RangeRead, ReadAt, RemoteOptions, RemoteReader, RequestStats};
+    use paramdex::remote::{RangeRead, ReadAt, RemoteOptions, RequestStats};
 
     /// Bytes read by ranges, each read a copy: what an object in a bucket is to the readers.
     #[derive(Debug)]
@@ -270,7 +272,7 @@ mod by_ranges {
             ..Default::default()
         };
         let holds_all = tail_bytes >= data.len() as u64;
-        let remote = RemoteReader::open(Arc::new(Ranged(data.to_vec())), opts);
+        let remote = Reader::open_at(Arc::new(Ranged(data.to_vec())), opts);
         let mapped = match (mapped, remote) {
             (Ok(m), Ok(r)) => (m, r),
             (Ok(m), Err(e)) => {
@@ -315,14 +317,35 @@ mod by_ranges {
             }
         }
         let mv = m.verify_with(paramdex::VerifyOptions {
+            load: None,
             threads: 1,
             progress: None,
         });
-        let rv = r.verify(&Default::default());
+        let rv = r.verify();
         match (&mv, &rv) {
             (Ok(x), Ok(y)) => assert_eq!(x, y, "verify reports"),
             (Err(_), Err(_)) => {}
             _ => panic!("verify: mapped {mv:?}, by ranges {rv:?}"),
+        }
+        if holds_all {
+            // The same walk: every stored tensor and slice, in name order, with its data.
+            // (name, where a slice sits, data) of each stored tensor or slice.
+            type Walked = Vec<(Vec<u8>, Option<Vec<u64>>, Vec<u8>)>;
+            let walk = |x: &Reader| -> paramdex::Result<Walked> {
+                x.iter()
+                    .take(300)
+                    .map(|v| {
+                        let v = v?;
+                        let at = v.slice_start().map(<[u64]>::to_vec);
+                        Ok((v.name().to_vec(), at, v.data().to_vec()))
+                    })
+                    .collect()
+            };
+            match (walk(m), walk(&r)) {
+                (Ok(x), Ok(y)) => assert_eq!(x, y, "iter"),
+                (Err(x), Err(y)) => assert_eq!(variant(&x), variant(&y), "iter: {x} / {y}"),
+                (x, y) => panic!("iter: mapped {x:?}, by ranges {y:?}"),
+            }
         }
     }
 

@@ -458,7 +458,7 @@ fn check_input(input: Input) {
             for (name, e) in &model {
                 if let Some(value) = &e.bytes {
                     let got = r.get_bytes(name).expect("a bytes value reads back");
-                    assert_eq!(got, Some(value.as_slice()));
+                    assert_eq!(got.as_deref(), Some(value.as_slice()));
                     continue;
                 }
                 let t = r.tensor(name).expect("tensor in the model");
@@ -469,6 +469,7 @@ fn check_input(input: Input) {
                 assert_eq!(t.data_offset() % opts.alignment, 0);
             }
             r.verify_with(paramdex::VerifyOptions {
+                load: None,
                 threads: 1,
                 progress: None,
             })

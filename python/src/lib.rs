@@ -980,10 +980,10 @@ impl Store {
     /// (address, length) of the native file's memory map, or None for other stores.
     fn mapping_range(&self) -> PyResult<Option<(usize, usize)>> {
         let s = self.get()?;
-        Ok(s.as_native().map(|r| {
-            let b = r.as_bytes();
-            (b.as_ptr() as usize, b.len())
-        }))
+        Ok(s
+            .as_native()
+            .and_then(paramdex::Reader::as_bytes)
+            .map(|b| (b.as_ptr() as usize, b.len())))
     }
 }
 

@@ -15,13 +15,84 @@ use crate::interop::store::{
 use crate::name;
 use crate::native::bytes_value;
 use crate::native::{
-    Listed, Metadata, Reader, Region, SliceData, Tensor, TensorView, VerifyOptions, Writer,
-    WriterOptions,
+    Engine, Listed, MappedReader, Metadata, Reader, Region, SliceData, Tensor, TensorView,
+    VerifyOptions, Writer, WriterOptions,
 };
 use crate::progress::{Progress, Unit};
 use crate::table::TableFigures;
 
+/// The engine of a [`Reader`] as a store: the mapped one, or one by ranges (`ranged.rs`).
+fn engine_store(r: &Reader) -> &dyn TensorStore {
+    match r.engine() {
+        Engine::Mapped(m) => m,
+        Engine::Ranged(m) => m,
+        Engine::Sharded(m) => m,
+    }
+}
+
 impl TensorStore for Reader {
+    fn format(&self) -> Format {
+        Format::Native
+    }
+
+    fn list(&self) -> Result<Vec<TensorInfo>> {
+        engine_store(self).list()
+    }
+
+    fn scan(&self, start: &[u8]) -> Result<TensorInfos<'_>> {
+        engine_store(self).scan(start)
+    }
+
+    fn scan_prefix(&self, prefix: &[u8]) -> Result<TensorInfos<'_>> {
+        engine_store(self).scan_prefix(prefix)
+    }
+
+    fn scan_with_progress<'a>(&'a self, progress: &'a dyn Progress) -> Result<TensorInfos<'a>> {
+        engine_store(self).scan_with_progress(progress)
+    }
+
+    fn metadata(&self) -> Result<Metadata> {
+        engine_store(self).metadata()
+    }
+
+    fn load(&self, name: &[u8]) -> Result<Option<LoadedTensor<'_>>> {
+        engine_store(self).load(name)
+    }
+
+    fn load_many(&self, names: &[&[u8]], threads: usize) -> Result<Vec<LoadedTensor<'_>>> {
+        engine_store(self).load_many(names, threads)
+    }
+
+    fn info(&self, name: &[u8]) -> Result<Option<TensorInfo>> {
+        engine_store(self).info(name)
+    }
+
+    fn load_slice(&self, name: &[u8], region: &Region) -> Result<Option<LoadedTensor<'_>>> {
+        engine_store(self).load_slice(name, region)
+    }
+
+    fn verify(&self, threads: usize) -> Result<VerifySummary> {
+        engine_store(self).verify(threads)
+    }
+
+    fn data_location(&self, name: &[u8]) -> Result<Option<DataLocation>> {
+        engine_store(self).data_location(name)
+    }
+
+    fn slice_locations(&self, name: &[u8]) -> Result<Vec<SliceLocation>> {
+        engine_store(self).slice_locations(name)
+    }
+
+    fn layout(&self) -> Result<StoreLayout> {
+        engine_store(self).layout()
+    }
+
+    fn as_native(&self) -> Option<&Reader> {
+        Some(self)
+    }
+}
+
+impl TensorStore for MappedReader {
     fn format(&self) -> Format {
         Format::Native
     }
@@ -129,6 +200,7 @@ impl TensorStore for Reader {
 
     fn verify(&self, threads: usize) -> Result<VerifySummary> {
         let r = self.verify_with(VerifyOptions {
+            load: None,
             threads,
             progress: None,
         })?;
@@ -137,10 +209,6 @@ impl TensorStore for Reader {
             data_bytes: r.data_bytes,
             checksums: r.blocks + r.records,
         })
-    }
-
-    fn as_native(&self) -> Option<&Reader> {
-        Some(self)
     }
 
     fn data_location(&self, name: &[u8]) -> Result<Option<DataLocation>> {
@@ -177,7 +245,7 @@ fn location(t: &TensorView<'_>) -> DataLocation {
 
 /// What a listing says of a tensor listed from the index; its LoD, when it has one, is read
 /// from its record.
-fn listed(r: &Reader, t: Listed) -> Result<TensorInfo> {
+fn listed(r: &MappedReader, t: Listed) -> Result<TensorInfo> {
     let lod = if t.lod_levels > 0 {
         r.tensor(&t.name)?.lod()?.to_vec()
     } else {
@@ -245,7 +313,7 @@ fn value_of(t: TensorView<'_>) -> Result<Cow<'_, [u8]>> {
     })
 }
 
-impl Reader {
+impl MappedReader {
     /// A tensor stored in slices, assembled, every slice checked against its checksum.
     fn assemble(&self, name: &[u8]) -> Result<Option<LoadedTensor<'_>>> {
         let Some(info) = TensorStore::info(self, name)? else {

@@ -1,4 +1,4 @@
-//! A native file ([`RemoteReader`]) and a sharded checkpoint ([`RemoteSharded`]) read by ranges
+//! A native file ([`RangedReader`]) and a sharded checkpoint ([`RangedSharded`]) read by ranges
 //! as interop stores: [`TensorStore`] for the ranged reader of `native::ranged`, so every
 //! command that reads a store reads them the same from a bucket (`s3://bucket/dir/PREFIX`, or
 //! its `PREFIX.index`) and from a file read with `pread`. Built with or without object storage.
@@ -11,12 +11,12 @@ use crate::interop::store::{
     Format, Kind, LoadedTensor, StoreLayout, TensorData, TensorInfo, TensorInfos, TensorStore,
     VerifySummary,
 };
-use crate::native::ranged::{RemoteEntry, RemoteReader, RemoteSharded, RemoteTensor};
+use crate::native::ranged::{EntryInfo, RangedReader, RangedSharded, RemoteTensor};
 use crate::native::{Metadata, Region};
 
 /// What a listing of the index says of a tensor (a tensor stored in slices: its whole shape and
 /// bytes); of a single remote file's index too ([`super::remote`]).
-pub(super) fn info(e: RemoteEntry) -> TensorInfo {
+pub(super) fn info(e: EntryInfo) -> TensorInfo {
     let nbytes = if e.slices != 0 {
         crate::record::data_len(e.dtype, &e.shape).unwrap_or(u64::MAX)
     } else {
@@ -94,7 +94,7 @@ fn slice_locations(
         .collect())
 }
 
-impl TensorStore for RemoteSharded {
+impl TensorStore for RangedSharded {
     fn format(&self) -> Format {
         Format::Native
     }
@@ -155,7 +155,7 @@ impl TensorStore for RemoteSharded {
 
     fn verify(&self, _threads: usize) -> Result<VerifySummary> {
         // The same checks and counts as a mapped checkpoint's verify.
-        let r = RemoteSharded::verify(self, &self.index().options().load)?;
+        let r = RangedSharded::verify(self, &self.index().options().load)?;
         Ok(VerifySummary {
             tensors: r.tensors,
             data_bytes: r.data_bytes,
@@ -171,7 +171,7 @@ impl TensorStore for RemoteSharded {
     }
 }
 
-impl TensorStore for RemoteReader {
+impl TensorStore for RangedReader {
     fn format(&self) -> Format {
         Format::Native
     }
@@ -228,7 +228,7 @@ impl TensorStore for RemoteReader {
     fn verify(&self, _threads: usize) -> Result<VerifySummary> {
         // The same checks and counts as a mapped file's verify; the records fetched by
         // parallel ranged GETs (RemoteOptions::load).
-        let r = RemoteReader::verify(self, &self.options().load)?;
+        let r = RangedReader::verify(self, &self.options().load)?;
         Ok(VerifySummary {
             tensors: r.tensors,
             data_bytes: r.data_bytes,
@@ -247,7 +247,7 @@ impl TensorStore for RemoteReader {
 /// What a listing says of `e`, with its LoD (read by `lod` from its record's header, as a
 /// mapped file's listing reads it) when it has some; `place` names the file in messages.
 fn with_lod(
-    e: RemoteEntry,
+    e: EntryInfo,
     place: &str,
     lod: impl Fn(&[u8]) -> Result<Option<Vec<Vec<u64>>>>,
 ) -> Result<TensorInfo> {

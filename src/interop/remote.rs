@@ -13,10 +13,8 @@ use std::sync::Arc;
 use crate::error::{Error, RemoteProblem, Result};
 use crate::interop::safetensors::{self, RemoteSafetensors, RemoteSafetensorsOptions};
 use crate::interop::store::TensorStore;
-use crate::remote::{
-    ObjectLocation, ObjectRange, RangeRead, ReadAt, RemoteOptions, RemoteReader, RemoteSharded,
-    RequestStats,
-};
+use crate::native::Reader;
+use crate::remote::{ObjectLocation, ObjectRange, RangeRead, ReadAt, RemoteOptions, RequestStats};
 
 /// How [`super::open_location`] opens what a URL names.
 #[derive(Clone, Debug)]
@@ -489,7 +487,7 @@ fn open_safetensors(first: &Arc<FirstRead>, head: Vec<u8>, opts: &UrlOptions) ->
 pub(crate) fn native(o: &ObjectInput<'_>) -> Found {
     let opts = &o.opts.native;
     match &o.at {
-        At::Object(first) => match RemoteReader::open(first.clone(), opts.clone()) {
+        At::Object(first) => match Reader::open_at(first.clone(), opts.clone()) {
             Ok(r) => Ok(boxed(r)),
             Err(Error::UnrecognizedFormat { detail, .. }) => {
                 *o.not_native.borrow_mut() = detail;
@@ -502,7 +500,7 @@ pub(crate) fn native(o: &ObjectInput<'_>) -> Found {
             index,
             named_index,
             ..
-        } => match RemoteReader::open(index.clone(), opts.clone()) {
+        } => match Reader::open_at(index.clone(), opts.clone()) {
             Ok(r) if *named_index => Ok(boxed(r)),
             Ok(_) => Ok(None),
             // The index of a sharded paramdex checkpoint.
@@ -855,7 +853,7 @@ const WHOLE_INDEX_AT_ONCE: u64 = 8 << 20;
 
 /// Opens the sharded checkpoint at `prefix` as a store, from its index object `index` (already
 /// opened by [`ObjectInput::resolve`], so its first read is not made twice); each data object
-/// `PREFIX.data-k-of-N` is opened when first read (see [`RemoteSharded::shard`]).
+/// `PREFIX.data-k-of-N` is opened when first read (see `RangedSharded::shard`).
 pub(crate) fn open_sharded_at(
     prefix: &ObjectLocation,
     index: Arc<dyn RangeRead>,
@@ -867,7 +865,7 @@ pub(crate) fn open_sharded_at(
         .map(|(b, _)| b.to_string())
         .unwrap_or_default();
     let place = crate::remote::BucketPlace::at(prefix.clone(), &bucket)?;
-    Ok(Box::new(RemoteSharded::open(
+    Ok(Box::new(Reader::open_sharded_at(
         index,
         prefix.url.clone(),
         Arc::new(place),

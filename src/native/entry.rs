@@ -369,6 +369,17 @@ fn decode_shape(dims: &mut Dims, buf: &[u8], at: u64, max_rank: usize) -> Result
     Ok(())
 }
 
+/// A partitioned tensor's entry, checked: its slices lie inside its shape and do not overlap.
+#[derive(Clone, Debug)]
+pub(crate) struct Partition {
+    pub(crate) name: Vec<u8>,
+    pub(crate) dtype: crate::dtype::DType,
+    pub(crate) shape: Dims,
+    pub(crate) regions: Vec<crate::native::region::Region>,
+    /// Offset of the data block holding the entry, for messages.
+    pub(crate) at: u64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

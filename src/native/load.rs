@@ -1,5 +1,5 @@
-//! Parallel whole-checkpoint loads (issue 17): [`Reader::load_all`], [`Reader::load_many`] and
-//! [`Reader::load_into`] copy tensors out of the mapped file into owned or caller-provided
+//! Parallel whole-checkpoint loads (issue 17): [`Reader::load_all`](crate::Reader::load_all), [`Reader::load_many`](crate::Reader::load_many) and
+//! [`Reader::load_into`](crate::Reader::load_into) copy tensors out of the mapped file into owned or caller-provided
 //! buffers on several threads, checking each tensor's CRC32C as it copies.
 //!
 //! The tensors to load are taken in file order and cut into pieces of at most [`PIECE`] bytes
@@ -14,13 +14,13 @@
 //! What the kernel is told about the mapped pages ([`LoadAdvice`]) was chosen by measurement
 //! (docs/benchmarks-history.md, "Parallel loads and 10M tensors").
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::format::crc32c_combine;
 use crate::name;
-use crate::native::reader::{lent, Reader};
+use crate::native::mapped::{lent, MappedReader};
 use crate::native::source::LoadAdvice;
 use crate::native::view::TensorView;
 use crate::parallel::{resolve_threads, try_each};
@@ -40,17 +40,106 @@ const WINDOW_TENSORS: usize = 1 << 16;
 /// Below this many bytes in a window, one thread does it all (spawning would cost more).
 const PARALLEL_MIN_BYTES: u64 = 4 << 20;
 
-/// How [`Reader::load_all`], [`Reader::load_many`] and [`Reader::load_into`] run.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// How a load runs ([`Reader::load_all`](crate::Reader::load_all), [`Reader::load_many`](crate::Reader::load_many), [`Reader::load_into`](crate::Reader::load_into),
+/// [`Reader::for_each`](crate::Reader::for_each), verify, and [`Reader::get`](crate::Reader::get) of a large tensor read by ranges). A mapped
+/// file is copied on `threads` threads, the kernel told `advice`; a file read by ranges is
+/// fetched by ranged reads of `part_size` bytes, at most `concurrency` in flight. Tensors that
+/// lie together (at most `max_gap` bytes apart) share parts; a tensor larger than a part is
+/// split across several, and its bytes are joined without copying.
+#[derive(Clone)]
 pub struct LoadOptions {
-    /// Copying threads (0 = all cores).
+    /// Copying threads for a mapped file (0 = all cores).
     pub threads: usize,
-    /// What the kernel is told about the mapped pages before they are copied.
+    /// What the kernel is told about a mapped file's pages before they are copied.
     pub advice: LoadAdvice,
+    /// Ranged reads in flight at most (at least 1).
+    pub concurrency: usize,
+    /// Bytes per ranged read (at least 4 KiB).
+    pub part_size: u64,
+    /// Bytes between two tensors that are read (and dropped) rather than starting another
+    /// request: record headers and padding between tensors are small.
+    pub max_gap: u64,
+    /// For [`Reader::for_each`](crate::Reader::for_each) by ranges: bytes of parts started past the oldest part not yet
+    /// received, which bounds the memory of tensors received but not yet handed over (at
+    /// least `concurrency` parts); for `get` by ranges, what a read-ahead fetches.
+    pub window_bytes: u64,
+    /// Called after each part a ranged load receives.
+    pub progress: Option<Arc<dyn Fn(LoadProgress) + Send + Sync>>,
 }
 
-/// A tensor loaded into memory: by [`Reader::load_all`] or [`Reader::load_many`] from a mapped
-/// file, or by the ranged reader (`remote::RemoteReader`, whose `RemoteTensor` is this type).
+impl std::fmt::Debug for LoadOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoadOptions")
+            .field("threads", &self.threads)
+            .field("advice", &self.advice)
+            .field("concurrency", &self.concurrency)
+            .field("part_size", &self.part_size)
+            .field("max_gap", &self.max_gap)
+            .field("window_bytes", &self.window_bytes)
+            .field("progress", &self.progress.is_some())
+            .finish()
+    }
+}
+
+/// Ranged reads in flight at most by default ([`LoadOptions::concurrency`]; `RemoteConfig`'s
+/// too).
+pub const DEFAULT_LOAD_CONCURRENCY: usize = 8;
+
+/// Bytes per ranged read by default ([`LoadOptions::part_size`]; `RemoteConfig`'s too).
+pub const DEFAULT_LOAD_PART_SIZE: u64 = 16 << 20;
+
+impl Default for LoadOptions {
+    /// All cores, default advice, and [`DEFAULT_LOAD_CONCURRENCY`] ranged reads of
+    /// [`DEFAULT_LOAD_PART_SIZE`] bytes.
+    fn default() -> Self {
+        LoadOptions::with_parts(DEFAULT_LOAD_CONCURRENCY, DEFAULT_LOAD_PART_SIZE)
+    }
+}
+
+impl LoadOptions {
+    /// The defaults, with at most `concurrency` ranged reads (at least 1) of `part_size` bytes
+    /// (at least 4 KiB) in flight.
+    pub fn with_parts(concurrency: usize, part_size: u64) -> LoadOptions {
+        LoadOptions {
+            threads: 0,
+            advice: LoadAdvice::default(),
+            concurrency: concurrency.max(1),
+            part_size: part_size.max(4 << 10),
+            max_gap: 256 << 10,
+            window_bytes: 512 << 20,
+            progress: None,
+        }
+    }
+
+    /// The defaults, copying a mapped file on `threads` threads (0 = all cores).
+    pub fn with_threads(threads: usize) -> LoadOptions {
+        LoadOptions {
+            threads,
+            ..LoadOptions::default()
+        }
+    }
+
+    /// Bytes per ranged read, at least 4 KiB.
+    pub(crate) fn part_len(&self) -> u64 {
+        self.part_size.max(4 << 10)
+    }
+}
+
+/// How far a ranged load has come (given to [`LoadOptions::progress`] after each part).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LoadProgress {
+    /// Tensor bytes received so far.
+    pub bytes: u64,
+    /// Tensor bytes to receive in all.
+    pub total_bytes: u64,
+    /// Tensors handed over so far (checked).
+    pub tensors: u64,
+    /// Tensors to load in all.
+    pub total_tensors: u64,
+}
+
+/// A tensor loaded into memory: by [`Reader::load_all`](crate::Reader::load_all) or [`Reader::load_many`](crate::Reader::load_many) from a mapped
+/// file, or by the ranged reader (`remote::RangedReader`, whose `RemoteTensor` is this type).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OwnedTensor {
     /// Element type.
@@ -78,7 +167,7 @@ struct Piece<'s, 'd> {
     crc: u32,
 }
 
-impl Reader {
+impl MappedReader {
     /// Every tensor of the file (or sharded checkpoint), copied into owned buffers on
     /// `opts.threads` threads in file order, each checked against its CRC32C; returned as
     /// (name, tensor) in file order (name order for files whose records are sorted). The LoD of
@@ -100,8 +189,8 @@ impl Reader {
     /// ```
     ///
     /// Errors: [`Error::Sliced`] (before any data is copied) for a tensor stored in slices
-    /// (load it with [`Reader::get_slice`]); a checksum mismatch, naming the tensor (the first
-    /// in file order); those of [`Reader::iter`].
+    /// (load it with [`Reader::get_slice`](crate::Reader::get_slice)); a checksum mismatch, naming the tensor (the first
+    /// in file order); those of [`Reader::iter`](crate::Reader::iter).
     pub fn load_all(&self, opts: &LoadOptions) -> Result<Vec<(Vec<u8>, OwnedTensor)>> {
         let mut views = Vec::with_capacity(usize::try_from(self.len()).unwrap_or(0));
         for v in self.iter() {
@@ -120,12 +209,12 @@ impl Reader {
         self.load_views(views, opts)
     }
 
-    /// The tensors `names` (each once, however often named), copied as [`Reader::load_all`]
+    /// The tensors `names` (each once, however often named), copied as [`Reader::load_all`](crate::Reader::load_all)
     /// copies, returned as (name, tensor) in file order.
     ///
     /// Errors: [`Error::NotFound`] for a name the file does not hold and [`Error::Sliced`] for
     /// a tensor stored in slices (both before any data is copied), and those of
-    /// [`Reader::load_all`].
+    /// [`Reader::load_all`](crate::Reader::load_all).
     pub fn load_many<N: AsRef<[u8]>>(
         &self,
         names: &[N],
@@ -148,7 +237,7 @@ impl Reader {
     ///
     /// Errors: `names` and `dst` of different lengths, or a buffer of the wrong length
     /// ([`Error::InvalidArgument`], before any data is copied), and those of
-    /// [`Reader::load_many`].
+    /// [`Reader::load_many`](crate::Reader::load_many).
     pub fn load_into<N: AsRef<[u8]>>(
         &self,
         names: &[N],

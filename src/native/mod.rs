@@ -26,7 +26,7 @@
 //! | `recover` | rebuilding a file from a torn one, and the policy of what to do |
 //! | `slice_key`, `region` | slices: TensorFlow's slice keys, [`Region`] and its arithmetic |
 //! | `sharded` | sharded checkpoints (SPEC.md 12): [`ShardWriter`] and [`ShardedSave`] (`writer`), [`merge_shards`](crate::merge_shards) (the commit), [`shard_files`](crate::shard_files) and [`clean_shards`](crate::clean_shards) (`merge`), the lazily checked data files and their verify (`table`, `reader`), incremental reuse (`reuse`, `unchanged`), where the files are ([`Place`]: `place`) |
-//! | `ranged` | the native reader over byte ranges ([`RemoteReader`](ranged::RemoteReader)): a file by `pread`, an object by ranged GETs, through the same open, lookups, checks and verify |
+//! | `ranged` | the native reader over byte ranges ([`RangedReader`](ranged::RangedReader)): a file by `pread`, an object by ranged GETs, through the same open, lookups, checks and verify |
 //!
 //! Modules of this layer import each other by file (`crate::native::reader::Reader`); layers
 //! above import this facade only.
@@ -37,10 +37,12 @@ pub(crate) mod bytes_value;
 mod entry;
 pub(crate) mod fault;
 mod header;
+mod iter;
 mod load;
+mod mapped;
 mod meta;
 mod open;
-pub mod ranged;
+pub(crate) mod ranged;
 mod read_at;
 mod reader;
 mod recover;
@@ -79,22 +81,26 @@ pub use crate::format::ReadAt;
 pub use backend::{EarlySync, WriteBackend, WriteDestination};
 pub use entry::{decode_slices, encode_partitioned, Dims, IndexEntry};
 pub use header::{FileHeader, SaveId, ShardOf, ShardRef};
-pub use load::{LoadOptions, OwnedTensor};
+pub use load::{
+    LoadOptions, LoadProgress, OwnedTensor, DEFAULT_LOAD_CONCURRENCY, DEFAULT_LOAD_PART_SIZE,
+};
 pub use sharded::housekeeping::{clean_shards, shard_files, ShardFile, ShardFileKind};
 pub use sharded::merge::{
     merge_shards, MergeShardsOptions, MergeShardsReport, MergeStep, PartialTensors,
 };
 // The engine's insides that the object-storage reader and writer (`remote/`, the `s3` feature)
 // share.
+pub use iter::Iter;
+pub use mapped::ReadOptions;
+pub(crate) use mapped::{
+    check_data, check_partition, entry_dtype, is_tensor_name, list_entry, piece_entry, plan_region,
+    validate_header, Listed, MappedReader, RegionPlan,
+};
 pub use meta::{MetaValue, Metadata};
 pub(crate) use open::{hold_from, open_index, Opened};
 pub use read_at::FileRange;
-pub(crate) use reader::Listed;
-pub(crate) use reader::{
-    check_data, check_partition, entry_dtype, is_tensor_name, list_entry, piece_entry, plan_region,
-    validate_header, RegionPlan,
-};
-pub use reader::{Iter, ReadOptions, Reader};
+pub(crate) use reader::Engine;
+pub use reader::Reader;
 pub use recover::{
     last_complete_len, recover, recover_any, recover_any_with, scan, FoundRecord, RecoverOptions,
     RecoverReport, Recovered,

@@ -1,169 +1,68 @@
-//! Reading a native paramdex file, or a sharded checkpoint, by name.
+//! [`Reader`]: the one reader of native paramdex files and sharded checkpoints, wherever their
+//! bytes are (issue 38). A file is mapped ([`Reader::open`]), held in memory
+//! ([`Reader::from_bytes`]) or read by byte ranges through any [`RangeRead`] (a file by
+//! `pread`, an object by ranged GETs: [`Reader::open_at`]); a sharded checkpoint's data files
+//! open through its place. Every way answers with the same types: a lookup gives a
+//! [`TensorView`] (lending a mapped file's bytes, holding a fetched record's), a region gives
+//! [`SliceData`], a load gives [`OwnedTensor`]s, a walk gives an [`Iter`], verify gives a
+//! [`VerifyReport`].
 //!
-//! [`Reader::open`] maps the file and reads only the footer, the index block and the header
-//! entry; a lookup binary-searches the index block, then the restart points of one data block,
-//! and returns a [`TensorView`] borrowing the mapped bytes. A sharded checkpoint (SPEC.md 12) is
-//! opened by its prefix or its `PREFIX.index`; each data file is mapped and checked the first
-//! time a tensor in it is read (`native/sharded/reader.rs`). A tensor stored in slices (SPEC.md 13) is
-//! read by region with [`Reader::get_slice`].
+//! The engines behind it are `mapped.rs` (a source that lends every byte) and `ranged/` (a
+//! source that copies what it reads, planning parallel fetches); what they share (the open,
+//! the table, the checks of an entry, the record header, the walk, verify's tally) is written
+//! once in `native`.
 
-use std::ops::Bound;
+use std::borrow::Cow;
+use std::ops::{Bound, Range};
 use std::path::Path;
+use std::sync::Arc;
 
 use crate::dtype::DType;
-use crate::error::{ensure_within, path_str, Error, Result, SliceProblem};
-use crate::format::{crc32c, unmask_crc};
-use crate::name;
-use crate::native::bytes_value;
-use crate::native::entry::{decode_slices, Dims, IndexEntry};
-use crate::native::header::FileHeader;
-use crate::native::open::{open_index_shared, Opened};
-use crate::native::region::{self, Region};
-use crate::native::sharded::table::{self as shards, Shards};
-use crate::native::slice_key;
-use crate::native::source::Source;
-use crate::native::view::{
-    data_crc_mismatch, shown_name, NameBuf, SliceData, SlicePiece, TensorView, ViewBytes,
+use crate::error::{Error, Result};
+use crate::native::entry::IndexEntry;
+use crate::native::iter::{prefix_successor, Iter};
+use crate::native::load::{LoadOptions, OwnedTensor};
+use crate::native::mapped::{MappedReader, ReadOptions};
+use crate::native::ranged::{
+    get_whole_data, EntryInfo, RangeRead, RangedReader, RangedSharded, RemoteOptions, RequestStats,
 };
-use crate::native::FORMAT_VERSION;
-use crate::record::{self, MAX_ALIGNMENT, MAX_RANK};
-use crate::table::{Table, TableIndex, TableIter, TableReadOptions};
+use crate::native::region::Region;
+use crate::native::sharded::place::Place;
+use crate::native::sharded::reuse::{ReuseBase, SliceAt};
+use crate::native::verify::{VerifyOptions, VerifyReport};
+use crate::native::view::{SliceData, TensorView};
+use crate::native::writer::Tensor;
+use crate::native::FileHeader;
 
-/// How a [`Reader`] checks what it reads.
-#[derive(Clone, Debug)]
-pub struct ReadOptions {
-    /// Check each index block's CRC32C the first time it is read (default true).
-    /// The index block itself is always checked at open.
-    pub verify_blocks: bool,
-    /// Check a tensor's data CRC32C on every `get` (default false; `verify` checks them all).
-    /// [`Reader::get_slice`] then checks every stored tensor or slice it reads from, whole.
-    pub verify_tensors: bool,
-    /// Bytes of decompressed index blocks kept for snappy-compressed files.
-    pub block_cache_bytes: usize,
-}
-
-impl Default for ReadOptions {
-    fn default() -> Self {
-        ReadOptions {
-            verify_blocks: true,
-            verify_tensors: false,
-            block_cache_bytes: 8 << 20,
-        }
-    }
-}
-
-/// An open native paramdex file, or sharded checkpoint. `Send + Sync`: share it between threads
+/// An open native paramdex file, or sharded checkpoint: mapped, in memory, or read by byte
+/// ranges (a file by `pread`, an object in a bucket). `Send + Sync`: share it between threads
 /// by reference or `Arc`.
+///
+/// Every method works for every way of reading; where the bytes are decides only its cost (a
+/// mapped file's lookups read memory, a ranged one's make requests, [`Reader::stats`]) and
+/// whether it can lend its bytes ([`Reader::as_bytes`]).
 #[derive(Debug)]
 pub struct Reader {
-    pub(super) source: Source,
-    pub(super) index: TableIndex,
-    pub(super) header: FileHeader,
-    pub(super) path: String,
-    pub(super) opts: ReadOptions,
-    /// For the index of a sharded checkpoint: its data files, opened on first use.
-    pub(super) shards: Option<Shards<Reader>>,
+    inner: Inner,
 }
 
-/// A partitioned tensor's entry, checked: its slices lie inside its shape and do not overlap.
-#[derive(Clone, Debug)]
-pub(crate) struct Partition {
-    pub(crate) name: Vec<u8>,
-    pub(crate) dtype: DType,
-    pub(crate) shape: Dims,
-    pub(crate) regions: Vec<Region>,
-    /// Offset of the data block holding the entry, for messages.
-    pub(crate) at: u64,
-}
-
-/// Which stored slices of a partitioned tensor a region is read from ([`plan_region`]).
+/// How a [`Reader`] reads its bytes.
 #[derive(Debug)]
-pub(crate) enum RegionPlan {
-    /// The region is empty: nothing is read.
-    Empty,
-    /// Slice `i` holds the whole region: read from it alone.
-    Within(usize),
-    /// The region spans several slices: (slice, its part of the region), each copied in.
-    Parts(Vec<(usize, Region)>),
+enum Inner {
+    /// A mapped file, or bytes in memory: every byte lent.
+    Mapped(MappedReader),
+    /// A native file read by ranges.
+    Ranged(RangedReader),
+    /// A sharded checkpoint read by ranges: its index, and its data files through its place.
+    Sharded(RangedSharded),
 }
 
-/// Which of the slices of partitioned tensor `p` hold `region` (inside its shape) and how it is
-/// read: the one decision behind [`Reader::get_slice`] and the remote readers' slices, which
-/// differ only in how a slice's bytes are fetched. `path` names the checkpoint in messages.
-///
-/// Errors: [`Error::Slices`] ([`SliceProblem::Gap`]) when some of the region is in no slice.
-pub(crate) fn plan_region(p: &Partition, region: &Region, path: &str) -> Result<RegionPlan> {
-    let parts: Vec<(usize, Region)> = p
-        .regions
-        .iter()
-        .enumerate()
-        .filter_map(|(i, r)| Some((i, r.intersect(region)?)))
-        .collect();
-    if region.is_empty() {
-        return Ok(RegionPlan::Empty);
-    }
-    if let Some((i, _)) = parts.iter().find(|(i, _)| p.regions[*i].contains(region)) {
-        return Ok(RegionPlan::Within(*i));
-    }
-    // Slices do not overlap (checked with the entry), so they hold the whole region exactly
-    // when their parts of it add up to it.
-    let have: u64 = parts
-        .iter()
-        .map(|(_, r)| r.numel().unwrap_or(0))
-        .fold(0u64, u64::saturating_add);
-    let want = region.numel().unwrap_or(u64::MAX);
-    if have != want {
-        return Err(Error::Slices {
-            name: name::display(&p.name),
-            problem: SliceProblem::Gap,
-            detail: format!(
-                "the region at {:?} of lengths {:?} holds {want} elements, the stored slices \
-                 only {have} of them (in {path}: a partial tensor)",
-                region.start, region.len
-            ),
-        });
-    }
-    Ok(RegionPlan::Parts(parts))
+/// A [`Reader`]'s engine, borrowed (see [`Reader::engine`]).
+pub(crate) enum Engine<'r> {
+    Mapped(&'r MappedReader),
+    Ranged(&'r RangedReader),
+    Sharded(&'r RangedSharded),
 }
-
-/// What an index entry holds.
-pub(super) enum Found<'r> {
-    /// A tensor stored whole.
-    Whole(TensorView<'r>),
-    /// A tensor stored in slices.
-    Partitioned(Partition),
-}
-
-/// What the index says of one tensor (a partitioned tensor once), read without its data.
-#[derive(Clone, Debug)]
-pub(crate) struct Listed {
-    pub(crate) name: Vec<u8>,
-    pub(crate) dtype: DType,
-    pub(crate) shape: Dims,
-    pub(crate) lod_levels: u32,
-    pub(crate) nbytes: u64,
-    /// Slices of a tensor stored in slices, else 0 (the remote listings' count).
-    pub(crate) slices: u64,
-}
-
-/// What a view of a [`Reader`] lends for as long as the reader is borrowed: its source (a
-/// mapped file or a buffer in memory, [`Source`]) lends every byte, so its views never hold
-/// bytes of their own (only the reader by ranges makes such views).
-pub(super) fn lent<T>(bytes: Option<T>) -> T {
-    bytes.expect("a Reader's mapped or in-memory source lends its bytes")
-}
-
-/// The smallest key that is not in the slice space of a version 2 file (names starting with a
-/// NUL byte are slice keys there, SPEC.md 13).
-const FIRST_NAME: &[u8] = b"\x01";
-
-/// Byte ranges a region read needs that are closer than this are advised as one
-/// ([`Reader::get_slice`]): one call instead of several for a gap the kernel would read anyway.
-const REGION_ADVICE_GAP: u64 = 64 << 10;
-
-/// At most this many `madvise` calls (of up to 2 MiB each) per stored tensor or slice a region
-/// read reads from; the rest of its ranges fault in as without advice.
-const REGION_ADVICE_CALLS: usize = 4096;
 
 impl Reader {
     /// Opens a native file, or a sharded checkpoint by its prefix or its `PREFIX.index`: maps
@@ -175,515 +74,226 @@ impl Reader {
 
     /// Like [`Reader::open`] with explicit options.
     pub fn open_with(path: impl AsRef<Path>, opts: ReadOptions) -> Result<Reader> {
-        let path = path.as_ref();
-        let index = shards::index_path(path);
-        let path = if !path.is_file() && index.is_file() {
-            index.as_path()
-        } else {
-            path
-        };
-        let source = Source::map(path).map_err(|e| match e {
-            Error::IsADirectory { path, .. } => Error::IsADirectory {
-                path,
-                hint: Some(
-                    "a paramdex file, or a sharded checkpoint's prefix, is read with Reader; a \
-                     directory of checkpoints with CheckpointManager, other formats with \
-                     interop::open_any",
-                ),
-            },
-            other => other,
-        })?;
-        Self::from_source(source, path_str(path), Some(path), opts)
+        MappedReader::open_with(path, opts).map(Reader::from_mapped)
     }
 
     /// A reader over bytes in memory (tests, fuzzing, data not in a file). The index of a
     /// sharded checkpoint opens this way, but its tensors cannot be read (its data files are
     /// found by its path).
-    pub fn from_bytes(bytes: impl Into<std::sync::Arc<[u8]>>) -> Result<Reader> {
+    pub fn from_bytes(bytes: impl Into<Arc<[u8]>>) -> Result<Reader> {
         Self::from_bytes_with(bytes, ReadOptions::default())
     }
 
     /// Like [`Reader::from_bytes`] with explicit options.
-    pub fn from_bytes_with(
-        bytes: impl Into<std::sync::Arc<[u8]>>,
-        opts: ReadOptions,
-    ) -> Result<Reader> {
-        Self::from_source(
-            Source::Memory(bytes.into()),
-            "<memory>".to_string(),
-            None,
-            opts,
-        )
+    pub fn from_bytes_with(bytes: impl Into<Arc<[u8]>>, opts: ReadOptions) -> Result<Reader> {
+        MappedReader::from_bytes_with(bytes, opts).map(Reader::from_mapped)
     }
 
-    /// Opens the bytes of `source`, found at `file` (which locates a sharded checkpoint's data
-    /// files), shown as `path` in messages.
-    pub(super) fn from_source(
-        source: Source,
-        path: String,
-        file: Option<&Path>,
-        opts: ReadOptions,
-    ) -> Result<Reader> {
-        let table_opts = TableReadOptions {
-            verify_checksums: opts.verify_blocks,
-            cache_capacity: opts.block_cache_bytes,
-            hash_index: true,
-        };
-        // The source lends its bytes: the open "reads" the whole file without a copy.
-        let Opened {
-            index,
-            header,
-            first_block,
-            ..
-        } = open_index_shared(
-            &source,
-            std::sync::Arc::new(source.clone()),
-            &table_opts,
-            &path,
-        )?;
-        validate_header(&header, first_block, &path)?;
-        let shards = if header.shards.is_empty() {
-            None
-        } else {
-            Some(Shards::new(
-                file.and_then(shards::prefix_of_index),
-                header.shards.len(),
-            ))
-        };
-        Ok(Reader {
-            source,
-            index,
-            header,
-            path,
-            opts,
-            shards,
+    /// Opens the native file `src` by byte ranges (SPEC.md 8.4): reads its tail (footer and,
+    /// usually, the index block), then the header's block if the tail does not hold it, and
+    /// checks them as [`Reader::open`] does. A lookup then costs one read for the tensor's
+    /// index block (unless cached) and one for its record; every tensor read so is checked
+    /// against its CRC32C.
+    ///
+    /// Errors: those of [`Reader::open`]; [`Error::Unsupported`] for a sharded checkpoint's
+    /// index, whose data files are found by its place (`remote::open_sharded`).
+    pub fn open_at(src: Arc<dyn RangeRead>, opts: RemoteOptions) -> Result<Reader> {
+        RangedReader::open(src, opts).map(|r| Reader {
+            inner: Inner::Ranged(r),
         })
     }
 
-    pub(crate) fn table(&self) -> Table<'_> {
-        Table::new(&self.source, &self.index).releasing_behind_scans(&self.source)
+    /// Opens the sharded checkpoint whose index is `index` (`PREFIX.index`, shown as `prefix`
+    /// followed by `.index`) by byte ranges, its data files through `place` (a
+    /// [`DirPlace`](crate::place::DirPlace) reads them by `pread`; a bucket by ranged GETs)
+    /// when a tensor in them is first read, each checked against the index then (SPEC.md
+    /// 12.4). `remote::open_sharded` opens one at a URL.
+    ///
+    /// Errors: those of [`Reader::open_at`]; [`Error::InvalidArgument`] when `index` is a
+    /// native file, not a sharded checkpoint's index.
+    pub fn open_sharded_at(
+        index: Arc<dyn RangeRead>,
+        prefix: impl Into<String>,
+        place: Arc<dyn Place>,
+        opts: RemoteOptions,
+    ) -> Result<Reader> {
+        RangedSharded::open(index, prefix, place, opts).map(|r| Reader {
+            inner: Inner::Sharded(r),
+        })
     }
 
-    /// The file's header entry.
+    pub(crate) fn from_mapped(r: MappedReader) -> Reader {
+        Reader {
+            inner: Inner::Mapped(r),
+        }
+    }
+
+    /// The engine that reads: interop's stores dispatch on it.
+    pub(crate) fn engine(&self) -> Engine<'_> {
+        match &self.inner {
+            Inner::Mapped(r) => Engine::Mapped(r),
+            Inner::Ranged(r) => Engine::Ranged(r),
+            Inner::Sharded(r) => Engine::Sharded(r),
+        }
+    }
+
+    /// The mapped engine, when the reader maps its file (or holds its bytes).
+    pub(crate) fn as_mapped(&self) -> Option<&MappedReader> {
+        match &self.inner {
+            Inner::Mapped(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// The ranged sharded engine, when the reader reads a sharded checkpoint by ranges.
+    #[cfg_attr(not(feature = "s3"), allow(dead_code))]
+    pub(crate) fn as_ranged_sharded(&self) -> Option<&RangedSharded> {
+        match &self.inner {
+            Inner::Sharded(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// The file's header entry (a sharded checkpoint's: its index's).
     pub fn header(&self) -> &FileHeader {
-        &self.header
+        match &self.inner {
+            Inner::Mapped(r) => r.header(),
+            Inner::Ranged(r) => r.header(),
+            Inner::Sharded(r) => r.header(),
+        }
     }
 
-    /// The path the reader was opened on (`<memory>` for bytes; `PREFIX.index` for a sharded
-    /// checkpoint).
+    /// Where the reader reads: the path it was opened on (`<memory>` for bytes;
+    /// `PREFIX.index` for a sharded checkpoint), or the object's location (a URL).
     pub fn path(&self) -> &str {
-        &self.path
+        match &self.inner {
+            Inner::Mapped(r) => r.path(),
+            Inner::Ranged(r) => r.location(),
+            Inner::Sharded(r) => r.index().location(),
+        }
     }
 
     /// Number of tensors, from the header (O(1)): whole tensors, and each tensor stored in
     /// slices once.
     pub fn len(&self) -> u64 {
-        self.header.tensor_count
+        self.header().tensor_count
     }
 
     /// Whether the file holds no tensor.
     pub fn is_empty(&self) -> bool {
-        self.header.tensor_count == 0
+        self.header().tensor_count == 0
     }
 
-    /// Whether version 2 rules apply: names starting with a NUL byte are slice keys.
-    fn is_v2(&self) -> bool {
-        self.header.format_version >= 2
+    /// Whether this is a sharded checkpoint's index (SPEC.md 12), whose tensors are in its
+    /// data files.
+    pub fn is_sharded(&self) -> bool {
+        !self.header().shards.is_empty()
     }
 
-    /// The whole file (for a sharded checkpoint, its `PREFIX.index`: each data file is a native
-    /// file of its own, [`Reader::shard`]).
-    pub fn as_bytes(&self) -> &[u8] {
-        &self.source
+    /// The prefix of the sharded checkpoint a mapped reader was opened on (`PREFIX` of
+    /// `PREFIX.index`); `None` for a single file, bytes in memory, or a reader by ranges.
+    pub fn checkpoint_prefix(&self) -> Option<&Path> {
+        self.as_mapped().and_then(MappedReader::checkpoint_prefix)
     }
 
-    /// The records region: a Paddle combined-params stream (in name order when
-    /// `header().records_sorted`). Empty for a sharded checkpoint's index, whose records are in
-    /// its data files ([`Reader::shard`]).
-    pub fn records(&self) -> &[u8] {
-        // records_len <= first data block offset <= file length, checked at open.
-        let end = usize::try_from(self.header.records_len)
-            .expect("records_len is at most the file length, checked at open");
-        &self.source[..end]
+    /// The whole file, when the reader lends its bytes (mapped or in memory; for a sharded
+    /// checkpoint, its `PREFIX.index`); `None` for a reader by ranges, which holds only what
+    /// it read.
+    pub fn as_bytes(&self) -> Option<&[u8]> {
+        self.as_mapped().map(MappedReader::as_bytes)
+    }
+
+    /// The records region (a Paddle combined-params stream, in name order when
+    /// `header().records_sorted`), when the reader lends its bytes; `None` for a reader by
+    /// ranges. Empty for a sharded checkpoint's index, whose records are in its data files.
+    pub fn records(&self) -> Option<&[u8]> {
+        self.as_mapped().map(MappedReader::records)
     }
 
     /// Number of index data blocks.
     pub fn data_blocks(&self) -> usize {
-        self.index.data_blocks()
+        match &self.inner {
+            Inner::Mapped(r) => r.data_blocks(),
+            Inner::Ranged(r) => r.data_blocks(),
+            Inner::Sharded(r) => r.index().data_blocks(),
+        }
     }
 
     /// Bytes of the index table (data blocks, metaindex, index block, footer).
     pub fn index_len(&self) -> u64 {
-        self.source.len() as u64 - self.header.records_len
+        match &self.inner {
+            Inner::Mapped(r) => r.index_len(),
+            Inner::Ranged(r) => r.index_len(),
+            Inner::Sharded(r) => r.index().index_len(),
+        }
     }
 
     /// Looks a tensor up by name. `Ok(None)` if absent; an error if its entry is corrupt, and
     /// [`Error::Sliced`] if it is stored in slices (read it with [`Reader::get_slice`]).
+    ///
+    /// A mapped file's view lends the mapped bytes (its data CRC32C checked only with
+    /// [`ReadOptions::verify_tensors`]); a view read by ranges holds its record, fetched in one
+    /// read (parallel ones for a tensor larger than [`LoadOptions::part_size`]) and checked
+    /// against its CRC32C: bytes from a network are never returned unchecked.
+    #[inline]
     pub fn get(&self, name: impl AsRef<[u8]>) -> Result<Option<TensorView<'_>>> {
-        let name = name.as_ref();
-        if !self.is_tensor_name(name) {
-            return Ok(None);
-        }
-        // The hot path: the lookup decodes the entry into `e`, here, and the view is built once,
-        // from it (building the view inside the lookup moved it, some 200 bytes, through every
-        // layer).
-        let mut e = IndexEntry::default();
-        let Some(at) = self.table().get(name, |value, at| {
-            Self::decode_entry(&mut e, name, value, at)
-        })?
-        else {
-            return Ok(None);
-        };
-        let at = at?;
-        if e.num_slices != 0 {
-            // Stored in slices: `find` checks the whole entry, and `Error::Sliced` says how
-            // many slices it has.
-            return match self.find(name)? {
-                None => Ok(None),
-                Some(Found::Whole(v)) => Ok(Some(v)),
-                Some(Found::Partitioned(p)) => Err(Error::Sliced {
-                    name: name::display(name),
-                    path: self.path.clone(),
-                    slices: p.regions.len() as u64,
-                }),
-            };
-        }
-        let dtype = self.dtype_of(name, &e)?;
-        self.data_view(name, name, e, dtype, at, None).map(Some)
-    }
-
-    /// Decodes the entry of index key `key` into `e` (a default entry), checking the key's
-    /// length first; returns `at`, the offset of its data block.
-    #[inline]
-    pub(crate) fn decode_entry(
-        e: &mut IndexEntry,
-        key: &[u8],
-        value: &[u8],
-        at: u64,
-    ) -> Result<u64> {
-        ensure_within(
-            "tensor name length",
-            key.len(),
-            name::MAX_NAME_LEN,
-            Some(at),
-        )?;
-        e.decode_into(value, at, MAX_RANK)?;
-        Ok(at)
-    }
-
-    /// Whether `name` can name a tensor: the empty name is the header's, and in a version 2
-    /// file names starting with a NUL byte are slice keys.
-    #[inline]
-    fn is_tensor_name(&self, name: &[u8]) -> bool {
-        is_tensor_name(name, self.is_v2())
-    }
-
-    /// The bytes value `name` (SPEC.md 6.1), checked (its checksum and encoding), zero-copy;
-    /// `Ok(None)` if there is no entry of that name. [`Error::DTypeMismatch`] when `name`
-    /// is a tensor, not a bytes value.
-    pub fn get_bytes(&self, name: impl AsRef<[u8]>) -> Result<Option<&[u8]>> {
-        match self.get(name)? {
-            None => Ok(None),
-            Some(v) => v.lent_bytes_value().map(|b| Some(lent(b))),
+        match &self.inner {
+            Inner::Mapped(r) => r.get(name),
+            Inner::Ranged(r) => r.get(name),
+            Inner::Sharded(r) => r.get(name),
         }
     }
 
     /// Like [`Reader::get`], but a missing tensor is [`Error::NotFound`].
     pub fn tensor(&self, name: impl AsRef<[u8]>) -> Result<TensorView<'_>> {
         let name = name.as_ref();
-        self.get(name)?.ok_or_else(|| self.not_found(name))
+        self.get(name)?.ok_or_else(|| Error::NotFound {
+            name: crate::name::display(name),
+            path: self.path().to_string(),
+        })
     }
 
-    fn not_found(&self, name: &[u8]) -> Error {
-        Error::NotFound {
-            name: name::display(name),
-            path: self.path.clone(),
+    /// The bytes value `name` (SPEC.md 6.1), checked (its checksum and encoding): lent by a
+    /// mapped file, owned when read by ranges. `Ok(None)` if there is no entry of that name;
+    /// [`Error::DTypeMismatch`] when `name` is a tensor, not a bytes value.
+    pub fn get_bytes(&self, name: impl AsRef<[u8]>) -> Result<Option<Cow<'_, [u8]>>> {
+        if let Some(r) = self.as_mapped() {
+            return r.get_bytes(name).map(|b| b.map(Cow::Borrowed));
         }
-    }
-
-    /// The entry of tensor `name`, if there is one. The empty name is the header's, and in a
-    /// version 2 file names starting with a NUL byte are slice keys: neither is a tensor.
-    #[inline]
-    pub(super) fn find(&self, name: &[u8]) -> Result<Option<Found<'_>>> {
-        if !self.is_tensor_name(name) {
-            return Ok(None);
+        match self.get(name)? {
+            None => Ok(None),
+            Some(v) => v.bytes_value().map(|b| Some(Cow::Owned(b.to_vec()))),
         }
-        self.table()
-            .get(name, |value, at| self.found(name, value, at))?
-            .transpose()
-    }
-
-    /// The stored slices of tensor `name`, each with its region and a view of its data
-    /// (bounds checked against the file, nothing read): empty when the tensor is stored whole
-    /// or absent. Their order is the one the tensor's entry lists them in.
-    pub(crate) fn slice_views(&self, name: &[u8]) -> Result<Vec<(Region, TensorView<'_>)>> {
-        let Some(Found::Partitioned(p)) = self.find(name)? else {
-            return Ok(Vec::new());
-        };
-        (0..p.regions.len())
-            .map(|i| Ok((p.regions[i].clone(), self.piece(&p, i)?)))
-            .collect()
     }
 
     /// Reads the region `region` of tensor `name`, whether stored whole or in slices (a
-    /// checkpoint saved by 8 ranks loads into 3 this way). Only the bytes inside the region are
-    /// read, from whichever stored tensor or slices hold them: the result borrows the file when
-    /// one of them holds the region as one contiguous run, else it is one strided copy into an
-    /// owned buffer aligned for every element type.
+    /// checkpoint saved by 8 ranks loads into 3 this way). A mapped file reads only the bytes
+    /// inside the region (the result borrows the file when one stored tensor or slice holds
+    /// the region as one contiguous run, else it is one strided copy aligned for every
+    /// element type); by ranges, each stored tensor or slice holding part of it is read whole
+    /// and checked against its CRC32C.
     ///
-    /// Data checksums cover whole stored tensors and slices, so they are not checked here
-    /// (unless [`ReadOptions::verify_tensors`] is set: then every stored tensor or slice read
-    /// from is checked whole); [`Reader::verify`] checks them all.
+    /// A mapped file's data checksums are not checked here (unless
+    /// [`ReadOptions::verify_tensors`] is set); [`Reader::verify`] checks them all.
     ///
     /// `Ok(None)` if there is no such tensor. Errors: [`Error::InvalidArgument`] for a region
-    /// of another rank or outside the shape; [`Error::Slices`] ([`SliceProblem::Gap`]) when
-    /// some of the region is in no slice (a partial tensor).
+    /// of another rank or outside the shape; [`Error::Slices`] when some of the region is in
+    /// no slice (a partial tensor).
     pub fn get_slice(
         &self,
         name: impl AsRef<[u8]>,
         region: &Region,
     ) -> Result<Option<SliceData<'_>>> {
-        let name = name.as_ref();
-        let Some(found) = self.find(name)? else {
-            return Ok(None);
-        };
-        let (dtype, shape) = match &found {
-            Found::Whole(v) => (v.dtype(), v.shape()),
-            Found::Partitioned(p) => (p.dtype, p.shape.as_slice()),
-        };
-        region.check_within(shape, name)?;
-        let esize = dtype.size();
-        let shown = name::display(name);
-        match found {
-            Found::Whole(v) => {
-                if self.opts.verify_tensors {
-                    v.verify_crc()?;
-                } else {
-                    self.will_read(v.data(), &v.shape, &region.start, &region.len, esize);
-                }
-                Ok(Some(SliceData::from_stored(
-                    lent(v.lent_data()),
-                    &v.shape,
-                    &region.start,
-                    region,
-                    dtype,
-                    shown,
-                )?))
-            }
-            Found::Partitioned(p) => match plan_region(&p, region, &self.path)? {
-                RegionPlan::Empty => Ok(Some(SliceData::borrowed(&[], dtype, region, shown))),
-                // One slice holding the whole region: read from it alone (borrowed if the
-                // region is one run of it).
-                RegionPlan::Within(i) => {
-                    let r = &p.regions[i];
-                    let piece = self.piece(&p, i)?;
-                    if self.opts.verify_tensors {
-                        piece.verify_crc()?;
-                    } else {
-                        let at = region.offset_in(r);
-                        self.will_read(piece.data(), &r.len, &at, &region.len, esize);
-                    }
-                    Ok(Some(SliceData::from_stored(
-                        lent(piece.lent_data()),
-                        &r.len,
-                        &region.offset_in(r),
-                        region,
-                        dtype,
-                        shown,
-                    )?))
-                }
-                RegionPlan::Parts(parts) => {
-                    let bytes = region::byte_len(region, esize)?;
-                    let mut out = SliceData::owned(bytes, dtype, region, shown);
-                    // Every piece's runs are announced before the first is copied, so that
-                    // their reads are in flight together.
-                    let pieces = parts
-                        .iter()
-                        .map(|(i, part)| {
-                            let r = &p.regions[*i];
-                            let piece = self.piece(&p, *i)?;
-                            if !self.opts.verify_tensors {
-                                let at = part.offset_in(r);
-                                self.will_read(piece.data(), &r.len, &at, &part.len, esize);
-                            }
-                            Ok(piece)
-                        })
-                        .collect::<Result<Vec<_>>>()?;
-                    for ((i, part), piece) in parts.iter().zip(pieces) {
-                        let r = &p.regions[*i];
-                        if self.opts.verify_tensors {
-                            piece.verify_crc()?;
-                        }
-                        region::copy_part(piece.data(), r, out.bytes_mut(), region, part, esize)
-                            .map_err(|d| {
-                                Error::corrupt(
-                                    "slice",
-                                    piece.data_offset(),
-                                    format!("{}: {d}", piece.display_name()),
-                                )
-                            })?;
-                    }
-                    Ok(Some(out))
-                }
-            },
+        match &self.inner {
+            Inner::Mapped(r) => r.get_slice(name, region),
+            Inner::Ranged(r) => r.get_slice(name, region),
+            Inner::Sharded(r) => r.get_slice(name, region),
         }
-    }
-
-    /// Before a region read faults in the pages of `data` (a stored tensor or slice of shape
-    /// `shape`, read from this file or a sharded checkpoint's data file), tells the kernel
-    /// which byte ranges the box `at`, `len` needs (`MADV_WILLNEED` on each, ranges closer
-    /// than [`REGION_ADVICE_GAP`] merged, in at most [`REGION_ADVICE_CALLS`] calls): the faults
-    /// then find those pages read, instead of each reading the device's readahead around
-    /// itself (BENCHMARKS.md, issue 31: a cold third of a tensor in column slices read 45 %
-    /// of its bytes without the advice). Pages already cached cost a lookup each.
-    fn will_read(&self, data: &[u8], shape: &[u64], at: &[u64], len: &[u64], esize: usize) {
-        let ranges = |f: &mut dyn FnMut(u64, u64) -> bool| {
-            region::byte_ranges(shape, at, len, esize as u64, REGION_ADVICE_GAP, f)
-        };
-        if self.source.will_read(data, REGION_ADVICE_CALLS, ranges) {
-            return;
-        }
-        if let Some(shards) = &self.shards {
-            for shard in shards.files.iter().filter_map(std::sync::OnceLock::get) {
-                if shard.source.will_read(data, REGION_ADVICE_CALLS, ranges) {
-                    return;
-                }
-            }
-        }
-    }
-
-    /// Checks an index entry against the file and says what it holds.
-    #[inline]
-    pub(super) fn found<'r>(&'r self, key: &[u8], value: &[u8], at: u64) -> Result<Found<'r>> {
-        let mut e = IndexEntry::default();
-        Self::decode_entry(&mut e, key, value, at)?;
-        let dtype = self.dtype_of(key, &e)?;
-        if e.num_slices != 0 {
-            return self
-                .partition(key, &e, dtype, value, at)
-                .map(Found::Partitioned);
-        }
-        self.data_view(key, key, e, dtype, at, None)
-            .map(Found::Whole)
-    }
-
-    fn dtype_of(&self, key: &[u8], e: &IndexEntry) -> Result<DType> {
-        entry_dtype(key, e)
-    }
-
-    /// Checks a partitioned tensor's entry (SPEC.md 13.1): see [`check_partition`].
-    pub(super) fn partition(
-        &self,
-        key: &[u8],
-        e: &IndexEntry,
-        dtype: DType,
-        value: &[u8],
-        at: u64,
-    ) -> Result<Partition> {
-        check_partition(key, e, dtype, value, at, self.is_v2())
-    }
-
-    /// The view of slice `i` of partitioned tensor `p`, whose entry must be there and agree
-    /// with the region (dtype, shape).
-    pub(super) fn piece<'r>(&'r self, p: &Partition, i: usize) -> Result<TensorView<'r>> {
-        let (e, dtype, at, piece) = piece_entry(&self.table(), p, i)?;
-        let key = piece.key.clone();
-        self.data_view(&key, &p.name, e, dtype, at, Some(Box::new(piece)))
-    }
-
-    /// Builds a view of the data an entry (under index key `key`, of tensor `name`) points at,
-    /// checking it against the file (for a sharded checkpoint, against its data file).
-    #[inline]
-    fn data_view<'r>(
-        &'r self,
-        key: &[u8],
-        name: &[u8],
-        e: IndexEntry,
-        dtype: DType,
-        at: u64,
-        slice: Option<Box<SlicePiece>>,
-    ) -> Result<TensorView<'r>> {
-        let bad = |detail: String| {
-            Error::corrupt(
-                "index entry",
-                at,
-                format!("tensor {}: {detail}", slice_key::display_key(key)),
-            )
-            .context(&self.path)
-        };
-        let (file, records_len, where_) = match &self.shards {
-            None => {
-                if e.shard_id != 0 {
-                    return Err(bad(format!(
-                        "shard_id {} in a file that is not a sharded checkpoint's index",
-                        e.shard_id
-                    )));
-                }
-                (&self.source, self.header.records_len, None)
-            }
-            Some(_) => {
-                let n = self.header.shards.len();
-                let k = u32::try_from(e.shard_id)
-                    .ok()
-                    .filter(|&k| (k as usize) < n)
-                    .ok_or_else(|| {
-                        bad(format!(
-                            "shard_id {} is not below the number of shards, {n}",
-                            e.shard_id
-                        ))
-                    })?;
-                let shard = self.shard(k)?;
-                (
-                    &shard.source,
-                    shard.header.records_len,
-                    Some(shard.path.as_str()),
-                )
-            }
-        };
-        let (end, record_offset) = check_data(key, &e, dtype, at, records_len, where_)?;
-        // Both bounds are within the records region, itself within the file.
-        let in_file = |v: u64| usize::try_from(v).expect("an offset inside the mapped file");
-        let data = &file[in_file(e.offset)..in_file(end)];
-        if self.opts.verify_tensors {
-            let computed = if dtype == DType::Bytes {
-                let shown = shown_name(name, slice.as_deref());
-                unmask_crc(bytes_value::entry_crc(data, &shown, e.offset)?)
-            } else {
-                crc32c(data)
-            };
-            let stored = unmask_crc(e.crc32c);
-            if computed != stored {
-                return Err(data_crc_mismatch(
-                    shown_name(name, slice.as_deref()),
-                    e.offset,
-                    data.len(),
-                    stored,
-                    computed,
-                )
-                .context(where_.unwrap_or(&self.path)));
-            }
-        }
-        // The last expression, so that the view is built in the caller's return slot rather
-        // than moved there.
-        Ok(TensorView {
-            name: NameBuf::from_slice(name),
-            dtype,
-            shape: e.shape,
-            data_len: data.len(),
-            data_offset: e.offset,
-            record_offset,
-            crc32c: e.crc32c,
-            lod_levels: e.lod_levels,
-            file: ViewBytes::Lent(file),
-            base: 0,
-            path: where_.unwrap_or(&self.path),
-            slice,
-        })
     }
 
     /// Every stored tensor in bytewise name order: whole tensors, and each slice of a tensor
     /// stored in slices (its view's [`TensorView::slice_start`] says where it sits), at its
-    /// tensor's place in the order.
+    /// tensor's place in the order. By ranges, each tensor's record is read as it is reached.
     pub fn iter(&self) -> Iter<'_> {
         self.range(Bound::Unbounded, Bound::Unbounded)
     }
@@ -698,459 +308,355 @@ impl Reader {
     /// Stored tensors whose names fall in the given bounds, in name order (see
     /// [`Reader::iter`]).
     pub fn range(&self, start: Bound<Vec<u8>>, end: Bound<Vec<u8>>) -> Iter<'_> {
-        Iter {
-            reader: self,
-            inner: self.table().into_iter_owned(),
-            start: Some(start),
-            end,
-            done: false,
-            pieces: None,
+        match &self.inner {
+            Inner::Mapped(r) => Iter::new(r, start, end),
+            Inner::Ranged(r) => Iter::new(r, start, end),
+            Inner::Sharded(r) => Iter::new(r, start, end),
         }
     }
 
-    /// The tensors from `start` (stopping at the first name without `prefix`, when given), a
-    /// tensor stored in slices once, read from the index alone: no data file of a sharded
-    /// checkpoint is opened, and no slice entry is looked up.
-    pub(crate) fn listing(
-        &self,
-        start: &[u8],
-        prefix: Option<&[u8]>,
-    ) -> impl Iterator<Item = Result<Listed>> + '_ {
-        let mut it = self.table().into_iter_owned();
-        let mut first = Some(start.to_vec());
-        let prefix = prefix.map(<[u8]>::to_vec);
-        let mut done = false;
-        std::iter::from_fn(move || {
-            if done {
-                return None;
-            }
-            let r = (|| -> Result<Option<Listed>> {
-                match first.take() {
-                    Some(s) => it.seek(&s)?,
-                    None => {
-                        it.next()?;
-                    }
-                }
-                self.skip_non_names(&mut it)?;
-                if !it.valid() || prefix.as_ref().is_some_and(|p| !it.key().starts_with(p)) {
-                    return Ok(None);
-                }
-                let (key, value, at) = (it.key(), it.value(), it.block_offset());
-                list_entry(key, value, at, self.is_v2(), |key, e, dtype| {
-                    if self.shards.is_none() {
-                        // Every check a view makes (cheap: no data is read).
-                        self.data_view(key, key, e, dtype, at, None).map(drop)
-                    } else {
-                        // The data files are not opened for a listing.
-                        check_data(key, &e, dtype, at, u64::MAX, None).map(drop)
-                    }
-                })
-                .map(Some)
-            })();
-            match r {
-                Ok(Some(l)) => Some(Ok(l)),
-                Ok(None) => {
-                    done = true;
-                    None
-                }
-                Err(e) => {
-                    done = true;
-                    Some(Err(e))
-                }
-            }
-        })
+    /// What the index says of every tensor from `start` on, in name order (a tensor stored in
+    /// slices once), without reading any data: by ranges, one read for the index data blocks
+    /// not read yet.
+    pub fn list_from(&self, start: &[u8]) -> Result<Vec<EntryInfo>> {
+        match &self.inner {
+            Inner::Mapped(r) => r
+                .listing(start, None)
+                .map(|l| l.map(crate::native::ranged::entry_info))
+                .collect(),
+            Inner::Ranged(r) => r.list_from(start),
+            Inner::Sharded(r) => r.list_from(start),
+        }
     }
 
-    /// Moves `it` past the header entry and, in a version 2 file, past the slice keys.
-    fn skip_non_names(&self, it: &mut TableIter<'_>) -> Result<()> {
-        while it.valid() {
-            let key = it.key();
-            if key.is_empty() {
-                it.next()?;
-            } else if self.is_v2() && key[0] == 0 {
-                it.seek(FIRST_NAME)?;
-            } else {
-                break;
+    /// What the index says of tensor `name` (its entry checked as a listing checks it), from
+    /// its own index block; `Ok(None)` if absent.
+    pub fn entry_of(&self, name: &[u8]) -> Result<Option<EntryInfo>> {
+        match &self.inner {
+            Inner::Mapped(r) => r.listing(name, None).next().transpose().map(|l| {
+                l.filter(|l| l.name == name)
+                    .map(crate::native::ranged::entry_info)
+            }),
+            Inner::Ranged(r) => r.entry_of(name),
+            Inner::Sharded(r) => r.entry_of(name),
+        }
+    }
+
+    /// The LoD of tensor `name` (stored whole), from its record's header (its checksum
+    /// checked, not the data's); `Ok(None)` if absent.
+    pub fn lod(&self, name: &[u8]) -> Result<Option<Vec<Vec<u64>>>> {
+        match &self.inner {
+            Inner::Mapped(r) => match r.get(name)? {
+                None => Ok(None),
+                Some(v) => v.lod().map(|l| Some(l.to_vec())),
+            },
+            Inner::Ranged(r) => r.lod(name),
+            Inner::Sharded(r) => r.lod(name),
+        }
+    }
+
+    /// [`Reader::verify_with`] with the default options.
+    pub fn verify(&self) -> Result<VerifyReport> {
+        self.verify_with(VerifyOptions::default())
+    }
+
+    /// Checks everything SPEC.md 8.2 lets a reader check: every block checksum, every tensor's
+    /// data checksum, that every record's header agrees with its index entry (dtype, shape,
+    /// name, position), that the header's tensor count is right, and that the records tile the
+    /// records region; for a sharded checkpoint, every data file so, and the index against
+    /// them (SPEC.md 12.4). The first error in name order is reported. The CLI's `verify` is
+    /// this. By ranges, every record is fetched whole by parallel reads
+    /// ([`VerifyOptions::load`], else the reader's [`RemoteOptions::load`]).
+    pub fn verify_with(&self, opts: VerifyOptions<'_>) -> Result<VerifyReport> {
+        match &self.inner {
+            Inner::Mapped(r) => r.verify_with(opts),
+            Inner::Ranged(r) => r.verify(opts.load.unwrap_or(&r.options().load)),
+            Inner::Sharded(r) => r.verify(opts.load.unwrap_or(&r.index().options().load)),
+        }
+    }
+
+    /// Checks every index block's CRC32C and the hash index against the table (a sharded
+    /// checkpoint's index's), reading no record. Returns the blocks checked.
+    pub fn verify_index(&self) -> Result<u64> {
+        match &self.inner {
+            Inner::Mapped(r) => r.verify_index(),
+            Inner::Ranged(r) => r.verify_index(),
+            Inner::Sharded(r) => r.index().verify_index(),
+        }
+    }
+
+    /// Every tensor, copied into owned buffers and checked against its CRC32C, returned as
+    /// (name, tensor) in file order (name order for files whose records are sorted). A mapped
+    /// file is copied on [`LoadOptions::threads`] threads, checksumming as it copies; one read
+    /// by ranges is fetched by parallel reads as `opts` says. A mapped file's tensors with LoD
+    /// are loaded without it ([`TensorView::lod`] reads it); by ranges, with it.
+    ///
+    /// Errors: [`Error::Sliced`] (before any data is copied) for a tensor stored in slices
+    /// (load it with [`Reader::get_slice`]); a checksum mismatch, naming the tensor.
+    pub fn load_all(&self, opts: &LoadOptions) -> Result<Vec<(Vec<u8>, OwnedTensor)>> {
+        match &self.inner {
+            Inner::Mapped(r) => r.load_all(opts),
+            Inner::Ranged(r) => r.load_all(opts),
+            Inner::Sharded(r) => {
+                let names = r.list_from(b"")?.into_iter().map(|e| e.name).collect();
+                self.load_through_views(names, opts)
             }
+        }
+    }
+
+    /// The tensors `names` (each once, however often named), loaded as [`Reader::load_all`]
+    /// loads, returned as (name, tensor) in file order.
+    ///
+    /// Errors: [`Error::NotFound`] for a name the file does not hold and [`Error::Sliced`] for
+    /// a tensor stored in slices (both before any data is copied), and those of
+    /// [`Reader::load_all`].
+    pub fn load_many<N: AsRef<[u8]>>(
+        &self,
+        names: &[N],
+        opts: &LoadOptions,
+    ) -> Result<Vec<(Vec<u8>, OwnedTensor)>> {
+        match &self.inner {
+            Inner::Mapped(r) => r.load_many(names, opts),
+            Inner::Ranged(r) => r.load_many(names, opts),
+            Inner::Sharded(_) => {
+                let names = names.iter().map(|n| n.as_ref().to_vec()).collect();
+                self.load_through_views(names, opts)
+            }
+        }
+    }
+
+    /// A sharded checkpoint by ranges loads tensor by tensor, each fetched whole and checked.
+    fn load_through_views(
+        &self,
+        mut names: Vec<Vec<u8>>,
+        _opts: &LoadOptions,
+    ) -> Result<Vec<(Vec<u8>, OwnedTensor)>> {
+        let Inner::Sharded(r) = &self.inner else {
+            unreachable!("called for a sharded checkpoint by ranges only")
+        };
+        names.sort_unstable();
+        names.dedup();
+        let mut out = Vec::with_capacity(names.len());
+        for n in names {
+            let t = get_whole_data(r, &n)?.ok_or_else(|| Error::NotFound {
+                name: crate::name::display(&n),
+                path: self.path().to_string(),
+            })?;
+            out.push((n, t));
+        }
+        Ok(out)
+    }
+
+    /// Copies the tensors `names` into the caller's buffers, `dst[i]` receiving `names[i]`
+    /// (which must be exactly as long as the tensor's data), each checked against its CRC32C.
+    /// A mapped file is copied on `opts.threads` threads in file order, checked as it is
+    /// copied (a buffer of a tensor that fails its check then holds unchecked bytes: the error
+    /// names the tensor); by ranges, the tensors are loaded as [`Reader::load_many`] loads
+    /// them, then copied.
+    ///
+    /// Errors: `names` and `dst` of different lengths, or a buffer of the wrong length
+    /// ([`Error::InvalidArgument`], before any data is copied), and those of
+    /// [`Reader::load_many`].
+    pub fn load_into<N: AsRef<[u8]>>(
+        &self,
+        names: &[N],
+        dst: &mut [&mut [u8]],
+        opts: &LoadOptions,
+    ) -> Result<()> {
+        if let Some(r) = self.as_mapped() {
+            return r.load_into(names, dst, opts);
+        }
+        if names.len() != dst.len() {
+            return Err(Error::InvalidArgument(format!(
+                "{} names but {} buffers to load them into",
+                names.len(),
+                dst.len()
+            )));
+        }
+        let mut sizes = Vec::with_capacity(names.len());
+        for n in names {
+            let e = self.entry_of(n.as_ref())?.ok_or_else(|| Error::NotFound {
+                name: crate::name::display(n.as_ref()),
+                path: self.path().to_string(),
+            })?;
+            sizes.push(e.size);
+        }
+        for ((n, d), size) in names.iter().zip(dst.iter()).zip(&sizes) {
+            if d.len() as u64 != *size {
+                return Err(Error::InvalidArgument(format!(
+                    "tensor {}: a buffer of {} bytes for {size} bytes of data",
+                    crate::name::display(n.as_ref()),
+                    d.len()
+                )));
+            }
+        }
+        let loaded = self.load_many(names, opts)?;
+        for (n, d) in names.iter().zip(dst.iter_mut()) {
+            let at = loaded
+                .binary_search_by(|(m, _)| m.as_slice().cmp(n.as_ref()))
+                .ok()
+                .or_else(|| loaded.iter().position(|(m, _)| m.as_slice() == n.as_ref()));
+            let Some(at) = at else {
+                return Err(Error::NotFound {
+                    name: crate::name::display(n.as_ref()),
+                    path: self.path().to_string(),
+                });
+            };
+            d.copy_from_slice(&loaded[at].1.data);
         }
         Ok(())
     }
-}
 
-/// The smallest byte string greater than every string starting with `p`, if any.
-fn prefix_successor(p: &[u8]) -> Option<Vec<u8>> {
-    let mut s = p.to_vec();
-    while let Some(last) = s.pop() {
-        if last < 0xff {
-            s.push(last + 1);
-            return Some(s);
-        }
-    }
-    None
-}
-
-/// Iterator over stored tensors in name order; see [`Reader::iter`].
-pub struct Iter<'r> {
-    reader: &'r Reader,
-    inner: TableIter<'r>,
-    start: Option<Bound<Vec<u8>>>,
-    end: Bound<Vec<u8>>,
-    done: bool,
-    /// The tensor stored in slices being walked, and its next slice.
-    pieces: Option<(Partition, usize)>,
-}
-
-impl<'r> Iter<'r> {
-    fn step(&mut self) -> Result<Option<TensorView<'r>>> {
-        loop {
-            if let Some((p, i)) = &mut self.pieces {
-                if *i < p.regions.len() {
-                    let v = self.reader.piece(p, *i)?;
-                    *i += 1;
-                    return Ok(Some(v));
-                }
-                self.pieces = None;
-            }
-            match self.start.take() {
-                Some(Bound::Unbounded) => self.inner.seek_to_first()?,
-                Some(Bound::Included(k)) => self.inner.seek(&k)?,
-                Some(Bound::Excluded(k)) => {
-                    self.inner.seek(&k)?;
-                    if self.inner.valid() && self.inner.key() == k.as_slice() {
-                        self.inner.next()?;
+    /// Every tensor, handed to `sink` (name, tensor) in file order as soon as it is loaded
+    /// and checked. By ranges, parts are fetched in parallel as `opts` says and memory stays
+    /// within about [`LoadOptions::window_bytes`] plus the largest tensor; a mapped file is
+    /// copied tensor by tensor. An error from `sink` ends the load.
+    pub fn for_each(
+        &self,
+        opts: &LoadOptions,
+        mut sink: impl FnMut(Vec<u8>, OwnedTensor) -> Result<()>,
+    ) -> Result<()> {
+        match &self.inner {
+            Inner::Ranged(r) => r.for_each(opts, sink),
+            Inner::Mapped(_) | Inner::Sharded(_) => {
+                for v in self.iter() {
+                    let v = v?;
+                    if v.slice_start().is_some() {
+                        // The lookup by name reports it, with its number of slices.
+                        self.get(v.name())?;
                     }
+                    v.verify_crc()?;
+                    let t = OwnedTensor {
+                        dtype: v.dtype(),
+                        shape: v.shape().to_vec(),
+                        data: v.data().to_vec(),
+                        lod: v.lod()?.to_vec(),
+                    };
+                    sink(v.name().to_vec(), t)?;
                 }
-                None => {
-                    self.inner.next()?;
+                Ok(())
+            }
+        }
+    }
+
+    /// [`Reader::get`] as an owned tensor, for a caller that reads tensors one by one in name
+    /// order (a conversion, an export): by ranges, from the second name asked in ascending
+    /// order on, the tensors that follow it are fetched ahead ([`LoadOptions::window_bytes`]
+    /// of them at a time) by parallel reads and served from memory when asked; a name out of
+    /// order reads as `get` does. A mapped file copies the tensor, checked.
+    pub fn get_ahead(&self, name: impl AsRef<[u8]>) -> Result<Option<OwnedTensor>> {
+        match &self.inner {
+            Inner::Ranged(r) => r.get_ahead(name),
+            Inner::Sharded(r) => get_whole_data(r, name.as_ref()),
+            Inner::Mapped(r) => match r.get(name)? {
+                None => Ok(None),
+                Some(v) => {
+                    v.verify_crc()?;
+                    Ok(Some(OwnedTensor {
+                        dtype: v.dtype(),
+                        shape: v.shape().to_vec(),
+                        data: v.data().to_vec(),
+                        lod: v.lod()?.to_vec(),
+                    }))
                 }
-            }
-            // Skip the header entry (and, in a version 2 file, the slice keys).
-            self.reader.skip_non_names(&mut self.inner)?;
-            if !self.inner.valid() {
-                return Ok(None);
-            }
-            let key = self.inner.key();
-            let past = match &self.end {
-                Bound::Unbounded => false,
-                Bound::Included(e) => key > e.as_slice(),
-                Bound::Excluded(e) => key >= e.as_slice(),
-            };
-            if past {
-                return Ok(None);
-            }
-            let at = self.inner.block_offset();
-            match self.reader.found(key, self.inner.value(), at)? {
-                Found::Whole(v) => return Ok(Some(v)),
-                Found::Partitioned(p) => self.pieces = Some((p, 0)),
-            }
+            },
         }
     }
-}
 
-impl<'r> Iterator for Iter<'r> {
-    type Item = Result<TensorView<'r>>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.done {
-            return None;
-        }
-        match self.step() {
-            Ok(Some(v)) => Some(Ok(v)),
-            Ok(None) => {
-                self.done = true;
-                None
-            }
-            Err(e) => {
-                self.done = true;
-                Some(Err(e))
-            }
+    /// The byte ranges [`Reader::load_all`] with `opts` asks for, one request each, in file
+    /// order: what a load will cost. Empty for a mapped file, which makes no request.
+    pub fn load_plan(&self, opts: &LoadOptions) -> Result<Vec<Range<u64>>> {
+        match &self.inner {
+            Inner::Ranged(r) => r.load_plan(opts),
+            Inner::Mapped(_) | Inner::Sharded(_) => Ok(Vec::new()),
         }
     }
-}
 
-/// Checks a whole tensor's (or a slice's) entry `e` (under index key `key`, in the block at
-/// `at`) against the records region of `records_len` bytes of the file that holds its record
-/// (`where_` names it in messages when it is another file than the index's): its size fits its
-/// shape, its data and record header lie inside the region. Returns the end of its data and
-/// the offset of its record. The one check of an entry against its data, for every reader
-/// (the mapped `data_view`, the remote readers' fetches); `shard_id` is the caller's to check.
-#[inline]
-pub(crate) fn check_data(
-    key: &[u8],
-    e: &IndexEntry,
-    dtype: DType,
-    at: u64,
-    records_len: u64,
-    where_: Option<&str>,
-) -> Result<(u64, u64)> {
-    let bad = |detail: String| {
-        Error::corrupt(
-            "index entry",
-            at,
-            format!("tensor {}: {detail}", slice_key::display_key(key)),
-        )
-    };
-    let expected = record::data_len(dtype, &e.shape)
-        .ok_or_else(|| bad(format!("shape {:?} overflows", e.shape.as_slice())))?;
-    if expected != e.size {
-        return Err(bad(format!(
-            "stored size {} but shape {:?} of {dtype} needs {expected}",
-            e.size,
-            e.shape.as_slice()
-        )));
-    }
-    let end = e
-        .offset
-        .checked_add(e.size)
-        .filter(|&end| end <= records_len);
-    let record_offset = e.offset.checked_sub(u64::from(e.record_header_len));
-    let (Some(end), Some(record_offset)) = (end, record_offset) else {
-        return Err(bad(format!(
-            "data range {}+{} (record header {}) is outside the records region of {} bytes{}",
-            e.offset,
-            e.size,
-            e.record_header_len,
-            records_len,
-            where_
-                .map(|p| format!(" of data file {p}"))
-                .unwrap_or_default()
-        )));
-    };
-    if e.record_header_len == 0 {
-        return Err(bad("missing record header length".into()));
-    }
-    Ok((end, record_offset))
-}
-
-/// The entry of slice `i` of partitioned tensor `p`, looked up in `table` (the index's) and
-/// checked against the tensor's entry (stored whole, of its dtype and the region's shape):
-/// the entry, its dtype, the offset of its block, and where the slice sits. The one lookup of
-/// a slice for every reader.
-pub(crate) fn piece_entry(
-    table: &Table<'_>,
-    p: &Partition,
-    i: usize,
-) -> Result<(IndexEntry, DType, u64, SlicePiece)> {
-    let r = &p.regions[i];
-    let key = slice_key::encode(&p.name, &r.extents(&p.shape));
-    let bad = |detail: String| {
-        Error::corrupt(
-            "partitioned tensor",
-            p.at,
-            format!("{}: {detail}", slice_key::display_key(&key)),
-        )
-    };
-    let found = table.get(&key, |value, at| -> Result<(IndexEntry, DType, u64)> {
-        let e = IndexEntry::decode(value, at, MAX_RANK)?;
-        let dtype = entry_dtype(&key, &e)?;
-        if e.num_slices != 0 || dtype != p.dtype || e.shape.as_slice() != r.len.as_slice() {
-            return Err(bad(format!(
-                "the slice is stored as {dtype} {:?}{}, the tensor's entry says {} {:?}",
-                e.shape.as_slice(),
-                if e.num_slices != 0 {
-                    " with slices"
-                } else {
-                    ""
-                },
-                p.dtype,
-                r.len
-            )));
+    /// Requests made, bytes received and retries so far by the sources this reader reads by
+    /// ranges (the open's included; a sharded checkpoint's index and opened data files); all
+    /// zero for a mapped file.
+    pub fn stats(&self) -> RequestStats {
+        match &self.inner {
+            Inner::Mapped(_) => RequestStats::default(),
+            Inner::Ranged(r) => r.stats(),
+            Inner::Sharded(r) => r.stats(),
         }
-        Ok((e, dtype, at))
-    })?;
-    let (e, dtype, at) =
-        found.unwrap_or_else(|| Err(bad("the slice's entry is missing".into())))?;
-    let piece = SlicePiece {
-        key,
-        full_shape: p.shape.clone(),
-        start: Dims::from_slice(&r.start),
-    };
-    Ok((e, dtype, at, piece))
-}
+    }
 
-/// The element type of entry `e` (under index key `key`).
-pub(crate) fn entry_dtype(key: &[u8], e: &IndexEntry) -> Result<DType> {
-    e.dtype().ok_or_else(|| Error::UnknownDType {
-        system: e.dtype_code().0,
-        code: e.dtype_code().1,
-        location: Some(format!("tensor {}", slice_key::display_key(key))),
-    })
-}
+    /// Whether this sharded checkpoint (opened by its prefix) holds tensor `name` stored whole
+    /// with exactly `tensor`'s dtype, shape, LoD and bytes (SPEC.md 12.5): what an incremental
+    /// save asks of its base.
+    pub fn holds_unchanged(&self, name: impl AsRef<[u8]>, tensor: Tensor<'_>) -> Result<bool> {
+        ReuseBase::holds_unchanged(self, name.as_ref(), tensor)
+    }
 
-/// Whether `name` can name a tensor in a file of version 2 (`is_v2`) or 1: the empty name is
-/// the header's, and in a version 2 file names starting with a NUL byte are slice keys. The
-/// one rule of every reader's lookups and listings.
-#[inline]
-pub(crate) fn is_tensor_name(name: &[u8], is_v2: bool) -> bool {
-    !(name.is_empty() || (is_v2 && name[0] == 0))
-}
-
-/// What a listing says of the entry under `key` (value `value`, in the block at `at`) of a
-/// file of version 2 (`is_v2`) or 1: a tensor stored in slices from its entry alone (checked,
-/// [`check_partition`]); a whole tensor's entry decoded and given to `check` (the reader's
-/// checks against its data: [`check_data`]).
-pub(crate) fn list_entry(
-    key: &[u8],
-    value: &[u8],
-    at: u64,
-    is_v2: bool,
-    check: impl FnOnce(&[u8], IndexEntry, DType) -> Result<()>,
-) -> Result<Listed> {
-    let mut e = IndexEntry::default();
-    Reader::decode_entry(&mut e, key, value, at)?;
-    let dtype = entry_dtype(key, &e)?;
-    if e.num_slices != 0 {
-        let p = check_partition(key, &e, dtype, value, at, is_v2)?;
-        let nbytes = record::data_len(dtype, &p.shape).unwrap_or(0);
-        return Ok(Listed {
-            name: p.name,
+    /// Whether this sharded checkpoint stores tensor `name` (of `dtype`, whole shape
+    /// `full_shape`) in slices, one of them exactly `region` holding exactly `data`.
+    pub fn holds_unchanged_slice(
+        &self,
+        name: impl AsRef<[u8]>,
+        dtype: DType,
+        full_shape: &[u64],
+        region: &Region,
+        data: &[u8],
+    ) -> Result<bool> {
+        let s = SliceAt {
+            name: name.as_ref(),
             dtype,
-            shape: p.shape,
-            lod_levels: 0,
-            nbytes,
-            slices: p.regions.len() as u64,
-        });
+            full_shape,
+            region,
+        };
+        ReuseBase::holds_unchanged_slice(self, s, data)
     }
-    let (lod_levels, nbytes) = (e.lod_levels, e.size);
-    let shape = e.shape.clone();
-    check(key, e, dtype)?;
-    Ok(Listed {
-        name: key.to_vec(),
-        dtype,
-        shape,
-        lod_levels,
-        nbytes,
-        slices: 0,
-    })
+
+    /// The engine as a base of an incremental save: a sharded checkpoint.
+    fn base(&self) -> Result<&dyn ReuseBase> {
+        match &self.inner {
+            Inner::Mapped(r) => Ok(r),
+            Inner::Sharded(r) => Ok(r),
+            Inner::Ranged(r) => Err(Error::InvalidArgument(format!(
+                "{}: the base of an incremental save must be a sharded checkpoint opened by \
+                 its prefix, not a single file",
+                r.location()
+            ))),
+        }
+    }
 }
 
-/// The checks of a native file's header entry (SPEC.md 8.2, 12.4) that need nothing but the
-/// header and the offset of the first index block: version, endianness, fields of a later
-/// version, shard identity or shard table, alignment, records region. `path` is for messages.
-/// Shared by [`Reader`] and the readers of remote objects, which fetch only the header's block.
-pub(crate) fn validate_header(header: &FileHeader, first_block: u64, path: &str) -> Result<()> {
-    if header.format_version == 0 {
-        return Err(Error::UnrecognizedFormat {
-            path: path.to_string(),
-            looks_like: None,
-            detail: "a TensorFlow checkpoint index, not a native paramdex file (its header has no paramdex format version)".into(),
-        });
+impl ReuseBase for Reader {
+    fn shown(&self) -> String {
+        self.path().to_string()
     }
-    if header.format_version > FORMAT_VERSION {
-        return Err(Error::UnsupportedVersion {
-            path: path.to_string(),
-            found: header.format_version,
-            supported: FORMAT_VERSION,
-        });
-    }
-    let bad = |detail: String| Error::corrupt("header entry", first_block, detail);
-    if header.big_endian {
-        return Err(bad("native files are little-endian (big_endian set)".into()));
-    }
-    if header.format_version < 2
-        && (header.shard_of.is_some() || !header.shards.is_empty() || header.slice_count != 0)
-    {
-        return Err(bad(
-            "a version 1 header with fields of version 2 (shard identity, shard table or \
-             slice count)"
-                .into(),
-        ));
-    }
-    if header.shards.is_empty() {
-        if header.num_shards != 1 {
-            return Err(bad(format!(
-                "a native file has one shard (num_shards {})",
-                header.num_shards
-            )));
-        }
-        if let Some(s) = &header.shard_of {
-            shards::check_shard_of(s, first_block)?;
-        } else if header.references != 0 {
-            return Err(bad(format!(
-                "{} references to earlier saves' data files in a file that is not a shard",
-                header.references
-            )));
-        }
-    } else {
-        shards::check_index_header(header, first_block)?;
-    }
-    if !u64::from(header.alignment).is_power_of_two() || u64::from(header.alignment) > MAX_ALIGNMENT
-    {
-        return Err(bad(format!(
-            "alignment {} is not a power of two up to {MAX_ALIGNMENT}",
-            header.alignment
-        )));
-    }
-    if header.records_len > first_block {
-        return Err(bad(format!(
-            "records region ({} bytes) overlaps the index, which starts at {first_block}",
-            header.records_len
-        )));
-    }
-    Ok(())
-}
 
-/// Checks a partitioned tensor's entry (SPEC.md 13.1): version 2, no data fields, at least
-/// one slice, every slice of the tensor's rank, inside its shape, none overlapping another.
-/// `is_v2`: whether the file is of version 2 (version 1 has no slices). Shared with the remote
-/// readers.
-pub(crate) fn check_partition(
-    key: &[u8],
-    e: &IndexEntry,
-    dtype: DType,
-    value: &[u8],
-    at: u64,
-    is_v2: bool,
-) -> Result<Partition> {
-    let bad = |detail: String| {
-        Error::corrupt(
-            "index entry",
-            at,
-            format!("tensor {}: {detail}", name::display(key)),
-        )
-    };
-    if !is_v2 {
-        return Err(bad(
-            "partitioned entries are not allowed in a version 1 file".into(),
-        ));
+    fn header(&self) -> &FileHeader {
+        Reader::header(self)
     }
-    if key.first() == Some(&0) {
-        return Err(bad("a slice key with slices of its own".into()));
+
+    fn place(&self) -> Result<Arc<dyn Place>> {
+        self.base()?.place()
     }
-    if e.shard_id != 0
-        || e.offset != 0
-        || e.size != 0
-        || e.crc32c != 0
-        || e.record_header_len != 0
-        || e.lod_levels != 0
-    {
-        return Err(bad(
-            "the entry of a tensor stored in slices holds data fields".into(),
-        ));
+
+    fn entry(&self, key: &[u8]) -> Result<Option<IndexEntry>> {
+        self.base()?.entry(key)
     }
-    if e.shape.is_empty() {
-        return Err(bad("a scalar stored in slices".into()));
+
+    fn whole_size(&self, name: &[u8]) -> Result<Option<u64>> {
+        self.base()?.whole_size(name)
     }
-    if record::data_len(dtype, &e.shape).is_none() {
-        return Err(bad(format!("shape {:?} overflows", e.shape.as_slice())));
+
+    fn slice_size(&self, s: SliceAt<'_>) -> Result<Option<u64>> {
+        self.base()?.slice_size(s)
     }
-    let extents = decode_slices(value, at, e.shape.len())?;
-    let mut regions = Vec::with_capacity(extents.len());
-    for (i, ext) in extents.iter().enumerate() {
-        regions.push(region::resolve(ext, &e.shape).map_err(|d| bad(format!("slice {i}: {d}")))?);
+
+    fn held_bytes(&self, k: u32) -> Result<Option<&[u8]>> {
+        self.base()?.held_bytes(k)
     }
-    if let Some((i, j)) = region::find_overlap(&regions) {
-        return Err(bad(format!(
-            "slices {i} ({}) and {j} ({}) overlap",
-            slice_key::describe_extents(&extents[i]),
-            slice_key::describe_extents(&extents[j])
-        )));
+
+    fn holds_unchanged(&self, name: &[u8], tensor: Tensor<'_>) -> Result<bool> {
+        self.base()?.holds_unchanged(name, tensor)
     }
-    Ok(Partition {
-        name: key.to_vec(),
-        dtype,
-        shape: e.shape.clone(),
-        regions,
-        at,
-    })
+
+    fn holds_unchanged_slice(&self, s: SliceAt<'_>, data: &[u8]) -> Result<bool> {
+        self.base()?.holds_unchanged_slice(s, data)
+    }
 }

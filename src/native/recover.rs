@@ -16,7 +16,7 @@ use crate::error::{Corruption, Error, Result};
 use crate::format::{crc32c, unmask_crc};
 use crate::native::bytes_value;
 use crate::native::header::FileHeader;
-use crate::native::reader::Reader;
+use crate::native::mapped::MappedReader;
 use crate::native::region;
 use crate::native::slice_key;
 use crate::native::source::Source;
@@ -312,7 +312,7 @@ pub enum Recovered {
     },
     /// Tensors were rebuilt from the input's records.
     Records(RecoverReport),
-    /// The input is a complete native file whose every checksum matches ([`Reader::verify`]):
+    /// The input is a complete native file whose every checksum matches ([`Reader::verify`](crate::Reader::verify)):
     /// it needs no recovery, and nothing was written.
     Intact {
         /// Its tensors.
@@ -326,7 +326,7 @@ pub struct RecoverOptions<'a> {
     /// Layout of a file rebuilt from records.
     pub writer: WriterOptions,
     /// Told each pass over the input ([`Unit::Bytes`]): the check of a file that opens (its
-    /// data bytes, as [`Reader::verify_with`] reports them), then, if the input must be
+    /// data bytes, as [`Reader::verify_with`](crate::Reader::verify_with) reports them), then, if the input must be
     /// rebuilt, the input's bytes as they are copied.
     pub progress: Option<&'a dyn Progress>,
 }
@@ -355,10 +355,10 @@ pub fn recover_any(input: &Path, output: &Path, opts: WriterOptions) -> Result<R
 /// Rebuilds a complete native file at `output` from a torn one, choosing how (the policy the
 /// CLI's `recover` reports):
 ///
-/// 1. a file that opens and passes [`Reader::verify`] needs nothing: [`Recovered::Intact`],
+/// 1. a file that opens and passes [`Reader::verify`](crate::Reader::verify) needs nothing: [`Recovered::Intact`],
 ///    and `output` is not written;
 /// 2. a file that does not open but whose prefix is a complete file (an interrupted metadata
-///    rewrite) gets that previous file back exactly, checked by [`Reader::verify`];
+///    rewrite) gets that previous file back exactly, checked by [`Reader::verify`](crate::Reader::verify);
 /// 3. otherwise (a writer's temporary file after a crash, a file whose index or data is
 ///    damaged) every complete leading record is copied into a new file ([`recover`]).
 ///
@@ -375,9 +375,10 @@ pub fn recover_any_with(
 ) -> Result<Recovered> {
     let progress = opts.progress.unwrap_or(&NoProgress);
     let source = map_file(input)?;
-    match Reader::open(input) {
+    match MappedReader::open(input) {
         Ok(r) => {
             let checked = r.verify_with(VerifyOptions {
+                load: None,
                 progress: opts.progress,
                 ..VerifyOptions::default()
             });
@@ -397,7 +398,7 @@ pub fn recover_any_with(
                         .map_err(|e| crate::Error::io(format!("writing {}", output.display()), e))
                 })?;
                 progress.advance(len);
-                Reader::open(output)?.verify()?;
+                MappedReader::open(output)?.verify()?;
                 return Ok(Recovered::PreviousFile {
                     len,
                     discarded: source.len() as u64 - len,

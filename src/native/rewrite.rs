@@ -8,8 +8,8 @@ use std::path::Path;
 
 use crate::error::{Error, IoContext, Result};
 use crate::native::header::FileHeader;
+use crate::native::mapped::MappedReader;
 use crate::native::meta::Metadata;
-use crate::native::reader::Reader;
 use crate::table::{Compression, Table, TableBuilder, TableReadOptions, FOOTER_LEN};
 
 /// What [`rewrite_in_place`] did.
@@ -66,7 +66,7 @@ pub fn rewrite_in_place(path: &Path, metadata: &Metadata, sync: bool) -> Result<
     } else {
         path
     };
-    let reader = Reader::open(path)?;
+    let reader = MappedReader::open(path)?;
     if let Some(s) = reader.header().shard_of {
         return Err(Error::Unsupported(format!(
             "{} is shard {} of {} of a sharded save: its length is recorded in its checkpoint's \

@@ -1,6 +1,6 @@
 //! Verifying a native file (SPEC.md 8.2): every block checksum, every tensor's data checksum on
 //! several threads, every record against its index entry, and that the records tile the records
-//! region. [`Reader::verify_with`] is the one implementation; the CLI's `verify` calls it.
+//! region. [`Reader::verify_with`](crate::Reader::verify_with) is the one implementation; the CLI's `verify` calls it.
 
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
@@ -11,7 +11,8 @@ use crate::format::{crc32c_combine, crc32c_combine_with, crc32c_shift};
 use crate::name;
 use crate::native::entry::IndexEntry;
 use crate::native::header::FileHeader;
-use crate::native::reader::Reader;
+use crate::native::load::LoadOptions;
+use crate::native::mapped::MappedReader;
 use crate::native::view::TensorView;
 use crate::parallel::resolve_threads;
 use crate::progress::{Progress, Unit};
@@ -31,7 +32,7 @@ const PIECE: usize = 1 << 20;
 /// Below this many bytes in a batch, one thread does it all (spawning would cost more).
 const PARALLEL_MIN_BYTES: u64 = 4 << 20;
 
-/// How [`Reader::verify_with`] runs.
+/// How [`Reader::verify_with`](crate::Reader::verify_with) runs.
 #[derive(Clone, Copy, Default)]
 pub struct VerifyOptions<'a> {
     /// Threads for the data checksums (0 = all cores).
@@ -39,6 +40,9 @@ pub struct VerifyOptions<'a> {
     /// Told the data bytes to check ([`Unit::Bytes`]) and each piece as it is checked, from
     /// the checking threads. Giving one costs a first pass over the index, for the total.
     pub progress: Option<&'a dyn Progress>,
+    /// For a reader by ranges: how records are fetched (the reader's
+    /// [`RemoteOptions::load`](crate::remote::RemoteOptions::load) when `None`).
+    pub load: Option<&'a LoadOptions>,
 }
 
 impl std::fmt::Debug for VerifyOptions<'_> {
@@ -46,11 +50,12 @@ impl std::fmt::Debug for VerifyOptions<'_> {
         f.debug_struct("VerifyOptions")
             .field("threads", &self.threads)
             .field("progress", &self.progress.is_some())
+            .field("load", &self.load)
             .finish()
     }
 }
 
-/// What [`Reader::verify`] checked.
+/// What [`Reader::verify`](crate::Reader::verify) checked.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct VerifyReport {
     /// Index blocks whose CRC32C matched (data blocks, metaindex and index block; for a
@@ -67,10 +72,15 @@ pub struct VerifyReport {
     pub data_bytes: u64,
 }
 
-impl Reader {
-    /// [`Reader::verify_with`] on all cores, without progress reports.
-    pub fn verify(&self) -> Result<VerifyReport> {
+impl MappedReader {
+    /// [`Reader::verify_with`](crate::Reader::verify_with) on all cores, without progress reports.
+    pub(crate) fn verify(&self) -> Result<VerifyReport> {
         self.verify_with(VerifyOptions::default())
+    }
+
+    /// [`Reader::verify_index`](crate::Reader::verify_index): every index block's CRC32C and the hash index.
+    pub(crate) fn verify_index(&self) -> Result<u64> {
+        self.table().verify_all_blocks()
     }
 
     /// Checks everything SPEC.md 8.2 lets a reader check: every block checksum, every tensor's
@@ -79,7 +89,7 @@ impl Reader {
     /// records region. The first error in name order is reported. The CLI's `verify` is this.
     ///
     /// For a sharded checkpoint, every data file is verified so (several at once), and the
-    /// index is checked against them: see [`Reader::shard`] and SPEC.md 12.4.
+    /// index is checked against them: see [`Reader::shard`](crate::Reader::shard) and SPEC.md 12.4.
     pub fn verify_with(&self, opts: VerifyOptions<'_>) -> Result<VerifyReport> {
         if self.shards.is_some() {
             return self.verify_sharded(opts);

@@ -215,6 +215,13 @@ pub struct TensorView<'a> {
 }
 
 impl<'a> TensorView<'a> {
+    /// This view (of a slice's record) as slice `piece` of tensor `name`.
+    pub(super) fn into_piece(mut self, name: &[u8], piece: SlicePiece) -> Self {
+        self.name = NameBuf::from_slice(name);
+        self.slice = Some(Box::new(piece));
+        self
+    }
+
     /// The tensor's name (for a slice, the name of the tensor it is a slice of).
     pub fn name(&self) -> &[u8] {
         &self.name

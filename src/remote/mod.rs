@@ -1,11 +1,11 @@
 //! Checkpoints read by byte ranges (issue 15): the layer between the native engine and the
 //! object stores that hold checkpoints past one machine.
 //!
-//! [`RangeRead`] is one file read by ranges, each read one request; [`RemoteReader`] reads a
-//! native file through it at the cost SPEC.md 8.4 gives (open: the tail, and the header's
-//! block; `get`: the tensor's index block unless cached, and its record), checking every
-//! tensor's CRC32C, and [`RemoteSharded`] a sharded checkpoint. They are the native engine's
-//! ranged reader (`native::ranged`), re-exported here and built with or without object
+//! [`RangeRead`] is one file read by ranges, each read one request; [`crate::Reader::open_at`]
+//! reads a native file through it at the cost SPEC.md 8.4 gives (open: the tail, and the
+//! header's block; `get`: the tensor's index block unless cached, and its record), checking
+//! every tensor's CRC32C, and [`crate::Reader::open_sharded_at`] a sharded checkpoint. The seam
+//! is the native engine's (`native::ranged`), re-exported here and built with or without object
 //! storage: [`FileRange`] reads a local file so (`pread`).
 //!
 //! The rest (objects in buckets: `ObjectRange`, uploads, URLs, the bucket
@@ -39,9 +39,11 @@ pub use place::BucketPlace;
 // feature); re-exported here, where readers of objects have always found it.
 pub(crate) use crate::native::ranged::{locate, locate_slices};
 pub use crate::native::ranged::{
-    sharded_names, Dest, FileRange, LoadOptions, LoadProgress, Parallelism, RangeRead, ReadAt,
-    ReadPart, RemoteEntry, RemoteOptions, RemoteReader, RemoteSharded, RemoteTensor, RequestStats,
-    DEFAULT_LOAD_CONCURRENCY, DEFAULT_LOAD_PART_SIZE,
+    sharded_names, Dest, EntryInfo, FileRange, Parallelism, RangeRead, ReadAt, ReadPart,
+    RemoteOptions, RemoteTensor, RequestStats,
+};
+pub use crate::native::{
+    LoadOptions, LoadProgress, DEFAULT_LOAD_CONCURRENCY, DEFAULT_LOAD_PART_SIZE,
 };
 #[cfg(feature = "s3")]
 pub use sharded_open::open_sharded;

@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, RemoteProblem, Result, ShardProblem};
-use crate::native::ranged::RemoteSharded;
+use crate::native::Reader;
 use crate::native::{
     data_suffix, parse_suffix, plan_index, read_all_references, read_shard_index_from,
     reused_files, reused_suffix, sibling_files, write_index, FinishStats, MergeShardsOptions,
@@ -129,8 +129,11 @@ impl RemoteShardWriter {
     /// objects the save's shards would replace while others are still being copied: save each
     /// step at its own prefix), and, at the first reuse, for a base in another bucket or in a
     /// directory.
-    pub fn with_base(mut self, base: Arc<RemoteSharded>) -> Result<RemoteShardWriter> {
-        if base.prefix() == self.prefix {
+    pub fn with_base(mut self, base: Arc<Reader>) -> Result<RemoteShardWriter> {
+        if base
+            .as_ranged_sharded()
+            .is_some_and(|b| b.prefix() == self.prefix)
+        {
             return Err(Error::Unsupported(format!(
                 "{}: an incremental save in a bucket at its base's own prefix (its shards would \
                  replace the data objects it reuses); save it at a prefix of its own",
@@ -218,7 +221,7 @@ pub(crate) fn merge_shards_at(
     // The committed checkpoint's save, if there is one: its data objects are not a new save.
     let committed: Option<SaveId> = match at.open_range(INDEX_SUFFIX, MERGE_TAIL) {
         Ok(src) => {
-            crate::native::ranged::RemoteReader::open_native(Arc::new(src), Default::default())
+            crate::native::ranged::RangedReader::open_native(Arc::new(src), Default::default())
                 .ok()
                 .and_then(|r| r.header().shards.first().map(|s| s.shard.save_id))
         }
@@ -569,7 +572,7 @@ mod tests {
     }
 
     /// The base: two shards, each a tensor of its own and one row of `emb`.
-    fn base(store: &Arc<InMemory>) -> Arc<RemoteSharded> {
+    fn base(store: &Arc<InMemory>) -> Arc<Reader> {
         let at = Arc::new(place(store, "mem", "ck/step1"));
         let save = SaveId::random();
         for k in 0..2u32 {
@@ -588,7 +591,7 @@ mod tests {
 
     /// One shard reusing `t0`, row 0 of `emb` (compared) and `t1` (the caller's word), writing
     /// a changed row 1.
-    fn incremental(store: &Arc<InMemory>, base: &Arc<RemoteSharded>) -> (Arc<BucketPlace>, u64) {
+    fn incremental(store: &Arc<InMemory>, base: &Arc<Reader>) -> (Arc<BucketPlace>, u64) {
         let at = Arc::new(place(store, "mem", "ck/step2"));
         let mut w = RemoteShardWriter::create_at(at.clone(), 0, 1, SaveId::random(), quick())
             .unwrap()
@@ -656,7 +659,7 @@ mod tests {
         assert_eq!(r.get("new").unwrap().unwrap().data(), [7u8; 4]);
         let emb = r.get_slice("emb", &Region::full(&[2, 3])).unwrap().unwrap();
         assert_eq!(emb.data(), [10, 10, 10, 99, 99, 99]);
-        let v = r.verify(&Default::default()).unwrap();
+        let v = r.verify().unwrap();
         assert_eq!((v.tensors, v.slices), (4, 2));
 
         // A reused object damaged (one byte of t1's data, its length kept) is refused.
@@ -672,7 +675,7 @@ mod tests {
         let r = open_sharded_at(at, RemoteOptions::default()).unwrap();
         let e = r.get("t1").unwrap_err();
         assert!(matches!(e, Error::ChecksumMismatch { .. }), "{e:?}");
-        assert!(r.verify(&Default::default()).is_err());
+        assert!(r.verify().is_err());
         assert_eq!(r.get("t0").unwrap().unwrap().data(), [1u8; 100]);
     }
 

@@ -1173,7 +1173,7 @@ mod tests {
     /// ones; read back by ranges, every tensor's checksum checked.
     #[test]
     fn a_native_file_round_trips_through_an_upload() {
-        use crate::remote::{ObjectRange, RemoteOptions, RemoteReader};
+        use crate::remote::{ObjectRange, RemoteOptions};
         use crate::{DType, Tensor};
         let store = Arc::new(InMemory::new());
         let up = ObjectUpload::new(location(store.clone(), "m.pdx"), &opts(2)).unwrap();
@@ -1208,7 +1208,7 @@ mod tests {
             64 << 10,
         )
         .unwrap();
-        let rr = RemoteReader::open(Arc::new(range), RemoteOptions::default()).unwrap();
+        let rr = crate::Reader::open_at(Arc::new(range), RemoteOptions::default()).unwrap();
         assert_eq!(rr.get("c").unwrap().unwrap().data(), streamed);
         assert_eq!(rr.get("a").unwrap().unwrap().data(), pattern(10, 1));
     }

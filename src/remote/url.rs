@@ -27,7 +27,8 @@ use object_store::path::Path as ObjectPath;
 use object_store::{BackoffConfig, ClientConfigKey, ClientOptions, ObjectStore, RetryConfig};
 
 use crate::error::{Error, RemoteProblem, Result};
-use crate::native::ranged::{FileRange, LoadOptions, RangeRead, RemoteOptions};
+use crate::native::ranged::{FileRange, RangeRead, RemoteOptions};
+use crate::native::LoadOptions;
 use crate::remote::object::{Attempts, ObjectRange};
 
 /// How requests to object stores are made: timeouts, retries, and how many ranged GETs a
@@ -84,8 +85,8 @@ impl Default for RemoteConfig {
             request_timeout: Duration::from_secs(120),
             max_retries: 5,
             retry_timeout: Duration::from_secs(300),
-            concurrency: crate::native::ranged::DEFAULT_LOAD_CONCURRENCY,
-            part_size: crate::native::ranged::DEFAULT_LOAD_PART_SIZE,
+            concurrency: crate::native::DEFAULT_LOAD_CONCURRENCY,
+            part_size: crate::native::DEFAULT_LOAD_PART_SIZE,
             s3_options: Vec::new(),
         }
     }
@@ -505,7 +506,7 @@ impl ObjectLocation {
 
 /// Opens the object at `url` for reading by ranges (the bytes, not a format: `open_any` of
 /// `interop` opens a URL as a tensor store); an `s3://` object is opened with one GET of its
-/// last `tail_bytes` bytes (which [`crate::remote::RemoteReader::open`] then uses).
+/// last `tail_bytes` bytes (which [`crate::Reader::open_at`] then uses).
 pub fn open_object(url: &str, tail_bytes: u64) -> Result<Arc<dyn RangeRead>> {
     if let Some(path) = url.strip_prefix("file://") {
         return Ok(Arc::new(FileRange::open(path)?));

@@ -29,6 +29,7 @@ fn verify_native(ui: Ui, r: &Reader, threads: usize) -> Result<Verified> {
     // A progress hook costs the library a first pass over the index (for the total): give one
     // only when the bar is drawn.
     let rep = r.verify_with(VerifyOptions {
+        load: None,
         threads,
         progress: bar.visible().then_some(&bar as &dyn Progress),
     });

@@ -234,7 +234,7 @@ impl Dir {
 enum Base {
     Local(Arc<Reader>),
     #[cfg(feature = "s3")]
-    Remote(Arc<crate::remote::RemoteSharded>),
+    Remote(Arc<Reader>),
 }
 
 /// The writer of one shard: in a local directory (pending name, renamed by the merge), or

@@ -15,7 +15,7 @@ use crate::format::{crc32c, mask_crc};
 use crate::interop::store::{ExportJob, Kind, TensorData, TensorInfo, Written};
 use crate::name::display;
 use crate::native::staging;
-use crate::native::Reader;
+use crate::native::MappedReader;
 use crate::native::{Dims, IndexEntry, TF_BUNDLE_VERSION};
 use crate::proto::tensorflow::{BundleHeaderProto, VersionDef};
 use crate::table::{TableBuilder, TableOptions};
@@ -96,7 +96,9 @@ pub fn export_tf(native: &Path, prefix: &Path) -> Result<ExportTfReport> {
         ));
     }
     if !native.is_file() {
-        let sharded = Reader::open(&sharded_index).ok().filter(Reader::is_sharded);
+        let sharded = MappedReader::open(&sharded_index)
+            .ok()
+            .filter(MappedReader::is_sharded);
         match sharded {
             Some(r) => return export_sharded(&r, prefix),
             None => {
@@ -110,7 +112,7 @@ pub fn export_tf(native: &Path, prefix: &Path) -> Result<ExportTfReport> {
             }
         }
     }
-    let r = Reader::open(native)?;
+    let r = MappedReader::open(native)?;
     if r.is_sharded() {
         return export_sharded(&r, prefix);
     }
@@ -148,7 +150,7 @@ pub fn export_tf(native: &Path, prefix: &Path) -> Result<ExportTfReport> {
 /// [`export_tf`] of a sharded checkpoint: its data files, then its index, under `prefix`,
 /// each a staged hard link (or copy) renamed into place in that order, so the index appears
 /// last.
-fn export_sharded(r: &Reader, prefix: &Path) -> Result<ExportTfReport> {
+fn export_sharded(r: &MappedReader, prefix: &Path) -> Result<ExportTfReport> {
     let index = index_path(prefix);
     let dir = staging::parent_dir(&index);
     let n = r.header().shards.len() as u32;

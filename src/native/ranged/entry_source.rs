@@ -1,32 +1,34 @@
-//! The reads written once for every remote checkpoint, a single file ([`RemoteReader`]) or a
-//! sharded one (`RemoteSharded`): the [`EntrySource`] trait (index entries by key, checked data
+//! The reads written once for every remote checkpoint, a single file (`RangedReader`) or a
+//! sharded one (`RangedSharded`): the [`EntrySource`] trait (index entries by key, checked data
 //! of an entry), and over it [`locate`] and [`locate_slices`] (where a tensor's bytes lie,
 //! without reading them), [`get_whole`], [`get_whole_data`] and [`get_region`] (a whole tensor as a view or
 //! owned, or any region of one
 //! stored whole or in slices). Its own file because both readers stand on it, while the rest of
 //! `reader.rs` is the single file's fetching.
 //!
-//! [`RemoteReader`]: super::RemoteReader
+//! `RangedReader`: super::RangedReader
 
 use crate::error::{Error, Result};
 use crate::format::unmask_crc;
 use crate::name;
+use crate::native::entry::Partition;
+use crate::native::iter::Found;
 use crate::native::region::{self, Region};
 use crate::native::slice_key;
 use crate::native::{
-    check_partition, entry_dtype, is_tensor_name, piece_entry, plan_region, IndexEntry, RegionPlan,
-    SliceData, TensorView,
+    check_partition, entry_dtype, is_tensor_name, piece_entry, plan_region, IndexEntry,
+    MappedReader, RegionPlan, SliceData, TensorView,
 };
 use crate::table::Table;
 
 use crate::native::OwnedTensor as RemoteTensor;
 
 /// What the reads of whole tensors and regions need of a remote checkpoint, a single file
-/// ([`RemoteReader`]) or a sharded one (`RemoteSharded`): its index entries by key, and the
+/// (`RangedReader`) or a sharded one (`RangedSharded`): its index entries by key, and the
 /// checked data of an entry from whichever object holds it. Everything else (which slices hold
 /// a region, the checks of an entry, the copy) is written once, here and in `native`.
 ///
-/// [`RemoteReader`]: super::RemoteReader
+/// `RangedReader`: super::RangedReader
 pub(crate) trait EntrySource {
     /// Where the checkpoint is, for messages.
     fn place(&self) -> &str;
@@ -185,4 +187,38 @@ pub(crate) fn get_region(
         }
     }
     Ok(Some(held))
+}
+
+/// What the index entry `value` of `key` (in the block at `at`) of `s` holds, checked: the
+/// view of a whole tensor (its record read), or a partitioned tensor's entry. The ranged
+/// readers' step of a walk ([`crate::native::iter::Walk::found`]).
+pub(crate) fn found_in<'s>(
+    s: &'s dyn EntrySource,
+    key: &[u8],
+    value: &[u8],
+    at: u64,
+) -> Result<Found<'s>> {
+    let ctx = |e: Error| e.context(s.place());
+    let mut e = IndexEntry::default();
+    MappedReader::decode_entry(&mut e, key, value, at).map_err(ctx)?;
+    let dtype = entry_dtype(key, &e).map_err(ctx)?;
+    if e.num_slices != 0 {
+        return check_partition(key, &e, dtype, value, at, s.is_v2())
+            .map(Found::Partitioned)
+            .map_err(ctx);
+    }
+    s.view(key, &e, at).map(Found::Whole)
+}
+
+/// The view of slice `i` of partitioned tensor `p` of `s`: its entry looked up and checked
+/// against the tensor's, its record read.
+pub(crate) fn piece_in<'s>(
+    s: &'s dyn EntrySource,
+    p: &Partition,
+    i: usize,
+) -> Result<TensorView<'s>> {
+    let (e, _, at, piece) =
+        piece_entry(&s.index_table(), p, i).map_err(|e| e.context(s.place()))?;
+    let key = piece.key.clone();
+    Ok(s.view(&key, &e, at)?.into_piece(&p.name, piece))
 }

@@ -18,8 +18,7 @@ mod sharded_reuse;
 
 pub(crate) use entry_source::{get_whole_data, locate, locate_slices, EntrySource};
 pub use range::{Dest, FileRange, Parallelism, RangeRead, ReadAt, ReadPart, RequestStats};
-pub use reader::{
-    LoadOptions, LoadProgress, RemoteEntry, RemoteOptions, RemoteReader, RemoteTensor,
-    DEFAULT_LOAD_CONCURRENCY, DEFAULT_LOAD_PART_SIZE,
-};
-pub use sharded::{sharded_names, RemoteSharded};
+pub(crate) use reader::{entry_info, RangedReader};
+pub use reader::{EntryInfo, RemoteOptions, RemoteTensor};
+pub use sharded::sharded_names;
+pub(crate) use sharded::RangedSharded;

@@ -22,7 +22,11 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::format::{crc32c, unmask_crc};
 use crate::name;
-use crate::native::ranged::entry_source::{get_region, get_whole, get_whole_data, EntrySource};
+use crate::native::entry::Partition;
+use crate::native::iter::{Found, Walk};
+use crate::native::ranged::entry_source::{
+    found_in, get_region, get_whole, get_whole_data, piece_in, EntrySource,
+};
 use crate::native::ranged::plan::plan_parts;
 use crate::native::ranged::range::{Dest, Parallelism, RangeRead, ReadPart, RequestStats};
 use crate::native::region::Region;
@@ -30,13 +34,13 @@ use crate::native::slice_key;
 use crate::native::{
     check_data, check_partition, entry_dtype, hold_from, is_tensor_name, list_entry, open_index,
     piece_entry, record_header, slice_keys, validate_header, view_of_record, FileHeader,
-    IndexEntry, Listed, Opened, Reader, SliceData, SlicePiece, Tally, TensorView, VerifyReport,
-    ViewBytes,
+    IndexEntry, Listed, LoadOptions, LoadProgress, MappedReader, Opened, SliceData, SlicePiece,
+    Tally, TensorView, VerifyReport, ViewBytes,
 };
 use crate::record::MAX_RANK;
 use crate::table::{Table, TableIndex, TableReadOptions};
 
-/// How a [`RemoteReader`] reads.
+/// How a `RangedReader` reads.
 #[derive(Clone, Debug)]
 pub struct RemoteOptions {
     /// Bytes read from the end of the object at open: the footer, and the index block when it
@@ -45,7 +49,7 @@ pub struct RemoteOptions {
     pub tail_bytes: u64,
     /// Bytes of index data blocks kept after use.
     pub block_cache_bytes: usize,
-    /// How tensors are fetched in parallel: by [`RemoteReader::get`] for a tensor larger
+    /// How tensors are fetched in parallel: by `RangedReader::get` for a tensor larger
     /// than a part, and by the whole-file loads when they are given no options of their own.
     pub load: LoadOptions,
 }
@@ -60,85 +64,7 @@ impl Default for RemoteOptions {
     }
 }
 
-/// How far a parallel load has come (given to [`LoadOptions::progress`] after each part).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LoadProgress {
-    /// Tensor bytes received so far.
-    pub bytes: u64,
-    /// Tensor bytes to receive in all.
-    pub total_bytes: u64,
-    /// Tensors handed over so far (checked).
-    pub tensors: u64,
-    /// Tensors to load in all.
-    pub total_tensors: u64,
-}
-
-/// How a parallel load ([`RemoteReader::load_all`], [`RemoteReader::load_many`],
-/// [`RemoteReader::for_each`], and [`RemoteReader::get`] of a large tensor) fetches tensors:
-/// ranged GETs of `part_size` bytes, at most `concurrency` in flight. Tensors that lie
-/// together (at most `max_gap` bytes apart) share parts; a tensor larger than a part is split
-/// across several, and its bytes are joined without copying.
-#[derive(Clone)]
-pub struct LoadOptions {
-    /// Requests in flight at most (at least 1).
-    pub concurrency: usize,
-    /// Bytes per request (at least 4 KiB).
-    pub part_size: u64,
-    /// Bytes between two tensors that are read (and dropped) rather than starting another
-    /// request: record headers and padding between tensors are small.
-    pub max_gap: u64,
-    /// For [`RemoteReader::for_each`]: bytes of parts started past the oldest part not yet
-    /// received, which bounds the memory of tensors received but not yet handed over (at
-    /// least `concurrency` parts).
-    pub window_bytes: u64,
-    /// Called after each part is received.
-    pub progress: Option<Arc<dyn Fn(LoadProgress) + Send + Sync>>,
-}
-
-impl std::fmt::Debug for LoadOptions {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LoadOptions")
-            .field("concurrency", &self.concurrency)
-            .field("part_size", &self.part_size)
-            .field("max_gap", &self.max_gap)
-            .field("window_bytes", &self.window_bytes)
-            .field("progress", &self.progress.is_some())
-            .finish()
-    }
-}
-
-/// Requests in flight at most by default ([`LoadOptions::concurrency`]; `RemoteConfig`'s too).
-pub const DEFAULT_LOAD_CONCURRENCY: usize = 8;
-
-/// Bytes per request by default ([`LoadOptions::part_size`]; `RemoteConfig`'s too).
-pub const DEFAULT_LOAD_PART_SIZE: u64 = 16 << 20;
-
-impl Default for LoadOptions {
-    /// [`DEFAULT_LOAD_CONCURRENCY`] requests of [`DEFAULT_LOAD_PART_SIZE`] bytes.
-    fn default() -> Self {
-        LoadOptions::with_parts(DEFAULT_LOAD_CONCURRENCY, DEFAULT_LOAD_PART_SIZE)
-    }
-}
-
-impl LoadOptions {
-    /// The defaults, with at most `concurrency` requests (at least 1) of `part_size` bytes (at
-    /// least 4 KiB) in flight.
-    pub fn with_parts(concurrency: usize, part_size: u64) -> LoadOptions {
-        LoadOptions {
-            concurrency: concurrency.max(1),
-            part_size: part_size.max(4 << 10),
-            max_gap: 256 << 10,
-            window_bytes: 512 << 20,
-            progress: None,
-        }
-    }
-
-    fn part_len(&self) -> u64 {
-        self.part_size.max(4 << 10)
-    }
-}
-
-/// What [`RemoteReader::scan_entries`] calls for each tensor: name, its entry's value, offset
+/// What `RangedReader::scan_entries` calls for each tensor: name, its entry's value, offset
 /// of its block.
 type EntryVisitor<'a> = dyn FnMut(&[u8], &[u8], u64) -> Result<()> + 'a;
 
@@ -311,7 +237,7 @@ pub type RemoteTensor = crate::native::OwnedTensor;
 
 /// One entry of a remote file's index, as a listing gives it (no data read).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RemoteEntry {
+pub struct EntryInfo {
     /// The tensor's name.
     pub name: Vec<u8>,
     /// Element type.
@@ -328,7 +254,7 @@ pub struct RemoteEntry {
 
 /// A native paramdex file (not a sharded checkpoint's index, yet) read by ranges.
 #[derive(Debug)]
-pub struct RemoteReader {
+pub struct RangedReader {
     src: Arc<dyn RangeRead>,
     index: TableIndex,
     header: FileHeader,
@@ -340,7 +266,7 @@ pub struct RemoteReader {
     ahead: Mutex<ReadAhead>,
 }
 
-/// What [`RemoteReader::get_ahead`] keeps: the name asked last, the whole tensors in name
+/// What `RangedReader::get_ahead` keeps: the name asked last, the whole tensors in name
 /// order (once a read-ahead starts), and the tensors fetched ahead and not asked for yet.
 #[derive(Debug, Default)]
 struct ReadAhead {
@@ -349,15 +275,15 @@ struct ReadAhead {
     ready: HashMap<Vec<u8>, RemoteTensor>,
 }
 
-impl RemoteReader {
+impl RangedReader {
     /// Opens the native file `src`: reads its tail (footer and, usually, the index block), then
     /// the header's block if the tail does not hold it, and checks them as [`crate::Reader`]
     /// does (SPEC.md 8.2).
-    pub fn open(src: Arc<dyn RangeRead>, opts: RemoteOptions) -> Result<RemoteReader> {
+    pub fn open(src: Arc<dyn RangeRead>, opts: RemoteOptions) -> Result<RangedReader> {
         let r = Self::open_native(src, opts)?;
         if !r.header.shards.is_empty() {
             return Err(Error::Unsupported(format!(
-                "{}: the index of a sharded checkpoint (open it with RemoteSharded, which \
+                "{}: the index of a sharded checkpoint (open it with RangedSharded, which \
                  reads its data objects)",
                 r.location()
             )));
@@ -365,12 +291,12 @@ impl RemoteReader {
         Ok(r)
     }
 
-    /// [`RemoteReader::open`] of any native file, a sharded checkpoint's index included (whose
+    /// `RangedReader::open` of any native file, a sharded checkpoint's index included (whose
     /// header is checked as SPEC.md 12.4 says; its entries point into other objects).
     pub(crate) fn open_native(
         src: Arc<dyn RangeRead>,
         opts: RemoteOptions,
-    ) -> Result<RemoteReader> {
+    ) -> Result<RangedReader> {
         let location = src.location().to_string();
         let table_opts = TableReadOptions {
             verify_checksums: true,
@@ -387,7 +313,7 @@ impl RemoteReader {
         } = open_index(&*src, opts.tail_bytes, false, &table_opts, &location)
             .map_err(|e| e.context(&location))?;
         validate_header(&header, first_block, &location)?;
-        Ok(RemoteReader {
+        Ok(RangedReader {
             tail: held.into_owned(),
             tail_start: held_start,
             src,
@@ -415,7 +341,7 @@ impl RemoteReader {
         )
     }
 
-    /// The index table over `bytes`, the file's from `base` on ([`RemoteReader::index_bytes`]).
+    /// The index table over `bytes`, the file's from `base` on (`RangedReader::index_bytes`).
     pub(crate) fn table_over<'a>(&'a self, bytes: &'a [u8], base: u64) -> Table<'a> {
         Table::new_tail(bytes, base, &self.index)
     }
@@ -428,6 +354,16 @@ impl RemoteReader {
     /// The decoded header entry.
     pub fn header(&self) -> &FileHeader {
         &self.header
+    }
+
+    /// Number of index data blocks.
+    pub(crate) fn data_blocks(&self) -> usize {
+        self.index.data_blocks()
+    }
+
+    /// Bytes of the index table (data blocks, metaindex, index block, footer).
+    pub(crate) fn index_len(&self) -> u64 {
+        self.src.len().saturating_sub(self.header.records_len)
     }
 
     /// The options the reader was opened with.
@@ -448,14 +384,14 @@ impl RemoteReader {
     /// Every tensor of the index in name order, from `start` on (slice keys left out): one
     /// request for the index's data blocks not read yet (they lie together, between the records
     /// and the index block), however many tensors there are.
-    pub fn list_from(&self, start: &[u8]) -> Result<Vec<RemoteEntry>> {
+    pub fn list_from(&self, start: &[u8]) -> Result<Vec<EntryInfo>> {
         let mut out = Vec::new();
         self.scan_entries(start, &mut |key, value, at| {
             let l = list_entry(key, value, at, self.is_v2(), |key, e, dtype| {
                 self.check_listed(key, &e, dtype, at)
             })
             .map_err(|e| e.context(self.location()))?;
-            out.push(entry_of(l));
+            out.push(entry_info(l));
             Ok(())
         })?;
         Ok(out)
@@ -463,7 +399,7 @@ impl RemoteReader {
 
     /// What the index says of the tensor `name` (its entry checked as a listing checks it),
     /// from its own index block: one request at most, whatever the size of the index.
-    pub fn entry_of(&self, name: &[u8]) -> Result<Option<RemoteEntry>> {
+    pub fn entry_of(&self, name: &[u8]) -> Result<Option<EntryInfo>> {
         if !is_tensor_name(name, self.is_v2()) {
             return Ok(None);
         }
@@ -480,7 +416,7 @@ impl RemoteReader {
         list_entry(name, it.value(), at, self.is_v2(), |key, e, dtype| {
             self.check_listed(key, &e, dtype, at)
         })
-        .map(|l| Some(entry_of(l)))
+        .map(|l| Some(entry_info(l)))
         .map_err(ctx)
     }
 
@@ -538,9 +474,9 @@ impl RemoteReader {
     }
 
     /// Checks everything a mapped file's [`crate::Reader::verify`] checks, with the same
-    /// code: every index block's CRC32C and the hash index ([`RemoteReader::verify_index`]),
+    /// code: every index block's CRC32C and the hash index (`RangedReader::verify_index`),
     /// every record (whole tensors and slices) fetched whole by parallel ranged GETs (as
-    /// [`RemoteReader::load_all`] with `opts`) and checked against its index entry and its data
+    /// `RangedReader::load_all` with `opts`) and checked against its index entry and its data
     /// CRC32C, the header's counts, and that the records tile the records region.
     pub fn verify(&self, opts: &LoadOptions) -> Result<VerifyReport> {
         let ctx = |e: Error| e.context(self.location());
@@ -557,7 +493,7 @@ impl RemoteReader {
                 continue;
             }
             let mut e = IndexEntry::default();
-            Reader::decode_entry(&mut e, key, value, at).map_err(ctx)?;
+            MappedReader::decode_entry(&mut e, key, value, at).map_err(ctx)?;
             let dtype = entry_dtype(key, &e).map_err(ctx)?;
             tally.tensors += 1;
             if e.num_slices == 0 {
@@ -602,7 +538,7 @@ impl RemoteReader {
     }
 
     /// What fetching the whole record of entry `e` (under `key`, of tensor `name`; in the
-    /// block at `at`) for verify means, its entry checked as [`RemoteReader::want_of`] does.
+    /// block at `at`) for verify means, its entry checked as `RangedReader::want_of` does.
     fn record_want(
         &self,
         key: &[u8],
@@ -622,7 +558,7 @@ impl RemoteReader {
 
     /// Calls `f` (name, entry's value, offset of its block) for every tensor of the index in
     /// name order from `start` on (the header and, in a version 2 file, slice keys left
-    /// out), with the index data blocks read as [`RemoteReader::list_from`] says.
+    /// out), with the index data blocks read as `RangedReader::list_from` says.
     fn scan_entries(&self, start: &[u8], f: &mut EntryVisitor<'_>) -> Result<()> {
         let n = self.index.data_blocks();
         if n == 0 {
@@ -653,13 +589,13 @@ impl RemoteReader {
         self.table()
             .get(key, |v, at| -> Result<(IndexEntry, Vec<u8>, u64)> {
                 let mut e = IndexEntry::default();
-                Reader::decode_entry(&mut e, key, v, at)?;
+                MappedReader::decode_entry(&mut e, key, v, at)?;
                 Ok((e, v.to_vec(), at))
             })?
             .transpose()
     }
 
-    /// [`RemoteReader::get`] for a caller that reads tensors one by one in name order (a
+    /// `RangedReader::get` for a caller that reads tensors one by one in name order (a
     /// conversion, an export): from the second name asked in ascending order on, the tensors
     /// that follow it in name order are fetched ahead, [`LoadOptions::window_bytes`] of them
     /// at a time (at least one tensor), by parallel ranged GETs, and served from memory when
@@ -746,10 +682,10 @@ impl RemoteReader {
 
     /// Every tensor of the file, in the object's order (which is name order for a file whose
     /// records are sorted), fetched in parallel as `opts` says, each checked against its
-    /// CRC32C. Holds them all in memory: [`RemoteReader::for_each`] hands them over one by one.
+    /// CRC32C. Holds them all in memory: `RangedReader::for_each` hands them over one by one.
     ///
     /// Errors: [`Error::Sliced`] (before any data is read) for a tensor stored in slices, and
-    /// those of [`RemoteReader::get`].
+    /// those of `RangedReader::get`.
     pub fn load_all(&self, opts: &LoadOptions) -> Result<Vec<(Vec<u8>, RemoteTensor)>> {
         let wants = self.all_wants()?;
         let mut out = Vec::with_capacity(wants.len());
@@ -762,7 +698,7 @@ impl RemoteReader {
 
     /// The tensors `names` (each once, however often named), fetched in parallel as `opts`
     /// says, in the object's order. Errors: [`Error::NotFound`] for a name the file does not
-    /// hold (before any data is read), and those of [`RemoteReader::load_all`].
+    /// hold (before any data is read), and those of `RangedReader::load_all`.
     pub fn load_many<N: AsRef<[u8]>>(
         &self,
         names: &[N],
@@ -804,7 +740,7 @@ impl RemoteReader {
         self.fetch(wants, opts, window, &mut sink)
     }
 
-    /// The byte ranges [`RemoteReader::load_all`] (and [`RemoteReader::for_each`]) with
+    /// The byte ranges `RangedReader::load_all` (and `RangedReader::for_each`) with
     /// `opts` asks for, one request each, in the object's order: to see what a load will cost.
     pub fn load_plan(&self, opts: &LoadOptions) -> Result<Vec<Range<u64>>> {
         let extents: Vec<Range<u64>> = self.all_wants()?.into_iter().map(|w| w.range).collect();
@@ -819,7 +755,7 @@ impl RemoteReader {
         let mut wants = Vec::new();
         self.scan_entries(b"", &mut |key, value, at| {
             let mut e = IndexEntry::default();
-            Reader::decode_entry(&mut e, key, value, at)?;
+            MappedReader::decode_entry(&mut e, key, value, at)?;
             wants.push(self.want(key, &e, at)?);
             Ok(())
         })?;
@@ -843,7 +779,7 @@ impl RemoteReader {
         })
     }
 
-    /// [`RemoteReader::fetch`], handing over each tensor's bytes as they were read. `wants`
+    /// `RangedReader::fetch`, handing over each tensor's bytes as they were read. `wants`
     /// are sorted by (start, end): an empty range (a tensor of no data) at the offset where
     /// another tensor's record starts comes before it, and overlaps nothing.
     fn fetch_raw(
@@ -921,7 +857,7 @@ impl RemoteReader {
     }
 
     /// What fetching the tensor `name` (entry `e`, at `at`) of this single file means, checked
-    /// against the file ([`RemoteReader::want_of`], and `shard_id` 0).
+    /// against the file (`RangedReader::want_of`, and `shard_id` 0).
     fn want(&self, name: &[u8], e: &IndexEntry, at: u64) -> Result<Want> {
         self.check_unsharded(|| name::display(name), e, at)?;
         self.want_of(name, e, at)
@@ -975,7 +911,7 @@ impl RemoteReader {
         want.finish(buf, crc, self.location())
     }
 
-    /// The bytes of `want`'s range as [`RemoteReader::read_want`] reads them, not yet checked,
+    /// The bytes of `want`'s range as `RangedReader::read_want` reads them, not yet checked,
     /// and their CRC32C when a parallel fetch computed it as they arrived.
     fn read_raw(&self, want: Want) -> Result<(Want, Vec<u8>, Option<u32>)> {
         let len = want.range.end - want.range.start;
@@ -1006,7 +942,7 @@ impl RemoteReader {
 
     /// The view of the whole tensor or slice of entry `e` (under `key`, a tensor's name or a
     /// slice key; in the block at `at`) of this file, whose records hold it: its record
-    /// (header and data) read as [`RemoteReader::read_data`] reads the data, the data checked
+    /// (header and data) read as `RangedReader::read_data` reads the data, the data checked
     /// against its CRC32C. The view holds the bytes (its data aligned for every element type)
     /// and reads its LoD and checks its record as a mapped file's view does. `shard_id` is the
     /// caller's to check.
@@ -1026,7 +962,7 @@ impl RemoteReader {
         .map_err(|err| err.context(self.location()))
     }
 
-    /// [`RemoteReader::want_of`] with the whole record fetched: its header (the LoD, and what
+    /// `RangedReader::want_of` with the whole record fetched: its header (the LoD, and what
     /// a view's record checks read) with its data; the entry's checks put both inside the
     /// records region.
     fn whole_record_want(&self, key: &[u8], e: &IndexEntry, at: u64) -> Result<Want> {
@@ -1079,7 +1015,7 @@ impl RemoteReader {
     /// was read before, one for its record; its data checked against its CRC32C.
     ///
     /// Errors: [`Error::Sliced`] for a tensor stored in slices (read it with
-    /// [`RemoteReader::get_slice`]); [`Error::ChecksumMismatch`] for data that is not what was
+    /// `RangedReader::get_slice`); [`Error::ChecksumMismatch`] for data that is not what was
     /// written; [`Error::Corrupt`] for an entry that does not fit the object.
     pub fn get(&self, name: impl AsRef<[u8]>) -> Result<Option<TensorView<'_>>> {
         get_whole(self, name.as_ref())
@@ -1089,7 +1025,7 @@ impl RemoteReader {
     /// each stored tensor or slice holding part of it read whole (one request each, its index
     /// block unless cached) and checked against its CRC32C, the region copied out of them.
     ///
-    /// Errors: as [`crate::Reader::get_slice`], and as [`RemoteReader::get`].
+    /// Errors: as [`crate::Reader::get_slice`], and as `RangedReader::get`.
     pub fn get_slice(
         &self,
         name: impl AsRef<[u8]>,
@@ -1099,17 +1035,17 @@ impl RemoteReader {
     }
 }
 
-impl EntrySource for RemoteReader {
+impl EntrySource for RangedReader {
     fn place(&self) -> &str {
         self.location()
     }
 
     fn is_v2(&self) -> bool {
-        RemoteReader::is_v2(self)
+        RangedReader::is_v2(self)
     }
 
     fn lookup(&self, key: &[u8]) -> Result<Option<(IndexEntry, Vec<u8>, u64)>> {
-        RemoteReader::lookup(self, key)
+        RangedReader::lookup(self, key)
     }
 
     fn index_table(&self) -> Table<'_> {
@@ -1133,14 +1069,32 @@ impl EntrySource for RemoteReader {
 }
 
 /// A listing's entry as the remote readers give it.
-pub(crate) fn entry_of(l: Listed) -> RemoteEntry {
-    RemoteEntry {
+pub(crate) fn entry_info(l: Listed) -> EntryInfo {
+    EntryInfo {
         name: l.name,
         dtype: l.dtype,
         shape: l.shape.to_vec(),
         size: if l.slices != 0 { 0 } else { l.nbytes },
         slices: u32::try_from(l.slices).unwrap_or(u32::MAX),
         lod_levels: l.lod_levels,
+    }
+}
+
+impl Walk for RangedReader {
+    fn walk_table(&self) -> Table<'_> {
+        self.table()
+    }
+
+    fn walk_is_v2(&self) -> bool {
+        self.is_v2()
+    }
+
+    fn found<'r>(&'r self, key: &[u8], value: &[u8], at: u64) -> Result<Found<'r>> {
+        found_in(self, key, value, at)
+    }
+
+    fn piece<'r>(&'r self, p: &Partition, i: usize) -> Result<TensorView<'r>> {
+        piece_in(self, p, i)
     }
 }
 
@@ -1197,7 +1151,7 @@ mod tests {
             part_size: part,
             max_gap: 4096,
             window_bytes: 2 * part,
-            progress: None,
+            ..LoadOptions::default()
         }
     }
 
@@ -1208,7 +1162,7 @@ mod tests {
         let want = write_file(&path);
         for part in [4096u64, 64 << 10, 8 << 20] {
             let src = Arc::new(FileRange::open(&path).unwrap());
-            let r = RemoteReader::open(src.clone(), RemoteOptions::default()).unwrap();
+            let r = RangedReader::open(src.clone(), RemoteOptions::default()).unwrap();
             let before = r.stats().requests;
             let got = r.load_all(&opts(part, 4)).unwrap();
             let names: Vec<String> = got
@@ -1250,7 +1204,7 @@ mod tests {
             load: opts(64 << 10, 3),
             ..Default::default()
         };
-        let r = RemoteReader::open(src.clone(), ro).unwrap();
+        let r = RangedReader::open(src.clone(), ro).unwrap();
         // A subset, named out of order and twice: once each, in the file's order.
         let got = r
             .load_many(&["t07", "t02", "t07", "t01"], &opts(4096, 2))
@@ -1303,7 +1257,7 @@ mod tests {
             },
             ..Default::default()
         };
-        let r = RemoteReader::open(src.clone(), ro).unwrap();
+        let r = RangedReader::open(src.clone(), ro).unwrap();
         let before = r.stats().requests;
         for (n, data) in &want {
             assert!(r.get_ahead(n).unwrap().unwrap().data == *data, "{n}");
@@ -1328,7 +1282,7 @@ mod tests {
         let want = write_file(&path);
         let mut bytes = std::fs::read(&path).unwrap();
         let src = Arc::new(FileRange::open(&path).unwrap());
-        let r = RemoteReader::open(src, RemoteOptions::default()).unwrap();
+        let r = RangedReader::open(src, RemoteOptions::default()).unwrap();
         let w = r
             .all_wants()
             .unwrap()
@@ -1338,7 +1292,7 @@ mod tests {
         bytes[(w.range.start + 12_345) as usize] ^= 1;
         std::fs::write(&path, &bytes).unwrap();
         let src = Arc::new(FileRange::open(&path).unwrap());
-        let r = RemoteReader::open(src, RemoteOptions::default()).unwrap();
+        let r = RangedReader::open(src, RemoteOptions::default()).unwrap();
         match r.load_all(&opts(4096, 4)) {
             Err(Error::ChecksumMismatch { name: Some(n), .. }) => assert_eq!(n, "t04"),
             other => panic!("damaged tensor: {:?}", other.map(|v| v.len())),

@@ -1,5 +1,5 @@
 //! A sharded checkpoint (SPEC.md 12) in an object store, read by ranges: `PREFIX.index` is a
-//! native file without records, read as [`RemoteReader`] reads any native file (open: its tail,
+//! native file without records, read as `RangedReader` reads any native file (open: its tail,
 //! and the header's block unless the tail holds it); each data object `PREFIX.data-k-of-N` is
 //! opened the first time a tensor in it is read, and checked then as SPEC.md 12.4 requires
 //! (present, exactly the recorded length, a native file, exactly the recorded identity in its
@@ -10,11 +10,12 @@
 use std::sync::{Arc, OnceLock};
 
 use crate::error::{Error, RemoteProblem, Result, ShardProblem};
-use crate::native::ranged::entry_source::{get_region, get_whole, EntrySource};
-use crate::native::ranged::range::RangeRead;
-use crate::native::ranged::reader::{
-    LoadOptions, RemoteEntry, RemoteOptions, RemoteReader, RemoteTensor,
-};
+use crate::native::entry::Partition;
+use crate::native::iter::{Found, Walk};
+use crate::native::ranged::entry_source::{found_in, get_region, get_whole, piece_in, EntrySource};
+use crate::native::ranged::range::{RangeRead, RequestStats};
+use crate::native::ranged::reader::{EntryInfo, RangedReader, RemoteOptions, RemoteTensor};
+use crate::native::LoadOptions;
 use crate::native::{
     check_against_shards, check_shard_identity, check_shard_len, FileHeader, IndexEntry, Region,
     SliceData, TensorView, VerifyReport,
@@ -23,41 +24,41 @@ use crate::native::{data_suffix, Place, INDEX_SUFFIX};
 
 /// A sharded checkpoint read by ranges: its index object, and its data objects opened on first
 /// use.
-pub struct RemoteSharded {
-    index: RemoteReader,
+pub struct RangedSharded {
+    index: RangedReader,
     /// `PREFIX` (a URL or path), for messages.
     prefix: String,
     /// Where its files are: its data objects are opened there, and an incremental save
     /// reusing it copies them from there.
     pub(crate) place: Arc<dyn Place>,
-    files: Vec<OnceLock<RemoteReader>>,
+    files: Vec<OnceLock<RangedReader>>,
     opts: RemoteOptions,
 }
 
-impl std::fmt::Debug for RemoteSharded {
+impl std::fmt::Debug for RangedSharded {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RemoteSharded")
+        f.debug_struct("RangedSharded")
             .field("prefix", &self.prefix)
             .field("data_objects", &self.files.len())
             .finish_non_exhaustive()
     }
 }
 
-impl RemoteSharded {
+impl RangedSharded {
     /// Opens the sharded checkpoint whose index object is `index` (`PREFIX.index`; shown as
     /// `prefix` followed by `.index`), whose data files are in `place` (a directory, read with
     /// `pread`; a bucket prefix, read by ranged GETs). Reads only the index (at most two
     /// requests); the data files are opened through the place when first read.
     ///
-    /// Errors: as [`RemoteReader::open`]; [`Error::InvalidArgument`] when the object is a
+    /// Errors: as `RangedReader::open`; [`Error::InvalidArgument`] when the object is a
     /// native file, not a sharded checkpoint's index.
     pub fn open(
         index: Arc<dyn RangeRead>,
         prefix: impl Into<String>,
         place: Arc<dyn Place>,
         opts: RemoteOptions,
-    ) -> Result<RemoteSharded> {
-        let index = RemoteReader::open_native(index, opts.clone())?;
+    ) -> Result<RangedSharded> {
+        let index = RangedReader::open_native(index, opts.clone())?;
         if index.header().shards.is_empty() {
             return Err(Error::InvalidArgument(format!(
                 "{}: a native file, not the index of a sharded checkpoint",
@@ -65,7 +66,7 @@ impl RemoteSharded {
             )));
         }
         let n = index.header().shards.len();
-        Ok(RemoteSharded {
+        Ok(RangedSharded {
             index,
             prefix: prefix.into(),
             place,
@@ -85,7 +86,7 @@ impl RemoteSharded {
     }
 
     /// The index object's reader.
-    pub fn index(&self) -> &RemoteReader {
+    pub fn index(&self) -> &RangedReader {
         &self.index
     }
 
@@ -107,7 +108,7 @@ impl RemoteSharded {
     /// Errors: [`Error::Shard`] naming the object's location: [`ShardProblem::Missing`],
     /// [`ShardProblem::Length`], [`ShardProblem::Identity`] (a data object of another save or
     /// another shard, such as one a later save at the same prefix wrote over it).
-    pub fn shard(&self, k: u32) -> Result<&RemoteReader> {
+    pub fn shard(&self, k: u32) -> Result<&RangedReader> {
         let n = self.data_objects();
         let cell = self.files.get(k as usize).ok_or_else(|| {
             Error::InvalidArgument(format!(
@@ -148,25 +149,25 @@ impl RemoteSharded {
         let ctx = format!("data object {k} of checkpoint {}", self.prefix);
         let index = self.index.location();
         check_shard_len(&want, src.len(), &shown, &ctx, index)?;
-        let r = RemoteReader::open_native(src, self.opts.clone()).map_err(|e| e.context(&ctx))?;
+        let r = RangedReader::open_native(src, self.opts.clone()).map_err(|e| e.context(&ctx))?;
         check_shard_identity(r.header(), &want, &shown, &ctx, index)?;
         Ok(cell.get_or_init(|| r))
     }
 
     /// Every tensor of the index in name order, from `start` on (slice keys left out), read
     /// from the index object alone.
-    pub fn list_from(&self, start: &[u8]) -> Result<Vec<RemoteEntry>> {
+    pub fn list_from(&self, start: &[u8]) -> Result<Vec<EntryInfo>> {
         self.index.list_from(start)
     }
 
     /// What the index says of the tensor `name`, from its own index block (one request at
-    /// most, whatever the size of the index), as [`RemoteReader::entry_of`].
-    pub fn entry_of(&self, name: &[u8]) -> Result<Option<RemoteEntry>> {
+    /// most, whatever the size of the index), as `RangedReader::entry_of`.
+    pub fn entry_of(&self, name: &[u8]) -> Result<Option<EntryInfo>> {
         self.index.entry_of(name)
     }
 
     /// The LoD of tensor `name` (stored whole), from its record's header in its data object
-    /// (opened if it was not yet), as [`RemoteReader::lod`] reads it. `Ok(None)` if absent.
+    /// (opened if it was not yet), as `RangedReader::lod` reads it. `Ok(None)` if absent.
     pub fn lod(&self, name: &[u8]) -> Result<Option<Vec<Vec<u64>>>> {
         let Some((e, _, at)) = self.index.lookup(name)? else {
             return Ok(None);
@@ -177,7 +178,7 @@ impl RemoteSharded {
 
     /// Checks everything a mapped sharded checkpoint's [`crate::Reader::verify`] checks, with
     /// the same code: the index's blocks; every data object (present, length, identity, and
-    /// everything [`RemoteReader::verify`] checks in a native file, its records fetched as
+    /// everything `RangedReader::verify` checks in a native file, its records fetched as
     /// `opts` says); that the index lists exactly the data objects' entries; and the header's
     /// counts.
     pub fn verify(&self, opts: &LoadOptions) -> Result<VerifyReport> {
@@ -236,7 +237,7 @@ impl RemoteSharded {
     /// The tensor `name` stored whole (`Ok(None)` if absent): its index block (unless cached),
     /// its data object opened if it was not yet, and its bytes, checked against its CRC32C.
     ///
-    /// Errors: as [`RemoteReader::get`] and [`RemoteSharded::shard`].
+    /// Errors: as `RangedReader::get` and [`RangedSharded::shard`].
     pub fn get(&self, name: impl AsRef<[u8]>) -> Result<Option<TensorView<'_>>> {
         get_whole(self, name.as_ref())
     }
@@ -271,19 +272,21 @@ impl RemoteSharded {
             })
     }
 
-    /// Requests made so far: the index object's and every opened data object's.
-    pub fn requests(&self) -> u64 {
-        self.index.source().stats().requests
-            + self
-                .files
-                .iter()
-                .filter_map(|c| c.get())
-                .map(|r| r.source().stats().requests)
-                .sum::<u64>()
+    /// Requests made, bytes received and retries so far: the index object's and every opened
+    /// data object's.
+    pub(crate) fn stats(&self) -> RequestStats {
+        let mut all = self.index.stats();
+        for r in self.files.iter().filter_map(|c| c.get()) {
+            let s = r.stats();
+            all.requests += s.requests;
+            all.bytes += s.bytes;
+            all.retries += s.retries;
+        }
+        all
     }
 }
 
-impl EntrySource for RemoteSharded {
+impl EntrySource for RangedSharded {
     fn place(&self) -> &str {
         self.index.location()
     }
@@ -322,5 +325,23 @@ pub fn sharded_names(url: &str) -> (String, String) {
     match url.strip_suffix(INDEX_SUFFIX).filter(|p| !p.ends_with('/')) {
         Some(prefix) => (prefix.to_string(), url.to_string()),
         None => (url.to_string(), format!("{url}{INDEX_SUFFIX}")),
+    }
+}
+
+impl Walk for RangedSharded {
+    fn walk_table(&self) -> crate::table::Table<'_> {
+        self.index.table()
+    }
+
+    fn walk_is_v2(&self) -> bool {
+        true
+    }
+
+    fn found<'r>(&'r self, key: &[u8], value: &[u8], at: u64) -> Result<Found<'r>> {
+        found_in(self, key, value, at)
+    }
+
+    fn piece<'r>(&'r self, p: &Partition, i: usize) -> Result<TensorView<'r>> {
+        piece_in(self, p, i)
     }
 }

@@ -9,12 +9,12 @@ use std::sync::Arc;
 use crate::error::Result;
 use crate::format::{crc32c, unmask_crc};
 use crate::native::ranged::entry_source::EntrySource;
-use crate::native::ranged::sharded::RemoteSharded;
+use crate::native::ranged::sharded::RangedSharded;
 use crate::native::{
     decode_slices, slice_key, FileHeader, IndexEntry, Place, ReuseBase, SliceAt, Tensor,
 };
 
-impl RemoteSharded {
+impl RangedSharded {
     /// The stored slice `region` of `name` (stored in slices of `dtype` and `full_shape`):
     /// its slice key, entry and block offset.
     fn stored_slice(&self, s: SliceAt<'_>) -> Result<Option<(Vec<u8>, IndexEntry, u64)>> {
@@ -61,13 +61,13 @@ impl RemoteSharded {
     }
 }
 
-impl ReuseBase for RemoteSharded {
+impl ReuseBase for RangedSharded {
     fn shown(&self) -> String {
         self.index().location().to_string()
     }
 
     fn header(&self) -> &FileHeader {
-        RemoteSharded::header(self)
+        RangedSharded::header(self)
     }
 
     fn place(&self) -> Result<Arc<dyn Place>> {

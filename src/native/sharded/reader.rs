@@ -15,7 +15,7 @@ use std::path::Path;
 use crate::error::{path_str, Error, Result, ShardProblem};
 use crate::native::entry::{decode_slices, IndexEntry};
 use crate::native::header::{FileHeader, ShardRef};
-use crate::native::reader::Reader;
+use crate::native::mapped::MappedReader;
 use crate::native::sharded::table::data_path;
 use crate::native::slice_key;
 use crate::native::source::Source;
@@ -24,7 +24,7 @@ use crate::parallel::resolve_threads;
 use crate::progress::{Progress, Unit};
 use crate::record::MAX_RANK;
 
-impl Reader {
+impl MappedReader {
     /// Number of data files of a sharded checkpoint (0 for any other file).
     pub(in crate::native) fn shard_count(&self) -> u32 {
         u32::try_from(self.header.shards.len()).expect("at most MAX_SHARDS, checked at open")
@@ -51,7 +51,7 @@ impl Reader {
     /// another length ([`ShardProblem::Length`]) or another identity
     /// ([`ShardProblem::Identity`]); [`Error::InvalidArgument`] when this is not a sharded
     /// checkpoint or `k` is not below its number of data files.
-    pub fn shard(&self, k: u32) -> Result<&Reader> {
+    pub fn shard(&self, k: u32) -> Result<&MappedReader> {
         let Some(sh) = &self.shards else {
             return Err(Error::InvalidArgument(format!(
                 "{} is not a sharded checkpoint",
@@ -95,7 +95,7 @@ impl Reader {
         };
         let ctx = format!("data file {k} of checkpoint {}", prefix.display());
         check_shard_len(&want, source.len() as u64, &shown, &ctx, &self.path)?;
-        let r = Reader::from_source(source, shown.clone(), None, self.opts.clone())
+        let r = MappedReader::from_source(source, shown.clone(), None, self.opts.clone())
             .map_err(|e| e.context(&ctx))?;
         check_shard_identity(&r.header, &want, &shown, &ctx, &self.path)?;
         Ok(cell.get_or_init(|| r))
@@ -138,6 +138,7 @@ impl Reader {
         crate::parallel::try_each(&ks, workers, |&k| {
             let shard = self.shard(k)?;
             let r = shard.verify_with(VerifyOptions {
+                load: None,
                 threads: per_shard,
                 progress: None,
             })?;
@@ -304,8 +305,8 @@ pub(crate) fn check_against_shards(
                     ));
                 }
             } else {
-                let dtype = crate::native::reader::entry_dtype(key, &e)?;
-                crate::native::reader::check_partition(key, &e, dtype, value, at, true)?;
+                let dtype = crate::native::mapped::entry_dtype(key, &e)?;
+                crate::native::mapped::check_partition(key, &e, dtype, value, at, true)?;
                 let listed = decode_slices(value, at, e.shape.len())?;
                 let mut theirs = Vec::new();
                 for &s in &holders {

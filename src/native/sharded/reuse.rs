@@ -9,7 +9,7 @@
 //! references go to its references file `PREFIX.refs-k-of-N.pending`, written before the shard
 //! itself is finished (whose header counts them, field 25): a merge never sees a shard whose
 //! references are missing. The base is a [`ReuseBase`]: a mapped sharded checkpoint
-//! ([`Reader`]) or, in a bucket, `remote::RemoteSharded`.
+//! ([`Reader`]) or, in a bucket, `remote::RangedSharded`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -19,7 +19,7 @@ use crate::error::{Error, Result, ShardProblem};
 use crate::name;
 use crate::native::entry::{encode_partitioned, IndexEntry};
 use crate::native::header::{FileHeader, ShardOf, ShardRef};
-use crate::native::reader::Reader;
+use crate::native::mapped::MappedReader;
 use crate::native::region::Region;
 use crate::native::sharded::index::read_shard_index_from;
 use crate::native::sharded::place::{
@@ -33,7 +33,7 @@ use crate::table::{Compression, TableBuilder};
 
 /// The base of an incremental save (SPEC.md 12.5): an earlier sharded checkpoint, read as the
 /// shard writers need it. A mapped checkpoint ([`Reader`]) is one; so is a checkpoint in a
-/// bucket read by ranges (`remote::RemoteSharded`).
+/// bucket read by ranges (`remote::RangedSharded`).
 pub(crate) trait ReuseBase: Send + Sync + std::fmt::Debug {
     /// Where the checkpoint is (its index), for messages.
     fn shown(&self) -> String;
@@ -80,13 +80,13 @@ pub(crate) struct SliceAt<'a> {
     pub(crate) region: &'a Region,
 }
 
-impl ReuseBase for Reader {
+impl ReuseBase for MappedReader {
     fn shown(&self) -> String {
         self.path().to_string()
     }
 
     fn header(&self) -> &FileHeader {
-        Reader::header(self)
+        MappedReader::header(self)
     }
 
     fn place(&self) -> Result<Arc<dyn Place>> {
@@ -124,11 +124,11 @@ impl ReuseBase for Reader {
     }
 
     fn holds_unchanged(&self, name: &[u8], tensor: Tensor<'_>) -> Result<bool> {
-        Reader::holds_unchanged(self, name, tensor)
+        MappedReader::holds_unchanged(self, name, tensor)
     }
 
     fn holds_unchanged_slice(&self, s: SliceAt<'_>, data: &[u8]) -> Result<bool> {
-        Reader::holds_unchanged_slice(self, s.name, s.dtype, s.full_shape, s.region, data)
+        MappedReader::holds_unchanged_slice(self, s.name, s.dtype, s.full_shape, s.region, data)
     }
 }
 

@@ -5,11 +5,13 @@
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::format::{crc32c, unmask_crc};
-use crate::native::reader::{Found, Partition, Reader};
+use crate::native::entry::Partition;
+use crate::native::iter::Found;
+use crate::native::mapped::MappedReader;
 use crate::native::region::Region;
 use crate::native::writer::Tensor;
 
-impl Reader {
+impl MappedReader {
     /// Whether this checkpoint (an earlier save: a single file or a sharded checkpoint) holds
     /// the tensor `name` byte-identical to `tensor`: the same dtype, shape, LoD and data bytes.
     ///
@@ -66,7 +68,7 @@ impl Reader {
     }
 }
 
-impl Reader {
+impl MappedReader {
     /// Whether this checkpoint holds the slice `region` of the tensor `name` (of `dtype` and
     /// shape `full_shape`, stored in slices here) byte-identical to `data`: one of its stored
     /// slices is exactly `region` (the same start and lengths), and its bytes are `data`,
@@ -159,7 +161,7 @@ mod tests {
         w.add("plain", Tensor::new(DType::UInt8, &[4], &[1, 2, 3, 4]))
             .unwrap();
         w.finish().unwrap();
-        let r = Reader::open(&path).unwrap();
+        let r = MappedReader::open(&path).unwrap();
         let data = [1u8, 2, 3, 4];
         let t = Tensor::new(DType::UInt8, &[2, 2], &data);
         assert!(r.holds_unchanged("seq", t.with_lod(&lod)).unwrap());
