@@ -66,7 +66,7 @@ impl Bench {
         let t = Instant::now();
         let opts = RemoteOptions::with_config(&self.config);
         let src = open_object_with(&self.url, opts.tail_bytes, &self.config).expect("open");
-        let r = Reader::open_at(src, opts).expect("open");
+        let r = Reader::from_range_read(src, opts).expect("open");
         let load = LoadOptions {
             concurrency,
             part_size: part,

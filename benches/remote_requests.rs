@@ -145,7 +145,7 @@ fn paramdex_cost(s: &Server, key: &str, want: &str) -> Cost {
         )
         .unwrap(),
     );
-    let r = Reader::open_at(src.clone(), opts).unwrap();
+    let r = Reader::from_range_read(src.clone(), opts).unwrap();
     let got = r.get(want.as_bytes()).unwrap().unwrap();
     let time = t.elapsed();
     assert_eq!(got.data().len(), 64);

@@ -170,7 +170,7 @@ fn the_ranged_reader_reads_a_local_file_without_the_feature() {
     w.finish().unwrap();
     let mapped = paramdex::Reader::open(&path).unwrap();
     let file = Arc::new(FileRange::open(&path).unwrap());
-    let ranged = Reader::open_at(file.clone(), Default::default()).unwrap();
+    let ranged = Reader::from_range_read(file.clone(), Default::default()).unwrap();
     for name in ["a", "b", "c"] {
         let m = mapped.tensor(name).unwrap();
         let r = ranged.get(name).unwrap().unwrap();

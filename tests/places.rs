@@ -144,7 +144,7 @@ fn url_of(p: &Path) -> String {
 /// Opens the single native file at `path` in the three places (an error is a reading too).
 fn places_of_file(path: &Path) -> Vec<(&'static str, paramdex::Result<Box<dyn TensorStore>>)> {
     let ranged = FileRange::open(path).and_then(|f| {
-        Reader::open_at(Arc::new(f), RemoteOptions::default())
+        Reader::from_range_read(Arc::new(f), RemoteOptions::default())
             .map(|r| Box::new(r) as Box<dyn TensorStore>)
     });
     // The readers themselves: which format a damaged file is detected as is the registry's
@@ -154,7 +154,7 @@ fn places_of_file(path: &Path) -> Vec<(&'static str, paramdex::Result<Box<dyn Te
     let object = paramdex::remote::resolve(&url_of(path)).and_then(|loc| {
         let opts = RemoteOptions::default();
         let obj = ObjectRange::open(loc.store, loc.path, loc.url, loc.runtime, opts.tail_bytes)?;
-        Reader::open_at(Arc::new(obj), opts).map(|r| Box::new(r) as Box<dyn TensorStore>)
+        Reader::from_range_read(Arc::new(obj), opts).map(|r| Box::new(r) as Box<dyn TensorStore>)
     });
     vec![("mapped", mapped), ("pread", ranged), ("object", object)]
 }

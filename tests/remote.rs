@@ -37,7 +37,7 @@ fn write(path: &std::path::Path, n: usize) {
 
 fn open(path: &std::path::Path) -> (Arc<FileRange>, Reader) {
     let src = Arc::new(FileRange::open(path).unwrap());
-    let r = Reader::open_at(src.clone(), RemoteOptions::default()).unwrap();
+    let r = Reader::from_range_read(src.clone(), RemoteOptions::default()).unwrap();
     (src, r)
 }
 
@@ -124,7 +124,7 @@ fn truncated_and_foreign_objects_are_refused_at_open() {
         std::fs::write(&p, &whole[..cut]).unwrap();
         let src = Arc::new(FileRange::open(&p).unwrap());
         assert!(
-            Reader::open_at(src, RemoteOptions::default()).is_err(),
+            Reader::from_range_read(src, RemoteOptions::default()).is_err(),
             "cut at {cut}"
         );
     }
@@ -132,7 +132,7 @@ fn truncated_and_foreign_objects_are_refused_at_open() {
     std::fs::write(&p, vec![7u8; 4096]).unwrap();
     let src = Arc::new(FileRange::open(&p).unwrap());
     assert!(matches!(
-        Reader::open_at(src, RemoteOptions::default()),
+        Reader::from_range_read(src, RemoteOptions::default()),
         Err(Error::UnrecognizedFormat { .. })
     ));
 }
@@ -145,7 +145,7 @@ fn a_tail_smaller_than_the_index_block_costs_one_more_request() {
     let path = dir.path().join("m.pdx");
     write(&path, 100_000);
     let src = Arc::new(FileRange::open(&path).unwrap());
-    let r = Reader::open_at(
+    let r = Reader::from_range_read(
         src.clone(),
         RemoteOptions {
             tail_bytes: 64,
@@ -167,7 +167,7 @@ fn info_of_one_tensor_reads_one_index_block() {
     write(&path, 100_000);
     let index_len = paramdex::Reader::open(&path).unwrap().index_len();
     let src = Arc::new(FileRange::open(&path).unwrap());
-    let r = Reader::open_at(
+    let r = Reader::from_range_read(
         src.clone(),
         RemoteOptions {
             tail_bytes: 64 << 10,

@@ -61,7 +61,7 @@ fn open(
         rt.clone(),
         RemoteOptions::default().tail_bytes,
     )?);
-    let r = Reader::open_at(src.clone(), RemoteOptions::default())?;
+    let r = Reader::from_range_read(src.clone(), RemoteOptions::default())?;
     Ok((src, r))
 }
 

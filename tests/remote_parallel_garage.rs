@@ -60,7 +60,7 @@ fn url(g: &Garage, key: &str) -> String {
 fn open(g: &Garage, key: &str, config: &RemoteConfig) -> paramdex::Result<Reader> {
     let opts = RemoteOptions::with_config(config);
     let src = open_object_with(&url(g, key), opts.tail_bytes, config)?;
-    Reader::open_at(src, opts)
+    Reader::from_range_read(src, opts)
 }
 
 /// A native checkpoint: `big` tensors of `big_len` bytes, with small ones (1..3 KiB) between
@@ -219,7 +219,7 @@ fn a_full_parallel_load_equals_the_local_reader_one_request_per_part() {
             part_size: 256 << 10,
             ..LoadOptions::with_config(&c)
         };
-        let r2 = Reader::open_at(
+        let r2 = Reader::from_range_read(
             open_object_with(&url(g, "parallel/ckpt.pdx"), 256 << 10, &c).unwrap(),
             RemoteOptions {
                 load: small,

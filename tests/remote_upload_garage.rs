@@ -178,7 +178,7 @@ fn a_native_file_is_uploaded_in_parts_and_reads_back() {
             RemoteOptions::default().tail_bytes,
         )
         .unwrap();
-        let r = Reader::open_at(Arc::new(src), RemoteOptions::default()).unwrap();
+        let r = Reader::from_range_read(Arc::new(src), RemoteOptions::default()).unwrap();
         for (name, data) in &tensors {
             let t = r.get(name).unwrap().unwrap();
             assert!(t.data() == data.as_slice(), "{name}");

@@ -272,7 +272,7 @@ mod by_ranges {
             ..Default::default()
         };
         let holds_all = tail_bytes >= data.len() as u64;
-        let remote = Reader::open_at(Arc::new(Ranged(data.to_vec())), opts);
+        let remote = Reader::from_range_read(Arc::new(Ranged(data.to_vec())), opts);
         let mapped = match (mapped, remote) {
             (Ok(m), Ok(r)) => (m, r),
             (Ok(m), Err(e)) => {

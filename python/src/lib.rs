@@ -913,22 +913,20 @@ impl Store {
         let listed = py
             .detach(
                 || -> paramdex::Result<Vec<(Vec<u8>, DType, Vec<u64>, u64, bool)>> {
-                    let mut out: Vec<(Vec<u8>, DType, Vec<u64>, u64, bool)> = Vec::new();
-                    for v in r.iter() {
-                        let v = v?;
-                        if v.dtype() == DType::Bytes {
-                            // A bytes value: `load` gives it (as `bytes`), like a sliced one.
-                            out.push((v.name().to_vec(), v.dtype(), Vec::new(), 0, false));
-                        } else if v.slice_start().is_some() {
-                            // One entry per tensor, however many slices hold it.
-                            if out.last().is_none_or(|l| l.0 != v.name()) {
-                                out.push((v.name().to_vec(), v.dtype(), Vec::new(), 0, false));
+                    // From the index alone (no record is read, by ranges neither).
+                    let out = r
+                        .list_from(b"")?
+                        .into_iter()
+                        .map(|e| {
+                            if e.dtype == DType::Bytes || e.slices != 0 {
+                                // A bytes value, or a tensor stored in slices (once, however
+                                // many slices hold it): `load` gives it.
+                                (e.name, e.dtype, Vec::new(), 0, false)
+                            } else {
+                                (e.name, e.dtype, e.shape, e.size, true)
                             }
-                        } else {
-                            let n = v.data().len() as u64;
-                            out.push((v.name().to_vec(), v.dtype(), v.shape().to_vec(), n, true));
-                        }
-                    }
+                        })
+                        .collect();
                     Ok(out)
                 },
             )

@@ -487,7 +487,7 @@ fn open_safetensors(first: &Arc<FirstRead>, head: Vec<u8>, opts: &UrlOptions) ->
 pub(crate) fn native(o: &ObjectInput<'_>) -> Found {
     let opts = &o.opts.native;
     match &o.at {
-        At::Object(first) => match Reader::open_at(first.clone(), opts.clone()) {
+        At::Object(first) => match Reader::from_range_read(first.clone(), opts.clone()) {
             Ok(r) => Ok(boxed(r)),
             Err(Error::UnrecognizedFormat { detail, .. }) => {
                 *o.not_native.borrow_mut() = detail;
@@ -500,7 +500,7 @@ pub(crate) fn native(o: &ObjectInput<'_>) -> Found {
             index,
             named_index,
             ..
-        } => match Reader::open_at(index.clone(), opts.clone()) {
+        } => match Reader::from_range_read(index.clone(), opts.clone()) {
             Ok(r) if *named_index => Ok(boxed(r)),
             Ok(_) => Ok(None),
             // The index of a sharded paramdex checkpoint.
@@ -865,7 +865,7 @@ pub(crate) fn open_sharded_at(
         .map(|(b, _)| b.to_string())
         .unwrap_or_default();
     let place = crate::remote::BucketPlace::at(prefix.clone(), &bucket)?;
-    Ok(Box::new(Reader::open_sharded_at(
+    Ok(Box::new(Reader::from_place(
         index,
         prefix.url.clone(),
         Arc::new(place),

@@ -1,7 +1,7 @@
 //! [`Reader`]: the one reader of native paramdex files and sharded checkpoints, wherever their
 //! bytes are (issue 38). A file is mapped ([`Reader::open`]), held in memory
 //! ([`Reader::from_bytes`]) or read by byte ranges through any [`RangeRead`] (a file by
-//! `pread`, an object by ranged GETs: [`Reader::open_at`]); a sharded checkpoint's data files
+//! `pread`, an object by ranged GETs: [`Reader::from_range_read`]); a sharded checkpoint's data files
 //! open through its place. Every way answers with the same types: a lookup gives a
 //! [`TensorView`] (lending a mapped file's bytes, holding a fetched record's), a region gives
 //! [`SliceData`], a load gives [`OwnedTensor`]s, a walk gives an [`Iter`], verify gives a
@@ -24,7 +24,8 @@ use crate::native::iter::{prefix_successor, Iter};
 use crate::native::load::{LoadOptions, OwnedTensor};
 use crate::native::mapped::{MappedReader, ReadOptions};
 use crate::native::ranged::{
-    get_whole_data, EntryInfo, RangeRead, RangedReader, RangedSharded, RemoteOptions, RequestStats,
+    get_whole_data, EntryInfo, EntrySource, RangeRead, RangedReader, RangedSharded, RemoteOptions,
+    RequestStats,
 };
 use crate::native::region::Region;
 use crate::native::sharded::place::Place;
@@ -97,7 +98,7 @@ impl Reader {
     ///
     /// Errors: those of [`Reader::open`]; [`Error::Unsupported`] for a sharded checkpoint's
     /// index, whose data files are found by its place (`remote::open_sharded`).
-    pub fn open_at(src: Arc<dyn RangeRead>, opts: RemoteOptions) -> Result<Reader> {
+    pub fn from_range_read(src: Arc<dyn RangeRead>, opts: RemoteOptions) -> Result<Reader> {
         RangedReader::open(src, opts).map(|r| Reader {
             inner: Inner::Ranged(r),
         })
@@ -109,9 +110,9 @@ impl Reader {
     /// when a tensor in them is first read, each checked against the index then (SPEC.md
     /// 12.4). `remote::open_sharded` opens one at a URL.
     ///
-    /// Errors: those of [`Reader::open_at`]; [`Error::InvalidArgument`] when `index` is a
+    /// Errors: those of [`Reader::from_range_read`]; [`Error::InvalidArgument`] when `index` is a
     /// native file, not a sharded checkpoint's index.
-    pub fn open_sharded_at(
+    pub fn from_place(
         index: Arc<dyn RangeRead>,
         prefix: impl Into<String>,
         place: Arc<dyn Place>,
@@ -386,7 +387,8 @@ impl Reader {
     }
 
     /// Every tensor, copied into owned buffers and checked against its CRC32C, returned as
-    /// (name, tensor) in file order (name order for files whose records are sorted). A mapped
+    /// (name, tensor) in file order (name order for files whose records are sorted; a sharded
+    /// checkpoint's grouped by data file). A mapped
     /// file is copied on [`LoadOptions::threads`] threads, checksumming as it copies; one read
     /// by ranges is fetched by parallel reads as `opts` says. A mapped file's tensors with LoD
     /// are loaded without it ([`TensorView::lod`] reads it); by ranges, with it.
@@ -425,7 +427,8 @@ impl Reader {
         }
     }
 
-    /// A sharded checkpoint by ranges loads tensor by tensor, each fetched whole and checked.
+    /// A sharded checkpoint by ranges loads tensor by tensor (in file order), each fetched whole
+    /// and checked.
     fn load_through_views(
         &self,
         mut names: Vec<Vec<u8>>,
@@ -436,8 +439,21 @@ impl Reader {
         };
         names.sort_unstable();
         names.dedup();
-        let mut out = Vec::with_capacity(names.len());
+        // In file order, as a mapped checkpoint loads: by data file, then offset. Every name is
+        // looked up before any data is read.
+        let mut order = Vec::with_capacity(names.len());
         for n in names {
+            let Some((e, _, _)) = r.lookup(&n)? else {
+                return Err(Error::NotFound {
+                    name: crate::name::display(&n),
+                    path: self.path().to_string(),
+                });
+            };
+            order.push((e.shard_id, e.offset, n));
+        }
+        order.sort_unstable();
+        let mut out = Vec::with_capacity(order.len());
+        for (_, _, n) in order {
             let t = get_whole_data(r, &n)?.ok_or_else(|| Error::NotFound {
                 name: crate::name::display(&n),
                 path: self.path().to_string(),
@@ -522,8 +538,13 @@ impl Reader {
                 for v in self.iter() {
                     let v = v?;
                     if v.slice_start().is_some() {
-                        // The lookup by name reports it, with its number of slices.
-                        self.get(v.name())?;
+                        // A tensor stored in slices: the lookup by name says so (Error::Sliced,
+                        // with its number of slices), as a ranged load does.
+                        return Err(self.get(v.name()).err().unwrap_or(Error::Sliced {
+                            name: crate::name::display(v.name()),
+                            path: self.path().to_string(),
+                            slices: 0,
+                        }));
                     }
                     v.verify_crc()?;
                     let t = OwnedTensor {

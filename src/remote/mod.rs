@@ -1,10 +1,10 @@
 //! Checkpoints read by byte ranges (issue 15): the layer between the native engine and the
 //! object stores that hold checkpoints past one machine.
 //!
-//! [`RangeRead`] is one file read by ranges, each read one request; [`crate::Reader::open_at`]
+//! [`RangeRead`] is one file read by ranges, each read one request; [`crate::Reader::from_range_read`]
 //! reads a native file through it at the cost SPEC.md 8.4 gives (open: the tail, and the
 //! header's block; `get`: the tensor's index block unless cached, and its record), checking
-//! every tensor's CRC32C, and [`crate::Reader::open_sharded_at`] a sharded checkpoint. The seam
+//! every tensor's CRC32C, and [`crate::Reader::from_place`] a sharded checkpoint. The seam
 //! is the native engine's (`native::ranged`), re-exported here and built with or without object
 //! storage: [`FileRange`] reads a local file so (`pread`).
 //!

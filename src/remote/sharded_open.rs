@@ -18,7 +18,7 @@ pub fn open_sharded(url: &str, opts: RemoteOptions) -> Result<Reader> {
     let (prefix, _) = sharded_names(url);
     if let Some(path) = prefix.strip_prefix("file://") {
         let index = Arc::new(FileRange::open(format!("{path}{INDEX_SUFFIX}"))?);
-        return Reader::open_sharded_at(index, prefix.clone(), Arc::new(DirPlace::new(path)), opts);
+        return Reader::from_place(index, prefix.clone(), Arc::new(DirPlace::new(path)), opts);
     }
     open_sharded_at(Arc::new(BucketPlace::new(&prefix)?), opts)
 }
@@ -28,7 +28,7 @@ pub fn open_sharded(url: &str, opts: RemoteOptions) -> Result<Reader> {
 /// ([`crate::remote::RemoteShardWriter::with_base`]).
 pub(crate) fn open_sharded_at(place: Arc<BucketPlace>, opts: RemoteOptions) -> Result<Reader> {
     let index = Arc::new(place.open_range(INDEX_SUFFIX, opts.tail_bytes)?);
-    Reader::open_sharded_at(
+    Reader::from_place(
         index,
         place.url().to_string(),
         place as Arc<dyn Place>,

@@ -1208,7 +1208,7 @@ mod tests {
             64 << 10,
         )
         .unwrap();
-        let rr = crate::Reader::open_at(Arc::new(range), RemoteOptions::default()).unwrap();
+        let rr = crate::Reader::from_range_read(Arc::new(range), RemoteOptions::default()).unwrap();
         assert_eq!(rr.get("c").unwrap().unwrap().data(), streamed);
         assert_eq!(rr.get("a").unwrap().unwrap().data(), pattern(10, 1));
     }

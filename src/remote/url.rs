@@ -506,7 +506,7 @@ impl ObjectLocation {
 
 /// Opens the object at `url` for reading by ranges (the bytes, not a format: `open_any` of
 /// `interop` opens a URL as a tensor store); an `s3://` object is opened with one GET of its
-/// last `tail_bytes` bytes (which [`crate::Reader::open_at`] then uses).
+/// last `tail_bytes` bytes (which [`crate::Reader::from_range_read`] then uses).
 pub fn open_object(url: &str, tail_bytes: u64) -> Result<Arc<dyn RangeRead>> {
     if let Some(path) = url.strip_prefix("file://") {
         return Ok(Arc::new(FileRange::open(path)?));

@@ -32,6 +32,15 @@ pub fn meta(
     let mut md = store.metadata()?;
     let changing = !(set.is_empty() && set_str.is_empty() && unset.is_empty());
     if changing {
+        if store.as_native().is_some_and(|r| r.as_bytes().is_none()) {
+            // A native file read by ranges (in a bucket): its index is rewritten in place,
+            // which an object cannot be.
+            return Err(Error::Unsupported(format!(
+                "{}: `meta --set` rewrites a local file's index in place; copy the object to a \
+                 file first",
+                file.display()
+            )));
+        }
         if store.as_native().is_none() {
             return Err(Error::Unsupported(format!(
                 "{} is {}; `meta --set` changes native paramdex files only (convert it first: paramdex convert {} OUT.pdx)",
