@@ -21,7 +21,6 @@ use object_store::ObjectStore;
 use paramdex::interop::{
     open_any, CheckpointManager, CheckpointState, KeepPolicy, Layout, ManagerOptions, OwnedTensor,
 };
-use paramdex::remote::RemoteShardWriter;
 use paramdex::{CheckpointProblem, DType, Error, MetaValue, Metadata, SaveId, Tensor};
 use support::ckpt::{keep_last, keep_last_and_best_acc, meta, save_three_steps};
 use support::garage::{self, Garage};
@@ -389,12 +388,13 @@ fn checkpoints_whose_index_never_arrived_are_ignored() {
             let mut m = CheckpointManager::open(&url, opts(layout, Default::default())).unwrap();
             m.save(1, tensors(&model(1)), meta(1, 0.5)).unwrap();
             // A save killed before its merge: one shard of two uploaded, no index.
-            let mut w = RemoteShardWriter::create(
-                &format!("{url}/ckpt-7"),
+            let mut w = paramdex::create_shard_writer(
+                format!("{url}/ckpt-7"),
                 0,
                 2,
                 SaveId::random(),
                 Default::default(),
+                None,
             )
             .unwrap();
             w.add("w", Tensor::new(DType::Float32, &[1], &f32_bytes(&[7.0])))

@@ -15,7 +15,7 @@ mod support;
 
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt};
-use paramdex::remote::{open_sharded, RemoteOptions, RemoteShardWriter};
+use paramdex::remote::{open_sharded, RemoteOptions};
 use paramdex::{
     merge_shards, DType, Error, MergeShardsOptions, Reader, Region, RemoteProblem, SaveId, Saved,
     ShardProblem, ShardWriter, ShardedSave, Tensor, WriterOptions,
@@ -99,7 +99,7 @@ fn remote_shard_child_helper() {
     };
     let rank: u32 = rank.parse().unwrap();
     let save = SaveId::from_hex(&save).unwrap();
-    let mut w = RemoteShardWriter::create(&prefix, rank, RANKS, save, opts()).unwrap();
+    let mut w = paramdex::create_shard_writer(&prefix, rank, RANKS, save, opts(), None).unwrap();
     fill(&mut w, rank, COUNT, rank == 2);
     w.finish().unwrap();
     std::process::exit(0);
@@ -324,7 +324,7 @@ fn four_processes_write_one_checkpoint() {
 fn save_at(url: &str, n: u32, seed: u32) -> SaveId {
     let save = SaveId::random();
     for k in 0..n {
-        let mut w = RemoteShardWriter::create(url, k, n, save, opts()).unwrap();
+        let mut w = paramdex::create_shard_writer(url, k, n, save, opts(), None).unwrap();
         for i in 0..50 {
             let d = own(k + seed, i);
             w.add_values(format!("r{k}.t{i:04}"), &[d.len() as u64], &d)
@@ -359,7 +359,8 @@ fn a_data_object_written_over_by_another_save_is_an_error_naming_it() {
             // The second save's shards are uploaded; its index is not written yet.
             let second = SaveId::random();
             for k in 0..2 {
-                let mut w = RemoteShardWriter::create(&url, k, 2, second, opts()).unwrap();
+                let mut w =
+                    paramdex::create_shard_writer(&url, k, 2, second, opts(), None).unwrap();
                 for i in 0..50 {
                     let d = own(k + 9, i);
                     w.add_values(format!("r{k}.t{i:04}"), &[d.len() as u64], &d)
@@ -417,7 +418,7 @@ fn the_merge_refuses_a_missing_shard() {
         let url = format!("s3://{}/missing/ck", g.bucket());
         let save = SaveId::random();
         for k in [0, 1, 3] {
-            let mut w = RemoteShardWriter::create(&url, k, 4, save, opts()).unwrap();
+            let mut w = paramdex::create_shard_writer(&url, k, 4, save, opts(), None).unwrap();
             w.add_values(format!("r{k}"), &[3], &[k as u8; 3]).unwrap();
             w.finish().unwrap();
         }
@@ -575,7 +576,8 @@ fn an_incremental_save_in_a_bucket_reads_as_in_a_directory() {
                 fill(&mut local, rank, 20, false);
                 local.finish().unwrap();
                 let mut remote =
-                    RemoteShardWriter::create(&url1, rank, RANKS, base_save, opts()).unwrap();
+                    paramdex::create_shard_writer(&url1, rank, RANKS, base_save, opts(), None)
+                        .unwrap();
                 fill(&mut remote, rank, 20, false);
                 remote.finish().unwrap();
             }
@@ -620,7 +622,7 @@ fn an_incremental_save_in_a_bucket_reads_as_in_a_directory() {
             let local_stats = local.reused();
             local.finish().unwrap();
             let remote_base = Arc::new(open_sharded(&url1, RemoteOptions::default()).unwrap());
-            let mut remote = RemoteShardWriter::create(&url2, 0, 1, save, opts())
+            let mut remote = paramdex::create_shard_writer(&url2, 0, 1, save, opts(), None)
                 .unwrap()
                 .with_base(remote_base)
                 .unwrap();

@@ -12,7 +12,6 @@ mod garage;
 mod s3;
 
 use common::BIN;
-use paramdex::remote::RemoteShardWriter;
 use paramdex::{SaveId, WriterOptions};
 use s3::aws_env;
 
@@ -23,7 +22,7 @@ fn write_shards(url: &str, ranks: &[u32], n: u32) {
             sync: false,
             ..Default::default()
         };
-        let mut w = RemoteShardWriter::create(url, k, n, save, opts).unwrap();
+        let mut w = paramdex::create_shard_writer(url, k, n, save, opts, None).unwrap();
         w.add_values(format!("rank{k}.w"), &[4], &[k as f32; 4])
             .unwrap();
         w.finish().unwrap();
@@ -74,11 +73,17 @@ fn merge_shards_takes_an_s3_prefix() {
         let inc = format!("s3://{}/cli/inc", g.bucket());
         let base =
             std::sync::Arc::new(paramdex::remote::open_sharded(&url, Default::default()).unwrap());
-        let mut w =
-            RemoteShardWriter::create(&inc, 0, 1, SaveId::random(), WriterOptions::default())
-                .unwrap()
-                .with_base(base)
-                .unwrap();
+        let mut w = paramdex::create_shard_writer(
+            &inc,
+            0,
+            1,
+            SaveId::random(),
+            WriterOptions::default(),
+            None,
+        )
+        .unwrap()
+        .with_base(base)
+        .unwrap();
         w.reuse_unchanged("rank0.w").unwrap();
         w.reuse_unchanged("rank2.w").unwrap();
         w.add_values("new", &[2], &[5.0f32; 2]).unwrap();

@@ -978,8 +978,7 @@ impl Store {
     /// (address, length) of the native file's memory map, or None for other stores.
     fn mapping_range(&self) -> PyResult<Option<(usize, usize)>> {
         let s = self.get()?;
-        Ok(s
-            .as_native()
+        Ok(s.as_native()
             .and_then(paramdex::Reader::as_bytes)
             .map(|b| (b.as_ptr() as usize, b.len())))
     }

@@ -413,7 +413,10 @@ fn read_bytes_value(store: &dyn TensorStore, path: &str, name: &[u8]) -> paramde
         path: path.to_string(),
     };
     if let Some(r) = store.as_native() {
-        return r.get_bytes(name)?.map(|b| b.into_owned()).ok_or_else(not_found);
+        return r
+            .get_bytes(name)?
+            .map(|b| b.into_owned())
+            .ok_or_else(not_found);
     }
     // Another store (a bucket's) loads a bytes value as its value, its checksum checked.
     let t = store.load(name)?.ok_or_else(not_found)?;

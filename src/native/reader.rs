@@ -146,15 +146,6 @@ impl Reader {
         }
     }
 
-    /// The ranged sharded engine, when the reader reads a sharded checkpoint by ranges.
-    #[cfg_attr(not(feature = "s3"), allow(dead_code))]
-    pub(crate) fn as_ranged_sharded(&self) -> Option<&RangedSharded> {
-        match &self.inner {
-            Inner::Sharded(r) => Some(r),
-            _ => None,
-        }
-    }
-
     /// The file's header entry (a sharded checkpoint's: its index's).
     pub fn header(&self) -> &FileHeader {
         match &self.inner {

@@ -49,8 +49,6 @@ pub use crate::native::{
 pub use sharded_open::open_sharded;
 #[cfg(feature = "s3")]
 pub(crate) use sharded_write::merge_shards_url;
-#[cfg(feature = "s3")]
-pub use sharded_write::RemoteShardWriter;
 pub use shards::{clean_shards, create_shard_writer, merge_shards, shard_files};
 #[cfg(feature = "s3")]
 pub use upload::{

@@ -25,7 +25,7 @@ pub fn open_sharded(url: &str, opts: RemoteOptions) -> Result<Reader> {
 
 /// Opens the sharded checkpoint whose objects are `place` (see [`open_sharded`]); it can be
 /// the base of an incremental save in the same bucket
-/// ([`crate::remote::RemoteShardWriter::with_base`]).
+/// ([`crate::ShardWriter::with_base`]).
 pub(crate) fn open_sharded_at(place: Arc<BucketPlace>, opts: RemoteOptions) -> Result<Reader> {
     let index = Arc::new(place.open_range(INDEX_SUFFIX, opts.tail_bytes)?);
     Reader::from_place(

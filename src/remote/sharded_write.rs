@@ -1,6 +1,6 @@
 //! Writing a sharded checkpoint (SPEC.md 12) into an object store (SPEC.md 12.6): each writer
 //! streams its shard by multipart upload straight under its final name `PREFIX.data-k-of-N`
-//! ([`RemoteShardWriter`]), then one merge ([`merge_shards_url`]) reads every data object's
+//! ([`create_in_bucket`]: a [`ShardWriter`]), then one merge ([`merge_shards_url`]) reads every data object's
 //! footer and index by ranged GETs (never its records), checks them exactly as the local merge
 //! does (the same planning code, `native::plan_index`), and writes `PREFIX.index` last, in one
 //! PUT: the checkpoint exists when that object does. Data objects of an earlier checkpoint with
@@ -13,7 +13,7 @@
 //! than the index records, or another ETag than the one they opened), never the new save's
 //! bytes as the old one's.
 //!
-//! An incremental save (SPEC.md 12.5; [`RemoteShardWriter::with_base`]) reuses a checkpoint of
+//! An incremental save (SPEC.md 12.5; [`ShardWriter::with_base`]) reuses a checkpoint of
 //! the same bucket: the first tensor a shard reuses from one of the base's data objects has
 //! the store copy that object (server-side `CopyObject`, no byte through the writer) to
 //! `PREFIX.reused-<save id>-k-of-n`, and the shard's references go to
@@ -24,17 +24,15 @@
 //! PUTs the index, and only then deletes the save's `-of-N` shard objects, its references and
 //! reused objects: a merge run again after a crash before the index's PUT finds them all.
 
-use std::ops::{Deref, DerefMut};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, RemoteProblem, Result, ShardProblem};
-use crate::native::Reader;
 use crate::native::{
     data_suffix, parse_suffix, plan_index, read_all_references, read_shard_index_from,
-    reused_files, reused_suffix, sibling_files, write_index, FinishStats, MergeShardsOptions,
-    MergeShardsReport, MergeStep, Place, SaveId, ShardFile, ShardFileKind, ShardIndex, ShardOf,
-    ShardWriter, Sibling, WriterOptions, INDEX_SUFFIX,
+    reused_files, reused_suffix, sibling_files, write_index, MergeShardsOptions, MergeShardsReport,
+    MergeStep, Place, SaveId, ShardFile, ShardFileKind, ShardIndex, ShardOf, ShardWriter, Sibling,
+    WriterOptions, INDEX_SUFFIX,
 };
 use crate::remote::place::BucketPlace;
 use crate::remote::upload::UploadOptions;
@@ -47,137 +45,44 @@ type IndexRead = (u64, Result<ShardIndex>);
 /// Data objects whose indexes the merge reads at once.
 const MERGE_READERS: usize = 16;
 
-/// The writer of one shard of a sharded save into an object store: a [`ShardWriter`] (whose
-/// methods it offers through `Deref`) streaming its bytes by multipart upload
+/// Starts shard `shard_id` of `num_shards` of the save `save_id` of the sharded checkpoint at
+/// the bucket prefix `place`: a [`ShardWriter`] streaming its bytes by multipart upload
 /// ([`crate::remote::ObjectUpload`]: parts uploaded while the writer writes, bounded memory) to
-/// `PREFIX.data-k-of-N`, which appears, complete, when [`RemoteShardWriter::finish`] succeeds;
-/// dropped unfinished, or failing, the upload is aborted and nothing appears.
+/// `PREFIX.data-k-of-N`, which appears, complete, when [`ShardWriter::finish`] succeeds;
+/// dropped unfinished, or failing, the upload is aborted and nothing appears. The public way
+/// in is [`crate::create_shard_writer`] of a URL.
 ///
-/// An incremental save reuses a checkpoint of the same bucket ([`RemoteShardWriter::with_base`]):
-/// [`ShardWriter::add_or_reuse`] and the other reusing methods work as in a directory, the
-/// reused data objects copied by the store.
-#[derive(Debug)]
-pub struct RemoteShardWriter {
-    writer: ShardWriter,
-    url: String,
-    /// The checkpoint's prefix (a URL).
-    prefix: String,
+/// An incremental save ([`ShardWriter::with_base`]) reuses a checkpoint of the same bucket,
+/// the reused data objects copied by the store; a base at the save's own prefix is refused
+/// (its data objects would be replaced by the save's shards while others are still copied).
+pub(crate) fn create_in_bucket(
+    place: Arc<BucketPlace>,
+    shard_id: u32,
+    num_shards: u32,
+    save_id: SaveId,
+    opts: WriterOptions,
+) -> Result<ShardWriter> {
+    let suffix = data_suffix(shard_id, num_shards);
+    ShardWriter::create_in(place, &suffix, shard_id, num_shards, save_id, opts)
 }
 
-impl RemoteShardWriter {
-    /// Starts shard `shard_id` of `num_shards` of the save `save_id` of the sharded checkpoint
-    /// at `prefix` (`s3://bucket/dir/PREFIX`), uploaded with the default [`UploadOptions`].
-    ///
-    /// Errors: as [`ShardWriter::create`]; [`Error::Unsupported`] for a `file://` URL.
-    pub fn create(
-        prefix: &str,
-        shard_id: u32,
-        num_shards: u32,
-        save_id: SaveId,
-        opts: WriterOptions,
-    ) -> Result<RemoteShardWriter> {
-        Self::create_with(
-            prefix,
-            shard_id,
-            num_shards,
-            save_id,
-            opts,
-            &UploadOptions::default(),
-        )
-    }
-
-    /// [`RemoteShardWriter::create`] with explicit upload options.
-    pub fn create_with(
-        prefix: &str,
-        shard_id: u32,
-        num_shards: u32,
-        save_id: SaveId,
-        opts: WriterOptions,
-        upload: &UploadOptions,
-    ) -> Result<RemoteShardWriter> {
-        crate::native::check_shard_number(shard_id, num_shards)?;
-        let place = BucketPlace::new(prefix)?.with_upload(upload.clone());
-        Self::create_at(Arc::new(place), shard_id, num_shards, save_id, opts)
-    }
-
-    /// [`RemoteShardWriter::create`] at the checkpoint's objects `place`.
-    pub(crate) fn create_at(
-        place: Arc<BucketPlace>,
-        shard_id: u32,
-        num_shards: u32,
-        save_id: SaveId,
-        opts: WriterOptions,
-    ) -> Result<RemoteShardWriter> {
-        let suffix = data_suffix(shard_id, num_shards);
-        let url = place.shown(&suffix);
-        let prefix = place.url().to_string();
-        let writer = ShardWriter::create_in(place, &suffix, shard_id, num_shards, save_id, opts)?;
-        Ok(RemoteShardWriter {
-            writer,
-            url,
-            prefix,
-        })
-    }
-
-    /// Makes this shard part of an incremental save (SPEC.md 12.5) whose base is the sharded
-    /// checkpoint `base`, in the same bucket (opened by [`crate::remote::open_sharded`]): as
-    /// [`ShardWriter::with_base`], each of the base's data objects it reuses from copied by the
-    /// store beside the new checkpoint (`PREFIX.reused-<save id>-k-of-n`), so that deleting the
-    /// base afterwards never breaks the new checkpoint.
-    ///
-    /// Errors: [`Error::Unsupported`] for a base at this checkpoint's own prefix (whose data
-    /// objects the save's shards would replace while others are still being copied: save each
-    /// step at its own prefix), and, at the first reuse, for a base in another bucket or in a
-    /// directory.
-    pub fn with_base(mut self, base: Arc<Reader>) -> Result<RemoteShardWriter> {
-        if base
-            .as_ranged_sharded()
-            .is_some_and(|b| b.prefix() == self.prefix)
-        {
-            return Err(Error::Unsupported(format!(
-                "{}: an incremental save in a bucket at its base's own prefix (its shards would \
-                 replace the data objects it reuses); save it at a prefix of its own",
-                self.prefix
-            )));
-        }
-        self.writer = self.writer.with_reuse_base(base)?;
-        Ok(self)
-    }
-
-    /// Where the shard goes: `PREFIX.data-k-of-N`.
-    pub fn url(&self) -> &str {
-        &self.url
-    }
-
-    /// The shard writer itself (a [`ShardWriter`] on the bucket's place), for callers that
-    /// hold local and bucket shards alike.
-    pub(crate) fn into_inner(self) -> ShardWriter {
-        self.writer
-    }
-
-    /// Finishes the shard (its references object first, for a shard that reuses tensors) and
-    /// completes its upload. The checkpoint exists only once [`crate::merge_shards`] of its prefix URL has written
-    /// its index.
-    pub fn finish(self) -> Result<FinishStats> {
-        self.writer.finish()
-    }
-}
-
-impl Deref for RemoteShardWriter {
-    type Target = ShardWriter;
-    fn deref(&self) -> &ShardWriter {
-        &self.writer
-    }
-}
-
-impl DerefMut for RemoteShardWriter {
-    fn deref_mut(&mut self) -> &mut ShardWriter {
-        &mut self.writer
-    }
+/// [`create_in_bucket`] at the URL `prefix` (`s3://bucket/dir/PREFIX`), uploaded as `upload`
+/// says.
+pub(crate) fn create_at_url(
+    prefix: &str,
+    shard_id: u32,
+    num_shards: u32,
+    save_id: SaveId,
+    opts: WriterOptions,
+    upload: &UploadOptions,
+) -> Result<ShardWriter> {
+    crate::native::check_shard_number(shard_id, num_shards)?;
+    let place = BucketPlace::new(prefix)?.with_upload(upload.clone());
+    create_in_bucket(Arc::new(place), shard_id, num_shards, save_id, opts)
 }
 
 /// Commits a sharded save whose shards were uploaded to `prefix` (`s3://bucket/dir/PREFIX`) by
-/// [`RemoteShardWriter`]s (SPEC.md 12.6): lists the data objects `PREFIX.data-k-of-N`, reads
+/// shard writers ([`crate::create_shard_writer`] of the URL; SPEC.md 12.6): lists the data objects `PREFIX.data-k-of-N`, reads
 /// each one's footer and index (one ranged GET each, two when its index is larger than 256 KiB;
 /// never its records), takes the save that is not the committed checkpoint's (or the one
 /// [`MergeShardsOptions::save_id`] names), checks its shards against each other exactly as
@@ -530,7 +435,7 @@ mod tests {
 
     use super::*;
     use crate::dtype::DType;
-    use crate::native::{Region, Saved, Tensor};
+    use crate::native::{Reader, Region, Saved, Tensor};
     use crate::remote::sharded_open::open_sharded_at;
     use crate::remote::url::{runtime, ObjectLocation};
     use crate::remote::RemoteOptions;
@@ -576,7 +481,7 @@ mod tests {
         let at = Arc::new(place(store, "mem", "ck/step1"));
         let save = SaveId::random();
         for k in 0..2u32 {
-            let mut w = RemoteShardWriter::create_at(at.clone(), k, 2, save, quick()).unwrap();
+            let mut w = create_in_bucket(at.clone(), k, 2, save, quick()).unwrap();
             let v = [k as u8 + 1; 100];
             w.add(format!("t{k}"), Tensor::new(DType::UInt8, &[100], &v))
                 .unwrap();
@@ -593,7 +498,7 @@ mod tests {
     /// a changed row 1.
     fn incremental(store: &Arc<InMemory>, base: &Arc<Reader>) -> (Arc<BucketPlace>, u64) {
         let at = Arc::new(place(store, "mem", "ck/step2"));
-        let mut w = RemoteShardWriter::create_at(at.clone(), 0, 1, SaveId::random(), quick())
+        let mut w = create_in_bucket(at.clone(), 0, 1, SaveId::random(), quick())
             .unwrap()
             .with_base(base.clone())
             .unwrap();
@@ -754,7 +659,7 @@ mod tests {
         let store = Arc::new(InMemory::new());
         let base = base(&store);
         let at = Arc::new(place(&store, "mem", "ck/step1"));
-        let w = RemoteShardWriter::create_at(at, 0, 1, SaveId::random(), quick()).unwrap();
+        let w = create_in_bucket(at, 0, 1, SaveId::random(), quick()).unwrap();
         let e = w.with_base(base).unwrap_err();
         assert!(matches!(e, Error::Unsupported(_)), "{e:?}");
     }
@@ -764,7 +669,7 @@ mod tests {
         let store = Arc::new(InMemory::new());
         let base = base(&store);
         let at = Arc::new(place(&store, "other", "ck/step2"));
-        let mut w = RemoteShardWriter::create_at(at, 0, 1, SaveId::random(), quick())
+        let mut w = create_in_bucket(at, 0, 1, SaveId::random(), quick())
             .unwrap()
             .with_base(base)
             .unwrap();

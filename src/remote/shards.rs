@@ -81,9 +81,9 @@ pub fn clean_shards(prefix: impl AsRef<Path>) -> Result<Vec<ShardFile>> {
 
 /// Starts shard `shard_id` of `num_shards` of the save `save_id` of the sharded checkpoint at
 /// `prefix`, a path prefix or a URL (`s3://bucket/dir/PREFIX`): in a directory as
-/// [`ShardWriter::create`] (under its pending name, renamed by the merge), in a bucket as
-/// `remote::RemoteShardWriter::create` (uploaded under its
-/// final name while it is written). With `base`, the shard is part of an incremental save
+/// [`ShardWriter::create`] (under its pending name, renamed by the merge), in a bucket
+/// uploaded under its final name while it is written (SPEC.md 12.6; by multipart upload with
+/// the default `remote::UploadOptions`). With `base`, the shard is part of an incremental save
 /// (SPEC.md 12.5) over the sharded checkpoint at that prefix: a local one for a local save
 /// ([`ShardWriter::with_base`]), one in the same bucket for a bucket's (its data objects copied
 /// by the store).
@@ -105,7 +105,10 @@ pub fn create_shard_writer(
     match url_of(prefix) {
         #[cfg(feature = "s3")]
         Some(url) => {
-            let mut w = super::RemoteShardWriter::create(url, shard_id, num_shards, save_id, opts)?;
+            let upload = super::UploadOptions::default();
+            let mut w = super::sharded_write::create_at_url(
+                url, shard_id, num_shards, save_id, opts, &upload,
+            )?;
             match base_url {
                 Some((_, Some(b))) => {
                     let b = super::open_sharded(b, super::RemoteOptions::default())?;
@@ -114,7 +117,7 @@ pub fn create_shard_writer(
                 Some((b, None)) => return Err(other_place(url, b)),
                 None => {}
             }
-            Ok(w.into_inner())
+            Ok(w)
         }
         #[cfg(not(feature = "s3"))]
         Some(url) => Err(super::not_built(url)),

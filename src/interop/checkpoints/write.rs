@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::native::{
-    data_path, index_path, staging, MergeShardsOptions, Metadata, Reader, SaveId, ShardedSave,
-    Tensor, Writer,
+    data_path, index_path, staging, MergeShardsOptions, Metadata, Reader, SaveId, ShardWriter,
+    ShardedSave, Tensor, Writer,
 };
 
 use super::{Dir, Layout};
@@ -181,8 +181,8 @@ impl Dir {
         metadata: Metadata,
     ) -> Result<()> {
         let reuse = base.is_some();
-        // In an object store: each shard uploaded under its final name by a
-        // RemoteShardWriter (reusing `base`'s tensors, its data objects copied by the store),
+        // In an object store: each shard uploaded under its final name by a shard writer
+        // in the bucket (reusing `base`'s tensors, its data objects copied by the store),
         // then merge_shards_url, which PUTs `PREFIX.index` last.
         #[cfg(feature = "s3")]
         if self.at.is_object() {
@@ -192,19 +192,19 @@ impl Dir {
                 Some(Base::Remote(r)) => Some(r),
                 Some(Base::Local(_)) | None => None,
             };
-            let open = |k: u32| -> Result<ShardSink> {
-                let w = crate::remote::RemoteShardWriter::create(
+            let open = |k: u32| -> Result<ShardWriter> {
+                let w = crate::remote::create_shard_writer(
                     &url,
                     k,
                     shards,
                     save,
                     self.opts.writer.clone(),
+                    None,
                 )?;
                 match &base {
                     Some(b) => w.with_base(b.clone()),
                     None => Ok(w),
                 }
-                .map(ShardSink::Remote)
             };
             write_shards(&open, shards, reuse, tensors)?;
             let opts = MergeShardsOptions {
@@ -219,7 +219,7 @@ impl Dir {
         if let Some(Base::Local(r)) = base {
             save = save.with_base(r);
         }
-        let open = |k: u32| save.shard(k).map(ShardSink::Local);
+        let open = |k: u32| save.shard(k);
         write_shards(&open, shards, reuse, tensors)?;
         let opts = MergeShardsOptions {
             metadata,
@@ -237,36 +237,10 @@ enum Base {
     Remote(Arc<Reader>),
 }
 
-/// The writer of one shard: in a local directory (pending name, renamed by the merge), or
-/// uploaded to an object store under its final name.
-enum ShardSink {
-    Local(crate::native::ShardWriter),
-    #[cfg(feature = "s3")]
-    Remote(crate::remote::RemoteShardWriter),
-}
-
-impl ShardSink {
-    fn writer(&mut self) -> &mut crate::native::ShardWriter {
-        match self {
-            ShardSink::Local(w) => w,
-            #[cfg(feature = "s3")]
-            ShardSink::Remote(w) => w,
-        }
-    }
-
-    fn finish(self) -> Result<()> {
-        match self {
-            ShardSink::Local(w) => w.finish().map(drop),
-            #[cfg(feature = "s3")]
-            ShardSink::Remote(w) => w.finish().map(drop),
-        }
-    }
-}
-
 /// Writes `shards` shards, each opened by `open` and written on its own thread, tensors dealt
 /// (largest first) to the least-filled one.
 fn write_shards(
-    open: &(dyn Fn(u32) -> Result<ShardSink> + Sync),
+    open: &(dyn Fn(u32) -> Result<ShardWriter> + Sync),
     shards: u32,
     reuse: bool,
     tensors: &[(&[u8], Tensor<'_>)],
@@ -287,8 +261,7 @@ fn write_shards(
             .enumerate()
             .map(|(k, idx)| {
                 s.spawn(move || -> Result<()> {
-                    let mut sink = open(k as u32)?;
-                    let w = sink.writer();
+                    let mut w = open(k as u32)?;
                     for &i in idx {
                         let (name, t) = tensors[i];
                         if reuse {
@@ -297,7 +270,7 @@ fn write_shards(
                             w.add(name, t)?;
                         }
                     }
-                    sink.finish()
+                    w.finish().map(drop)
                 })
             })
             .collect();

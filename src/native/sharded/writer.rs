@@ -158,7 +158,7 @@ impl ShardWriter {
     /// `PREFIX.data-k-of-N`: object storage has no rename; SPEC.md 12.6), which it commits in
     /// [`ShardWriter::finish`]. Such a shard, which knows no place of its checkpoint, cannot be
     /// part of an incremental save ([`ShardWriter::with_base`] refuses it; a shard written into
-    /// a bucket by `remote::RemoteShardWriter` can). Errors as [`ShardWriter::create`].
+    /// a bucket by [`crate::create_shard_writer`] can). Errors as [`ShardWriter::create`].
     pub fn create_on(
         dest: Box<dyn WriteDestination>,
         shard_id: u32,
@@ -181,15 +181,12 @@ impl ShardWriter {
     /// Errors when `base` is not a sharded checkpoint opened by its prefix.
     ///
     /// Errors with [`Error::Unsupported`] for a shard written through a destination of its own
-    /// ([`ShardWriter::create_on`]), and (at the first reuse) for a shard written into a bucket:
-    /// a bucket's incremental save reuses a checkpoint in the same bucket
-    /// (`remote::RemoteShardWriter::with_base`).
-    pub fn with_base(self, base: Arc<Reader>) -> Result<ShardWriter> {
-        self.with_reuse_base(base)
-    }
-
-    /// [`ShardWriter::with_base`] of any base: a mapped checkpoint, or one in a bucket.
-    pub(crate) fn with_reuse_base(mut self, base: Arc<dyn ReuseBase>) -> Result<ShardWriter> {
+    /// ([`ShardWriter::create_on`]); for a shard written into a bucket, for a base at the save's
+    /// own prefix (a bucket's shards are written under their final names, replacing the data
+    /// objects the save reuses while others are still copied: save each step at its own
+    /// prefix), and (at the first reuse) for a base that is not in the same bucket (a bucket's
+    /// incremental save reuses a checkpoint there, read by ranges: `remote::open_sharded`).
+    pub fn with_base(mut self, base: Arc<Reader>) -> Result<ShardWriter> {
         let Some(place) = self.place.clone() else {
             return Err(Error::Unsupported(format!(
                 "{}: an incremental save through a destination that knows no place of its \
@@ -198,6 +195,16 @@ impl ShardWriter {
                 self.pending.display()
             )));
         };
+        // In a directory a shard waits under its pending name, and the merge renames it once
+        // the reused files are linked in: a base at the same prefix is fine there.
+        let in_place = !place.as_any().is::<DirPlace>();
+        if in_place && base.place().is_ok_and(|b| b.shown("") == place.shown("")) {
+            return Err(Error::Unsupported(format!(
+                "{}: an incremental save in a bucket at its base's own prefix (its shards would \
+                 replace the data objects it reuses); save it at a prefix of its own",
+                place.shown("")
+            )));
+        }
         self.reuse = Some(Reuse::new(base, place)?);
         Ok(self)
     }
