@@ -28,7 +28,6 @@ pub mod paddle;
 pub mod pickle;
 mod pretrained;
 // A native file or sharded checkpoint read by ranges (`native::ranged`), as a store.
-mod ranged;
 // The one list of input formats, for paths and URLs alike.
 mod registry;
 // Object storage (the `s3` feature): what a URL names, resolved once, and each format's

@@ -14,111 +14,44 @@ use crate::interop::store::{
 };
 use crate::name;
 use crate::native::bytes_value;
+use crate::native::ranged::EntryInfo;
 use crate::native::{
-    Engine, Listed, MappedReader, Metadata, Reader, Region, SliceData, Tensor, TensorView,
-    VerifyOptions, Writer, WriterOptions,
+    Metadata, OwnedTensor, Reader, Region, SliceData, Tensor, TensorView, VerifyOptions, Writer,
+    WriterOptions,
 };
 use crate::progress::{Progress, Unit};
 use crate::table::TableFigures;
-
-/// The engine of a [`Reader`] as a store: the mapped one, or one by ranges (`ranged.rs`).
-fn engine_store(r: &Reader) -> &dyn TensorStore {
-    match r.engine() {
-        Engine::Mapped(m) => m,
-        Engine::Ranged(m) => m,
-        Engine::Sharded(m) => m,
-    }
-}
 
 impl TensorStore for Reader {
     fn format(&self) -> Format {
         Format::Native
     }
 
-    fn list(&self) -> Result<Vec<TensorInfo>> {
-        engine_store(self).list()
-    }
-
     fn scan(&self, start: &[u8]) -> Result<TensorInfos<'_>> {
-        engine_store(self).scan(start)
-    }
-
-    fn scan_prefix(&self, prefix: &[u8]) -> Result<TensorInfos<'_>> {
-        engine_store(self).scan_prefix(prefix)
-    }
-
-    fn scan_with_progress<'a>(&'a self, progress: &'a dyn Progress) -> Result<TensorInfos<'a>> {
-        engine_store(self).scan_with_progress(progress)
-    }
-
-    fn metadata(&self) -> Result<Metadata> {
-        engine_store(self).metadata()
-    }
-
-    fn load(&self, name: &[u8]) -> Result<Option<LoadedTensor<'_>>> {
-        engine_store(self).load(name)
-    }
-
-    fn load_many(&self, names: &[&[u8]], threads: usize) -> Result<Vec<LoadedTensor<'_>>> {
-        engine_store(self).load_many(names, threads)
-    }
-
-    fn info(&self, name: &[u8]) -> Result<Option<TensorInfo>> {
-        engine_store(self).info(name)
-    }
-
-    fn load_slice(&self, name: &[u8], region: &Region) -> Result<Option<LoadedTensor<'_>>> {
-        engine_store(self).load_slice(name, region)
-    }
-
-    fn verify(&self, threads: usize) -> Result<VerifySummary> {
-        engine_store(self).verify(threads)
-    }
-
-    fn data_location(&self, name: &[u8]) -> Result<Option<DataLocation>> {
-        engine_store(self).data_location(name)
-    }
-
-    fn slice_locations(&self, name: &[u8]) -> Result<Vec<SliceLocation>> {
-        engine_store(self).slice_locations(name)
-    }
-
-    fn layout(&self) -> Result<StoreLayout> {
-        engine_store(self).layout()
-    }
-
-    fn as_native(&self) -> Option<&Reader> {
-        Some(self)
-    }
-}
-
-impl TensorStore for MappedReader {
-    fn format(&self) -> Format {
-        Format::Native
-    }
-
-    fn scan(&self, start: &[u8]) -> Result<TensorInfos<'_>> {
-        // Streams the index from `start`: one data block at a time, nothing collected; a
-        // tensor stored in slices once, from its entry alone.
+        // A mapped file's index streamed from `start`, one data block at a time, nothing
+        // collected; one by ranges in one request. A tensor stored in slices once, from its
+        // entry alone.
         Ok(Box::new(
-            self.listing(start, None).map(move |t| listed(self, t?)),
+            self.listing(start, None)?.map(move |e| listed(self, e?)),
         ))
     }
 
     fn scan_with_progress<'a>(&'a self, progress: &'a dyn Progress) -> Result<TensorInfos<'a>> {
         // The header holds the count: the listing streams as `scan` does.
         progress.start(self.len(), Unit::Tensors);
-        Ok(Box::new(self.iter().map(move |t| {
-            progress.advance(1);
-            info(&t?)
-        })))
+        Ok(Box::new(
+            self.scan(b"")?.inspect(move |_| progress.advance(1)),
+        ))
     }
 
-    fn scan_prefix(&self, prefix: &[u8]) -> Result<TensorInfos<'_>> {
+    fn scan_prefix<'a>(&'a self, prefix: &[u8]) -> Result<TensorInfos<'a>> {
         // Stops at the end of the prefix's key range, before reading an entry past it.
+        let prefix = prefix.to_vec();
+        let listing = self.listing(&prefix, None)?;
         Ok(Box::new(
-            self.listing(prefix, Some(prefix))
-                .map(move |t| listed(self, t?)),
+            listing
+                .take_while(move |e| e.as_ref().map_or(true, |e| e.name.starts_with(&prefix)))
+                .map(move |e| listed(self, e?)),
         ))
     }
 
@@ -127,32 +60,50 @@ impl TensorStore for MappedReader {
     }
 
     fn layout(&self) -> Result<StoreLayout> {
-        let table = self.table().figures()?;
-        let layout = native_layout(self.header(), self.as_bytes().len() as u64, table);
-        let n = self.header().shards.len() as u32;
-        Ok(match self.checkpoint_prefix() {
-            Some(prefix) if n > 0 => {
-                with_data_files(layout, self.header(), prefix.display().to_string(), |k| {
-                    format!("{}{}", prefix.display(), crate::native::data_suffix(k, n))
-                })
-            }
-            _ => layout,
+        let (table, file_len) = self.index_figures()?;
+        let layout = native_layout(self.header(), file_len, table);
+        Ok(match self.data_files() {
+            Some((prefix, at)) => with_data_files(layout, self.header(), prefix, at),
+            None => layout,
         })
     }
 
     fn load(&self, name: &[u8]) -> Result<Option<LoadedTensor<'_>>> {
-        let t = match self.get(name) {
-            Ok(Some(t)) => t,
-            Ok(None) => return Ok(None),
-            // Stored in slices: assembled, every slice checked against its checksum first.
-            Err(Error::Sliced { .. }) => return self.assemble(name),
-            Err(e) => return Err(e),
+        let got = if self.as_bytes().is_some() {
+            // A mapped file: the view lends the map; its checksum is checked here.
+            self.get(name).and_then(|t| match t {
+                Some(t) => {
+                    t.verify_crc()?;
+                    loaded(t).map(Some)
+                }
+                None => Ok(None),
+            })
+        } else {
+            // By ranges: owned as read (checked then), the tensors after it in name order
+            // fetched ahead for a caller that loads them in turn (a conversion, an export).
+            self.get_ahead(name)
+                .and_then(|t| t.map(|t| loaded_owned(name, t)).transpose())
         };
-        t.verify_crc()?;
-        loaded(t).map(Some)
+        match got {
+            // Stored in slices: assembled, every slice checked against its checksum.
+            Err(Error::Sliced { .. }) => self.assemble(name),
+            got => got,
+        }
     }
 
     fn load_many(&self, names: &[&[u8]], threads: usize) -> Result<Vec<LoadedTensor<'_>>> {
+        if self.as_bytes().is_none() {
+            // By ranges: one by one, each fetched ahead of the next as `load` does.
+            return names
+                .iter()
+                .map(|n| {
+                    self.load(n)?.ok_or_else(|| Error::NotFound {
+                        name: name::display(n),
+                        path: self.path().to_string(),
+                    })
+                })
+                .collect();
+        }
         // Whole tensors are looked up first and their checksums checked together, in
         // parallel; a tensor stored in slices is assembled by `load`.
         let mut views = Vec::with_capacity(names.len());
@@ -185,11 +136,9 @@ impl TensorStore for MappedReader {
     }
 
     fn info(&self, name: &[u8]) -> Result<Option<TensorInfo>> {
-        match self.listing(name, Some(name)).next() {
-            Some(Ok(t)) if t.name == name => listed(self, t).map(Some),
-            Some(Err(e)) => Err(e),
-            _ => Ok(None),
-        }
+        // The tensor's own index block (one request at most by ranges), not a listing of the
+        // index from it on.
+        self.entry_of(name)?.map(|e| listed(self, e)).transpose()
     }
 
     fn load_slice(&self, name: &[u8], region: &Region) -> Result<Option<LoadedTensor<'_>>> {
@@ -212,67 +161,74 @@ impl TensorStore for MappedReader {
     }
 
     fn data_location(&self, name: &[u8]) -> Result<Option<DataLocation>> {
-        let t = match self.get(name) {
-            // Stored in slices: not one run of bytes (its slices are listed as such).
-            Err(Error::Sliced { .. }) => return Ok(None),
-            t => t?,
-        };
-        Ok(t.as_ref().map(location))
+        Ok(self.data_at(name)?.map(location))
     }
 
     fn slice_locations(&self, name: &[u8]) -> Result<Vec<SliceLocation>> {
         Ok(self
-            .slice_views(name)?
+            .slices_at(name)?
             .into_iter()
-            .map(|(region, t)| SliceLocation {
+            .map(|(region, at)| SliceLocation {
                 region,
-                location: location(&t),
+                location: location(at),
             })
             .collect())
     }
-}
 
-/// Where a stored tensor's or slice's data is: for a sharded checkpoint, its data file, not
-/// the index opened.
-fn location(t: &TensorView<'_>) -> DataLocation {
-    DataLocation {
-        path: t.path().into(),
-        offset: t.data_offset(),
-        len: t.data().len() as u64,
-        crc32c: Some(crate::format::unmask_crc(t.stored_crc())),
+    fn as_native(&self) -> Option<&Reader> {
+        Some(self)
     }
 }
 
-/// What a listing says of a tensor listed from the index; its LoD, when it has one, is read
-/// from its record.
-fn listed(r: &MappedReader, t: Listed) -> Result<TensorInfo> {
-    let lod = if t.lod_levels > 0 {
-        r.tensor(&t.name)?.lod()?.to_vec()
+/// Where a stored tensor's or slice's data is (for a sharded checkpoint, its data file, not
+/// the index opened), from [`Reader::data_at`].
+fn location((file, offset, len, crc): (String, u64, u64, u32)) -> DataLocation {
+    DataLocation {
+        path: file.into(),
+        offset,
+        len,
+        crc32c: Some(crc),
+    }
+}
+
+/// What a listing says of a tensor listed from the index (a tensor stored in slices: its
+/// whole shape and bytes); its LoD, when it has one, is read from its record's header.
+fn listed(r: &Reader, e: EntryInfo) -> Result<TensorInfo> {
+    let lod = if e.lod_levels > 0 {
+        r.lod(&e.name)?.ok_or_else(|| Error::NotFound {
+            name: name::display(&e.name),
+            path: r.path().to_string(),
+        })?
     } else {
         Vec::new()
     };
-    if t.dtype == DType::Bytes {
+    let nbytes = if e.slices != 0 {
+        crate::record::data_len(e.dtype, &e.shape).unwrap_or(0)
+    } else {
+        e.size
+    };
+    if e.dtype == DType::Bytes {
         // A bytes value (SPEC.md 6.1): listed as its value, from its entry's size alone.
         return Ok(TensorInfo {
-            name: t.name,
+            name: e.name,
             kind: Kind::Bytes,
             shape: Vec::new(),
             lod,
-            nbytes: bytes_value::value_len(t.nbytes).unwrap_or(t.nbytes),
+            nbytes: bytes_value::value_len(nbytes).unwrap_or(nbytes),
         });
     }
     Ok(TensorInfo {
-        name: t.name,
-        kind: Kind::Numeric(t.dtype),
-        shape: t.shape.to_vec(),
+        name: e.name,
+        kind: Kind::Numeric(e.dtype),
+        shape: e.shape,
         lod,
-        nbytes: t.nbytes,
+        nbytes,
     })
 }
 
 /// A whole stored tensor as the mapped store loads it, its checksum checked by the caller: its
 /// description, and its bytes (a bytes value's value, its encoding checked), borrowed from the
-/// map. (The stores read by ranges load owned tensors as they were read: `interop::ranged`.)
+/// map. (A reader by ranges loads owned tensors as they were read: `loaded_owned`.)
 fn loaded(t: TensorView<'_>) -> Result<LoadedTensor<'_>> {
     Ok(LoadedTensor {
         info: info(&t)?,
@@ -313,18 +269,21 @@ fn value_of(t: TensorView<'_>) -> Result<Cow<'_, [u8]>> {
     })
 }
 
-impl MappedReader {
-    /// A tensor stored in slices, assembled, every slice checked against its checksum.
+impl Reader {
+    /// A tensor stored in slices, assembled, every slice checked against its checksum (a
+    /// mapped file's slices checked whole first; by ranges, each slice as it is read).
     fn assemble(&self, name: &[u8]) -> Result<Option<LoadedTensor<'_>>> {
         let Some(info) = TensorStore::info(self, name)? else {
             return Ok(None);
         };
-        for piece in self.prefix(name) {
-            let piece = piece?;
-            if piece.name() != name {
-                break;
+        if self.as_bytes().is_some() {
+            for piece in self.prefix(name) {
+                let piece = piece?;
+                if piece.name() != name {
+                    break;
+                }
+                piece.verify_crc()?;
             }
-            piece.verify_crc()?;
         }
         let Some(whole) = self.get_slice(name, &Region::full(&info.shape))? else {
             return Ok(None);
@@ -334,6 +293,34 @@ impl MappedReader {
             data: TensorData::Bytes(Cow::Owned(whole.into_vec())),
         }))
     }
+}
+
+/// Tensor `name` as read by ranges (owned, its checksum checked when read), as a store
+/// returns it: a bytes value's value (its encoding checked here).
+fn loaded_owned(name: &[u8], t: OwnedTensor) -> Result<LoadedTensor<'static>> {
+    if t.dtype == DType::Bytes {
+        let value = bytes_value::decode(&t.data, &name::display(name), 0)?.to_vec();
+        return Ok(LoadedTensor {
+            info: TensorInfo {
+                name: name.to_vec(),
+                kind: Kind::Bytes,
+                shape: Vec::new(),
+                lod: Vec::new(),
+                nbytes: value.len() as u64,
+            },
+            data: TensorData::Bytes(Cow::Owned(value)),
+        });
+    }
+    Ok(LoadedTensor {
+        info: TensorInfo {
+            name: name.to_vec(),
+            kind: Kind::Numeric(t.dtype),
+            shape: t.shape,
+            lod: t.lod,
+            nbytes: t.data.len() as u64,
+        },
+        data: TensorData::Bytes(Cow::Owned(t.data)),
+    })
 }
 
 /// What a listing says of a tensor. Reads only its index entry, unless it has LoD: only then is

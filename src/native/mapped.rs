@@ -353,19 +353,6 @@ impl MappedReader {
         }
     }
 
-    /// Like [`Reader::get`](crate::Reader::get), but a missing tensor is [`Error::NotFound`].
-    pub fn tensor(&self, name: impl AsRef<[u8]>) -> Result<TensorView<'_>> {
-        let name = name.as_ref();
-        self.get(name)?.ok_or_else(|| self.not_found(name))
-    }
-
-    fn not_found(&self, name: &[u8]) -> Error {
-        Error::NotFound {
-            name: name::display(name),
-            path: self.path.clone(),
-        }
-    }
-
     /// The entry of tensor `name`, if there is one. The empty name is the header's, and in a
     /// version 2 file names starting with a NUL byte are slice keys: neither is a tensor.
     #[inline]
@@ -988,13 +975,6 @@ pub(crate) fn check_partition(
 }
 
 impl MappedReader {
-    /// The stored tensors whose names start with `prefix`, in name order.
-    pub(crate) fn prefix(&self, prefix: &[u8]) -> Iter<'_> {
-        let end = crate::native::iter::prefix_successor(prefix)
-            .map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded);
-        Iter::new(self, std::ops::Bound::Included(prefix.to_vec()), end)
-    }
-
     /// Every stored tensor in name order.
     pub(crate) fn iter(&self) -> Iter<'_> {
         Iter::new(self, std::ops::Bound::Unbounded, std::ops::Bound::Unbounded)

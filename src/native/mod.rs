@@ -99,7 +99,6 @@ pub(crate) use mapped::{
 pub use meta::{MetaValue, Metadata};
 pub(crate) use open::{hold_from, open_index, Opened};
 pub use read_at::FileRange;
-pub(crate) use reader::Engine;
 pub use reader::Reader;
 pub use recover::{
     last_complete_len, recover, recover_any, recover_any_with, scan, FoundRecord, RecoverOptions,

@@ -24,8 +24,8 @@ use crate::native::iter::{prefix_successor, Iter};
 use crate::native::load::{LoadOptions, OwnedTensor};
 use crate::native::mapped::{MappedReader, ReadOptions};
 use crate::native::ranged::{
-    get_whole_data, EntryInfo, EntrySource, RangeRead, RangedReader, RangedSharded, RemoteOptions,
-    RequestStats,
+    get_whole_data, locate, locate_slices, DataAt, EntryInfo, EntrySource, RangeRead, RangedReader,
+    RangedSharded, RemoteOptions, RequestStats,
 };
 use crate::native::region::Region;
 use crate::native::sharded::place::Place;
@@ -34,6 +34,7 @@ use crate::native::verify::{VerifyOptions, VerifyReport};
 use crate::native::view::{SliceData, TensorView};
 use crate::native::writer::Tensor;
 use crate::native::FileHeader;
+use crate::table::TableFigures;
 
 /// An open native paramdex file, or sharded checkpoint: mapped, in memory, or read by byte
 /// ranges (a file by `pread`, an object in a bucket). `Send + Sync`: share it between threads
@@ -47,6 +48,9 @@ pub struct Reader {
     inner: Inner,
 }
 
+/// Where data file `k` of a sharded checkpoint is ([`Reader::data_files`]).
+pub(crate) type DataFileAt<'r> = Box<dyn Fn(u32) -> String + 'r>;
+
 /// How a [`Reader`] reads its bytes.
 #[derive(Debug)]
 enum Inner {
@@ -56,13 +60,6 @@ enum Inner {
     Ranged(RangedReader),
     /// A sharded checkpoint read by ranges: its index, and its data files through its place.
     Sharded(RangedSharded),
-}
-
-/// A [`Reader`]'s engine, borrowed (see [`Reader::engine`]).
-pub(crate) enum Engine<'r> {
-    Mapped(&'r MappedReader),
-    Ranged(&'r RangedReader),
-    Sharded(&'r RangedSharded),
 }
 
 impl Reader {
@@ -126,15 +123,6 @@ impl Reader {
     pub(crate) fn from_mapped(r: MappedReader) -> Reader {
         Reader {
             inner: Inner::Mapped(r),
-        }
-    }
-
-    /// The engine that reads: interop's stores dispatch on it.
-    pub(crate) fn engine(&self) -> Engine<'_> {
-        match &self.inner {
-            Inner::Mapped(r) => Engine::Mapped(r),
-            Inner::Ranged(r) => Engine::Ranged(r),
-            Inner::Sharded(r) => Engine::Sharded(r),
         }
     }
 
@@ -621,6 +609,93 @@ impl Reader {
         ReuseBase::holds_unchanged_slice(self, s, data)
     }
 
+    /// What the index says of every tensor from `start` on, in name order (stopping at the
+    /// first name without `prefix`, when given), a tensor stored in slices once, without its
+    /// data: a mapped file's streamed one data block at a time, one by ranges read in one
+    /// request ([`Reader::list_from`]). What a store's listings are made of.
+    pub(crate) fn listing<'a>(
+        &'a self,
+        start: &[u8],
+        prefix: Option<&'a [u8]>,
+    ) -> Result<Box<dyn Iterator<Item = Result<EntryInfo>> + 'a>> {
+        if let Some(r) = self.as_mapped() {
+            return Ok(Box::new(
+                r.listing(start, prefix)
+                    .map(|l| l.map(crate::native::ranged::entry_info)),
+            ));
+        }
+        let listed = self.list_from(start)?.into_iter();
+        Ok(Box::new(
+            listed
+                .take_while(move |e| prefix.is_none_or(|p| e.name.starts_with(p)))
+                .map(Ok),
+        ))
+    }
+
+    /// The figures of the index table (one read for the index blocks not read yet, by
+    /// ranges), and the length of the file holding it.
+    pub(crate) fn index_figures(&self) -> Result<(TableFigures, u64)> {
+        let ranged = |r: &RangedReader| -> Result<(TableFigures, u64)> {
+            let (bytes, base) = r.index_bytes()?;
+            Ok((r.table_over(&bytes, base).figures()?, r.source().len()))
+        };
+        match &self.inner {
+            Inner::Mapped(r) => Ok((r.table().figures()?, r.as_bytes().len() as u64)),
+            Inner::Ranged(r) => ranged(r),
+            Inner::Sharded(r) => ranged(r.index()),
+        }
+    }
+
+    /// For a sharded checkpoint opened by its prefix: that prefix (a path or a URL) and where
+    /// its data file `k` is.
+    pub(crate) fn data_files(&self) -> Option<(String, DataFileAt<'_>)> {
+        let n = u32::try_from(self.header().shards.len())
+            .ok()
+            .filter(|&n| n > 0)?;
+        match &self.inner {
+            Inner::Mapped(r) => {
+                let p = r.checkpoint_prefix()?.display().to_string();
+                let shown = p.clone();
+                Some((
+                    p,
+                    Box::new(move |k| format!("{shown}{}", crate::native::data_suffix(k, n))),
+                ))
+            }
+            Inner::Sharded(r) => Some((r.prefix().to_string(), Box::new(|k| r.data_location(k)))),
+            Inner::Ranged(_) => None,
+        }
+    }
+
+    /// Where the data of tensor `name` (stored whole) lies, without reading it: the file (a
+    /// data file's for a sharded checkpoint), offset, length and stored CRC32C (unmasked).
+    /// `Ok(None)` when absent or stored in slices.
+    pub(crate) fn data_at(&self, name: &[u8]) -> Result<Option<DataAt>> {
+        match &self.inner {
+            Inner::Mapped(r) => match r.get(name) {
+                // Stored in slices: not one run of bytes (its slices are listed as such).
+                Err(Error::Sliced { .. }) => Ok(None),
+                t => Ok(t?.as_ref().map(view_at)),
+            },
+            Inner::Ranged(r) => locate(r, name),
+            Inner::Sharded(r) => locate(r, name),
+        }
+    }
+
+    /// Where each stored slice of tensor `name` lies (its region, and [`Reader::data_at`]'s
+    /// answer for it), in the order its entry lists them; empty when it is stored whole or
+    /// absent.
+    pub(crate) fn slices_at(&self, name: &[u8]) -> Result<Vec<(Region, DataAt)>> {
+        match &self.inner {
+            Inner::Mapped(r) => Ok(r
+                .slice_views(name)?
+                .into_iter()
+                .map(|(region, v)| (region, view_at(&v)))
+                .collect()),
+            Inner::Ranged(r) => locate_slices(r, name),
+            Inner::Sharded(r) => locate_slices(r, name),
+        }
+    }
+
     /// The engine as a base of an incremental save: a sharded checkpoint.
     fn base(&self) -> Result<&dyn ReuseBase> {
         match &self.inner {
@@ -671,4 +746,14 @@ impl ReuseBase for Reader {
     fn holds_unchanged_slice(&self, s: SliceAt<'_>, data: &[u8]) -> Result<bool> {
         self.base()?.holds_unchanged_slice(s, data)
     }
+}
+
+/// Where a view's data lies: [`Reader::data_at`]'s answer.
+fn view_at(v: &TensorView<'_>) -> DataAt {
+    (
+        v.path().to_string(),
+        v.data_offset(),
+        v.data().len() as u64,
+        crate::format::unmask_crc(v.stored_crc()),
+    )
 }

@@ -37,7 +37,6 @@ pub use object::ObjectRange;
 pub use place::BucketPlace;
 // The ranged reader is the native engine's (`native::ranged`, built with or without the `s3`
 // feature); re-exported here, where readers of objects have always found it.
-pub(crate) use crate::native::ranged::{locate, locate_slices};
 pub use crate::native::ranged::{
     sharded_names, Dest, EntryInfo, FileRange, Parallelism, RangeRead, ReadAt, ReadPart,
     RemoteOptions, RemoteTensor, RequestStats,
