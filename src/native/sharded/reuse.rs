@@ -128,7 +128,7 @@ impl ReuseBase for MappedReader {
     }
 
     fn holds_unchanged_slice(&self, s: SliceAt<'_>, data: &[u8]) -> Result<bool> {
-        MappedReader::holds_unchanged_slice(self, s.name, s.dtype, s.full_shape, s.region, data)
+        MappedReader::holds_unchanged_slice(self, s, data)
     }
 }
 

@@ -9,6 +9,7 @@ use crate::native::entry::Partition;
 use crate::native::iter::Found;
 use crate::native::mapped::MappedReader;
 use crate::native::region::Region;
+use crate::native::sharded::reuse::SliceAt;
 use crate::native::writer::Tensor;
 
 impl MappedReader {
@@ -69,22 +70,10 @@ impl MappedReader {
 }
 
 impl MappedReader {
-    /// Whether this checkpoint holds the slice `region` of the tensor `name` (of `dtype` and
-    /// shape `full_shape`, stored in slices here) byte-identical to `data`: one of its stored
-    /// slices is exactly `region` (the same start and lengths), and its bytes are `data`,
-    /// decided as [`Reader::holds_unchanged`] decides (size, CRC32C, bytes).
-    ///
-    /// `Ok(false)` when the tensor is absent, whole here, of another dtype or shape, or not
-    /// stored with a slice of exactly this region.
-    pub fn holds_unchanged_slice(
-        &self,
-        name: impl AsRef<[u8]>,
-        dtype: DType,
-        full_shape: &[u64],
-        region: &Region,
-        data: &[u8],
-    ) -> Result<bool> {
-        let Some((p, i)) = self.stored_slice(name.as_ref(), dtype, full_shape, region)? else {
+    /// Whether this checkpoint holds the stored slice `s` byte-identical to `data`
+    /// ([`Reader::holds_unchanged_slice`](crate::Reader::holds_unchanged_slice)).
+    pub(crate) fn holds_unchanged_slice(&self, s: SliceAt<'_>, data: &[u8]) -> Result<bool> {
+        let Some((p, i)) = self.stored_slice(s.name, s.dtype, s.full_shape, s.region)? else {
             return Ok(false);
         };
         let piece = self.piece(&p, i)?;
