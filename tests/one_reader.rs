@@ -260,3 +260,52 @@ fn by_ranges_a_reader_refuses_what_needs_a_map_or_a_place() {
     .unwrap_err();
     assert!(matches!(e, Error::InvalidArgument(_)), "{e:?}");
 }
+
+/// A sharded checkpoint read by ranges loads each data file's tensors in parallel parts, not
+/// one request per tensor: 2 data files of 300 tensors each load in a handful of reads.
+#[test]
+fn a_sharded_load_by_ranges_fetches_parts_not_tensors() {
+    use paramdex::{MergeShardsOptions, SaveId, ShardedSave, Tensor, WriterOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = dir.path().join("ckpt");
+    let opts = WriterOptions {
+        sync: false,
+        ..WriterOptions::default()
+    };
+    let save = ShardedSave::with_options(&prefix, 2, SaveId::random(), opts).unwrap();
+    for k in 0..2u32 {
+        let mut w = save.shard(k).unwrap();
+        for i in 0..300u32 {
+            let v = [(k * 7 + i) as u8; 24];
+            w.add(
+                format!("r{k}.t{i:04}"),
+                Tensor::new(DType::UInt8, &[24], &v),
+            )
+            .unwrap();
+        }
+        w.finish().unwrap();
+    }
+    save.merge(&MergeShardsOptions::default()).unwrap();
+    let m = Reader::open(&prefix).unwrap();
+    let r = Reader::from_place(
+        Arc::new(FileRange::open(format!("{}.index", prefix.display())).unwrap()),
+        prefix.display().to_string(),
+        Arc::new(DirPlace::new(&prefix)),
+        RemoteOptions::default(),
+    )
+    .unwrap();
+    let before = r.stats().requests;
+    let all = r.load_all(&LoadOptions::default()).unwrap();
+    let used = r.stats().requests - before;
+    assert_eq!(all.len(), 600);
+    // The index's blocks, each data file's open (tail, header block) and one part each.
+    assert!(used <= 12, "{used} requests for 600 tensors");
+    let mut mapped = m.load_all(&LoadOptions::default()).unwrap();
+    let mut ranged = all;
+    mapped.sort_by(|a, b| a.0.cmp(&b.0));
+    ranged.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(mapped, ranged);
+    // Names are all looked up before any data is read.
+    let e = r.load_many(&["r0.t0001", "absent"], &LoadOptions::default());
+    assert!(matches!(e, Err(Error::NotFound { .. })), "{e:?}");
+}

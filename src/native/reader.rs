@@ -24,7 +24,7 @@ use crate::native::iter::{prefix_successor, Iter};
 use crate::native::load::{LoadOptions, OwnedTensor};
 use crate::native::mapped::{MappedReader, ReadOptions};
 use crate::native::ranged::{
-    get_whole_data, locate, locate_slices, DataAt, EntryInfo, EntrySource, RangeRead, RangedReader,
+    get_whole_data, locate, locate_slices, DataAt, EntryInfo, RangeRead, RangedReader,
     RangedSharded, RemoteOptions, RequestStats,
 };
 use crate::native::region::Region;
@@ -380,7 +380,7 @@ impl Reader {
             Inner::Ranged(r) => r.load_all(opts),
             Inner::Sharded(r) => {
                 let names = r.list_from(b"")?.into_iter().map(|e| e.name).collect();
-                self.load_through_views(names, opts)
+                r.load_named(names, opts)
             }
         }
     }
@@ -399,47 +399,10 @@ impl Reader {
         match &self.inner {
             Inner::Mapped(r) => r.load_many(names, opts),
             Inner::Ranged(r) => r.load_many(names, opts),
-            Inner::Sharded(_) => {
-                let names = names.iter().map(|n| n.as_ref().to_vec()).collect();
-                self.load_through_views(names, opts)
+            Inner::Sharded(r) => {
+                r.load_named(names.iter().map(|n| n.as_ref().to_vec()).collect(), opts)
             }
         }
-    }
-
-    /// A sharded checkpoint by ranges loads tensor by tensor (in file order), each fetched whole
-    /// and checked.
-    fn load_through_views(
-        &self,
-        mut names: Vec<Vec<u8>>,
-        _opts: &LoadOptions,
-    ) -> Result<Vec<(Vec<u8>, OwnedTensor)>> {
-        let Inner::Sharded(r) = &self.inner else {
-            unreachable!("called for a sharded checkpoint by ranges only")
-        };
-        names.sort_unstable();
-        names.dedup();
-        // In file order, as a mapped checkpoint loads: by data file, then offset. Every name is
-        // looked up before any data is read.
-        let mut order = Vec::with_capacity(names.len());
-        for n in names {
-            let Some((e, _, _)) = r.lookup(&n)? else {
-                return Err(Error::NotFound {
-                    name: crate::name::display(&n),
-                    path: self.path().to_string(),
-                });
-            };
-            order.push((e.shard_id, e.offset, n));
-        }
-        order.sort_unstable();
-        let mut out = Vec::with_capacity(order.len());
-        for (_, _, n) in order {
-            let t = get_whole_data(r, &n)?.ok_or_else(|| Error::NotFound {
-                name: crate::name::display(&n),
-                path: self.path().to_string(),
-            })?;
-            out.push((n, t));
-        }
-        Ok(out)
     }
 
     /// Copies the tensors `names` into the caller's buffers, `dst[i]` receiving `names[i]`

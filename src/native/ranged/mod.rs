@@ -16,7 +16,7 @@ mod reader;
 mod sharded;
 mod sharded_reuse;
 
-pub(crate) use entry_source::{get_whole_data, locate, locate_slices, DataAt, EntrySource};
+pub(crate) use entry_source::{get_whole_data, locate, locate_slices, DataAt};
 pub use range::{Dest, FileRange, Parallelism, RangeRead, ReadAt, ReadPart, RequestStats};
 pub(crate) use reader::{entry_info, RangedReader};
 pub use reader::{EntryInfo, RemoteOptions, RemoteTensor};

@@ -750,6 +750,28 @@ impl RangedReader {
             .collect())
     }
 
+    /// The tensors of `items` (key, entry, offset of its block: entries whose data this file
+    /// holds, `shard_id` the caller's to check), each checked against this file as a read
+    /// checks it before any is fetched, then fetched in parallel as `opts` says and returned in
+    /// this file's order: a sharded checkpoint's load of one data file.
+    pub(crate) fn load_entries(
+        &self,
+        items: &[(Vec<u8>, IndexEntry, u64)],
+        opts: &LoadOptions,
+    ) -> Result<Vec<(Vec<u8>, RemoteTensor)>> {
+        let mut wants = Vec::with_capacity(items.len());
+        for (key, e, at) in items {
+            wants.push(self.want_of(key, e, *at)?);
+        }
+        wants.sort_by_key(|w| (w.range.start, w.range.end));
+        let mut out = Vec::with_capacity(wants.len());
+        self.fetch(wants, opts, usize::MAX, &mut |n, t| {
+            out.push((n, t));
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
     /// Every whole tensor of the index, in the object's order.
     fn all_wants(&self) -> Result<Vec<Want>> {
         let mut wants = Vec::new();

@@ -272,6 +272,43 @@ impl RangedSharded {
             })
     }
 
+    /// The tensors `names` (each once), every name looked up in the index first
+    /// ([`Error::NotFound`], [`Error::Sliced`] before any data is read), then each data
+    /// object's fetched in parallel parts as `opts` says: returned grouped by data object, in
+    /// its order.
+    pub(crate) fn load_named(
+        &self,
+        mut names: Vec<Vec<u8>>,
+        opts: &LoadOptions,
+    ) -> Result<Vec<(Vec<u8>, RemoteTensor)>> {
+        names.sort_unstable();
+        names.dedup();
+        let mut by_object: std::collections::BTreeMap<u32, Vec<(Vec<u8>, IndexEntry, u64)>> =
+            std::collections::BTreeMap::new();
+        for n in names {
+            let Some((e, _, at)) = self.index.lookup(&n)? else {
+                return Err(Error::NotFound {
+                    name: crate::name::display(&n),
+                    path: self.index.location().to_string(),
+                });
+            };
+            if e.num_slices != 0 {
+                return Err(Error::Sliced {
+                    name: crate::name::display(&n),
+                    path: self.index.location().to_string(),
+                    slices: u64::from(e.num_slices),
+                });
+            }
+            let k = self.object_of(&n, &e, at)?;
+            by_object.entry(k).or_default().push((n, e, at));
+        }
+        let mut out = Vec::new();
+        for (k, items) in by_object {
+            out.extend(self.shard(k)?.load_entries(&items, opts)?);
+        }
+        Ok(out)
+    }
+
     /// Requests made, bytes received and retries so far: the index object's and every opened
     /// data object's.
     pub(crate) fn stats(&self) -> RequestStats {
