@@ -449,18 +449,17 @@ impl Reader {
             }
         }
         let loaded = self.load_many(names, opts)?;
+        // Loaded in file order, not name order: each name's tensor found by a map.
+        let by_name: std::collections::HashMap<&[u8], &OwnedTensor> =
+            loaded.iter().map(|(m, t)| (m.as_slice(), t)).collect();
         for (n, d) in names.iter().zip(dst.iter_mut()) {
-            let at = loaded
-                .binary_search_by(|(m, _)| m.as_slice().cmp(n.as_ref()))
-                .ok()
-                .or_else(|| loaded.iter().position(|(m, _)| m.as_slice() == n.as_ref()));
-            let Some(at) = at else {
+            let Some(t) = by_name.get(n.as_ref()) else {
                 return Err(Error::NotFound {
                     name: crate::name::display(n.as_ref()),
                     path: self.path().to_string(),
                 });
             };
-            d.copy_from_slice(&loaded[at].1.data);
+            d.copy_from_slice(&t.data);
         }
         Ok(())
     }

@@ -687,13 +687,7 @@ impl RangedReader {
     /// Errors: [`Error::Sliced`] (before any data is read) for a tensor stored in slices, and
     /// those of `RangedReader::get`.
     pub fn load_all(&self, opts: &LoadOptions) -> Result<Vec<(Vec<u8>, RemoteTensor)>> {
-        let wants = self.all_wants()?;
-        let mut out = Vec::with_capacity(wants.len());
-        self.fetch(wants, opts, usize::MAX, &mut |n, t| {
-            out.push((n, t));
-            Ok(())
-        })?;
-        Ok(out)
+        self.fetch_all(self.all_wants()?, opts)
     }
 
     /// The tensors `names` (each once, however often named), fetched in parallel as `opts`
@@ -717,13 +711,7 @@ impl RangedReader {
             };
             wants.push(self.want(n, &e, at)?);
         }
-        wants.sort_by_key(|w| (w.range.start, w.range.end));
-        let mut out = Vec::with_capacity(wants.len());
-        self.fetch(wants, opts, usize::MAX, &mut |n, t| {
-            out.push((n, t));
-            Ok(())
-        })?;
-        Ok(out)
+        self.fetch_all(wants, opts)
     }
 
     /// Every tensor of the file, fetched in parallel as `opts` says and handed to `sink` (name,
@@ -763,6 +751,16 @@ impl RangedReader {
         for (key, e, at) in items {
             wants.push(self.want_of(key, e, *at)?);
         }
+        self.fetch_all(wants, opts)
+    }
+
+    /// Every tensor of `wants`, fetched in parallel as `opts` says and collected in the
+    /// object's order: the loads that hold all they load in memory.
+    fn fetch_all(
+        &self,
+        mut wants: Vec<Want>,
+        opts: &LoadOptions,
+    ) -> Result<Vec<(Vec<u8>, RemoteTensor)>> {
         wants.sort_by_key(|w| (w.range.start, w.range.end));
         let mut out = Vec::with_capacity(wants.len());
         self.fetch(wants, opts, usize::MAX, &mut |n, t| {
