@@ -12,7 +12,7 @@
 //!
 //! Names are those of `benches/compare.rs` (`model.layers.{i}.self_attn.q_proj.weight`, empty
 //! float32 tensors). `write` takes `--no-hash` and `--no-header-alone` to write the earlier
-//! layout.
+//! layout, and `--restart-interval N`.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -88,10 +88,15 @@ fn main() -> Res<()> {
     let (cmd, path, n): (&str, &str, usize) = (arg(0)?, arg(1)?, arg(2)?.parse()?);
     match cmd {
         "write" => {
+            let restart_interval = match args.iter().position(|a| a == "--restart-interval") {
+                Some(i) => arg(i + 1)?.parse()?,
+                None => WriterOptions::default().restart_interval,
+            };
             let opts = WriterOptions {
                 sync: false,
                 hash_index: !args.iter().any(|a| a == "--no-hash"),
                 header_alone: !args.iter().any(|a| a == "--no-header-alone"),
+                restart_interval,
                 ..WriterOptions::default()
             };
             let t0 = Instant::now();

@@ -198,8 +198,10 @@ fn recover_keeps_bytes_values() {
 const GOLDEN: &str = "native/bytes/bytes.pdx";
 
 fn write_golden(path: &Path) {
+    // The golden file predates version 3's index layout: written with the earlier one.
     let opts = paramdex::WriterOptions {
         sync: false,
+        index_v3: false,
         ..paramdex::WriterOptions::default()
     };
     let mut w = Writer::create_with(path, opts).unwrap();

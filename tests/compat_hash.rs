@@ -38,13 +38,15 @@ fn data(i: usize) -> (Vec<u64>, Vec<u8>) {
     (vec![n as u64], v)
 }
 
-/// Writes the file's tensors to `path` with the default layout (hash block, lone header),
-/// alignment 1 and 1 KiB index blocks, in reverse name order.
+/// Writes the file's tensors to `path` with the layout of versions 1 and 2 (hash block of kind
+/// 0, lone header first: the default before version 3), alignment 1 and 1 KiB index blocks, in
+/// reverse name order.
 fn write(path: &std::path::Path) {
     let opts = WriterOptions {
         sync: false,
         alignment: 1,
         block_size: 1024,
+        index_v3: false,
         ..WriterOptions::default()
     };
     let mut w = Writer::create_with(path, opts).unwrap();

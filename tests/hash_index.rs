@@ -9,12 +9,17 @@ use paramdex::raw::format::{crc32c, mask_crc};
 use paramdex::raw::table::{Block, BlockHandle, Table, TableReadOptions, HASH_INDEX_KEY};
 use paramdex::{DType, Error, ReadOptions, Reader, Tensor, Writer, WriterOptions};
 
+/// Options of a file with (or without) the kind 0 hash block and the lone header first: the
+/// layout of versions 1 and 2, which these tests read by hand. Version 3's kind 1 block is
+/// tested in `tests/compat_v3.rs`, `tests/table.rs` (`corruption_hash_index_kind_1`: every
+/// damaged byte an error or no change) and the table module's own tests.
 fn opts(hash_index: bool, header_alone: bool) -> WriterOptions {
     WriterOptions {
         sync: false,
         hash_index,
         header_alone,
         block_size: 512,
+        index_v3: false,
         ..WriterOptions::default()
     }
 }

@@ -386,9 +386,15 @@ fn saves_by_random_ranks_read_back_whole_and_by_any_region_through_every_reader(
 
 #[test]
 fn a_file_without_slices_or_shard_identity_is_version_1_and_one_with_them_version_2() {
+    // With version 3's index layout off (by default every file is version 3, whatever it
+    // holds: checked at the end).
+    let earlier = || WriterOptions {
+        index_v3: false,
+        ..WriterOptions::default()
+    };
     let dir = tempfile::tempdir().unwrap();
     let v1 = dir.path().join("v1.pdx");
-    let mut w = Writer::create(&v1).unwrap();
+    let mut w = Writer::create_with(&v1, earlier()).unwrap();
     w.add_values("w", &[2], &[1.0f32, 2.0]).unwrap();
     // A slice covering the whole tensor is an ordinary tensor, as in TensorFlow.
     w.add_slice("b", DType::UInt8, &[3], &Region::full(&[3]), &[1, 2, 3])
@@ -399,7 +405,7 @@ fn a_file_without_slices_or_shard_identity_is_version_1_and_one_with_them_versio
     assert_eq!(r.tensor("b").unwrap().data(), &[1, 2, 3]);
 
     let v2 = dir.path().join("v2.pdx");
-    let mut w = Writer::create(&v2).unwrap();
+    let mut w = Writer::create_with(&v2, earlier()).unwrap();
     let half = Region::new(vec![1], vec![2]).unwrap();
     w.add_slice("b", DType::UInt8, &[3], &half, &[2, 3])
         .unwrap();
@@ -469,6 +475,24 @@ fn a_file_without_slices_or_shard_identity_is_version_1_and_one_with_them_versio
     let mut w = Writer::create(dir.path().join("nul.pdx")).unwrap();
     w.add_values(b"\x00nul", &[1], &[1u8]).unwrap();
     assert!(w.add_slice("b", DType::UInt8, &[3], &first, &[1]).is_err());
+    w.finish().unwrap();
+    // With the default options that file stays version 1 (version 3 reserves such names,
+    // as version 2 does); the others are version 3, slices or not.
+    let r = Reader::open(dir.path().join("nul.pdx")).unwrap();
+    assert_eq!(r.header().format_version, 1);
+    assert_eq!(r.tensor(b"\x00nul").unwrap().data(), &[1]);
+    for (file, slices) in [("d1.pdx", false), ("d3.pdx", true)] {
+        let p = dir.path().join(file);
+        let mut w = Writer::create(&p).unwrap();
+        if slices {
+            w.add_slice("b", DType::UInt8, &[3], &half, &[2, 3])
+                .unwrap();
+        } else {
+            w.add_values("w", &[2], &[1.0f32, 2.0]).unwrap();
+        }
+        w.finish().unwrap();
+        assert_eq!(Reader::open(&p).unwrap().header().format_version, 3);
+    }
 }
 
 #[test]

@@ -265,8 +265,11 @@ fn options_strategy() -> impl Strategy<Value = TableOptions> {
             compression,
             // The hash index block and the lone first entry (SPEC.md 4.5, 4.2) on every other
             // block size: lookups must not depend on them.
-            hash_index: block_size % 128 == 64 || block_size == 1,
+            hash_index: block_size % 128 == 64 || block_size == 1 || block_size == 4096,
             first_entry_alone: block_size >= 256,
+            // Version 3's layout (kind 1 hash block, first block last) on the largest size.
+            hash_entries: block_size == 4096,
+            first_entry_last: block_size == 4096,
         })
 }
 
@@ -437,6 +440,22 @@ fn corruption_hash_index() {
         compression: Compression::None,
         hash_index: true,
         first_entry_alone: true,
+        hash_entries: false,
+        first_entry_last: false,
+    });
+}
+
+#[test]
+fn corruption_hash_index_kind_1() {
+    // Version 3's layout: every damaged byte is an error or leaves every answer unchanged.
+    corruption_sweep(TableOptions {
+        block_size: 64,
+        restart_interval: 2,
+        compression: Compression::None,
+        hash_index: true,
+        first_entry_alone: true,
+        hash_entries: true,
+        first_entry_last: true,
     });
 }
 

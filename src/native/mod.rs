@@ -64,7 +64,7 @@ mod writer;
 /// Version 1 files stay readable by every later version (`tests/compat.rs`). The hash index
 /// block and the lone header block (SPEC.md 4.2, 4.5) are optional layout within versions 1
 /// and 2, not a version: earlier readers ignore them (`tests/compat_hash.rs`).
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 
 /// Most slices one partitioned tensor may have (SPEC.md 8.1).
 pub const MAX_SLICES: usize = 65_536;

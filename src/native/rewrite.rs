@@ -119,6 +119,7 @@ pub fn rewrite_in_place(path: &Path, metadata: &Metadata, sync: bool) -> Result<
         &header_value,
         old_len,
         compression,
+        header.format_version,
         sync,
     );
     match result {
@@ -147,6 +148,7 @@ fn append_index(
     header_value: &[u8],
     old_len: u64,
     compression: Compression,
+    format_version: u32,
     sync: bool,
 ) -> Result<u64> {
     let mut f = file;
@@ -155,7 +157,7 @@ fn append_index(
         inner: BufWriter::with_capacity(1 << 20, file),
         held: Vec::with_capacity(2 * FOOTER_LEN),
     };
-    let opts = crate::native::writer::default_table_options(compression);
+    let opts = crate::native::writer::default_table_options(compression, format_version);
     let mut builder = TableBuilder::new(out, old_len, opts)?;
     let mut it = table.iter();
     let mut first = true;

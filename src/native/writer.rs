@@ -92,6 +92,12 @@ pub struct WriterOptions {
     /// and `hash_index` both false, the index is byte for byte what earlier versions wrote
     /// (and what TensorFlow's table builder writes for the same entries).
     pub header_alone: bool,
+    /// Write version 3's index layout (SPEC.md 4.2, 4.5) when the other options allow it
+    /// (`hash_index`, `header_alone`, no compression, restart runs of at most 256 entries):
+    /// a lookup goes from the hash bucket straight to its entry and checks the 4 KiB it reads,
+    /// and the header sits at the end of the file, read with the footer. Default true. False
+    /// writes the version 1 or 2 layout, which readers built before version 3 read.
+    pub index_v3: bool,
     /// Bytes of index entries (names, values and their bookkeeping) the writer holds in memory
     /// before it sorts them and spills them as one run to a nameless temporary file in the
     /// output's directory, to be merged at `finish`. Bounds the writer's memory however many
@@ -111,6 +117,7 @@ impl Default for WriterOptions {
             sync: true,
             hash_index: true,
             header_alone: true,
+            index_v3: true,
             index_memory: DEFAULT_INDEX_MEMORY,
         }
     }
@@ -365,7 +372,7 @@ impl Writer {
             )));
         }
         // Validates block size and restart interval up front, not at finish.
-        table_options(opts).validate()
+        table_options(opts, crate::native::FORMAT_VERSION).validate()
     }
 
     fn new(
@@ -539,6 +546,20 @@ impl Writer {
         }
         self.shard_of = Some(shard);
         Ok(())
+    }
+
+    /// The version the file is written as (SPEC.md 11): 3 when its index takes version 3's
+    /// layout (the kind 1 hash block and the header block at the end: the default options,
+    /// uncompressed index, hash block on, header alone, no name starting with a NUL byte,
+    /// which version 2 and later reserve); else the lowest version that holds what it holds.
+    fn format_version(&self) -> u32 {
+        if writes_v3_index(&self.opts) && !self.nul_name {
+            3
+        } else if self.is_v2() {
+            2
+        } else {
+            1
+        }
     }
 
     /// Whether the file will be version 2 (SPEC.md 11): it holds slices or a shard identity.
@@ -1052,7 +1073,7 @@ impl Writer {
     pub fn finish(mut self) -> Result<FinishStats> {
         self.check_usable()?;
         let records_len = self.pos;
-        let format_version = if self.is_v2() { 2 } else { 1 };
+        let format_version = self.format_version();
         // Every entry so far has a record, so this is the order of the records.
         let records_sorted = self.sorted;
         self.push_partitioned();
@@ -1177,7 +1198,7 @@ impl Writer {
     /// Sorts the names and appends the index table and footer after the records.
     fn write_index(&mut self, header: &FileHeader) -> Result<crate::table::TableStats> {
         let order = self.name_order();
-        let table_opts = table_options(&self.opts);
+        let table_opts = table_options(&self.opts, header.format_version);
         let records_len = self.pos;
         let mut builder = TableBuilder::new(&mut self.out, records_len, table_opts)?;
         builder.add(b"", &header.encode())?;
@@ -1205,24 +1226,43 @@ impl Writer {
     }
 }
 
-/// The index table options a writer's options select.
-pub(crate) fn table_options(opts: &WriterOptions) -> TableOptions {
+/// Whether a writer with `opts` writes version 3's index layout (SPEC.md 4.2, 4.5): the
+/// kind 1 hash block needs it on, uncompressed blocks and restart runs of at most 256 entries;
+/// the header block at the end needs the header alone in its block.
+pub(crate) fn writes_v3_index(opts: &WriterOptions) -> bool {
+    opts.index_v3
+        && opts.hash_index
+        && opts.header_alone
+        && opts.compression == Compression::None
+        && opts.restart_interval <= 256
+}
+
+/// The index table options a writer's options select for a file of `format_version`: version
+/// 3 places the header block last and writes the kind 1 hash block; earlier versions neither.
+pub(crate) fn table_options(opts: &WriterOptions, format_version: u32) -> TableOptions {
+    let v3 = format_version >= 3;
     TableOptions {
         block_size: opts.block_size,
         restart_interval: opts.restart_interval,
         compression: opts.compression,
         hash_index: opts.hash_index,
         first_entry_alone: opts.header_alone,
+        hash_entries: v3,
+        first_entry_last: v3,
     }
 }
 
-/// The index table options of a native file written with the default options and
-/// `compression` (sharded checkpoint indexes, references files, metadata rewrites).
-pub(crate) fn default_table_options(compression: Compression) -> TableOptions {
-    table_options(&WriterOptions {
-        compression,
-        ..WriterOptions::default()
-    })
+/// The index table options of a native file of `format_version` written with the default
+/// options and `compression` (sharded checkpoint indexes, references files, metadata
+/// rewrites).
+pub(crate) fn default_table_options(compression: Compression, format_version: u32) -> TableOptions {
+    table_options(
+        &WriterOptions {
+            compression,
+            ..WriterOptions::default()
+        },
+        format_version,
+    )
 }
 
 /// Where a streamed tensor's record went, from [`Writer::begin_record`].

@@ -103,9 +103,12 @@ impl BlockBuilder {
         &self.last_key
     }
 
-    /// Number of the restart point of the run the last added entry belongs to.
-    pub(crate) fn current_restart(&self) -> usize {
-        self.restarts.len() - 1
+    /// Where the last added entry is: the number of its restart run, the run's byte offset
+    /// in the block and the entries before it in the run.
+    pub(crate) fn current_run(&self) -> (usize, usize, usize) {
+        let run = self.restarts.len() - 1;
+        let at = self.restarts.last().map_or(0, |&r| r as usize);
+        (run, at, self.counter.saturating_sub(1))
     }
 
     /// Size the block would have if finished now (LevelDB's `CurrentSizeEstimate`):
@@ -323,6 +326,16 @@ struct EntryHeader {
     key_start: usize,
     key_end: usize,
     end: usize,
+}
+
+/// Where the `count` entries starting at `start` end (their headers decoded, nothing
+/// compared): how far a lookup through a kind 1 hash slot reads (SPEC.md 4.5).
+pub(crate) fn span_of(data: &[u8], lay: &Layout, start: usize, count: usize) -> Result<usize> {
+    let mut p = start;
+    for _ in 0..count {
+        p = decode_header(data, lay, p)?.end;
+    }
+    Ok(p)
 }
 
 /// Decodes the header of the entry at `p`, bounds-checking it against the entries region.

@@ -4,7 +4,7 @@ use std::io::Write;
 
 use super::block::BlockBuilder;
 use super::footer::{BlockHandle, Footer};
-use super::hash::{HashBuilder, HASH_INDEX_KEY};
+use super::hash::{HashBuilder, HashKind, PageSums, HASH_INDEX_KEY, MAX_RUN_POSITION};
 use super::{Compression, BLOCK_TRAILER_LEN, MAX_BLOCK_LEN};
 use crate::error::{ensure_within, Error, Result};
 use crate::format::{crc32c, crc32c_extend, mask_crc};
@@ -27,6 +27,15 @@ pub struct TableOptions {
     /// reader of the first entry checksums a block of a few dozen bytes, not `block_size`.
     /// Default false (TensorFlow's cutting rule only).
     pub first_entry_alone: bool,
+    /// With `hash_index`: write the hash block of kind 1 (SPEC.md 4.5, version 3), whose slots
+    /// lead to their entry's run and position and which carries a checksum of every 4 KiB of
+    /// the data blocks, instead of kind 0. Needs uncompressed blocks and a restart interval of
+    /// at most 256 (otherwise kind 0 is written). Default false.
+    pub hash_entries: bool,
+    /// With `first_entry_alone`: place the first entry's block (a native file's header) after
+    /// the hash block, just before the metaindex, so that the end of the file holds everything
+    /// an open reads (SPEC.md 4.2, version 3). Its index entry stays the first. Default false.
+    pub first_entry_last: bool,
 }
 
 impl TableOptions {
@@ -55,6 +64,8 @@ impl Default for TableOptions {
             compression: Compression::None,
             hash_index: false,
             first_entry_alone: false,
+            hash_entries: false,
+            first_entry_last: false,
         }
     }
 }
@@ -119,7 +130,11 @@ pub struct TableBuilder<W: Write> {
     /// Absolute offset of the next byte to be written.
     offset: u64,
     data_block: BlockBuilder,
-    index_block: BlockBuilder,
+    /// The index entries (separator, handle), encoded at `finish` (the first one's handle is
+    /// only known then when the first block is held back).
+    index_entries: Vec<(Vec<u8>, BlockHandle)>,
+    /// Size estimate of the index block the entries make.
+    index_estimate: usize,
     last_key: Vec<u8>,
     /// Handle of the last flushed data block whose index entry awaits the next key.
     pending_index: Option<BlockHandle>,
@@ -130,6 +145,12 @@ pub struct TableBuilder<W: Write> {
     failed: bool,
     /// The hash index being accumulated (`opts.hash_index`).
     hash: Option<HashBuilder>,
+    /// Kind 1 hash: the checksums of the data pages, fed every byte written before the hash
+    /// block.
+    sums: Option<PageSums>,
+    /// `first_entry_last`: the first block, finished (contents and trailer), waiting to be
+    /// written after the hash block.
+    held: Option<Vec<u8>>,
 }
 
 impl<W: Write> TableBuilder<W> {
@@ -138,13 +159,23 @@ impl<W: Write> TableBuilder<W> {
     /// ([`TableOptions::validate`]).
     pub fn new(writer: W, start_offset: u64, opts: TableOptions) -> Result<Self> {
         opts.validate()?;
+        let entries_hash = opts.hash_index
+            && opts.hash_entries
+            && opts.compression == Compression::None
+            && opts.restart_interval <= MAX_RUN_POSITION + 1;
+        let kind = if entries_hash {
+            HashKind::Entries
+        } else {
+            HashKind::Runs
+        };
         Ok(TableBuilder {
             writer,
             opts,
             start_offset,
             offset: start_offset,
             data_block: BlockBuilder::new(opts.restart_interval),
-            index_block: BlockBuilder::new(1),
+            index_entries: Vec::new(),
+            index_estimate: 8,
             last_key: Vec::new(),
             pending_index: None,
             stats: TableStats::default(),
@@ -152,7 +183,9 @@ impl<W: Write> TableBuilder<W> {
             compressed: Vec::new(),
             encoder: snap::raw::Encoder::new(),
             failed: false,
-            hash: opts.hash_index.then(HashBuilder::default),
+            hash: opts.hash_index.then(|| HashBuilder::new(kind)),
+            sums: entries_hash.then(|| PageSums::new(start_offset)),
+            held: None,
         })
     }
 
@@ -215,13 +248,17 @@ impl<W: Write> TableBuilder<W> {
         self.last_key.extend_from_slice(key);
         self.stats.entries += 1;
         self.data_block.add(key, value);
-        if let Some(h) = &mut self.hash {
+        // A kind 1 block leaves out the first data block's keys (it may be placed after the
+        // hash block, outside the data region the block covers): they are found by binary
+        // search (SPEC.md 4.5).
+        let unhashed = self.sums.is_some() && self.stats.data_blocks == 0;
+        if let Some(h) = self.hash.as_mut().filter(|_| !unhashed) {
             // The block being built is the next one to be written.
-            h.add(
-                key,
-                self.stats.data_blocks,
-                self.data_block.current_restart(),
-            );
+            // It will be written at `self.offset` (the held block is not written before it),
+            // so its run lies there in the data region, which starts at `start_offset`.
+            let (restart, run_offset, position) = self.data_block.current_run();
+            let in_region = self.offset - self.start_offset + run_offset as u64;
+            h.add(key, self.stats.data_blocks, restart, in_region, position);
         }
         if self.data_block.size_estimate() >= self.opts.block_size
             || (self.opts.first_entry_alone && self.stats.entries == 1)
@@ -233,15 +270,14 @@ impl<W: Write> TableBuilder<W> {
 
     /// Adds the index entry (`self.last_key` -> `handle`).
     fn add_index_entry(&mut self, handle: BlockHandle) -> Result<()> {
-        self.handle_buf.clear();
-        handle.encode_to(&mut self.handle_buf);
-        let est = self.index_block.size_estimate()
+        let est = self.index_estimate
             + ENTRY_OVERHEAD
             + 4
             + self.last_key.len()
-            + self.handle_buf.len();
+            + BlockHandle::MAX_ENCODED_LEN;
         ensure_within("index block length", est, MAX_BLOCK_LEN, None)?;
-        self.index_block.add(&self.last_key, &self.handle_buf);
+        self.index_estimate = est;
+        self.index_entries.push((self.last_key.clone(), handle));
         Ok(())
     }
 
@@ -251,18 +287,54 @@ impl<W: Write> TableBuilder<W> {
             return Ok(());
         }
         debug_assert!(self.pending_index.is_none());
-        let (handle, raw_len) = write_block(
-            &mut self.writer,
-            &mut self.offset,
-            &mut self.data_block,
-            self.opts.compression,
-            &mut self.encoder,
-            &mut self.compressed,
-        )?;
+        let hold = self.opts.first_entry_alone
+            && self.opts.first_entry_last
+            && self.stats.data_blocks == 0;
+        let (handle, raw_len) = if hold {
+            // Written after the hash block; its handle is filled in then.
+            let mut held = Vec::new();
+            let (h, n) = write_block(
+                &mut held,
+                &mut 0,
+                &mut self.data_block,
+                self.opts.compression,
+                &mut self.encoder,
+                &mut self.compressed,
+                None,
+            )?;
+            self.held = Some(held);
+            (h, n)
+        } else {
+            write_block(
+                &mut self.writer,
+                &mut self.offset,
+                &mut self.data_block,
+                self.opts.compression,
+                &mut self.encoder,
+                &mut self.compressed,
+                self.sums.as_mut(),
+            )?
+        };
         self.stats.data_blocks += 1;
         self.stats.raw_data_block_bytes += raw_len as u64;
         self.stats.stored_data_block_bytes += handle.size;
         self.pending_index = Some(handle);
+        Ok(())
+    }
+
+    /// Writes the held first block (`first_entry_last`) here and gives its index entry its
+    /// offset.
+    fn place_held(&mut self, held: &[u8]) -> Result<()> {
+        let offset = self.offset;
+        write_all(&mut self.writer, &mut self.offset, held)?;
+        let h = if self.index_entries.is_empty() {
+            self.pending_index.as_mut()
+        } else {
+            self.index_entries.first_mut().map(|(_, h)| h)
+        };
+        if let Some(h) = h {
+            h.offset = offset;
+        }
         Ok(())
     }
 
@@ -273,8 +345,19 @@ impl<W: Write> TableBuilder<W> {
         self.flush()?;
         // The hash index block (uncompressed: it is read in place), then the metaindex listing
         // it; without it the metaindex is the empty block, as TensorFlow writes it.
+        if self.stats.data_blocks == 1 {
+            // The first block alone (a file without tensors) stays first: the hash block must
+            // follow the last data block.
+            if let Some(held) = self.held.take() {
+                self.place_held(&held)?;
+                if let Some(sums) = &mut self.sums {
+                    sums.update(&held);
+                }
+            }
+        }
         let mut meta = BlockBuilder::new(self.opts.restart_interval);
-        if let Some(contents) = self.hash.take().and_then(HashBuilder::finish) {
+        let pages = self.sums.take().map(PageSums::finish);
+        if let Some(contents) = self.hash.take().and_then(|h| h.finish(pages)) {
             let handle = BlockHandle {
                 offset: self.offset,
                 size: contents.len() as u64,
@@ -289,6 +372,10 @@ impl<W: Write> TableBuilder<W> {
             handle.encode_to(&mut self.handle_buf);
             meta.add(HASH_INDEX_KEY, &self.handle_buf);
         }
+        if let Some(held) = self.held.take() {
+            // The first block, after the hash block.
+            self.place_held(&held)?;
+        }
         let (metaindex, _) = write_block(
             &mut self.writer,
             &mut self.offset,
@@ -296,18 +383,26 @@ impl<W: Write> TableBuilder<W> {
             Compression::None,
             &mut self.encoder,
             &mut self.compressed,
+            None,
         )?;
         if let Some(handle) = self.pending_index.take() {
             find_short_successor(&mut self.last_key);
             self.add_index_entry(handle)?;
         }
+        let mut index_block = BlockBuilder::new(1);
+        for (key, handle) in std::mem::take(&mut self.index_entries) {
+            self.handle_buf.clear();
+            handle.encode_to(&mut self.handle_buf);
+            index_block.add(&key, &self.handle_buf);
+        }
         let (index, _) = write_block(
             &mut self.writer,
             &mut self.offset,
-            &mut self.index_block,
+            &mut index_block,
             self.opts.compression,
             &mut self.encoder,
             &mut self.compressed,
+            None,
         )?;
         let footer = Footer { metaindex, index }.encode();
         write_all(&mut self.writer, &mut self.offset, &footer)?;
@@ -328,8 +423,9 @@ fn write_all<W: Write>(w: &mut W, offset: &mut u64, bytes: &[u8]) -> Result<()> 
         .map_err(|e| Error::io("writing index table", e))
 }
 
-/// Finishes `block`, compresses it if asked and worthwhile, writes it and its trailer, resets
-/// the block. Returns its handle and its uncompressed length.
+/// Finishes `block`, compresses it if asked and worthwhile, writes it and its trailer (adding
+/// both to `sums` when given), resets the block. Returns its handle and its uncompressed
+/// length.
 fn write_block<W: Write>(
     w: &mut W,
     offset: &mut u64,
@@ -337,6 +433,7 @@ fn write_block<W: Write>(
     compression: Compression,
     encoder: &mut snap::raw::Encoder,
     compressed: &mut Vec<u8>,
+    sums: Option<&mut PageSums>,
 ) -> Result<(BlockHandle, usize)> {
     let raw = block.finish();
     let raw_len = raw.len();
@@ -364,6 +461,10 @@ fn write_block<W: Write>(
     trailer[1..].copy_from_slice(&mask_crc(crc).to_le_bytes());
     write_all(w, offset, contents)?;
     write_all(w, offset, &trailer)?;
+    if let Some(sums) = sums {
+        sums.update(contents);
+        sums.update(&trailer);
+    }
     block.reset();
     Ok((handle, raw_len))
 }

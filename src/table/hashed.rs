@@ -9,10 +9,10 @@
 
 use std::borrow::Cow;
 
-use super::block::{find_in_span, key_lt, Block, Layout};
+use super::block::{find_in_span, key_lt, span_of, Block, Layout};
 use super::cache::BlockRuns;
 use super::footer::BlockHandle;
-use super::hash::{HashIndex, HASH_INDEX_KEY};
+use super::hash::{Candidate, HashIndex, HashKind, HASH_INDEX_KEY};
 use super::read::{bad_type, block_end, decompress, read_raw, verify_crc_of, BlockBytes};
 use super::reader::Table;
 use super::Compression;
@@ -23,17 +23,17 @@ use crate::name::display;
 /// Most cache lines of a restart run [`touch_lines`] touches.
 const TOUCH_LINES: usize = 32;
 
+/// Cache lines a kind 1 lookup touches ahead from its run's start: a run of 16 entries of
+/// checkpoint names takes about 8.
+const RUN_LINES: usize = 8;
+
 /// Reads one byte of each 64-byte line of `span` (its first [`TOUCH_LINES`] lines), so that a
 /// run of entries about to be scanned is fetched from memory all at once: the scan finds each
 /// entry's position from the one before, so the lines it misses on would otherwise be waited
 /// for one after the other.
 #[inline]
-fn touch_lines(span: &[u8]) {
-    let x = span
-        .iter()
-        .step_by(64)
-        .take(TOUCH_LINES)
-        .fold(0u8, |x, &b| x ^ b);
+fn touch_lines(span: &[u8], lines: usize) {
+    let x = span.iter().step_by(64).take(lines).fold(0u8, |x, &b| x ^ b);
     std::hint::black_box(x);
 }
 
@@ -107,8 +107,132 @@ impl<'a> Table<'a> {
         Ok(read_raw(self.file, self.base, &hx.handle)?.0)
     }
 
-    /// [`Table::get`] through the hash index block `hx`, which the bytes held hold.
+    /// [`Table::get`] through the hash index block `hx`, which the bytes held hold (a kind 1
+    /// block only when they hold the whole table: its slots lead into the data blocks).
     pub(super) fn get_hashed<R>(
+        &self,
+        hx: &HashIndex,
+        key: &[u8],
+        f: impl FnOnce(&[u8], u64) -> R,
+    ) -> Result<Option<R>> {
+        match hx.kind() {
+            HashKind::Runs => self.get_by_run(hx, key, f),
+            HashKind::Entries => self.get_by_entry(hx, key, f),
+        }
+    }
+
+    /// A kind 1 lookup (SPEC.md 4.5): the slot names where the entry's restart run starts in
+    /// the data region and the entry's position in the run; the entries up to it are decoded,
+    /// the pages they lie in checked against the block's data-page checksums (each page once),
+    /// and the last key compared. Neither the index block nor the data block's restart array is
+    /// read: `verify` checks that every slot leads to the entry a binary search finds.
+    fn get_by_entry<R>(
+        &self,
+        hx: &HashIndex,
+        key: &[u8],
+        f: impl FnOnce(&[u8], u64) -> R,
+    ) -> Result<Option<R>> {
+        let ix = self.index();
+        if ix.data_blocks() > 0 && !key_lt(ix.separator(0), key) {
+            // In the first block, which may lie after the hash block, outside the data region
+            // it covers (a native header's): not in the hash block.
+            return self.get_by_search(key, f);
+        }
+        let contents = self.hash_contents(hx)?;
+        let verify = ix.options().verify_checksums;
+        let (region_start, region_end) = hx.region();
+        let mut f = Some(f);
+        let mut out = None;
+        hx.lookup(contents, key, verify, |c| {
+            let at = region_start.saturating_add(c.run);
+            if at >= region_end {
+                return Err(Error::corrupt(
+                    "hash index block",
+                    hx.handle.offset,
+                    format!(
+                        "a slot names a run at byte {} of the data region \
+                         {region_start}..{region_end}, outside it",
+                        c.run
+                    ),
+                ));
+            }
+            // The run and what follows it in the region: in place in the bytes held, or (a
+            // table over the end of a file) its pages read through the seam.
+            let (window, window_at) = self.region_window(hx, at, c.position + 1)?;
+            let window_end = (window_at + window.len() as u64).min(region_end);
+            let bytes = usize::try_from(at - window_at)
+                .ok()
+                .zip(usize::try_from(window_end - window_at).ok())
+                .and_then(|(s, e)| window.get(s..e))
+                .unwrap_or_default();
+            // The run's lines fetched all at once (the header walk below finds each entry
+            // from the one before it): as many as its entries usually fill.
+            touch_lines(bytes.get(..RUN_LINES * 64).unwrap_or(bytes), RUN_LINES);
+            let lay = Layout::known(bytes.len(), 0, at, true, "data block");
+            let end = span_of(bytes, &lay, 0, c.position + 1)?;
+            if verify {
+                hx.check_data(contents, &window, window_at, at, at + end as u64)?;
+            }
+            let Some((vs, ve)) = find_in_span(bytes, &lay, 0, end, key)? else {
+                return Ok(false);
+            };
+            if let Some(f) = f.take() {
+                out = Some(f(&bytes[vs..ve], at));
+            }
+            Ok(true)
+        })?;
+        Ok(out)
+    }
+
+    /// Bytes holding the data region from the data page of `at` on, and the absolute offset
+    /// of the first: the bytes held when they hold `at`; else pages of the region read through
+    /// the seam, enough for `entries` entries from `at` and whole pages (a first read of two
+    /// pages, doubled until their headers fit).
+    fn region_window(
+        &self,
+        hx: &HashIndex,
+        at: u64,
+        entries: usize,
+    ) -> Result<(Cow<'a, [u8]>, u64)> {
+        let (region_start, region_end) = hx.region();
+        let page = super::hash::DATA_PAGE as u64;
+        let from = region_start + (at - region_start) / page * page;
+        let rest = match self.rest {
+            Some(rest) if from < self.base => rest,
+            _ => return Ok((Cow::Borrowed(self.file), self.base)),
+        };
+        let mut pages = 2u64;
+        loop {
+            let to = from.saturating_add(pages * page).min(region_end);
+            let got = rest.read(from..to)?;
+            let off = usize::try_from(at - from).unwrap_or(usize::MAX);
+            let lay = Layout::known(got.len(), 0, from, true, "data block");
+            let complete = match span_of(&got, &lay, off, entries) {
+                Ok(end) => Some(end),
+                Err(_) if to < region_end => None,
+                Err(e) => return Err(e),
+            };
+            match complete {
+                // The entries' last page whole, for its checksum.
+                Some(end) if to == region_end || (end as u64) <= to - from => {
+                    let last_page_end = (from + (end as u64).div_ceil(page) * page).min(region_end);
+                    if last_page_end <= to {
+                        return Ok((Cow::Owned(got), from));
+                    }
+                }
+                _ => {}
+            }
+            if to == region_end {
+                return Ok((Cow::Owned(got), from));
+            }
+            pages = pages.saturating_mul(2);
+        }
+    }
+
+    /// A kind 0 lookup: the slot names the block and restart point; the block is loaded (its
+    /// checksum checked on first use), the run decoded and the entry checked against the
+    /// block's separators.
+    fn get_by_run<R>(
         &self,
         hx: &HashIndex,
         key: &[u8],
@@ -131,13 +255,16 @@ impl<'a> Table<'a> {
             }
             let (bytes, runs) = self.block_runs(c.block)?;
             let h = runs.handle;
-            let Some(&start) = runs.restarts.get(c.restart) else {
+            let Some(&start) = usize::try_from(c.run)
+                .ok()
+                .and_then(|r| runs.restarts.get(r))
+            else {
                 return Err(Error::corrupt(
                     "hash index block",
                     hx.handle.offset,
                     format!(
                         "a slot names restart point {} of data block {} (at {}), which has {}",
-                        c.restart,
+                        c.run,
                         c.block,
                         h.offset,
                         runs.restarts.len()
@@ -146,9 +273,9 @@ impl<'a> Table<'a> {
             };
             let end = runs
                 .restarts
-                .get(c.restart + 1)
+                .get(usize::try_from(c.run).unwrap_or(usize::MAX).saturating_add(1))
                 .map_or(runs.entries_end, |&r| r as usize);
-            touch_lines(bytes.get(start as usize..end).unwrap_or_default());
+            touch_lines(bytes.get(start as usize..end).unwrap_or_default(), TOUCH_LINES);
             let lay = Layout::known(
                 runs.entries_end,
                 runs.restarts.len(),
@@ -241,16 +368,48 @@ impl<'a> Table<'a> {
         // unique, so an earlier candidate's run cannot hold it). That is what a lookup of every
         // key would check, without decoding a run per key (verify's cost: BENCHMARKS.md).
         let mut restarts = vec![0usize; blocks];
+        // Kind 1: each run met (block, byte offset) and its number of entries.
+        let entries_kind = hx.kind() == HashKind::Entries;
+        let mut runs: std::collections::HashMap<u64, usize> = Default::default();
+        let (region_start, _) = hx.region();
+        let mut cur: Option<(usize, usize, usize)> = None;
         let mut n = 0u64;
         let mut it = self.iter();
         while it.next()? {
             let (key, at) = (it.key(), it.block_offset());
+            if entries_kind && it.position().is_some_and(|(block, _, _)| block == 0) {
+                // Kind 1 leaves the first block's keys out (lookups binary-search them).
+                continue;
+            }
             let found = match it.position() {
                 Some((block, run, in_block)) => {
                     if let Some(r) = restarts.get_mut(block) {
                         *r = in_block;
                     }
-                    hx.has_slot(contents, key, block, run)?
+                    let want = if entries_kind {
+                        let position = match cur {
+                            Some((b, r, p)) if b == block && r == run => p + 1,
+                            _ => 0,
+                        };
+                        cur = Some((block, run, position));
+                        let (_, br) = self.block_runs(block)?;
+                        let offset = br.restarts.get(run).map_or(u64::MAX, |&o| {
+                            (br.handle.offset + u64::from(o)).saturating_sub(region_start)
+                        });
+                        runs.insert(offset, position + 1);
+                        Candidate {
+                            block: 0,
+                            run: offset,
+                            position,
+                        }
+                    } else {
+                        Candidate {
+                            block,
+                            run: run as u64,
+                            position: 0,
+                        }
+                    };
+                    hx.has_slot(contents, key, want)?
                 }
                 None => false,
             };
@@ -264,14 +423,115 @@ impl<'a> Table<'a> {
         }
         // Every other candidate a lookup may meet must name a run that exists (else that lookup
         // fails where this check passed): the scan visited every block.
-        hx.check_slots(contents, |block, run| {
-            restarts.get(block).is_some_and(|&r| run < r)
+        hx.check_slots(contents, |c| {
+            if entries_kind {
+                runs.get(&c.run).is_some_and(|&k| c.position < k)
+            } else {
+                restarts.get(c.block).is_some_and(|&r| c.run < r as u64)
+            }
         })?;
+        // Kind 1: the data pages' checksums, which lookups check page by page.
+        if entries_kind && self.rest.is_none() {
+            hx.check_all_data(contents, self.file, self.base)?;
+        }
         if occupied != n {
             return Err(bad(format!(
                 "{occupied} occupied slots for the table's {n} keys"
             )));
         }
         Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{TableBuilder, TableIndex, TableOptions, TableReadOptions};
+    use super::*;
+
+    /// A table whose first entry is `""` (a header) and then `n` keys, written with version
+    /// 3's layout (kind 1 hash block, first block last).
+    fn v3_table(n: usize, block_size: usize) -> Vec<u8> {
+        let opts = TableOptions {
+            block_size,
+            hash_index: true,
+            first_entry_alone: true,
+            hash_entries: true,
+            first_entry_last: true,
+            ..TableOptions::default()
+        };
+        let mut b = TableBuilder::new(Vec::new(), 100, opts).unwrap();
+        b.add(b"", b"header").unwrap();
+        for i in 0..n {
+            let v = format!("value-{i}-").repeat(3);
+            b.add(format!("model.layers.{i:06}.w").as_bytes(), v.as_bytes())
+                .unwrap();
+        }
+        let mut file = vec![0u8; 100];
+        file.extend(b.finish().unwrap().0);
+        file
+    }
+
+    #[test]
+    fn kind_1_finds_every_key_and_places_the_first_block_last() {
+        for (n, block_size) in [(0, 4096), (1, 4096), (5000, 4096), (3000, 1 << 16)] {
+            let file = v3_table(n, block_size);
+            let ix = TableIndex::open(&file, &TableReadOptions::default()).unwrap();
+            let t = Table::new(&file, &ix);
+            assert_eq!(
+                t.hash_index().unwrap().map(HashIndex::kind),
+                Some(HashKind::Entries)
+            );
+            // The header's block is after the hash block, the others from offset 100 on (a
+            // table of the header alone keeps it first).
+            let hx = t.hash_index().unwrap().unwrap().handle;
+            assert_eq!(ix.block_handle(0).offset > hx.offset, n > 0, "n = {n}");
+            assert_eq!(ix.first_data_offset(), Some(100));
+            assert_eq!(t.get(b"", |v, _| v.to_vec()).unwrap().unwrap(), b"header");
+            for i in 0..n {
+                let k = format!("model.layers.{i:06}.w");
+                let v = t.get(k.as_bytes(), |v, _| v.to_vec()).unwrap();
+                assert_eq!(
+                    v.unwrap(),
+                    format!("value-{i}-").repeat(3).as_bytes(),
+                    "{k}"
+                );
+                assert!(t
+                    .get(format!("{k}x").as_bytes(), |_, _| ())
+                    .unwrap()
+                    .is_none());
+            }
+            assert!(t.get(b"zzz", |_, _| ()).unwrap().is_none());
+            assert_eq!(t.check_hash_index().unwrap(), n as u64);
+            t.verify_all_blocks().unwrap();
+        }
+    }
+
+    #[test]
+    fn kind_1_checks_the_data_pages_it_reads() {
+        let mut file = v3_table(5000, 4096);
+        // Damage a byte of a key in the middle of the data blocks: the lookups that read its
+        // page report it, as does verify; a lookup elsewhere is unaffected.
+        let ix = TableIndex::open(&file, &TableReadOptions::default()).unwrap();
+        let h = ix.block_handle(ix.data_blocks() / 2);
+        drop(ix);
+        let at = h.offset as usize + 3;
+        file[at] ^= 0x20;
+        let ix = TableIndex::open(&file, &TableReadOptions::default()).unwrap();
+        let t = Table::new(&file, &ix);
+        let errors = (0..5000)
+            .filter(|i| {
+                let k = format!("model.layers.{i:06}.w");
+                match t.get(k.as_bytes(), |_, _| ()) {
+                    Err(Error::ChecksumMismatch { what, .. }) => {
+                        assert_eq!(what, "index data page");
+                        true
+                    }
+                    Ok(Some(())) => false,
+                    other => panic!("{k}: {other:?}"),
+                }
+            })
+            .count();
+        assert!(errors > 0 && errors < 200, "{errors} lookups failed");
+        assert!(t.verify_all_blocks().is_err());
     }
 }

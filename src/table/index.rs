@@ -323,6 +323,8 @@ impl TableIndex {
         let mut key: Vec<u8> = Vec::new();
         let mut key_bytes = 0usize;
         let mut prev_end: Option<u64> = None;
+        let mut first_handle: Option<BlockHandle> = None;
+        let mut first_after: Option<BlockHandle> = None;
         let mut n = 0usize;
         scan_entries(&contents, &lay, |shared, suffix, value, pos| {
             if shared > prev.len() {
@@ -364,6 +366,12 @@ impl TableIndex {
                 )));
             }
             ensure_within("data block length", h.size, MAX_BLOCK_LEN, Some(h.offset))?;
+            if n == 1 && first_after.is_none() && h.offset < prev_end.unwrap_or(0) {
+                // The first block placed after the others (SPEC.md 4.2): checked below, once
+                // the last block is known; the second block starts the ascending run.
+                first_after = first_handle;
+                prev_end = None;
+            }
             if let Some(pe) = prev_end {
                 if h.offset < pe {
                     return Err(bad(format!(
@@ -379,10 +387,30 @@ impl TableIndex {
                 ))
             })?;
             prev_end = Some(end);
+            if n == 0 {
+                first_handle = Some(h);
+            }
             std::mem::swap(&mut prev, &mut key);
             n += 1;
             Ok(())
         })?;
+        if let Some(h) = first_after {
+            // After the last data block, and before the metaindex (checked with the others).
+            if h.offset < prev_end.unwrap_or(0) {
+                return Err(Error::corrupt(
+                    "index entry",
+                    idx.offset,
+                    format!(
+                        "the first data block (offset {}, size {}) overlaps or precedes a \
+                         later one: it is neither before the second nor after the last data \
+                         block (which ends at {})",
+                        h.offset,
+                        h.size,
+                        prev_end.unwrap_or(0)
+                    ),
+                ));
+            }
+        }
         if n == lay.restarts() || (n == 0 && lay.restarts() <= 1) {
             // Every entry is a restart point (or there is none; the empty block has one
             // restart point, at 0).
@@ -499,9 +527,17 @@ impl TableIndex {
         self.entry(i).0
     }
 
-    /// File offset of the first data block, if there is one.
+    /// File offset of the data block that comes first in the file, if there is one: the first
+    /// block's, or the second's when the first is placed after the others (a version 3
+    /// header block, SPEC.md 4.2).
     pub fn first_data_offset(&self) -> Option<u64> {
-        (self.blocks > 0).then(|| self.block_handle(0).offset)
+        let first = (self.blocks > 0).then(|| self.block_handle(0).offset)?;
+        Some(
+            match (self.blocks > 1).then(|| self.block_handle(1).offset) {
+                Some(second) => first.min(second),
+                None => first,
+            },
+        )
     }
 
     /// The footer.

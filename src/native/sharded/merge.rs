@@ -736,7 +736,7 @@ pub(crate) fn plan_index(
 
 /// Writes the planned index (a native file without records) to `out`; returns its length.
 pub(crate) fn write_index(out: &mut dyn Write, planned: &PlannedIndex) -> Result<u64> {
-    let table_opts = crate::native::writer::default_table_options(Compression::None);
+    let table_opts = crate::native::writer::default_table_options(Compression::None, 2);
     let mut b = TableBuilder::new(out, 0, table_opts)?;
     b.add(b"", &planned.header.encode())?;
     for (k, v) in &planned.merged.entries {

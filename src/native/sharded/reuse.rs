@@ -452,7 +452,7 @@ impl Reuse {
             references: 0,
         };
         let mut bytes = Vec::new();
-        let opts = crate::native::writer::default_table_options(Compression::None);
+        let opts = crate::native::writer::default_table_options(Compression::None, 2);
         let mut b = TableBuilder::new(&mut bytes, 0, opts)?;
         b.add(b"", &header.encode())?;
         for (key, value) in &entries {
