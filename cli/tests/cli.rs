@@ -521,7 +521,7 @@ fn native_stat_reports_the_layout() {
     let dir = tempfile::tempdir().unwrap();
     let p = native(dir.path());
     let st = json(&run(&[&"stat", &p, &"--json"], 0));
-    assert_eq!(st["format_version"], 1);
+    assert_eq!(st["format_version"], 3);
     assert_eq!(st["alignment"], 64);
     assert_eq!(st["shards"], 1);
     // Every block of the index table, each with its checksum (as `verify` counts them).
