@@ -14,6 +14,9 @@
 //!   to paramdex's), decoded only when asked for: the parse ([`header`]) walks the values and
 //!   keeps their offsets, so a listing never decodes a vocabulary.
 //!
+//! * As an output ([`crate::interop::OutputFormat::Gguf`]), `write` writes GGUF v3: plain
+//!   dtypes and block types, metadata re-encoded with the GGUF types [`TYPES_KEY`] records.
+//!
 //! Parsing is bounded: see [`header`]. GGUF stores no checksums: `verify` checks the structure
 //! (done at open: every tensor within the file, aligned, no two overlapping, sizes whole
 //! blocks).
@@ -21,6 +24,7 @@
 pub mod header;
 pub mod types;
 pub mod value;
+pub(crate) mod write;
 
 use std::borrow::Cow;
 use std::io::Read;
@@ -40,6 +44,8 @@ use crate::remote::RangeRead;
 pub use header::{starts_like, DEFAULT_ALIGNMENT, MAGIC, MAX_DIMS};
 use header::{Header, Stop, TensorEntry};
 pub use types::{GgmlType, GGML, GGML_TYPES};
+pub use value::TYPES_KEY;
+pub use write::{MAX_OUTPUT_DIMS, MAX_OUTPUT_NAME};
 
 /// The most bytes of a GGUF head (header, metadata, tensor infos) read from an object: a
 /// vocabulary of a few hundred thousand tokens takes tens of MiB.
