@@ -411,3 +411,154 @@ fn every_truncation_of_a_valid_file_is_an_error() {
         }
     }
 }
+
+/// A file with keys of every value type (arrays of arrays, a non-UTF-8 string, a uint64 above
+/// i64::MAX, a NaN float32), an alignment of 64, and plain tensors.
+fn typed_file() -> G {
+    let mut g = G::new();
+    g.alignment = 64;
+    let inner = [array(0, 2, &[1, 2]), array(8, 1, &string(b"x"))].concat();
+    g.kv("general.alignment", 4, &u32v(64))
+        .kv("z.first", 1, &[0x80])
+        .kv("a.u16", 2, &7u16.to_le_bytes())
+        .kv("i16", 3, &(-3i16).to_le_bytes())
+        .kv("nan", 6, &f32::from_bits(0x7fc0_0001).to_le_bytes())
+        .kv("f32", 6, &0.1f32.to_le_bytes())
+        .kv("b", 7, &[0])
+        .kv("raw", 8, &string(&[0xff]))
+        .kv("u64", 10, &u64::MAX.to_le_bytes())
+        .kv("i64", 11, &(-1i64).to_le_bytes())
+        .kv("f64", 12, &0.1f64.to_le_bytes())
+        .kv(
+            "tokens",
+            9,
+            &array(8, 2, &[string(b"<s>"), string(b"a")].concat()),
+        )
+        .kv(
+            "scores",
+            9,
+            &array(6, 2, &[1f32.to_le_bytes(), 2f32.to_le_bytes()].concat()),
+        )
+        .kv("nested", 9, &array(9, 2, &inner))
+        .kv("none", 9, &array(9, 0, &[]))
+        .tensor("w", &[2, 3], 0, &[3; 24])
+        .tensor("h", &[5], 1, &[4; 10])
+        .tensor("s", &[], 28, &[5; 8])
+}
+
+/// The key/value section of a GGUF file: its bytes from the key count to the tensor infos.
+fn kv_bytes(b: &[u8], n_kv_end: usize) -> &[u8] {
+    &b[16..n_kv_end]
+}
+
+#[test]
+fn gguf_to_paramdex_to_gguf_keeps_every_key_type_and_byte() {
+    use paramdex::interop::{export, ExportOptions, OutputFormat};
+    let dir = tempfile::tempdir().unwrap();
+    let g = typed_file();
+    let src = dir.path().join("in.gguf");
+    std::fs::write(&src, g.bytes()).unwrap();
+    let direct = dir.path().join("direct.gguf");
+    let pdx = dir.path().join("mid.pdx");
+    let back = dir.path().join("back.gguf");
+    let opts = ExportOptions::default();
+    let input = open_any(&src).unwrap();
+    export(&*input, OutputFormat::Gguf, &direct, &opts).unwrap();
+    export(&*input, OutputFormat::Native, &pdx, &opts).unwrap();
+    let mid = open_any(&pdx).unwrap();
+    assert_eq!(mid.format(), Format::Native);
+    export(&*mid, OutputFormat::Gguf, &back, &opts).unwrap();
+    let want = g.bytes();
+    let kv_end = 24 + g.kv.len();
+    for out in [&direct, &back] {
+        let got = std::fs::read(out).unwrap();
+        // The same key/value section byte for byte (every key, its type, its order, its
+        // value), the same tensors (in name order) and the same alignment.
+        assert_eq!(kv_bytes(&got, kv_end), kv_bytes(&want, kv_end), "{out:?}");
+        let a = GgufStore::from_bytes(want.clone()).unwrap();
+        let b = GgufStore::from_bytes(got).unwrap();
+        assert_eq!(b.alignment(), 64);
+        assert_eq!(a.list().unwrap(), b.list().unwrap());
+        for t in a.list().unwrap() {
+            let x = a.load(&t.name).unwrap().unwrap();
+            let y = b.load(&t.name).unwrap().unwrap();
+            assert_eq!(x.data.raw_bytes(), y.data.raw_bytes());
+            assert_eq!(b.data_location(&t.name).unwrap().unwrap().offset % 64, 0);
+        }
+        assert_eq!(a.metadata().unwrap(), b.metadata().unwrap());
+    }
+}
+
+#[test]
+fn block_tensors_round_trip_and_other_outputs_refuse_them() {
+    use paramdex::interop::{export, ExportOptions, OutputFormat};
+    let dir = tempfile::tempdir().unwrap();
+    let q4k = GgmlType::from_name("q4_k").unwrap();
+    let blocks: Vec<u8> = (0..2 * 144).map(|i| (i * 7) as u8).collect();
+    let g = G::new()
+        .kv("general.architecture", 8, &string(b"llama"))
+        .tensor("blk.0.w", &[2, 256], q4k.code, &blocks)
+        .tensor("norm", &[4], 0, &[1; 16]);
+    let st = GgufStore::from_bytes(g.bytes()).unwrap();
+    let out = dir.path().join("out.gguf");
+    export(&st, OutputFormat::Gguf, &out, &ExportOptions::default()).unwrap();
+    let back = GgufStore::open(&out).unwrap();
+    let t = back.load(b"blk.0.w").unwrap().unwrap();
+    assert_eq!(t.info.kind.name(), "q4_k");
+    assert_eq!(t.info.shape, vec![2, 256]);
+    assert_eq!(&t.data.raw_bytes()[..], &blocks[..]);
+    for f in [
+        OutputFormat::Safetensors,
+        OutputFormat::TensorFlow,
+        OutputFormat::PaddleCombined,
+        OutputFormat::Native,
+    ] {
+        let dst = dir.path().join(format!("out.{}", f.name()));
+        let e = export(&st, f, &dst, &ExportOptions::default()).unwrap_err();
+        assert!(e.to_string().contains("q4_k"), "{f:?}: {e}");
+        let opts = ExportOptions {
+            skip_unsupported: true,
+            ..ExportOptions::default()
+        };
+        let rep = export(&st, f, &dst, &opts).unwrap();
+        assert_eq!(rep.skipped.len(), 1, "{f:?}");
+    }
+}
+
+#[test]
+fn other_inputs_metadata_become_strings_and_gguf_refuses_what_it_cannot_hold() {
+    use paramdex::interop::{export, ExportOptions, OutputFormat};
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("in.pdx");
+    let mut w = paramdex::Writer::create(&src).unwrap();
+    w.add_values("a", &[2], &[1.0f32, 2.0]).unwrap();
+    w.add_values("flags", &[2], &[1u8, 0]).unwrap();
+    let mut m = paramdex::Metadata::new();
+    m.insert("step", 12i64).unwrap();
+    m.insert("name", "run").unwrap();
+    w.set_metadata(m).unwrap();
+    w.finish().unwrap();
+    let input = open_any(&src).unwrap();
+    let out = dir.path().join("out.gguf");
+    let e = export(&*input, OutputFormat::Gguf, &out, &ExportOptions::default()).unwrap_err();
+    assert!(
+        e.to_string().contains("uint8, which GGUF has no type for"),
+        "{e}"
+    );
+    let opts = ExportOptions {
+        skip_unsupported: true,
+        ..ExportOptions::default()
+    };
+    export(&*input, OutputFormat::Gguf, &out, &opts).unwrap();
+    let back = GgufStore::open(&out).unwrap();
+    let keys: Vec<(&[u8], &str)> = back.keys().collect();
+    assert_eq!(
+        keys,
+        vec![(&b"name"[..], "string"), (&b"step"[..], "string")]
+    );
+    assert_eq!(
+        back.value(b"step").unwrap(),
+        Some(MetaValue::String("12".into()))
+    );
+    assert_eq!(back.list().unwrap().len(), 1);
+}
