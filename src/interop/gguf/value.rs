@@ -202,7 +202,7 @@ fn type_of(v: &mut Values<'_>, ty: u32) -> Result<String> {
             let name = value_type_name(elem);
             match fixed_size(elem) {
                 Some(n) => {
-                    v.take(count.checked_mul(n).unwrap_or(u64::MAX))?;
+                    v.take(count.saturating_mul(n))?;
                 }
                 None => {
                     for _ in 0..count {
