@@ -132,9 +132,10 @@ pub(crate) fn decode(h: &Header, buf: &[u8], i: usize) -> Result<MetaValue> {
 }
 
 /// The reserved metadata key that holds a GGUF file's keys in file order with their GGUF
-/// value types (SPEC.md, "GGUF metadata"): a list of `[key, type]` pairs, each type a string
-/// of [`type_of`]'s grammar. With it, paramdex metadata carries a GGUF file's key/value
-/// section faithfully: the GGUF writer re-encodes each value with its own type, in order.
+/// value types (SPEC.md 9.2): a list of `[key, type]` pairs, each type a string of the grammar
+/// given there (`uint32`, `array[string]`, `array[array[int32],array[]]`). With it, paramdex
+/// metadata carries a GGUF file's key/value section faithfully: the GGUF writer re-encodes each
+/// value with its own type, in order.
 pub const TYPES_KEY: &str = "paramdex.gguf.types";
 
 /// The key as paramdex metadata shows it: its text, or, when it is not UTF-8, as
