@@ -562,3 +562,37 @@ fn other_inputs_metadata_become_strings_and_gguf_refuses_what_it_cannot_hold() {
     );
     assert_eq!(back.list().unwrap().len(), 1);
 }
+
+/// An object (`file://`: object storage, the `s3` feature) whose head is far longer than the
+/// first read: the head is read on until the tensor infos end, then each tensor by one read;
+/// it lists, loads and decodes as the local file does. A hostile object is refused the same.
+#[cfg(feature = "s3")]
+#[test]
+fn an_object_reads_as_the_local_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens: Vec<u8> = (0..40_000)
+        .flat_map(|i| string(format!("token{i}").as_bytes()))
+        .collect();
+    let g = G::new()
+        .kv("tokenizer.ggml.tokens", 9, &array(8, 40_000, &tokens))
+        .tensor("b", &[2, 32], 8, &[9; 68])
+        .tensor("a", &[3], 0, &[1; 12]);
+    let p = dir.path().join("model.gguf");
+    std::fs::write(&p, g.bytes()).unwrap();
+    assert!(g.bytes().len() > 256 << 10);
+    let url = format!("file://{}", p.display());
+    let (local, remote) = (open_any(&p).unwrap(), open_any(&url).unwrap());
+    assert_eq!(remote.format(), Format::Gguf);
+    assert_eq!(local.list().unwrap(), remote.list().unwrap());
+    for name in [&b"a"[..], b"b"] {
+        let x = local.load(name).unwrap().unwrap();
+        let y = remote.load(name).unwrap().unwrap();
+        assert_eq!(x.data.raw_bytes(), y.data.raw_bytes());
+    }
+    assert_eq!(local.metadata().unwrap(), remote.metadata().unwrap());
+    let mut bad = g.clone();
+    bad.tensor_at("c", &[4], 0, 1 << 30);
+    std::fs::write(&p, bad.bytes()).unwrap();
+    let e = open_any(&url).err().unwrap().to_string();
+    assert!(e.contains("tensor c") && e.contains("outside"), "{e}");
+}
