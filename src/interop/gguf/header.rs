@@ -367,8 +367,10 @@ impl Header {
             )));
         }
         let kv_start = c.pos;
-        // Bounded by the file's length just above.
-        let mut kvs: Vec<Kv> = Vec::with_capacity(n_kv as usize);
+        // Bounded by the bytes held, not only by the file's length (an object's may be far
+        // more than is read of it).
+        let held = (buf.len() as u64).saturating_sub(c.pos);
+        let mut kvs: Vec<Kv> = Vec::with_capacity(n_kv.min(held / 13) as usize);
         let mut alignment = DEFAULT_ALIGNMENT;
         for i in 0..n_kv {
             let key_at = c.pos;
@@ -404,7 +406,8 @@ impl Header {
                 )));
             }
         }
-        let mut tensors: Vec<TensorEntry> = Vec::with_capacity(n_tensors as usize);
+        let held = (buf.len() as u64).saturating_sub(c.pos);
+        let mut tensors: Vec<TensorEntry> = Vec::with_capacity(n_tensors.min(held / 24) as usize);
         for i in 0..n_tensors {
             let info_at = c.pos;
             let name = c
