@@ -110,6 +110,11 @@ def test_every_type_gguf_py_writes_lists_and_reads_byte_exact(tmp_path):
         assert m["general.architecture"] == "llama"
         assert ["t.u32", "uint32"] in m["paramdex.gguf.types"]
         assert f.verify().tensors == len(tensors)
+    torch = need("torch")
+    with paramdex.safe_open(str(path), "pt") as f:
+        q = f.get_tensor("q.q4_k")
+        assert q.dtype == torch.uint8 and bytes(q.numpy()) == tensors["q.q4_k"][0].tobytes()
+        assert f.get_tensor("plain.float32").dtype == torch.float32
 
 
 def test_gguf_to_paramdex_to_gguf_keeps_keys_types_values_and_tensors(tmp_path):
