@@ -104,7 +104,8 @@ impl GgufStore {
 
     /// Opens the object `src` read by ranges, whose first bytes `head` the caller has already
     /// read (any number of them): the head is read on until the tensor infos end (at most
-    /// [`MAX_HEAD_LEN`] bytes), each read at least doubling what is held.
+    /// [`MAX_HEAD_LEN`] bytes), each read at least doubling what is held, the first up to at
+    /// least 1 MiB.
     #[cfg(feature = "s3")]
     pub fn open_ranged(src: std::sync::Arc<dyn RangeRead>, mut head: Vec<u8>) -> Result<GgufStore> {
         let len = src.len();
@@ -127,7 +128,7 @@ impl GgufStore {
                         None,
                     )?;
                     let held = head.len() as u64;
-                    let to = n.max(held.saturating_mul(2)).max(64 << 10).min(len);
+                    let to = n.max(held.saturating_mul(2)).max(1 << 20).min(len);
                     let more = src.read(held..to)?;
                     head.extend_from_slice(&more);
                 }
