@@ -139,6 +139,8 @@ fn every_format_round_trips_through_open_any() {
         // What the format cannot hold is left out and said why; everything else comes back.
         let left_out: Vec<&[u8]> = match format {
             OutputFormat::Safetensors => vec![b"cplx", b"lod", b"raw\xff"],
+            // GGUF has no complex128, no uint8, no LoD.
+            OutputFormat::Gguf => vec![b"cplx", b"lod", b"raw\xff"],
             // The program beside the records names its variables in UTF-8.
             OutputFormat::PaddleCombined | OutputFormat::PaddleMerged => vec![b"raw\xff"],
             _ => vec![],
@@ -201,6 +203,17 @@ fn every_format_round_trips_through_open_any() {
                 back_md,
                 Metadata::from_strings([("step", "7"), ("name", "x")]).unwrap()
             ),
+            // Strings too, in key order, their GGUF types listed as GGUF metadata is read.
+            OutputFormat::Gguf => {
+                let mut m = Metadata::from_strings([("step", "7"), ("name", "x")]).unwrap();
+                let pair = |k: &str| MetaValue::List(vec![k.into(), "string".into()]);
+                m.insert(
+                    paramdex::interop::gguf::TYPES_KEY,
+                    vec![pair("name"), pair("step")],
+                )
+                .unwrap();
+                assert_eq!(back_md, m);
+            }
             _ => assert!(back_md.is_empty(), "{format:?}"),
         }
     }

@@ -10,6 +10,8 @@ mod common;
 
 #[path = "../fuzz/checks/block.rs"]
 mod block;
+#[path = "../fuzz/checks/gguf.rs"]
+mod gguf;
 #[path = "../fuzz/checks/merge.rs"]
 mod merge;
 #[path = "../fuzz/checks/paddle_program.rs"]
@@ -96,6 +98,11 @@ fn reader_inputs() {
 #[test]
 fn record_inputs() {
     assert!(replay("record", record::check) > 0);
+}
+
+#[test]
+fn gguf_inputs() {
+    assert!(replay("gguf", gguf::check) > 0);
 }
 
 #[test]

@@ -84,6 +84,10 @@ def _tensor(f: Any, name: Name, kind: str, shape: List[int], data: Any, device: 
     """The torch tensor of a loaded tensor of ``f`` (a SafeOpen)."""
     if isinstance(data, list):
         raise TypeError(f"tensor {name!r} holds strings, which torch tensors cannot")
+    if kind not in TORCH_DTYPES and f.format == "gguf":
+        # A ggml block type (q4_0, q4_k, iq4_xs, mxfp4, ...; f.info(name).dtype names it):
+        # its blocks as stored, as uint8, as numpy gives them.
+        return _from_numpy(to_numpy(kind, shape, data), device)
     dt = _torch_dtype(kind)
     if data.readonly:
         t = _from_file(f, name, dt, shape, data.nbytes)

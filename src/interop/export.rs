@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::interop::store::{record_limits, Format, NoLimit, OutputLimit, VerifySummary, Written};
 use crate::interop::store::{ExportJob, Kind, LoadedTensor, TensorInfo, TensorInfos, TensorStore};
-use crate::interop::{native, paddle, safetensors, tf};
+use crate::interop::{gguf, native, paddle, safetensors, tf};
 use crate::name::{self, MAX_NAME_LEN};
 use crate::native::{FinishStats, Metadata, Reader, WriterOptions};
 use crate::progress::{NoProgress, Progress, Unit};
@@ -55,17 +55,22 @@ pub enum OutputFormat {
     /// extension, with `.pdmodel`: [`paddle::merged_program_output`]), chosen as for
     /// [`OutputFormat::PaddleCombined`] (the same tensors; no metadata).
     PaddleMerged,
+    /// A GGUF v3 file (llama.cpp): plain dtypes GGUF has and ggml block types (a GGUF
+    /// input's), at most 4 dimensions, no LoD; metadata with each GGUF input's value types and
+    /// key order kept, other metadata as strings ([`gguf`](crate::interop::gguf)).
+    Gguf,
 }
 
 impl OutputFormat {
     /// Every output format.
-    pub const ALL: [OutputFormat; 6] = [
+    pub const ALL: [OutputFormat; 7] = [
         OutputFormat::Native,
         OutputFormat::TensorFlow,
         OutputFormat::PaddleCombined,
         OutputFormat::PaddleTensors,
         OutputFormat::Safetensors,
         OutputFormat::PaddleMerged,
+        OutputFormat::Gguf,
     ];
 
     /// The short name messages use (and the CLI's `--to` value): `paramdex`, `tf`, `paddle`,
@@ -78,6 +83,7 @@ impl OutputFormat {
             OutputFormat::PaddleTensors => "paddle-tensor",
             OutputFormat::Safetensors => "safetensors",
             OutputFormat::PaddleMerged => "paddle-merged",
+            OutputFormat::Gguf => "gguf",
         }
     }
 
@@ -207,6 +213,17 @@ const EXPORTERS: &[Exporter] = &[
         file_output: true,
         limit: no_limit,
         write: paddle::export_merged,
+    },
+    Exporter {
+        format: OutputFormat::Gguf,
+        cannot_hold: gguf::write::cannot_hold,
+        cannot_hold_among_several: None,
+        carries_metadata: true,
+        drops_lod: None,
+        outputs: just_dst,
+        file_output: true,
+        limit: no_limit,
+        write: gguf::write::export,
     },
 ];
 

@@ -23,8 +23,8 @@ pub(crate) const MAX_ENTRIES_LOOKED_AT: usize = 4096;
 
 /// The inputs paramdex reads, as a "not …" message names them.
 pub(crate) const READ_KINDS: &str =
-    "a paramdex file, a safetensors file, a torch.save file, a torch DCP checkpoint, a \
-     TensorFlow checkpoint or a Paddle model/tensor file or dygraph pickle";
+    "a paramdex file, a safetensors file, a GGUF file, a torch.save file, a torch DCP \
+     checkpoint, a TensorFlow checkpoint or a Paddle model/tensor file or dygraph pickle";
 
 /// What a file named `name` (its last path component) whose first bytes are `head` looks
 /// like, if it is a format recognised here. Used only once no format paramdex reads has

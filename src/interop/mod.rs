@@ -3,7 +3,7 @@
 //! [`TensorStore`]); the crate docs walk through it.
 //!
 //! One interface ([`TensorStore`]) over every input paramdex reads (native
-//! files, TensorFlow checkpoints, Paddle models and tensor files, safetensors), the registry
+//! files, TensorFlow checkpoints, Paddle models and tensor files, safetensors, GGUF), the registry
 //! that detects them by content ([`open_any`]), one interface that writes every output format
 //! ([`export`], [`OutputFormat`]), and [`merge`] (several stores into one native file).
 //!
@@ -19,6 +19,7 @@ use crate::error::{Error, RemoteProblem, Result};
 mod checkpoints;
 mod export;
 pub(crate) mod foreign;
+pub mod gguf;
 pub mod hf;
 pub mod json;
 mod merge;

@@ -13,7 +13,7 @@ use crate::error::Result;
 #[cfg(feature = "s3")]
 use super::remote::{self, ObjectInput, UrlOptions};
 use super::store::TensorStore;
-use super::{foreign, hf, native, paddle, safetensors, tf, torch};
+use super::{foreign, gguf, hf, native, paddle, safetensors, tf, torch};
 #[cfg(feature = "s3")]
 use crate::remote::{ObjectLocation, RemoteOptions};
 
@@ -79,6 +79,14 @@ pub(crate) const OPENERS: &[Detector] = &[
         path: no_path,
         #[cfg(feature = "s3")]
         object: remote::safetensors_read,
+    },
+    // GGUF: its magic `GGUF` (a safetensors header length of 0x46554747 would be followed by
+    // `{`, a native file starts with a zero version); an object's start is the one the
+    // safetensors test above read.
+    Detector {
+        path: gguf::open_store,
+        #[cfg(feature = "s3")]
+        object: remote::gguf,
     },
     Detector {
         path: tf::open_store,

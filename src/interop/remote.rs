@@ -372,8 +372,8 @@ impl<'o> ObjectInput<'o> {
                     path: url.clone(),
                     looks_like: None,
                     detail: format!(
-                        "neither a native paramdex file ({not_native}) nor a safetensors file; a \
-                         TensorFlow or sharded checkpoint is named by its prefix (PREFIX, with \
+                        "neither a native paramdex file ({not_native}) nor a safetensors or GGUF \
+                         file; a TensorFlow or sharded checkpoint is named by its prefix (PREFIX, with \
                          PREFIX.index beside it) or by {url}.index"
                     ),
                 }
@@ -478,6 +478,23 @@ fn open_safetensors(first: &Arc<FirstRead>, head: Vec<u8>, opts: &UrlOptions) ->
         src,
         head,
         opts.safetensors,
+    )?))
+}
+
+/// A GGUF file: its first bytes (those the safetensors test read) start with `GGUF`; its head
+/// is read on from them ([`super::gguf::GgufStore::open_ranged`]).
+pub(crate) fn gguf(o: &ObjectInput<'_>) -> Found {
+    let Some(first) = o.first() else {
+        return Ok(None);
+    };
+    let head = o.head(first)?;
+    if !super::gguf::starts_like(head) {
+        return Ok(None);
+    }
+    let head = head.to_vec();
+    Ok(boxed(super::gguf::GgufStore::open_ranged(
+        first.clone(),
+        head,
     )?))
 }
 

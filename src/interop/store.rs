@@ -184,6 +184,8 @@ pub enum Format {
     /// A Hugging Face sharded checkpoint: shard files listed by a `*.index.json` weight map
     /// (`interop::hf`).
     HuggingFaceSharded,
+    /// A GGUF file (llama.cpp; `interop::gguf`).
+    Gguf,
 }
 
 impl Format {
@@ -201,6 +203,7 @@ impl Format {
             Format::PaddleDygraph => "paddle dygraph pickle",
             Format::TorchDcp => "torch DCP checkpoint",
             Format::HuggingFaceSharded => "hugging face sharded checkpoint",
+            Format::Gguf => "gguf",
         }
     }
 }

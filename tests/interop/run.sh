@@ -3,7 +3,7 @@
 # Creates (once) a virtualenv in ${PARAMDEX_CACHE:-~/.cache/paramdex}/venv with tensorflow-cpu,
 # paddlepaddle, numpy and safetensors from PyPI, builds the release binary, and runs every
 # tests/interop/check_*.py with PARAMDEX pointing at it. Then the Python package (issue 18):
-# adds torch, pytest and ml_dtypes to the same virtualenv, builds and installs python/ with
+# adds torch, pytest, ml_dtypes and gguf to the same virtualenv, builds and installs python/ with
 # `pip install ./python` (maturin, into python/target), and runs its pytest suite with every
 # framework required. Any failure, including a failed install, fails the step loudly.
 set -euo pipefail
@@ -27,18 +27,19 @@ if ! have_all; then
   "$venv/bin/pip" install --quiet --no-cache-dir "tensorflow-cpu==2.21.0" "paddlepaddle==3.3.1" "numpy==2.4.6" "safetensors==0.8.0"
   have_all || { echo "interop: FAILED to install tensorflow-cpu/paddlepaddle/numpy/safetensors" >&2; exit 1; }
 fi
-# torch, pytest and ml_dtypes before the checks: check_pickles.py reads files torch writes, and
-# the Python package's suite below needs them too.
+# torch, pytest, ml_dtypes and gguf before the checks: check_pickles.py reads files torch writes,
+# and the Python package's suite below needs them too (gguf: llama.cpp's own GGUF package, which
+# python/tests/test_gguf.py writes and reads GGUF files with).
 # torch from PyPI (its CPU-only index is not reachable everywhere).
 have_py() {
-  for mod in torch pytest ml_dtypes; do
+  for mod in torch pytest ml_dtypes gguf; do
     "$venv/bin/python" -c "import $mod" >/dev/null 2>&1 || return 1
   done
 }
 if ! have_py; then
-  echo "python: installing torch, pytest and ml_dtypes into $venv"
-  "$venv/bin/pip" install --quiet --no-cache-dir "torch==2.15.0" "pytest==9.2.0" "ml_dtypes==0.6.0"
-  have_py || { echo "python: FAILED to install torch/pytest/ml_dtypes" >&2; exit 1; }
+  echo "python: installing torch, pytest, ml_dtypes and gguf into $venv"
+  "$venv/bin/pip" install --quiet --no-cache-dir "torch==2.15.0" "pytest==9.2.0" "ml_dtypes==0.6.0" "gguf==0.19.0"
+  have_py || { echo "python: FAILED to install torch/pytest/ml_dtypes/gguf" >&2; exit 1; }
 fi
 (cd "$root" && cargo build --release --quiet)
 export PARAMDEX="$root/target/release/paramdex"

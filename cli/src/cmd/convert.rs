@@ -395,6 +395,10 @@ pub fn convert(ui: Ui, src: &Path, dst: &Path, opts: ConvertOptions) -> Result<E
             "wrote safetensors {dst} ({n}, {}) from {from} in {took:.1?}",
             human_bytes(rep.output_bytes)
         ),
+        Target::Gguf => format!(
+            "wrote GGUF {dst} ({n}, {}) from {from} in {took:.1?}",
+            human_bytes(rep.output_bytes)
+        ),
         Target::Tf => {
             format!("wrote TensorFlow checkpoint {dst} ({n}) from {from} in {took:.1?}")
         }

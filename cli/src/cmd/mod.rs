@@ -711,6 +711,10 @@ pub enum Target {
     /// A Paddle merged parameter file DST: each record after its size as a u64 (read back by
     /// counter, `get DST '#K'`), with its program beside it (DST without extension + .pdmodel).
     PaddleMerged,
+    /// A GGUF v3 file (llama.cpp): float32/16, bfloat16, int8..64, float64 and a GGUF
+    /// input's ggml block types; a GGUF input's metadata with its value types and order,
+    /// other metadata as strings.
+    Gguf,
 }
 
 impl Target {
@@ -724,6 +728,7 @@ impl Target {
             Target::PaddleTensor => OutputFormat::PaddleTensors,
             Target::Safetensors => OutputFormat::Safetensors,
             Target::PaddleMerged => OutputFormat::PaddleMerged,
+            Target::Gguf => OutputFormat::Gguf,
         }
     }
 }

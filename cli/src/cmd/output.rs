@@ -149,7 +149,7 @@ pub fn count_s(n: u64, singular: &str) -> String {
 pub fn a_format(f: Format) -> String {
     let name = f.name();
     match f {
-        Format::Native | Format::Safetensors => format!("a {name} file"),
+        Format::Native | Format::Safetensors | Format::Gguf => format!("a {name} file"),
         _ => format!("a {name}"),
     }
 }
@@ -272,6 +272,7 @@ mod tests {
         assert_eq!(count_s(0, "tensor"), "0 tensors");
         assert_eq!(count(2, "entry", Some("entries")), "2 entries");
         assert_eq!(a_format(Format::Safetensors), "a safetensors file");
+        assert_eq!(a_format(Format::Gguf), "a gguf file");
         assert_eq!(a_format(Format::TensorFlow), "a tensorflow checkpoint");
     }
 

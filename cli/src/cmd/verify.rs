@@ -170,6 +170,7 @@ fn a_format(f: Format) -> String {
         Format::PaddleDygraph => "a Paddle dygraph pickle (.pdparams / .pdopt)".into(),
         Format::TorchDcp => "a torch.distributed.checkpoint directory (.metadata + .distcp)".into(),
         Format::HuggingFaceSharded => "a Hugging Face sharded checkpoint (*.index.json)".into(),
+        Format::Gguf => "a GGUF file".into(),
         other => format!("a {} input", other.name()),
     }
 }
