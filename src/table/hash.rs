@@ -177,9 +177,10 @@ impl PageSums {
 #[derive(Debug)]
 pub(crate) struct HashBuilder {
     kind: HashKind,
-    /// Kind 0: (hash, block, restart number); kind 1: (hash, run offset in the data region,
-    /// position in the run).
-    items: Vec<(u32, u64, u32)>,
+    /// Per key, 12 bytes (the writer keeps them until `finish`): kind 0, (hash, block,
+    /// restart number); kind 1, (hash, low 32 bits of the run's offset in the data region,
+    /// its high 8 bits | the position in the run << 8).
+    items: Vec<[u32; 3]>,
     /// Set when a key could not be recorded (a block or restart number too large for a slot,
     /// too many keys): no hash block is written then.
     unusable: bool,
@@ -222,14 +223,18 @@ impl HashBuilder {
                 if b == u32::MAX || restart > MAX_RESTART {
                     return self.give_up();
                 }
-                (key_hash(key), u64::from(b), r)
+                [key_hash(key), b, r]
             }
             HashKind::Entries => {
                 if run_offset > MAX_RUN_OFFSET || position > MAX_RUN_POSITION {
                     return self.give_up();
                 }
-                // In range: checked just above.
-                (key_hash(key), run_offset, position as u32)
+                // In range (40 and 8 bits): checked just above.
+                [
+                    key_hash(key),
+                    run_offset as u32,
+                    ((run_offset >> 32) as u32) | ((position as u32) << 8),
+                ]
             }
         };
         self.items.push(item);
@@ -248,11 +253,14 @@ impl HashBuilder {
         }
         let kind = self.kind;
         let mut slots: Vec<u64> = vec![0; home as usize * SLOTS_PER_BUCKET];
-        for (h, at, place) in self.items {
+        for [h, lo, hi] in self.items {
             let tag = u64::from(h & 0xff) << 56;
             let slot = match kind {
-                HashKind::Runs => (at + 1) | (u64::from(place) << 32) | tag,
-                HashKind::Entries => (at + 1) | (u64::from(place) << 40) | tag,
+                HashKind::Runs => u64::from(lo + 1) | (u64::from(hi) << 32) | tag,
+                HashKind::Entries => {
+                    let run = u64::from(lo) | (u64::from(hi & 0xff) << 32);
+                    (run + 1) | (u64::from(hi >> 8) << 40) | tag
+                }
             };
             let mut b = home_bucket(h, home);
             loop {
