@@ -220,6 +220,9 @@ fn check_input(input: Input) {
         // that stored inputs keep decoding as they did.
         hash_index: input.restart_interval & 0x80 == 0,
         header_alone: input.restart_interval & 0x40 == 0,
+        // Version 3's layout on most inputs; the earlier one when a bit the block size
+        // (taken modulo 2048) leaves free is set.
+        index_v3: input.block_size & 0x8000 == 0,
         // Half the inputs spill their index entries every few hundred bytes, so the spill
         // runs and their merge are exercised (the outcome must not depend on it).
         index_memory: if input.restart_interval.is_multiple_of(2) {

@@ -10,7 +10,7 @@ use crate::error::{Error, IoContext, Result};
 use crate::native::header::FileHeader;
 use crate::native::mapped::MappedReader;
 use crate::native::meta::Metadata;
-use crate::table::{Compression, Table, TableBuilder, TableReadOptions, FOOTER_LEN};
+use crate::table::{Compression, Table, TableBuilder, TableOptions, TableReadOptions, FOOTER_LEN};
 
 /// What [`rewrite_in_place`] did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -118,8 +118,7 @@ pub fn rewrite_in_place(path: &Path, metadata: &Metadata, sync: bool) -> Result<
         &table,
         &header_value,
         old_len,
-        compression,
-        header.format_version,
+        crate::native::writer::default_table_options(compression, header.format_version),
         sync,
     );
     match result {
@@ -147,8 +146,7 @@ fn append_index(
     table: &Table<'_>,
     header_value: &[u8],
     old_len: u64,
-    compression: Compression,
-    format_version: u32,
+    opts: TableOptions,
     sync: bool,
 ) -> Result<u64> {
     let mut f = file;
@@ -157,7 +155,6 @@ fn append_index(
         inner: BufWriter::with_capacity(1 << 20, file),
         held: Vec::with_capacity(2 * FOOTER_LEN),
     };
-    let opts = crate::native::writer::default_table_options(compression, format_version);
     let mut builder = TableBuilder::new(out, old_len, opts)?;
     let mut it = table.iter();
     let mut first = true;

@@ -230,11 +230,10 @@ impl HashBuilder {
                     return self.give_up();
                 }
                 // In range (40 and 8 bits): checked just above.
-                [
-                    key_hash(key),
-                    run_offset as u32,
-                    ((run_offset >> 32) as u32) | ((position as u32) << 8),
-                ]
+                let low = u32::try_from(run_offset & 0xffff_ffff).unwrap_or(0);
+                let high = u32::try_from(run_offset >> 32).unwrap_or(0);
+                let position = u32::try_from(position).unwrap_or(0);
+                [key_hash(key), low, high | (position << 8)]
             }
         };
         self.items.push(item);
@@ -576,8 +575,10 @@ impl HashIndex {
         if end == start {
             return Ok(());
         }
-        let first = ((start - self.region_start) / DATA_PAGE as u64) as usize;
-        let last = ((end - 1 - self.region_start) / DATA_PAGE as u64) as usize;
+        // Pages of a region whose page table the block holds: they fit a usize.
+        let page_of =
+            |at: u64| usize::try_from((at - self.region_start) / DATA_PAGE as u64).unwrap_or(0);
+        let (first, last) = (page_of(start), page_of(end - 1));
         for q in first..=last {
             let (word, bit) = (q / 64, 1u64 << (q % 64));
             if self.data_verified[word].load(Ordering::Acquire) & bit != 0 {
