@@ -294,7 +294,7 @@ impl Layout {
     }
 
     /// Restart offset number `i`.
-    fn restart(&self, data: &[u8], i: usize) -> Result<usize> {
+    pub(crate) fn restart(&self, data: &[u8], i: usize) -> Result<usize> {
         get_fixed32(data, self.restarts_start + 4 * i)
             .map(|v| v as usize)
             .ok_or_else(|| self.err(self.restarts_start, "restart array out of bounds"))

@@ -238,6 +238,7 @@ impl<'a> Table<'a> {
         key: &[u8],
         f: impl FnOnce(&[u8], u64) -> R,
     ) -> Result<Option<R>> {
+        self.index().ensure_checked()?;
         let contents = self.hash_contents(hx)?;
         let ix = self.index();
         let mut f = Some(f);

@@ -16,7 +16,7 @@ use std::ops::Range;
 use std::sync::atomic::AtomicU8;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use super::block::{key_lt, scan_entries, BlockBuilder, Layout};
+use super::block::{key_lt, scan_entries, span_of, BlockBuilder, KeyBuf, Layout};
 use super::cache::{BlockCache, BlockRuns, RunsChunk, RUNS_CHUNK};
 use super::footer::{BlockHandle, Footer};
 use super::hash::HashIndex;
@@ -30,7 +30,8 @@ use crate::name::display;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TableReadOptions {
     /// Verify each data block's CRC the first time it is loaded (default true). The index block
-    /// is always verified at open.
+    /// is always verified: at open, or, for an index opened in place
+    /// ([`TableIndex::open_shared`]), before its first use.
     pub verify_checksums: bool,
     /// Bytes of decompressed (Snappy) blocks, and of blocks read through the seam
     /// ([`Table::new_ranged`](super::Table::new_ranged)), kept in memory; 0 disables the
@@ -83,6 +84,10 @@ enum IndexBlock {
     /// A copy: a decompressed block, one re-encoded with a restart at every entry, or the
     /// block of bytes the index cannot keep ([`TableIndex::open_tail`]).
     Owned(Box<[u8]>),
+    /// A copy of the end of the file from the block on (the block, its trailer, the
+    /// metaindex and footer after it, as [`TableIndex::open_tail`] held them), `len` bytes of
+    /// block: what a deferred check reads ([`TableIndex::ensure_checked`]).
+    OwnedTail { tail: Box<[u8]>, len: usize },
 }
 
 impl IndexBlock {
@@ -93,6 +98,7 @@ impl IndexBlock {
                 (**owner).as_ref().get(range.clone()).unwrap_or_default()
             }
             IndexBlock::Owned(b) => b,
+            IndexBlock::OwnedTail { tail, len } => tail.get(..*len).unwrap_or_default(),
         }
     }
 }
@@ -102,6 +108,9 @@ impl std::fmt::Debug for IndexBlock {
         match self {
             IndexBlock::Shared { range, .. } => write!(f, "Shared({range:?})"),
             IndexBlock::Owned(b) => write!(f, "Owned({} bytes)", b.len()),
+            IndexBlock::OwnedTail { tail, len } => {
+                write!(f, "OwnedTail({len} bytes of {})", tail.len())
+            }
         }
     }
 }
@@ -137,6 +146,10 @@ pub struct TableIndex {
     /// The file (or object) the table is read from, when its reader named it
     /// ([`TableIndex::set_location`]): errors of reading its blocks say it.
     pub(super) location: Option<Box<str>>,
+    /// Whether open left the index block's checksum and entries to be checked on first use
+    /// ([`TableIndex::open_shared`]), and whether that check passed.
+    deferred: bool,
+    checked: OnceLock<()>,
 }
 
 /// A checked index block ([`TableIndex::check`]).
@@ -196,14 +209,35 @@ impl TableIndex {
     /// block). Every failure is [`Error::Corrupt`] (or [`Error::ChecksumMismatch`] /
     /// [`Error::LimitExceeded`]) with the file offset.
     pub fn open(file: &[u8], opts: &TableReadOptions) -> Result<TableIndex> {
-        Self::open_tail(file, 0, opts)
+        let c = Self::check(file, 0)?;
+        let block = IndexBlock::Owned(c.contents.into_owned().into_boxed_slice());
+        Ok(Self::assemble(
+            c.footer,
+            block,
+            c.restarts_at,
+            c.blocks,
+            opts,
+        ))
     }
 
     /// [`TableIndex::open`] on the end of a file only: `tail` holds the file's bytes from
     /// offset `base` to its end (for instance from the first data block on, read without the
     /// records before it). Offsets in errors and handles stay absolute. The index keeps a copy
-    /// of the index block (of its bytes only: not of the tail).
+    /// of the index block and what follows it (not of the tail). As with
+    /// [`TableIndex::open_shared`], an uncompressed block with a restart point at every entry
+    /// has its checksum and entries checked at their first use
+    /// ([`TableIndex::ensure_checked`]), not at open.
     pub fn open_tail(tail: &[u8], base: u64, opts: &TableReadOptions) -> Result<TableIndex> {
+        if let Some((footer, range, restarts_at, blocks)) = Self::check_light(tail, base)? {
+            // The block and what follows it, kept for the deferred check.
+            let block = IndexBlock::OwnedTail {
+                tail: tail[range.start..].into(),
+                len: range.len(),
+            };
+            let mut ix = Self::assemble(footer, block, restarts_at, blocks, opts);
+            ix.deferred = true;
+            return Ok(ix);
+        }
         let c = Self::check(tail, base)?;
         let block = IndexBlock::Owned(c.contents.into_owned().into_boxed_slice());
         Ok(Self::assemble(
@@ -217,10 +251,25 @@ impl TableIndex {
 
     /// [`TableIndex::open`] of the table that ends the bytes `file` holds, keeping `file`
     /// (shared, e.g. a mapped file's) to read the index block in place: nothing of the block
-    /// is copied, so an open costs the block's checksum and one pass over its entries, and no
-    /// memory that grows with it (a compressed index block, or one without a restart point at
-    /// every entry, is still decoded into a copy). Same checks as [`TableIndex::open`].
+    /// is copied. For an uncompressed block with a restart point at every entry (what every
+    /// writer of the format writes), open checks the footer, the handles and the block's
+    /// restart array, and leaves its checksum and entries to the first use that needs them
+    /// ([`TableIndex::ensure_checked`]: a binary search, a scan past the first block,
+    /// `figures`, `verify`), so that an open reads the end of the file and nothing that grows
+    /// with the table; a lookup through a kind 1 hash block and a read of the first block
+    /// never need them. Other blocks are checked in full at open (a compressed one, or one
+    /// without a restart point at every entry, decoded into a copy).
     pub fn open_shared(file: SharedBytes, opts: &TableReadOptions) -> Result<TableIndex> {
+        if let Some((footer, range, restarts_at, blocks)) = Self::check_light((*file).as_ref(), 0)?
+        {
+            let block = IndexBlock::Shared {
+                owner: file.clone(),
+                range,
+            };
+            let mut ix = Self::assemble(footer, block, restarts_at, blocks, opts);
+            ix.deferred = true;
+            return Ok(ix);
+        }
         let c = Self::check((*file).as_ref(), 0)?;
         let block = match c.in_file {
             Some(range) => IndexBlock::Shared {
@@ -257,14 +306,97 @@ impl TableIndex {
             hash: OnceLock::new(),
             runs: OnceLock::new(),
             location: None,
+            deferred: false,
+            checked: OnceLock::new(),
         }
+    }
+
+    /// Checks the index block in full (its checksum and every entry, as
+    /// [`TableIndex::open`] does) if [`TableIndex::open_shared`] left that to the first use,
+    /// once; a failure is reported again at every call. Every path that uses the separators or
+    /// the handles of blocks after the first (binary searches, scans past the first block,
+    /// figures, verify) calls it first; a lookup through a kind 1 hash block never does.
+    pub fn ensure_checked(&self) -> Result<()> {
+        if !self.deferred || self.checked.get().is_some() {
+            return Ok(());
+        }
+        let (c, same) = match &self.block {
+            IndexBlock::Shared { owner, range } => {
+                let c = Self::check((**owner).as_ref(), 0)?;
+                let same = c.in_file.as_ref() == Some(range);
+                (c.blocks, same)
+            }
+            IndexBlock::OwnedTail { tail, .. } => {
+                let c = Self::check(tail, self.footer.index.offset)?;
+                (c.blocks, c.in_file.is_some())
+            }
+            IndexBlock::Owned(_) => return Ok(()),
+        };
+        if c != self.blocks || !same {
+            return Err(Error::corrupt(
+                "index block",
+                self.footer.index.offset,
+                "its entries are not each at a restart point, as a native file's index is written",
+            ));
+        }
+        let _ = self.checked.set(());
+        Ok(())
     }
 
     /// Reads and checks the footer and the index block of the table ending `tail` (the file's
     /// bytes from `base` on): the checks of [`TableIndex::open`], every entry visited once.
     /// The block is returned as stored when every entry is a restart point (LevelDB's and
     /// TensorFlow's index blocks, restart interval 1), else re-encoded so.
-    fn check(tail: &[u8], base: u64) -> Result<CheckedIndex<'_>> {
+    /// What [`TableIndex::open_shared`] checks at open of an uncompressed index block: the
+    /// footer and handles (as [`TableIndex::check`]) and the block's restart array, one entry
+    /// per restart point assumed; its checksum and entries are left to
+    /// [`TableIndex::ensure_checked`], so that an open reads the end of the file and nothing
+    /// that grows with the number of data blocks but their restart offsets. `None` for a
+    /// compressed block (checked in full at open). Returns the footer, the block's range in
+    /// `file`, where its restart array starts and its number of entries.
+    fn check_light(file: &[u8], base: u64) -> Result<Option<(Footer, Range<usize>, usize, usize)>> {
+        let (footer, raw, ty) = Self::footer_and_index(file, base)?;
+        if Compression::from_type_byte(ty) != Some(Compression::None) {
+            return Ok(None);
+        }
+        let idx = footer.index;
+        let lay = Layout::parse(raw, idx.offset, true, "index block")?;
+        let blocks = if lay.entries_end() == 0 {
+            0
+        } else {
+            lay.restarts()
+        };
+        // One entry per restart point, as every writer of the format makes it: the first
+        // entry ends where the second restart point is, and the last restart point's entry
+        // where the entries end. (Else the block is checked, and re-encoded, at open.)
+        if blocks > 0 {
+            let one_each = |i: usize, end: usize| -> bool {
+                lay.restart(raw, i)
+                    .and_then(|r| span_of(raw, &lay, r, 1))
+                    .is_ok_and(|e| e == end)
+            };
+            let second = if blocks > 1 {
+                lay.restart(raw, 1).ok()
+            } else {
+                Some(lay.entries_end())
+            };
+            if !second.is_some_and(|s| one_each(0, s)) || !one_each(blocks - 1, lay.entries_end()) {
+                return Ok(None);
+            }
+        }
+        // In bounds: `footer_and_index` read the block from `file`.
+        let at = usize::try_from(idx.offset.saturating_sub(base)).unwrap_or(usize::MAX);
+        Ok(Some((
+            footer,
+            at..at + raw.len(),
+            lay.entries_end(),
+            blocks,
+        )))
+    }
+
+    /// The footer of the table ending `tail` (the file's bytes from `base` on), its handles
+    /// checked, and the index block's stored bytes and type byte (not checksummed).
+    fn footer_and_index(tail: &[u8], base: u64) -> Result<(Footer, &[u8], u8)> {
         let file = tail;
         let len = file.len();
         if len < FOOTER_LEN {
@@ -306,6 +438,14 @@ impl TableIndex {
             ensure_within(what, h.size, MAX_BLOCK_LEN, Some(h.offset))?;
         }
 
+        let (raw, ty, _) = read_raw(file, base, &idx)?;
+        Ok((footer, raw, ty))
+    }
+
+    fn check(tail: &[u8], base: u64) -> Result<CheckedIndex<'_>> {
+        let file = tail;
+        let (footer, _, _) = Self::footer_and_index(file, base)?;
+        let (meta, idx) = (footer.metaindex, footer.index);
         // The index block: always checksummed.
         let (raw, ty, stored) = read_raw(file, base, &idx)?;
         verify_crc(&idx, raw, ty, stored)?;
@@ -316,11 +456,13 @@ impl TableIndex {
         };
         let exact = matches!(contents, Cow::Borrowed(_));
         let lay = Layout::parse(&contents, idx.offset, exact, "index block")?;
-        // One pass over the entries, checking each (this is most of the cost of opening a
-        // file, so it avoids the general-purpose block cursor); nothing is kept but the
-        // count: lookups decode an entry from the block when they use it.
-        let mut prev: Vec<u8> = Vec::new();
-        let mut key: Vec<u8> = Vec::new();
+        // One pass over the entries, checking each (most of the cost of a full check, so it
+        // avoids the general-purpose block cursor); nothing is kept but the count: lookups
+        // decode an entry from the block when they use it.
+        // Key buffers on the stack for keys up to 128 bytes: the check runs inside a lookup when
+        // open deferred it, and lookups do not allocate.
+        let mut prev = KeyBuf::new();
+        let mut key = KeyBuf::new();
         let mut key_bytes = 0usize;
         let mut prev_end: Option<u64> = None;
         let mut first_handle: Option<BlockHandle> = None;
@@ -648,6 +790,50 @@ mod tests {
     }
 
     #[test]
+    fn a_shared_open_checks_the_index_block_at_its_first_use() {
+        let opts = TableOptions {
+            block_size: 256,
+            ..TableOptions::default()
+        };
+        let file = build(600, opts);
+        let ix = TableIndex::open(&file, &TableReadOptions::default()).unwrap();
+        let at = ix.footer().index.offset as usize;
+        let sep = ix.separator(5).to_vec();
+        let pos = at
+            + file[at..]
+                .windows(sep.len())
+                .position(|w| w == sep.as_slice())
+                .unwrap();
+        let mut bad = file.clone();
+        bad[pos + sep.len() - 1] ^= 0x01;
+        // A full open refuses it; a shared one opens, and its first search reports it.
+        assert!(TableIndex::open(&bad, &TableReadOptions::default()).is_err());
+        let shared: SharedBytes = Arc::new(bad.clone());
+        let ix = TableIndex::open_shared(shared, &TableReadOptions::default()).unwrap();
+        assert!(ix.deferred);
+        let t = Table::new(&bad, &ix);
+        for _ in 0..2 {
+            assert!(matches!(
+                t.get_by_search(b"key00300", |_, _| ()),
+                Err(Error::ChecksumMismatch { .. })
+            ));
+            let mut it = t.iter();
+            assert!(it.seek(b"key00300").is_err());
+            assert!(t.verify_all_blocks().is_err());
+        }
+        // The first block alone (a native file's header) reads without the check.
+        let mut it = t.iter();
+        it.seek_to_first().unwrap();
+        assert_eq!(it.key(), b"key00000");
+        // Undamaged, the check passes once and is kept.
+        let shared: SharedBytes = Arc::new(file.clone());
+        let ix = TableIndex::open_shared(shared, &TableReadOptions::default()).unwrap();
+        let t = Table::new(&file, &ix);
+        assert!(t.get_by_search(b"key00300", |_, _| ()).unwrap().is_some());
+        assert!(ix.checked.get().is_some());
+    }
+
+    #[test]
     fn index_read_in_place_or_copied_gives_the_same_entries() {
         let opts = TableOptions {
             block_size: 256,
@@ -655,6 +841,11 @@ mod tests {
         };
         let file = build(600, opts);
         let copied = TableIndex::open(&file, &TableReadOptions::default()).unwrap();
+        let tail = TableIndex::open_tail(&file, 0, &TableReadOptions::default()).unwrap();
+        assert!(matches!(tail.block, IndexBlock::OwnedTail { .. }));
+        for i in 0..copied.data_blocks() {
+            assert_eq!(tail.entry(i), copied.entry(i));
+        }
         let shared: SharedBytes = Arc::new(file.clone());
         let in_place = TableIndex::open_shared(shared, &TableReadOptions::default()).unwrap();
         assert!(matches!(in_place.block, IndexBlock::Shared { .. }));

@@ -72,6 +72,9 @@ impl TableIter<'_> {
 
     /// Moves to the first entry whose key is `>= target`.
     pub fn seek(&mut self, target: &[u8]) -> Result<()> {
+        if let Err(e) = self.table.index().ensure_checked() {
+            return self.guard(Err(e)).map(drop);
+        }
         let i = self.table.index().find_block(target);
         let r = self.settle(i, Some(target));
         self.guard(r).map(drop)
@@ -124,6 +127,12 @@ impl TableIter<'_> {
     /// Positions on the first entry (>= target, in the first block tried) at or after block `i`.
     fn settle(&mut self, mut i: usize, mut target: Option<&[u8]>) -> Result<bool> {
         loop {
+            if i > 0 || target.is_some() {
+                // Past the first block, the index's separators and handles are used: checked
+                // first if open deferred it (the first block alone is how an open reads its
+                // header).
+                self.table.index().ensure_checked()?;
+            }
             if i >= self.table.index().data_blocks() {
                 self.block = None;
                 return Ok(false);

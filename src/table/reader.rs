@@ -243,6 +243,7 @@ impl<'a> Table<'a> {
     /// Figures of the table's blocks (what `stat` reports): every data block is read (and
     /// released behind, as a scan does), so this costs a pass over the index.
     pub fn figures(&self) -> Result<TableFigures> {
+        self.located(self.index.ensure_checked())?;
         let mut f = TableFigures {
             data_blocks: self.data_blocks() as u64,
             first_data_offset: self.first_data_offset().unwrap_or(0),
@@ -272,6 +273,7 @@ impl<'a> Table<'a> {
     /// Its CRC is verified on first load when `verify_checksums` is set. Errors name the file
     /// when the index was given one ([`TableIndex::set_location`]).
     pub fn load_block(&self, i: usize) -> Result<BlockBytes<'a>> {
+        self.located(self.index.ensure_checked())?;
         self.located(self.load_block_in(i))
     }
 
@@ -413,6 +415,7 @@ impl<'a> Table<'a> {
     /// with a hash index block).
     fn verify_all_blocks_in(&self) -> Result<u64> {
         let ix = &*self.index;
+        ix.ensure_checked()?;
         for i in 0..ix.data_blocks() {
             let h = ix.block_handle(i);
             let (contents, ty, stored) = self.raw(&h)?;
@@ -478,6 +481,7 @@ impl<'a> Table<'a> {
         key: &[u8],
         f: impl FnOnce(&[u8], u64) -> R,
     ) -> Result<Option<R>> {
+        self.index.ensure_checked()?;
         let i = self.index.find_block(key);
         if i >= self.index.data_blocks() {
             return Ok(None);
