@@ -204,8 +204,8 @@ pub mod place {
 }
 
 pub use error::{
-    CheckpointProblem, Corruption, Error, LooksLike, PickleProblem, RemoteProblem, Result,
-    ShardProblem, SliceProblem,
+    CheckpointProblem, CompressedProblem, Corruption, Error, LooksLike, PickleProblem,
+    RemoteProblem, Result, ShardProblem, SliceProblem,
 };
 pub use native::{
     abandoned_temporaries, last_complete_len, recover, recover_any, recover_any_with,

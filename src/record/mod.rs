@@ -40,6 +40,7 @@
 //!   size and the header checksum, and what a buffer that is no record probably is.
 //! * `desc.rs`: parsing the TensorDesc protobuf inside a header, field by field.
 //! * `encode.rs`: writing a header ([`encode_header`]), with its alignment padding.
+//! * `lossless.rs`: the data of a compressed record (SPEC.md 3.4): byte grouping, chunks, zstd.
 //! * `lod.rs`: the LoD, as decoded ([`Lod`], a zero-copy view) and as Paddle requires it to be
 //!   ([`validate_lod`]).
 #![cfg_attr(not(test), deny(clippy::cast_possible_truncation))]
@@ -52,6 +53,7 @@ mod decode;
 mod desc;
 mod encode;
 mod lod;
+pub mod lossless;
 
 pub(crate) use decode::decode_head;
 pub use decode::{decode_foreign_header, decode_header, decode_record, walk, ForeignHeader, Walk};
