@@ -18,6 +18,7 @@ fn round_trip(h: &record::RecordHeader<'_>, data: &[u8]) {
         name: h.name,
         data_crc: h.data_crc,
         full_shape: None,
+        stored_len: None,
     };
     for alignment in [1u64, 64] {
         let mut buf = Vec::new();

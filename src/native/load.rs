@@ -20,7 +20,7 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::format::crc32c_combine;
 use crate::name;
-use crate::native::mapped::{lent, MappedReader};
+use crate::native::mapped::MappedReader;
 use crate::native::source::LoadAdvice;
 use crate::native::view::TensorView;
 use crate::parallel::{resolve_threads, try_each};
@@ -349,8 +349,9 @@ impl MappedReader {
             let mut batches: Vec<Mutex<Vec<Piece<'_, '_>>>> = Vec::new();
             let mut batch: Vec<Piece<'_, '_>> = Vec::new();
             let mut batch_bytes = 0usize;
-            for (i, (v, dst)) in window.into_iter().enumerate() {
-                let mut src = lent(v.lent_data());
+            for (i, (_, dst)) in window.into_iter().enumerate() {
+                // Lent by the file, or held by the view (a compressed record, decoded).
+                let mut src = views[i].data();
                 let mut dst = dst;
                 let mut first = true;
                 loop {

@@ -23,7 +23,8 @@ use crate::native::sharded::table::{self as shards, Shards};
 use crate::native::slice_key;
 use crate::native::source::Source;
 use crate::native::view::{
-    data_crc_mismatch, shown_name, NameBuf, SliceData, SlicePiece, TensorView, ViewBytes,
+    data_crc_mismatch, decoded_view, shown_name, NameBuf, SliceData, SlicePiece, TensorView,
+    ViewBytes,
 };
 use crate::native::FORMAT_VERSION;
 use crate::record::{self, MAX_ALIGNMENT, MAX_RANK};
@@ -123,6 +124,8 @@ pub(crate) struct Listed {
     pub(crate) shape: Dims,
     pub(crate) lod_levels: u32,
     pub(crate) nbytes: u64,
+    /// Bytes the data takes in the file: `nbytes`, or a compressed record's stored bytes.
+    pub(crate) stored: u64,
     /// Slices of a tensor stored in slices, else 0 (the remote listings' count).
     pub(crate) slices: u64,
 }
@@ -407,6 +410,18 @@ impl MappedReader {
         let esize = dtype.size();
         let shown = name::display(name);
         match found {
+            Found::Whole(v) if v.is_compressed() => {
+                // Decoded into the view (its CRC checked there with `verify_tensors`): the
+                // region is copied out of it.
+                Ok(Some(SliceData::copied(
+                    v.data(),
+                    &v.shape,
+                    &region.start,
+                    region,
+                    dtype,
+                    shown,
+                )?))
+            }
             Found::Whole(v) => {
                 if self.opts.verify_tensors {
                     v.verify_crc()?;
@@ -429,6 +444,16 @@ impl MappedReader {
                 RegionPlan::Within(i) => {
                     let r = &p.regions[i];
                     let piece = self.piece(&p, i)?;
+                    if piece.is_compressed() {
+                        return Ok(Some(SliceData::copied(
+                            piece.data(),
+                            &r.len,
+                            &region.offset_in(r),
+                            region,
+                            dtype,
+                            shown,
+                        )?));
+                    }
                     if self.opts.verify_tensors {
                         piece.verify_crc()?;
                     } else {
@@ -595,6 +620,22 @@ impl MappedReader {
         let (end, record_offset) = check_data(key, &e, dtype, at, records_len, where_)?;
         // Both bounds are within the records region, itself within the file.
         let in_file = |v: u64| usize::try_from(v).expect("an offset inside the mapped file");
+        if e.codec != 0 {
+            let record = &file[in_file(record_offset)..in_file(end)];
+            let path = where_.unwrap_or(&self.path);
+            let threads = 0;
+            return decoded_view(
+                path,
+                name,
+                slice,
+                dtype,
+                e,
+                record_offset,
+                record,
+                threads,
+                self.opts.verify_tensors,
+            );
+        }
         let data = &file[in_file(e.offset)..in_file(end)];
         if self.opts.verify_tensors {
             let computed = if dtype == DType::Bytes {
@@ -630,6 +671,7 @@ impl MappedReader {
             base: 0,
             path: where_.unwrap_or(&self.path),
             slice,
+            stored_len: None,
         })
     }
 
@@ -662,7 +704,10 @@ impl MappedReader {
                 }
                 let (key, value, at) = (it.key(), it.value(), it.block_offset());
                 list_entry(key, value, at, self.is_v2(), |key, e, dtype| {
-                    if self.shards.is_none() {
+                    if self.shards.is_none() && e.codec != 0 {
+                        // A compressed record: its entry's checks, without decoding it.
+                        check_data(key, &e, dtype, at, self.header.records_len, None).map(drop)
+                    } else if self.shards.is_none() {
                         // Every check a view makes (cheap: no data is read).
                         self.data_view(key, key, e, dtype, at, None).map(drop)
                     } else {
@@ -711,7 +756,22 @@ pub(crate) fn check_data(
     };
     let expected = record::data_len(dtype, &e.shape)
         .ok_or_else(|| bad(format!("shape {:?} overflows", e.shape.as_slice())))?;
-    if expected != e.size {
+    if e.codec != 0 {
+        // A compressed record (SPEC.md 3.4): `size` is its stored bytes, which the chunk table
+        // checks against the decoded length when the data is read.
+        if e.codec != record::lossless::CODEC_LOSSLESS {
+            return Err(bad(format!(
+                "unknown codec {} of compressed data (this paramdex decodes codec 1)",
+                e.codec
+            )));
+        }
+        if expected == 0 || e.size == 0 || dtype == DType::Bytes {
+            return Err(bad(format!(
+                "a compressed record of {} stored bytes for {expected} bytes of {dtype}",
+                e.size
+            )));
+        }
+    } else if expected != e.size {
         return Err(bad(format!(
             "stored size {} but shape {:?} of {dtype} needs {expected}",
             e.size,
@@ -827,10 +887,17 @@ pub(crate) fn list_entry(
             shape: p.shape,
             lod_levels: 0,
             nbytes,
+            stored: nbytes,
             slices: p.regions.len() as u64,
         });
     }
-    let (lod_levels, nbytes) = (e.lod_levels, e.size);
+    let (lod_levels, stored) = (e.lod_levels, e.size);
+    // A compressed record's entry gives its stored bytes; the data's are the shape's.
+    let nbytes = if e.codec != 0 {
+        record::data_len(dtype, &e.shape).unwrap_or(0)
+    } else {
+        stored
+    };
     let shape = e.shape.clone();
     check(key, e, dtype)?;
     Ok(Listed {
@@ -839,6 +906,7 @@ pub(crate) fn list_entry(
         shape,
         lod_levels,
         nbytes,
+        stored,
         slices: 0,
     })
 }
@@ -861,6 +929,13 @@ pub(crate) fn validate_header(header: &FileHeader, first_block: u64, path: &str)
             found: header.format_version,
             supported: FORMAT_VERSION,
         });
+    }
+    if !crate::native::is_known_version(header.format_version) {
+        return Err(Error::Unsupported(format!(
+            "{path}: format version {} is not one this paramdex reads (it reads versions 1, 2 \
+             and 4)",
+            header.format_version
+        )));
     }
     let bad = |detail: String| Error::corrupt("header entry", first_block, detail);
     if header.big_endian {

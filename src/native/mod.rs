@@ -64,7 +64,18 @@ mod writer;
 /// Version 1 files stay readable by every later version (`tests/compat.rs`). The hash index
 /// block and the lone header block (SPEC.md 4.2, 4.5) are optional layout within versions 1
 /// and 2, not a version: earlier readers ignore them (`tests/compat_hash.rs`).
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 4;
+
+/// The format version of a file holding at least one compressed record (SPEC.md 3.4, 11):
+/// readers that predate it refuse the file at open, never misread its records. A file without
+/// a compressed record keeps the version it had (1 or 2).
+pub const COMPRESSED_VERSION: u32 = 4;
+
+/// Format version 3 is the index change of issue 39 (made beside this one): this build does not
+/// read it and refuses it as unknown.
+pub(crate) const fn is_known_version(v: u32) -> bool {
+    matches!(v, 1 | 2 | 4)
+}
 
 /// Most slices one partitioned tensor may have (SPEC.md 8.1).
 pub const MAX_SLICES: usize = 65_536;
@@ -133,8 +144,8 @@ pub use verify::{VerifyOptions, VerifyReport};
 pub(crate) use view::{record_header, view_of_record, SlicePiece, ViewBytes};
 pub use view::{SliceData, TensorView};
 pub use writer::{
-    FinishStats, Tensor, Writer, WriterOptions, DEFAULT_ALIGNMENT, DEFAULT_BLOCK_SIZE,
-    DEFAULT_INDEX_MEMORY,
+    DataCompression, FinishStats, Tensor, Writer, WriterOptions, DEFAULT_ALIGNMENT,
+    DEFAULT_BLOCK_SIZE, DEFAULT_INDEX_MEMORY, MIN_COMPRESSED_LEN,
 };
 
 /// Limits on metadata (SPEC.md 8.1).

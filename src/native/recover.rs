@@ -23,7 +23,6 @@ use crate::native::source::Source;
 use crate::native::staging;
 use crate::native::verify::VerifyOptions;
 use crate::native::writer::{Tensor, Writer, WriterOptions};
-use crate::native::FORMAT_VERSION;
 use crate::progress::{NoProgress, Progress, Unit};
 use crate::record;
 use crate::table::{Table, TableReadOptions, FOOTER_LEN, TABLE_MAGIC};
@@ -441,5 +440,5 @@ fn is_complete(bytes: &[u8]) -> bool {
     }
     let first = table.first_data_offset().unwrap_or(0);
     matches!(FileHeader::decode(it.value(), first),
-        Ok(h) if (1..=FORMAT_VERSION).contains(&h.format_version) && h.records_len <= first)
+        Ok(h) if crate::native::is_known_version(h.format_version) && h.records_len <= first)
 }

@@ -43,6 +43,25 @@ use crate::table::{Compression, TableBuilder, TableOptions};
 
 mod slices;
 
+/// How a writer stores tensor data ([`WriterOptions::data_compression`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DataCompression {
+    /// Every record plain: the data as it is, readable in place (zero-copy) and by Paddle.
+    #[default]
+    None,
+    /// Lossless compression (SPEC.md 3.4): each tensor of at least
+    /// [`MIN_COMPRESSED_LEN`] bytes is byte-grouped by its dtype and entropy-coded in chunks,
+    /// and stored so when that saves at least 1/64 of its bytes, else plain. A file holding a
+    /// compressed record is format version 4; readers decode into a fresh buffer.
+    Lossless,
+}
+
+/// Tensors below this many bytes are stored plain even with [`DataCompression::Lossless`]:
+/// the chunk table and zstd's frame headers take a visible part of them, and a small tensor's
+/// read would pay for decoding what it saved in storage.
+pub const MIN_COMPRESSED_LEN: usize = 4096;
+
 /// Default data alignment: a cache line, and enough for any SIMD load.
 pub const DEFAULT_ALIGNMENT: u64 = 64;
 
@@ -99,6 +118,10 @@ pub struct WriterOptions {
     /// of every name added once names stopped arriving in increasing order, for exact
     /// duplicate checks). `usize::MAX` never spills. Default [`DEFAULT_INDEX_MEMORY`].
     pub index_memory: usize,
+    /// How tensor data is stored: plain (the default) or compressed losslessly
+    /// ([`DataCompression`], SPEC.md 3.4). Tensors streamed through [`Writer::begin`] are
+    /// always stored plain (their bytes are not held whole).
+    pub data_compression: DataCompression,
 }
 
 impl Default for WriterOptions {
@@ -112,6 +135,7 @@ impl Default for WriterOptions {
             hash_index: true,
             header_alone: true,
             index_memory: DEFAULT_INDEX_MEMORY,
+            data_compression: DataCompression::None,
         }
     }
 }
@@ -281,6 +305,8 @@ pub struct Writer {
     /// For a shard of an incremental save: the tensors it reuses instead of writing (header
     /// field 25), listed in its references file by `ShardWriter`.
     references: u64,
+    /// Compressed records written so far (SPEC.md 3.4): the file is then format version 4.
+    compressed: u64,
     /// Sorted runs of entries spilled so far (`WriterOptions::index_memory`); `entries` then
     /// holds only the entries added since the last run.
     spill: Option<Spill>,
@@ -394,6 +420,7 @@ impl Writer {
             shard_of: None,
             nul_name: false,
             references: 0,
+            compressed: 0,
             spill: None,
             spill_dir: None,
             background_sync: None,
@@ -898,6 +925,14 @@ impl Writer {
         full_shape: Option<&[u64]>,
     ) -> Result<()> {
         let name = key;
+        if self.opts.data_compression == DataCompression::Lossless
+            && tensor.dtype != DType::Bytes
+            && tensor.data.len() >= MIN_COMPRESSED_LEN
+        {
+            if let Some(stored) = record::lossless::encode(tensor.dtype, tensor.data, 0) {
+                return self.write_compressed(key, tensor, &stored, full_shape);
+            }
+        }
         // Small tensors are checksummed first, so the header goes out complete. Large ones are
         // checksummed on a second thread while this one writes them, and the header's CRC
         // field is patched afterwards: the CRC then costs no wall time next to the write.
@@ -921,6 +956,7 @@ impl Writer {
             name: Some(name),
             data_crc: Some(upfront_crc.unwrap_or(0)),
             full_shape,
+            stored_len: None,
         };
         let layout = record::encode_header(&spec, record_offset, self.opts.alignment, &mut header)
             .and_then(|layout| header_fits(name, layout));
@@ -970,6 +1006,53 @@ impl Writer {
         self.maybe_sync_in_background()
     }
 
+    /// Writes the compressed record (SPEC.md 3.4) of a checked tensor under index key `key`:
+    /// its header announces `stored` (the codec's output) and carries the checksum of the
+    /// decoded data, as the entry does; the entry's size is the stored length.
+    fn write_compressed(
+        &mut self,
+        key: &[u8],
+        tensor: Tensor<'_>,
+        stored: &[u8],
+        full_shape: Option<&[u64]>,
+    ) -> Result<()> {
+        let crc = mask_crc(crc32c::crc32c(tensor.data));
+        let record_offset = self.pos;
+        let mut header = std::mem::take(&mut self.scratch);
+        header.clear();
+        let spec = RecordSpec {
+            dtype: tensor.dtype,
+            dims: tensor.shape,
+            lod: tensor.lod,
+            name: Some(key),
+            data_crc: Some(crc),
+            full_shape,
+            stored_len: Some(stored.len() as u64),
+        };
+        let result = record::encode_header(&spec, record_offset, self.opts.alignment, &mut header)
+            .and_then(|layout| header_fits(key, layout))
+            .and_then(|layout| {
+                self.write_raw(&header)?;
+                self.write_raw(stored)?;
+                Ok(layout)
+            });
+        self.scratch = header;
+        let layout = result?;
+        let mut entry = self.index_entry(
+            tensor.dtype,
+            tensor.shape,
+            tensor.lod.len(),
+            record_offset,
+            layout.header_len,
+            stored.len() as u64,
+            crc,
+        );
+        entry.codec = record::lossless::CODEC_LOSSLESS;
+        self.compressed += 1;
+        self.push_entry(key, &entry);
+        self.maybe_sync_in_background()
+    }
+
     #[allow(clippy::too_many_arguments)]
     pub(super) fn index_entry(
         &self,
@@ -993,6 +1076,7 @@ impl Writer {
                 .expect("header lengths are checked by header_fits before the record is written"),
             lod_levels: u32::try_from(lod_levels).expect("LoD levels are validated (at most 32)"),
             pdx_dtype: dtype.pdx_code().unwrap_or(0),
+            codec: 0,
         }
     }
 
@@ -1032,6 +1116,7 @@ impl Writer {
             name: Some(name),
             data_crc: Some(0), // patched when the stream finishes
             full_shape,
+            stored_len: None,
         };
         let layout = record::encode_header(&spec, record_offset, self.opts.alignment, &mut header)
             .and_then(|layout| header_fits(name, layout))?;
@@ -1052,7 +1137,13 @@ impl Writer {
     pub fn finish(mut self) -> Result<FinishStats> {
         self.check_usable()?;
         let records_len = self.pos;
-        let format_version = if self.is_v2() { 2 } else { 1 };
+        let format_version = if self.compressed != 0 {
+            crate::native::COMPRESSED_VERSION
+        } else if self.is_v2() {
+            2
+        } else {
+            1
+        };
         // Every entry so far has a record, so this is the order of the records.
         let records_sorted = self.sorted;
         self.push_partitioned();
