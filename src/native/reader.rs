@@ -715,7 +715,7 @@ fn view_at(v: &TensorView<'_>) -> DataAt {
     (
         v.path().to_string(),
         v.data_offset(),
-        v.data().len() as u64,
+        v.stored_len(),
         crate::format::unmask_crc(v.stored_crc()),
     )
 }

@@ -943,6 +943,8 @@ fn exit_status(e: &Error) -> u8 {
         // A number read from a file beyond a documented limit is a corrupt (or hostile) file.
         Error::Corrupt { .. }
         | Error::ChecksumMismatch { .. }
+        // Damage inside a compressed record (SPEC.md 3.4), named by tensor and chunk.
+        | Error::Compressed { .. }
         | Error::LimitExceeded { at: Some(_), .. }
         | Error::Slices { .. }
         // A pickle cut short, malformed or past a bound; a refused global is exit 1.
