@@ -10,6 +10,8 @@ mod common;
 
 #[path = "../fuzz/checks/block.rs"]
 mod block;
+#[path = "../fuzz/checks/lossless.rs"]
+mod lossless;
 #[path = "../fuzz/checks/merge.rs"]
 mod merge;
 #[path = "../fuzz/checks/paddle_program.rs"]
@@ -91,6 +93,11 @@ fn pickle_inputs() {
 #[test]
 fn reader_inputs() {
     assert!(replay("reader", reader::check) > 0);
+}
+
+#[test]
+fn lossless_inputs() {
+    assert!(replay("lossless", lossless::check) > 0);
 }
 
 #[test]
