@@ -42,9 +42,18 @@ const MAX_CHUNK_LOG2: u8 = 20;
 const HEADER_LEN: usize = 16;
 /// Bit 31 of a stream's table word: the stream is a zstd frame (else stored raw).
 const STREAM_ZSTD: u32 = 1 << 31;
-/// zstd's level: level 1 gives the best ratio on exponent streams (higher levels find matches
-/// that cost more than the Huffman-coded literals they replace) at the highest speed.
-const ZSTD_LEVEL: i32 = 1;
+/// zstd's parameters: level 1 with few matches (a 64-entry hash table, matches of at least 7
+/// bytes; a 128 KiB window, one block). An exponent stream is close to memoryless: the matches
+/// zstd finds in it cost more than the Huffman-coded literals they replace, so the fewer it
+/// looks for, the better the ratio and the faster both ways (bfloat16 of a trained model: ratio
+/// 1.519 against 1.475 at plain level 1 and 1.467 at level 3, ZipNN 1.522; BENCHMARKS.md).
+const ZSTD_PARAMS: [zstd_safe::CParameter; 5] = [
+    zstd_safe::CParameter::CompressionLevel(1),
+    zstd_safe::CParameter::WindowLog(17),
+    zstd_safe::CParameter::HashLog(6),
+    zstd_safe::CParameter::ChainLog(6),
+    zstd_safe::CParameter::MinMatch(7),
+];
 /// A compressed stream is kept only when it saves at least 1/32 of the stream (else the
 /// stream is stored raw: decoding it would cost time for nothing).
 const KEEP_STREAM: usize = 32;
@@ -182,8 +191,11 @@ fn encode_chunk(g: Grouping, chunk: &[u8]) -> Vec<Stream> {
                 let mut c = c.borrow_mut();
                 let cctx = c.get_or_insert_with(|| {
                     let mut cctx = zstd_safe::CCtx::create();
-                    // Level 1 is always valid; a failure leaves zstd's default (3).
-                    let _ = cctx.set_parameter(zstd_safe::CParameter::CompressionLevel(ZSTD_LEVEL));
+                    for p in ZSTD_PARAMS {
+                        // Each is within zstd's documented bounds; a refused one would leave
+                        // zstd's default, which decodes the same.
+                        let _ = cctx.set_parameter(p);
+                    }
                     cctx
                 });
                 cctx.compress2(&mut z, &raw).is_ok()
