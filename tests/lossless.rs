@@ -333,3 +333,64 @@ fn a_lying_decoded_length_and_a_table_past_the_record_are_refused() {
         other => panic!("{other}"),
     }
 }
+
+#[test]
+fn a_sharded_incremental_save_compresses_and_reuses_compressed_records() {
+    use paramdex::{merge_shards, MergeShardsOptions, SaveId, Saved, ShardWriter};
+    let dir = tempfile::tempdir().unwrap();
+    let t = tensors();
+    let opts = WriterOptions {
+        data_compression: DataCompression::Lossless,
+        sync: false,
+        ..WriterOptions::default()
+    };
+    let merge = MergeShardsOptions {
+        no_sync: true,
+        ..MergeShardsOptions::default()
+    };
+    let save = |prefix: &Path, base: Option<Arc<Reader>>| -> Vec<Saved> {
+        let id = SaveId::random();
+        let mut saved = Vec::new();
+        for k in 0..2u32 {
+            let mut w = ShardWriter::create(prefix, k, 2, id, opts.clone()).unwrap();
+            if let Some(b) = &base {
+                w = w.with_base(b.clone()).unwrap();
+            }
+            for (i, (name, dtype, shape, data, _)) in t.iter().enumerate() {
+                if i % 2 == k as usize {
+                    saved.push(
+                        w.add_or_reuse(name, Tensor::new(*dtype, shape, data))
+                            .unwrap(),
+                    );
+                }
+            }
+            w.finish().unwrap();
+        }
+        merge_shards(prefix, &merge).unwrap();
+        saved
+    };
+    let first = dir.path().join("step1");
+    save(&first, None);
+    let r = Arc::new(Reader::open(&first).unwrap());
+    assert_eq!(r.header().format_version, 4);
+    for (name, _, _, data, compressed) in &t {
+        let v = r.tensor(name).unwrap();
+        assert!(v.data() == &data[..], "{name}");
+        assert_eq!(v.is_compressed(), *compressed, "{name}");
+    }
+    r.verify().unwrap();
+    // The next step, every tensor unchanged: each one reused as stored (compressed or not).
+    let second = dir.path().join("step2");
+    let saved = save(&second, Some(r));
+    assert!(
+        saved.iter().all(|s| matches!(s, Saved::Reused)),
+        "{saved:?}"
+    );
+    let r2 = Reader::open(&second).unwrap();
+    for (name, _, _, data, compressed) in &t {
+        let v = r2.tensor(name).unwrap();
+        assert!(v.data() == &data[..], "{name}");
+        assert_eq!(v.is_compressed(), *compressed, "{name}");
+    }
+    r2.verify().unwrap();
+}
