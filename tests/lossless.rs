@@ -46,8 +46,11 @@ fn random_bytes(n: usize, seed: u64) -> Vec<u8> {
         .collect()
 }
 
-/// (name, dtype, shape, bytes, expected compressed): every fixed-width dtype.
-fn tensors() -> Vec<(String, DType, Vec<u64>, Vec<u8>, bool)> {
+/// A test tensor: name, dtype, shape, bytes, and whether the writer compresses it.
+type Case = (String, DType, Vec<u64>, Vec<u8>, bool);
+
+/// Every fixed-width dtype, compressible and not.
+fn tensors() -> Vec<Case> {
     let w = weights(3 << 19, 7);
     let mut out = Vec::new();
     let rows = |bytes: usize, esize: usize| vec![(bytes / esize / 1024) as u64, 1024];
@@ -159,10 +162,7 @@ fn tensors() -> Vec<(String, DType, Vec<u64>, Vec<u8>, bool)> {
     out
 }
 
-fn write(
-    path: &Path,
-    compression: DataCompression,
-) -> Vec<(String, DType, Vec<u64>, Vec<u8>, bool)> {
+fn write(path: &Path, compression: DataCompression) -> Vec<Case> {
     let t = tensors();
     let opts = WriterOptions {
         data_compression: compression,

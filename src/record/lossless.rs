@@ -294,6 +294,8 @@ pub struct Layout {
     pub chunk_log2: u8,
     /// Decoded bytes.
     pub decoded_len: u64,
+    /// `decoded_len`, which `parse` checked fits in memory.
+    decoded: usize,
     /// Per chunk: its stored range (relative to the stored bytes), its stored CRC (masked) and
     /// each stream's (range, compressed).
     chunks: Vec<ChunkAt>,
@@ -390,6 +392,14 @@ impl Layout {
                 "the record declares {declared} decoded bytes, the tensor's shape needs {decoded_len}"
             )));
         }
+        let decoded = usize::try_from(decoded_len).map_err(|_| {
+            at.err(
+                None,
+                8,
+                Length,
+                format!("{decoded_len} decoded bytes do not fit in memory"),
+            )
+        })?;
         let w = usize::from(grouping.width);
         let chunk = 1u64 << chunk_log2;
         if decoded_len == 0
@@ -430,7 +440,8 @@ impl Layout {
             let r = HEADER_LEN + c * row;
             let crc = fixed32(stored, r);
             let first = pos;
-            let this_len = (decoded_len - c as u64 * chunk).min(chunk) as usize;
+            // c < count = ceil(decoded / chunk), so c · chunk < decoded.
+            let this_len = (decoded - c * (1usize << chunk_log2)).min(1usize << chunk_log2);
             let stream_len = this_len / w;
             let mut streams = smallvec::SmallVec::new();
             for k in 0..w {
@@ -483,6 +494,7 @@ impl Layout {
             grouping,
             chunk_log2,
             decoded_len,
+            decoded,
             chunks,
         })
     }
@@ -496,8 +508,7 @@ impl Layout {
     fn decoded_range(&self, c: usize) -> Range<usize> {
         let chunk = 1usize << self.chunk_log2;
         let start = c * chunk;
-        // decoded_len fits memory once a caller decodes; the table's checks bound it.
-        let end = (start as u64 + chunk as u64).min(self.decoded_len) as usize;
+        let end = start.saturating_add(chunk).min(self.decoded);
         start..end
     }
 
@@ -601,17 +612,22 @@ impl Layout {
         if range.is_empty() {
             return Ok(());
         }
+        // Both ends are at most the decoded length, which `parse` checked fits in memory.
+        let (start, end) = (
+            usize::try_from(range.start).expect("at most the decoded length"),
+            usize::try_from(range.end).expect("at most the decoded length"),
+        );
         let shift = self.chunk_log2;
-        let first = (range.start >> shift) as usize;
-        let last = ((range.end - 1) >> shift) as usize;
+        let first = start >> shift;
+        let last = (end - 1) >> shift;
         let whole = range.start == 0 && range.end == self.decoded_len;
         // Each chunk met, with the part of `out` it fills.
         let mut parts: Vec<(usize, Mutex<&mut [u8]>)> = Vec::with_capacity(last - first + 1);
         let mut rest = out;
         for c in first..=last {
             let d = self.decoded_range(c);
-            let lo = (range.start as usize).max(d.start);
-            let hi = (range.end as usize).min(d.end);
+            let lo = start.max(d.start);
+            let hi = end.min(d.end);
             let (mine, tail) = std::mem::take(&mut rest).split_at_mut(hi - lo);
             rest = tail;
             parts.push((c, Mutex::new(mine)));
@@ -620,7 +636,7 @@ impl Layout {
         crate::parallel::try_each(&parts, threads, |(c, dst)| {
             let mut dst = dst.lock().unwrap_or_else(|p| p.into_inner());
             let d = self.decoded_range(*c);
-            let lo = (range.start as usize).max(d.start);
+            let lo = start.max(d.start);
             if whole || (lo == d.start && dst.len() == d.len()) {
                 self.decode_chunk(stored, *c, &mut dst, at)
             } else {
