@@ -320,6 +320,36 @@ impl MappedReader {
         self.data_view(name, name, e, dtype, at, None).map(Some)
     }
 
+    /// Where the stored data of tensor `name` lies when it is a compressed record (SPEC.md 3.4)
+    /// of this file (not a sharded checkpoint's): its path, offset, stored length and the
+    /// decoded data's CRC32C (unmasked), from its entry, checked as a view's, without decoding
+    /// it. `Ok(None)` for anything else (absent, plain, stored in slices, in a data file).
+    pub(crate) fn compressed_at(&self, name: &[u8]) -> Result<Option<(String, u64, u64, u32)>> {
+        if self.shards.is_some() || !self.is_tensor_name(name) {
+            return Ok(None);
+        }
+        let mut e = IndexEntry::default();
+        let Some(at) = self.table().get(name, |value, at| {
+            Self::decode_entry(&mut e, name, value, at)
+        })?
+        else {
+            return Ok(None);
+        };
+        let at = at?;
+        if e.codec == 0 || e.num_slices != 0 {
+            return Ok(None);
+        }
+        let dtype = self.dtype_of(name, &e)?;
+        check_data(name, &e, dtype, at, self.header.records_len, None)
+            .map_err(|err| err.context(&self.path))?;
+        Ok(Some((
+            self.path.clone(),
+            e.offset,
+            e.size,
+            unmask_crc(e.crc32c),
+        )))
+    }
+
     /// Decodes the entry of index key `key` into `e` (a default entry), checking the key's
     /// length first; returns `at`, the offset of its data block.
     #[inline]
