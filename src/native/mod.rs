@@ -60,8 +60,10 @@ mod writer;
 
 /// The highest native format version this build reads (SPEC.md 11). Writers write the lowest
 /// version that holds what they write: 1 for a file without slices or shard identity (byte for
-/// byte what version 1 wrote), 2 for a file with either and for a sharded checkpoint's index.
-/// Version 1 files stay readable by every later version (`tests/compat.rs`). The hash index
+/// byte what version 1 wrote), 2 for a file with either and for a sharded checkpoint's index,
+/// 4 ([`COMPRESSED_VERSION`]) for a file, or a sharded checkpoint's index, whose data holds a
+/// compressed record (SPEC.md 3.4). Version 3 is not read by this build (see
+/// `is_known_version`). Version 1 files stay readable by every later version (`tests/compat.rs`). The hash index
 /// block and the lone header block (SPEC.md 4.2, 4.5) are optional layout within versions 1
 /// and 2, not a version: earlier readers ignore them (`tests/compat_hash.rs`).
 pub const FORMAT_VERSION: u32 = 4;
