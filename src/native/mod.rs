@@ -61,7 +61,7 @@ mod writer;
 /// The highest native format version this build reads (SPEC.md 11). Writers write the lowest
 /// version that holds what they write: 1 for a file without slices or shard identity (byte for
 /// byte what version 1 wrote), 2 for a file with either and for a sharded checkpoint's index,
-/// 4 ([`COMPRESSED_VERSION`]) for a file, or a sharded checkpoint's index, whose data holds a
+/// 4 (`COMPRESSED_VERSION`) for a file, or a sharded checkpoint's index, whose data holds a
 /// compressed record (SPEC.md 3.4). Version 3 is not read by this build (see
 /// `is_known_version`). Version 1 files stay readable by every later version (`tests/compat.rs`). The hash index
 /// block and the lone header block (SPEC.md 4.2, 4.5) are optional layout within versions 1
