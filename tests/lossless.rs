@@ -237,6 +237,31 @@ fn every_dtype_round_trips_through_every_reader() {
         }
         let report = reader.verify().unwrap();
         assert_eq!(report.tensors, t.len() as u64);
+        // Some of them, in file order, and into the caller's buffers (a wrong length refused
+        // before anything is written).
+        let some = reader
+            .load_many(&["r.u8", "w.f32", "w.bf16"], &LoadOptions::default())
+            .unwrap();
+        let got: Vec<&[u8]> = some.iter().map(|(n, _)| n.as_slice()).collect();
+        assert_eq!(got, [&b"w.bf16"[..], b"w.f32", b"r.u8"]);
+        for (name, loaded) in &some {
+            let (_, _, _, data, _) = t.iter().find(|x| x.0.as_bytes() == name).unwrap();
+            assert!(&loaded.data == data);
+        }
+        let (mut a, mut b) = (vec![0u8; 3 << 20], vec![0u8; 1 << 20]);
+        reader
+            .load_into(
+                &["w.bf16", "r.u8"],
+                &mut [&mut a, &mut b],
+                &LoadOptions::default(),
+            )
+            .unwrap();
+        assert!(a == t[0].3 && b == t[7].3);
+        let mut short = vec![0u8; 10];
+        assert!(matches!(
+            reader.load_into(&["w.bf16"], &mut [&mut short], &LoadOptions::default()),
+            Err(Error::InvalidArgument(_))
+        ));
     }
 }
 

@@ -116,6 +116,75 @@ pub(crate) fn plan_region(p: &Partition, region: &Region, path: &str) -> Result<
     Ok(RegionPlan::Parts(parts))
 }
 
+/// A compressed record located in a mapped file, not decoded ([`MappedReader::packed`]).
+pub(crate) struct Packed<'a> {
+    pub(crate) name: Vec<u8>,
+    pub(crate) dtype: DType,
+    pub(crate) shape: Vec<u64>,
+    /// The record: its header, then its stored data from byte `head`.
+    record: &'a [u8],
+    head: usize,
+    record_offset: u64,
+    pub(crate) data_offset: u64,
+    /// The decoded data's masked CRC32C (the entry's).
+    crc32c: u32,
+    lod_levels: u32,
+    path: &'a str,
+}
+
+impl Packed<'_> {
+    /// The decoded length (the shape's bytes, checked by `check_data`).
+    pub(crate) fn decoded_len(&self) -> u64 {
+        record::data_len(self.dtype, &self.shape).unwrap_or(0)
+    }
+
+    /// Decodes the data into `out` (exactly [`Packed::decoded_len`] bytes) on up to `threads`
+    /// threads, then checks it against the entry's CRC32C.
+    pub(crate) fn decode_into(&self, out: &mut [u8], threads: usize) -> Result<()> {
+        let shown = name::display(&self.name);
+        let at = record::lossless::At {
+            name: &shown,
+            offset: self.data_offset,
+        };
+        let stored = &self.record[self.head..];
+        let layout = record::lossless::Layout::parse(stored, self.dtype, self.decoded_len(), at)
+            .map_err(|e| e.context(self.path))?;
+        if out.len() as u64 != layout.decoded_len {
+            return Err(Error::InvalidArgument(format!(
+                "tensor {shown} of {}: a buffer of {} bytes for {} bytes of data",
+                self.path,
+                out.len(),
+                layout.decoded_len
+            )));
+        }
+        layout
+            .decode_range(stored, 0..layout.decoded_len, out, threads, at)
+            .map_err(|e| e.context(self.path))?;
+        let (stored_crc, computed) = (unmask_crc(self.crc32c), crc32c(out));
+        if computed != stored_crc {
+            return Err(data_crc_mismatch(
+                shown,
+                self.data_offset,
+                out.len(),
+                stored_crc,
+                computed,
+            )
+            .context(self.path));
+        }
+        Ok(())
+    }
+
+    /// The record's LoD, from its header (checked as a view's).
+    pub(crate) fn lod(&self) -> Result<Vec<Vec<u64>>> {
+        if self.lod_levels == 0 {
+            return Ok(Vec::new());
+        }
+        let h = record::decode_head(&self.record[..self.head], self.record_offset)
+            .map_err(|e| e.context(self.path))?;
+        Ok(h.lod.to_vec())
+    }
+}
+
 /// What the index says of one tensor (a partitioned tensor once), read without its data.
 #[derive(Clone, Debug)]
 pub(crate) struct Listed {
@@ -318,6 +387,46 @@ impl MappedReader {
         }
         let dtype = self.dtype_of(name, &e)?;
         self.data_view(name, name, e, dtype, at, None).map(Some)
+    }
+
+    /// The compressed record (SPEC.md 3.4) of tensor `name` in this file (not a sharded
+    /// checkpoint's), located and checked as a view's entry is, not decoded: what a load
+    /// decodes straight into its destination. `Ok(None)` for anything else.
+    pub(crate) fn packed(&self, name: &[u8]) -> Result<Option<Packed<'_>>> {
+        if self.shards.is_some()
+            || self.header.format_version != crate::native::COMPRESSED_VERSION
+            || !self.is_tensor_name(name)
+        {
+            return Ok(None);
+        }
+        let mut e = IndexEntry::default();
+        let Some(at) = self.table().get(name, |value, at| {
+            Self::decode_entry(&mut e, name, value, at)
+        })?
+        else {
+            return Ok(None);
+        };
+        let at = at?;
+        if e.codec == 0 || e.num_slices != 0 {
+            return Ok(None);
+        }
+        let dtype = self.dtype_of(name, &e)?;
+        let (end, record_offset) = check_data(name, &e, dtype, at, self.header.records_len, None)
+            .map_err(|err| err.context(&self.path))?;
+        // Both bounds are within the records region, itself within the mapped file.
+        let in_file = |v: u64| usize::try_from(v).expect("an offset inside the mapped file");
+        Ok(Some(Packed {
+            name: name.to_vec(),
+            dtype,
+            shape: e.shape.to_vec(),
+            record: &self.source[in_file(record_offset)..in_file(end)],
+            head: in_file(e.offset - record_offset),
+            record_offset,
+            data_offset: e.offset,
+            crc32c: e.crc32c,
+            lod_levels: e.lod_levels,
+            path: &self.path,
+        }))
     }
 
     /// Where the stored data of tensor `name` lies when it is a compressed record (SPEC.md 3.4)
