@@ -33,9 +33,10 @@ def test_numpy_save_file_compress_round_trips(tmp_path):
     pnp.save_file(t, plain)
     pnp.save_file(t, packed, compress="lossless")
     assert _size(packed) < 0.95 * _size(plain)
-    got = pnp.load_file(packed)
-    for k, v in t.items():
-        assert got[k].dtype == v.dtype and np.array_equal(got[k], v), k
+    for copy in (False, True):
+        got = pnp.load_file(packed, copy=copy)
+        for k, v in t.items():
+            assert got[k].dtype == v.dtype and np.array_equal(got[k], v), (k, copy)
     with paramdex.safe_open(packed, framework="np") as f:
         assert np.array_equal(f.get_tensor("w"), w)
         assert np.array_equal(f.get_slice("w")[100:300, 7:9], w[100:300, 7:9])
