@@ -94,6 +94,15 @@ fn convert_compress_lossless_round_trips_and_verify_names_the_damaged_chunk() {
     assert!(!r.tensor("layer.weight").unwrap().is_compressed());
     assert!(r.tensor("layer.weight").unwrap().data() == &data[..]);
 
+    // export-tf cannot link a compressed file (TensorFlow would read the stored bytes): it
+    // writes a checkpoint of the decoded tensors.
+    let tf = dir.path().join("tf/model");
+    run(&[&"export-tf", &packed, &tf], 0);
+    let from_tf = dir.path().join("from_tf.pdx");
+    run(&[&"convert", &tf, &from_tf], 0);
+    let r = paramdex::Reader::open(&from_tf).unwrap();
+    assert!(r.tensor("layer.weight").unwrap().data() == &data[..]);
+
     // Damage the last stored byte: chunk 2, the last of 3 (1 MiB chunks of 3 MiB).
     let (off, len) = {
         let r = paramdex::Reader::open(&packed).unwrap();
