@@ -225,6 +225,19 @@ fn every_dtype_round_trips_through_every_reader() {
                 );
             }
         }
+        // An empty region, and the last row alone.
+        let empty = Region::new(vec![5, 0], vec![0, 1024]).unwrap();
+        assert!(reader
+            .get_slice("w.f32", &empty)
+            .unwrap()
+            .unwrap()
+            .data()
+            .is_empty());
+        let last = Region::new(vec![1535, 0], vec![1, 1024]).unwrap();
+        let (_, _, _, f32b, _) = &t[2];
+        assert!(
+            reader.get_slice("w.f32", &last).unwrap().unwrap().data() == &f32b[f32b.len() - 4096..]
+        );
         let infos = reader.list_from(b"").unwrap();
         let bf = infos.iter().find(|i| i.name == b"w.bf16").unwrap();
         assert_eq!(bf.size, 3 << 20);
@@ -324,8 +337,18 @@ fn damage_inside_a_compressed_record_names_the_tensor_and_chunk() {
             "{e}"
         );
     }
-    // Other tensors still read.
+    // Other tensors still read, and so does a region of this one in undamaged chunks: a
+    // region decodes only the chunks holding its rows.
     assert!(r.tensor("w.bf16").is_ok());
+    let first_rows = Region::new(vec![0, 0], vec![2, 1024]).unwrap();
+    let got = r.get_slice("w.f32", &first_rows).unwrap().unwrap();
+    let clean = &tensors()[2].3;
+    assert!(got.data() == &clean[..2 * 4096]);
+    let last_row = Region::new(vec![1535, 0], vec![1, 1024]).unwrap();
+    assert!(matches!(
+        r.get_slice("w.f32", &last_row),
+        Err(Error::Compressed { chunk: Some(5), .. })
+    ));
 }
 
 #[test]

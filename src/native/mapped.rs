@@ -174,6 +174,48 @@ impl Packed<'_> {
         Ok(())
     }
 
+    /// The region `region` of the tensor, decoding only the chunks that hold the rows (of
+    /// the first dimension) it spans.
+    pub(crate) fn region(&self, region: &Region) -> Result<SliceData<'static>> {
+        region.check_within(&self.shape, &self.name)?;
+        let shown = name::display(&self.name);
+        let esize = self.dtype.size() as u64;
+        // The rows the region spans, as a sub-array of the tensor: [r0, r1) of dimension 0
+        // (a scalar: the whole tensor).
+        let row_bytes = self.shape.iter().skip(1).product::<u64>() * esize;
+        let (r0, r1, sub_shape, at) = match self.shape.first() {
+            None => (0, 1, Vec::new(), Vec::new()),
+            Some(_) => {
+                let (r0, r1) = (region.start[0], region.start[0] + region.len[0]);
+                let mut sub = self.shape.clone();
+                sub[0] = r1 - r0;
+                let mut at = region.start.clone();
+                at[0] = 0;
+                (r0, r1, sub, at)
+            }
+        };
+        let span = if self.shape.is_empty() {
+            0..self.decoded_len()
+        } else {
+            r0 * row_bytes..r1 * row_bytes
+        };
+        let at_ = record::lossless::At {
+            name: &shown,
+            offset: self.data_offset,
+        };
+        let stored = &self.record[self.head..];
+        let layout = record::lossless::Layout::parse(stored, self.dtype, self.decoded_len(), at_)
+            .map_err(|e| e.context(self.path))?;
+        let len = usize::try_from(span.end - span.start).map_err(|_| {
+            Error::InvalidArgument(format!("tensor {shown}: the region does not fit in memory"))
+        })?;
+        let mut rows = vec![0u8; len];
+        layout
+            .decode_range(stored, span, &mut rows, 0, at_)
+            .map_err(|e| e.context(self.path))?;
+        SliceData::copied(&rows, &sub_shape, &at, region, self.dtype, shown)
+    }
+
     /// The record's LoD, from its header (checked as a view's).
     pub(crate) fn lod(&self) -> Result<Vec<Vec<u64>>> {
         if self.lod_levels == 0 {
@@ -538,6 +580,12 @@ impl MappedReader {
         region: &Region,
     ) -> Result<Option<SliceData<'_>>> {
         let name = name.as_ref();
+        if let Some(p) = self.packed(name)?.filter(|_| !self.opts.verify_tensors) {
+            // A compressed record stored whole: only the chunks holding the region's rows
+            // are decoded, each checked against its stored checksum (with `verify_tensors`,
+            // the whole tensor is decoded and checked, below).
+            return p.region(region).map(Some);
+        }
         let Some(found) = self.find(name)? else {
             return Ok(None);
         };
