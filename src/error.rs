@@ -267,6 +267,24 @@ pub enum Error {
         source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
     },
 
+    /// A compressed tensor record (SPEC.md 3.4) that does not decode: a chunk table that breaks
+    /// a rule or runs past the record, a decoded length other than the tensor's, a chunk whose
+    /// stored bytes do not match their checksum, or a stream that does not decode to its
+    /// length. Names the tensor and, where one is at fault, the chunk.
+    #[error("tensor {name}: compressed data{} at offset {offset}: {detail}", chunk.map(|c| format!(", chunk {c}")).unwrap_or_default())]
+    Compressed {
+        /// The tensor (displayable form).
+        name: String,
+        /// The chunk at fault (from 0), when one is.
+        chunk: Option<u64>,
+        /// Absolute file offset of the structure at fault (the record's data, a chunk).
+        offset: u64,
+        /// What is wrong, for callers that act on it.
+        problem: CompressedProblem,
+        /// The particulars.
+        detail: String,
+    },
+
     /// The slices of a tensor do not fit together: they overlap, lie outside its shape,
     /// disagree on dtype or shape, or leave elements without data (SPEC.md 13). The message
     /// names the files that hold the slices at fault.
@@ -453,6 +471,21 @@ pub enum ShardProblem {
     /// A tensor an incremental save reuses is not what the earlier data file holds under its
     /// name (SPEC.md 12.5).
     Reference,
+}
+
+/// What is wrong with a compressed tensor record (see [`Error::Compressed`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CompressedProblem {
+    /// The layout header or chunk table breaks a rule (an unknown layout, grouping or chunk
+    /// size; lengths that do not add up to the record; a table checksum that does not match).
+    Table,
+    /// The decoded length the record declares is not the tensor's (`numel · element size`).
+    Length,
+    /// A chunk's stored bytes do not match the checksum the table holds for them.
+    Checksum,
+    /// A stream does not decode, or decodes to another length than its chunk needs.
+    Stream,
 }
 
 /// What went wrong with an object in an object store (see [`Error::Remote`]).

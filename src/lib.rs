@@ -204,19 +204,19 @@ pub mod place {
 }
 
 pub use error::{
-    CheckpointProblem, Corruption, Error, LooksLike, PickleProblem, RemoteProblem, Result,
-    ShardProblem, SliceProblem,
+    CheckpointProblem, CompressedProblem, Corruption, Error, LooksLike, PickleProblem,
+    RemoteProblem, Result, ShardProblem, SliceProblem,
 };
 pub use native::{
     abandoned_temporaries, last_complete_len, recover, recover_any, recover_any_with,
-    remove_staged, rewrite_in_place, write_atomically, AbandonedTemporary, EarlySync, FileHeader,
-    FinishStats, Iter, LoadAdvice, LoadOptions, MergeShardsOptions, MergeShardsReport, MergeStep,
-    MetaValue, Metadata, OwnedTensor, PartialTensors, ReadOptions, Reader, RecoverOptions,
-    RecoverReport, Recovered, Region, ReuseStats, RewriteReport, SaveId, Saved, ShardFile,
-    ShardFileKind, ShardOf, ShardRef, ShardWriter, ShardedSave, SliceData, Tensor, TensorView,
-    TensorWriter, VerifyOptions, VerifyReport, WriteBackend, WriteDestination, Writer,
-    WriterOptions, DEFAULT_ALIGNMENT, DEFAULT_BLOCK_SIZE, DEFAULT_INDEX_MEMORY, FORMAT_VERSION,
-    MAX_SHARDS, MAX_SLICES,
+    remove_staged, rewrite_in_place, write_atomically, AbandonedTemporary, DataCompression,
+    EarlySync, FileHeader, FinishStats, Iter, LoadAdvice, LoadOptions, MergeShardsOptions,
+    MergeShardsReport, MergeStep, MetaValue, Metadata, OwnedTensor, PartialTensors, ReadOptions,
+    Reader, RecoverOptions, RecoverReport, Recovered, Region, ReuseStats, RewriteReport, SaveId,
+    Saved, ShardFile, ShardFileKind, ShardOf, ShardRef, ShardWriter, ShardedSave, SliceData,
+    Tensor, TensorView, TensorWriter, VerifyOptions, VerifyReport, WriteBackend, WriteDestination,
+    Writer, WriterOptions, DEFAULT_ALIGNMENT, DEFAULT_BLOCK_SIZE, DEFAULT_INDEX_MEMORY,
+    FORMAT_VERSION, MAX_SHARDS, MAX_SLICES, MIN_COMPRESSED_LEN,
 };
 pub use progress::{NoProgress, Progress, Unit};
 pub use remote::{clean_shards, create_shard_writer, merge_shards, shard_files};

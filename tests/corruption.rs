@@ -581,6 +581,7 @@ fn overlapping_records_fail_verify() {
             paramdex::raw::format::crc32c(&b_data),
         )),
         full_shape: None,
+        stored_len: None,
     };
     let layout = record::encode_header(&spec, 0, 1, &mut b_record).unwrap();
     b_record.extend_from_slice(&b_data);
@@ -630,6 +631,7 @@ fn a_record_without_a_name_fails_verify() {
             paramdex::raw::format::crc32c(&data),
         )),
         full_shape: None,
+        stored_len: None,
     };
     let layout = record::encode_header(&spec, 0, 1, &mut records).unwrap();
     records.extend_from_slice(&data);

@@ -491,6 +491,7 @@ fn recover_any_refuses_what_is_no_paramdex_file_and_leaves_intact_files_alone() 
         name: None,
         data_crc: None,
         full_shape: None,
+        stored_len: None,
     };
     paramdex::raw::record::encode_header(&spec, 0, 1, &mut plain).unwrap();
     plain.extend_from_slice(&[1, 2]);

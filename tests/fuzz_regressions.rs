@@ -12,6 +12,8 @@ mod common;
 mod block;
 #[path = "../fuzz/checks/gguf.rs"]
 mod gguf;
+#[path = "../fuzz/checks/lossless.rs"]
+mod lossless;
 #[path = "../fuzz/checks/merge.rs"]
 mod merge;
 #[path = "../fuzz/checks/paddle_program.rs"]
@@ -93,6 +95,11 @@ fn pickle_inputs() {
 #[test]
 fn reader_inputs() {
     assert!(replay("reader", reader::check) > 0);
+}
+
+#[test]
+fn lossless_inputs() {
+    assert!(replay("lossless", lossless::check) > 0);
 }
 
 #[test]

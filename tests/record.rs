@@ -85,6 +85,7 @@ fn check_record(what: &str, record: &[u8], want: &Expected) {
         name: None,
         data_crc: None,
         full_shape: None,
+        stored_len: None,
     };
     let mut out = Vec::new();
     let layout = encode_header(&spec, 0, 1, &mut out).unwrap();

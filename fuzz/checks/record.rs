@@ -18,6 +18,8 @@ fn round_trip(h: &record::RecordHeader<'_>, data: &[u8]) {
         name: h.name,
         data_crc: h.data_crc,
         full_shape: None,
+        // A compressed record's header announces its stored bytes (SPEC.md 3.4).
+        stored_len: (h.codec != 0).then_some(h.data_len),
     };
     for alignment in [1u64, 64] {
         let mut buf = Vec::new();

@@ -142,4 +142,9 @@ pub struct PdxEntry {
     /// is then DT_UINT8, which is what TensorFlow sees. 0 (absent) for every other dtype.
     #[prost(uint32, tag = "18")]
     pub pdx_dtype: u32,
+    /// The codec of a compressed record's data (format version 4, SPEC.md 3.4): size (field 5)
+    /// is then the stored bytes and crc32c (field 6) the checksum of the decoded ones. 0 (absent)
+    /// for a plain record.
+    #[prost(uint32, tag = "19")]
+    pub pdx_codec: u32,
 }

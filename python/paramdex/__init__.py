@@ -624,8 +624,9 @@ class Writer:
         metadata: Optional[Dict[str, Any]] = None,
         alignment: Optional[int] = None,
         sync: bool = True,
+        compress: Optional[str] = None,
     ) -> None:
-        self._w = _paramdex.NativeWriter(_path_in(path), alignment, sync)
+        self._w = _paramdex.NativeWriter(_path_in(path), alignment, sync, compress)
         if metadata:
             self._w.set_metadata(dict(metadata))
 
@@ -746,6 +747,7 @@ class CheckpointManager:
         keep_every_steps: Optional[int] = None,
         keep_every: Union[None, int, float, datetime.timedelta] = None,
         keep_best: Optional[Tuple[Any, ...]] = None,
+        compress: Optional[str] = None,
     ) -> None:
         self._m = _paramdex.CheckpointManager(
             _path_in(directory),
@@ -758,6 +760,7 @@ class CheckpointManager:
             keep_every_steps,
             _seconds(keep_every),
             _best(keep_best),
+            compress,
         )
 
     def prune(

@@ -70,10 +70,16 @@ def write(
     metadata: Optional[Dict[str, Any]],
     format: Optional[str],
     alignment: Optional[int] = None,
+    compress: Optional[str] = None,
 ) -> None:
-    """Writes ``items`` to ``filename`` in the format :func:`output_format` chooses."""
+    """Writes ``items`` to ``filename`` in the format :func:`output_format` chooses;
+    ``compress="lossless"`` compresses a paramdex file's tensor data (SPEC.md 3.4)."""
     fmt = output_format(filename, format)
     path = os.fsdecode(filename) if isinstance(filename, bytes) else os.fspath(filename)
+    if fmt == "safetensors" and compress not in (None, "none"):
+        raise ValueError(
+            f"compress={compress!r} applies to paramdex files; safetensors files are not compressed"
+        )
     if fmt == "safetensors":
         _check_names(items)
         _refuse_bytes_values(items)
@@ -81,7 +87,7 @@ def write(
         return
     from . import Writer
 
-    with Writer(path, metadata=metadata, alignment=alignment) as w:
+    with Writer(path, metadata=metadata, alignment=alignment, compress=compress) as w:
         for name, kind, shape, a in items:
             if kind == "bytes":
                 w.add(name, a)  # a bytes value

@@ -54,13 +54,16 @@ def save_file(
     alignment: Optional[int] = None,
     *,
     format: Optional[str] = None,
+    compress: Optional[str] = None,
 ) -> None:
     """Writes ``tensors`` (name -> array) to ``filename``: a safetensors file when its name
     ends in ``.safetensors`` (names and metadata str, as safetensors has them), else a paramdex
     file (names str or bytes; metadata with str keys and str, int, float, bool, bytes or list
     values; a ``bytes`` value is stored as a bytes value, which ``load_file`` gives back as
-    ``bytes``); ``format="safetensors"`` or ``"paramdex"`` decides instead."""
-    _safetensors.write(_items(tensors), filename, metadata, format, alignment)
+    ``bytes``); ``format="safetensors"`` or ``"paramdex"`` decides instead.
+    ``compress="lossless"`` (paramdex files only) stores the tensor data compressed; reading
+    it needs no option, and a compressed tensor is decoded into a fresh buffer."""
+    _safetensors.write(_items(tensors), filename, metadata, format, alignment, compress)
 
 
 def save(

@@ -74,10 +74,17 @@ class ShardWriter:
         save_id: str,
         base: Optional[Any] = None,
         sync: bool = True,
+        compress: Optional[str] = None,
     ) -> None:
         self.prefix = _prefix(prefix)
         self._w = _paramdex.ShardWriter(
-            self.prefix, rank, ranks, save_id, None if base is None else _prefix(base), sync
+            self.prefix,
+            rank,
+            ranks,
+            save_id,
+            None if base is None else _prefix(base),
+            sync,
+            compress,
         )
 
     def add(self, name: Name, array: Any, dtype: Optional[str] = None) -> bool:

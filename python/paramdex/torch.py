@@ -169,13 +169,17 @@ def save_file(
     alignment: Optional[int] = None,
     *,
     format: Optional[str] = None,
+    compress: Optional[str] = None,
 ) -> None:
     """Writes torch tensors to ``filename`` (atomically, fsynced): a safetensors file when its
     name ends in ``.safetensors``, else a paramdex file; ``format="safetensors"`` or
     ``"paramdex"`` decides instead. Refuses, as safetensors does, what is not a dict of dense
     tensors, tensors sharing memory (use :func:`save_model`) and non-contiguous tensors. A
-    ``bytes`` value is stored as a bytes value in a paramdex file."""
-    _safetensors.write(_items_for_save(tensors), filename, metadata, format, alignment)
+    ``bytes`` value is stored as a bytes value in a paramdex file. ``compress="lossless"``
+    (paramdex files only) stores the tensor data compressed (bfloat16 weights: about 1.45x
+    smaller); reading it needs no option, and a compressed tensor is decoded into a fresh
+    buffer."""
+    _safetensors.write(_items_for_save(tensors), filename, metadata, format, alignment, compress)
 
 
 def save(

@@ -169,6 +169,8 @@ class StorageWriter(_TorchStorageWriter):
     (SPEC.md 12.5): a local one for a local checkpoint (its files hard-linked), one in the same
     bucket for a bucket's (its data objects copied by the store, server-side).
     ``sync``: fsync the files (off only for tests and benchmarks that say so).
+    ``compress="lossless"``: store the tensor data compressed (SPEC.md 3.4); readers need no
+    option.
     """
 
     def __init__(
@@ -176,6 +178,7 @@ class StorageWriter(_TorchStorageWriter):
         checkpoint_id: Union[str, os.PathLike],
         base: Any = None,
         sync: bool = True,
+        compress: Optional[str] = None,
     ) -> None:
         super().__init__()
         self._set_id(checkpoint_id)
@@ -187,6 +190,7 @@ class StorageWriter(_TorchStorageWriter):
                 "(whose data objects the store copies)"
             )
         self.sync = sync
+        self.compress = compress
         self.is_coordinator = False
         self.save_id = str(uuid.uuid4())
         self._save: Optional[str] = None
@@ -256,7 +260,9 @@ class StorageWriter(_TorchStorageWriter):
         st = plan.storage_data
         if not isinstance(st, _RankStorage):
             raise ValueError("the plan carries no paramdex storage data (prepare_global_plan)")
-        w = _paramdex.ShardWriter(self.prefix, st.shard, st.shards, st.save_id, self.base, self.sync)
+        w = _paramdex.ShardWriter(
+            self.prefix, st.shard, st.shards, st.save_id, self.base, self.sync, self.compress
+        )
         results = []
         meta: Dict[str, Any] = {}
         try:

@@ -34,7 +34,7 @@ impl PyCheckpointManager {
     #[new]
     // The keyword arguments of the Python constructor, one each.
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (directory, name = "ckpt".to_string(), keep_last = None, shards = None, incremental = false, max_in_flight = 1, sync = true, keep_every_steps = None, keep_every = None, keep_best = None))]
+    #[pyo3(signature = (directory, name = "ckpt".to_string(), keep_last = None, shards = None, incremental = false, max_in_flight = 1, sync = true, keep_every_steps = None, keep_every = None, keep_best = None, compress = None))]
     fn py_new(
         py: Python<'_>,
         directory: String,
@@ -47,6 +47,7 @@ impl PyCheckpointManager {
         keep_every_steps: Option<u64>,
         keep_every: Option<f64>,
         keep_best: Option<(String, usize, bool)>,
+        compress: Option<&str>,
     ) -> PyResult<PyCheckpointManager> {
         let opts = ManagerOptions {
             name,
@@ -61,6 +62,7 @@ impl PyCheckpointManager {
             max_in_flight,
             writer: WriterOptions {
                 sync,
+                data_compression: crate::write::data_compression(compress)?,
                 ..WriterOptions::default()
             },
             ..ManagerOptions::default()

@@ -27,7 +27,9 @@ mod write;
 fn class_of(e: &Error) -> &'static str {
     match e {
         Error::NotFound { .. } => "NotFoundError",
-        Error::Corrupt { .. } | Error::ChecksumMismatch { .. } => "CorruptError",
+        Error::Corrupt { .. } | Error::ChecksumMismatch { .. } | Error::Compressed { .. } => {
+            "CorruptError"
+        }
         // A pickle asking for a global outside the allow-list is refused, not damaged.
         Error::Pickle {
             problem: PickleProblem::ForbiddenGlobal | PickleProblem::UnsupportedOpcode,

@@ -52,7 +52,7 @@ impl PyShardWriter {
     /// earlier sharded checkpoint whose unchanged tensors this shard reuses (SPEC.md 12.5): a
     /// local one for a local prefix, one in the same bucket for a bucket prefix.
     #[new]
-    #[pyo3(signature = (prefix, rank, ranks, save_id, base = None, sync = true))]
+    #[pyo3(signature = (prefix, rank, ranks, save_id, base = None, sync = true, compress = None))]
     fn py_new(
         py: Python<'_>,
         prefix: String,
@@ -61,10 +61,12 @@ impl PyShardWriter {
         save_id: &str,
         base: Option<String>,
         sync: bool,
+        compress: Option<&str>,
     ) -> PyResult<PyShardWriter> {
         let id = save_id_of(save_id)?;
         let opts = WriterOptions {
             sync,
+            data_compression: crate::write::data_compression(compress)?,
             ..WriterOptions::default()
         };
         let p = prefix.clone();

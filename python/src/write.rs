@@ -10,7 +10,7 @@ use paramdex::interop::{
     export, ExportOptions, Format, Kind, LoadedTensor, OutputFormat, TensorData, TensorInfo,
     TensorInfos, TensorStore, VerifySummary,
 };
-use paramdex::{Error, Tensor, Writer, WriterOptions};
+use paramdex::{DataCompression, Error, Tensor, Writer, WriterOptions};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
@@ -27,14 +27,32 @@ pub(crate) struct NativeWriter {
     slot: WriterSlot<Writer>,
 }
 
+/// The data compression a `compress=` keyword names: `None` or `"none"` (plain records),
+/// `"lossless"` (SPEC.md 3.4); anything else is a ValueError.
+pub(crate) fn data_compression(compress: Option<&str>) -> PyResult<DataCompression> {
+    match compress {
+        None | Some("none") => Ok(DataCompression::None),
+        Some("lossless") => Ok(DataCompression::Lossless),
+        Some(other) => Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "compress={other:?}: paramdex compresses tensor data with \"lossless\" (or None)"
+        ))),
+    }
+}
+
 #[pymethods]
 impl NativeWriter {
     /// Starts writing `path` (a temporary file beside it until `finish`).
     #[new]
-    #[pyo3(signature = (path, alignment = None, sync = true))]
-    fn py_new(path: String, alignment: Option<u64>, sync: bool) -> PyResult<NativeWriter> {
+    #[pyo3(signature = (path, alignment = None, sync = true, compress = None))]
+    fn py_new(
+        path: String,
+        alignment: Option<u64>,
+        sync: bool,
+        compress: Option<&str>,
+    ) -> PyResult<NativeWriter> {
         let mut opts = WriterOptions {
             sync,
+            data_compression: data_compression(compress)?,
             ..WriterOptions::default()
         };
         if let Some(a) = alignment {

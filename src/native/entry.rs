@@ -1,7 +1,7 @@
 //! Index values: the header entry (key `""`) and tensor entries.
 //!
 //! A tensor entry is a protobuf message whose fields 1-7 are TensorFlow's `BundleEntryProto` and
-//! whose fields 16-17 are paramdex's (`proto/paramdex.proto`, SPEC.md 5.2). It is
+//! whose fields 16-19 are paramdex's (`proto/paramdex.proto`, SPEC.md 5.2). It is
 //! encoded and decoded by hand here (on [`crate::format::pbwire`]), because `get` decodes one
 //! per lookup and must not allocate; tests cross-check this codec against prost's generated
 //! code. The header is decoded with prost (once per open).
@@ -44,6 +44,10 @@ pub struct IndexEntry {
     /// paramdex's number of a dtype TensorFlow has no number for (field 18; `tf_dtype` is then
     /// `DT_UINT8`), 0 when absent ([`crate::DType::pdx_code`], SPEC.md 6).
     pub pdx_dtype: u32,
+    /// The codec of a compressed record's data (field 19, format version 4, SPEC.md 3.4):
+    /// [`size`](IndexEntry::size) is then the stored bytes and [`crc32c`](IndexEntry::crc32c)
+    /// the checksum of the decoded ones; 0 (absent) for a plain record.
+    pub codec: u32,
 }
 
 /// Appends a `TensorShapeProto` (field 2 of the entry) for `dims`, as TensorFlow writes it:
@@ -103,6 +107,9 @@ impl IndexEntry {
         if self.pdx_dtype != 0 {
             pbwire::put_varint_field(dst, 18, u64::from(self.pdx_dtype));
         }
+        if self.codec != 0 {
+            pbwire::put_varint_field(dst, 19, u64::from(self.codec));
+        }
     }
 
     /// The entry's dtype ([`crate::DType::from_entry`]), `None` for a number paramdex does not
@@ -139,7 +146,7 @@ impl IndexEntry {
         while pos < buf.len() {
             let (tag, p) = pbwire::read_tag(buf, pos).ok_or_else(|| bad("bad field tag"))?;
             pos = match (tag.field, tag.wire) {
-                (1 | 3 | 4 | 5 | 16 | 17 | 18, WireType::VARINT) => {
+                (1 | 3 | 4 | 5 | 16 | 17 | 18 | 19, WireType::VARINT) => {
                     let (v, p) = pbwire::read_varint(buf, p).ok_or_else(|| bad("bad varint"))?;
                     match tag.field {
                         // int32 fields: a negative value is a sign-extended 64-bit varint.
@@ -164,10 +171,11 @@ impl IndexEntry {
                             e.lod_levels =
                                 u32::try_from(v).map_err(|_| bad("lod_levels too large"))?
                         }
-                        _ => {
+                        18 => {
                             e.pdx_dtype =
                                 u32::try_from(v).map_err(|_| bad("paramdex dtype too large"))?
                         }
+                        _ => e.codec = u32::try_from(v).map_err(|_| bad("codec too large"))?,
                     }
                     p
                 }
@@ -400,6 +408,7 @@ mod tests {
             record_header_len: 64,
             lod_levels: 2,
             pdx_dtype: 0,
+            codec: 0,
         }
     }
 
@@ -415,6 +424,11 @@ mod tests {
             IndexEntry {
                 tf_dtype: 4,
                 pdx_dtype: crate::DType::Float4E2M1FNx2.pdx_code().unwrap(),
+                ..sample()
+            },
+            IndexEntry {
+                codec: 1,
+                size: 1234,
                 ..sample()
             },
         ] {
@@ -437,6 +451,7 @@ mod tests {
             assert_eq!(p.record_header_len, e.record_header_len);
             assert_eq!(p.lod_levels, e.lod_levels);
             assert_eq!(p.pdx_dtype, e.pdx_dtype);
+            assert_eq!(p.pdx_codec, e.codec);
             // prost's own encoding decodes to the same entry by hand.
             assert_eq!(IndexEntry::decode(&p.encode_to_vec(), 0, 254).unwrap(), e);
             assert_eq!(IndexEntry::decode(&buf, 0, 254).unwrap(), e);

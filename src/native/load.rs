@@ -20,7 +20,7 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::format::crc32c_combine;
 use crate::name;
-use crate::native::mapped::{lent, MappedReader};
+use crate::native::mapped::MappedReader;
 use crate::native::source::LoadAdvice;
 use crate::native::view::TensorView;
 use crate::parallel::{resolve_threads, try_each};
@@ -192,6 +192,20 @@ impl MappedReader {
     /// (load it with [`Reader::get_slice`](crate::Reader::get_slice)); a checksum mismatch, naming the tensor (the first
     /// in file order); those of [`Reader::iter`](crate::Reader::iter).
     pub fn load_all(&self, opts: &LoadOptions) -> Result<Vec<(Vec<u8>, OwnedTensor)>> {
+        if self.may_hold_packed() {
+            // A file with compressed records: each is decoded straight into its tensor's
+            // buffer, not into a view first (the listing reads the index only).
+            let mut names = Vec::with_capacity(usize::try_from(self.len()).unwrap_or(0));
+            for l in self.listing(b"", None) {
+                let l = l?;
+                if l.slices != 0 {
+                    // The lookup by name reports it, with its number of slices.
+                    self.must_get(&l.name)?;
+                }
+                names.push(l.name);
+            }
+            return self.load_many(&names, opts);
+        }
         let mut views = Vec::with_capacity(usize::try_from(self.len()).unwrap_or(0));
         for v in self.iter() {
             let v = v?;
@@ -224,10 +238,52 @@ impl MappedReader {
         names.sort_unstable();
         names.dedup();
         let mut views = Vec::with_capacity(names.len());
+        let mut packed = Vec::new();
         for n in names {
-            views.push(self.must_get(n)?);
+            match self.packed(n)? {
+                Some(p) => packed.push(p),
+                None => views.push(self.must_get(n)?),
+            }
         }
-        self.load_views(views, opts)
+        if packed.is_empty() {
+            return self.load_views(views, opts);
+        }
+        // Plain tensors copied as always, then each compressed one decoded into its buffer;
+        // the two lists merged in file order (one file: offsets compare).
+        views.sort_by_key(file_order);
+        let offsets: Vec<u64> = views.iter().map(|v| v.data_offset).collect();
+        let plain = self.load_views(views, opts)?;
+        packed.sort_by_key(|p| p.data_offset);
+        let mut decoded = Vec::with_capacity(packed.len());
+        for p in &packed {
+            let len = usize::try_from(p.decoded_len()).map_err(|_| {
+                Error::InvalidArgument(format!(
+                    "tensor {}: {} bytes do not fit in memory",
+                    name::display(&p.name),
+                    p.decoded_len()
+                ))
+            })?;
+            let mut data = vec![0u8; len];
+            p.decode_into(&mut data, opts.threads)?;
+            let t = OwnedTensor {
+                dtype: p.dtype,
+                shape: p.shape.clone(),
+                data,
+                lod: p.lod()?,
+            };
+            decoded.push((p.data_offset, (p.name.clone(), t)));
+        }
+        let mut all: Vec<(u64, (Vec<u8>, OwnedTensor))> = offsets.into_iter().zip(plain).collect();
+        all.extend(decoded);
+        all.sort_by_key(|(offset, _)| *offset);
+        Ok(all.into_iter().map(|(_, t)| t).collect())
+    }
+
+    /// Whether this file can hold compressed records that a load decodes straight into its
+    /// buffers ([`MappedReader::packed`]): a file of the version that has them, not a sharded
+    /// checkpoint's index.
+    fn may_hold_packed(&self) -> bool {
+        self.shards.is_none() && self.header.format_version >= crate::native::COMPRESSED_VERSION
     }
 
     /// Copies the tensors `names` into the caller's buffers, `dst[i]` receiving `names[i]`
@@ -252,7 +308,22 @@ impl MappedReader {
             )));
         }
         let mut jobs = Vec::with_capacity(names.len());
+        let mut packed = Vec::new();
         for (n, d) in names.iter().zip(dst.iter_mut()) {
+            if let Some(p) = self.packed(n.as_ref())? {
+                // A compressed record: decoded straight into the buffer, after the copies.
+                if p.decoded_len() != d.len() as u64 {
+                    return Err(Error::InvalidArgument(format!(
+                        "tensor {} of {}: a buffer of {} bytes for {} bytes of data",
+                        name::display(n.as_ref()),
+                        self.path(),
+                        d.len(),
+                        p.decoded_len()
+                    )));
+                }
+                packed.push((p, &mut **d));
+                continue;
+            }
             let v = self.must_get(n.as_ref())?;
             if v.data().len() != d.len() {
                 return Err(Error::InvalidArgument(format!(
@@ -266,7 +337,11 @@ impl MappedReader {
             jobs.push((v, &mut **d));
         }
         jobs.sort_by_key(|(v, _)| file_order(v));
-        self.copy_checked(jobs, opts)
+        self.copy_checked(jobs, opts)?;
+        for (p, d) in packed {
+            p.decode_into(d, opts.threads)?;
+        }
+        Ok(())
     }
 
     /// The view of a whole stored tensor `name`: NotFound or Sliced otherwise.
@@ -349,8 +424,9 @@ impl MappedReader {
             let mut batches: Vec<Mutex<Vec<Piece<'_, '_>>>> = Vec::new();
             let mut batch: Vec<Piece<'_, '_>> = Vec::new();
             let mut batch_bytes = 0usize;
-            for (i, (v, dst)) in window.into_iter().enumerate() {
-                let mut src = lent(v.lent_data());
+            for (i, (_, dst)) in window.into_iter().enumerate() {
+                // Lent by the file, or held by the view (a compressed record, decoded).
+                let mut src = views[i].data();
                 let mut dst = dst;
                 let mut first = true;
                 loop {

@@ -23,7 +23,8 @@ use crate::native::sharded::table::{self as shards, Shards};
 use crate::native::slice_key;
 use crate::native::source::Source;
 use crate::native::view::{
-    data_crc_mismatch, shown_name, NameBuf, SliceData, SlicePiece, TensorView, ViewBytes,
+    data_crc_mismatch, decoded_view, shown_name, NameBuf, SliceData, SlicePiece, TensorView,
+    ViewBytes,
 };
 use crate::native::FORMAT_VERSION;
 use crate::record::{self, MAX_ALIGNMENT, MAX_RANK};
@@ -115,6 +116,117 @@ pub(crate) fn plan_region(p: &Partition, region: &Region, path: &str) -> Result<
     Ok(RegionPlan::Parts(parts))
 }
 
+/// A compressed record located in a mapped file, not decoded ([`MappedReader::packed`]).
+pub(crate) struct Packed<'a> {
+    pub(crate) name: Vec<u8>,
+    pub(crate) dtype: DType,
+    pub(crate) shape: Vec<u64>,
+    /// The record: its header, then its stored data from byte `head`.
+    record: &'a [u8],
+    head: usize,
+    record_offset: u64,
+    pub(crate) data_offset: u64,
+    /// The decoded data's masked CRC32C (the entry's).
+    crc32c: u32,
+    lod_levels: u32,
+    path: &'a str,
+}
+
+impl Packed<'_> {
+    /// The decoded length (the shape's bytes, checked by `check_data`).
+    pub(crate) fn decoded_len(&self) -> u64 {
+        record::data_len(self.dtype, &self.shape).unwrap_or(0)
+    }
+
+    /// Decodes the data into `out` (exactly [`Packed::decoded_len`] bytes) on up to `threads`
+    /// threads, then checks it against the entry's CRC32C.
+    pub(crate) fn decode_into(&self, out: &mut [u8], threads: usize) -> Result<()> {
+        let shown = name::display(&self.name);
+        let at = record::lossless::At {
+            name: &shown,
+            offset: self.data_offset,
+        };
+        let stored = &self.record[self.head..];
+        let layout = record::lossless::Layout::parse(stored, self.dtype, self.decoded_len(), at)
+            .map_err(|e| e.context(self.path))?;
+        if out.len() as u64 != layout.decoded_len {
+            return Err(Error::InvalidArgument(format!(
+                "tensor {shown} of {}: a buffer of {} bytes for {} bytes of data",
+                self.path,
+                out.len(),
+                layout.decoded_len
+            )));
+        }
+        layout
+            .decode_range(stored, 0..layout.decoded_len, out, threads, at)
+            .map_err(|e| e.context(self.path))?;
+        let (stored_crc, computed) = (unmask_crc(self.crc32c), crc32c(out));
+        if computed != stored_crc {
+            return Err(data_crc_mismatch(
+                shown,
+                self.data_offset,
+                out.len(),
+                stored_crc,
+                computed,
+            )
+            .context(self.path));
+        }
+        Ok(())
+    }
+
+    /// The region `region` of the tensor, decoding only the chunks that hold the rows (of
+    /// the first dimension) it spans.
+    pub(crate) fn region(&self, region: &Region) -> Result<SliceData<'static>> {
+        region.check_within(&self.shape, &self.name)?;
+        let shown = name::display(&self.name);
+        let esize = self.dtype.size() as u64;
+        // The rows the region spans, as a sub-array of the tensor: [r0, r1) of dimension 0
+        // (a scalar: the whole tensor).
+        let row_bytes = self.shape.iter().skip(1).product::<u64>() * esize;
+        let (r0, r1, sub_shape, at) = match self.shape.first() {
+            None => (0, 1, Vec::new(), Vec::new()),
+            Some(_) => {
+                let (r0, r1) = (region.start[0], region.start[0] + region.len[0]);
+                let mut sub = self.shape.clone();
+                sub[0] = r1 - r0;
+                let mut at = region.start.clone();
+                at[0] = 0;
+                (r0, r1, sub, at)
+            }
+        };
+        let span = if self.shape.is_empty() {
+            0..self.decoded_len()
+        } else {
+            r0 * row_bytes..r1 * row_bytes
+        };
+        let at_ = record::lossless::At {
+            name: &shown,
+            offset: self.data_offset,
+        };
+        let stored = &self.record[self.head..];
+        let layout = record::lossless::Layout::parse(stored, self.dtype, self.decoded_len(), at_)
+            .map_err(|e| e.context(self.path))?;
+        let len = usize::try_from(span.end - span.start).map_err(|_| {
+            Error::InvalidArgument(format!("tensor {shown}: the region does not fit in memory"))
+        })?;
+        let mut rows = vec![0u8; len];
+        layout
+            .decode_range(stored, span, &mut rows, 0, at_)
+            .map_err(|e| e.context(self.path))?;
+        SliceData::copied(&rows, &sub_shape, &at, region, self.dtype, shown)
+    }
+
+    /// The record's LoD, from its header (checked as a view's).
+    pub(crate) fn lod(&self) -> Result<Vec<Vec<u64>>> {
+        if self.lod_levels == 0 {
+            return Ok(Vec::new());
+        }
+        let h = record::decode_head(&self.record[..self.head], self.record_offset)
+            .map_err(|e| e.context(self.path))?;
+        Ok(h.lod.to_vec())
+    }
+}
+
 /// What the index says of one tensor (a partitioned tensor once), read without its data.
 #[derive(Clone, Debug)]
 pub(crate) struct Listed {
@@ -123,6 +235,8 @@ pub(crate) struct Listed {
     pub(crate) shape: Dims,
     pub(crate) lod_levels: u32,
     pub(crate) nbytes: u64,
+    /// Bytes the data takes in the file: `nbytes`, or a compressed record's stored bytes.
+    pub(crate) stored: u64,
     /// Slices of a tensor stored in slices, else 0 (the remote listings' count).
     pub(crate) slices: u64,
 }
@@ -317,6 +431,76 @@ impl MappedReader {
         self.data_view(name, name, e, dtype, at, None).map(Some)
     }
 
+    /// The compressed record (SPEC.md 3.4) of tensor `name` in this file (not a sharded
+    /// checkpoint's), located and checked as a view's entry is, not decoded: what a load
+    /// decodes straight into its destination. `Ok(None)` for anything else.
+    pub(crate) fn packed(&self, name: &[u8]) -> Result<Option<Packed<'_>>> {
+        if self.shards.is_some()
+            || self.header.format_version < crate::native::COMPRESSED_VERSION
+            || !self.is_tensor_name(name)
+        {
+            return Ok(None);
+        }
+        let mut e = IndexEntry::default();
+        let Some(at) = self.table().get(name, |value, at| {
+            Self::decode_entry(&mut e, name, value, at)
+        })?
+        else {
+            return Ok(None);
+        };
+        let at = at?;
+        if e.codec == 0 || e.num_slices != 0 {
+            return Ok(None);
+        }
+        let dtype = self.dtype_of(name, &e)?;
+        let (end, record_offset) = check_data(name, &e, dtype, at, self.header.records_len, None)
+            .map_err(|err| err.context(&self.path))?;
+        // Both bounds are within the records region, itself within the mapped file.
+        let in_file = |v: u64| usize::try_from(v).expect("an offset inside the mapped file");
+        Ok(Some(Packed {
+            name: name.to_vec(),
+            dtype,
+            shape: e.shape.to_vec(),
+            record: &self.source[in_file(record_offset)..in_file(end)],
+            head: in_file(e.offset - record_offset),
+            record_offset,
+            data_offset: e.offset,
+            crc32c: e.crc32c,
+            lod_levels: e.lod_levels,
+            path: &self.path,
+        }))
+    }
+
+    /// Where the stored data of tensor `name` lies when it is a compressed record (SPEC.md 3.4)
+    /// of this file (not a sharded checkpoint's): its path, offset, stored length and the
+    /// decoded data's CRC32C (unmasked), from its entry, checked as a view's, without decoding
+    /// it. `Ok(None)` for anything else (absent, plain, stored in slices, in a data file).
+    pub(crate) fn compressed_at(&self, name: &[u8]) -> Result<Option<(String, u64, u64, u32)>> {
+        if self.shards.is_some() || !self.is_tensor_name(name) {
+            return Ok(None);
+        }
+        let mut e = IndexEntry::default();
+        let Some(at) = self.table().get(name, |value, at| {
+            Self::decode_entry(&mut e, name, value, at)
+        })?
+        else {
+            return Ok(None);
+        };
+        let at = at?;
+        if e.codec == 0 || e.num_slices != 0 {
+            return Ok(None);
+        }
+        let dtype = self.dtype_of(name, &e)?;
+        check_data(name, &e, dtype, at, self.header.records_len, None)
+            .map_err(|err| err.context(&self.path))?;
+        Ok(Some((
+            self.path.clone(),
+            e.offset,
+            e.size,
+            unmask_crc(e.crc32c),
+        )))
+    }
+
     /// Decodes the entry of index key `key` into `e` (a default entry), checking the key's
     /// length first; returns `at`, the offset of its data block.
     #[inline]
@@ -396,6 +580,12 @@ impl MappedReader {
         region: &Region,
     ) -> Result<Option<SliceData<'_>>> {
         let name = name.as_ref();
+        if let Some(p) = self.packed(name)?.filter(|_| !self.opts.verify_tensors) {
+            // A compressed record stored whole: only the chunks holding the region's rows
+            // are decoded, each checked against its stored checksum (with `verify_tensors`,
+            // the whole tensor is decoded and checked, below).
+            return p.region(region).map(Some);
+        }
         let Some(found) = self.find(name)? else {
             return Ok(None);
         };
@@ -407,6 +597,18 @@ impl MappedReader {
         let esize = dtype.size();
         let shown = name::display(name);
         match found {
+            Found::Whole(v) if v.is_compressed() => {
+                // Decoded into the view (its CRC checked there with `verify_tensors`): the
+                // region is copied out of it.
+                Ok(Some(SliceData::copied(
+                    v.data(),
+                    &v.shape,
+                    &region.start,
+                    region,
+                    dtype,
+                    shown,
+                )?))
+            }
             Found::Whole(v) => {
                 if self.opts.verify_tensors {
                     v.verify_crc()?;
@@ -429,6 +631,16 @@ impl MappedReader {
                 RegionPlan::Within(i) => {
                     let r = &p.regions[i];
                     let piece = self.piece(&p, i)?;
+                    if piece.is_compressed() {
+                        return Ok(Some(SliceData::copied(
+                            piece.data(),
+                            &r.len,
+                            &region.offset_in(r),
+                            region,
+                            dtype,
+                            shown,
+                        )?));
+                    }
                     if self.opts.verify_tensors {
                         piece.verify_crc()?;
                     } else {
@@ -595,6 +807,22 @@ impl MappedReader {
         let (end, record_offset) = check_data(key, &e, dtype, at, records_len, where_)?;
         // Both bounds are within the records region, itself within the file.
         let in_file = |v: u64| usize::try_from(v).expect("an offset inside the mapped file");
+        if e.codec != 0 {
+            let record = &file[in_file(record_offset)..in_file(end)];
+            let path = where_.unwrap_or(&self.path);
+            let threads = 0;
+            return decoded_view(
+                path,
+                name,
+                slice,
+                dtype,
+                e,
+                record_offset,
+                record,
+                threads,
+                self.opts.verify_tensors,
+            );
+        }
         let data = &file[in_file(e.offset)..in_file(end)];
         if self.opts.verify_tensors {
             let computed = if dtype == DType::Bytes {
@@ -630,6 +858,7 @@ impl MappedReader {
             base: 0,
             path: where_.unwrap_or(&self.path),
             slice,
+            stored_len: None,
         })
     }
 
@@ -662,7 +891,10 @@ impl MappedReader {
                 }
                 let (key, value, at) = (it.key(), it.value(), it.block_offset());
                 list_entry(key, value, at, self.is_v2(), |key, e, dtype| {
-                    if self.shards.is_none() {
+                    if self.shards.is_none() && e.codec != 0 {
+                        // A compressed record: its entry's checks, without decoding it.
+                        check_data(key, &e, dtype, at, self.header.records_len, None).map(drop)
+                    } else if self.shards.is_none() {
                         // Every check a view makes (cheap: no data is read).
                         self.data_view(key, key, e, dtype, at, None).map(drop)
                     } else {
@@ -711,7 +943,22 @@ pub(crate) fn check_data(
     };
     let expected = record::data_len(dtype, &e.shape)
         .ok_or_else(|| bad(format!("shape {:?} overflows", e.shape.as_slice())))?;
-    if expected != e.size {
+    if e.codec != 0 {
+        // A compressed record (SPEC.md 3.4): `size` is its stored bytes, which the chunk table
+        // checks against the decoded length when the data is read.
+        if e.codec != record::lossless::CODEC_LOSSLESS {
+            return Err(bad(format!(
+                "unknown codec {} of compressed data (this paramdex decodes codec 1)",
+                e.codec
+            )));
+        }
+        if expected == 0 || e.size == 0 || dtype == DType::Bytes {
+            return Err(bad(format!(
+                "a compressed record of {} stored bytes for {expected} bytes of {dtype}",
+                e.size
+            )));
+        }
+    } else if expected != e.size {
         return Err(bad(format!(
             "stored size {} but shape {:?} of {dtype} needs {expected}",
             e.size,
@@ -827,10 +1074,17 @@ pub(crate) fn list_entry(
             shape: p.shape,
             lod_levels: 0,
             nbytes,
+            stored: nbytes,
             slices: p.regions.len() as u64,
         });
     }
-    let (lod_levels, nbytes) = (e.lod_levels, e.size);
+    let (lod_levels, stored) = (e.lod_levels, e.size);
+    // A compressed record's entry gives its stored bytes; the data's are the shape's.
+    let nbytes = if e.codec != 0 {
+        record::data_len(dtype, &e.shape).unwrap_or(0)
+    } else {
+        stored
+    };
     let shape = e.shape.clone();
     check(key, e, dtype)?;
     Ok(Listed {
@@ -839,6 +1093,7 @@ pub(crate) fn list_entry(
         shape,
         lod_levels,
         nbytes,
+        stored,
         slices: 0,
     })
 }
@@ -861,6 +1116,13 @@ pub(crate) fn validate_header(header: &FileHeader, first_block: u64, path: &str)
             found: header.format_version,
             supported: FORMAT_VERSION,
         });
+    }
+    if !crate::native::is_known_version(header.format_version) {
+        return Err(Error::Unsupported(format!(
+            "{path}: format version {} is not one this paramdex reads (it reads versions 1, 2 \
+             and 4)",
+            header.format_version
+        )));
     }
     let bad = |detail: String| Error::corrupt("header entry", first_block, detail);
     if header.big_endian {

@@ -58,13 +58,28 @@ mod verify;
 mod view;
 mod writer;
 
-/// The highest native format version this build reads (SPEC.md 11). Writers write the lowest
-/// version that holds what they write: 1 for a file without slices or shard identity (byte for
-/// byte what version 1 wrote), 2 for a file with either and for a sharded checkpoint's index.
-/// Version 1 files stay readable by every later version (`tests/compat.rs`). The hash index
-/// block and the lone header block (SPEC.md 4.2, 4.5) are optional layout within versions 1
-/// and 2, not a version: earlier readers ignore them (`tests/compat_hash.rs`).
-pub const FORMAT_VERSION: u32 = 3;
+/// The highest native format version this build reads (SPEC.md 11). With its default options a
+/// writer writes version 3 (the index layout of SPEC.md 4.2 and 4.5: the kind 1 hash block, the
+/// header's block at the end), or 4 (`COMPRESSED_VERSION`) when the file, or a sharded
+/// checkpoint's index, holds a compressed record (SPEC.md 3.4). Without version 3's layout
+/// (`WriterOptions::index_v3` off, or options that rule it out) and without compressed records,
+/// it writes the lowest version that holds what it writes: 1 for a file without slices or shard
+/// identity (byte for byte what version 1 wrote), 2 for a file with either and for a sharded
+/// checkpoint's index. Every earlier version stays readable (`tests/compat*.rs`). The hash
+/// index block of kind 0 and the lone header block first are optional layout within versions
+/// 1 and 2, not a version: earlier readers ignore them (`tests/compat_hash.rs`).
+pub const FORMAT_VERSION: u32 = 4;
+
+/// The format version of a file holding at least one compressed record (SPEC.md 3.4, 11):
+/// readers that predate it refuse the file at open, never misread its records. A file without
+/// a compressed record keeps the version it had (1, 2 or 3).
+pub const COMPRESSED_VERSION: u32 = 4;
+
+/// Whether this build reads native format version `v`: every version from 1 to
+/// [`FORMAT_VERSION`].
+pub(crate) const fn is_known_version(v: u32) -> bool {
+    v >= 1 && v <= FORMAT_VERSION
+}
 
 /// Most slices one partitioned tensor may have (SPEC.md 8.1).
 pub const MAX_SLICES: usize = 65_536;
@@ -133,8 +148,8 @@ pub use verify::{VerifyOptions, VerifyReport};
 pub(crate) use view::{record_header, view_of_record, SlicePiece, ViewBytes};
 pub use view::{SliceData, TensorView};
 pub use writer::{
-    FinishStats, Tensor, Writer, WriterOptions, DEFAULT_ALIGNMENT, DEFAULT_BLOCK_SIZE,
-    DEFAULT_INDEX_MEMORY,
+    DataCompression, FinishStats, Tensor, Writer, WriterOptions, DEFAULT_ALIGNMENT,
+    DEFAULT_BLOCK_SIZE, DEFAULT_INDEX_MEMORY, MIN_COMPRESSED_LEN,
 };
 
 /// Limits on metadata (SPEC.md 8.1).

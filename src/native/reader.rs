@@ -633,11 +633,18 @@ impl Reader {
     /// `Ok(None)` when absent or stored in slices.
     pub(crate) fn data_at(&self, name: &[u8]) -> Result<Option<DataAt>> {
         match &self.inner {
-            Inner::Mapped(r) => match r.get(name) {
-                // Stored in slices: not one run of bytes (its slices are listed as such).
-                Err(Error::Sliced { .. }) => Ok(None),
-                t => Ok(t?.as_ref().map(view_at)),
-            },
+            Inner::Mapped(r) => {
+                // A compressed record of a native file: from its entry alone (a view would
+                // decode it).
+                if let Some(at) = r.compressed_at(name)? {
+                    return Ok(Some(at));
+                }
+                match r.get(name) {
+                    // Stored in slices: not one run of bytes (its slices are listed as such).
+                    Err(Error::Sliced { .. }) => Ok(None),
+                    t => Ok(t?.as_ref().map(view_at)),
+                }
+            }
             Inner::Ranged(r) => locate(r, name),
             Inner::Sharded(r) => locate(r, name),
         }
@@ -715,7 +722,7 @@ fn view_at(v: &TensorView<'_>) -> DataAt {
     (
         v.path().to_string(),
         v.data_offset(),
-        v.data().len() as u64,
+        v.stored_len(),
         crate::format::unmask_crc(v.stored_crc()),
     )
 }

@@ -23,7 +23,6 @@ use crate::native::source::Source;
 use crate::native::staging;
 use crate::native::verify::VerifyOptions;
 use crate::native::writer::{Tensor, Writer, WriterOptions};
-use crate::native::FORMAT_VERSION;
 use crate::progress::{NoProgress, Progress, Unit};
 use crate::record;
 use crate::table::{Table, TableReadOptions, FOOTER_LEN, TABLE_MAGIC};
@@ -52,8 +51,9 @@ pub struct FoundRecord<'a> {
     pub offset: u64,
     /// The record header.
     pub header: record::RecordHeader<'a>,
-    /// The data bytes.
-    pub data: &'a [u8],
+    /// The data bytes: lent by the input, or for a compressed record (SPEC.md 3.4) decoded
+    /// (its stored bytes are the input's `header.data_len` bytes after the header).
+    pub data: std::borrow::Cow<'a, [u8]>,
 }
 
 /// Why a walk over records stopped before the end of the input.
@@ -108,12 +108,33 @@ impl<'a> Iterator for Records<'a> {
             return None;
         }
         let pos = self.pos;
-        let (mut header, data) = match record::decode_record(&self.bytes[pos..], pos as u64) {
+        let (mut header, stored) = match record::decode_record(&self.bytes[pos..], pos as u64) {
             Ok(x) => x,
             Err(e) => {
                 self.stop = Some(Stop::Undecodable(e));
                 return None;
             }
+        };
+        // A compressed record (SPEC.md 3.4): its data decoded (a chunk table or stream that
+        // does not decode stops the walk, as a torn record does), its checksum the decoded
+        // data's.
+        let data: std::borrow::Cow<'a, [u8]> = if header.codec != 0 {
+            let shown = header
+                .name
+                .map_or_else(|| "<unnamed>".to_string(), crate::name::display);
+            let at = record::lossless::At {
+                name: &shown,
+                offset: (pos + header.header_len) as u64,
+            };
+            match record::lossless::decode(stored, header.dtype, header.decoded_len, 0, at) {
+                Ok(d) => std::borrow::Cow::Owned(d),
+                Err(e) => {
+                    self.stop = Some(Stop::Undecodable(e));
+                    return None;
+                }
+            }
+        } else {
+            std::borrow::Cow::Borrowed(stored)
         };
         let stop = if header.header_crc.is_none() {
             Some(Stop::NotParamdex("header has no checksum"))
@@ -121,7 +142,7 @@ impl<'a> Iterator for Records<'a> {
             Some(Stop::NotParamdex("has no name"))
         } else if header
             .data_crc
-            .is_none_or(|stored| unmask_crc(stored) != crc32c(data))
+            .is_none_or(|stored| unmask_crc(stored) != crc32c(&data))
         {
             // A bytes value's `uint8` record carries TensorFlow's string checksum of its
             // encoding (SPEC.md 6.1): that it matches is what marks the record as one.
@@ -129,7 +150,7 @@ impl<'a> Iterator for Records<'a> {
                 && header.full_shape.is_none()
                 && header.lod.is_empty()
                 && header.data_crc.is_some_and(|stored| {
-                    bytes_value::entry_crc(data, "record", pos as u64).ok() == Some(stored)
+                    bytes_value::entry_crc(&data, "record", pos as u64).ok() == Some(stored)
                 });
             if is_bytes_value {
                 header.dtype = DType::Bytes;
@@ -215,7 +236,7 @@ fn recover_records(
             // A slice (SPEC.md 13): its record names its key and the whole tensor's shape.
             (Some(full), Some(key)) => match region::resolve(&key.extents, full) {
                 Ok(region) if region.len.as_slice() == r.header.dims.as_slice() => {
-                    w.add_slice(&key.name, r.header.dtype, full, &region, r.data)
+                    w.add_slice(&key.name, r.header.dtype, full, &region, &r.data)
                 }
                 _ => Err(crate::Error::corrupt(
                     "record",
@@ -229,7 +250,7 @@ fn recover_records(
             },
             _ => w.add(
                 name,
-                Tensor::new(r.header.dtype, &r.header.dims, r.data).with_lod(&lod),
+                Tensor::new(r.header.dtype, &r.header.dims, &r.data).with_lod(&lod),
             ),
         };
         match added {
@@ -441,5 +462,5 @@ fn is_complete(bytes: &[u8]) -> bool {
     }
     let first = table.first_data_offset().unwrap_or(0);
     matches!(FileHeader::decode(it.value(), first),
-        Ok(h) if (1..=FORMAT_VERSION).contains(&h.format_version) && h.records_len <= first)
+        Ok(h) if crate::native::is_known_version(h.format_version) && h.records_len <= first)
 }

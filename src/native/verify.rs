@@ -291,7 +291,7 @@ impl Tally {
         self.stored += 1;
         // check_record: the record's header ends where its data begins.
         self.tiling
-            .add(v.record_offset, v.data_offset + v.data().len() as u64);
+            .add(v.record_offset, v.data_offset + v.stored_len());
         if v.slice_start().is_some() {
             self.slices += 1;
         }

@@ -160,6 +160,11 @@ pub(crate) fn view_of_record<'a>(
     record_offset: u64,
     record: ViewBytes<'a>,
 ) -> Result<TensorView<'a>> {
+    if e.codec != 0 {
+        // The stored bytes were read whole; the view holds the decoded ones, checked against
+        // the entry's CRC32C (a read by ranges always checks the data it fetched).
+        return decoded_view(path, name, slice, dtype, e, record_offset, &record, 0, true);
+    }
     let head = e
         .offset
         .checked_sub(record_offset)
@@ -187,6 +192,91 @@ pub(crate) fn view_of_record<'a>(
         base: record_offset,
         path,
         slice,
+        stored_len: None,
+    })
+}
+
+/// The view of the compressed record (SPEC.md 3.4) of tensor (or slice, `slice`) `name`, whose
+/// entry `e` was checked ([`crate::native::check_data`]): `record` holds its header and stored
+/// data, from file offset `record_offset`. The chunk table is checked, then the data is decoded
+/// on up to `threads` threads (0 = all cores) into a fresh buffer that the view holds, with a
+/// copy of the header before it (so [`TensorView::record`] and the record checks work as for a
+/// plain record); with `check_crc`, the decoded bytes are checked against the entry's CRC32C.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn decoded_view<'a>(
+    path: &'a str,
+    name: &[u8],
+    slice: Option<Box<SlicePiece>>,
+    dtype: DType,
+    e: IndexEntry,
+    record_offset: u64,
+    record: &[u8],
+    threads: usize,
+    check_crc: bool,
+) -> Result<TensorView<'a>> {
+    let shown = shown_name(name, slice.as_deref());
+    let head = e
+        .offset
+        .checked_sub(record_offset)
+        .and_then(|h| usize::try_from(h).ok())
+        .filter(|&h| h as u64 + e.size == record.len() as u64)
+        .ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "tensor {shown}: {} bytes read for a record at {record_offset} of data {}+{}",
+                record.len(),
+                e.offset,
+                e.size
+            ))
+        })?;
+    let decoded_len = record::data_len(dtype, &e.shape).unwrap_or(0);
+    let at = record::lossless::At {
+        name: &shown,
+        offset: e.offset,
+    };
+    let stored = &record[head..];
+    let layout = record::lossless::Layout::parse(stored, dtype, decoded_len, at)
+        .map_err(|err| err.context(path))?;
+    // The chunk table proved the decoded length (one row per chunk, inside the stored bytes):
+    // only now is it allocated, in 8-byte words so that the data is aligned for every element
+    // type, the header copied before it.
+    let len = usize::try_from(decoded_len)
+        .ok()
+        .and_then(|n| n.checked_add(head))
+        .ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "tensor {shown}: {decoded_len} bytes do not fit in memory"
+            ))
+        })?;
+    let start = (8 - head % 8) % 8;
+    let mut words = vec![0u64; (start + len).div_ceil(8)];
+    let bytes = &mut bytemuck::cast_slice_mut::<u64, u8>(&mut words)[start..start + len];
+    bytes[..head].copy_from_slice(&record[..head]);
+    layout
+        .decode_range(stored, 0..decoded_len, &mut bytes[head..], threads, at)
+        .map_err(|err| err.context(path))?;
+    if check_crc {
+        let computed = crc32c(&bytes[head..]);
+        let want = unmask_crc(e.crc32c);
+        if computed != want {
+            return Err(
+                data_crc_mismatch(shown, e.offset, len - head, want, computed).context(path),
+            );
+        }
+    }
+    Ok(TensorView {
+        name: NameBuf::from_slice(name),
+        dtype,
+        shape: e.shape,
+        data_len: len - head,
+        data_offset: e.offset,
+        record_offset,
+        crc32c: e.crc32c,
+        lod_levels: e.lod_levels,
+        file: ViewBytes::Owned(bytes::Bytes::from_owner(Words { words, start, len })),
+        base: record_offset,
+        path,
+        slice,
+        stored_len: Some(e.size),
     })
 }
 
@@ -212,6 +302,9 @@ pub struct TensorView<'a> {
     pub(super) path: &'a str,
     /// For a slice of a tensor stored in slices: where it sits.
     pub(super) slice: Option<Box<SlicePiece>>,
+    /// For a compressed record (SPEC.md 3.4), the bytes its data takes in the file; the view
+    /// then holds the decoded data (`file` is owned: the record's header, then the data).
+    pub(super) stored_len: Option<u64>,
 }
 
 impl<'a> TensorView<'a> {
@@ -336,7 +429,21 @@ impl<'a> TensorView<'a> {
         self.lod_levels
     }
 
+    /// Whether the tensor's record is compressed (SPEC.md 3.4): the view then holds the data,
+    /// decoded into a fresh buffer when the view was made.
+    pub fn is_compressed(&self) -> bool {
+        self.stored_len.is_some()
+    }
+
+    /// The bytes the data takes in the file: [`TensorView::data`]'s length, or for a
+    /// compressed record its stored (compressed) length.
+    pub fn stored_len(&self) -> u64 {
+        self.stored_len.unwrap_or(self.data_len as u64)
+    }
+
     /// The whole Paddle record (header and data): loadable by `paddle.base.core.load_dense_tensor`.
+    /// For a compressed record (SPEC.md 3.4): its header followed by the decoded data, which
+    /// is not a record Paddle loads (the header announces compressed data).
     pub fn record(&self) -> &[u8] {
         // record_offset <= data_offset and data end are within the file (checked in `view`).
         &self.file[self.in_file(self.record_offset)..self.in_file(self.data_offset) + self.data_len]
@@ -353,6 +460,23 @@ impl<'a> TensorView<'a> {
     /// Decodes the record header; a native record must carry both of paramdex's checksums
     /// (SPEC.md 3.2), so that no header byte is read unchecked, and end where the index says.
     fn record_header(&self) -> Result<record::RecordHeader<'_>> {
+        if self.stored_len.is_some() {
+            // The view holds the header and the decoded data, not the stored bytes the header
+            // announces: the header alone is decoded (the stored length is checked against the
+            // entry by `check_record`).
+            let h = record::decode_head(self.record(), self.record_offset)?;
+            if h.header_crc.is_none() || h.data_crc.is_none() {
+                return Err(Error::corrupt(
+                    "record",
+                    self.record_offset,
+                    format!(
+                        "tensor {}: the record header lacks its checksum fields",
+                        self.display_name()
+                    ),
+                ));
+            }
+            return Ok(h);
+        }
         record_header(
             self.record(),
             self.record_offset,
@@ -443,9 +567,11 @@ impl<'a> TensorView<'a> {
                 self.shape.as_slice()
             )));
         }
-        if h.header_len as u64 + self.record_offset != self.data_offset
-            || h.data_len != self.data_len as u64
-        {
+        let stored_agrees = match self.stored_len {
+            None => h.codec == 0 && h.data_len == self.data_len as u64,
+            Some(n) => h.codec != 0 && h.data_len == n && h.decoded_len == self.data_len as u64,
+        };
+        if h.header_len as u64 + self.record_offset != self.data_offset || !stored_agrees {
             return Err(bad("record layout disagrees with the index entry".into()));
         }
         if h.lod.levels() as u64 != u64::from(self.lod_levels) {
@@ -562,6 +688,19 @@ impl<'a> SliceData<'a> {
                 return Ok(Self::borrowed(run, dtype, region, name));
             }
         }
+        Self::copied(stored, stored_shape, at, region, dtype, name)
+    }
+
+    /// [`SliceData::from_stored`], always copied (for a view that holds its data: a
+    /// compressed record's decoded bytes, which the result cannot borrow).
+    pub(super) fn copied(
+        stored: &[u8],
+        stored_shape: &[u64],
+        at: &[u64],
+        region: &Region,
+        dtype: DType,
+        name: String,
+    ) -> Result<Self> {
         let bytes = region::byte_len(region, dtype.size())?;
         let mut out = Self::owned(bytes, dtype, region, name);
         region::copy_region(

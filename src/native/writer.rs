@@ -43,6 +43,25 @@ use crate::table::{Compression, TableBuilder, TableOptions};
 
 mod slices;
 
+/// How a writer stores tensor data ([`WriterOptions::data_compression`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DataCompression {
+    /// Every record plain: the data as it is, readable in place (zero-copy) and by Paddle.
+    #[default]
+    None,
+    /// Lossless compression (SPEC.md 3.4): each tensor of at least
+    /// [`MIN_COMPRESSED_LEN`] bytes is byte-grouped by its dtype and entropy-coded in chunks,
+    /// and stored so when that saves at least 1/64 of its bytes, else plain. A file holding a
+    /// compressed record is format version 4; readers decode into a fresh buffer.
+    Lossless,
+}
+
+/// Tensors below this many bytes are stored plain even with [`DataCompression::Lossless`]:
+/// the chunk table and zstd's frame headers take a visible part of them, and a small tensor's
+/// read would pay for decoding what it saved in storage.
+pub const MIN_COMPRESSED_LEN: usize = 4096;
+
 /// Default data alignment: a cache line, and enough for any SIMD load.
 pub const DEFAULT_ALIGNMENT: u64 = 64;
 
@@ -105,6 +124,10 @@ pub struct WriterOptions {
     /// of every name added once names stopped arriving in increasing order, for exact
     /// duplicate checks). `usize::MAX` never spills. Default [`DEFAULT_INDEX_MEMORY`].
     pub index_memory: usize,
+    /// How tensor data is stored: plain (the default) or compressed losslessly
+    /// ([`DataCompression`], SPEC.md 3.4). Tensors streamed through [`Writer::begin`] are
+    /// always stored plain (their bytes are not held whole).
+    pub data_compression: DataCompression,
 }
 
 impl Default for WriterOptions {
@@ -119,6 +142,7 @@ impl Default for WriterOptions {
             header_alone: true,
             index_v3: true,
             index_memory: DEFAULT_INDEX_MEMORY,
+            data_compression: DataCompression::None,
         }
     }
 }
@@ -288,6 +312,8 @@ pub struct Writer {
     /// For a shard of an incremental save: the tensors it reuses instead of writing (header
     /// field 25), listed in its references file by `ShardWriter`.
     references: u64,
+    /// Compressed records written so far (SPEC.md 3.4): the file is then format version 4.
+    compressed: u64,
     /// Sorted runs of entries spilled so far (`WriterOptions::index_memory`); `entries` then
     /// holds only the entries added since the last run.
     spill: Option<Spill>,
@@ -372,7 +398,7 @@ impl Writer {
             )));
         }
         // Validates block size and restart interval up front, not at finish.
-        table_options(opts, crate::native::FORMAT_VERSION).validate()
+        table_options(opts, true).validate()
     }
 
     fn new(
@@ -401,6 +427,7 @@ impl Writer {
             shard_of: None,
             nul_name: false,
             references: 0,
+            compressed: 0,
             spill: None,
             spill_dir: None,
             background_sync: None,
@@ -548,18 +575,27 @@ impl Writer {
         Ok(())
     }
 
-    /// The version the file is written as (SPEC.md 11): 3 when its index takes version 3's
-    /// layout (the kind 1 hash block and the header block at the end: the default options,
-    /// uncompressed index, hash block on, header alone, no name starting with a NUL byte,
-    /// which version 2 and later reserve); else the lowest version that holds what it holds.
+    /// The version the file is written as (SPEC.md 11): 4 when it holds a compressed record
+    /// (SPEC.md 3.4); else 3 when its index takes version 3's layout (the kind 1 hash block and
+    /// the header block at the end: the default options, uncompressed index, hash block on,
+    /// header alone, no name starting with a NUL byte, which version 2 and later reserve);
+    /// else the lowest version that holds what it holds.
     fn format_version(&self) -> u32 {
-        if writes_v3_index(&self.opts) && !self.nul_name {
+        if self.compressed != 0 {
+            crate::native::COMPRESSED_VERSION
+        } else if self.v3_index() {
             3
         } else if self.is_v2() {
             2
         } else {
             1
         }
+    }
+
+    /// Whether the index takes version 3's layout (SPEC.md 4.2, 4.5): when the options allow it
+    /// and no name starts with a NUL byte (version 3 and later reserve those for slice keys).
+    fn v3_index(&self) -> bool {
+        writes_v3_index(&self.opts) && !self.nul_name
     }
 
     /// Whether the file will be version 2 (SPEC.md 11): it holds slices or a shard identity.
@@ -570,7 +606,8 @@ impl Writer {
     fn nul_reserved(&self) -> Error {
         Error::InvalidArgument(format!(
             "{}: names starting with a NUL byte are reserved for slice keys in a file with \
-             slices or a shard identity (format version 2), and one was added",
+             slices, a shard identity (format version 2) or a compressed record (version 4), \
+             and one was added",
             self.final_path.display()
         ))
     }
@@ -673,7 +710,10 @@ impl Writer {
     /// or in slices), and not starting with a NUL byte in a version 2 file.
     fn check_name(&mut self, name: &[u8]) -> Result<()> {
         if name.first() == Some(&0) {
-            if self.is_v2() {
+            // Version 2 and later reserve such names for slice keys: a file that already
+            // holds slices, a shard identity or a compressed record refuses them (and once
+            // one is added, no record is compressed, so the file stays version 1).
+            if self.is_v2() || self.compressed != 0 {
                 return Err(self.nul_reserved());
             }
             self.nul_name = true;
@@ -919,6 +959,15 @@ impl Writer {
         full_shape: Option<&[u64]>,
     ) -> Result<()> {
         let name = key;
+        if self.opts.data_compression == DataCompression::Lossless
+            && !self.nul_name
+            && tensor.dtype != DType::Bytes
+            && tensor.data.len() >= MIN_COMPRESSED_LEN
+        {
+            if let Some(stored) = record::lossless::encode(tensor.dtype, tensor.data, 0) {
+                return self.write_compressed(key, tensor, &stored, full_shape);
+            }
+        }
         // Small tensors are checksummed first, so the header goes out complete. Large ones are
         // checksummed on a second thread while this one writes them, and the header's CRC
         // field is patched afterwards: the CRC then costs no wall time next to the write.
@@ -942,6 +991,7 @@ impl Writer {
             name: Some(name),
             data_crc: Some(upfront_crc.unwrap_or(0)),
             full_shape,
+            stored_len: None,
         };
         let layout = record::encode_header(&spec, record_offset, self.opts.alignment, &mut header)
             .and_then(|layout| header_fits(name, layout));
@@ -991,6 +1041,53 @@ impl Writer {
         self.maybe_sync_in_background()
     }
 
+    /// Writes the compressed record (SPEC.md 3.4) of a checked tensor under index key `key`:
+    /// its header announces `stored` (the codec's output) and carries the checksum of the
+    /// decoded data, as the entry does; the entry's size is the stored length.
+    fn write_compressed(
+        &mut self,
+        key: &[u8],
+        tensor: Tensor<'_>,
+        stored: &[u8],
+        full_shape: Option<&[u64]>,
+    ) -> Result<()> {
+        let crc = mask_crc(crc32c::crc32c(tensor.data));
+        let record_offset = self.pos;
+        let mut header = std::mem::take(&mut self.scratch);
+        header.clear();
+        let spec = RecordSpec {
+            dtype: tensor.dtype,
+            dims: tensor.shape,
+            lod: tensor.lod,
+            name: Some(key),
+            data_crc: Some(crc),
+            full_shape,
+            stored_len: Some(stored.len() as u64),
+        };
+        let result = record::encode_header(&spec, record_offset, self.opts.alignment, &mut header)
+            .and_then(|layout| header_fits(key, layout))
+            .and_then(|layout| {
+                self.write_raw(&header)?;
+                self.write_raw(stored)?;
+                Ok(layout)
+            });
+        self.scratch = header;
+        let layout = result?;
+        let mut entry = self.index_entry(
+            tensor.dtype,
+            tensor.shape,
+            tensor.lod.len(),
+            record_offset,
+            layout.header_len,
+            stored.len() as u64,
+            crc,
+        );
+        entry.codec = record::lossless::CODEC_LOSSLESS;
+        self.compressed += 1;
+        self.push_entry(key, &entry);
+        self.maybe_sync_in_background()
+    }
+
     #[allow(clippy::too_many_arguments)]
     pub(super) fn index_entry(
         &self,
@@ -1014,6 +1111,7 @@ impl Writer {
                 .expect("header lengths are checked by header_fits before the record is written"),
             lod_levels: u32::try_from(lod_levels).expect("LoD levels are validated (at most 32)"),
             pdx_dtype: dtype.pdx_code().unwrap_or(0),
+            codec: 0,
         }
     }
 
@@ -1053,6 +1151,7 @@ impl Writer {
             name: Some(name),
             data_crc: Some(0), // patched when the stream finishes
             full_shape,
+            stored_len: None,
         };
         let layout = record::encode_header(&spec, record_offset, self.opts.alignment, &mut header)
             .and_then(|layout| header_fits(name, layout))?;
@@ -1198,7 +1297,7 @@ impl Writer {
     /// Sorts the names and appends the index table and footer after the records.
     fn write_index(&mut self, header: &FileHeader) -> Result<crate::table::TableStats> {
         let order = self.name_order();
-        let table_opts = table_options(&self.opts, header.format_version);
+        let table_opts = table_options(&self.opts, self.v3_index());
         let records_len = self.pos;
         let mut builder = TableBuilder::new(&mut self.out, records_len, table_opts)?;
         builder.add(b"", &header.encode())?;
@@ -1237,10 +1336,9 @@ pub(crate) fn writes_v3_index(opts: &WriterOptions) -> bool {
         && opts.restart_interval <= 256
 }
 
-/// The index table options a writer's options select for a file of `format_version`: version
-/// 3 places the header block last and writes the kind 1 hash block; earlier versions neither.
-pub(crate) fn table_options(opts: &WriterOptions, format_version: u32) -> TableOptions {
-    let v3 = format_version >= 3;
+/// The index table options a writer's options select, with version 3's layout (`v3`: the
+/// header block last and the kind 1 hash block, in a file of version 3 or later) or not.
+pub(crate) fn table_options(opts: &WriterOptions, v3: bool) -> TableOptions {
     TableOptions {
         block_size: opts.block_size,
         restart_interval: opts.restart_interval,
@@ -1252,16 +1350,16 @@ pub(crate) fn table_options(opts: &WriterOptions, format_version: u32) -> TableO
     }
 }
 
-/// The index table options of a native file of `format_version` written with the default
-/// options and `compression` (sharded checkpoint indexes, references files, metadata
-/// rewrites).
+/// The index table options of a native file written with the default options and
+/// `compression` (sharded checkpoint indexes, references files, metadata rewrites), with
+/// version 3's layout when `format_version` is 3 or later.
 pub(crate) fn default_table_options(compression: Compression, format_version: u32) -> TableOptions {
     table_options(
         &WriterOptions {
             compression,
             ..WriterOptions::default()
         },
-        format_version,
+        format_version >= 3,
     )
 }
 

@@ -107,6 +107,28 @@ pub(crate) fn decode_head<'a>(buf: &'a [u8], base: u64) -> Result<RecordHeader<'
             ),
         )
     })?;
+    // A compressed record (SPEC.md 3.4): the codec and its stored length come together, and
+    // the codec is one this build decodes.
+    let (codec, stored) = match (desc.codec, desc.stored_len) {
+        (None, None) => (0, data_len),
+        (Some((codec, _)), Some(stored)) if codec == u64::from(super::lossless::CODEC_LOSSLESS) => {
+            (super::lossless::CODEC_LOSSLESS, stored)
+        }
+        (Some((codec, pos)), Some(_)) => {
+            return Err(Error::corrupt(
+                "tensor desc",
+                at(p.desc_base, pos),
+                format!("unknown codec {codec} of compressed data (this paramdex decodes codec 1)"),
+            ))
+        }
+        _ => {
+            return Err(Error::corrupt(
+                "tensor desc",
+                p.desc_base,
+                "a compressed record needs both its codec (field 1005) and its stored length (field 1006)",
+            ))
+        }
+    };
     Ok(RecordHeader {
         dtype,
         dims: desc.dims,
@@ -116,7 +138,9 @@ pub(crate) fn decode_head<'a>(buf: &'a [u8], base: u64) -> Result<RecordHeader<'
         data_crc: desc.data_crc,
         header_crc: desc.header_crc.map(|(c, _)| c),
         header_len: p.header_len,
-        data_len,
+        data_len: stored,
+        codec,
+        decoded_len: data_len,
     })
 }
 
@@ -575,6 +599,7 @@ mod tests {
                         name: name.as_deref(),
                         data_crc: crc,
                         full_shape: None,
+                        stored_len: None,
                     };
                     let n = data_len(dtype, &dims).unwrap() as usize;
                     record(&s, offset, 1 << a, &vec![0x5a; n])

@@ -8,8 +8,8 @@
 use smallvec::SmallVec;
 
 use super::{
-    at, FIELD_DATA_CRC, FIELD_DATA_TYPE, FIELD_DIMS, FIELD_FULL_SHAPE, FIELD_HEADER_CRC,
-    FIELD_NAME, FIELD_PADDING, MAX_RANK,
+    at, FIELD_CODEC, FIELD_DATA_CRC, FIELD_DATA_TYPE, FIELD_DIMS, FIELD_FULL_SHAPE,
+    FIELD_HEADER_CRC, FIELD_NAME, FIELD_PADDING, FIELD_STORED_LEN, MAX_RANK,
 };
 use crate::dtype::DType;
 use crate::error::{ensure_within, Error, Result};
@@ -25,6 +25,10 @@ pub(super) struct Desc<'a> {
     pub(super) data_crc: Option<u32>,
     /// The stored header CRC and the position of its tag within the desc.
     pub(super) header_crc: Option<(u32, usize)>,
+    /// The codec and stored length of a compressed record (fields 1005, 1006), with the
+    /// position of the codec's tag.
+    pub(super) codec: Option<(u64, usize)>,
+    pub(super) stored_len: Option<u64>,
 }
 
 /// Parses a TensorDesc (`base` = absolute offset of its first byte).
@@ -36,6 +40,8 @@ pub(super) fn parse_desc<'a>(desc: &'a [u8], base: u64) -> Result<Desc<'a>> {
     let mut full_shape: Option<SmallVec<[u64; 6]>> = None;
     let mut data_crc = None;
     let mut header_crc = None;
+    let mut codec = None;
+    let mut stored_len = None;
     // After the header CRC: (data CRC seen, padding seen).
     let mut after_crc = (false, false);
 
@@ -146,6 +152,18 @@ pub(super) fn parse_desc<'a>(desc: &'a [u8], base: u64) -> Result<Desc<'a>> {
                 full_shape = Some(shape);
                 p
             }
+            (FIELD_CODEC | FIELD_STORED_LEN, WireType::VARINT) => {
+                let (v, p) = varint(p)?;
+                let slot_taken = if field == FIELD_CODEC {
+                    codec.replace((v, pos)).is_some()
+                } else {
+                    stored_len.replace(v).is_some()
+                };
+                if slot_taken {
+                    return Err(bad(pos, format!("field {field} appears twice")));
+                }
+                p
+            }
             (FIELD_DATA_CRC, WireType::FIXED32) => {
                 let (v, p) = fixed32(p)?;
                 data_crc = Some(v);
@@ -166,7 +184,7 @@ pub(super) fn parse_desc<'a>(desc: &'a [u8], base: u64) -> Result<Desc<'a>> {
             }
             (
                 FIELD_DATA_TYPE | FIELD_DIMS | FIELD_NAME | FIELD_DATA_CRC | FIELD_PADDING
-                | FIELD_HEADER_CRC | FIELD_FULL_SHAPE,
+                | FIELD_HEADER_CRC | FIELD_FULL_SHAPE | FIELD_CODEC | FIELD_STORED_LEN,
                 _,
             ) => {
                 return Err(bad(
@@ -201,6 +219,8 @@ pub(super) fn parse_desc<'a>(desc: &'a [u8], base: u64) -> Result<Desc<'a>> {
         full_shape,
         data_crc,
         header_crc,
+        codec,
+        stored_len,
     })
 }
 

@@ -5,9 +5,9 @@
 //! nothing is written unless everything fits.
 
 use super::{
-    data_len, FIELD_DATA_CRC, FIELD_DATA_TYPE, FIELD_DIMS, FIELD_FULL_SHAPE, FIELD_HEADER_CRC,
-    FIELD_NAME, FIELD_PADDING, MAX_ALIGNMENT, MAX_DESC_LEN, MAX_LOD_LEVELS, MAX_RANK, MIDDLE_LEN,
-    PREFIX_LEN,
+    data_len, FIELD_CODEC, FIELD_DATA_CRC, FIELD_DATA_TYPE, FIELD_DIMS, FIELD_FULL_SHAPE,
+    FIELD_HEADER_CRC, FIELD_NAME, FIELD_PADDING, FIELD_STORED_LEN, MAX_ALIGNMENT, MAX_DESC_LEN,
+    MAX_LOD_LEVELS, MAX_RANK, MIDDLE_LEN, PREFIX_LEN,
 };
 use crate::dtype::DType;
 use crate::error::{ensure_within, Error, Result};
@@ -33,6 +33,10 @@ pub struct RecordSpec<'a> {
     /// For a slice record, the shape of the whole tensor (field [`FIELD_FULL_SHAPE`]); `None`
     /// for every other record.
     pub full_shape: Option<&'a [u64]>,
+    /// For a compressed record (SPEC.md 3.4), the bytes its data takes in the file: fields
+    /// [`FIELD_CODEC`] (the lossless codec) and [`FIELD_STORED_LEN`] are written, covered by the
+    /// header checksum. `None` for a plain record.
+    pub stored_len: Option<u64>,
 }
 
 /// Layout of an encoded header.
@@ -148,6 +152,12 @@ pub fn encode_header(
     let full_len = spec.full_shape.map_or(0, |_| {
         pbwire::tag_len(FIELD_FULL_SHAPE) + varint_len(full_body as u64) + full_body
     });
+    let codec_len = spec.stored_len.map_or(0, |n| {
+        pbwire::tag_len(FIELD_CODEC)
+            + varint_len(u64::from(super::lossless::CODEC_LOSSLESS))
+            + pbwire::tag_len(FIELD_STORED_LEN)
+            + varint_len(n)
+    });
     // The data CRC comes with the header CRC just before it.
     let crc_len = spec.data_crc.map_or(0, |_| {
         pbwire::tag_len(FIELD_HEADER_CRC) + 4 + pbwire::tag_len(FIELD_DATA_CRC) + 4
@@ -155,6 +165,7 @@ pub fn encode_header(
     desc_len = desc_len
         .saturating_add(name_len)
         .saturating_add(full_len)
+        .saturating_add(codec_len)
         .saturating_add(crc_len);
     let unpadded = (PREFIX_LEN + MIDDLE_LEN)
         .saturating_add(lod_len)
@@ -200,6 +211,10 @@ pub fn encode_header(
         for &d in full_dims {
             put_varint64(out, d);
         }
+    }
+    if let Some(n) = spec.stored_len {
+        pbwire::put_varint_field(out, FIELD_CODEC, u64::from(super::lossless::CODEC_LOSSLESS));
+        pbwire::put_varint_field(out, FIELD_STORED_LEN, n);
     }
     let mut crc_pos = None;
     if let Some(crc) = spec.data_crc {
@@ -440,6 +455,7 @@ mod tests {
                         name: (ni != 200).then_some(name.as_slice()),
                         data_crc: crc,
                         full_shape: None,
+                        stored_len: None,
                     };
                     buf.clear();
                     let l = encode_header(&s, offset, a, &mut buf).unwrap();

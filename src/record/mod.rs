@@ -16,12 +16,17 @@
 //!   field 1000 pdx_name         bytes    (paramdex; only if the tensor has a name)
 //!   field 1004 pdx_full_shape   bytes    (paramdex; packed varints: the shape of the tensor
 //!                                         this record is a slice of; only in slice records)
+//!   field 1005 pdx_codec        varint   (paramdex, version 4: the codec of compressed data)
+//!   field 1006 pdx_stored_len   varint   (paramdex, version 4: bytes of compressed data)
 //!   field 1003 pdx_header_crc32c fixed32 (paramdex; masked CRC32C of every record byte
 //!                                         before this field's tag; written with field 1001)
 //!   field 1001 pdx_data_crc32c  fixed32  (paramdex; masked CRC32C of the data)
 //!   field 1002 pdx_padding      bytes    (paramdex; zero bytes; always the last field)
-//! [numel * elem_size] raw row-major data
+//! [numel * elem_size] raw row-major data, or pdx_stored_len bytes of compressed data
 //! ```
+//!
+//! A compressed record (fields 1005-1006, `lossless.rs`) is not a record Paddle can load: Paddle
+//! skips the two fields and would read the compressed bytes as the tensor's. Exports decode.
 //!
 //! Paddle skips the paramdex fields as unknown fields, so every record loads in Paddle. Without
 //! name, CRC and padding the bytes are exactly what Paddle itself writes. The padding field is
@@ -40,6 +45,7 @@
 //!   size and the header checksum, and what a buffer that is no record probably is.
 //! * `desc.rs`: parsing the TensorDesc protobuf inside a header, field by field.
 //! * `encode.rs`: writing a header ([`encode_header`]), with its alignment padding.
+//! * `lossless.rs`: the data of a compressed record (SPEC.md 3.4): byte grouping, chunks, zstd.
 //! * `lod.rs`: the LoD, as decoded ([`Lod`], a zero-copy view) and as Paddle requires it to be
 //!   ([`validate_lod`]).
 #![cfg_attr(not(test), deny(clippy::cast_possible_truncation))]
@@ -52,6 +58,7 @@ mod decode;
 mod desc;
 mod encode;
 mod lod;
+pub mod lossless;
 
 pub(crate) use decode::decode_head;
 pub use decode::{decode_foreign_header, decode_header, decode_record, walk, ForeignHeader, Walk};
@@ -81,6 +88,13 @@ pub const FIELD_HEADER_CRC: u32 = 1003;
 /// varints; format version 2, SPEC.md 13): the record's own dims are the slice's, its name is
 /// the slice key. Written after the name, before the header checksum, so that it is covered.
 pub const FIELD_FULL_SHAPE: u32 = 1004;
+/// TensorDesc field number of the codec of a compressed record's data (varint; format version
+/// 4, SPEC.md 3.4): [`lossless::CODEC_LOSSLESS`]. Written with [`FIELD_STORED_LEN`], before
+/// the header checksum; absent in a plain record.
+pub const FIELD_CODEC: u32 = 1005;
+/// TensorDesc field number of the bytes a compressed record's data takes in the file (varint;
+/// SPEC.md 3.4): the record ends that many bytes after its header.
+pub const FIELD_STORED_LEN: u32 = 1006;
 
 /// TensorDesc field number of Paddle's `data_type`.
 const FIELD_DATA_TYPE: u32 = 1;
@@ -112,8 +126,13 @@ pub struct RecordHeader<'a> {
     pub header_crc: Option<u32>,
     /// Bytes from the record start to the first data byte.
     pub header_len: usize,
-    /// Data bytes: element count times element size.
+    /// Data bytes in the record: element count times element size, or for a compressed
+    /// record ([`RecordHeader::codec`] not 0) the stored bytes (field [`FIELD_STORED_LEN`]).
     pub data_len: u64,
+    /// The codec of the record's data (field [`FIELD_CODEC`]), 0 for a plain record.
+    pub codec: u32,
+    /// The tensor's bytes once decoded: element count times element size.
+    pub decoded_len: u64,
 }
 
 impl RecordHeader<'_> {
@@ -172,6 +191,7 @@ mod tests {
             name: None,
             data_crc: None,
             full_shape: None,
+            stored_len: None,
         }
     }
 

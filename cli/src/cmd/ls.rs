@@ -155,6 +155,8 @@ struct LsRow {
     offset: String,
     crc: String,
     file: String,
+    /// The tensor's data bytes (the size cell's figure).
+    nbytes: u64,
 }
 
 impl LsRow {
@@ -188,6 +190,12 @@ impl LsRow {
     fn locate(&mut self, loc: &Located) -> Vec<LsRow> {
         if loc.slices.is_empty() {
             self.set_location(loc.whole.as_ref());
+            // A compressed record (SPEC.md 3.4): its data size, then what it takes stored.
+            if let Some(l) = loc.whole.as_ref().filter(|l| l.len < self.nbytes) {
+                self.size.push_str(" (");
+                super::write_human_bytes(&mut self.size, l.len);
+                self.size.push_str(" stored)");
+            }
             return Vec::new();
         }
         self.set_sliced(loc.slices.len());
@@ -246,6 +254,7 @@ impl LsRow {
         push_u64(&mut self.lod, t.lod.len() as u64);
         self.size.clear();
         super::write_human_bytes(&mut self.size, t.nbytes);
+        self.nbytes = t.nbytes;
     }
 
     fn cells(&self) -> [&str; 8] {
@@ -429,6 +438,13 @@ fn write_json_info(
             out.write_all(b"}")?;
         }
         out.write_all(b"]")?;
+    }
+    // A compressed record (SPEC.md 3.4): the bytes its data takes stored.
+    if let Some(l) = long
+        .and_then(|l| l.whole.as_ref())
+        .filter(|l| l.len < t.nbytes)
+    {
+        write!(out, ", \"stored_nbytes\": {}", l.len)?;
     }
     out.write_all(b"}")
 }

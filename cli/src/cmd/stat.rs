@@ -113,6 +113,23 @@ pub fn stat(ui: Ui, file: &Path, as_json: bool) -> Result<ExitCode> {
             Some(json!(f.raw_bytes as f64 / f.stored_bytes.max(1) as f64)),
         );
     }
+    // A native file with compressed records (SPEC.md 3.4): what its data takes stored, from
+    // the index alone (no record is decoded).
+    if let Some(r) = store.as_native() {
+        let (mut stored, mut decoded) = (0u64, 0u64);
+        for e in r.list_from(b"")? {
+            stored = stored.saturating_add(e.stored_size);
+            decoded = decoded.saturating_add(e.size);
+        }
+        if stored != decoded {
+            put(&mut o, "stored_data_bytes", Some(json!(stored)));
+            put(
+                &mut o,
+                "data_compression_ratio",
+                Some(json!(decoded as f64 / stored.max(1) as f64)),
+            );
+        }
+    }
     put(&mut o, "dead_bytes", layout.dead_bytes.map(|v| json!(v)));
     put(&mut o, "alignment", layout.alignment.map(|v| json!(v)));
     // A sharded checkpoint: its data files and what failed saves left beside them.
@@ -161,6 +178,16 @@ pub fn stat(ui: Ui, file: &Path, as_json: bool) -> Result<ExitCode> {
             rows.push((
                 format!("  {d}"),
                 format!("{} in {}", human_bytes(*b), count_s(*c, "tensor")),
+            ));
+        }
+        if let Some(s) = num("stored_data_bytes") {
+            rows.push((
+                "data stored".into(),
+                format!(
+                    "{} ({s} bytes; lossless compression, ratio {:.3})",
+                    human_bytes(s),
+                    get("data_compression_ratio").as_f64().unwrap_or(1.0)
+                ),
             ));
         }
         if let Some(f) = num("file_bytes") {

@@ -827,6 +827,7 @@ fn write_record(
         name: None,
         data_crc: None,
         full_shape: None,
+        stored_len: None,
     };
     encode_header(&spec, offset, 1, &mut header)?;
     let io = |e| Error::io(format!("writing tensor {}", display(&info.name)), e);

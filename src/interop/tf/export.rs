@@ -83,7 +83,8 @@ fn stage_same(src: &Path, target: &Path) -> Result<(staging::Staged, bool)> {
 /// names, data files first (each of them checked against the index first).
 ///
 /// TensorFlow sees every tensor with its name, dtype, shape and bytes; it does not see LoD,
-/// alignment or the Paddle record headers.
+/// alignment or the Paddle record headers. A file holding compressed records (SPEC.md 3.4) is
+/// not one TensorFlow reads: its tensors are decoded into a new checkpoint instead (`copied`).
 pub fn export_tf(native: &Path, prefix: &Path) -> Result<ExportTfReport> {
     // Only a native file can serve as both index and data. Anything else (a directory, a
     // prefix, another format) is refused before a path is created; the caller can say what it
@@ -116,6 +117,9 @@ pub fn export_tf(native: &Path, prefix: &Path) -> Result<ExportTfReport> {
     if r.is_sharded() {
         return export_sharded(&r, prefix);
     }
+    if r.header().format_version >= crate::native::COMPRESSED_VERSION {
+        return export_decoded(r, prefix);
+    }
     let index = index_path(prefix);
     let data = data_path(prefix, 0, 1);
     let dir = staging::parent_dir(&index);
@@ -144,6 +148,30 @@ pub fn export_tf(native: &Path, prefix: &Path) -> Result<ExportTfReport> {
         data_path: data.clone(),
         data_paths: vec![data],
         copied,
+    })
+}
+
+/// [`export_tf`] of a native file holding compressed records (SPEC.md 3.4), which TensorFlow
+/// cannot read in place: a TensorFlow checkpoint of its decoded tensors, written as
+/// `convert --to tf` writes one (a copy, reported as such).
+fn export_decoded(r: MappedReader, prefix: &Path) -> Result<ExportTfReport> {
+    let reader = crate::native::Reader::from_mapped(r);
+    let job = ExportJob {
+        store: &reader,
+        dst: prefix,
+        writer: &crate::native::WriterOptions::default(),
+        metadata: &crate::native::Metadata::new(),
+        progress: &crate::progress::NoProgress,
+        overwrite: true,
+        upload: None,
+    };
+    export(&job)?;
+    let data = data_path(prefix, 0, 1);
+    Ok(ExportTfReport {
+        index_path: index_path(prefix),
+        data_path: data.clone(),
+        data_paths: vec![data],
+        copied: true,
     })
 }
 

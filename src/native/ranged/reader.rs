@@ -83,6 +83,9 @@ struct Want {
     /// For verify: the tensor's name, its entry and where a slice sits (the record is
     /// fetched whole and checked as a mapped file's view).
     record: Option<Box<RecordOf>>,
+    /// The record is compressed (SPEC.md 3.4): the bytes fetched are its stored data, decoded
+    /// by `finish` (or by the view), and `crc` is the decoded data's.
+    compressed: bool,
 }
 
 /// What verify checks a fetched record against: its tensor's name, its index entry, and where
@@ -101,6 +104,42 @@ impl Want {
     fn finish(self, mut buf: Vec<u8>, crc: Option<u32>, location: &str) -> Result<RemoteTensor> {
         self.check(&buf, crc, location)?;
         let head = self.head();
+        if self.compressed {
+            let shown = slice_key::display_key(&self.name);
+            let lod = if head == 0 {
+                Vec::new()
+            } else {
+                let h = crate::record::decode_head(&buf, self.range.start)
+                    .map_err(|e| e.context(location))?;
+                h.lod.to_vec()
+            };
+            let decoded_len = crate::record::data_len(self.dtype, &self.shape).unwrap_or(0);
+            let at = crate::record::lossless::At {
+                name: &shown,
+                offset: self.data_at,
+            };
+            let data =
+                crate::record::lossless::decode(&buf[head..], self.dtype, decoded_len, 0, at)
+                    .map_err(|e| e.context(location))?;
+            let got = crc32c(&data);
+            if got != self.crc {
+                return Err(Error::ChecksumMismatch {
+                    what: "tensor data",
+                    name: Some(shown),
+                    offset: self.data_at,
+                    len: decoded_len,
+                    stored: self.crc,
+                    computed: got,
+                    context: Some(location.to_string()),
+                });
+            }
+            return Ok(RemoteTensor {
+                dtype: self.dtype,
+                shape: self.shape,
+                data,
+                lod,
+            });
+        }
         let lod = if head == 0 {
             Vec::new()
         } else {
@@ -129,6 +168,11 @@ impl Want {
     /// that of all of `buf` when it was computed as the bytes arrived (a parallel fetch): it
     /// serves when `buf` is the data alone; otherwise the data's is computed here, once.
     fn check(&self, buf: &[u8], crc: Option<u32>, location: &str) -> Result<()> {
+        if self.compressed {
+            // The checksum is the decoded data's: checked once decoded (`finish`, or the
+            // view of the record).
+            return Ok(());
+        }
         let head = self.head();
         let got = if self.dtype == DType::Bytes {
             // A bytes value's checksum is TensorFlow's string checksum (SPEC.md 6.1).
@@ -246,6 +290,9 @@ pub struct EntryInfo {
     pub shape: Vec<u64>,
     /// Data bytes (0 for a tensor stored in slices, whose slices hold them).
     pub size: u64,
+    /// Bytes the data takes in the file: `size`, or for a compressed record (SPEC.md 3.4) its
+    /// stored bytes.
+    pub stored_size: u64,
     /// Number of slices for a tensor stored in slices, else 0.
     pub slices: u32,
     /// LoD levels (their offsets are in the record, read with the tensor).
@@ -1028,6 +1075,7 @@ impl RangedReader {
             data_at: e.offset,
             crc: unmask_crc(e.crc32c),
             record: None,
+            compressed: e.codec != 0,
         })
     }
 
@@ -1095,6 +1143,7 @@ pub(crate) fn entry_info(l: Listed) -> EntryInfo {
         dtype: l.dtype,
         shape: l.shape.to_vec(),
         size: if l.slices != 0 { 0 } else { l.nbytes },
+        stored_size: if l.slices != 0 { 0 } else { l.stored },
         slices: u32::try_from(l.slices).unwrap_or(u32::MAX),
         lod_levels: l.lod_levels,
     }

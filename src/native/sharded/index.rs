@@ -121,7 +121,7 @@ fn read_index_tail_from(
         usize::try_from(first_block.saturating_sub(held_start)).expect("inside the bytes held");
     let tail = held.get(skip..).unwrap_or_default().to_vec();
     let base = first_block.max(held_start);
-    if header.format_version == 0 || header.format_version > FORMAT_VERSION {
+    if !crate::native::is_known_version(header.format_version) {
         return Err(not_shard(format!(
             "format version {} (a shard is a native file of version 2 to {FORMAT_VERSION})",
             header.format_version

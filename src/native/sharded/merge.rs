@@ -252,7 +252,13 @@ fn check_shard(s: &ShardIndex) -> Result<()> {
         } else {
             tensors += 1;
         }
-        let expected = record::data_len(dtype, &e.shape);
+        // A compressed record (SPEC.md 3.4): its size is its stored bytes, whose chunk table is
+        // checked against the shape when the data is read.
+        let expected = if e.codec == record::lossless::CODEC_LOSSLESS && e.size != 0 {
+            Some(e.size)
+        } else {
+            record::data_len(dtype, &e.shape)
+        };
         let in_records = e
             .offset
             .checked_add(e.size)
@@ -702,7 +708,17 @@ pub(crate) fn plan_index(
         big_endian: false,
         producer: TF_BUNDLE_VERSION,
         min_consumer: 0,
-        format_version: 2,
+        // Version 4 when a data file holds a compressed record (SPEC.md 3.4): a reader that
+        // predates them refuses the checkpoint at open, before any entry is read.
+        format_version: if shards
+            .iter()
+            .chain(reused)
+            .any(|s| s.header.format_version >= crate::native::COMPRESSED_VERSION)
+        {
+            crate::native::COMPRESSED_VERSION
+        } else {
+            2
+        },
         alignment: shards
             .iter()
             .chain(reused)
