@@ -194,7 +194,7 @@ fn every_dtype_round_trips_through_every_reader() {
 
     let m = Reader::open(&packed).unwrap();
     assert_eq!(m.header().format_version, 4);
-    assert_eq!(Reader::open(&plain).unwrap().header().format_version, 1);
+    assert_eq!(Reader::open(&plain).unwrap().header().format_version, 3);
     let r = Reader::from_range_read(
         Arc::new(FileRange::open(&packed).unwrap()),
         RemoteOptions::default(),
@@ -296,7 +296,7 @@ fn a_file_without_a_compressed_record_keeps_its_version() {
         .unwrap();
     w.finish().unwrap();
     let r = Reader::open(&p).unwrap();
-    assert_eq!(r.header().format_version, 1);
+    assert_eq!(r.header().format_version, 3);
     assert!(!r.tensor("rand").unwrap().is_compressed());
 }
 

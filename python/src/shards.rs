@@ -53,6 +53,8 @@ impl PyShardWriter {
     /// local one for a local prefix, one in the same bucket for a bucket prefix.
     #[new]
     #[pyo3(signature = (prefix, rank, ranks, save_id, base = None, sync = true, compress = None))]
+    // The Python constructor's keywords, one argument each (PyO3 maps them by name).
+    #[allow(clippy::too_many_arguments)]
     fn py_new(
         py: Python<'_>,
         prefix: String,

@@ -152,6 +152,16 @@ pub struct TableIndex {
     checked: OnceLock<()>,
 }
 
+/// What an open that defers the index block's check found ([`TableIndex::check_light`]): the
+/// footer, the block's range in the bytes read, where its restart array starts and its number
+/// of entries.
+struct LightIndex {
+    footer: Footer,
+    range: Range<usize>,
+    restarts_at: usize,
+    blocks: usize,
+}
+
 /// A checked index block ([`TableIndex::check`]).
 struct CheckedIndex<'f> {
     footer: Footer,
@@ -228,7 +238,13 @@ impl TableIndex {
     /// has its checksum and entries checked at their first use
     /// ([`TableIndex::ensure_checked`]), not at open.
     pub fn open_tail(tail: &[u8], base: u64, opts: &TableReadOptions) -> Result<TableIndex> {
-        if let Some((footer, range, restarts_at, blocks)) = Self::check_light(tail, base)? {
+        if let Some(LightIndex {
+            footer,
+            range,
+            restarts_at,
+            blocks,
+        }) = Self::check_light(tail, base)?
+        {
             // The block and what follows it, kept for the deferred check.
             let block = IndexBlock::OwnedTail {
                 tail: tail[range.start..].into(),
@@ -260,7 +276,12 @@ impl TableIndex {
     /// never need them. Other blocks are checked in full at open (a compressed one, or one
     /// without a restart point at every entry, decoded into a copy).
     pub fn open_shared(file: SharedBytes, opts: &TableReadOptions) -> Result<TableIndex> {
-        if let Some((footer, range, restarts_at, blocks)) = Self::check_light((*file).as_ref(), 0)?
+        if let Some(LightIndex {
+            footer,
+            range,
+            restarts_at,
+            blocks,
+        }) = Self::check_light((*file).as_ref(), 0)?
         {
             let block = IndexBlock::Shared {
                 owner: file.clone(),
@@ -354,7 +375,7 @@ impl TableIndex {
     /// that grows with the number of data blocks but their restart offsets. `None` for a
     /// compressed block (checked in full at open). Returns the footer, the block's range in
     /// `file`, where its restart array starts and its number of entries.
-    fn check_light(file: &[u8], base: u64) -> Result<Option<(Footer, Range<usize>, usize, usize)>> {
+    fn check_light(file: &[u8], base: u64) -> Result<Option<LightIndex>> {
         let (footer, raw, ty) = Self::footer_and_index(file, base)?;
         if Compression::from_type_byte(ty) != Some(Compression::None) {
             return Ok(None);
@@ -386,12 +407,12 @@ impl TableIndex {
         }
         // In bounds: `footer_and_index` read the block from `file`.
         let at = usize::try_from(idx.offset.saturating_sub(base)).unwrap_or(usize::MAX);
-        Ok(Some((
+        Ok(Some(LightIndex {
             footer,
-            at..at + raw.len(),
-            lay.entries_end(),
+            range: at..at + raw.len(),
+            restarts_at: lay.entries_end(),
             blocks,
-        )))
+        }))
     }
 
     /// The footer of the table ending `tail` (the file's bytes from `base` on), its handles
