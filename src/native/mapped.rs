@@ -435,26 +435,12 @@ impl MappedReader {
     /// checkpoint's), located and checked as a view's entry is, not decoded: what a load
     /// decodes straight into its destination. `Ok(None)` for anything else.
     pub(crate) fn packed(&self, name: &[u8]) -> Result<Option<Packed<'_>>> {
-        if self.shards.is_some()
-            || self.header.format_version < crate::native::COMPRESSED_VERSION
-            || !self.is_tensor_name(name)
-        {
+        if self.header.format_version < crate::native::COMPRESSED_VERSION {
             return Ok(None);
         }
-        let mut e = IndexEntry::default();
-        let Some(at) = self.table().get(name, |value, at| {
-            Self::decode_entry(&mut e, name, value, at)
-        })?
-        else {
+        let Some((e, dtype, end, record_offset)) = self.compressed_entry(name)? else {
             return Ok(None);
         };
-        let at = at?;
-        if e.codec == 0 || e.num_slices != 0 {
-            return Ok(None);
-        }
-        let dtype = self.dtype_of(name, &e)?;
-        let (end, record_offset) = check_data(name, &e, dtype, at, self.header.records_len, None)
-            .map_err(|err| err.context(&self.path))?;
         // Both bounds are within the records region, itself within the mapped file.
         let in_file = |v: u64| usize::try_from(v).expect("an offset inside the mapped file");
         Ok(Some(Packed {
@@ -471,11 +457,11 @@ impl MappedReader {
         }))
     }
 
-    /// Where the stored data of tensor `name` lies when it is a compressed record (SPEC.md 3.4)
-    /// of this file (not a sharded checkpoint's): its path, offset, stored length and the
-    /// decoded data's CRC32C (unmasked), from its entry, checked as a view's, without decoding
-    /// it. `Ok(None)` for anything else (absent, plain, stored in slices, in a data file).
-    pub(crate) fn compressed_at(&self, name: &[u8]) -> Result<Option<(String, u64, u64, u32)>> {
+    /// The entry of tensor `name` when it is a compressed record of this file (not of a
+    /// sharded checkpoint's data file), checked against the records as a view's is
+    /// (`check_data`), with its dtype, the end of its stored data and its record's offset.
+    /// `Ok(None)` for anything else (absent, plain, stored in slices, in a data file).
+    fn compressed_entry(&self, name: &[u8]) -> Result<Option<(IndexEntry, DType, u64, u64)>> {
         if self.shards.is_some() || !self.is_tensor_name(name) {
             return Ok(None);
         }
@@ -491,8 +477,19 @@ impl MappedReader {
             return Ok(None);
         }
         let dtype = self.dtype_of(name, &e)?;
-        check_data(name, &e, dtype, at, self.header.records_len, None)
+        let (end, record_offset) = check_data(name, &e, dtype, at, self.header.records_len, None)
             .map_err(|err| err.context(&self.path))?;
+        Ok(Some((e, dtype, end, record_offset)))
+    }
+
+    /// Where the stored data of tensor `name` lies when it is a compressed record (SPEC.md 3.4)
+    /// of this file (not a sharded checkpoint's): its path, offset, stored length and the
+    /// decoded data's CRC32C (unmasked), from its entry, checked as a view's, without decoding
+    /// it. `Ok(None)` for anything else (absent, plain, stored in slices, in a data file).
+    pub(crate) fn compressed_at(&self, name: &[u8]) -> Result<Option<(String, u64, u64, u32)>> {
+        let Some((e, ..)) = self.compressed_entry(name)? else {
+            return Ok(None);
+        };
         Ok(Some((
             self.path.clone(),
             e.offset,
