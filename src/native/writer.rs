@@ -1326,14 +1326,11 @@ impl Writer {
 }
 
 /// Whether a writer with `opts` writes version 3's index layout (SPEC.md 4.2, 4.5): the
-/// kind 1 hash block needs it on, uncompressed blocks and restart runs of at most 256 entries;
-/// the header block at the end needs the header alone in its block.
+/// table must take the kind 1 hash block (`TableOptions::writes_kind_1`: the hash block on,
+/// uncompressed blocks, restart runs of at most 256 entries), and the header block at the end
+/// needs the header alone in its block.
 pub(crate) fn writes_v3_index(opts: &WriterOptions) -> bool {
-    opts.index_v3
-        && opts.hash_index
-        && opts.header_alone
-        && opts.compression == Compression::None
-        && opts.restart_interval <= 256
+    opts.index_v3 && opts.header_alone && table_options(opts, true).writes_kind_1()
 }
 
 /// The index table options a writer's options select, with version 3's layout (`v3`: the

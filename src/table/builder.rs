@@ -39,6 +39,16 @@ pub struct TableOptions {
 }
 
 impl TableOptions {
+    /// Whether a builder with these options writes the hash block of kind 1: `hash_index` and
+    /// `hash_entries` on, uncompressed blocks, restart runs of at most 256 entries (a slot
+    /// holds the position in its run in 8 bits).
+    pub(crate) fn writes_kind_1(&self) -> bool {
+        self.hash_index
+            && self.hash_entries
+            && self.compression == Compression::None
+            && self.restart_interval <= MAX_RUN_POSITION + 1
+    }
+
     /// Checks that `block_size` is in `1..=MAX_BLOCK_LEN` and `restart_interval >= 1`.
     pub fn validate(&self) -> Result<()> {
         if self.block_size == 0 || self.block_size > MAX_BLOCK_LEN {
@@ -159,10 +169,7 @@ impl<W: Write> TableBuilder<W> {
     /// ([`TableOptions::validate`]).
     pub fn new(writer: W, start_offset: u64, opts: TableOptions) -> Result<Self> {
         opts.validate()?;
-        let entries_hash = opts.hash_index
-            && opts.hash_entries
-            && opts.compression == Compression::None
-            && opts.restart_interval <= MAX_RUN_POSITION + 1;
+        let entries_hash = opts.writes_kind_1();
         let kind = if entries_hash {
             HashKind::Entries
         } else {

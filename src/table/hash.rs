@@ -371,6 +371,34 @@ fn bitmap(n: usize) -> Box<[AtomicU64]> {
     (0..n.div_ceil(64)).map(|_| AtomicU64::new(0)).collect()
 }
 
+/// Whether bit `i` of `bits` (a [`bitmap`]) is set.
+fn bit_is_set(bits: &[AtomicU64], i: usize) -> bool {
+    bits[i / 64].load(Ordering::Acquire) & (1u64 << (i % 64)) != 0
+}
+
+/// Sets bit `i` of `bits`.
+fn set_bit(bits: &[AtomicU64], i: usize) {
+    bits[i / 64].fetch_or(1u64 << (i % 64), Ordering::AcqRel);
+}
+
+/// `Ok` if `bytes`, at absolute offset `offset`, have the CRC32C whose masked form is
+/// `stored`; else the mismatch, as `what`.
+fn check_masked(what: &'static str, stored: u32, bytes: &[u8], offset: u64) -> Result<()> {
+    let (stored, computed) = (unmask_crc(stored), crc32c(bytes));
+    if stored != computed {
+        return Err(Error::ChecksumMismatch {
+            what,
+            name: None,
+            offset,
+            len: bytes.len() as u64,
+            stored,
+            computed,
+            context: None,
+        });
+    }
+    Ok(())
+}
+
 impl HashIndex {
     /// Validates the header of a hash block whose contents are `contents` (stored at
     /// `handle`): its checksum, the hash function and geometry, and that its length is exactly
@@ -404,19 +432,12 @@ impl HashIndex {
             )));
         }
         let crc_at = header_len - 4;
-        let stored = get_fixed32(contents, crc_at).unwrap_or(0);
-        let computed = crc32c(&contents[..crc_at]);
-        if unmask_crc(stored) != computed {
-            return Err(Error::ChecksumMismatch {
-                what: "hash index block header",
-                name: None,
-                offset: handle.offset,
-                len: crc_at as u64,
-                stored: unmask_crc(stored),
-                computed,
-                context: None,
-            });
-        }
+        check_masked(
+            "hash index block header",
+            get_fixed32(contents, crc_at).unwrap_or(0),
+            &contents[..crc_at],
+            handle.offset,
+        )?;
         let home = get_fixed32(contents, 0).unwrap_or(0);
         let total = get_fixed32(contents, 4).unwrap_or(0);
         let (hash, spb, log2) = (contents[8], contents[9], contents[10]);
@@ -493,38 +514,10 @@ impl HashIndex {
         self.data_pages.div_ceil(CRCS_PER_PAGE)
     }
 
-    /// Bytes `start..end` of the contents, checked against the stored masked checksum at
-    /// `crc_at`: `Ok` if they match.
-    fn check_range(
-        &self,
-        what: &'static str,
-        contents: &[u8],
-        crc_at: usize,
-        start: usize,
-        end: usize,
-        base: u64,
-    ) -> Result<()> {
-        let stored = unmask_crc(get_fixed32(contents, crc_at).unwrap_or(0));
-        let computed = crc32c(contents.get(start..end).unwrap_or_default());
-        if stored != computed {
-            return Err(Error::ChecksumMismatch {
-                what,
-                name: None,
-                offset: base.saturating_add(start as u64),
-                len: (end - start) as u64,
-                stored,
-                computed,
-                context: None,
-            });
-        }
-        Ok(())
-    }
-
     /// Checks the checksum of page `p` of this block (a bucket page, then the pages of the
     /// data-page table) unless already done.
     fn check_page(&self, contents: &[u8], p: usize) -> Result<()> {
-        let (word, bit) = (p / 64, 1u64 << (p % 64));
-        if self.verified[word].load(Ordering::Acquire) & bit != 0 {
+        if bit_is_set(&self.verified, p) {
             return Ok(());
         }
         let bucket_pages = self.bucket_pages();
@@ -538,15 +531,13 @@ impl HashIndex {
             let start = self.table_at + (p - bucket_pages) * DATA_PAGE;
             (start, (start + DATA_PAGE).min(contents.len()))
         };
-        self.check_range(
+        check_masked(
             "hash index page",
-            contents,
-            self.crcs_at + 4 * p,
-            start,
-            end,
-            self.handle.offset,
+            get_fixed32(contents, self.crcs_at + 4 * p).unwrap_or(0),
+            contents.get(start..end).unwrap_or_default(),
+            self.handle.offset.saturating_add(start as u64),
         )?;
-        self.verified[word].fetch_or(bit, Ordering::AcqRel);
+        set_bit(&self.verified, p);
         Ok(())
     }
 
@@ -561,14 +552,13 @@ impl HashIndex {
         start: u64,
         end: u64,
     ) -> Result<()> {
-        let region_end = self.region_start.saturating_add(self.region_len);
-        if start < self.region_start || end > region_end || start > end {
+        let (region_start, region_end) = self.region();
+        if start < region_start || end > region_end || start > end {
             return Err(Error::corrupt(
                 "hash index block",
                 self.handle.offset,
                 format!(
-                    "a slot leads to bytes {start}..{end}, outside the data region {}..{region_end} it covers",
-                    self.region_start
+                    "a slot leads to bytes {start}..{end}, outside the data region {region_start}..{region_end} it covers"
                 ),
             ));
         }
@@ -577,15 +567,13 @@ impl HashIndex {
         }
         // Pages of a region whose page table the block holds: they fit a usize.
         let page_of =
-            |at: u64| usize::try_from((at - self.region_start) / DATA_PAGE as u64).unwrap_or(0);
-        let (first, last) = (page_of(start), page_of(end - 1));
-        for q in first..=last {
-            let (word, bit) = (q / 64, 1u64 << (q % 64));
-            if self.data_verified[word].load(Ordering::Acquire) & bit != 0 {
+            |at: u64| usize::try_from((at - region_start) / DATA_PAGE as u64).unwrap_or(0);
+        for q in page_of(start)..=page_of(end - 1) {
+            if bit_is_set(&self.data_verified, q) {
                 continue;
             }
             self.check_page(contents, self.bucket_pages() + q / CRCS_PER_PAGE)?;
-            let page_start = self.region_start + (q * DATA_PAGE) as u64;
+            let page_start = region_start + (q * DATA_PAGE) as u64;
             let page_end = (page_start + DATA_PAGE as u64).min(region_end);
             let bytes = page_start
                 .checked_sub(base)
@@ -603,20 +591,13 @@ impl HashIndex {
                         format!("bytes {page_start}..{page_end} are not in the bytes read"),
                     )
                 })?;
-            let stored = unmask_crc(get_fixed32(contents, self.table_at + 4 * q).unwrap_or(0));
-            let computed = crc32c(bytes);
-            if stored != computed {
-                return Err(Error::ChecksumMismatch {
-                    what: "index data page",
-                    name: None,
-                    offset: page_start,
-                    len: page_end - page_start,
-                    stored,
-                    computed,
-                    context: None,
-                });
-            }
-            self.data_verified[word].fetch_or(bit, Ordering::AcqRel);
+            check_masked(
+                "index data page",
+                get_fixed32(contents, self.table_at + 4 * q).unwrap_or(0),
+                bytes,
+                page_start,
+            )?;
+            set_bit(&self.data_verified, q);
         }
         Ok(())
     }

@@ -207,22 +207,14 @@ impl<'a> Table<'a> {
             let got = rest.read(from..to)?;
             let off = usize::try_from(at - from).unwrap_or(usize::MAX);
             let lay = Layout::known(got.len(), 0, from, true, "data block");
-            let complete = match span_of(&got, &lay, off, entries) {
-                Ok(end) => Some(end),
-                Err(_) if to < region_end => None,
+            // Enough when the entries' headers decode and their last page is whole (for its
+            // checksum); all there is when the read reached the region's end.
+            let enough = match span_of(&got, &lay, off, entries) {
+                Ok(end) => (from + (end as u64).div_ceil(page) * page).min(region_end) <= to,
+                Err(_) if to < region_end => false,
                 Err(e) => return Err(e),
             };
-            match complete {
-                // The entries' last page whole, for its checksum.
-                Some(end) if to == region_end || (end as u64) <= to - from => {
-                    let last_page_end = (from + (end as u64).div_ceil(page) * page).min(region_end);
-                    if last_page_end <= to {
-                        return Ok((Cow::Owned(got), from));
-                    }
-                }
-                _ => {}
-            }
-            if to == region_end {
+            if enough || to == region_end {
                 return Ok((Cow::Owned(got), from));
             }
             pages = pages.saturating_mul(2);
@@ -378,11 +370,9 @@ impl<'a> Table<'a> {
         let mut it = self.iter();
         while it.next()? {
             let (key, at) = (it.key(), it.block_offset());
-            if entries_kind && it.position().is_some_and(|(block, _, _)| block == 0) {
-                // Kind 1 leaves the first block's keys out (lookups binary-search them).
-                continue;
-            }
             let found = match it.position() {
+                // Kind 1 leaves the first block's keys out (lookups binary-search them).
+                Some((0, _, _)) if entries_kind => continue,
                 Some((block, run, in_block)) => {
                     if let Some(r) = restarts.get_mut(block) {
                         *r = in_block;

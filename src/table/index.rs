@@ -219,7 +219,13 @@ impl TableIndex {
     /// block). Every failure is [`Error::Corrupt`] (or [`Error::ChecksumMismatch`] /
     /// [`Error::LimitExceeded`]) with the file offset.
     pub fn open(file: &[u8], opts: &TableReadOptions) -> Result<TableIndex> {
-        let c = Self::check(file, 0)?;
+        Self::open_copied(file, 0, opts)
+    }
+
+    /// The index of the table ending `tail` (the file's bytes from `base` on), checked in full
+    /// ([`TableIndex::check`]), keeping a copy of its index block.
+    fn open_copied(tail: &[u8], base: u64, opts: &TableReadOptions) -> Result<TableIndex> {
+        let c = Self::check(tail, base)?;
         let block = IndexBlock::Owned(c.contents.into_owned().into_boxed_slice());
         Ok(Self::assemble(
             c.footer,
@@ -254,15 +260,7 @@ impl TableIndex {
             ix.deferred = true;
             return Ok(ix);
         }
-        let c = Self::check(tail, base)?;
-        let block = IndexBlock::Owned(c.contents.into_owned().into_boxed_slice());
-        Ok(Self::assemble(
-            c.footer,
-            block,
-            c.restarts_at,
-            c.blocks,
-            opts,
-        ))
+        Self::open_copied(tail, base, opts)
     }
 
     /// [`TableIndex::open`] of the table that ends the bytes `file` holds, keeping `file`
