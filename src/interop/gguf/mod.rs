@@ -275,8 +275,21 @@ impl TensorStore for GgufStore {
                     )));
                 }
                 let row = t.ty.nbytes(&[inner]).expect("checked at open");
-                let rows: u64 = region.len[..outer.len()].iter().product();
-                let mut out = vec![0u8; usize::try_from(rows * row).unwrap_or(usize::MAX)];
+                // Checked: a shape with a zero dimension can hold others whose product
+                // overflows (its size, 0, was all open could check).
+                let lens = &region.len[..outer.len()];
+                let bytes = if lens.contains(&0) {
+                    Some(0)
+                } else {
+                    lens.iter()
+                        .try_fold(1u64, |a, &d| a.checked_mul(d))
+                        .and_then(|rows| rows.checked_mul(row))
+                        .and_then(|n| usize::try_from(n).ok())
+                };
+                let bytes = bytes.ok_or_else(|| {
+                    Error::InvalidArgument(format!("tensor {shown}: a region beyond memory"))
+                })?;
+                let mut out = vec![0u8; bytes];
                 let row = usize::try_from(row).map_err(|_| {
                     Error::InvalidArgument(format!("tensor {shown}: rows beyond memory"))
                 })?;
